@@ -1,0 +1,58 @@
+"""The one interface every batch-time model implements: a batch's composition in, seconds out."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class Batch:
+    """What one engine step computes.
+
+    ``prefill_new[i]`` new tokens of prefill chunk i, attending over ``prefill_ctx[i]``
+    tokens already in the KV cache plus themselves. ``decode_ctx[j]`` is the number of
+    tokens decode j attends over, its own new token included (KV tokens after the step).
+    """
+
+    prefill_new: list[int] = field(default_factory=list)
+    prefill_ctx: list[int] = field(default_factory=list)
+    decode_ctx: list[int] = field(default_factory=list)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.prefill_new) + len(self.decode_ctx)
+
+    @property
+    def num_decodes(self) -> int:
+        return len(self.decode_ctx)
+
+    @property
+    def num_prefills(self) -> int:
+        return len(self.prefill_new)
+
+    @property
+    def context_sum(self) -> int:
+        """Σ context over all items: KV tokens each item attends over (its new tokens included)."""
+        return sum(self.decode_ctx) + sum(c + n for c, n in zip(self.prefill_ctx, self.prefill_new))
+
+
+class BatchTimeModel(ABC):
+    """Predicts the duration of one engine step. Must be monotone in tokens and in context."""
+
+    name: str = "?"
+
+    @abstractmethod
+    def step_time(self, batch: Batch) -> float:
+        """Seconds the step takes."""
+
+    def describe(self) -> dict:
+        """Parameters and provenance, for run metadata and ``llmsched presets``."""
+        return {"name": self.name}
+
+    # Convenience forms used by theory code; all go through step_time.
+    def prefill_time(self, tokens: int, context: int = 0) -> float:
+        return self.step_time(Batch([tokens], [context], []))
+
+    def decode_time(self, num_decodes: int, context: int) -> float:
+        """A decode-only step of ``num_decodes`` requests, each attending over ``context`` tokens."""
+        return self.step_time(Batch([], [], [context] * num_decodes))

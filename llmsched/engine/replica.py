@@ -1,0 +1,357 @@
+"""One serving replica: the mechanism a scheduler's plans run on.
+
+A step is ``start_step(now)`` (ask the policy, validate the plan against the hard
+limits, preempt, admit, allocate KV, predict the duration) then ``end_step(now)``
+(tokens appear, finished requests free their KV). The policy never mutates state.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..batchtime.base import Batch, BatchTimeModel
+from ..metrics.steps import StepLog
+from ..request import Request, Status
+from .blocks import BlockManager, SwapSpace
+from .errors import PlanError
+from .plan import BatchPlan
+from .view import ReplicaView
+
+if TYPE_CHECKING:
+    from ..schedulers.base import Scheduler
+
+WAITING, RUNNING, SWAPPED = Status.WAITING, Status.RUNNING, Status.SWAPPED
+FINISHED, REJECTED = Status.FINISHED, Status.REJECTED
+
+
+@dataclass
+class ReplicaConfig:
+    """Hard limits of a replica, named as in vLLM."""
+
+    num_blocks: int
+    block_size: int = 16
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    max_model_len: int = 8192
+    preemption_mode: str = "recompute"  # or "swap"
+    swap_blocks: int = 0
+    swap_seconds_per_block: float = 0.0  # host<->GPU transfer time of one block
+    oracle: bool = False  # schedulers may read true output lengths
+    check_invariants: bool = False  # full KV accounting check after every step (tests)
+
+    def __post_init__(self):
+        for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"replica config {name} must be a positive integer, got {v!r}")
+        if self.preemption_mode not in ("recompute", "swap"):
+            raise ValueError(f"preemption_mode must be 'recompute' or 'swap', got {self.preemption_mode!r}")
+        if self.swap_blocks < 0 or self.swap_seconds_per_block < 0:
+            raise ValueError("swap_blocks and swap_seconds_per_block must be >= 0")
+
+
+class Replica:
+    def __init__(self, index: int, scheduler: "Scheduler", batch_time: BatchTimeModel,
+                 config: ReplicaConfig, steps: StepLog | None = None):
+        self.index = index
+        self.scheduler = scheduler
+        self.batch_time = batch_time
+        self.config = config
+        self.kv = BlockManager(config.num_blocks, config.block_size)
+        self.swap = SwapSpace(config.swap_blocks)
+        self.waiting: list[Request] = []
+        self.running: list[Request] = []
+        self.swapped: list[Request] = []
+        self.completed: list[Request] = []  # finished or rejected since the caller last drained it
+        self.steps = steps if steps is not None else StepLog()
+        self.view = ReplicaView(self)
+        self.now = 0.0
+        self.busy = False
+        self.num_steps = 0
+        self.busy_time = 0.0
+        self.recent_steps: deque = deque(maxlen=64)
+        self.num_preemptions = 0
+        self.swap_fallbacks = 0
+        self._plan: BatchPlan | None = None
+        self._step_start = 0.0
+        self._step_preempted = 0
+        self._batch: Batch | None = None
+        self.max_blocks = min(config.num_blocks, self.kv.blocks_for(config.max_model_len))
+
+    # --- arrivals ---------------------------------------------------------
+    def add(self, req: Request, now: float) -> bool:
+        """Queue an arrival, or reject it when it can never be served. True if queued."""
+        self.now = now
+        req.replica = self.index
+        total = req.prompt_len + req.output_len
+        if total > self.config.max_model_len:
+            return self._reject(req, f"prompt {req.prompt_len} + output {req.output_len} tokens exceed "
+                                     f"max_model_len {self.config.max_model_len}")
+        need = self.kv.blocks_for(req.max_kv_tokens)
+        if need > self.kv.total:
+            return self._reject(req, f"needs {need} KV blocks at its longest, the cache holds "
+                                     f"{self.kv.total}: it can never be served here")
+        reason = self.scheduler.on_arrival(req, self.view)
+        if reason:
+            return self._reject(req, f"{self.scheduler.name}: {reason}")
+        req.status = WAITING
+        self.waiting.append(req)
+        return True
+
+    def _reject(self, req: Request, reason: str) -> bool:
+        req.status = REJECTED
+        req.reject_reason = reason
+        req.finish = self.now
+        self.completed.append(req)
+        return False
+
+    @property
+    def num_outstanding(self) -> int:
+        return len(self.waiting) + len(self.running) + len(self.swapped)
+
+    # --- a step -----------------------------------------------------------
+    def start_step(self, now: float) -> float | None:
+        """Ask the policy and launch its plan. Returns the step duration, or None if idle
+        (then ``wake_at`` says when to ask again, None meaning at the next arrival)."""
+        assert not self.busy, "start_step while a step is running"
+        self.now = now
+        plan = self.scheduler.schedule(self.view)
+        self.wake_at = None
+        if plan.reject:
+            self._apply_rejects(plan.reject)
+        if not plan.has_work:
+            if plan.preempt:
+                self._fail("preempt requires work in the same plan", "plan.preempt without decodes or prefills")
+            if plan.wait_until is not None:
+                if not plan.wait_until > now:
+                    self._fail("wait_until must lie in the future",
+                               f"wait_until={plan.wait_until} at now={now}")
+                self.wake_at = plan.wait_until
+            return None
+        duration = self._launch(plan, now)
+        self.busy = True
+        self._plan = plan
+        self._step_start = now
+        return duration
+
+    def _fail(self, limit: str, detail: str):
+        raise PlanError(f"scheduler {self.scheduler.name!r} on replica {self.index}: {limit} ({detail})")
+
+    def _apply_rejects(self, rejects):
+        for req, reason in rejects:
+            if req.status is not WAITING or req.replica != self.index:
+                self._fail("only waiting requests can be rejected", f"request {req.id} is {req.status.name}")
+            self.waiting.remove(req)
+            self._reject(req, f"{self.scheduler.name}: {reason}")
+
+    def _launch(self, plan: BatchPlan, now: float) -> float:
+        stamp = self.num_steps
+        kv = self.kv
+        bs = kv.block_size
+        index = self.index
+        preempted = 0
+        for r in plan.preempt:
+            if r.status is not RUNNING or r.replica != index:
+                self._fail("only running requests can be preempted", f"request {r.id} is {r.status.name}")
+            if r.mark == stamp:
+                self._fail("a request may appear once per plan", f"request {r.id} listed twice")
+            r.mark = stamp
+            self._preempt(r)
+            preempted += 1
+        if preempted:
+            self.running[:] = [r for r in self.running if r.status is RUNNING]
+
+        need = 0
+        swap_in: list[Request] = []
+        decode_ctx = []
+        for r in plan.decodes:
+            st = r.status
+            if st is not RUNNING:
+                if st is not SWAPPED or r.replica != index:
+                    self._fail("decodes must be running requests", f"request {r.id} is {st.name}")
+                swap_in.append(r)
+                need += r.num_blocks
+            if r.mark == stamp:
+                self._fail("a request may appear once per plan", f"request {r.id} listed twice or preempted")
+            r.mark = stamp
+            ctx = r.num_computed + 1
+            if r.num_generated == 0 or ctx != r.prompt_len + r.num_generated:
+                self._fail("a decode needs a request whose prompt is done and one token pending",
+                           f"request {r.id}: computed {r.num_computed} of {r.num_tokens} tokens")
+            decode_ctx.append(ctx)
+            extra = -(-ctx // bs) - r.num_blocks
+            if extra > 0:
+                need += extra
+
+        admit: list[Request] = []
+        prefill_new = []
+        prefill_ctx = []
+        prefill_tokens = 0
+        for r, n in plan.prefills:
+            st = r.status
+            if r.replica != index or st is not RUNNING:
+                if st is WAITING and r.replica == index:
+                    admit.append(r)
+                elif st is SWAPPED and r.replica == index:
+                    swap_in.append(r)
+                    need += r.num_blocks
+                else:
+                    self._fail("prefills must be waiting, running or swapped requests of this replica",
+                               f"request {r.id} is {st.name}")
+            if r.mark == stamp:
+                self._fail("a request may appear once per plan", f"request {r.id} listed twice or preempted")
+            r.mark = stamp
+            remaining = r.prompt_len + r.num_generated - r.num_computed
+            if not (isinstance(n, int) and 1 <= n <= remaining):
+                self._fail("a prefill chunk must be between 1 and the request's remaining tokens",
+                           f"request {r.id}: chunk {n!r}, {remaining} remaining")
+            prefill_new.append(n)
+            prefill_ctx.append(r.num_computed)
+            prefill_tokens += n
+            extra = -(-(r.num_computed + n) // bs) - r.num_blocks
+            if extra > 0:
+                need += extra
+
+        tokens = prefill_tokens + len(decode_ctx)
+        cfg = self.config
+        if tokens > cfg.max_num_batched_tokens:
+            self._fail("max_num_batched_tokens exceeded", f"{tokens} > {cfg.max_num_batched_tokens}")
+        seqs = len(self.running) + len(admit) + len(swap_in)
+        if seqs > cfg.max_num_seqs:
+            self._fail("max_num_seqs exceeded", f"{seqs} running > {cfg.max_num_seqs}")
+        if need > kv.free:
+            self._fail("KV cache capacity exceeded (preempt first)",
+                       f"plan needs {need} more blocks, {kv.free} free")
+
+        extra_time = 0.0
+        for r in swap_in:
+            self.swapped.remove(r)
+            self.swap.free += r.num_blocks
+            kv.free -= r.num_blocks
+            extra_time += r.num_blocks * cfg.swap_seconds_per_block
+            r.status = RUNNING
+            self.running.append(r)
+        for r in admit:
+            self.waiting.remove(r)
+            r.status = RUNNING
+            if r.first_scheduled != r.first_scheduled:  # NaN: first admission
+                r.first_scheduled = now
+            self.running.append(r)
+        kv.free -= need - sum(r.num_blocks for r in swap_in)
+        for r in plan.decodes:
+            want = -(-(r.num_computed + 1) // bs)
+            if want > r.num_blocks:
+                r.num_blocks = want
+        for r, n in plan.prefills:
+            want = -(-(r.num_computed + n) // bs)
+            if want > r.num_blocks:
+                r.num_blocks = want
+
+        self._step_preempted = preempted
+        batch = Batch(prefill_new, prefill_ctx, decode_ctx)
+        self._batch = batch
+        duration = self.batch_time.step_time(batch) + extra_time
+        if not duration > 0:
+            raise ValueError(f"batch-time model {self.batch_time.name!r} returned {duration} s for a step")
+        return duration
+
+    def _preempt(self, r: Request) -> None:
+        self.num_preemptions += 1
+        r.preemptions += 1
+        if self.config.preemption_mode == "swap":
+            if r.num_blocks <= self.swap.free:
+                n = r.num_blocks
+                self.kv.free += n
+                self.swap.free -= n
+                r.status = SWAPPED
+                self.swapped.append(r)
+                return
+            self.swap_fallbacks += 1  # no host space: recompute instead, counted
+        self.kv.release(r)
+        r.num_computed = 0
+        r.status = WAITING
+        self.waiting.insert(0, r)
+
+    def end_step(self, now: float) -> None:
+        """The running step completes at ``now``: emit tokens, finish requests, record."""
+        assert self.busy, "end_step without a running step"
+        plan, batch = self._plan, self._batch
+        self.now = now
+        finished = 0
+        kv = self.kv
+        for r in plan.decodes:
+            r.num_computed += 1
+            g = r.num_generated + 1
+            r.num_generated = g
+            r.token_times.append(now)
+            r.last_token = now
+            if g == r.output_len:
+                r.status = FINISHED
+                finished += 1
+        for r, n in plan.prefills:
+            c = r.num_computed + n
+            r.num_computed = c
+            if c == r.prompt_len + r.num_generated:
+                g = r.num_generated + 1
+                r.num_generated = g
+                if g == 1:
+                    r.first_token = now
+                r.token_times.append(now)
+                r.last_token = now
+                if g == r.output_len:
+                    r.status = FINISHED
+                    finished += 1
+        if finished:
+            done = [r for r in self.running if r.status is FINISHED]
+            for r in done:
+                r.finish = now
+                kv.free += r.num_blocks
+                r.num_blocks = 0
+            self.completed.extend(done)
+            self.running[:] = [r for r in self.running if r.status is RUNNING]
+
+        duration = now - self._step_start
+        self.num_steps += 1
+        self.busy_time += duration
+        self.recent_steps.append(duration)
+        self.steps.add(self.index, self._step_start, duration, sum(batch.prefill_new),
+                       len(batch.prefill_new), len(batch.decode_ctx), batch.context_sum,
+                       kv.total - kv.free, kv.total, len(self.waiting), len(self.running),
+                       self._step_preempted)
+        self.busy = False
+        self._plan = None
+        self._batch = None
+        assert kv.free >= 0 and len(self.running) <= self.config.max_num_seqs
+        if self.config.check_invariants:
+            self.check()
+        self.scheduler.on_step_end(self.view, plan, duration)
+
+    def check(self) -> None:
+        """Full accounting check: every block is held by a running request or free."""
+        self.kv.check(self.running)
+        assert sum(r.num_blocks for r in self.swapped) + self.swap.free == self.swap.total, "swap leak"
+        for r in self.running:
+            assert r.status is RUNNING, f"request {r.id} in running is {r.status.name}"
+            assert r.num_blocks == self.kv.blocks_for(r.num_computed), (
+                f"request {r.id} holds {r.num_blocks} blocks for {r.num_computed} KV tokens")
+        for r in self.waiting:
+            assert r.status is WAITING and r.num_blocks == 0 and r.num_computed == 0
+
+    def stop(self, reason: str, status: Status = REJECTED) -> list[Request]:
+        """End the run here: every request still queued or in flight leaves with ``status``."""
+        for r in self.running:
+            self.kv.release(r)
+        for r in self.swapped:
+            self.swap.free += r.num_blocks
+            r.num_blocks = 0
+        left = self.waiting + self.running + self.swapped
+        for r in left:
+            r.status = status
+            r.reject_reason = reason
+            r.finish = self.now
+        self.waiting.clear()
+        self.running.clear()
+        self.swapped.clear()
+        return left

@@ -1,0 +1,121 @@
+"""The read-only window a scheduler decides from, identical in simulation and in a real engine.
+
+It exposes live state without copying (a step must stay cheap). Schedulers must not
+mutate what it returns: sort with ``sorted()``, never ``list.sort()`` on these lists.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+from ..request import Request
+
+if TYPE_CHECKING:
+    from ..batchtime.base import BatchTimeModel
+    from .replica import Replica
+
+
+class ReplicaView:
+    __slots__ = ("_r",)
+
+    def __init__(self, replica: "Replica"):
+        self._r = replica
+
+    # --- clock and queues -------------------------------------------------
+    @property
+    def now(self) -> float:
+        return self._r.now
+
+    @property
+    def replica_index(self) -> int:
+        return self._r.index
+
+    @property
+    def waiting(self) -> list[Request]:
+        """Never-run and recompute-preempted requests, in queue order (preempted first)."""
+        return self._r.waiting
+
+    @property
+    def running(self) -> list[Request]:
+        """Requests holding KV on the GPU, in admission order."""
+        return self._r.running
+
+    @property
+    def swapped(self) -> list[Request]:
+        """Requests preempted by swap, oldest swap first."""
+        return self._r.swapped
+
+    # --- limits -----------------------------------------------------------
+    @property
+    def max_num_seqs(self) -> int:
+        return self._r.config.max_num_seqs
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self._r.config.max_num_batched_tokens
+
+    @property
+    def max_model_len(self) -> int:
+        return self._r.config.max_model_len
+
+    # --- KV cache ---------------------------------------------------------
+    @property
+    def block_size(self) -> int:
+        return self._r.kv.block_size
+
+    @property
+    def total_blocks(self) -> int:
+        return self._r.kv.total
+
+    @property
+    def free_blocks(self) -> int:
+        return self._r.kv.free
+
+    @property
+    def kv_utilisation(self) -> float:
+        return self._r.kv.utilisation
+
+    @property
+    def swap_free_blocks(self) -> int:
+        return self._r.swap.free
+
+    def blocks_for(self, tokens: int) -> int:
+        return self._r.kv.blocks_for(tokens)
+
+    def extra_blocks(self, req: Request, tokens: int) -> int:
+        """Blocks ``req`` would need beyond what it holds to keep ``tokens`` KV tokens."""
+        return self._r.kv.extra_blocks(req, tokens)
+
+    def decode_blocks(self, req: Request) -> int:
+        """Blocks a decode step of ``req`` needs (0 or 1 with paging)."""
+        return self._r.kv.extra_blocks(req, req.num_computed + 1)
+
+    # --- timing -----------------------------------------------------------
+    @property
+    def recent_step_times(self) -> deque:
+        """Durations of the last steps, oldest first (what a real engine observes)."""
+        return self._r.recent_steps
+
+    @property
+    def mean_step_time(self) -> float:
+        """Mean duration of all steps so far (0 before the first)."""
+        r = self._r
+        return r.busy_time / r.num_steps if r.num_steps else 0.0
+
+    @property
+    def num_steps(self) -> int:
+        return self._r.num_steps
+
+    @property
+    def batch_time(self) -> "BatchTimeModel | None":
+        """The replica's batch-time model, for policies that predict step times."""
+        return self._r.batch_time
+
+    # --- oracle -----------------------------------------------------------
+    @property
+    def oracle(self) -> bool:
+        return self._r.config.oracle
+
+    def oracle_output_len(self, req: Request) -> int | None:
+        """The true output length, only when the run grants the oracle option."""
+        return req.output_len if self._r.config.oracle else None

@@ -1,0 +1,126 @@
+"""A request: what a client asked for (spec) plus where the engine is with it (state).
+
+The token model is vLLM v1's: a request knows ``num_tokens`` tokens (prompt plus
+generated) and has computed the KV of ``num_computed`` of them. A step that
+computes the last unknown-KV token samples one new output token. A decode is the
+case ``num_tokens - num_computed == 1``; a prefill chunk is anything before the
+first output token; recompute after preemption re-prefills prompt + generated.
+
+``output_len`` is the true output length: the mechanism and metrics read it,
+schedulers must not (they ask ``view.oracle_output_len(req)``, which answers only
+when the run grants the oracle option).
+"""
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+@dataclass(frozen=True, slots=True)
+class SLO:
+    """Latency targets in seconds; ``None`` means no target."""
+
+    ttft: float | None = None
+    tbt: float | None = None
+    tpot: float | None = None
+
+    def __post_init__(self):
+        for name in ("ttft", "tbt", "tpot"):
+            v = getattr(self, name)
+            if v is not None and not (v > 0 and math.isfinite(v)):
+                raise ValueError(f"SLO {name} target must be a positive number of seconds, got {v!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    """A class of users with its SLO, drawn with probability ``share`` among a run's tiers."""
+
+    name: str
+    slo: SLO = SLO()
+    share: float = 1.0
+
+    def __post_init__(self):
+        if not self.name:
+            raise ValueError("tier name must be non-empty")
+        if not (0 < self.share <= 1):
+            raise ValueError(f"tier {self.name!r}: share must be in (0, 1], got {self.share}")
+
+
+DEFAULT_TIER = Tier("default")
+
+
+class Status(IntEnum):
+    WAITING = 0  # never ran, or preempted by recompute
+    RUNNING = 1
+    SWAPPED = 2  # preempted by swap: KV held in host memory
+    FINISHED = 3
+    REJECTED = 4
+    UNFINISHED = 5  # still in flight when a run stopped at its horizon
+
+
+class Request:
+    """One request. Spec fields are set at creation; state fields belong to the replica."""
+
+    __slots__ = (
+        # spec
+        "id", "arrival", "prompt_len", "output_len", "tier", "slo",
+        # state (mutated only by the replica)
+        "status", "num_computed", "num_generated", "num_blocks", "replica",
+        "first_scheduled", "first_token", "last_token", "finish", "preemptions",
+        "reject_reason", "token_times", "mark",
+    )
+
+    def __init__(self, id: int, arrival: float, prompt_len: int, output_len: int,
+                 tier: Tier = DEFAULT_TIER):
+        if prompt_len < 1:
+            raise ValueError(f"request {id}: prompt_len must be >= 1, got {prompt_len}")
+        if output_len < 1:
+            raise ValueError(f"request {id}: output_len must be >= 1, got {output_len}")
+        if not (arrival >= 0 and math.isfinite(arrival)):
+            raise ValueError(f"request {id}: arrival must be a finite time >= 0, got {arrival}")
+        self.id = id
+        self.arrival = float(arrival)
+        self.prompt_len = int(prompt_len)
+        self.output_len = int(output_len)
+        self.tier = tier
+        self.slo = tier.slo
+        self.status = Status.WAITING
+        self.num_computed = 0
+        self.num_generated = 0
+        self.num_blocks = 0
+        self.replica = -1
+        self.first_scheduled = math.nan
+        self.first_token = math.nan
+        self.last_token = math.nan
+        self.finish = math.nan
+        self.preemptions = 0
+        self.reject_reason = ""
+        self.token_times = array("d")  # emission time of each output token
+        self.mark = -1  # last step that listed this request (duplicate detection)
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens known so far: prompt plus generated output."""
+        return self.prompt_len + self.num_generated
+
+    @property
+    def remaining_prefill(self) -> int:
+        """Tokens whose KV must be computed before the next output token can be sampled."""
+        return self.prompt_len + self.num_generated - self.num_computed
+
+    @property
+    def is_decode(self) -> bool:
+        """True when the next step for this request is a single-token decode."""
+        return self.num_generated > 0 and self.num_computed == self.prompt_len + self.num_generated - 1
+
+    @property
+    def max_kv_tokens(self) -> int:
+        """KV tokens held at the request's last step (the last output token's KV is never computed)."""
+        return self.prompt_len + self.output_len - 1
+
+    def __repr__(self) -> str:
+        return (f"Request(id={self.id}, arrival={self.arrival:.3f}, prompt={self.prompt_len}, "
+                f"output={self.output_len}, tier={self.tier.name}, status={self.status.name}, "
+                f"computed={self.num_computed}, generated={self.num_generated})")

@@ -1,0 +1,39 @@
+"""The decode pass shared by vLLM-style policies: every running decode, FCFS, preempting the newest on block shortage."""
+from __future__ import annotations
+
+from ..engine.plan import BatchPlan
+from ..engine.view import ReplicaView
+
+
+def add_decodes(view: ReplicaView, plan: BatchPlan, running=None, limit: int | None = None) -> bool:
+    """Add a decode for each decode-phase request of ``running`` (default: the view's, in order).
+
+    When a decode needs a block and none is free, preempt from the tail of ``running``
+    (the newest under FCFS), the request itself last. Stops after ``limit`` decodes.
+    Returns True if anything was preempted. Requests not in decode phase are skipped.
+    """
+    running = view.running if running is None else running
+    bs = view.block_size
+    free = view.free_blocks - sum(view.decode_blocks(r) for r in plan.decodes)
+    end = len(running)
+    decodes = plan.decodes
+    preempt = plan.preempt
+    limit = end if limit is None else limit
+    i = 0
+    while i < end and len(decodes) < limit:
+        r = running[i]
+        if r.num_generated == 0 or r.num_computed + 1 != r.prompt_len + r.num_generated:
+            i += 1
+            continue
+        need = 1 if r.num_computed + 1 > r.num_blocks * bs else 0
+        while need > free and end > i:
+            end -= 1
+            victim = running[end]
+            preempt.append(victim)
+            free += victim.num_blocks
+        if end == i:
+            break  # the request preempted itself
+        free -= need
+        decodes.append(r)
+        i += 1
+    return bool(preempt)

@@ -1,0 +1,44 @@
+"""Orca: iteration-level batching with whole prompts mixed into decode steps."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engine.plan import BatchPlan
+from ..engine.view import ReplicaView
+from .base import Scheduler
+from .registry import register
+
+
+@register
+@dataclass
+class Orca(Scheduler):
+    """Orca: every running request decodes each iteration; new requests join with their whole prompt.
+
+    Orca reserves KV for a request's maximum length at admission (``max_model_len``
+    tokens), so it never preempts; admission is FCFS while the reservation, the sequence
+    cap and the token budget allow. Prefills and decodes share a step, unchunked.
+    """
+
+    name = "orca"
+    source = ("Orca (Yu et al., OSDI'22), iteration-level scheduling; as set in seed 001 §1.6 "
+              "(Vidur's Orca: hybrid batches, no chunking, reserve max_model_len, no eviction)")
+
+    def schedule(self, view: ReplicaView) -> BatchPlan:
+        plan = BatchPlan()
+        for r in view.running:
+            if r.num_generated and r.num_computed + 1 == r.prompt_len + r.num_generated:
+                plan.decodes.append(r)
+            else:  # admitted earlier, prompt left over (cannot happen unchunked, kept for safety)
+                plan.prefills.append((r, r.prompt_len + r.num_generated - r.num_computed))
+        per_request = view.blocks_for(view.max_model_len)
+        cap = max(1, min(view.max_num_seqs, view.total_blocks // per_request))  # one always fits alone
+        seats = cap - len(view.running)
+        tokens = plan.num_tokens
+        for r in view.waiting:
+            n = r.prompt_len + r.num_generated
+            if seats < 1 or tokens + n > view.max_num_batched_tokens:
+                break
+            plan.prefills.append((r, n))
+            tokens += n
+            seats -= 1
+        return plan

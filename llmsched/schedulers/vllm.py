@@ -1,0 +1,74 @@
+"""vLLM's default (v0) policy: prefill-first continuous batching without chunking."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engine.plan import BatchPlan
+from ..engine.view import ReplicaView
+from .base import Scheduler
+from .decode_pass import add_decodes
+from .registry import register
+
+
+@register
+@dataclass
+class VLLM(Scheduler):
+    """vLLM: prefill-first continuous batching, whole prompts, FCFS, preempt newest by recompute.
+
+    Each step admits waiting requests FCFS while their whole prompts fit the token budget
+    (``max_num_batched_tokens``), the sequence cap and the free KV blocks above a 1%
+    watermark, and runs them as a prefill-only batch; otherwise it decodes every running
+    request, preempting the newest when a block is short, then swaps requests back in.
+    The head of the queue blocks those behind it. Prefill and decode never share a step.
+    """
+
+    name = "vllm"
+    source = ("vLLM v0 default scheduler (Kwon et al., SOSP'23, PagedAttention); as the baseline of "
+              "seed 000 §2.5 (max_num_seqs 128, max_num_batched_tokens 8192) and seed 001 §1.6 (vLLM row)")
+    watermark: float = 0.01
+
+    def __post_init__(self):
+        if not 0 <= self.watermark < 1:
+            raise ValueError(f"vllm: watermark must be in [0, 1), got {self.watermark}")
+
+    def schedule(self, view: ReplicaView) -> BatchPlan:
+        plan = BatchPlan()
+        if not view.swapped:
+            budget = view.max_num_batched_tokens
+            room = view.max_num_seqs - len(view.running)
+            free = view.free_blocks - int(self.watermark * view.total_blocks)
+            tokens = 0
+            for r in view.waiting:
+                n = r.prompt_len + r.num_generated
+                need = view.blocks_for(n)
+                if tokens + n > budget or room < 1 or need > free:
+                    break
+                plan.prefills.append((r, n))
+                tokens += n
+                room -= 1
+                free -= need
+            if plan.prefills:
+                return plan
+        preempted = add_decodes(view, plan)
+        if not preempted:
+            swap_in(view, plan, self.watermark)
+        return plan
+
+
+def swap_in(view: ReplicaView, plan: BatchPlan, watermark: float) -> None:
+    """Bring swapped requests back, oldest first, while blocks, seats and budget allow."""
+    free = view.free_blocks - int(watermark * view.total_blocks) - sum(view.decode_blocks(r) for r in plan.decodes)
+    room = view.max_num_seqs - len(view.running)
+    tokens = plan.num_tokens
+    for r in view.swapped:
+        remaining = r.prompt_len + r.num_generated - r.num_computed
+        need = r.num_blocks + view.extra_blocks(r, r.num_computed + remaining)
+        if room < 1 or need > free or tokens + remaining > view.max_num_batched_tokens:
+            break
+        if remaining == 1:
+            plan.decodes.append(r)
+        else:
+            plan.prefills.append((r, remaining))
+        room -= 1
+        free -= need
+        tokens += remaining

@@ -1,0 +1,72 @@
+"""vLLM's chunked-prefill mode (the v1 scheduler): running work first, then new prompts, under one token budget."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engine.plan import BatchPlan
+from ..engine.view import ReplicaView
+from .base import Scheduler
+from .registry import register
+
+
+@register
+@dataclass
+class VLLMChunked(Scheduler):
+    """vLLM chunked prefill: running requests in order (decodes and prompt chunks), then FCFS admissions.
+
+    Every running request gets ``min(remaining, budget left)`` tokens: one for a decode,
+    a chunk for an unfinished prompt. When KV blocks run out the newest running request is
+    preempted by recompute (itself last). If nothing was preempted, waiting requests are
+    admitted FCFS with a chunk of what budget is left, stopping at the first that does
+    not fit (head-of-line blocking). ``token_budget`` is vLLM's ``max_num_batched_tokens``.
+    """
+
+    name = "vllm-chunked"
+    source = ("vLLM v1 scheduler with chunked prefill (vllm/v1/core/sched/scheduler.py); "
+              "default max_num_batched_tokens 2048 for online serving; seed 002 baseline 'vLLM-vanilla'")
+    token_budget: int = 2048
+
+    def __post_init__(self):
+        if self.token_budget < 1:
+            raise ValueError(f"vllm-chunked: token_budget must be >= 1, got {self.token_budget}")
+
+    def schedule(self, view: ReplicaView) -> BatchPlan:
+        plan = BatchPlan()
+        budget = min(self.token_budget, view.max_num_batched_tokens)
+        free = view.free_blocks
+        running = view.running
+        end = len(running)
+        i = 0
+        while i < end and budget > 0:
+            r = running[i]
+            n = min(r.prompt_len + r.num_generated - r.num_computed, budget)
+            need = view.extra_blocks(r, r.num_computed + n)
+            while need > free and end > i:
+                end -= 1
+                victim = running[end]
+                plan.preempt.append(victim)
+                free += victim.num_blocks
+            if end == i:
+                break
+            free -= need
+            budget -= n
+            if r.num_computed + 1 == r.prompt_len + r.num_generated and r.num_generated:
+                plan.decodes.append(r)
+            else:
+                plan.prefills.append((r, n))
+            i += 1
+        if plan.preempt:
+            return plan
+        room = view.max_num_seqs - len(running)
+        for r in view.waiting:
+            if budget <= 0 or room < 1:
+                break
+            n = min(r.prompt_len + r.num_generated, budget)
+            need = view.blocks_for(n)
+            if need > free:
+                break
+            plan.prefills.append((r, n))
+            free -= need
+            budget -= n
+            room -= 1
+        return plan
