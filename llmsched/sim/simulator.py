@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engine.replica import Replica
+from ..metrics.requests import RequestLog
 from ..metrics.steps import StepLog
-from ..request import Request, Status
+from ..request import Status
 from ..routers import RoundRobin, Router
 
 ARRIVAL, STEP_END, WAKE = 0, 1, 2
@@ -17,7 +18,7 @@ ARRIVAL, STEP_END, WAKE = 0, 1, 2
 
 @dataclass
 class RunResult:
-    requests: list[Request]  # every request that entered, each finished, rejected or unfinished
+    requests: RequestLog  # every request that entered, each finished, rejected or unfinished
     steps: StepLog
     end_time: float  # simulated seconds at the last event
     wall_time: float  # seconds the simulation took
@@ -26,12 +27,13 @@ class RunResult:
 
 
 def simulate(source, replicas: list[Replica], router: Router | None = None, horizon: float | None = None,
-             seed: int = 0, progress: bool = False) -> RunResult:
+             seed: int = 0, progress: bool = False, keep_gaps: bool = True) -> RunResult:
     """Run ``source``'s requests through ``replicas`` until all leave, or until ``horizon``.
 
     ``source`` has ``initial() -> list[Request]`` and ``on_done(req, now) -> list[Request]``.
     Requests still in flight at the horizon end UNFINISHED; requests a scheduler leaves
     waiting with nothing left to happen end REJECTED with the scheduler named.
+    ``keep_gaps=False`` keeps inter-token gaps only as per-tier quantile sketches.
     """
     if not replicas:
         raise ValueError("simulate needs at least one replica")
@@ -42,17 +44,18 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     wall0 = time.perf_counter()
     heap: list = []
     seq = 0
-    requests: list[Request] = []
+    log = RequestLog(keep_gaps)
+    entered = 0
 
     def push_arrivals(reqs):
-        nonlocal seq
+        nonlocal seq, entered
+        entered += len(reqs)
         for r in reqs:
-            requests.append(r)
             heapq.heappush(heap, (r.arrival, seq, ARRIVAL, r))
             seq += 1
 
     push_arrivals(source.initial())
-    bar = _progress(progress, len(requests))
+    bar = _progress(progress, entered)
     now = 0.0
     on_done = source.on_done
     shared_steps = replicas[0].steps
@@ -77,6 +80,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
             if bar is not None:
                 bar.update(len(done))
             for r in done:
+                log.record(r)
                 more = on_done(r, t)
                 if more:
                     push_arrivals(more)
@@ -109,14 +113,15 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     for rep in replicas:
         rep.now = stop_time
         if horizon is not None and heap:
-            rep.stop(f"unfinished at the horizon t={horizon:g}s", Status.UNFINISHED)
-        elif rep.num_outstanding:
-            rep.stop(f"{rep.scheduler.name}: left unscheduled with no event left (the scheduler stalled)")
-    if horizon is not None and heap:  # arrivals not yet due at the horizon never entered the run
-        requests = [r for r in requests if r.arrival <= horizon]
+            left = rep.stop(f"unfinished at the horizon t={horizon:g}s", Status.UNFINISHED)
+        else:
+            left = rep.stop(f"{rep.scheduler.name}: left unscheduled with no event left (the scheduler stalled)")
+        for r in left + rep.completed:
+            log.record(r)
+        rep.completed = []
     stats = [{"replica": rep.index, "steps": rep.num_steps, "busy_time": rep.busy_time,
               "preemptions": rep.num_preemptions, "swap_fallbacks": rep.swap_fallbacks} for rep in replicas]
-    return RunResult(requests, shared_steps, stop_time, time.perf_counter() - wall0, {}, stats)
+    return RunResult(log, shared_steps, stop_time, time.perf_counter() - wall0, {}, stats)
 
 
 def _progress(enabled: bool, total: int):

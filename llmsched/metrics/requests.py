@@ -1,0 +1,102 @@
+"""Per-request records, taken once when a request leaves a run, kept as typed columns.
+
+Inter-token gaps (TBT samples) go into one flat array with per-request offsets, or,
+for runs of millions of requests, only into per-tier quantile sketches.
+"""
+from __future__ import annotations
+
+import math
+from array import array
+
+import numpy as np
+
+from ..request import Request, Status
+from .sketch import QuantileSketch
+
+FLOAT_FIELDS = ("arrival", "first_scheduled", "first_token", "finish", "ttft", "tpot", "e2e",
+                "max_gap", "ttft_slo", "tbt_slo", "tpot_slo")
+INT_FIELDS = ("id", "replica", "tier", "status", "prompt_len", "output_len", "generated",
+              "preemptions", "num_gaps", "tbt_misses", "gap_offset")
+TBT_MISS_TOLERANCE = 0.01  # a request meets its TBT target if at most 1% of its gaps exceed it
+
+
+class RequestLog:
+    """Column store of requests that left the run (finished, rejected or unfinished)."""
+
+    def __init__(self, keep_gaps: bool = True):
+        self.keep_gaps = keep_gaps
+        self.cols = {name: array("d") for name in FLOAT_FIELDS}
+        self.cols.update({name: array("q") for name in INT_FIELDS})
+        self.tiers: list[str] = []
+        self._tier_index: dict[str, int] = {}
+        self.gaps = array("d")
+        self.sketches: dict[str, QuantileSketch] = {}
+        self.reasons: dict[int, str] = {}  # request id -> why it was rejected or unfinished
+
+    def __len__(self) -> int:
+        return len(self.cols["id"])
+
+    def record(self, r: Request) -> None:
+        c = self.cols
+        tier = self._tier_index.get(r.tier.name)
+        if tier is None:
+            tier = self._tier_index[r.tier.name] = len(self.tiers)
+            self.tiers.append(r.tier.name)
+        times = np.frombuffer(r.token_times, dtype=np.float64) if len(r.token_times) else np.empty(0)
+        gaps = np.diff(times)
+        finished = r.status is Status.FINISHED
+        tbt = r.slo.tbt
+        misses = int(np.count_nonzero(gaps > tbt)) if tbt is not None and len(gaps) else 0
+        c["id"].append(r.id)
+        c["replica"].append(r.replica)
+        c["tier"].append(tier)
+        c["status"].append(int(r.status))
+        c["prompt_len"].append(r.prompt_len)
+        c["output_len"].append(r.output_len)
+        c["generated"].append(r.num_generated)
+        c["preemptions"].append(r.preemptions)
+        c["num_gaps"].append(len(gaps))
+        c["tbt_misses"].append(misses)
+        c["gap_offset"].append(len(self.gaps))
+        c["arrival"].append(r.arrival)
+        c["first_scheduled"].append(r.first_scheduled)
+        c["first_token"].append(r.first_token)
+        c["finish"].append(r.finish)
+        c["ttft"].append(r.first_token - r.arrival)
+        c["tpot"].append((times[-1] - times[0]) / (r.output_len - 1) if finished and r.output_len > 1 else math.nan)
+        c["e2e"].append(r.finish - r.arrival if finished else math.nan)
+        c["max_gap"].append(float(gaps.max()) if len(gaps) else math.nan)
+        c["ttft_slo"].append(_or_nan(r.slo.ttft))
+        c["tbt_slo"].append(_or_nan(tbt))
+        c["tpot_slo"].append(_or_nan(r.slo.tpot))
+        if r.status is not Status.FINISHED and r.reject_reason:
+            self.reasons[r.id] = r.reject_reason
+        if self.keep_gaps:
+            self.gaps.frombytes(gaps.tobytes())
+        elif len(gaps):
+            sk = self.sketches.get(r.tier.name)
+            if sk is None:
+                sk = self.sketches[r.tier.name] = QuantileSketch()
+            sk.add_many(gaps)
+            r.token_times = array("d")  # the run keeps no per-token data in sketch mode
+
+    def column(self, name: str) -> np.ndarray:
+        return np.frombuffer(self.cols[name], dtype=np.float64 if name in FLOAT_FIELDS else np.int64)
+
+    def gaps_of(self, mask: np.ndarray | None = None) -> np.ndarray:
+        """All TBT gaps of the requests selected by ``mask`` (all when None); needs keep_gaps."""
+        if not self.keep_gaps:
+            raise ValueError("this run kept no per-token gaps (sketch mode): use its sketches")
+        all_gaps = np.frombuffer(self.gaps, dtype=np.float64)
+        if mask is None:
+            return all_gaps
+        off = self.column("gap_offset")[mask]
+        num = self.column("num_gaps")[mask]
+        if not len(off):
+            return np.empty(0)
+        idx = np.repeat(off - np.cumsum(np.r_[0, num[:-1]]), num) + np.arange(num.sum())
+        return all_gaps[idx]
+
+
+def _or_nan(x):
+    return math.nan if x is None else float(x)

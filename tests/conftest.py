@@ -1,0 +1,63 @@
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llmsched.batchtime.base import Batch, BatchTimeModel
+from llmsched.engine.replica import Replica, ReplicaConfig
+from llmsched.request import Request
+from llmsched.schedulers import create_scheduler
+from llmsched.sim.simulator import simulate
+
+
+def shared_data_dir() -> Path | None:
+    env = os.environ.get("LLMSCHED_DATA")
+    path = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+    return path if path.is_dir() else None
+
+
+@pytest.fixture
+def shared_data():
+    path = shared_data_dir()
+    if path is None:
+        pytest.skip("../shared/data is absent (set LLMSCHED_DATA to run this test)")
+    return path
+
+
+class AffineStepTime(BatchTimeModel):
+    """A fixed affine step time for mechanism tests: 10 ms + 50 µs/token + 20 ns/context token."""
+
+    name = "affine-test"
+
+    def step_time(self, b: Batch) -> float:
+        return 0.010 + 5e-5 * (sum(b.prefill_new) + len(b.decode_ctx)) + 2e-8 * b.context_sum
+
+
+class ListSource:
+    def __init__(self, requests):
+        self.requests = requests
+
+    def initial(self):
+        return self.requests
+
+    def on_done(self, req, now):
+        return []
+
+
+def make_requests(n=300, rate=8.0, prompt=(10, 1500), output=(1, 300), seed=0, tier=None):
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1 / rate, n))
+    kw = {"tier": tier} if tier else {}
+    return [Request(i, float(arrivals[i]), int(rng.integers(*prompt)), int(rng.integers(*output)), **kw)
+            for i in range(n)]
+
+
+def run_sim(scheduler, requests, num_blocks=2000, replicas=1, router=None, horizon=None, params=None, **cfg):
+    config = ReplicaConfig(num_blocks=num_blocks, check_invariants=True, **cfg)
+    from llmsched.metrics.steps import StepLog
+    steps = StepLog()
+    reps = [Replica(i, create_scheduler(scheduler, **(params or {})), AffineStepTime(), config, steps)
+            for i in range(replicas)]
+    result = simulate(ListSource(requests), reps, router=router, horizon=horizon)
+    return result, reps
