@@ -1,0 +1,261 @@
+"""Arrival processes: when requests reach the system.
+
+Renewal processes (Poisson, Gamma, Constant, TruncatedPoisson) put their first arrival at t=0, so a run never
+starts with idle time; Piecewise keeps absolute time because its rate schedule is tied to the clock.
+"""
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def check_rate(name: str, value: float, allow_zero: bool = False) -> float:
+    """A rate in requests/s: finite and positive (or zero where a quiet period makes sense)."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number of requests per second, got {value!r}") from None
+    ok = value >= 0 if allow_zero else value > 0
+    if not (ok and math.isfinite(value)):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number of requests per second {bound}, got {value!r}")
+    return value
+
+
+def check_count(n) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"number of arrivals n must be an integer >= 0, got {n!r}")
+    return int(n)
+
+
+class ArrivalProcess(ABC):
+    """Produces sorted arrival times in seconds; every draw comes from the generator passed in."""
+
+    @abstractmethod
+    def times(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """The first ``n`` arrival times, sorted, the first at or near 0."""
+
+    @abstractmethod
+    def describe(self) -> dict:
+        """Parameters as a JSON-friendly dict, for run records."""
+
+    def until(self, duration: float, rng: np.random.Generator) -> np.ndarray:
+        """All arrival times in ``[0, duration)``.
+
+        Draws ``times`` for growing ``n`` from one sub-seed, so the answer depends only on ``rng``'s state.
+        """
+        if not (duration > 0 and math.isfinite(duration)):
+            raise ValueError(f"duration must be a finite number of seconds > 0, got {duration!r}")
+        seed = int(rng.integers(2**63))
+        n = 64
+        while True:
+            t = self.times(n, np.random.default_rng(seed))
+            if t[-1] >= duration:
+                return t[t < duration]
+            n *= 2
+
+
+class Renewal(ArrivalProcess):
+    """i.i.d. gaps; the first arrival at t=0."""
+
+    def times(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        n = check_count(n)
+        if n == 0:
+            return np.zeros(0)
+        return np.concatenate(([0.0], np.cumsum(self.gaps(n - 1, rng))))
+
+    @abstractmethod
+    def gaps(self, n: int, rng: np.random.Generator) -> np.ndarray: ...
+
+
+class Poisson(Renewal):
+    """Exponential gaps with mean 1/rate: the papers' default open-loop traffic."""
+
+    def __init__(self, rate: float):
+        self.rate = check_rate("Poisson rate", rate)
+
+    def gaps(self, n, rng):
+        return rng.exponential(1.0 / self.rate, n)
+
+    def describe(self) -> dict:
+        return {"kind": "poisson", "rate": self.rate}
+
+
+class TruncatedPoisson(Renewal):
+    """Exponential gaps cut at ``max_gap/rate``, as Sarathi-Serve's and SLAI's trace generators do (seed 000, §5).
+
+    The cut shortens gaps, so the real rate is ``rate / (1 - exp(-max_gap))`` (about 1.052·rate for 3).
+    """
+
+    def __init__(self, rate: float, max_gap: float = 3.0):
+        self.rate = check_rate("TruncatedPoisson rate", rate)
+        if not (max_gap > 0 and math.isfinite(max_gap)):
+            raise ValueError(f"TruncatedPoisson max_gap must be a positive multiple of 1/rate, got {max_gap!r}")
+        self.max_gap = float(max_gap)
+
+    @property
+    def effective_rate(self) -> float:
+        return self.rate / (1.0 - math.exp(-self.max_gap))
+
+    def gaps(self, n, rng):
+        return np.minimum(rng.exponential(1.0 / self.rate, n), self.max_gap / self.rate)
+
+    def describe(self) -> dict:
+        return {"kind": "truncated-poisson", "rate": self.rate, "max_gap": self.max_gap,
+                "effective_rate": self.effective_rate}
+
+
+class Gamma(Renewal):
+    """Gamma gaps with mean 1/rate and coefficient of variation ``cv``: bursty for cv > 1, Poisson at cv = 1."""
+
+    def __init__(self, rate: float, cv: float):
+        self.rate = check_rate("Gamma rate", rate)
+        try:
+            cv = float(cv)
+        except (TypeError, ValueError):
+            raise ValueError(f"Gamma cv must be a number > 0, got {cv!r}") from None
+        if not (cv > 0 and math.isfinite(cv)):
+            raise ValueError(f"Gamma cv (coefficient of variation of the gaps) must be finite and > 0, got {cv!r}")
+        self.cv = cv
+
+    def gaps(self, n, rng):
+        shape = 1.0 / self.cv**2
+        return rng.gamma(shape, 1.0 / (self.rate * shape), n)
+
+    def describe(self) -> dict:
+        return {"kind": "gamma", "rate": self.rate, "cv": self.cv}
+
+
+class Constant(Renewal):
+    """Evenly spaced arrivals: no randomness, useful for tests and for isolating the scheduler."""
+
+    def __init__(self, rate: float):
+        self.rate = check_rate("Constant rate", rate)
+
+    def gaps(self, n, rng):
+        return np.full(n, 1.0 / self.rate)
+
+    def describe(self) -> dict:
+        return {"kind": "constant", "rate": self.rate}
+
+
+class Piecewise(ArrivalProcess):
+    """Non-homogeneous Poisson process whose rate is constant on each segment ``[t_start_i, t_start_{i+1})``.
+
+    The first segment must start at 0 and the last one runs forever. Arrivals keep absolute time, so a first
+    segment of rate 0 delays the first arrival. Sampled by mapping a unit-rate Poisson process through the
+    inverse of the cumulative rate.
+    """
+
+    def __init__(self, segments: Sequence[tuple[float, float]]):
+        try:
+            pairs = [(float(start), rate) for start, rate in segments]
+        except (TypeError, ValueError):
+            raise ValueError(f"Piecewise segments must be a list of (t_start, rate) pairs, got {segments!r}") from None
+        starts = [start for start, _ in pairs]
+        rates = [check_rate(f"Piecewise rate of segment {i}", rate, allow_zero=True)
+                 for i, (_, rate) in enumerate(pairs)]
+        if not starts:
+            raise ValueError("Piecewise needs at least one (t_start, rate) segment")
+        if starts[0] != 0:
+            raise ValueError(f"Piecewise: the first segment must start at t=0, got {starts[0]}")
+        if any(not (b > a and math.isfinite(b)) for a, b in zip(starts, starts[1:])):
+            raise ValueError(f"Piecewise segment starts must be finite and strictly increasing, got {starts}")
+        if not any(r > 0 for r in rates):
+            raise ValueError("Piecewise: every segment has rate 0, so no request would ever arrive")
+        self.starts = np.array(starts)
+        self.rates = np.array(rates)
+        # cumulative expected arrivals at each segment start
+        self.cumulative = np.concatenate(([0.0], np.cumsum(self.rates[:-1] * np.diff(self.starts))))
+
+    def expected_count(self, t: float) -> float:
+        """Expected number of arrivals in [0, t)."""
+        i = int(np.searchsorted(self.starts, t, side="right")) - 1
+        return float(self.cumulative[i] + self.rates[i] * (t - self.starts[i]))
+
+    def _invert(self, unit_times: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.cumulative, unit_times, side="right") - 1
+        if self.rates[-1] == 0 and len(unit_times) and unit_times[-1] >= self.cumulative[-1]:
+            k = int(np.searchsorted(unit_times, self.cumulative[-1]))
+            raise ValueError(f"Piecewise: the last segment has rate 0, so this draw has only {k} arrivals but "
+                             f"{len(unit_times)} were asked for; ask for fewer or give a duration instead")
+        return self.starts[i] + (unit_times - self.cumulative[i]) / self.rates[i]
+
+    def times(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        n = check_count(n)
+        return self._invert(np.cumsum(rng.exponential(1.0, n)))
+
+    def until(self, duration: float, rng: np.random.Generator) -> np.ndarray:
+        if not (duration > 0 and math.isfinite(duration)):
+            raise ValueError(f"duration must be a finite number of seconds > 0, got {duration!r}")
+        total = self.expected_count(duration)
+        unit = np.cumsum(rng.exponential(1.0, int(total + 10 * math.sqrt(total) + 16)))
+        while unit[-1] < total:
+            unit = np.concatenate((unit, unit[-1] + np.cumsum(rng.exponential(1.0, len(unit)))))
+        return self._invert(unit[unit < total])
+
+    def describe(self) -> dict:
+        return {"kind": "piecewise", "segments": [[float(s), float(r)] for s, r in zip(self.starts, self.rates)]}
+
+
+class TraceReplay(ArrivalProcess):
+    """Replays recorded arrival times, shifted to start at 0.
+
+    ``target_rate`` stretches or compresses time so the mean rate ((n-1)/span) equals it; ``time_scale``
+    multiplies every time by an explicit factor instead (2 = half the rate). The generator is not used.
+    """
+
+    def __init__(self, times, target_rate: float | None = None, time_scale: float | None = None):
+        t = np.asarray(times, dtype=float).ravel()
+        if len(t) == 0:
+            raise ValueError("TraceReplay needs at least one arrival time")
+        if not np.all(np.isfinite(t)):
+            raise ValueError(f"TraceReplay times must be finite; entry {int(np.argmin(np.isfinite(t)))} is not")
+        back = np.flatnonzero(np.diff(t) < 0)
+        if len(back):
+            raise ValueError(f"TraceReplay times must be sorted; entry {back[0] + 1} ({t[back[0] + 1]}) comes "
+                             f"before entry {back[0]} ({t[back[0]]})")
+        if target_rate is not None and time_scale is not None:
+            raise ValueError("TraceReplay: give target_rate or time_scale, not both")
+        t = t - t[0]
+        self.trace_rate = (len(t) - 1) / t[-1] if len(t) > 1 and t[-1] > 0 else math.nan
+        self.target_rate = None if target_rate is None else check_rate("TraceReplay target_rate", target_rate)
+        if self.target_rate is not None:
+            if math.isnan(self.trace_rate):
+                raise ValueError("TraceReplay: cannot rescale to a target_rate, the trace spans no time")
+            time_scale = self.trace_rate / self.target_rate
+        elif time_scale is not None:
+            time_scale = float(time_scale)
+            if not (time_scale > 0 and math.isfinite(time_scale)):
+                raise ValueError(f"TraceReplay time_scale must be a finite factor > 0, got {time_scale!r}")
+        self.time_scale = 1.0 if time_scale is None else time_scale
+        self._times = t * self.time_scale
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+    @property
+    def rate(self) -> float:
+        """Mean rate of the replayed (rescaled) trace."""
+        return self.trace_rate / self.time_scale
+
+    def times(self, n: int, rng: np.random.Generator | None = None) -> np.ndarray:
+        n = check_count(n)
+        if n > len(self._times):
+            raise ValueError(f"TraceReplay: asked for {n} arrivals but the trace has only {len(self._times)}; "
+                             f"ask for at most {len(self._times)}")
+        return self._times[:n].copy()
+
+    def until(self, duration: float, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Arrivals before ``duration``; the whole trace if it ends sooner."""
+        if not (duration > 0 and math.isfinite(duration)):
+            raise ValueError(f"duration must be a finite number of seconds > 0, got {duration!r}")
+        return self._times[self._times < duration].copy()
+
+    def describe(self) -> dict:
+        trace_rate = None if math.isnan(self.trace_rate) else self.trace_rate
+        return {"kind": "trace-replay", "num_arrivals": len(self._times), "trace_rate": trace_rate,
+                "target_rate": self.target_rate, "time_scale": self.time_scale}

@@ -1,0 +1,98 @@
+"""User tiers from a one-line spec, and their random assignment to requests.
+
+The spec is what a command line can carry: ``paid:tbt=0.1:share=0.05,free:tbt=0.5`` is SLAI's setting (seed 000,
+§5): 5% paying users with a 0.1 s TBT target, the rest free with 0.5 s.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from llmsched.request import SLO, Tier
+
+SLO_KEYS = ("ttft", "tbt", "tpot")
+KEYS = SLO_KEYS + ("share",)
+SHARE_TOLERANCE = 1e-6
+
+
+def parse_tiers(spec: str) -> tuple[Tier, ...]:
+    """``name[:key=value]...`` separated by commas; keys ttft, tbt, tpot (seconds) and share.
+
+    Tiers without a share split what the others leave equally; the shares must sum to 1.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"tier spec must be a non-empty string like 'paid:tbt=0.1:share=0.05,free:tbt=0.5', "
+                         f"got {spec!r}")
+    parsed = []
+    for part in spec.split(","):
+        name, *fields = [f.strip() for f in part.split(":")]
+        if not name:
+            raise ValueError(f"tier spec {spec!r}: every tier needs a name before its ':key=value' fields")
+        if name in (p[0] for p in parsed):
+            raise ValueError(f"tier spec {spec!r}: tier {name!r} appears twice")
+        values = {}
+        for field in fields:
+            key, eq, text = field.partition("=")
+            key = key.strip()
+            if key not in KEYS or not eq:
+                raise ValueError(f"tier {name!r}: {field!r} is not key=value with key one of {', '.join(KEYS)}")
+            if key in values:
+                raise ValueError(f"tier {name!r}: {key} is given twice")
+            try:
+                value = float(text)
+            except ValueError:
+                raise ValueError(f"tier {name!r}: {key}={text.strip()!r} is not a number"
+                                 f"{' of seconds' if key != 'share' else ''}") from None
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"tier {name!r}: {key} must be a positive finite number, got {text.strip()!r}")
+            values[key] = value
+        parsed.append((name, values))
+
+    given = sum(v["share"] for _, v in parsed if "share" in v)
+    unshared = [name for name, v in parsed if "share" not in v]
+    if unshared:
+        rest = 1.0 - given
+        if rest <= SHARE_TOLERANCE:
+            raise ValueError(f"tier spec {spec!r}: the given shares already sum to {given:g}, leaving nothing for "
+                             f"{', '.join(unshared)}; lower the shares or give every tier one")
+        for _, v in parsed:
+            v.setdefault("share", rest / len(unshared))
+    total = sum(v["share"] for _, v in parsed)
+    if abs(total - 1.0) > SHARE_TOLERANCE:
+        raise ValueError(f"tier spec {spec!r}: shares sum to {total:g}, they must sum to 1")
+    return tuple(Tier(name, SLO(**{k: v[k] for k in SLO_KEYS if k in v}), min(v["share"], 1.0))
+                 for name, v in parsed)
+
+
+def check_tiers(tiers) -> tuple[Tier, ...]:
+    """A spec string or a sequence of Tier, as a tuple whose shares sum to 1."""
+    if isinstance(tiers, str):
+        return parse_tiers(tiers)
+    if isinstance(tiers, Tier):
+        tiers = (tiers,)
+    tiers = tuple(tiers)
+    if not tiers or not all(isinstance(t, Tier) for t in tiers):
+        raise ValueError(f"tiers must be a spec string or a non-empty sequence of Tier, got {tiers!r}")
+    names = [t.name for t in tiers]
+    if len(set(names)) != len(names):
+        raise ValueError(f"tier names must be distinct, got {names}")
+    total = sum(t.share for t in tiers)
+    if abs(total - 1.0) > SHARE_TOLERANCE:
+        raise ValueError(f"tier shares must sum to 1, got {total:g} for {', '.join(names)}")
+    return tiers
+
+
+def assign_tiers(n: int, tiers: Sequence[Tier], rng: np.random.Generator) -> list[Tier]:
+    """Each of ``n`` requests gets a tier independently with probability ``share``.
+
+    One uniform draw per request, compared with the cumulative shares in the order given: with
+    (paid 5%, free) a request is paid when its draw is below 0.05, as SLAI's generator marks classes.
+    """
+    tiers = check_tiers(tiers)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"number of requests n must be an integer >= 0, got {n!r}")
+    bounds = np.cumsum([t.share for t in tiers])
+    idx = np.minimum(np.searchsorted(bounds, rng.random(n), side="right"), len(tiers) - 1)
+    return [tiers[i] for i in idx]

@@ -1,0 +1,257 @@
+"""Readers for published request traces, each as its authors publish it.
+
+Rows are validated one by one only when the fast whole-column parse fails, so a clean 100k-row file reads in a
+fraction of a second and a bad one still gets an error naming its file and line.
+
+Zero token counts: the LMSYS length sample has 147 answers and 4 questions of length 0 (the Azure, Vidur,
+ShareGPT and arXiv files have none). A request needs at least one prompt and one output token, so a zero is an
+error by default; ``zero_lengths="drop"`` skips such rows and ``"clamp"`` raises them to 1, and the returned
+``Trace`` counts what was done. Nothing is dropped without being asked for and counted.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+VIDUR = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
+LENGTHS = ("num_prefill_tokens", "num_decode_tokens")
+LMSYS = ("question_length", "answer_length")
+ZERO_POLICIES = ("error", "drop", "clamp")
+SUPPORTED = (f"Azure LLM inference trace ({', '.join(AZURE)}); Vidur processed trace ({', '.join(VIDUR)}); "
+             f"length-only ({', '.join(LENGTHS)}) or ({', '.join(LMSYS)})")
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be read as it stands."""
+
+
+class DataFileNotFound(FileNotFoundError):
+    """A named data file that is in none of the places looked at."""
+
+
+@dataclass
+class Trace:
+    """Token counts per request and, for traces that have them, arrival seconds from the first request."""
+
+    arrivals: np.ndarray | None
+    prompt_lens: np.ndarray
+    output_lens: np.ndarray
+    source: Path
+    format: str = ""
+    dropped: int = 0
+    clamped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.prompt_lens)
+
+
+def resolve_data_file(name) -> Path:
+    """``name`` itself if it exists, else the same name under $LLMSCHED_DATA, $LLMSCHED_DATA/traces, then
+    ../shared/data/traces beside the current directory and beside the repository."""
+    given = Path(name).expanduser()
+    tried = [given]
+    env = os.environ.get("LLMSCHED_DATA")
+    if not given.is_absolute():
+        if env:
+            tried += [Path(env) / given, Path(env) / "traces" / given]
+        tried += [Path.cwd().parent / "shared" / "data" / "traces" / given,
+                  Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces" / given]
+    tried = list(dict.fromkeys(tried))
+    for place in tried:
+        if place.is_file():
+            return place
+    hint = "" if env else " (LLMSCHED_DATA is not set)"
+    raise DataFileNotFound(f"data file {str(name)!r} not found; looked in: " + ", ".join(map(str, tried)) +
+                           f". Give a path that exists or set LLMSCHED_DATA to the data folder{hint}")
+
+
+def _read_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None:
+            raise TraceError(f"{path}: the file is empty; expected a CSV header. Supported: {SUPPORTED}")
+        rows, lines = [], []
+        for row in reader:
+            if row:
+                rows.append(row)
+                lines.append(reader.line_num)
+    return [h.strip() for h in header], rows, lines
+
+
+def _columns(path: Path, header: list[str], rows: list[list[str]], lines: list[int], names) -> list[list[str]]:
+    """The named columns as lists of strings; a short row is an error naming its line."""
+    try:
+        idx = [header.index(n) for n in names]
+    except ValueError:
+        missing = [n for n in names if n not in header]
+        raise TraceError(f"{path}: header lacks column(s) {', '.join(missing)}; it has {', '.join(header)}") from None
+    width = max(idx) + 1
+    for row, line in zip(rows, lines):
+        if len(row) < width:
+            raise TraceError(f"{path}:{line}: row has {len(row)} field(s), needs {width} ({', '.join(header)})")
+    return [[row[i] for row in rows] for i in idx]
+
+
+def _parse_int(text: str) -> int:
+    text = text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)  # accepts "374.0" as pandas writes integer columns that once held NaN
+        if not value.is_integer():
+            raise ValueError(text) from None
+        return int(value)
+
+
+def _tokens(path: Path, column: str, values: list[str], lines: list[int]) -> np.ndarray:
+    try:
+        tokens = np.array(values).astype(np.int64) if values else np.zeros(0, np.int64)
+    except (ValueError, OverflowError):
+        tokens = np.empty(len(values), np.int64)
+        for i, (text, line) in enumerate(zip(values, lines)):
+            try:
+                tokens[i] = _parse_int(text)
+            except (ValueError, OverflowError):
+                what = "is empty" if not text.strip() else f"is {text!r}, not a whole number"
+                raise TraceError(f"{path}:{line}: {column} {what}") from None
+    negative = np.flatnonzero(tokens < 0)
+    if len(negative):
+        i = negative[0]
+        raise TraceError(f"{path}:{lines[i]}: {column} is {tokens[i]}; token counts cannot be negative")
+    return tokens
+
+
+def _seconds(path: Path, column: str, values: list[str], lines: list[int]) -> np.ndarray:
+    try:
+        t = np.array(values).astype(float) if values else np.zeros(0)
+    except ValueError:
+        t = np.empty(len(values))
+        for i, (text, line) in enumerate(zip(values, lines)):
+            try:
+                t[i] = float(text)
+            except ValueError:
+                raise TraceError(f"{path}:{line}: {column} is {text!r}, not a number of seconds") from None
+    bad = np.flatnonzero(~np.isfinite(t) | (t < 0))
+    if len(bad):
+        raise TraceError(f"{path}:{lines[bad[0]]}: {column} is {values[bad[0]]!r}; arrival times must be finite "
+                         f"and >= 0")
+    return t
+
+
+def _timestamps(path: Path, column: str, values: list[str], lines: list[int]) -> np.ndarray:
+    """Seconds after the first row, from timestamps like 2023-11-16 18:15:46.6805900 (100 ns digits).
+
+    An offset such as the 2024 trace's ``+00:00`` is applied (numpy converts to UTC; its warning is silenced).
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "no explicit representation of timezones", UserWarning)
+        try:
+            stamps = np.array([v.strip() for v in values], dtype="datetime64[ns]")
+        except ValueError:
+            stamps = np.empty(len(values), "datetime64[ns]")
+            for i, (text, line) in enumerate(zip(values, lines)):
+                try:
+                    stamps[i] = np.datetime64(text.strip(), "ns")
+                except ValueError:
+                    raise TraceError(f"{path}:{line}: {column} is {text!r}, not a timestamp like "
+                                     f"2023-11-16 18:15:46.6805900") from None
+    missing = np.flatnonzero(np.isnat(stamps))
+    if len(missing):
+        raise TraceError(f"{path}:{lines[missing[0]]}: {column} is {values[missing[0]]!r}, not a timestamp")
+    if len(stamps) == 0:
+        return np.zeros(0)
+    return (stamps - stamps[0]).astype(np.int64) / 1e9
+
+
+def _check_order(path: Path, column: str, t: np.ndarray, lines: list[int]) -> None:
+    back = np.flatnonzero(np.diff(t) < 0)
+    if len(back):
+        i = back[0] + 1
+        raise TraceError(f"{path}:{lines[i]}: {column} goes back in time (row before it is later); rows must be "
+                         f"in arrival order")
+
+
+def _zeros(path: Path, names, prompts, outputs, lines, zero_lengths: str):
+    """Applies the zero-length policy; returns the rows kept and the counts dropped and clamped."""
+    if zero_lengths not in ZERO_POLICIES:
+        raise ValueError(f"zero_lengths must be one of {', '.join(ZERO_POLICIES)}; got {zero_lengths!r}")
+    zero = (prompts == 0) | (outputs == 0)
+    count = int(zero.sum())
+    if count == 0:
+        return np.ones(len(prompts), bool), prompts, outputs, 0, 0
+    if zero_lengths == "error":
+        i = int(np.argmax(zero))
+        column = names[0] if prompts[i] == 0 else names[1]
+        raise TraceError(f"{path}:{lines[i]}: {column} is 0 ({count} row(s) in the file have a zero length); a "
+                         f"request needs at least one token. Pass zero_lengths='drop' to skip such rows or "
+                         f"'clamp' to count them as 1")
+    if zero_lengths == "drop":
+        return ~zero, prompts[~zero], outputs[~zero], count, 0
+    return np.ones(len(prompts), bool), np.maximum(prompts, 1), np.maximum(outputs, 1), 0, count
+
+
+def _read(path, fmt: str, time_column: str | None, names, zero_lengths: str) -> Trace:
+    path = resolve_data_file(path)
+    header, rows, lines = _read_rows(path)
+    columns = _columns(path, header, rows, lines, ((time_column,) if time_column else ()) + tuple(names))
+    arrivals = None
+    if time_column:
+        convert = _timestamps if fmt == "azure" else _seconds
+        arrivals = convert(path, time_column, columns[0], lines)
+        _check_order(path, time_column, arrivals, lines)
+        columns = columns[1:]
+    prompts = _tokens(path, names[0], columns[0], lines)
+    outputs = _tokens(path, names[1], columns[1], lines)
+    keep, prompts, outputs, dropped, clamped = _zeros(path, names, prompts, outputs, lines, zero_lengths)
+    if arrivals is not None:
+        arrivals = arrivals[keep]
+    return Trace(arrivals, prompts, outputs, path, fmt, dropped, clamped)
+
+
+def read_azure(path, zero_lengths: str = "error") -> Trace:
+    """Azure LLM inference trace 2023 (TIMESTAMP, ContextTokens, GeneratedTokens); arrivals from the first row."""
+    return _read(path, "azure", AZURE[0], AZURE[1:], zero_lengths)
+
+
+def read_vidur(path, zero_lengths: str = "error") -> Trace:
+    """Vidur's processed trace (arrived_at, num_prefill_tokens, num_decode_tokens); arrivals as written."""
+    return _read(path, "vidur", VIDUR[0], VIDUR[1:], zero_lengths)
+
+
+def read_lengths(path, zero_lengths: str = "error") -> Trace:
+    """Length-only CSV: num_prefill_tokens/num_decode_tokens, or question_length/answer_length (LMSYS)."""
+    path = resolve_data_file(path)
+    header = _header(path)
+    names = LENGTHS if set(LENGTHS) <= set(header) else LMSYS if set(LMSYS) <= set(header) else None
+    if names is None:
+        raise TraceError(f"{path}: not a length-only trace; its header is {', '.join(header)}. "
+                         f"Expected ({', '.join(LENGTHS)}) or ({', '.join(LMSYS)})")
+    return _read(path, "lengths", None, names, zero_lengths)
+
+
+def _header(path: Path) -> list[str]:
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        header = next(csv.reader(f), None)
+    if header is None:
+        raise TraceError(f"{path}: the file is empty; expected a CSV header. Supported: {SUPPORTED}")
+    return [h.strip() for h in header]
+
+
+def read_trace(path, zero_lengths: str = "error") -> Trace:
+    """Reads any supported trace, telling the format from the header."""
+    path = resolve_data_file(path)
+    header = set(_header(path))
+    if set(AZURE) <= header:
+        return read_azure(path, zero_lengths)
+    if set(VIDUR) <= header:
+        return read_vidur(path, zero_lengths)
+    if set(LENGTHS) <= header or set(LMSYS) <= header:
+        return read_lengths(path, zero_lengths)
+    raise TraceError(f"{path}: unknown trace format, header is {', '.join(sorted(header))}. Supported: {SUPPORTED}")

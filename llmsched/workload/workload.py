@@ -1,0 +1,209 @@
+"""A workload (arrivals + lengths + tiers + seed) and the request sources the simulator consumes.
+
+Arrivals, lengths and tiers draw from three independent streams spawned from the one seed, so changing the length
+distribution of an experiment leaves its arrival times unchanged (common random numbers across comparisons).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from llmsched.request import DEFAULT_TIER, Request, Status, Tier
+from llmsched.workload.arrivals import ArrivalProcess, Constant, Gamma, Poisson, TraceReplay
+from llmsched.workload.lengths import Capped, Empirical, LengthDist, positive_int
+from llmsched.workload.presets import length_preset
+from llmsched.workload.tiers import assign_tiers, check_tiers
+from llmsched.workload.traces import read_trace
+
+ARRIVAL_KINDS = ("poisson", "gamma", "constant")
+
+
+def check_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    return int(seed)
+
+
+def streams(seed: int, k: int) -> list[np.random.Generator]:
+    """``k`` independent generators from one seed (arrivals, lengths, tiers)."""
+    return [np.random.default_rng(s) for s in np.random.SeedSequence(check_seed(seed)).spawn(k)]
+
+
+@dataclass
+class Workload:
+    """Requests from an arrival process and a length distribution; one seed gives one list of requests.
+
+    Give exactly one of ``num_requests`` and ``duration`` (seconds; arrivals in [0, duration)); a trace replay
+    with neither replays the whole trace.
+    """
+
+    arrivals: ArrivalProcess
+    lengths: LengthDist
+    num_requests: int | None = None
+    duration: float | None = None
+    tiers: Sequence[Tier] | str = (DEFAULT_TIER,)
+    max_total_tokens: int | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.arrivals, ArrivalProcess):
+            raise ValueError(f"Workload arrivals must be an ArrivalProcess, got {type(self.arrivals).__name__}")
+        if not isinstance(self.lengths, LengthDist):
+            raise ValueError(f"Workload lengths must be a LengthDist, got {type(self.lengths).__name__}")
+        if self.num_requests is not None and self.duration is not None:
+            raise ValueError("Workload: give num_requests or duration, not both")
+        if self.num_requests is None and self.duration is None and not isinstance(self.arrivals, TraceReplay):
+            raise ValueError("Workload: give num_requests or duration (only a trace replay can default to the "
+                             "whole trace)")
+        if self.num_requests is not None:
+            positive_int("Workload num_requests", self.num_requests)
+        if self.duration is not None and not (self.duration > 0 and math.isfinite(self.duration)):
+            raise ValueError(f"Workload duration must be a finite number of seconds > 0, got {self.duration!r}")
+        if self.max_total_tokens is not None:
+            positive_int("Workload max_total_tokens", self.max_total_tokens)
+        self.tiers = check_tiers(self.tiers)
+        check_seed(self.seed)
+
+    def arrival_times(self) -> np.ndarray:
+        rng = streams(self.seed, 3)[0]
+        if self.num_requests is not None:
+            return self.arrivals.times(self.num_requests, rng)
+        if self.duration is not None:
+            return self.arrivals.until(self.duration, rng)
+        return self.arrivals.times(len(self.arrivals), rng)
+
+    def requests(self) -> list[Request]:
+        """Fresh Request objects, ids 0..n-1 in arrival order; the same seed gives the same list."""
+        _, length_rng, tier_rng = streams(self.seed, 3)
+        times = self.arrival_times()
+        lengths = self.lengths if self.max_total_tokens is None else Capped(self.lengths, self.max_total_tokens)
+        prompts, outputs = lengths.sample(len(times), length_rng)
+        tiers = assign_tiers(len(times), self.tiers, tier_rng)
+        return [Request(i, float(t), int(p), int(o), tier)
+                for i, (t, p, o, tier) in enumerate(zip(times, prompts, outputs, tiers))]
+
+    def source(self) -> "OpenLoop":
+        return OpenLoop(self.requests())
+
+    def describe(self) -> dict:
+        return {"arrivals": self.arrivals.describe(), "lengths": self.lengths.describe(),
+                "num_requests": self.num_requests, "duration": self.duration,
+                "tiers": [tier_dict(t) for t in self.tiers], "max_total_tokens": self.max_total_tokens,
+                "seed": self.seed}
+
+
+def tier_dict(tier: Tier) -> dict:
+    return {"name": tier.name, "share": tier.share, "ttft": tier.slo.ttft, "tbt": tier.slo.tbt,
+            "tpot": tier.slo.tpot}
+
+
+@runtime_checkable
+class RequestSource(Protocol):
+    """Where a run's requests come from: some up front, some in response to completions."""
+
+    def initial(self) -> list[Request]:
+        """Requests known at the start of the run (their arrival times may lie in the future)."""
+
+    def on_done(self, req: Request, now: float) -> list[Request]:
+        """Requests triggered by ``req`` finishing or being rejected at time ``now``."""
+
+
+class OpenLoop:
+    """Every request is known up front; completions trigger nothing."""
+
+    def __init__(self, requests: Sequence[Request]):
+        self.requests = list(requests)
+
+    def initial(self) -> list[Request]:
+        used = [r.id for r in self.requests if r.status != Status.WAITING or r.num_computed or r.num_generated]
+        if used:
+            raise ValueError(f"OpenLoop: request {used[0]} has already run; build a new source from "
+                             f"Workload.requests() for each run")
+        return list(self.requests)
+
+    def on_done(self, req: Request, now: float) -> list[Request]:
+        return []
+
+
+class ClosedLoop:
+    """``concurrency`` users, each sending a new request ``think_time`` seconds after the last one ends.
+
+    The i-th request issued has the i-th drawn lengths and tier whatever the order of completions, so one seed
+    gives the same requests under every scheduler. ``initial`` restarts the source.
+    """
+
+    def __init__(self, concurrency: int, lengths: LengthDist, num_requests: int,
+                 tiers: Sequence[Tier] | str = (DEFAULT_TIER,), think_time: float = 0.0, seed: int = 0,
+                 max_total_tokens: int | None = None):
+        self.concurrency = positive_int("ClosedLoop concurrency", concurrency)
+        self.num_requests = positive_int("ClosedLoop num_requests", num_requests)
+        if not isinstance(lengths, LengthDist):
+            raise ValueError(f"ClosedLoop lengths must be a LengthDist, got {type(lengths).__name__}")
+        if not (think_time >= 0 and math.isfinite(think_time)):
+            raise ValueError(f"ClosedLoop think_time must be a finite number of seconds >= 0, got {think_time!r}")
+        self.lengths = lengths if max_total_tokens is None else Capped(lengths, max_total_tokens)
+        self.tiers = check_tiers(tiers)
+        self.think_time = float(think_time)
+        self.seed = seed
+        _, length_rng, tier_rng = streams(seed, 3)
+        self.prompts, self.outputs = self.lengths.sample(self.num_requests, length_rng)
+        self.assigned = assign_tiers(self.num_requests, self.tiers, tier_rng)
+        self.issued = 0
+        self.outstanding: set[int] = set()
+
+    def _issue(self, at: float) -> Request:
+        i = self.issued
+        self.issued += 1
+        self.outstanding.add(i)
+        return Request(i, at, int(self.prompts[i]), int(self.outputs[i]), self.assigned[i])
+
+    def initial(self) -> list[Request]:
+        self.issued = 0
+        self.outstanding = set()
+        return [self._issue(0.0) for _ in range(min(self.concurrency, self.num_requests))]
+
+    def on_done(self, req: Request, now: float) -> list[Request]:
+        if req.id not in self.outstanding:
+            raise ValueError(f"ClosedLoop: on_done for request {req.id}, which this source has not issued or "
+                             f"was already told is done")
+        self.outstanding.discard(req.id)
+        if self.issued >= self.num_requests:
+            return []
+        return [self._issue(now + self.think_time)]
+
+    def describe(self) -> dict:
+        return {"kind": "closed-loop", "concurrency": self.concurrency, "num_requests": self.num_requests,
+                "think_time": self.think_time, "lengths": self.lengths.describe(),
+                "tiers": [tier_dict(t) for t in self.tiers], "seed": self.seed}
+
+
+def trace_workload(path, target_rate: float | None = None, num_requests: int | None = None,
+                   tiers: Sequence[Tier] | str = (DEFAULT_TIER,), max_total_tokens: int | None = None,
+                   seed: int = 0, zero_lengths: str = "error") -> Workload:
+    """Replays a trace with arrival times (Azure or Vidur format): its arrivals, and each row's own lengths."""
+    trace = read_trace(path, zero_lengths=zero_lengths)
+    if trace.arrivals is None:
+        raise ValueError(f"{trace.source} has no arrival times; use it as lengths (Empirical.from_trace) with an "
+                         f"arrival process instead")
+    return Workload(TraceReplay(trace.arrivals, target_rate=target_rate),
+                    Empirical.from_trace(trace, draw="sequential"), num_requests=num_requests, tiers=tiers,
+                    max_total_tokens=max_total_tokens, seed=seed)
+
+
+def named_workload(name: str, rate: float, num_requests: int | None = None, duration: float | None = None,
+                   arrival: str = "poisson", cv: float | None = None, tiers: Sequence[Tier] | str = (DEFAULT_TIER,),
+                   max_total_tokens: int | None = None, seed: int = 0) -> Workload:
+    """A length preset (see LENGTH_PRESETS) with Poisson, gamma (give cv) or constant arrivals at ``rate``."""
+    if arrival not in ARRIVAL_KINDS:
+        raise ValueError(f"unknown arrival process {arrival!r}; valid: {', '.join(ARRIVAL_KINDS)}")
+    if arrival == "gamma" and cv is None:
+        raise ValueError("gamma arrivals need cv, the coefficient of variation of the gaps (1 = Poisson)")
+    if arrival != "gamma" and cv is not None:
+        raise ValueError(f"cv applies only to gamma arrivals, not {arrival!r}")
+    process = Gamma(rate, cv) if arrival == "gamma" else Poisson(rate) if arrival == "poisson" else Constant(rate)
+    return Workload(process, length_preset(name), num_requests=num_requests, duration=duration, tiers=tiers,
+                    max_total_tokens=max_total_tokens, seed=seed)
