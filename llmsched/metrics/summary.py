@@ -1,0 +1,295 @@
+"""One run's numbers: latency distributions, throughput, goodput, SLO attainment, step and Little's-law checks.
+
+Conventions (all times in seconds):
+
+* **Measurement window.** ``warmup`` and ``cooldown`` trim requests by *arrival time*: a request is measured
+  when ``first_arrival + warmup <= arrival <= last_arrival - cooldown``, where first/last arrival are over every
+  request of the run. Trimmed requests still occupy the engine (they shape the window's latencies) but are not
+  counted. The window's **span** runs from the first measured arrival to the last finish (or rejection, or
+  horizon stop) of a measured request; throughput, goodput and the Little's-law rates divide by it, and the step
+  statistics use the steps that start inside it.
+* **Quantiles** are numpy's default (linear interpolation between order statistics, ``np.percentile``). In sketch
+  mode TBT quantiles come from the per-tier ``QuantileSketch`` (about 1% relative error) and cover *every* gap of
+  the run: a sketch cannot be trimmed to the window.
+* **Latencies**: ``ttft``, ``tpot`` and ``e2e`` are over finished measured requests. ``tbt`` is over every
+  inter-token gap of the measured requests, whatever their status (a stalled, unfinished request's gaps are
+  what its user saw). ``tpot`` is undefined (skipped) for one-token outputs.
+* **SLO attainment** is per tier, over the tier's measured (offered) requests. A request meets a metric's
+  target when it finished and its value is within the target; TBT uses the tolerance rule of seed 000/SLAI: at
+  most ``TBT_MISS_TOLERANCE`` (1%) of its gaps above the target. A metric without a target is met by every
+  finished request; its attainment is reported as NaN (no target) per metric, and "all" needs every target
+  the request has. A rejected or unfinished request violates every target (as seed 002 counts it).
+* **Goodput** = measured requests that met every target they have, per second of span.
+* Empty results give NaN for every statistic, never an exception.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections import Counter
+
+import numpy as np
+
+from ..request import Status
+from .requests import TBT_MISS_TOLERANCE, RequestLog
+from .sketch import QuantileSketch
+
+QUANTILES = (50, 90, 99)
+LATENCY_METRICS = ("ttft", "tbt", "tpot", "e2e")
+TOP_REASONS = 5
+NAN = math.nan
+
+
+def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
+    """A JSON-ready nested dict of the run's metrics over the measurement window (see module docstring).
+
+    Keys: window, counts, latency (ttft, tbt, tpot, e2e), throughput, goodput, tiers, preemptions, steps,
+    littles_law, run. Values are Python floats/ints/strings (NaN where undefined).
+    """
+    for name, v in (("warmup", warmup), ("cooldown", cooldown)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            raise ValueError(f"summarize: {name} must be a finite number of seconds >= 0, got {v!r}")
+    log: RequestLog = result.requests
+    arrival = log.column("arrival")
+    finish = log.column("finish")
+    n_total = len(arrival)
+    if n_total:
+        lo, hi = float(arrival.min()) + warmup, float(arrival.max()) - cooldown
+        win = (arrival >= lo) & (arrival <= hi)
+        if not win.any():
+            raise ValueError(f"summarize: warmup={warmup:g}s and cooldown={cooldown:g}s trim every request "
+                             f"(arrivals span {float(arrival.max() - arrival.min()):g}s); use a shorter warm-up "
+                             f"or cool-down")
+    else:
+        lo = hi = NAN
+        win = np.zeros(0, dtype=bool)
+
+    status = log.column("status")
+    finished = win & (status == int(Status.FINISHED))
+    rejected = win & (status == int(Status.REJECTED))
+    unfinished = win & (status == int(Status.UNFINISHED))
+    n_win, n_fin = int(win.sum()), int(finished.sum())
+
+    end = _finite_or(finish, result.end_time)
+    if n_win:
+        s0 = float(arrival[win].min())
+        s1 = float(end[win].max())
+    else:
+        s0 = s1 = NAN
+    span = s1 - s0 if n_win else NAN
+    per_s = (lambda x: x / span) if span > 0 else (lambda x: NAN)
+
+    out: dict = {
+        "window": {"warmup": float(warmup), "cooldown": float(cooldown), "arrival_from": lo, "arrival_to": hi,
+                   "start": s0, "end": s1, "span": span, "requests_total": n_total,
+                   "requests_trimmed": n_total - n_win},
+        "counts": {"offered": n_win, "finished": n_fin, "rejected": int(rejected.sum()),
+                   "unfinished": int(unfinished.sum()), "reasons": _top_reasons(log, win & ~finished)},
+    }
+    out["latency"] = {"ttft": _stats(log.column("ttft")[finished]), "tbt": _tbt_stats(log, win),
+                      "tpot": _stats(log.column("tpot")[finished]), "e2e": _stats(log.column("e2e")[finished])}
+
+    prompt, generated = log.column("prompt_len"), log.column("generated")
+    out["throughput"] = {"requests_per_s": per_s(n_fin),
+                         "output_tokens_per_s": per_s(float(generated[finished].sum())),
+                         "input_tokens_per_s": per_s(float(prompt[finished].sum())),
+                         "span": span}
+
+    meets = _meets(log, finished)
+    good = int((meets["all"] & win).sum())
+    out["goodput"] = {"requests_per_s": per_s(good), "good_requests": good,
+                      "fraction": good / n_win if n_win else NAN}
+    out["tiers"] = _tiers(log, win, finished, meets)
+
+    pre = log.column("preemptions")
+    out["preemptions"] = {"total": int(pre[win].sum()),
+                          "per_finished_request": float(pre[finished].mean()) if n_fin else NAN,
+                          "requests_preempted": int((pre[win] > 0).sum())}
+    out["steps"] = _step_stats(result.steps, s0, s1, max(len(result.replica_stats), 1))
+    out["littles_law"] = _littles_law(arrival, end, win, result.steps, s0, s1)
+    out["run"] = {"end_time": float(result.end_time), "wall_time": float(result.wall_time),
+                  "keep_gaps": bool(log.keep_gaps), "tiers": list(log.tiers)}
+    return out
+
+
+def _finite_or(x: np.ndarray, fill: float) -> np.ndarray:
+    return np.where(np.isfinite(x), x, fill)
+
+
+def _stats(values: np.ndarray) -> dict:
+    v = values[np.isfinite(values)]
+    if not len(v):
+        return {"count": 0, "mean": NAN, **{f"p{q}": NAN for q in QUANTILES}, "max": NAN}
+    ps = np.percentile(v, QUANTILES)
+    return {"count": int(len(v)), "mean": float(v.mean()), **{f"p{q}": float(p) for q, p in zip(QUANTILES, ps)},
+            "max": float(v.max())}
+
+
+def _sketch_stats(sk: QuantileSketch | None) -> dict:
+    if sk is None or not sk.count:
+        return _stats(np.empty(0))
+    return {"count": int(sk.count), "mean": float(sk.mean),
+            **{f"p{q}": float(sk.quantile(q / 100)) for q in QUANTILES}, "max": float(sk.max)}
+
+
+def merged_sketch(log: RequestLog, tiers=None) -> QuantileSketch | None:
+    """The TBT sketch of the named tiers (all when None) merged into one; None if there is none."""
+    names = log.tiers if tiers is None else tiers
+    sks = [log.sketches[t] for t in names if t in log.sketches]
+    if not sks:
+        return None
+    merged = copy.deepcopy(sks[0])
+    for sk in sks[1:]:
+        merged.merge(sk)
+    return merged
+
+
+def _tbt_stats(log: RequestLog, win: np.ndarray) -> dict:
+    if log.keep_gaps:
+        return {**_stats(log.gaps_of(win)), "source": "gaps"}
+    return {**_sketch_stats(merged_sketch(log)), "source": "sketch"}
+
+
+def _meets(log: RequestLog, finished: np.ndarray) -> dict[str, np.ndarray]:
+    """Per request: did it finish and meet each target (a missing target is met)?"""
+    out = {}
+    with np.errstate(invalid="ignore"):
+        for name in ("ttft", "tpot"):
+            target, value = log.column(f"{name}_slo"), log.column(name)
+            out[name] = finished & (np.isnan(target) | np.isnan(value) | (value <= target))
+        misses, gaps = log.column("tbt_misses"), log.column("num_gaps")
+        out["tbt"] = finished & (np.isnan(log.column("tbt_slo")) | (misses <= TBT_MISS_TOLERANCE * gaps))
+    out["all"] = out["ttft"] & out["tpot"] & out["tbt"]
+    return out
+
+
+def _tiers(log: RequestLog, win, finished, meets) -> dict:
+    tier = log.column("tier")
+    out = {}
+    for i, name in enumerate(log.tiers):
+        sel = win & (tier == i)
+        n = int(sel.sum())
+        targets = {}
+        attain = {}
+        for m in ("ttft", "tbt", "tpot"):
+            t = log.column(f"{m}_slo")[sel]
+            t = t[np.isfinite(t)]
+            targets[m] = float(t.max()) if len(t) else None
+            attain[m] = float(meets[m][sel].mean()) if len(t) and n else NAN
+        attain["all"] = float(meets["all"][sel].mean()) if n else NAN
+        if log.keep_gaps:
+            gaps = log.gaps_of(sel)
+            p99 = float(np.percentile(gaps, 99)) if len(gaps) else NAN
+        else:
+            sk = log.sketches.get(name)
+            p99 = float(sk.quantile(0.99)) if sk is not None and sk.count else NAN
+        target = targets["tbt"]
+        out[name] = {"offered": n, "finished": int((sel & finished).sum()), "good": int((sel & meets["all"]).sum()),
+                     "targets": targets, "attainment": attain, "tbt_p99": p99,
+                     "tbt_p99_ok": None if target is None or math.isnan(p99) else bool(p99 <= target)}
+    return out
+
+
+def _top_reasons(log: RequestLog, sel: np.ndarray) -> list[dict]:
+    """The most frequent reasons among ``sel`` requests, numbers folded to N so alike reasons group."""
+    counts: Counter = Counter()
+    example: dict[str, str] = {}
+    for rid in log.column("id")[sel].tolist():
+        reason = log.reasons.get(rid, "(no reason given)")
+        key = re.sub(r"\d+(\.\d+)?(e[-+]?\d+)?", "N", reason)
+        counts[key] += 1
+        example.setdefault(key, reason)
+    return [{"reason": k, "count": n, "example": example[k]} for k, n in counts.most_common(TOP_REASONS)]
+
+
+def _step_stats(steps, s0: float, s1: float, num_replicas: int) -> dict:
+    start = np.frombuffer(steps.start, dtype=np.float64)
+    sel = (start >= s0) & (start <= s1) if len(start) and math.isfinite(s0) else np.zeros(len(start), bool)
+    n = int(sel.sum())
+    if not n:
+        return {"count": 0, "mean_duration": NAN, "mean_batch_tokens": NAN, "mean_prefill_tokens": NAN,
+                "mean_prefills": NAN, "mean_decodes": NAN, "kv_util_mean": NAN, "kv_util_max": NAN,
+                "busy_fraction": NAN}
+
+    def col(name):
+        return np.frombuffer(getattr(steps, name), dtype=np.float64 if name in ("start", "duration")
+                             else np.int64)[sel]
+
+    dur = col("duration")
+    prefill, decodes = col("prefill_tokens"), col("num_decodes")
+    util = col("kv_used_blocks") / np.maximum(col("kv_total_blocks"), 1)
+    total = float(dur.sum())
+    busy = float((np.minimum(col("start") + dur, s1) - col("start")).sum())
+    return {"count": n, "mean_duration": float(dur.mean()),
+            "mean_batch_tokens": float((prefill + decodes).mean()),
+            "mean_prefill_tokens": float(prefill.mean()), "mean_prefills": float(col("num_prefills").mean()),
+            "mean_decodes": float(decodes.mean()),
+            "kv_util_mean": float((util * dur).sum() / total) if total > 0 else float(util.mean()),
+            "kv_util_max": float(util.max()),
+            "busy_fraction": busy / ((s1 - s0) * num_replicas) if s1 > s0 else NAN}
+
+
+def _littles_law(arrival, end, win, steps, s0: float, s1: float) -> dict:
+    """L measured two ways over the span, and λ·W from the measured requests.
+
+    ``mean_in_system``: time average of N(t), the requests of the whole run between arrival and leaving,
+    from the arrival/departure timeline. With no trimming it equals λ·W exactly; trimming leaves edge effects.
+    ``mean_in_system_steps``: from the engine's own count at each step end (waiting + running, summed over
+    replicas, held until that replica's next step end). It sees an arrival only at the end of the step in
+    which it came, so it reads about λ × half a step low.
+    """
+    span = s1 - s0
+    if not (span > 0):
+        return {"span": span, "arrival_rate": NAN, "mean_sojourn": NAN, "lambda_w": NAN,
+                "mean_in_system": NAN, "mean_in_system_steps": NAN}
+    lam = float(win.sum()) / span
+    w = float((end[win] - arrival[win]).mean())
+    overlap = np.clip(np.minimum(end, s1) - np.maximum(arrival, s0), 0.0, None)
+    return {"span": span, "arrival_rate": lam, "mean_sojourn": w, "lambda_w": lam * w,
+            "mean_in_system": float(overlap.sum()) / span,
+            "mean_in_system_steps": _steps_in_system(steps, s0, s1) / span}
+
+
+def _steps_in_system(steps, s0: float, s1: float) -> float:
+    """∫ over [s0, s1] of Σ_replicas (waiting + running at that replica's last step end)."""
+    if not len(steps):
+        return 0.0
+    rep = np.frombuffer(steps.replica, dtype=np.int64)
+    t_end = np.frombuffer(steps.start, dtype=np.float64) + np.frombuffer(steps.duration, dtype=np.float64)
+    n = (np.frombuffer(steps.num_waiting, dtype=np.int64) + np.frombuffer(steps.num_running, dtype=np.int64))
+    total = 0.0
+    for r in np.unique(rep):
+        m = rep == r
+        t, v = t_end[m], n[m]
+        order = np.argsort(t, kind="stable")
+        t, v = t[order], v[order]
+        nxt = np.r_[t[1:], max(s1, t[-1])]
+        total += float((v * np.clip(np.minimum(nxt, s1) - np.maximum(t, s0), 0.0, None)).sum())
+    return total
+
+
+def summary_row(summary: dict, **labels) -> dict:
+    """One flat row for tables and sweeps: ``labels`` first, then the headline numbers.
+
+    Keys: offered, finished, rejected, unfinished, {ttft,tbt,tpot,e2e}_{mean,p50,p90,p99,max} (seconds),
+    throughput_rps and goodput_rps (requests/s), output_tps, input_tps (tokens/s), slo_attainment (fraction good),
+    preemptions, kv_util_mean, and per tier ``attain_<tier>`` and ``tbt_p99_<tier>``.
+    """
+    row = dict(labels)
+    c = summary["counts"]
+    row.update({k: c[k] for k in ("offered", "finished", "rejected", "unfinished")})
+    for m in LATENCY_METRICS:
+        for k in ("mean", *(f"p{q}" for q in QUANTILES), "max"):
+            row[f"{m}_{k}"] = summary["latency"][m][k]
+    row["throughput_rps"] = summary["throughput"]["requests_per_s"]
+    row["goodput_rps"] = summary["goodput"]["requests_per_s"]
+    row["output_tps"] = summary["throughput"]["output_tokens_per_s"]
+    row["input_tps"] = summary["throughput"]["input_tokens_per_s"]
+    row["slo_attainment"] = summary["goodput"]["fraction"]
+    row["preemptions"] = summary["preemptions"]["total"]
+    row["kv_util_mean"] = summary["steps"]["kv_util_mean"]
+    for name, t in summary["tiers"].items():
+        row[f"attain_{name}"] = t["attainment"]["all"]
+        row[f"tbt_p99_{name}"] = t["tbt_p99"]
+    return row
