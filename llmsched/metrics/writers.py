@@ -1,0 +1,167 @@
+"""Files of a run (summary.json, requests.csv, steps.csv, meta.json), comparison tables, terminal tables.
+
+JSON files are strict JSON: NaN and infinities are written as ``null``. CSV files write NaN as ``nan``
+(numpy, pandas and the csv module read it back as NaN). Times are seconds in files, milliseconds in
+``format_table`` only.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import enum
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..request import Status
+from .requests import FLOAT_FIELDS, INT_FIELDS
+from .steps import STEP_FIELDS
+
+REQUEST_COLUMNS = INT_FIELDS[:3] + ("tier_name", "status", "status_name") + INT_FIELDS[4:] + FLOAT_FIELDS + (
+    "reason",)
+TIME_METRICS = ("ttft", "tbt", "tpot", "e2e", "itl")
+
+
+def to_jsonable(obj):
+    """A copy of ``obj`` made of dict/list/str/int/float/bool/None only; NaN and ±inf become None."""
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, enum.Enum):
+        return obj.name
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        f = float(obj)
+        return f if math.isfinite(f) else None
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return to_jsonable({f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)})
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    return str(obj)
+
+
+def write_json(obj, path) -> None:
+    with open(path, "w") as f:
+        json.dump(to_jsonable(obj), f, indent=2, allow_nan=False)
+        f.write("\n")
+
+
+def write_run(result, summary: dict, out_dir) -> Path:
+    """Write ``summary.json``, ``requests.csv``, ``steps.csv`` and ``meta.json`` into ``out_dir`` (created).
+
+    Returns the directory. ``meta.json`` is ``result.meta`` as given.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(summary, out / "summary.json")
+    write_json(result.meta, out / "meta.json")
+    _write_requests(result.requests, out / "requests.csv")
+    _write_steps(result.steps, out / "steps.csv")
+    return out
+
+
+def _write_requests(log, path: Path) -> None:
+    cols = {name: log.column(name).tolist() for name in INT_FIELDS + FLOAT_FIELDS}
+    names = {int(s): s.name for s in Status}
+    cols["tier_name"] = [log.tiers[i] for i in cols["tier"]]
+    cols["status_name"] = [names.get(s, str(s)) for s in cols["status"]]
+    cols["reason"] = [log.reasons.get(i, "") for i in cols["id"]]
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(REQUEST_COLUMNS)
+        w.writerows(zip(*(cols[c] for c in REQUEST_COLUMNS)))
+
+
+def _write_steps(steps, path: Path) -> None:
+    cols = steps.columns()
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(STEP_FIELDS)
+        w.writerows(zip(*(cols[c].tolist() for c in STEP_FIELDS)))
+
+
+def write_table(rows: list[dict], path_csv=None, path_json=None) -> None:
+    """Rows of a comparison or sweep to CSV (union of keys, first-seen order) and/or a JSON list."""
+    rows = list(rows)
+    if path_csv is not None:
+        columns = _columns(rows)
+        with open(path_csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(columns)
+            for r in rows:
+                w.writerow(["" if r.get(c) is None else r.get(c) for c in columns])
+    if path_json is not None:
+        write_json(rows, path_json)
+
+
+def _columns(rows: list[dict]) -> list[str]:
+    seen: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            seen.setdefault(k, None)
+    return list(seen)
+
+
+def is_time_column(name: str) -> bool:
+    """Latency columns held in seconds (shown in ms): ttft_p99, latency.tbt.mean, e2e, tbt_p99_<tier>, ...
+
+    A column whose name already carries a unit (``ttft_p99_ms``, ``wall_s``) is shown as it is."""
+    parts = name.replace(".", "_").split("_")
+    if parts[0] == "latency":
+        parts = parts[1:]
+    if not parts or parts[-1] in ("ms", "s", "us"):
+        return False
+    return parts[0] in TIME_METRICS and not any(p in ("ok", "count", "attain", "attainment", "slo") for p in parts)
+
+
+def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
+    """A fixed-width table for the terminal. Latency columns are shown in ms with ``(ms)`` in the header;
+    other floats with 4 significant digits, missing or NaN values as ``-``."""
+    rows = list(rows)
+    columns = list(columns) if columns is not None else _columns(rows)
+    heads = [f"{c} (ms)" if is_time_column(c) else c for c in columns]
+    cells = [[_cell(r.get(c), is_time_column(c)) for c in columns] for r in rows]
+    numeric = [all(_is_number(r.get(c)) or r.get(c) is None for r in rows) for c in columns]
+    widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(heads)]
+
+    def line(values):
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+
+    out = [line(heads), line(["-" * w for w in widths])]
+    out += [line(row) for row in cells]
+    return "\n".join(out)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def _cell(v, is_time: bool) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v) * 1000) if is_time else str(int(v))
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        if math.isnan(f):
+            return "-"
+        if math.isinf(f):
+            return str(f)
+        if is_time:
+            f *= 1000
+            return f"{f:.1f}" if abs(f) >= 10 else f"{f:.2f}"
+        if abs(f) >= 1000 or f == int(f):
+            return f"{f:.0f}"
+        return f"{f:.4g}"
+    return str(v)
