@@ -1,0 +1,210 @@
+"""Roofline batch time: a step's duration from the model's shape and the GPU's peak rates.
+
+Per step, on each of the ``tp`` GPUs (every quantity below is that GPU's shard):
+
+* linear layers (QKV, attention output, MLP) of all ``τ`` new tokens:
+  ``smax(τ_c · F_lin / (P·e_c),  (W_lin + τ · A_lin) / (B·e_m))`` where ``F_lin`` is FLOPs per token,
+  ``W_lin`` the weight bytes, ``A_lin`` the GEMMs' activation bytes per token, ``P`` peak FLOP/s, ``B`` memory
+  bandwidth, ``e_c``/``e_m`` the compute and memory efficiencies. ``smax(a, b) = (a^p + b^p)^(1/p)`` is a
+  smoothed maximum (``sharpness`` p; ``inf`` gives the hard roofline ``max``): GEMMs near the ridge point are
+  neither purely compute- nor memory-bound, and p = 2 fits Vidur's per-operator profiles best (docs/batch-time.md).
+  ``τ_c = τ``, or with ``staircase=True`` seed 000's tile staircase ``t_col · ⌈τ / t_col⌉`` (eq. 4/7);
+* element-wise ops (norms, residual adds, rotary embedding, the MLP activation): ``τ · E / (B·e_m)``, plus a
+  fixed ``layer_overhead`` per layer (kernel launches and minimum kernel latency);
+* LM head for the rows that sample, one per item (decode or prefill chunk): ``smax(rows · F_head / (P·e_c),
+  W_head / (B·e_m))``;
+* prefill attention of chunk (c new tokens over m cached ones), causal, FlashAttention-style:
+  ``max(4·layers·q_dim·(c·m + c(c+1)/2) / (P·e_attn),  (m + c)·KV / (B·e_m))``;
+* decode attention, memory-bound: ``Σ ctx · KV / (B·e_m)`` (KV = KV bytes per token on one GPU);
+* with tp > 1, two ring all-reduces of the hidden states per layer:
+  ``2·layers·(latency + 2(tp−1)/tp · τ·hidden·dtype / (interconnect/2 · e_comm))``;
+* a fixed ``step_overhead`` (scheduling, input preparation, sampling) plus ``per_seq_overhead`` per item.
+
+``compute_eff`` and ``mem_eff`` default to the figures fitted by ``scripts/calibrate_profiles.py`` for the GPU
+(``calibration.json``), else to :data:`DEFAULT_EFFICIENCY`.
+"""
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+
+from ..hardware.gpus import GPUSpec, gpu as _gpu
+from ..hardware.models import ModelSpec, model as _model
+from .base import Batch, BatchTimeModel
+
+CALIBRATION_PATH = Path(__file__).with_name("calibration.json")
+
+# Documented defaults for GPUs without a calibration, chosen a priori: dense GEMMs in serving reach ~60–70% of
+# peak tensor FLOP/s and weight streaming ~70–80% of peak bandwidth; FlashAttention-2's forward pass ~50% of
+# peak on serving-sized chunks. The "before" columns of docs/batch-time.md compare them with Vidur's profiles.
+DEFAULT_EFFICIENCY = {"compute_eff": 0.65, "mem_eff": 0.75, "layer_overhead": 0.0}
+DEFAULT_PARAMS = dict(attn_compute_eff=0.5, comm_eff=0.7, allreduce_latency=10e-6, step_overhead=2e-3,
+                      per_seq_overhead=0.0, sharpness=2.0)
+
+
+@lru_cache(maxsize=1)
+def load_calibration() -> dict:
+    """The fitted efficiencies in ``calibration.json`` ({} when the file is absent)."""
+    if not CALIBRATION_PATH.exists():
+        return {}
+    return json.loads(CALIBRATION_PATH.read_text())
+
+
+def calibration_for(gpu: GPUSpec, staircase: bool = False) -> dict | None:
+    """Fitted figures for ``gpu`` (by name, else by chip family), for the plain or the staircase variant."""
+    table = load_calibration().get("gpus", {})
+    variant = "roofline-staircase" if staircase else "roofline"
+    for key in (gpu.name, gpu.family):
+        entry = table.get(key, {}).get(variant)
+        if entry:
+            return entry
+    return None
+
+
+class RooflineBatchTime(BatchTimeModel):
+    """Step time from FLOPs and bytes moved; see the module docstring for the formula."""
+
+    name = "roofline"
+
+    def __init__(self, model: ModelSpec | str, gpu: GPUSpec | str, *, compute_eff: float | None = None,
+                 mem_eff: float | None = None, layer_overhead: float | None = None,
+                 attn_compute_eff: float = DEFAULT_PARAMS["attn_compute_eff"],
+                 comm_eff: float = DEFAULT_PARAMS["comm_eff"],
+                 allreduce_latency: float = DEFAULT_PARAMS["allreduce_latency"],
+                 step_overhead: float = DEFAULT_PARAMS["step_overhead"],
+                 per_seq_overhead: float = DEFAULT_PARAMS["per_seq_overhead"],
+                 sharpness: float = DEFAULT_PARAMS["sharpness"], staircase: bool = False, t_col: int | None = None,
+                 calibration: str = "auto"):
+        self.model, self.gpu = _model(model), _gpu(gpu)
+        self.staircase = bool(staircase)
+        if staircase:
+            self.name = "roofline-staircase"
+        if calibration not in ("auto", "off", "require"):
+            raise ValueError(f"calibration must be 'auto', 'off' or 'require', got {calibration!r}")
+        fitted = calibration_for(self.gpu, self.staircase) if calibration != "off" else None
+        if calibration == "require" and fitted is None:
+            calibrated = sorted(load_calibration().get("gpus", {}))
+            raise ValueError(f"no calibration for GPU {self.gpu.name!r} in {CALIBRATION_PATH.name}; calibrated "
+                             f"GPUs: {', '.join(calibrated) or 'none'} (run scripts/calibrate_profiles.py)")
+        base = fitted or DEFAULT_EFFICIENCY
+        self.efficiency_source = fitted.get("source", "calibration.json") if fitted else "documented defaults"
+        overridden = [k for k, v in (("compute_eff", compute_eff), ("mem_eff", mem_eff),
+                                     ("layer_overhead", layer_overhead)) if v is not None]
+        if overridden:
+            self.efficiency_source += f" (given: {', '.join(overridden)})"
+        self.compute_eff = base["compute_eff"] if compute_eff is None else compute_eff
+        self.mem_eff = base["mem_eff"] if mem_eff is None else mem_eff
+        self.layer_overhead = base.get("layer_overhead", 0.0) if layer_overhead is None else layer_overhead
+        self.attn_compute_eff, self.comm_eff = attn_compute_eff, comm_eff
+        self.allreduce_latency, self.step_overhead = allreduce_latency, step_overhead
+        self.per_seq_overhead, self.sharpness = per_seq_overhead, float(sharpness)
+        self.t_col = self.gpu.t_col if t_col is None else t_col
+        for label, value in (("compute_eff", self.compute_eff), ("mem_eff", self.mem_eff),
+                             ("attn_compute_eff", attn_compute_eff), ("comm_eff", comm_eff)):
+            if not 0 < value <= 1:
+                raise ValueError(f"{label} must be in (0, 1], got {value}")
+        for label, value in (("layer_overhead", self.layer_overhead), ("allreduce_latency", allreduce_latency),
+                             ("step_overhead", step_overhead), ("per_seq_overhead", per_seq_overhead)):
+            if value < 0:
+                raise ValueError(f"{label} must be >= 0 seconds, got {value}")
+        if self.sharpness < 1:
+            raise ValueError(f"sharpness must be >= 1 (inf for a hard max), got {sharpness}")
+        if self.t_col <= 0:
+            raise ValueError(f"t_col must be positive, got {t_col}")
+        self._precompute()
+
+    def _precompute(self) -> None:
+        m, g = self.model, self.gpu
+        tp, b = m.tp, m.dtype_bytes
+        flops, bw = g.flops * self.compute_eff, g.mem_bw * self.mem_eff
+        # Per layer and GPU, in elements per token. GEMM inputs and outputs: the hidden-sized ones (QKV and
+        # up-projection inputs, attention-output and down-projection outputs) are whole on every GPU, the
+        # head- and ffn-sized ones sharded. Element-wise: two fused add+RMSNorm (read and write hidden and
+        # residual), rotary embedding (read and write q and k), the MLP activation (read 2 ffn, write ffn;
+        # read and write ffn without a gate).
+        ffn_mats = 3 if m.gated_mlp else 2
+        gemm_io = 4 * m.hidden + (2 * m.q_dim + 2 * m.kv_dim + ffn_mats * m.ffn) / tp
+        elementwise = 8 * m.hidden + (2 * (m.q_dim + m.kv_dim) + ffn_mats * m.ffn) / tp
+        self._layer_c = m.layer_linear_params * 2 / tp / flops            # s per token (compute)
+        self._layer_w = m.layer_linear_params * b / tp / bw               # s (weights)
+        self._layer_a = gemm_io * b / bw                                  # s per token (GEMM activations)
+        self._layer_e = elementwise * b / bw                              # s per token (element-wise ops)
+        L = m.layers
+        self._lin_c, self._lin_w, self._lin_a = L * self._layer_c, L * self._layer_w, L * self._layer_a
+        self._elem = L * self._layer_e
+        self._head_c = m.lm_head_flops_per_token / tp / flops
+        self._head_m = m.hidden * m.vocab * b / tp / bw
+        self._kv_read = m.kv_bytes_per_token_per_gpu / bw
+        self._attn_c = 4.0 * L * m.q_dim / tp / (g.flops * self.attn_compute_eff)
+        self._const = self.step_overhead + L * self.layer_overhead
+        if tp > 1:
+            link = g.interconnect_bw / 2 * self.comm_eff               # one direction
+            self._ar_const = 2 * L * self.allreduce_latency
+            self._ar_tok = 2 * L * 2 * (tp - 1) / tp * m.hidden * b / link
+        else:
+            self._ar_const = self._ar_tok = 0.0
+        self._p = self.sharpness
+
+    def _smax(self, a: float, b: float) -> float:
+        p = self._p
+        if p == 2.0:
+            return math.sqrt(a * a + b * b)
+        if p == math.inf:
+            return a if a > b else b
+        return (a ** p + b ** p) ** (1.0 / p)
+
+    def step_time(self, batch: Batch) -> float:
+        prefill_new, decode_ctx = batch.prefill_new, batch.decode_ctx
+        n_decodes = len(decode_ctx)
+        rows = n_decodes + len(prefill_new)
+        tokens = sum(prefill_new) + n_decodes
+        if tokens == 0:
+            return 0.0
+        compute_tokens = -(-tokens // self.t_col) * self.t_col if self.staircase else tokens
+        p = self._p
+        a, b = compute_tokens * self._lin_c, self._lin_w + tokens * self._lin_a
+        h, w = rows * self._head_c, self._head_m
+        if p == 2.0:
+            t = math.sqrt(a * a + b * b) + math.sqrt(h * h + w * w)
+        else:
+            t = self._smax(a, b) + self._smax(h, w)
+        t += self._const + rows * self.per_seq_overhead + tokens * self._elem
+        if n_decodes:
+            t += sum(decode_ctx) * self._kv_read
+        if prefill_new:
+            attn_c, kv_read = self._attn_c, self._kv_read
+            for c, ctx in zip(prefill_new, batch.prefill_ctx):
+                f = (c * ctx + c * (c + 1) * 0.5) * attn_c
+                r = (ctx + c) * kv_read
+                t += f if f > r else r
+        if self._ar_const:
+            t += self._ar_const + tokens * self._ar_tok
+        return t
+
+    def layer_components(self, tokens):
+        """One layer's non-attention seconds on one GPU for ``tokens`` tokens, split as (GEMM compute time,
+        GEMM memory time, element-wise time); an int or a numpy array of token counts."""
+        compute_tokens = -(-tokens // self.t_col) * self.t_col if self.staircase else tokens
+        return (compute_tokens * self._layer_c, self._layer_w + tokens * self._layer_a, tokens * self._layer_e)
+
+    def layer_nonattention_time(self, tokens):
+        """Seconds of one layer's non-attention work (GEMMs, element-wise ops, layer overhead) for ``tokens``
+        tokens on one GPU: what Vidur's per-operator profiles measure. Accepts an int or a numpy array."""
+        a, b, elementwise = self.layer_components(tokens)
+        p = self._p
+        if p == math.inf:
+            linear = (a + b + abs(a - b)) / 2          # max(a, b) for numbers and numpy arrays alike
+        else:
+            linear = (a ** p + b ** p) ** (1.0 / p)
+        return linear + elementwise + self.layer_overhead
+
+    def describe(self) -> dict:
+        return {"name": self.name, "model": self.model.name, "gpu": self.gpu.name,
+                "compute_eff": self.compute_eff, "mem_eff": self.mem_eff, "layer_overhead": self.layer_overhead,
+                "attn_compute_eff": self.attn_compute_eff, "comm_eff": self.comm_eff,
+                "allreduce_latency": self.allreduce_latency, "step_overhead": self.step_overhead,
+                "per_seq_overhead": self.per_seq_overhead, "sharpness": self.sharpness,
+                "staircase": self.staircase, "t_col": self.t_col, "efficiency_source": self.efficiency_source,
+                "model_source": self.model.source, "gpu_source": self.gpu.source}
