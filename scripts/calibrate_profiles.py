@@ -10,8 +10,9 @@ roofline's per-layer non-attention time with the measured sum of the layer's ope
 efficiencies fitted per GPU ("after"), for the plain and the staircase roofline. It writes the fitted
 figures (a few numbers per GPU, no profile data) to calibration.json, which RooflineBatchTime then uses as
 its defaults for those GPUs (and their chip family), and, with ``--docs``, replaces the generated section
-of docs/batch-time.md with the tables printed here. It also checks whole-step times against the one
-published end-to-end series we have: seed 000's Fig. 6a (Mistral-7B on an RTX 6000 Ada).
+of docs/batch-time.md with the tables printed here. It also prints whole-step checks: seed 000's Fig. 6a
+(Mistral-7B on an RTX 6000 Ada, the one published end-to-end series we have), the roofline's step times and
+linear approximations for the presets the papers use, and InferMax's Vidur-fitted model (seed 001 §2.2).
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [_fitted_table(fits), "", _error_table(profiles, fits, "roofline", per_tp=True), "",
              _error_table(profiles, fits, "roofline-staircase", per_tp=False), "", _sharpness_table(by_gpu), "",
              _fig6a_table(), "",
-             _reference_table(fits), "", _infermax_table(fits)]
+             _reference_table(fits), "", _linear_table(fits), "", _infermax_table(fits)]
     text = "\n".join(lines)
     print(text)
     if args.dry_run:
@@ -156,24 +157,52 @@ REFERENCE_BATCHES = (("1 decode @1k", [], [], [1024]), ("32 decodes @1k", [], []
                      ("prefill 2048", [2048], [0], []), ("chunk 512 @3584 + 32 dec @1k", [512], [3584], [1024] * 32))
 
 
+def _roofline_for(model_name: str, gpu_name: str, fits: dict) -> tuple[RooflineBatchTime, bool]:
+    """The plain roofline with this run's fitted efficiencies for the GPU (or its family), else the defaults;
+    and whether it had a fit."""
+    from llmsched.hardware import gpu
+
+    device = gpu(gpu_name)
+    fit = (fits.get(device.name) or fits.get(device.family) or {}).get("roofline")
+    params = {k: fit[k] for k in ("compute_eff", "mem_eff", "layer_overhead")} if fit else {}
+    return RooflineBatchTime(model_name, device, calibration="off", **params), bool(fit)
+
+
+def _linear_table(fits: dict) -> str:
+    """LinearBatchTime.approximate of each preset pair's roofline: the coefficients later schedulers use."""
+    from llmsched.batchtime.linear import BASE_TERMS, LinearBatchTime
+
+    richer = BASE_TERMS + ("per_decode", "decode_context", "prefill_attention")
+    out = ["Linear approximations of the roofline (`LinearBatchTime.approximate`, default grid: decodes 1–256 at "
+           "128–8192 context, chunks 16–2048 over 0–8192 cached, mixed):", "",
+           "| model | GPU | a (ms) | b (ms/token) | c (µs/context token) | d (ms/prefill) | MAPE | max APE | "
+           "MAPE with per_decode, decode_context, prefill_attention |", "|---" * 9 + "|"]
+    for model_name, gpu_name in REFERENCE_PAIRS:
+        rt, _ = _roofline_for(model_name, gpu_name, fits)
+        lin, report = LinearBatchTime.approximate(rt)
+        _, richer_report = LinearBatchTime.approximate(rt, richer)
+        c = lin.coefficients
+        out.append(f"| {model_name} | {gpu_name} | {c['const'] * 1e3:.2f} | {c['per_token'] * 1e3:.4f} | "
+                   f"{c['per_context'] * 1e6:.4f} | {c['per_prefill'] * 1e3:.2f} | {report.mape:.1f}% | "
+                   f"{report.max_ape:.1f}% | {richer_report.mape:.1f}% |")
+    return "\n".join(out)
+
+
 def _reference_table(fits: dict) -> str:
     """Step times (ms) of a few batches for the presets the papers use, roofline with this run's fit."""
     from llmsched.batchtime.base import Batch
-    from llmsched.hardware import gpu, kv_capacity_tokens
+    from llmsched.hardware import kv_capacity_tokens
 
     header = " | ".join(label for label, *_ in REFERENCE_BATCHES)
     out = ["Roofline step times (ms) of the presets the papers use (calibrated efficiencies where fitted, "
            "else defaults; KV capacity at gpu_memory_utilization 0.9):", "",
            f"| model | GPU | efficiencies | KV tokens | {header} |", "|---" * (4 + len(REFERENCE_BATCHES)) + "|"]
     for model_name, gpu_name in REFERENCE_PAIRS:
-        device = gpu(gpu_name)
-        fit = (fits.get(device.name) or fits.get(device.family) or {}).get("roofline")
-        params = {k: fit[k] for k in ("compute_eff", "mem_eff", "layer_overhead")} if fit else {}
-        rt = RooflineBatchTime(model_name, device, calibration="off", **params)
+        rt, fitted = _roofline_for(model_name, gpu_name, fits)
         cells = " | ".join(f"{rt.step_time(Batch(list(pn), list(pc), list(dc))) * 1e3:.1f}"
                            for _, pn, pc, dc in REFERENCE_BATCHES)
-        out.append(f"| {model_name} | {gpu_name} | {'fitted' if fit else 'defaults'} | "
-                   f"{kv_capacity_tokens(model_name, device):,} | {cells} |")
+        out.append(f"| {model_name} | {gpu_name} | {'fitted' if fitted else 'defaults'} | "
+                   f"{kv_capacity_tokens(model_name, gpu_name):,} | {cells} |")
     return "\n".join(out)
 
 
@@ -198,12 +227,9 @@ def _infermax_table(fits: dict) -> str:
            "worked values):", "", "| model/GPU | batch | InferMax (ms) | this linear form (ms) | roofline (ms) | "
            "roofline / InferMax |", "|---|---|---|---|---|---|"]
     for pair, label, pn, pc, dc, expected in INFERMAX_VECTORS:
-        model_name, gpu_name = pair.split("/")
-        fit = fits.get(gpu_name, {}).get("roofline")
-        params = {k: fit[k] for k in ("compute_eff", "mem_eff", "layer_overhead")} if fit else {}
         batch = Batch(list(pn), list(pc), list(dc))
         linear = LinearBatchTime.from_infermax(**INFERMAX_COEFFICIENTS[pair]).step_time(batch) * 1e3
-        roof = RooflineBatchTime(model_name, gpu_name, calibration="off", **params).step_time(batch) * 1e3
+        roof = _roofline_for(*pair.split("/"), fits)[0].step_time(batch) * 1e3
         out.append(f"| {pair} | {label} | {expected:.2f} | {linear:.2f} | {roof:.1f} | {roof / expected:.2f} |")
     return "\n".join(out)
 

@@ -252,8 +252,9 @@ class LinearBatchTime(BatchTimeModel):
         columns = batch_columns(batches)
         columns["duration"] = np.array([model.step_time(b) for b in batches])
         fitted, report = cls.fit(columns, terms, loss=loss, t_col=t_col)
-        fitted.source = f"linear approximation of {model.name} ({model.describe().get('model', '')} on " \
-                        f"{model.describe().get('gpu', '')}) over {len(batches)} batch compositions"
+        about = model.describe()
+        fitted.source = (f"linear approximation of {model.name} ({about.get('model', '?')} on {about.get('gpu', '?')}) "
+                         f"over {len(batches)} batch compositions")
         return fitted, report
 
 
@@ -261,7 +262,9 @@ def composition_grid(max_tokens: int = 2048, max_context: int = 8192, max_decode
     """Batches spanning what a serving engine runs: decode-only, prefill-only and mixed."""
     if min(max_tokens, max_context, max_decodes) < 1:
         raise ValueError("max_tokens, max_context and max_decodes must be >= 1")
-    powers = lambda top, start=1: [v for v in (2 ** k * start for k in range(20)) if v <= top]  # noqa: E731
+    def powers(top: int, start: int = 1) -> list[int]:
+        return [v for v in (start << k for k in range(24)) if v <= top]
+
     contexts = sorted({*powers(max_context, 128), max_context})
     decodes = sorted({*powers(max_decodes), max_decodes})
     chunks = sorted({*powers(max_tokens, 16), max_tokens})
@@ -274,8 +277,7 @@ def composition_grid(max_tokens: int = 2048, max_context: int = 8192, max_decode
                 yield Batch([c], [m], [])
     for c in chunks[::2]:
         for n in decodes[::2]:
-            if n + c <= max_tokens + max_decodes:
-                yield Batch([c], [contexts[len(contexts) // 2]], [contexts[len(contexts) // 3]] * n)
+            yield Batch([c], [contexts[len(contexts) // 2]], [contexts[len(contexts) // 3]] * n)
 
 
 def batch_columns(batches: list[Batch]) -> dict[str, np.ndarray]:
@@ -301,7 +303,7 @@ def _read_steps_csv(path: str | Path) -> dict[str, np.ndarray]:
         reader = csv.DictReader(f)
         names = reader.fieldnames or []
         values: dict[str, list[float]] = {n: [] for n in names}
-        for line, row in enumerate(reader, start=2):
+        for row in reader:
             for n in names:
                 try:
                     values[n].append(float(row[n]))
