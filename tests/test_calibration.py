@@ -1,5 +1,4 @@
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -10,18 +9,12 @@ from llmsched.batchtime.profiled import (LAYER_OPS, fit_efficiencies, load_vidur
 from llmsched.batchtime.roofline import CALIBRATION_PATH, DEFAULT_EFFICIENCY, RooflineBatchTime, load_calibration
 
 
-def _profiles_dir() -> Path | None:
-    env = os.environ.get("LLMSCHED_DATA")
-    root = Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
-    path = root / "profiles"
-    return path if path.is_dir() else None
-
-
 @pytest.fixture
-def profiles():
-    path = _profiles_dir()
-    if path is None:
-        pytest.skip("../shared/data/profiles is absent (set LLMSCHED_DATA to run this test)")
+def profiles(shared_data):
+    """../shared/data/profiles (or $LLMSCHED_DATA/profiles); the conftest fixture skips when absent."""
+    path = shared_data / "profiles"
+    if not path.is_dir():
+        pytest.skip(f"{path} is absent")
     return path
 
 

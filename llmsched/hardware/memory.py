@@ -72,9 +72,10 @@ def kv_capacity_blocks(model: ModelSpec | str, gpu: GPUSpec | str, gpu_memory_ut
 
 def _smallest_tp_that_fits(spec: ModelSpec, device: GPUSpec, utilization: float, reserve: int) -> int | None:
     for tp in (2, 4, 8, 16):
-        if spec.heads % tp or (spec.kv_heads % tp and tp % spec.kv_heads):
+        try:
+            shard = spec.with_tp(tp)
+        except ValueError:          # tp does not divide the heads
             continue
-        shard = spec.with_tp(tp)
         if device.mem_bytes * utilization - shard.weight_bytes_per_gpu - reserve > shard.kv_bytes_per_token_per_gpu:
             return tp
     return None
