@@ -165,6 +165,7 @@ class Replica:
 
         need = 0
         swap_in: list[Request] = []
+        grow: list[Request] = []  # requests that cross into a new block this step
         decode_ctx = []
         for r in plan.decodes:
             st = r.status
@@ -181,9 +182,9 @@ class Replica:
                 self._fail("a decode needs a request whose prompt is done and one token pending",
                            f"request {r.id}: computed {r.num_computed} of {r.num_tokens} tokens")
             decode_ctx.append(ctx)
-            extra = -(-ctx // bs) - r.num_blocks
-            if extra > 0:
-                need += extra
+            if ctx > r.num_blocks * bs:
+                need += -(-ctx // bs) - r.num_blocks
+                grow.append(r)
 
         admit: list[Request] = []
         prefill_new = []
@@ -240,10 +241,8 @@ class Replica:
                 r.first_scheduled = now
             self.running.append(r)
         kv.free -= need - sum(r.num_blocks for r in swap_in)
-        for r in plan.decodes:
-            want = -(-(r.num_computed + 1) // bs)
-            if want > r.num_blocks:
-                r.num_blocks = want
+        for r in grow:
+            r.num_blocks = -(-(r.num_computed + 1) // bs)
         for r, n in plan.prefills:
             want = -(-(r.num_computed + n) // bs)
             if want > r.num_blocks:

@@ -5,16 +5,22 @@ from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 
 
-def add_decodes(view: ReplicaView, plan: BatchPlan, running=None, limit: int | None = None) -> bool:
+def add_decodes(view: ReplicaView, plan: BatchPlan, running=None, limit: int | None = None) -> int:
     """Add a decode for each decode-phase request of ``running`` (default: the view's, in order).
 
     When a decode needs a block and none is free, preempt from the tail of ``running``
     (the newest under FCFS), the request itself last. Stops after ``limit`` decodes.
-    Returns True if anything was preempted. Requests not in decode phase are skipped.
+    Returns the KV blocks still free after these decodes and preemptions. Requests not in
+    decode phase are skipped.
     """
     running = view.running if running is None else running
     bs = view.block_size
     free = view.free_blocks - sum(view.decode_blocks(r) for r in plan.decodes)
+    ready = [r for r in running if r.num_generated and r.num_computed + 1 == r.prompt_len + r.num_generated]
+    need = sum(1 for r in ready if r.num_computed >= r.num_blocks * bs)
+    if need <= free and (limit is None or len(ready) <= limit):  # the common case: all fit
+        plan.decodes.extend(ready)
+        return free - need
     end = len(running)
     decodes = plan.decodes
     preempt = plan.preempt
@@ -36,4 +42,4 @@ def add_decodes(view: ReplicaView, plan: BatchPlan, running=None, limit: int | N
         free -= need
         decodes.append(r)
         i += 1
-    return bool(preempt)
+    return free

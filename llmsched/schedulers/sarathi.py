@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
@@ -10,6 +11,8 @@ from .decode_pass import add_decodes
 from .registry import register, register_variant
 
 ORDERS = ("fcfs", "spf")
+ARRIVAL = attrgetter("arrival")
+PROMPT_LEN = attrgetter("prompt_len")
 
 
 @register
@@ -43,8 +46,8 @@ class Sarathi(Scheduler):
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()
-        running = sorted(view.running, key=_arrival)
-        add_decodes(view, plan, running)
+        running = sorted(view.running, key=ARRIVAL)
+        free = add_decodes(view, plan, running)
         if plan.preempt:
             gone = {r.id for r in plan.preempt}
             running = [r for r in running if r.id not in gone]
@@ -61,10 +64,9 @@ class Sarathi(Scheduler):
                 budget -= n
         if plan.preempt:
             return plan
-        free = (view.free_blocks - sum(view.decode_blocks(r) for r in plan.decodes) - reserved
-                - int(self.watermark * view.total_blocks))
+        free -= reserved + int(self.watermark * view.total_blocks)
         room = view.max_num_seqs - len(running)
-        waiting = sorted(view.waiting, key=_prompt) if self.order == "spf" else view.waiting
+        waiting = sorted(view.waiting, key=PROMPT_LEN) if self.order == "spf" else view.waiting
         for r in waiting:
             n = min(r.prompt_len + r.num_generated, budget)
             need = view.blocks_for(r.prompt_len + r.num_generated)
@@ -75,14 +77,6 @@ class Sarathi(Scheduler):
             room -= 1
             free -= need
         return plan
-
-
-def _arrival(r):
-    return r.arrival
-
-
-def _prompt(r):
-    return r.prompt_len
 
 
 register_variant("sarathi-spf", Sarathi, "Sarathi-Serve with shortest-prompt-first admission (seed 000 §7)",

@@ -49,15 +49,14 @@ class VLLM(Scheduler):
                 free -= need
             if plan.prefills:
                 return plan
-        preempted = add_decodes(view, plan)
-        if not preempted:
-            swap_in(view, plan, self.watermark)
+        free = add_decodes(view, plan)
+        if not plan.preempt:
+            swap_in(view, plan, free - int(self.watermark * view.total_blocks))
         return plan
 
 
-def swap_in(view: ReplicaView, plan: BatchPlan, watermark: float) -> None:
-    """Bring swapped requests back, oldest first, while blocks, seats and budget allow."""
-    free = view.free_blocks - int(watermark * view.total_blocks) - sum(view.decode_blocks(r) for r in plan.decodes)
+def swap_in(view: ReplicaView, plan: BatchPlan, free: int) -> None:
+    """Bring swapped requests back, oldest first, while ``free`` blocks, seats and budget allow."""
     room = view.max_num_seqs - len(view.running)
     tokens = plan.num_tokens
     for r in view.swapped:
