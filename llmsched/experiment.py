@@ -1,0 +1,171 @@
+"""One simulated run from a flat, name-based config: what the CLI and config files describe.
+
+Every name (scheduler, model, GPU, batch-time model, workload, router) resolves
+through a registry, never through an import path, so a config file cannot load code.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .batchtime.registry import make_batch_time_model
+from .engine.replica import Replica, ReplicaConfig
+from .hardware.gpus import gpu as gpu_preset
+from .hardware.memory import kv_capacity_blocks
+from .hardware.models import model as model_preset
+from .metrics.steps import StepLog
+from .routers import make_router
+from .schedulers.registry import create_scheduler
+from .sim.simulator import RunResult, simulate
+from .workload.tiers import parse_tiers
+from .workload.workload import ClosedLoop, OpenLoop, named_workload, trace_workload
+from .workload.presets import length_preset
+
+
+@dataclass
+class RunConfig:
+    """Everything one run needs. Field names match the CLI options and config-file keys."""
+
+    scheduler: str = "sarathi"
+    scheduler_params: dict = field(default_factory=dict)
+    model: str = "llama-3-8b"
+    gpu: str = "a100"
+    tp: int | None = None  # tensor parallelism override of the model preset
+    batch_time: str = "roofline"
+    batch_time_params: dict = field(default_factory=dict)
+    replicas: int = 1
+    router: str = "round-robin"
+    # workload: a named length preset with an arrival process, a real trace, or a closed loop
+    workload: str = "sharegpt"
+    trace: str | None = None
+    rate: float | None = 2.0
+    num_requests: int | None = None
+    duration: float | None = None
+    arrival: str = "poisson"
+    cv: float | None = None
+    concurrency: int | None = None  # closed loop: this many requests in flight
+    tiers: str | None = None  # e.g. "paid:tbt=0.1:share=0.05,free:tbt=0.5"
+    max_total_tokens: int | None = None
+    # replica limits, named as in vLLM
+    block_size: int = 16
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = 0.9
+    num_blocks: int | None = None  # override the KV capacity derived from the GPU
+    preemption_mode: str = "recompute"
+    swap_space_gb: float = 4.0
+    oracle: bool = False
+    # run control
+    horizon: float | None = None
+    warmup: float = 0.0
+    cooldown: float = 0.0
+    keep_gaps: bool = True
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.rate is not None and not (self.rate > 0 and math.isfinite(self.rate)):
+            raise ValueError(f"rate must be a positive number of requests/s, got {self.rate}")
+        if self.replicas < 1:
+            raise ValueError(f"replicas must be >= 1, got {self.replicas}")
+        if self.num_requests is not None and self.num_requests < 1:
+            raise ValueError(f"num_requests must be >= 1, got {self.num_requests}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+
+    def label(self) -> str:
+        return self.scheduler
+
+    @classmethod
+    def from_dict(cls, data: dict, origin: str = "config") -> "RunConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{origin}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
+        return cls(**data)
+
+
+def load_config(path: str | Path) -> dict:
+    """Read a TOML or YAML run config safely (data only, no code, no tags)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ValueError(f"cannot read config file {path}: {e.strerror}") from None
+    if path.suffix == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"config file {path} is not valid TOML: {e}") from None
+    elif path.suffix in (".yaml", ".yml"):
+        import yaml
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as e:
+            raise ValueError(f"config file {path} is not valid YAML: {e}") from None
+    else:
+        raise ValueError(f"config file {path}: use a .toml, .yaml or .yml file")
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {path} must hold a table/mapping of run options")
+    return {k.replace("-", "_"): v for k, v in data.items()}
+
+
+def build_replicas(cfg: RunConfig) -> list[Replica]:
+    m = model_preset(cfg.model)
+    if cfg.tp is not None:
+        m = m.with_tp(cfg.tp)
+    g = gpu_preset(cfg.gpu)
+    bt = make_batch_time_model(cfg.batch_time, m, g, **cfg.batch_time_params)
+    num_blocks = cfg.num_blocks or kv_capacity_blocks(m, g, gpu_memory_utilization=cfg.gpu_memory_utilization,
+                                                        block_size=cfg.block_size)
+    block_bytes = m.kv_bytes_per_token * cfg.block_size
+    config = ReplicaConfig(
+        num_blocks=num_blocks, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
+        max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len or m.max_model_len,
+        preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
+        swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle)
+    steps = StepLog()
+    return [Replica(i, create_scheduler(cfg.scheduler, **cfg.scheduler_params), bt, config, steps)
+            for i in range(cfg.replicas)]
+
+
+def build_source(cfg: RunConfig):
+    tiers = parse_tiers(cfg.tiers) if cfg.tiers else None
+    extra = {"tiers": tiers} if tiers else {}
+    if cfg.concurrency is not None:
+        if cfg.num_requests is None:
+            raise ValueError("a closed-loop run (concurrency) needs num_requests")
+        return ClosedLoop(cfg.concurrency, length_preset(cfg.workload), cfg.num_requests, seed=cfg.seed, **extra)
+    if cfg.trace:
+        wl = trace_workload(cfg.trace, target_rate=cfg.rate, num_requests=cfg.num_requests,
+                            max_total_tokens=cfg.max_total_tokens, seed=cfg.seed, **extra)
+    else:
+        n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
+        wl = named_workload(cfg.workload, rate=cfg.rate, num_requests=n, duration=cfg.duration,
+                            arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
+                            seed=cfg.seed, **extra)
+    return OpenLoop(wl.requests())
+
+
+def run(cfg: RunConfig, progress: bool = False) -> RunResult:
+    replicas = build_replicas(cfg)
+    source = build_source(cfg)
+    result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed,
+                      progress=progress, keep_gaps=cfg.keep_gaps)
+    rep = replicas[0]
+    result.meta = {
+        "config": dataclasses.asdict(cfg),
+        "scheduler": rep.scheduler.describe(),
+        "batch_time": rep.batch_time.describe(),
+        "kv_blocks": rep.config.num_blocks,
+        "block_size": rep.config.block_size,
+        "max_model_len": rep.config.max_model_len,
+        "wall_time_s": result.wall_time,
+        "simulated_s": result.end_time,
+    }
+    return result

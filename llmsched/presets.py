@@ -1,0 +1,61 @@
+"""Everything a run can name, with where it comes from: what `llmsched presets` prints."""
+from __future__ import annotations
+
+
+def all_presets() -> dict:
+    from .batchtime.registry import BATCH_TIME_MODELS
+    from .hardware.gpus import GPUS
+    from .hardware.memory import kv_bytes_per_token
+    from .hardware.models import MODELS
+    from .routers import ROUTERS
+    from .schedulers.registry import scheduler_info, scheduler_names
+    from .workload.presets import LENGTH_PRESETS
+
+    return {
+        "models": {n: {"layers": m.layers, "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
+                       "head_dim": m.head_dim, "ffn": m.ffn, "vocab": m.vocab, "params": m.params, "tp": m.tp,
+                       "max_model_len": m.max_model_len, "kv_bytes_per_token": kv_bytes_per_token(m),
+                       "source": m.source} for n, m in MODELS.items()},
+        "gpus": {n: {"bf16_tflops": g.flops / 1e12, "mem_bw_gbs": g.mem_bw / 1e9, "mem_gib": g.mem_bytes / 2**30,
+                     "source": g.source} for n, g in GPUS.items()},
+        "workloads": {n: {k: v for k, v in info.items() if k != "path"} for n, info in LENGTH_PRESETS.items()},
+        "arrivals": {"poisson": "Poisson arrivals at --rate", "gamma": "gamma inter-arrivals, --cv burstiness",
+                     "constant": "evenly spaced at --rate", "trace": "--trace FILE replays real arrival times",
+                     "closed-loop": "--concurrency N: a new request when one finishes"},
+        "batch_time_models": {n: info["summary"] for n, info in BATCH_TIME_MODELS.items()},
+        "schedulers": {n: scheduler_info(n) for n in scheduler_names() if not n.startswith("test-")},
+        "routers": {n: cls.summary for n, cls in ROUTERS.items()},
+    }
+
+
+def format_presets(data: dict) -> str:
+    lines = []
+    lines.append("MODELS")
+    for n, m in data["models"].items():
+        lines.append(f"  {n:<18} {m['layers']}L h{m['hidden']} heads {m['heads']}/{m['kv_heads']} ffn {m['ffn']} "
+                     f"tp{m['tp']} ctx {m['max_model_len']}  KV {m['kv_bytes_per_token'] // 1024} KiB/token")
+        lines.append(f"  {'':<18} source: {m['source']}")
+    lines.append("\nGPUS")
+    for n, g in data["gpus"].items():
+        lines.append(f"  {n:<14} {g['bf16_tflops']:.0f} TFLOP/s bf16, {g['mem_bw_gbs']:.0f} GB/s, "
+                     f"{g['mem_gib']:.0f} GiB   source: {g['source']}")
+    lines.append("\nWORKLOADS (length presets; pair with --rate and --arrival)")
+    for n, w in data["workloads"].items():
+        lines.append(f"  {n:<22} {w.get('description', '')}")
+        lines.append(f"  {'':<22} source: {w.get('source', '')}")
+    lines.append("\nARRIVALS")
+    for n, text in data["arrivals"].items():
+        lines.append(f"  {n:<14} {text}")
+    lines.append("\nBATCH-TIME MODELS (--batch-time)")
+    for n, text in data["batch_time_models"].items():
+        lines.append(f"  {n:<20} {text}")
+    lines.append("\nSCHEDULERS (--scheduler; parameters with --param KEY=VALUE)")
+    for n, s in data["schedulers"].items():
+        params = ", ".join(f"{k}={v}" for k, v in s["params"].items()) or "(no parameters)"
+        lines.append(f"  {n:<18} {s['summary']}")
+        lines.append(f"  {'':<18} params: {params}")
+        lines.append(f"  {'':<18} source: {s['source']}")
+    lines.append("\nROUTERS (--router, with --replicas N)")
+    for n, text in data["routers"].items():
+        lines.append(f"  {n:<18} {text}")
+    return "\n".join(lines)
