@@ -77,7 +77,13 @@ def test_named_workload():
     reqs = w.requests()
     assert len(reqs) == 500 and all(r.prompt_len + r.output_len <= 8192 for r in reqs)
     assert [r.prompt_len for r in reqs] == [r.prompt_len for r in w.requests()]
-    assert w.describe()["lengths"]["name"] == "sharegpt"
+    lengths = w.describe()["lengths"]
+    assert lengths["kind"] == "capped" and lengths["max_total"] == 8192 and lengths["dist"]["name"] == "sharegpt"
+
+
+def test_sharegpt_samples_respect_the_source_files_8k_cap():
+    prompts, outputs = length_preset("sharegpt").sample(200_000, np.random.default_rng(1))
+    assert (prompts + outputs).max() <= 8192
     g = named_workload("lmsys", rate=1.0, duration=100.0, arrival="gamma", cv=3.0)
     assert g.describe()["arrivals"] == {"kind": "gamma", "rate": 1.0, "cv": 3.0}
     c = named_workload("azure-code", rate=4.0, num_requests=5, arrival="constant").requests()

@@ -9,9 +9,14 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from llmsched.workload.lengths import QuantileTable
+from llmsched.workload.lengths import Capped, LengthDist, QuantileTable
 
 PRESET_DIR = Path(__file__).with_name("presets")
+
+# Presets whose source file was built with a cap on prompt+output: sampling the quantile table can pair a long
+# prompt with a long output the file never holds, so samples are capped the same way (proportionally, as
+# SLAI's generator caps at 8192; seed 000 §7).
+SOURCE_CAPS = {"sharegpt": 8192}
 
 
 def _catalogue() -> dict[str, dict]:
@@ -33,8 +38,10 @@ def _table(name: str) -> QuantileTable:
     return QuantileTable.load(LENGTH_PRESETS[name]["path"])
 
 
-def length_preset(name: str) -> QuantileTable:
+def length_preset(name: str) -> LengthDist:
     """The named preset's length distribution (sharegpt, azure-conv, azure-code, arxiv-summarization, lmsys)."""
     if name not in LENGTH_PRESETS:
         raise ValueError(f"unknown length preset {name!r}; valid names: {', '.join(LENGTH_PRESETS)}")
-    return _table(name)
+    table = _table(name)
+    cap = SOURCE_CAPS.get(name)
+    return Capped(table, cap, how="proportional") if cap else table
