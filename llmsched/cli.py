@@ -172,9 +172,11 @@ def _scheduler_params(args, names: list[str]) -> dict[str, dict]:
     return per
 
 
-def _configs(args, names: list[str], rates=None) -> list[RunConfig]:
+def _configs(args, names: list[str], rates=None, defaults=None) -> list[RunConfig]:
     from .schedulers.registry import scheduler_info
     base = _base_config(args)
+    if not base.get("trace") and not base.get("concurrency"):
+        base = {**(defaults or {}), **base}
     params = _scheduler_params(args, names)
     configs = []
     for name in names:
@@ -214,12 +216,19 @@ def _run_many(configs: list[RunConfig], jobs: int, progress: bool):
     return results
 
 
+# `llmsched compare` with no options: ShareGPT lengths on Llama-3-8B/A100 at 2.8 req/s, just under where vllm,
+# sarathi and vllm-chunked saturate (~2.8-2.9 req/s, measured with `llmsched sweep`), with seed 000's
+# paid (5%, TBT 0.1 s) and free (TBT 0.5 s) tiers so goodput separates the policies.
+COMPARE_DEFAULTS = {"rate": 2.8, "tiers": "paid:tbt=0.1:share=0.05,free:tbt=0.5"}
+
+
 def cmd_compare(args) -> int:
     from .metrics.plots import plot_kv_usage, plot_latency_cdfs
     from .metrics.writers import format_table, write_table
     from .schedulers.registry import scheduler_names
-    names = scheduler_names() if args.schedulers == "all" else _split(args.schedulers)
-    configs = _configs(args, names)
+    names = [n for n in scheduler_names() if not n.startswith("test-")] if args.schedulers == "all" \
+        else _split(args.schedulers)
+    configs = _configs(args, names, defaults=COMPARE_DEFAULTS)
     t0 = time.perf_counter()
     outcomes = _run_many(configs, args.jobs, not args.no_progress)
     rows = [summary_row(cfg, res, summ) for cfg, (res, summ) in zip(configs, outcomes)]
@@ -307,7 +316,7 @@ def _split(text: str) -> list[str]:
 
 
 TABLE_COLUMNS = ["scheduler", "finished", "rejected", "ttft_p50", "ttft_p99", "tbt_p99", "tpot_p50", "e2e_p50",
-                 "throughput_rps", "output_tps", "goodput_rps", "preemptions", "wall_s"]
+                 "throughput_rps", "output_tps", "goodput_rps", "slo_attainment", "preemptions", "wall_s"]
 
 
 def summary_row(cfg: RunConfig, result, summary: dict) -> dict:

@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llmsched.batchtime.base import Batch, BatchTimeModel
+from llmsched.batchtime.linear import LinearBatchTime
 from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.request import Request
 from llmsched.schedulers import create_scheduler
@@ -25,13 +25,9 @@ def shared_data():
     return path
 
 
-class AffineStepTime(BatchTimeModel):
-    """A fixed affine step time for mechanism tests: 10 ms + 50 µs/token + 20 ns/context token."""
-
-    name = "affine-test"
-
-    def step_time(self, b: Batch) -> float:
-        return 0.010 + 5e-5 * (sum(b.prefill_new) + len(b.decode_ctx)) + 2e-8 * b.context_sum
+def AffineStepTime():
+    """The library's linear model with fixed round numbers: 10 ms + 50 µs/token + 20 ns/context token."""
+    return LinearBatchTime(const=0.010, per_token=5e-5, per_context=2e-8, per_prefill=0.0)
 
 
 class ListSource:

@@ -77,20 +77,28 @@ def test_sarathi_keeps_budget_and_every_running_decode(monkeypatch):
 
 
 def test_fastertransformer_admits_nothing_until_its_batch_drains(monkeypatch):
-    admissions = []
+    cohorts = []
+    state = {"decoding": False}
 
     def check(view, plan, running, waiting):
         admitted = [r for r, _ in plan.prefills if r.status is Status.WAITING]
+        if not running:
+            state["decoding"] = False
+            cohorts.append(0)
         if admitted:
-            assert not running, "admitted while a cohort was still running"
-            admissions.append(len(admitted))
+            assert not state["decoding"], "admitted while a cohort was decoding"
+            cohorts[-1] += len(admitted)
+        if plan.decodes:
+            assert not plan.prefills, "static batching decodes its cohort alone"
+            state["decoding"] = True
 
     cls = watch("fastertransformer", check)
     import llmsched.schedulers.registry as reg
     monkeypatch.setitem(reg._REGISTRY, "ft-watched", (cls, {"batch_size": 8}, "watched"))
     reqs = make_requests(120, rate=20.0)
-    run_sim("ft-watched", reqs, max_model_len=2048)
-    assert max(admissions) == 8 and len(admissions) >= 120 / 8
+    run_sim("ft-watched", reqs, max_model_len=2048, max_num_batched_tokens=4096)
+    sizes = [c for c in cohorts if c]
+    assert max(sizes) == 8 and sum(sizes) == 120
 
 
 @pytest.mark.parametrize("name", ["vllm", "vllm-chunked", "sarathi"])
@@ -127,3 +135,12 @@ def test_registry_lists_baselines_with_defaults():
     assert scheduler_info("sarathi")["params"]["token_budget"] == 512
     assert scheduler_info("sarathi-spf")["params"]["order"] == "spf"
     assert create_scheduler("sarathi-spf").name == "sarathi-spf"
+
+
+@pytest.mark.parametrize("name", ["vllm", "orca", "fastertransformer"])
+def test_whole_prompt_schedulers_reject_prompts_over_the_token_budget(name):
+    reqs = make_requests(50, rate=5.0, prompt=(10, 600))
+    reqs[10].prompt_len = 1500  # can never run whole under a 1024-token budget
+    run_sim(name, reqs, max_num_batched_tokens=1024)
+    assert reqs[10].status is Status.REJECTED and "does not chunk prompts" in reqs[10].reject_reason
+    assert all(r.status is Status.FINISHED for r in reqs if r is not reqs[10])

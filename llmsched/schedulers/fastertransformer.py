@@ -1,12 +1,14 @@
 """FasterTransformer: static (request-level) batching."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
+from ..request import Status
 from .base import Scheduler
 from .registry import register
+from .whole_prompt import too_long
 
 
 @register
@@ -15,36 +17,52 @@ class FasterTransformer(Scheduler):
     """FasterTransformer: admit a cohort only when nothing runs, then decode it until all finish.
 
     A cohort is up to ``batch_size`` waiting requests (FCFS; default the sequence cap),
-    each reserving KV for ``max_model_len`` tokens, whose whole prompts run as one
-    prefill step within the token budget; nothing else is admitted until every member
-    has finished.
+    each reserving KV for ``max_model_len`` tokens. Their whole prompts run first, as many
+    per step as the token budget allows, then the cohort decodes together; nothing else is
+    admitted until every member has finished.
     """
 
     name = "fastertransformer"
     source = ("NVIDIA FasterTransformer, request-level batching; seed 000 Algorithm 3 (App. E.1, mode labels "
               "fixed as in spec §2.3); seed 001 §1.6 (static batching, reserve max_model_len)")
     batch_size: int | None = None
+    _cohort: list = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self):
         if self.batch_size is not None and self.batch_size < 1:
             raise ValueError(f"fastertransformer: batch_size must be >= 1, got {self.batch_size}")
 
+    def params(self) -> dict:
+        return {"batch_size": self.batch_size}
+
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()
-        if view.running:
-            for r in view.running:
-                if r.num_generated and r.num_computed + 1 == r.prompt_len + r.num_generated:
-                    plan.decodes.append(r)
-                else:
-                    plan.prefills.append((r, r.prompt_len + r.num_generated - r.num_computed))
+        pending = [r for r in self._cohort if r.status is Status.WAITING]
+        if not pending and not view.running:
+            pending = self._cohort = self._new_cohort(view, plan)
+        if pending:  # the cohort's prompts, whole, as many per step as the budget holds
+            tokens = 0
+            for r in pending:
+                n = r.prompt_len + r.num_generated
+                if tokens + n > view.max_num_batched_tokens:
+                    break
+                plan.prefills.append((r, n))
+                tokens += n
             return plan
+        for r in view.running:
+            plan.decodes.append(r)
+        return plan
+
+    def _new_cohort(self, view: ReplicaView, plan: BatchPlan) -> list:
         cap = view.max_num_seqs if self.batch_size is None else min(self.batch_size, view.max_num_seqs)
         cap = max(1, min(cap, view.total_blocks // view.blocks_for(view.max_model_len)))  # one always fits
-        tokens = 0
+        cohort = []
         for r in view.waiting:
-            n = r.prompt_len + r.num_generated
-            if len(plan.prefills) >= cap or tokens + n > view.max_num_batched_tokens:
+            if len(cohort) >= cap:
                 break
-            plan.prefills.append((r, n))
-            tokens += n
-        return plan
+            reason = too_long(view, r)
+            if reason:
+                plan.reject.append((r, reason))
+            else:
+                cohort.append(r)
+        return cohort

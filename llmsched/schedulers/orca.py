@@ -7,6 +7,7 @@ from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from .base import Scheduler
 from .registry import register
+from .whole_prompt import too_long
 
 
 @register
@@ -36,6 +37,9 @@ class Orca(Scheduler):
         tokens = plan.num_tokens
         for r in view.waiting:
             n = r.prompt_len + r.num_generated
+            if n > view.max_num_batched_tokens:
+                plan.reject.append((r, too_long(view, r)))
+                continue
             if seats < 1 or tokens + n > view.max_num_batched_tokens:
                 break
             plan.prefills.append((r, n))

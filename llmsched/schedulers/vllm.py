@@ -8,6 +8,7 @@ from ..engine.view import ReplicaView
 from .base import Scheduler
 from .decode_pass import add_decodes
 from .registry import register
+from .whole_prompt import too_long
 
 
 @register
@@ -19,7 +20,8 @@ class VLLM(Scheduler):
     (``max_num_batched_tokens``), the sequence cap and the free KV blocks above a 1%
     watermark, and runs them as a prefill-only batch; otherwise it decodes every running
     request, preempting the newest when a block is short, then swaps requests back in.
-    The head of the queue blocks those behind it. Prefill and decode never share a step.
+    The head of the queue blocks those behind it. Prefill and decode never share a step. A
+    prompt longer than the budget can never run unchunked and is rejected with that reason.
     """
 
     name = "vllm"
@@ -40,6 +42,9 @@ class VLLM(Scheduler):
             tokens = 0
             for r in view.waiting:
                 n = r.prompt_len + r.num_generated
+                if n > budget:
+                    plan.reject.append((r, too_long(view, r)))
+                    continue
                 need = view.blocks_for(n)
                 if tokens + n > budget or room < 1 or need > free:
                     break
