@@ -28,6 +28,7 @@ RUN_OPTIONS = {
     "duration": (float, "generate arrivals for this many seconds instead of a request count"),
     "arrival": (str, "arrival process for named workloads: poisson, gamma (bursty, see --cv), constant"),
     "cv": (float, "coefficient of variation of gamma inter-arrival times (>1 is burstier than Poisson)"),
+    "rate_schedule": (str, "piecewise-constant arrival rate 'START:RATE,...', e.g. '0:2,300:4' (with --workload)"),
     "concurrency": (int, "closed loop: keep this many requests in flight (a new one arrives as one finishes)"),
     "tiers": (str, "SLO tiers, e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5' (keys ttft, tbt, tpot in seconds)"),
     "max_total_tokens": (int, "cap prompt+output tokens of generated requests"),

@@ -21,7 +21,8 @@ from .routers import make_router
 from .schedulers.registry import create_scheduler
 from .sim.simulator import RunResult, simulate
 from .workload.tiers import parse_tiers
-from .workload.workload import ClosedLoop, OpenLoop, named_workload, trace_workload
+from .workload.arrivals import Piecewise
+from .workload.workload import ClosedLoop, OpenLoop, Workload, named_workload, trace_workload
 from .workload.presets import length_preset
 
 
@@ -46,6 +47,7 @@ class RunConfig:
     duration: float | None = None
     arrival: str = "poisson"
     cv: float | None = None
+    rate_schedule: str | None = None  # piecewise-constant rate, "T0:RATE0,T1:RATE1,..." (seconds:req/s)
     concurrency: int | None = None  # closed loop: this many requests in flight
     tiers: str | None = None  # e.g. "paid:tbt=0.1:share=0.05,free:tbt=0.5"
     max_total_tokens: int | None = None
@@ -141,7 +143,13 @@ def build_source(cfg: RunConfig):
         if cfg.num_requests is None:
             raise ValueError("a closed-loop run (concurrency) needs num_requests")
         return ClosedLoop(cfg.concurrency, length_preset(cfg.workload), cfg.num_requests, seed=cfg.seed, **extra)
-    if cfg.trace:
+    if cfg.rate_schedule:
+        if cfg.num_requests is None and cfg.duration is None:
+            raise ValueError("a rate_schedule run needs num_requests or duration")
+        wl = Workload(Piecewise(parse_rate_schedule(cfg.rate_schedule)), length_preset(cfg.workload),
+                      num_requests=cfg.num_requests, duration=cfg.duration, max_total_tokens=cfg.max_total_tokens,
+                      seed=cfg.seed, **extra)
+    elif cfg.trace:
         wl = trace_workload(cfg.trace, target_rate=cfg.rate, num_requests=cfg.num_requests,
                             max_total_tokens=cfg.max_total_tokens, seed=cfg.seed, **extra)
     else:
@@ -150,6 +158,16 @@ def build_source(cfg: RunConfig):
                             arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
                             seed=cfg.seed, **extra)
     return OpenLoop(wl.requests())
+
+
+def parse_rate_schedule(text: str) -> list[tuple[float, float]]:
+    try:
+        segments = [tuple(float(x) for x in part.split(":")) for part in text.split(",")]
+        if any(len(seg) != 2 for seg in segments):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"rate_schedule {text!r}: write START:RATE pairs, e.g. '0:2,300:4,600:1'") from None
+    return segments
 
 
 def run(cfg: RunConfig, progress: bool = False) -> RunResult:

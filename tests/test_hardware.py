@@ -94,9 +94,9 @@ def test_lookups():
     assert tp8.tp == 8 and tp8.name == "llama-3-70b-tp8"
     assert model("llama-3-70b-tp4").with_tp(1).name == "llama-3-70b"
     assert gpu("A100") is GPUS["a100"] and gpu("rtx6000ada") is GPUS["rtx-6000-ada"]
-    with pytest.raises(KeyError, match="valid models: .*llama-3-8b"):
+    with pytest.raises(ValueError, match="valid models: .*llama-3-8b"):
         model("gpt-5")
-    with pytest.raises(KeyError, match="valid GPUs: .*h100"):
+    with pytest.raises(ValueError, match="valid GPUs: .*h100"):
         gpu("tpu-v5")
 
 

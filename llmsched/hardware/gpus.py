@@ -99,4 +99,4 @@ def gpu(name: str | GPUSpec) -> GPUSpec:
     try:
         return GPUS[key]
     except KeyError:
-        raise KeyError(f"unknown GPU {name!r}; valid GPUs: {', '.join(sorted(GPUS))}") from None
+        raise ValueError(f"unknown GPU {name!r}; valid GPUs: {', '.join(sorted(GPUS))}") from None

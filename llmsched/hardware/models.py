@@ -187,5 +187,5 @@ def model(name: str | ModelSpec) -> ModelSpec:
         base = _ALIASES.get(match.group(1), match.group(1))
         if base in MODELS:
             return MODELS[base].with_tp(int(match.group(2)))
-    raise KeyError(f"unknown model {name!r}; valid models: {', '.join(sorted(MODELS))} "
+    raise ValueError(f"unknown model {name!r}; valid models: {', '.join(sorted(MODELS))} "
                    f"(append -tp<n> for tensor parallelism)")
