@@ -1,10 +1,9 @@
 """Shipped length presets: metadata, fidelity to their recorded file statistics, and (with the data) to the files."""
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import shared_data_dir
 
 from llmsched.workload import LENGTH_PRESETS, QuantileTable, length_preset, named_workload, read_trace
 from llmsched.workload.presets import PRESET_DIR
@@ -12,15 +11,7 @@ from llmsched.workload.presets import PRESET_DIR
 NAMES = ["sharegpt", "azure-conv", "azure-code", "arxiv-summarization", "lmsys"]
 
 
-def data_dir() -> Path | None:
-    env = os.environ.get("LLMSCHED_DATA")
-    for d in ([Path(env)] if env else []) + [Path(__file__).resolve().parents[2] / "shared" / "data"]:
-        if (d / "traces").is_dir():
-            return d
-    return None
-
-
-DATA = data_dir()
+DATA = shared_data_dir()
 needs_data = pytest.mark.skipif(DATA is None, reason="shared data folder not found (set LLMSCHED_DATA)")
 
 

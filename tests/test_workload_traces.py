@@ -1,24 +1,15 @@
 """Trace readers on small temp files, and (when ../shared/data is there) on the real traces."""
-import os
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import shared_data_dir
 
 from llmsched.workload import (DataFileNotFound, TraceError, read_azure, read_lengths, read_trace, read_vidur,
                                resolve_data_file, trace_workload)
 
 
-def data_dir() -> Path | None:
-    env = os.environ.get("LLMSCHED_DATA")
-    for d in ([Path(env)] if env else []) + [Path(__file__).resolve().parents[2] / "shared" / "data"]:
-        if (d / "traces").is_dir():
-            return d
-    return None
-
-
-DATA = data_dir()
+DATA = shared_data_dir()
 needs_data = pytest.mark.skipif(DATA is None, reason="shared data folder not found (set LLMSCHED_DATA)")
 
 

@@ -6,7 +6,6 @@ limits, preempt, admit, allocate KV, predict the duration) then ``end_step(now)`
 """
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING

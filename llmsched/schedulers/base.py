@@ -46,23 +46,3 @@ class Scheduler:
     def describe(self) -> dict:
         return {"name": self.name, "source": self.source, "params": self.params()}
 
-
-def make_room(view: ReplicaView, running: list[Request], blocks: int, preempt: list[Request],
-              protect: set[int]) -> bool:
-    """Preempt from the tail of ``running`` (newest first under FCFS) until ``blocks`` are free.
-
-    ``running`` is the policy's own copy, trimmed in place; requests whose id is in
-    ``protect`` (already in the batch) are never victims. False when not enough can be freed.
-    """
-    free = view.free_blocks + sum(r.num_blocks for r in preempt)
-    while free < blocks:
-        victim = None
-        for i in range(len(running) - 1, -1, -1):
-            if running[i].id not in protect:
-                victim = running.pop(i)
-                break
-        if victim is None:
-            return False
-        preempt.append(victim)
-        free += victim.num_blocks
-    return True
