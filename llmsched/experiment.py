@@ -80,9 +80,6 @@ class RunConfig:
         if self.concurrency is not None and self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
 
-    def label(self) -> str:
-        return self.scheduler
-
     @classmethod
     def from_dict(cls, data: dict, origin: str = "config") -> "RunConfig":
         known = {f.name for f in dataclasses.fields(cls)}
