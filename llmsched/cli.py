@@ -9,6 +9,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from .commands import add_package_commands
 from .experiment import RunConfig, load_config, run
 
 RUN_OPTIONS = {
@@ -92,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel runs (default 2)")
     _add_run_options(w)
     w.set_defaults(func=cmd_sweep)
+
+    add_package_commands(sub, "llmsched.theory", "theory",
+                         "the papers' theory: capacity bounds, fluid optima, renewal throughput, optimal schedules")
+    add_package_commands(sub, "llmsched.reproduce", "reproduce",
+                         "reproduce a paper's headline experiment and write its figures and tables")
 
     r = sub.add_parser("presets", help="list models, GPUs, workloads, schedulers, routers and their sources")
     r.add_argument("--json", action="store_true", help="print as JSON")
@@ -225,9 +231,13 @@ COMPARE_DEFAULTS = {"rate": 2.8, "tiers": "paid:tbt=0.1:share=0.05,free:tbt=0.5"
 def cmd_compare(args) -> int:
     from .metrics.plots import plot_kv_usage, plot_latency_cdfs
     from .metrics.writers import format_table, write_table
-    from .schedulers.registry import scheduler_names
-    names = [n for n in scheduler_names() if not n.startswith("test-")] if args.schedulers == "all" \
-        else _split(args.schedulers)
+    from .schedulers.registry import scheduler_info, scheduler_names
+    if args.schedulers == "all":
+        oracle = bool(args.oracle or (args.config and load_config(args.config).get("oracle")))
+        names = [n for n in scheduler_names() if not n.startswith("test-")
+                 and (oracle or not scheduler_info(n)["needs_oracle"])]
+    else:
+        names = _split(args.schedulers)
     configs = _configs(args, names, defaults=COMPARE_DEFAULTS)
     t0 = time.perf_counter()
     outcomes = _run_many(configs, args.jobs, not args.no_progress)

@@ -18,6 +18,7 @@ from ..request import Request
 class Scheduler:
     name: ClassVar[str] = "?"
     source: ClassVar[str] = ""  # paper / system, seed and section
+    needs_oracle: ClassVar[bool] = False  # decides from true output lengths (runs only with oracle=True)
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         raise NotImplementedError

@@ -1,0 +1,1 @@
+"""The papers' headline experiments: each module here is a `llmsched reproduce NAME` command."""

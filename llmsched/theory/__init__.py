@@ -1,0 +1,1 @@
+"""The papers' theory beside the simulator: each module here is a `llmsched theory NAME` command."""
