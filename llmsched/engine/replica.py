@@ -54,6 +54,9 @@ class ReplicaConfig:
 class Replica:
     def __init__(self, index: int, scheduler: "Scheduler", batch_time: BatchTimeModel,
                  config: ReplicaConfig, steps: StepLog | None = None):
+        if scheduler.needs_oracle and not config.oracle:
+            raise ValueError(f"scheduler {scheduler.name!r} decides from true output lengths: "
+                             f"run it with the oracle option (--oracle, oracle = true)")
         self.index = index
         self.scheduler = scheduler
         self.batch_time = batch_time
@@ -82,9 +85,6 @@ class Replica:
     # --- arrivals ---------------------------------------------------------
     def add(self, req: Request, now: float) -> bool:
         """Queue an arrival, or reject it when it can never be served. True if queued."""
-        if self.scheduler.needs_oracle and not self.config.oracle:
-            raise ValueError(f"scheduler {self.scheduler.name!r} decides from true output lengths: "
-                             f"run it with the oracle option (--oracle, oracle = true)")
         self.now = now
         req.replica = self.index
         total = req.prompt_len + req.output_len
