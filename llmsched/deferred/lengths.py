@@ -1,0 +1,32 @@
+"""The paper's request model exactly: every prompt d_0 tokens, then Geometric(α) decode iterations.
+
+In seed 004's model (§1.4) the prefill phase emits each new prompt's first token and the prompt then stays for
+J ~ Geometric(α) ≥ 1 decode iterations, so no prompt leaves during a prefill. In this engine the first token
+comes from the prefill step too, so the output length is 1 + J. (The foundation's ``Geometric`` draws the
+output length itself from Geometric(α): then a fraction α of prompts leave at their prefill step, the vLLM
+behaviour, which the renewal formula ignores.)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..workload.lengths import LengthDist, check_count, positive_float, positive_int
+
+
+class DecodeGeometric(LengthDist):
+    def __init__(self, prompt: int, decode_mean: float):
+        self.prompt = positive_int("DecodeGeometric prompt", prompt)
+        self.decode_mean = positive_float("DecodeGeometric decode_mean", decode_mean)
+        if self.decode_mean <= 1:
+            raise ValueError(f"DecodeGeometric decode_mean must be > 1 iteration, got {decode_mean!r}")
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 / self.decode_mean
+
+    def sample(self, n, rng):
+        n = check_count(n)
+        return np.full(n, self.prompt, np.int64), 1 + rng.geometric(self.alpha, n).astype(np.int64)
+
+    def describe(self) -> dict:
+        return {"kind": "decode-geometric", "prompt": self.prompt, "decode_mean": self.decode_mean}
