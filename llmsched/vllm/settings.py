@@ -1,0 +1,96 @@
+"""What the operator configures for the vLLM plug-in: the policy by name, its parameters, the SLO tiers.
+
+Read from environment variables, or from a TOML/YAML file named by ``LLMSCHED_CONFIG`` (the variables win):
+
+==========================  ============================================  =====================================
+variable                    file key                                      example
+==========================  ============================================  =====================================
+``LLMSCHED_SCHEDULER``      ``scheduler``                                 ``sarathi``
+``LLMSCHED_SCHEDULER_PARAMS``  ``scheduler_params`` (a table)             ``{"token_budget": 256}`` (JSON)
+``LLMSCHED_TIERS``          ``tiers``                                     ``paid:tbt=0.1:share=0.05,free:tbt=0.5``
+``LLMSCHED_DEFAULT_TIER``   ``default_tier``                              ``free`` (default: the last tier)
+``LLMSCHED_ORACLE``         ``oracle``                                    ``1``: policies may read max_tokens
+``LLMSCHED_PROFILE``        ``profile``                                   a profile name or JSON file (the view's
+                                                                          batch-time model, for predicting policies)
+``LLMSCHED_RECORD_DIR``     ``record_dir``                                write requests/steps records there
+==========================  ============================================  =====================================
+
+Every name resolves through llmsched's registries; the files are read as data only. Nothing a client sends can
+select a policy or load code: a request only picks one of these tiers (see ``tier_of``).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from ..request import DEFAULT_TIER, Tier
+from ..workload.tiers import parse_tiers
+
+TIER_KEY = "tier"  # SamplingParams.extra_args key (OpenAI API: extra_body={"vllm_xargs": {"tier": "paid"}})
+
+
+@dataclass
+class Settings:
+    scheduler: str = "vllm-chunked"
+    scheduler_params: dict = field(default_factory=dict)
+    tiers: tuple[Tier, ...] = (DEFAULT_TIER,)
+    default_tier: Tier = DEFAULT_TIER
+    oracle: bool = False
+    profile: str | None = None
+    record_dir: str | None = None
+
+    def describe(self) -> dict:
+        return {"scheduler": self.scheduler, "scheduler_params": self.scheduler_params,
+                "tiers": [t.name for t in self.tiers], "default_tier": self.default_tier.name,
+                "oracle": self.oracle, "profile": self.profile}
+
+
+def load_settings(env=None, **overrides) -> Settings:
+    """Settings from ``env`` (default ``os.environ``), its ``LLMSCHED_CONFIG`` file, then ``overrides``."""
+    env = os.environ if env is None else env
+    data: dict = {}
+    if env.get("LLMSCHED_CONFIG"):
+        from ..experiment import load_config
+        data.update(load_config(env["LLMSCHED_CONFIG"]))
+    for key in ("scheduler", "tiers", "default_tier", "profile", "record_dir"):
+        if env.get("LLMSCHED_" + key.upper()):
+            data[key] = env["LLMSCHED_" + key.upper()]
+    if env.get("LLMSCHED_SCHEDULER_PARAMS"):
+        try:
+            data["scheduler_params"] = json.loads(env["LLMSCHED_SCHEDULER_PARAMS"])
+        except json.JSONDecodeError as e:
+            raise ValueError(f"LLMSCHED_SCHEDULER_PARAMS is not JSON ({e}); write e.g. "
+                             f"'{{\"token_budget\": 256}}'") from None
+    if env.get("LLMSCHED_ORACLE"):
+        data["oracle"] = env["LLMSCHED_ORACLE"].lower() in ("1", "true", "yes")
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    known = {"scheduler", "scheduler_params", "tiers", "default_tier", "oracle", "profile", "record_dir"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"llmsched vLLM settings: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+    params = data.get("scheduler_params") or {}
+    if not isinstance(params, dict):
+        raise ValueError(f"scheduler_params must be a mapping of parameter names to values, got {params!r}")
+    tiers = data.get("tiers")
+    tiers = parse_tiers(tiers) if isinstance(tiers, str) else tuple(tiers or (DEFAULT_TIER,))
+    by_name = {t.name: t for t in tiers}
+    default = data.get("default_tier") or tiers[-1].name
+    if isinstance(default, Tier):
+        default = default.name
+    if default not in by_name:
+        raise ValueError(f"default tier {default!r} is not among the configured tiers {', '.join(by_name)}")
+    return Settings(scheduler=data.get("scheduler", "vllm-chunked"), scheduler_params=params, tiers=tiers,
+                    default_tier=by_name[default], oracle=bool(data.get("oracle", False)),
+                    profile=data.get("profile"), record_dir=data.get("record_dir"))
+
+
+def tier_of(extra_args: dict | None, settings: Settings) -> tuple[Tier, bool]:
+    """The tier a request asks for in ``extra_args["tier"]``, and whether it was known (else the default)."""
+    name = extra_args.get(TIER_KEY) if extra_args else None
+    if name is None:
+        return settings.default_tier, True
+    for t in settings.tiers:
+        if t.name == name:
+            return t, True
+    return settings.default_tier, False
