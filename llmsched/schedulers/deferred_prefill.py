@@ -39,8 +39,9 @@ class DeferredPrefill(Scheduler):
     ``K="auto"`` picks K* = argmax of Theorem 1's exact ρ(K), with (c_p, s_p, c_d, t_d) fitted to the run's
     batch-time model (``view.batch_time``) and α̂ = 1/mean output tokens (spec §7 row 14). The scheduler never
     reads true output lengths: give ``mean_output`` (and optionally ``mean_prompt``) from the workload's
-    description, or leave it unset to learn both from the first C finished requests (lengths a real engine
-    sees), running K = 1 until then. The choice is reported in ``describe()``.
+    description, or leave it unset to learn it, running K = 1 until C requests have left: α̂ = departures per
+    decode slot run (the geometric hazard of Lemma 1; the mean length of the first requests to finish would
+    be biased short), and the mean prompt over admitted requests. The choice is reported in ``describe()``.
     """
 
     name = "deferred-prefill"
@@ -59,7 +60,7 @@ class DeferredPrefill(Scheduler):
         self._in_phase = False            # a prefill phase is under way
         self._freed = 0                   # departures + preemptions since the last phase ended
         self._ran_dry = False             # the last phase ended because the queue was empty
-        self._seen = [0, 0, 0]            # finished requests, Σ their output tokens, Σ their prompt tokens
+        self._seen = [0, 0, 0, 0]         # departures in decode steps, decodes run, prefills run, Σ their prompts
         if self.K != "auto" and (isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 1):
             raise ValueError(f"deferred-prefill: K must be an integer >= 1 (1 = vLLM, C = static batching) or "
                              f"'auto', got {self.K!r}")
@@ -129,20 +130,20 @@ class DeferredPrefill(Scheduler):
 
     def on_step_end(self, view: ReplicaView, plan: BatchPlan, duration: float) -> None:
         left = len(plan.preempt)
-        seen = self._seen
-        for r in plan.decodes:
-            if r.status is FINISHED:
-                left += 1
-                seen[0] += 1
-                seen[1] += r.num_generated
-                seen[2] += r.prompt_len
         for r, _ in plan.prefills:
             if r.status is FINISHED:
                 left += 1
-                seen[0] += 1
-                seen[1] += r.num_generated
-                seen[2] += r.prompt_len
-        self._freed += left
+        leave_in_decode = 0
+        for r in plan.decodes:
+            if r.status is FINISHED:
+                leave_in_decode += 1
+        self._freed += left + leave_in_decode
+        seen = self._seen
+        seen[0] += leave_in_decode
+        seen[1] += len(plan.decodes)
+        for r, _ in plan.prefills:
+            seen[2] += 1
+            seen[3] += r.prompt_len
 
     # --- setup --------------------------------------------------------------------------------------------
     def _setup(self, view: ReplicaView) -> None:
@@ -167,15 +168,15 @@ class DeferredPrefill(Scheduler):
 
     def _choose(self, view: ReplicaView) -> None:
         """K* from the analysis, once the workload's mean lengths are known (given, or learned)."""
-        finished, out_sum, prompt_sum = self._seen
+        departures, exposure, prefills, prompt_sum = self._seen
         mean_output = self.mean_output
-        if mean_output is None:
-            if finished < self._C:
+        if mean_output is None:  # Lemma 1: each resident leaves at each decode w.p. α; α̂ = departures / decodes
+            if departures < self._C:
                 return
-            mean_output = out_sum / finished
+            mean_output = exposure / departures
         mean_prompt = self.mean_prompt
         if mean_prompt is None:
-            mean_prompt = (prompt_sum / finished if finished else
+            mean_prompt = (prompt_sum / prefills if prefills else
                            sum(r.prompt_len for r in view.waiting) / len(view.waiting))
         if view.batch_time is None:
             raise ValueError("deferred-prefill: K='auto' needs the run's batch-time model; give an integer K")
