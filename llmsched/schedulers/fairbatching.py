@@ -1,0 +1,246 @@
+"""FairBatching (seed 002): envelope deadlines, a time-budgeted step and fair batch formation.
+
+Registered as ``fairbatching`` (FB-vanilla), ``fairbatching-pab`` (with PAB admission
+control) and the ablations of §5.4.1: ``fairbatching-fb`` (FB-FB: fixed token budget,
+FB ordering) and ``fairbatching-tb`` (FB-TB: token budget derived from the time budget
+with the token-only predictor). Support code: ``llmsched/fairbatching/``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from operator import attrgetter
+
+from ..engine.plan import BatchPlan
+from ..engine.view import ReplicaView
+from ..fairbatching.envelope import DEFAULT_TPOT, DEFAULT_TTFT, request_slo
+from ..fairbatching.formation import Task, budget_and_groups, form_batch
+from ..fairbatching.pab import compute_pab, node_requests
+from ..fairbatching.predictor import StepPredictor
+from ..request import Request, Status
+from .base import Scheduler
+from .decode_pass import add_decodes
+from .registry import register, register_variant
+
+CAPACITIES = ("time", "token", "fixed")
+ADMISSIONS = ("none", "pab")
+ADMIT_RULES = ("prompt", "positive")
+SLACK = attrgetter("slack")
+RUNNING, SWAPPED = Status.RUNNING, Status.SWAPPED
+
+
+@register
+@dataclass
+class FairBatching(Scheduler):
+    """FairBatching: per-token deadlines, time budget max(min decode slack, min TPOT), Algorithm 1's groups.
+
+    Every step: each request's slack to its next token's envelope deadline
+    (arrival + TTFT + j·TPOT); a time budget B0 = max(min decode slack, min TPOT) turned
+    into a batch by the predictor a + b·tokens + c·context (fitted offline to the replica's
+    batch-time model; ``online_refit=True`` refits it from observed steps, as the paper's
+    "continuous calibration" — off by default because, against the simulator's convex roofline,
+    a fit dominated by small decode steps underestimates the long prefill steps FairBatching
+    plans, and decodes then miss their envelope: see docs/fairbatching.md); then urgent decodes (slack <
+    B0 + min TPOT), every prefill (chunked to fit) and the other decodes, each group in
+    slack order, under a large token cap (8192). Requests without their own TTFT/TPOT
+    targets get ``ttft_slo``/``tpot_slo`` (a TBT target stands in for a missing TPOT).
+    ``admission="pab"`` rejects at arrival a prompt larger than the node's Prefill
+    Admission Budget (FB-PAB). ``capacity`` selects the ablations: ``"fixed"`` (FB-FB,
+    ``fixed_token_budget`` tokens) and ``"token"`` (FB-TB, floor((B0 − a')/b') tokens).
+    KV: chunks and decodes take blocks as they go (vLLM v1); when the decodes alone need
+    more blocks than are free, the step is every decode in slack order with the
+    largest-slack requests preempted by recompute.
+    Where the paper is silent or self-contradictory the spec's resolutions are used
+    (G3 min over decodes, G4 urgent decodes not forced, G5 line-45 fix, G6 κ = k + q,
+    G7 cap 8192, G9/G10 PAB rule, G22 tie-break); see llmsched/fairbatching/.
+    """
+
+    name = "fairbatching"
+    source = ("FairBatching (Lyu et al., arXiv 2510.14392), seed 002 §3.1-3.3, Algorithm 1; PAB §3.4 / App. A; "
+              "admission control §5.1; spec /work/shared/specs/002_fairbatching.md §3")
+    ttft_slo: float = DEFAULT_TTFT
+    tpot_slo: float = DEFAULT_TPOT
+    capacity: str = "time"
+    token_budget: int = 8192
+    fixed_token_budget: int = 512
+    min_slack_scope: str = "decode"
+    chunk_context: str = "literal"
+    force_urgent_decodes: bool = False
+    online_refit: bool = False
+    refit_window: int = 2000
+    refit_every: int = 200
+    a: float | None = None
+    b: float | None = None
+    c: float | None = None
+    admission: str = "none"
+    admit_rule: str = "prompt"
+    pab_remaining_only: bool = True
+
+    def __post_init__(self):
+        checks = (("capacity", CAPACITIES), ("admission", ADMISSIONS), ("admit_rule", ADMIT_RULES),
+                  ("min_slack_scope", ("decode", "all")), ("chunk_context", ("literal", "exact")))
+        for field, valid in checks:
+            if getattr(self, field) not in valid:
+                raise ValueError(f"{self.name}: {field} must be one of {', '.join(valid)}, "
+                                 f"got {getattr(self, field)!r}")
+        for field in ("ttft_slo", "tpot_slo"):
+            v = getattr(self, field)
+            if not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
+                raise ValueError(f"{self.name}: {field} must be a positive number of seconds, got {v!r}")
+        if self.token_budget < 1 or self.fixed_token_budget < 1:
+            raise ValueError(f"{self.name}: token_budget and fixed_token_budget must be >= 1")
+        given = [x is not None for x in (self.a, self.b, self.c)]
+        if any(given) and not all(given):
+            raise ValueError(f"{self.name}: give all of a, b, c (the step-time predictor) or none")
+        self.predictor: StepPredictor | None = None
+        self._pending: tuple[int, int] | None = None
+        self._slos: dict = {}
+
+    # --- predictor --------------------------------------------------------------------------------------
+    def step_predictor(self, view: ReplicaView) -> StepPredictor:
+        if self.predictor is None:
+            kw = dict(token_only=self.capacity == "token", online=self.online_refit, window=self.refit_window,
+                      every=self.refit_every)
+            if self.a is not None:
+                self.predictor = StepPredictor(self.a, self.b, self.c, **kw)
+            elif view.batch_time is None:
+                raise ValueError(f"{self.name}: the replica has no batch-time model; give the predictor a, b, c")
+            else:
+                self.predictor = StepPredictor.fit_to(view.batch_time, **kw)
+        return self.predictor
+
+    # --- one step ---------------------------------------------------------------------------------------
+    def tasks(self, view: ReplicaView) -> list[Task]:
+        now = view.now
+        out = []
+        slos = self._slos
+        for group in (view.running, view.waiting, view.swapped):
+            for r in group:
+                targets = slos.get(r.slo)
+                if targets is None:
+                    targets = slos[r.slo] = request_slo(r, self.ttft_slo, self.tpot_slo)
+                ttft, tpot = targets
+                g = r.num_generated
+                k = r.num_computed
+                decode = g > 0 and k == r.prompt_len + g - 1
+                out.append(Task(r, r.arrival + ttft + tpot * g - now, r.arrival, r.id, decode,
+                                1 if decode else r.prompt_len + g - k, k, tpot))
+        return out
+
+    def schedule(self, view: ReplicaView) -> BatchPlan:
+        plan = BatchPlan()
+        tasks = self.tasks(view)
+        self._pending = None
+        if not tasks:
+            return plan
+        pred = self.step_predictor(view)
+        b0, _, urgent, prefills, others = budget_and_groups(tasks, self.min_slack_scope)
+        cap = min(self.token_budget, view.max_num_batched_tokens)
+        if self.capacity == "time":
+            time_budget, token_budget = b0 - pred.a, cap
+        elif self.capacity == "token":
+            time_budget, token_budget = math.inf, min(cap, max(1, int((b0 - pred.a) / pred.b)))
+        else:
+            time_budget, token_budget = math.inf, min(cap, self.fixed_token_budget)
+
+        free = view.free_blocks
+        bs = view.block_size
+        decode_need = sum(1 for t in urgent + others if t.k + 1 > t.req.num_blocks * bs)
+        if decode_need > free:  # KV pressure: decodes only, preempting the largest-slack requests
+            running = [t.req for t in sorted((t for t in tasks if t.req.status is Status.RUNNING), key=SLACK)]
+            add_decodes(view, plan, running)
+            return self._book(plan)
+
+        book = _Booking(view, free)
+        ordered = urgent + prefills + others
+        chosen = form_batch(ordered, time_budget, token_budget, pred.b, pred.c, self.chunk_context, book.accept)
+        if self.force_urgent_decodes:
+            taken = {id(t) for t, _ in chosen}
+            room = cap - sum(n for _, n in chosen)
+            for t in urgent:
+                if id(t) not in taken and room > 0 and book.accept(t, 1):
+                    chosen.append((t, 1))
+                    room -= 1
+        if not chosen:  # progress guard (spec §3.9): the most urgent task alone
+            for t in ordered:
+                n = min(t.q, token_budget, cap)
+                if n >= 1 and book.accept(t, n):
+                    chosen.append((t, n))
+                    break
+        for t, n in chosen:
+            if t.is_decode:
+                plan.decodes.append(t.req)
+            else:
+                plan.prefills.append((t.req, n))
+        return self._book(plan)
+
+    def _book(self, plan: BatchPlan) -> BatchPlan:
+        tokens = len(plan.decodes) + sum(n for _, n in plan.prefills)
+        context = sum(r.num_computed + 1 for r in plan.decodes) + sum(r.num_computed + n for r, n in plan.prefills)
+        self._pending = (tokens, context)
+        return plan
+
+    def on_step_end(self, view: ReplicaView, plan: BatchPlan, duration: float) -> None:
+        if self._pending is not None and self.predictor is not None:
+            self.predictor.observe(*self._pending, duration)
+        self._pending = None
+
+    # --- PAB: admission control and load ----------------------------------------------------------------
+    def pab(self, view: ReplicaView, now: float | None = None) -> float:
+        """The node's Prefill Admission Budget (tokens) at ``now`` (default: the view's clock)."""
+        p = self.step_predictor(view)
+        return compute_pab(node_requests(view), view.now if now is None else now, self.ttft_slo, self.tpot_slo,
+                           p.a, p.b, p.c, self.pab_remaining_only)
+
+    def on_arrival(self, req: Request, view: ReplicaView) -> str | None:
+        if self.admission == "none":
+            return None
+        budget = self.pab(view)
+        if self.admit_rule == "positive":
+            return None if budget > 0 else f"PAB admission: prefill admission budget {budget:.0f} tokens <= 0"
+        if req.prompt_len <= budget:
+            return None
+        return f"PAB admission: prompt {req.prompt_len} tokens > prefill admission budget {budget:.0f}"
+
+    def load(self, view: ReplicaView) -> float:
+        """Minus PAB: the ``least-load`` router then sends work where most prefill budget is left."""
+        return -self.pab(view)
+
+
+class _Booking:
+    """KV blocks and sequence slots taken by the batch so far."""
+
+    __slots__ = ("bs", "free", "room")
+
+    def __init__(self, view: ReplicaView, free: int):
+        self.bs = view.block_size
+        self.free = free
+        self.room = view.max_num_seqs - len(view.running)
+
+    def accept(self, t: Task, n: int) -> bool:
+        r = t.req
+        st = r.status
+        need = -(-(t.k + n) // self.bs) - r.num_blocks
+        if need < 0:
+            need = 0
+        if st is SWAPPED:
+            need += r.num_blocks
+        if need > self.free:
+            return False
+        if st is not RUNNING:
+            if self.room < 1:
+                return False
+            self.room -= 1
+        self.free -= need
+        return True
+
+
+register_variant("fairbatching-pab", FairBatching,
+                 "FairBatching with PAB admission control: reject at arrival a prompt above the node's PAB "
+                 "(seed 002 §3.4, §5.1 FB-PAB)", admission="pab")
+register_variant("fairbatching-fb", FairBatching,
+                 "FairBatching ablation FB-FB: fixed token budget with FairBatching's ordering (seed 002 §5.4.1)",
+                 capacity="fixed")
+register_variant("fairbatching-tb", FairBatching,
+                 "FairBatching ablation FB-TB: token budget from the time budget with a token-only predictor "
+                 "(seed 002 §5.4.1)", capacity="token")
