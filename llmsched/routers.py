@@ -69,3 +69,122 @@ def make_router(name: str) -> Router:
     if name not in ROUTERS:
         raise ValueError(f"unknown router {name!r}; known routers: {', '.join(sorted(ROUTERS))}")
     return ROUTERS[name]()
+
+
+@register_router
+class PABRouter(Router):
+    """Seed 002 §3.4 PAB-LB: each replica reports its Prefill Admission Budget; the router sends a
+    request to a replica whose budget covers its prompt and decrements its view of that budget.
+
+    ``selection``: ``max_pab`` (most headroom, spec §3.6), ``first_fit`` or ``best_fit`` (least
+    headroom that fits). With no replica fitting, the one with most budget takes it (spec G9: no
+    rejection). ``report_delay`` (s): a replica's report is refreshed only that long after the last
+    one, the dispatches in between only decrement it (0: fresh at every arrival, as each engine
+    reports after every step; vLLM's DP coordinator publishes every 0.1 s). Replicas whose scheduler
+    has no ``pab(view, now)`` (non-FairBatching) are measured with seed 002's default SLOs.
+    """
+
+    name = "pab"
+    summary = "seed 002 PAB-LB: the replica with the most prefill admission budget that covers the prompt"
+    selection = "max_pab"
+
+    def __init__(self, report_delay: float = 0.0):
+        if not report_delay >= 0:
+            raise ValueError(f"router {self.name}: report_delay must be >= 0 seconds, got {report_delay!r}")
+        self.report_delay = report_delay
+        self.budget: list[float] = []
+        self.reported: list[float] = []
+        self._fallback: dict = {}
+
+    def pab(self, replica: Replica, now: float) -> float:
+        pab = getattr(replica.scheduler, "pab", None)
+        if pab is not None:
+            return pab(replica.view, now)
+        from .fairbatching.pab import compute_pab, node_requests
+        from .fairbatching.predictor import StepPredictor
+        from .fairbatching.envelope import DEFAULT_TPOT, DEFAULT_TTFT
+        p = self._fallback.get(replica.index)
+        if p is None:
+            p = self._fallback[replica.index] = StepPredictor.fit_to(replica.batch_time)
+        return compute_pab(node_requests(replica.view), now, DEFAULT_TTFT, DEFAULT_TPOT, p.a, p.b, p.c)
+
+    def route(self, req, replicas, rng):
+        now = req.arrival
+        if len(self.budget) != len(replicas):
+            self.budget = [0.0] * len(replicas)
+            self.reported = [-float("inf")] * len(replicas)
+        for k, rep in enumerate(replicas):
+            if now - self.reported[k] >= self.report_delay:
+                self.budget[k] = self.pab(rep, now)
+                self.reported[k] = now
+        k = self.pick(req.prompt_len)
+        self.budget[k] -= req.prompt_len
+        return k
+
+    def pick(self, prompt: int) -> int:
+        budget = self.budget
+        fit = [k for k, b in enumerate(budget) if b >= prompt]
+        if fit and self.selection == "first_fit":
+            return fit[0]
+        if fit and self.selection == "best_fit":
+            return min(fit, key=lambda k: (budget[k], k))
+        return max(fit or range(len(budget)), key=lambda k: (budget[k], -k))
+
+
+@register_router
+class PABFirstFit(PABRouter):
+    name = "pab-first-fit"
+    summary = "seed 002 PAB-LB, first replica (by index) whose prefill admission budget covers the prompt"
+    selection = "first_fit"
+
+
+@register_router
+class PABBestFit(PABRouter):
+    name = "pab-best-fit"
+    summary = "seed 002 PAB-LB, the replica with the least prefill admission budget that still covers the prompt"
+    selection = "best_fit"
+
+
+@register_router
+class PABDelayed(PABRouter):
+    name = "pab-delayed"
+    summary = "seed 002 PAB-LB (max budget) with reports refreshed every 0.1 s, as vLLM's DP coordinator publishes"
+
+    def __init__(self, report_delay: float = 0.1):
+        super().__init__(report_delay)
+
+
+@register_router
+class VLLMDataParallel(Router):
+    """vLLM v0.10's data-parallel load balancer (DPLBAsyncMPClient.get_core_engine_for_request; seed 002
+    §3.4, spec §3.7): the lowest 4·waiting + running, scanning from a rotating start with strict ``<``;
+    the chosen engine's local waiting count is incremented at once, and the counts are refreshed from
+    the engines every ``publish_interval`` seconds (the coordinator's 100 ms)."""
+
+    name = "vllm-dp"
+    summary = "vLLM's data-parallel balancer: min 4·waiting + running, counts published every 0.1 s"
+
+    def __init__(self, publish_interval: float = 0.1, waiting_weight: int = 4):
+        if not publish_interval >= 0:
+            raise ValueError(f"router {self.name}: publish_interval must be >= 0 seconds, got {publish_interval!r}")
+        self.publish_interval = publish_interval
+        self.waiting_weight = waiting_weight
+        self.counts: list[list[int]] = []
+        self.published = -float("inf")
+        self.start = 0
+
+    def route(self, req, replicas, rng):
+        n = len(replicas)
+        if len(self.counts) != n or req.arrival - self.published >= self.publish_interval:
+            self.counts = [[len(r.view.waiting), len(r.view.running) + len(r.view.swapped)] for r in replicas]
+            self.published = req.arrival
+        best, best_score = -1, None
+        for j in range(n):
+            k = (self.start + j) % n
+            w, r = self.counts[k]
+            score = self.waiting_weight * w + r
+            if best_score is None or score < best_score:
+                best, best_score = k, score
+        self.start = (self.start + 1) % n
+        self.counts[best][0] += 1
+        return best
