@@ -108,7 +108,7 @@ def test_timing_fit_recovers_a_linear_model_and_fits_a_roofline():
     assert roof.timing.s_p > 0 and roof.timing.t_d > 0
 
 
-def test_timing_from_steps_groups_prefill_phases():
+def test_timing_from_steps_recovers_the_constants():
     t = Timing(c_p=0.03, s_p=0.02, c_d=0.04, t_d=1e-3)
     rows = {"replica": [], "duration": [], "num_prefills": [], "prefill_tokens": [], "num_decodes": []}
 
@@ -127,12 +127,10 @@ def test_timing_from_steps_groups_prefill_phases():
     assert fit.prompt_len == 100
     for name, value in t.as_dict().items():
         assert getattr(fit.timing, name) == pytest.approx(value, rel=1e-6)
-    assert fit.prefill.n == 5
-    add(3, 0)
-    add(2, 0)  # consecutive prefill-only steps are one phase
-    add(0, 5)
-    assert timing_from_steps(rows).prefill.n == 6
-    with pytest.raises(ValueError, match="prefill-only phases"):
+    assert fit.prefill.n == 5 and fit.decode.n == 20
+    rows["num_decodes"][0] = 3  # a mixed step is left out
+    assert timing_from_steps(rows).prefill.n == 4
+    with pytest.raises(ValueError, match="prefill-only and 2 decode-only"):
         timing_from_steps({k: v[:1] for k, v in rows.items()})
 
 

@@ -8,7 +8,9 @@ are fitted, as the paper fits them to its measurements (Figs 2–3), either
   into steps by the token budget as the engine would run them, and decode iterations of X prompts at a typical
   context; or
 * to measured step records (:func:`timing_from_steps`, the simulator's steps.csv or the same columns from a
-  real engine): consecutive prefill-only steps of a replica form one phase; decode-only steps are iterations.
+  real engine): prefill-only steps and decode-only steps. The fit is per step, not per phase (spec §3.7 groups
+  a phase's steps): when the budget splits a refill, every step pays the fixed cost, and grouping would bias
+  c_p; with one step per refill, as in the paper's eq. (1), the two agree.
 
 Both go through the foundation's non-negative least squares (:meth:`LinearBatchTime.fit`, absolute loss) and
 return its fit reports (R² and errors), as spec §8.7 asks.
@@ -59,7 +61,7 @@ class Timing:
 class TimingFit:
     timing: Timing
     prompt_len: float        # d_0 the prefill slope refers to (mean prompt tokens per admitted prompt)
-    prefill: FitReport       # over prefill phases
+    prefill: FitReport       # over prefill phases (batch-time model) or prefill steps (measured)
     decode: FitReport        # over decode iterations
     source: str
 
@@ -90,39 +92,22 @@ def timing_from_batch_time(model: BatchTimeModel, C: int, prompt_len: int, alpha
 
 
 def timing_from_steps(path_or_columns, prompt_len: float | None = None) -> TimingFit:
-    """Fit (c_p, s_p, c_d, t_d) to measured steps (a steps.csv path, or a mapping with its columns ``replica``,
+    """Fit (c_p, s_p, c_d, t_d) to measured steps (a steps.csv path, or a mapping with its columns
     ``duration``, ``num_prefills``, ``prefill_tokens``, ``num_decodes``). Needs a non-mixing scheduler's steps
     (vllm, deferred-prefill, fastertransformer): steps with both prefills and decodes are ignored. The prefill
     slope is fitted per token and reported per prompt at ``prompt_len`` (default: the mean admitted prompt)."""
     label = str(path_or_columns) if isinstance(path_or_columns, (str, Path)) else "the given step records"
     cols = _read(path_or_columns, label)
-    rep, dur = cols["replica"], cols["duration"]
-    npf, ptok, ndec = cols["num_prefills"], cols["prefill_tokens"], cols["num_decodes"]
-    phase_n, phase_tok, phase_t = [], [], []
-    open_phase = {}
-    for i in range(len(dur)):
-        r = rep[i]
-        if npf[i] > 0 and ndec[i] == 0:
-            if r in open_phase:
-                j = open_phase[r]
-                phase_n[j] += npf[i]
-                phase_tok[j] += ptok[i]
-                phase_t[j] += dur[i]
-            else:
-                open_phase[r] = len(phase_n)
-                phase_n.append(npf[i])
-                phase_tok.append(ptok[i])
-                phase_t.append(dur[i])
-        else:
-            open_phase.pop(r, None)
+    dur, npf, ptok, ndec = cols["duration"], cols["num_prefills"], cols["prefill_tokens"], cols["num_decodes"]
+    prefill = (npf > 0) & (ndec == 0)
     decode = (npf == 0) & (ndec > 0)
-    if len(phase_n) < 2 or decode.sum() < 2:
-        raise ValueError(f"{label}: need at least 2 prefill-only phases and 2 decode-only steps to fit seed 004's "
-                         f"timing (found {len(phase_n)} and {int(decode.sum())}); record a run of a scheduler "
-                         f"that never mixes prefill and decode (vllm, deferred-prefill)")
-    n, tok = np.array(phase_n), np.array(phase_tok)
-    d0 = float(tok.sum() / n.sum()) if prompt_len is None else float(prompt_len)
-    return _fit(n, tok, np.array(phase_t), ndec[decode], dur[decode], d0, f"measured steps ({label})")
+    if prefill.sum() < 2 or decode.sum() < 2:
+        raise ValueError(f"{label}: need at least 2 prefill-only and 2 decode-only steps to fit seed 004's timing "
+                         f"(found {int(prefill.sum())} and {int(decode.sum())}); record a run of a scheduler that "
+                         f"never mixes prefill and decode (vllm, deferred-prefill)")
+    d0 = float(ptok[prefill].sum() / npf[prefill].sum()) if prompt_len is None else float(prompt_len)
+    return _fit(npf[prefill], ptok[prefill], dur[prefill], ndec[decode], dur[decode], d0,
+                f"measured steps ({label})")
 
 
 def _fit(n, tokens, phase_time, batch, iter_time, d0: float, source: str) -> TimingFit:
@@ -140,7 +125,7 @@ def _fit(n, tokens, phase_time, batch, iter_time, d0: float, source: str) -> Tim
 
 
 def _read(data, label: str) -> dict[str, np.ndarray]:
-    need = ("replica", "duration", "num_prefills", "prefill_tokens", "num_decodes")
+    need = ("duration", "num_prefills", "prefill_tokens", "num_decodes")
     if isinstance(data, (str, Path)):
         path = Path(data)
         if not path.exists():
