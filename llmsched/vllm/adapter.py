@@ -106,7 +106,8 @@ class Scheduler(VLLMScheduler):
         if not known:
             self.stats["unknown_tiers"] += 1
         self.stats["tiers_seen"][tier.name] += 1
-        mid = int(vid) if vid.isdecimal() and int(vid) not in self._vid else self._auto_id()
+        head = vid.rsplit("-", 1)[0]  # vLLM appends "-<random>" to the client's id
+        mid = int(head) if head.isdecimal() and int(head) not in self._vid else self._auto_id()
         output_len = max(1, (params.max_tokens if params is not None and params.max_tokens else 1))
         m = Request(mid, max(0.0, request.arrival_time - self._t0), request.num_prompt_tokens, output_len, tier)
         m.replica = 0

@@ -1,0 +1,179 @@
+"""The real-engine commands: ``run``, ``profile``, ``fidelity``, ``make-model`` (vLLM imported only when run)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENGINE_DEFAULTS = {"max_model_len": 2048, "max_num_seqs": 64, "max_num_batched_tokens": 1024, "block_size": 32}
+SIM_ONLY = ("model", "gpu", "tp", "batch_time", "replicas", "router", "gpu_memory_utilization", "num_blocks",
+            "preemption_mode", "swap_space_gb")
+
+
+def add_vllm_commands(sub) -> None:
+    from ..cli import _add_run_options
+    r = sub.add_parser("run", help="replay a workload through a real engine (vLLM) with an llmsched scheduler",
+                       description="Replay a workload through vLLM in real time (arrivals as scheduled, outputs "
+                                   "forced to the workload's lengths with ignore_eos) with the llmsched plug-in, "
+                                   "and write the simulator's records (summary.json, requests.csv, steps.csv).")
+    r.add_argument("--backend", choices=["vllm"], default="vllm", help="the engine (vllm)")
+    r.add_argument("--scheduler", help="llmsched scheduler name (default vllm-chunked)")
+    r.add_argument("--out", help="output folder")
+    _add_engine_options(r)
+    _add_run_options(r)
+    r.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("profile", help="measure a real engine's step times and fit a batch-time profile",
+                       description="Run probe batches (prefill chunks, decode counts, context lengths) through "
+                                   "vLLM, fit the linear batch-time model and save it as a named profile.")
+    p.add_argument("--backend", choices=["vllm"], default="vllm")
+    p.add_argument("--model", required=True, help="model directory (see `llmsched make-model`)")
+    p.add_argument("--name", help="profile name (default: the model directory's name)")
+    p.add_argument("--repeats", type=int, default=1, help="run the probe grid this many times")
+    p.add_argument("--out", help="also write the probe steps.csv here")
+    _add_engine_options(p)
+    for name, default in ENGINE_DEFAULTS.items():
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=default)
+    p.set_defaults(func=cmd_profile)
+
+    f = sub.add_parser("fidelity", help="the same workload in vLLM and in the simulator: errors of the headline "
+                                        "numbers",
+                       description="Run a workload through vLLM and through the simulator (with the engine's "
+                                   "fitted profile and limits); print real, simulated and relative error of "
+                                   "median/P99 TTFT, TBT, E2E and of throughput.")
+    f.add_argument("--backend", choices=["vllm"], default="vllm")
+    f.add_argument("--scheduler", help="llmsched scheduler name (default vllm-chunked)")
+    f.add_argument("--out", help="output folder (real/, sim/, fidelity.csv)")
+    _add_engine_options(f)
+    _add_run_options(f)
+    f.set_defaults(func=cmd_fidelity)
+
+    m = sub.add_parser("make-model", help="write a local model directory (config + tokenizer) for vLLM's dummy "
+                                          "weights",
+                       description="Write config.json and a locally trained tokenizer: 'tiny' (4 layers, for "
+                                   "CPUs and tests) or any model preset's shape.")
+    m.add_argument("--out", required=True, help="directory to write")
+    m.add_argument("--shape", default="tiny", help="'tiny' or a model preset (e.g. llama-3-8b)")
+    m.set_defaults(func=cmd_make_model)
+
+
+def _add_engine_options(p) -> None:
+    p.add_argument("--kv-cache-mb", type=int, default=64, help="KV cache size in MiB (default 64)")
+    p.add_argument("--profile", dest="profile_name", help="step-time profile name: the view's batch-time model "
+                                                          "(run), or the simulator's (fidelity)")
+    p.add_argument("--workdir", help="folder for vLLM's temp and cache files (default: a new temp folder)")
+
+
+def _split_config(args, default_scheduler="vllm-chunked"):
+    from ..cli import _base_config, _parse_params
+    from ..experiment import RunConfig
+    from .engine import EngineConfig
+    base = _base_config(args)
+    model = base.pop("model", None)
+    if not model or not Path(model).is_dir():
+        raise ValueError(f"--model {model!r}: give a model directory (write one with `llmsched make-model --out DIR`)")
+    engine = {k: base.pop(k, v) for k, v in ENGINE_DEFAULTS.items()}
+    for k in SIM_ONLY:
+        base.pop(k, None)
+    base["scheduler"] = args.scheduler or base.get("scheduler", default_scheduler)
+    base["scheduler_params"] = {**base.get("scheduler_params", {}), **_parse_params(args.param)}
+    if not base.get("trace") and not base.get("num_requests") and not base.get("duration"):
+        base["num_requests"] = 50
+    base["max_model_len"] = engine["max_model_len"]
+    cfg = RunConfig.from_dict(base, origin="run options")
+    return cfg, EngineConfig(model=model, kv_cache_mb=args.kv_cache_mb, **engine)
+
+
+def _start(args):
+    from .engine import set_in_process_env
+    set_in_process_env(args.workdir)
+
+
+def cmd_run(args) -> int:
+    from ..cli import TABLE_COLUMNS
+    from ..metrics.summary import summarize, summary_row
+    from ..metrics.writers import format_table, write_run
+    cfg, engine = _split_config(args)
+    _start(args)
+    from .runner import run_vllm
+    result, _ = run_vllm(cfg, engine, profile=args.profile_name)
+    summ = summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
+    print(format_table([summary_row(summ, scheduler=cfg.scheduler, rate=cfg.rate, wall_s=result.wall_time)],
+                       TABLE_COLUMNS))
+    stats = result.meta["adapter"]["stats"]
+    print(f"vLLM steps {stats['steps']}, steps where vLLM differed from the plan: {stats['mismatch_steps']}")
+    if args.out:
+        write_run(result, summ, args.out)
+        print(f"wrote {args.out}/summary.json, requests.csv, steps.csv, meta.json")
+    return 0
+
+
+def cmd_profile(args) -> int:
+    from .engine import EngineConfig, make_llm
+    from .profiler import profile, save
+    if not Path(args.model).is_dir():
+        raise ValueError(f"--model {args.model!r}: give a model directory (see `llmsched make-model`)")
+    engine = EngineConfig(model=args.model, kv_cache_mb=args.kv_cache_mb,
+                          **{k: getattr(args, k) for k in ENGINE_DEFAULTS})
+    _start(args)
+    llm = make_llm(engine)
+    cols, model, report = profile(llm, engine, repeats=args.repeats)
+    name = args.name or Path(args.model).resolve().name
+    path = save(model, report, name, {"model": str(Path(args.model).resolve()), "engine": vars(engine)})
+    if args.out:
+        import csv
+        os.makedirs(args.out, exist_ok=True)
+        with open(Path(args.out) / "steps.csv", "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(list(cols))
+            w.writerows(zip(*cols.values()))
+    c = model.coefficients
+    print(f"profile {name}: const {c['const'] * 1e3:.3f} ms + {c['per_token'] * 1e6:.2f} us/token + "
+          f"{c['per_context'] * 1e9:.2f} ns/context token + {c['per_prefill'] * 1e6:.2f} us/prefill")
+    print(f"fit: {report}")
+    print(f"saved {path}; simulate with --batch-time linear --bt-param file={path}")
+    return 0
+
+
+def cmd_fidelity(args) -> int:
+    from ..metrics.summary import summarize
+    from ..metrics.writers import format_table, write_run, write_table
+    from .fidelity import compare, simulate_like
+    from .profiles import profile_path
+    cfg, engine = _split_config(args)
+    _start(args)
+    from .engine import make_llm
+    from .profiler import profile, save
+    from .runner import run_vllm
+    llm = make_llm(engine)
+    if args.profile_name and profile_path(args.profile_name).exists():
+        path = profile_path(args.profile_name)
+    else:
+        _, model, report = profile(llm, engine)
+        name = args.profile_name or Path(engine.model).resolve().name
+        path = save(model, report, name, {"model": str(Path(engine.model).resolve()), "engine": vars(engine)})
+        print(f"fitted profile {name} ({report}), saved {path}")
+    real, _ = run_vllm(cfg, engine, llm=llm)
+    real_summary = summarize(real, warmup=cfg.warmup, cooldown=cfg.cooldown)
+    sim, sim_summary = simulate_like(cfg, real.meta["adapter"], path, engine.max_model_len)
+    rows = compare(real_summary, sim_summary)
+    shown = [{"metric": r["metric"], "real": r["real"], "simulated": r["simulated"],
+              "error_%": r["rel_error"] * 100} for r in rows]
+    print(f"{cfg.scheduler}, workload {cfg.trace or cfg.workload}, rate {cfg.rate} req/s, "
+          f"{real_summary['counts']['finished']} requests (seconds, throughput in req/s and tokens/s)")
+    print(format_table(shown, ["metric", "real", "simulated", "error_%"]))
+    if args.out:
+        out = Path(args.out)
+        write_run(real, real_summary, out / "real")
+        write_run(sim, sim_summary, out / "sim")
+        write_table(rows, out / "fidelity.csv", out / "fidelity.json")
+        print(f"wrote {out}/real/, {out}/sim/, {out}/fidelity.csv")
+    return 0
+
+
+def cmd_make_model(args) -> int:
+    from .model import write_model
+    out = write_model(args.out, args.shape)
+    print(f"wrote {out}/config.json and a tokenizer; serve it with load_format='dummy' (random weights)")
+    return 0
+
+

@@ -1,0 +1,45 @@
+"""How well the simulator predicts vLLM: the same workload in both, errors of the headline numbers.
+
+The simulator gets vLLM's limits (KV blocks, block size, max_num_seqs, token budget, context) and the fitted
+step-time profile as its batch-time model, so a difference is a difference in timing, not in behaviour.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..experiment import RunConfig, run
+from ..metrics.summary import summarize
+
+METRICS = [("ttft", "p50"), ("ttft", "p99"), ("tbt", "p50"), ("tbt", "p99"), ("e2e", "p50"), ("e2e", "p99")]
+
+
+def sim_config(cfg: RunConfig, adapter: dict, profile_file: str) -> RunConfig:
+    """``cfg`` for the simulator with the real engine's limits and the fitted profile."""
+    return dataclasses.replace(cfg, batch_time="linear", batch_time_params={"file": str(profile_file)},
+                               num_blocks=adapter["kv_blocks"], block_size=adapter["block_size"],
+                               max_num_seqs=adapter["max_num_seqs"],
+                               max_num_batched_tokens=adapter["max_num_batched_tokens"])
+
+
+def compare(real: dict, sim: dict) -> list[dict]:
+    """Rows metric, real, simulated, relative error (sim/real - 1) from two summaries."""
+    rows = []
+    for metric, q in METRICS:
+        rows.append(_row(f"{metric}_{q}", real["latency"][metric][q], sim["latency"][metric][q]))
+    rows.append(_row("throughput_rps", real["throughput"]["requests_per_s"], sim["throughput"]["requests_per_s"]))
+    rows.append(_row("output_tps", real["throughput"]["output_tokens_per_s"],
+                     sim["throughput"]["output_tokens_per_s"]))
+    return rows
+
+
+def _row(name, real, sim):
+    err = sim / real - 1 if real and math.isfinite(real) and math.isfinite(sim) else math.nan
+    return {"metric": name, "real": real, "simulated": sim, "rel_error": err}
+
+
+def simulate_like(cfg: RunConfig, adapter: dict, profile_file: str, max_model_len: int):
+    scfg = sim_config(cfg, adapter, profile_file)
+    scfg.max_model_len = max_model_len
+    result = run(scfg)
+    return result, summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)

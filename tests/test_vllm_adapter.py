@@ -1,0 +1,169 @@
+"""llmsched policies running inside vLLM for real: a tiny random-weight Llama, in-process, one engine per module.
+
+The engine has 63 KV blocks of 32 tokens, 16 seats and a 512-token budget; each test configures the live
+plug-in with its policy, submits requests, steps the engine to completion and reads the plug-in's records.
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from tests.vllm_support import require_vllm
+
+require_vllm()
+
+from llmsched.engine.plan import BatchPlan  # noqa: E402
+from llmsched.request import Status  # noqa: E402
+from llmsched.schedulers import Scheduler, register  # noqa: E402
+from llmsched.schedulers.decode_pass import add_decodes  # noqa: E402
+from llmsched.vllm.engine import EngineConfig, make_llm, prompt_ids, scheduler_of, set_in_process_env  # noqa: E402
+from llmsched.vllm.model import write_model  # noqa: E402
+from llmsched.vllm.settings import load_settings  # noqa: E402
+
+
+@register
+@dataclass
+class DecodeCapTest(Scheduler):
+    """Test policy: at most ``cap`` decodes per step, then FCFS whole-prompt admissions."""
+    name = "test-decode-cap"
+    source = "test"
+    cap: int = 2
+
+    def schedule(self, view):
+        plan = BatchPlan()
+        free = add_decodes(view, plan, limit=self.cap)
+        if plan.preempt:
+            return plan
+        budget = view.max_num_batched_tokens - len(plan.decodes)
+        room = view.max_num_seqs - len(view.running)
+        for r in view.waiting:
+            n = r.prompt_len + r.num_generated
+            if n > budget or room < 1 or view.blocks_for(n) > free:
+                break
+            plan.prefills.append((r, n))
+            budget, room, free = budget - n, room - 1, free - view.blocks_for(n)
+        return plan
+
+
+@pytest.fixture(scope="module")
+def llm(tmp_path_factory):
+    work = tmp_path_factory.mktemp("vllm")
+    set_in_process_env(str(work))
+    model = write_model(work / "tiny")
+    return make_llm(EngineConfig(model=str(model), max_model_len=1024, max_num_seqs=16, max_num_batched_tokens=512,
+                                 kv_cache_mb=4))
+
+
+def run(llm, scheduler, prompts, max_tokens, tiers=None, extra=None, **params):
+    """Submit all requests at once, step to completion; returns the plug-in and the finished outputs."""
+    from vllm import SamplingParams
+    s = scheduler_of(llm)
+    s.configure(load_settings({}, scheduler=scheduler, scheduler_params=params, tiers=tiers), record=True)
+    eng = llm.llm_engine
+    for i, p in enumerate(prompts):
+        args = {"tier": extra[i]} if extra else None
+        eng.add_request(str(i), {"prompt_token_ids": prompt_ids(p, i)},
+                        SamplingParams(max_tokens=max_tokens, ignore_eos=True, extra_args=args))
+    outputs = {}
+    for _ in range(5000):
+        if not eng.has_unfinished_requests():
+            break
+        for o in eng.step():
+            if o.finished:
+                outputs[o.request_id] = o
+    assert not eng.has_unfinished_requests(), "the engine did not drain"
+    return s, outputs
+
+
+def records(s):
+    log, steps = s.records
+    return log, steps
+
+
+@pytest.mark.parametrize("name", ["vllm", "vllm-chunked", "sarathi"])
+def test_baseline_plans_run_exactly_in_vllm(llm, name):
+    s, outs = run(llm, name, [40 + 60 * i for i in range(8)], 24)
+    assert len(outs) == 8 and all(len(o.outputs[0].token_ids) == 24 for o in outs.values())
+    assert s.stats["steps"] > 24
+    assert s.stats["mismatch_steps"] == 0, s.stats["mismatches"]
+    log, steps = records(s)
+    assert (log.column("status") == int(Status.FINISHED)).all()
+    assert (log.column("generated") == 24).all()
+    decodes = np.frombuffer(steps.num_decodes, dtype=np.int64)
+    prefills = np.frombuffer(steps.num_prefills, dtype=np.int64)
+    if name == "vllm":  # prefill-first: prompts never share a step with decodes
+        assert not ((decodes > 0) & (prefills > 0)).any()
+    else:  # chunked policies mix them
+        assert ((decodes > 0) & (prefills > 0)).any()
+
+
+def test_shortest_prompt_first_order_is_visible_in_vllm(llm):
+    prompts = [400, 50, 300, 100, 200]
+    s, _ = run(llm, "sarathi-spf", prompts, 4, token_budget=128)
+    assert s.stats["mismatch_steps"] == 0, s.stats["mismatches"]
+    log, _ = records(s)
+    order = log.column("id")[np.argsort(log.column("first_scheduled"), kind="stable")]
+    assert [prompts[i] for i in order] == sorted(prompts)
+
+
+def test_decode_cap_is_visible_in_vllm_batches(llm):
+    s, outs = run(llm, "test-decode-cap", [60] * 6, 10, cap=2)
+    assert len(outs) == 6
+    assert s.stats["mismatch_steps"] == 0, s.stats["mismatches"]
+    _, steps = records(s)
+    decodes = np.frombuffer(steps.num_decodes, dtype=np.int64)
+    assert decodes.max() == 2
+
+
+def test_small_kv_cache_preempts_and_every_request_completes(llm):
+    # 8 requests of 200 + 100 tokens need 80 blocks at their longest; the cache holds 63.
+    s, outs = run(llm, "vllm-chunked", [200] * 8, 100)
+    assert len(outs) == 8 and all(len(o.outputs[0].token_ids) == 100 for o in outs.values())
+    assert s.stats["plan_preemptions"] > 0
+    assert s.stats["mismatch_steps"] == 0, s.stats["mismatches"]
+    log, _ = records(s)
+    assert log.column("preemptions").sum() == s.stats["plan_preemptions"]
+    assert s.view.free_blocks == s.view.total_blocks
+
+
+def test_a_request_that_can_never_run_is_rejected_with_a_reason(llm):
+    # `vllm` does not chunk: a 600-token prompt can never fit the 512-token budget.
+    s, outs = run(llm, "vllm", [600, 100], 8)
+    assert outs["0"].outputs[0].finish_reason == "error"
+    assert len(outs["1"].outputs[0].token_ids) == 8
+    log, _ = records(s)
+    status = dict(zip(log.column("id"), log.column("status")))
+    assert status[0] == int(Status.REJECTED) and status[1] == int(Status.FINISHED)
+    assert "max_num_batched_tokens" in log.reasons[0]
+    assert s.stats["rejected"] == 1
+
+
+def test_abort_mid_stream_frees_blocks(llm):
+    from vllm import SamplingParams
+    s = scheduler_of(llm)
+    s.configure(load_settings({}, scheduler="sarathi"), record=True)
+    eng = llm.llm_engine
+    eng.add_request("7", {"prompt_token_ids": prompt_ids(300, 7)}, SamplingParams(max_tokens=200, ignore_eos=True))
+    for _ in range(5):
+        eng.step()
+    assert s.view.free_blocks < s.view.total_blocks
+    eng.abort_request(["7"])
+    while eng.has_unfinished_requests():
+        eng.step()
+    assert s.view.free_blocks == s.view.total_blocks
+    log, _ = records(s)
+    assert log.column("status")[0] == int(Status.UNFINISHED) and 0 < log.column("generated")[0] < 200
+    assert s.stats["aborted"] == 1
+
+
+def test_tiers_reach_the_policy_and_unknown_tiers_fall_back(llm):
+    tiers = "paid:tbt=0.1:share=0.05,free:tbt=0.5"
+    s, outs = run(llm, "sarathi", [50, 60, 70, 80], 4, tiers=tiers, extra=["paid", "free", "gold", "paid"])
+    assert len(outs) == 4
+    assert dict(s.stats["tiers_seen"]) == {"paid": 2, "free": 2}
+    assert s.stats["unknown_tiers"] == 1
+    log, _ = records(s)
+    names = {int(i): log.tiers[t] for i, t in zip(log.column("id"), log.column("tier"))}
+    assert names == {0: "paid", 1: "free", 2: "free", 3: "paid"}
+    assert math.isclose(log.column("tbt_slo")[list(log.column("id")).index(0)], 0.1)
