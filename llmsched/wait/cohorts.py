@@ -1,0 +1,55 @@
+"""Building a WAIT / Nested WAIT batch: whole cohorts join the step or none of their members does."""
+from __future__ import annotations
+
+from ..engine.plan import BatchPlan
+from ..request import Status
+from ..schedulers.decode_pass import add_decodes
+
+
+class CohortPlan:
+    """Adds groups of requests to one plan while the token budget, the sequence cap and the free KV allow.
+
+    A waiting request is prefilled whole (admitted); a running one decodes, or finishes its prefill."""
+
+    def __init__(self, view):
+        self.view = view
+        self.plan = BatchPlan()
+        self.budget = view.max_num_batched_tokens
+        self.seats = view.max_num_seqs - len(view.running)
+        self.free = view.free_blocks
+        self.refused = False  # some group did not fit
+
+    def add(self, group) -> bool:
+        view = self.view
+        tokens = seats = blocks = 0
+        decodes, prefills = [], []
+        for r in group:
+            if r.status is Status.RUNNING and r.is_decode:
+                decodes.append(r)
+                tokens += 1
+                blocks += view.decode_blocks(r)
+            elif r.status is Status.WAITING or r.status is Status.RUNNING:
+                n = r.remaining_prefill
+                prefills.append((r, n))
+                tokens += n
+                seats += r.status is Status.WAITING
+                blocks += view.extra_blocks(r, r.num_computed + n)
+        if tokens > self.budget or seats > self.seats or blocks > self.free:
+            self.refused = True
+            return False
+        self.plan.decodes.extend(decodes)
+        self.plan.prefills.extend(prefills)
+        self.budget -= tokens
+        self.seats -= seats
+        self.free -= blocks
+        return True
+
+    def finish(self) -> BatchPlan:
+        """The plan; when a group was refused and nothing else runs, every decode runs vLLM-style (preempting the
+        newest on block shortage) so that a too-small cache cannot deadlock the replica."""
+        plan = self.plan
+        if not plan.has_work and self.refused and self.view.running:
+            add_decodes(self.view, plan)
+            if not plan.decodes:
+                plan.preempt.clear()
+        return plan
