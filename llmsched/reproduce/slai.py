@@ -185,8 +185,16 @@ def markdown(report, sweep) -> str:
             lines.append(f"| {label} | {v['capacity']:.2f} | {v['ttft_p50_top']:.2f} | "
                          f"{', '.join(f'{r:g}' for r in v['meets_at']) or '—'} |")
         lines.append("")
-    lines += ["| rate | " + " | ".join(r["label"] for r in sweep if r["share"] == 0.05 and r["rate"] ==
-                                        report["rates"][0]) + " |"]
+    main = [r for r in sweep if r["share"] == 0.05]
+    labels = list(dict.fromkeys(r["label"] for r in main))
+    for metric, title in (("ttft_p50", "median TTFT (s)"), ("paid_tbt_p99", "paying P99 TBT (s)"),
+                          ("free_tbt_p99", "free P99 TBT (s)")):
+        lines += [f"### {title}, 5% paying", "", "| rate | " + " | ".join(labels) + " |",
+                  "|---" * (len(labels) + 1) + "|"]
+        for rate in report["rates"]:
+            vals = [next(r[metric] for r in main if r["label"] == lab and r["rate"] == rate) for lab in labels]
+            lines.append(f"| {rate:g} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 
