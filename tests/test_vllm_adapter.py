@@ -1,6 +1,6 @@
 """llmsched policies running inside vLLM for real: a tiny random-weight Llama, in-process, one engine per module.
 
-The engine has 63 KV blocks of 32 tokens, 16 seats and a 512-token budget; each test configures the live
+The engine has 31 KV blocks of 32 tokens, 16 seats and a 256-token budget; each test configures the live
 plug-in with its policy, submits requests, steps the engine to completion and reads the plug-in's records.
 """
 import math
@@ -51,8 +51,8 @@ def llm(tmp_path_factory):
     work = tmp_path_factory.mktemp("vllm")
     set_in_process_env(str(work))
     model = write_model(work / "tiny")
-    return make_llm(EngineConfig(model=str(model), max_model_len=1024, max_num_seqs=16, max_num_batched_tokens=512,
-                                 kv_cache_mb=4))
+    return make_llm(EngineConfig(model=str(model), max_model_len=512, max_num_seqs=16, max_num_batched_tokens=256,
+                                 kv_cache_mb=2))
 
 
 def run(llm, scheduler, prompts, max_tokens, tiers=None, extra=None, **params):
@@ -83,13 +83,13 @@ def records(s):
 
 @pytest.mark.parametrize("name", ["vllm", "vllm-chunked", "sarathi"])
 def test_baseline_plans_run_exactly_in_vllm(llm, name):
-    s, outs = run(llm, name, [40 + 60 * i for i in range(8)], 24)
-    assert len(outs) == 8 and all(len(o.outputs[0].token_ids) == 24 for o in outs.values())
-    assert s.stats["steps"] > 24
+    s, outs = run(llm, name, [30 + 40 * i for i in range(6)], 12)
+    assert len(outs) == 6 and all(len(o.outputs[0].token_ids) == 12 for o in outs.values())
+    assert s.stats["steps"] > 12
     assert s.stats["mismatch_steps"] == 0, s.stats["mismatches"]
     log, steps = records(s)
     assert (log.column("status") == int(Status.FINISHED)).all()
-    assert (log.column("generated") == 24).all()
+    assert (log.column("generated") == 12).all()
     decodes = np.frombuffer(steps.num_decodes, dtype=np.int64)
     prefills = np.frombuffer(steps.num_prefills, dtype=np.int64)
     if name == "vllm":  # prefill-first: prompts never share a step with decodes
@@ -99,7 +99,7 @@ def test_baseline_plans_run_exactly_in_vllm(llm, name):
 
 
 def test_shortest_prompt_first_order_is_visible_in_vllm(llm):
-    prompts = [400, 50, 300, 100, 200]
+    prompts = [300, 40, 200, 80, 150]
     s, _ = run(llm, "sarathi-spf", prompts, 4, token_budget=128)
     assert s.stats["mismatch_steps"] == 0, s.stats["mismatches"]
     log, _ = records(s)
@@ -117,9 +117,9 @@ def test_decode_cap_is_visible_in_vllm_batches(llm):
 
 
 def test_small_kv_cache_preempts_and_every_request_completes(llm):
-    # 8 requests of 200 + 100 tokens need 80 blocks at their longest; the cache holds 63.
-    s, outs = run(llm, "vllm-chunked", [200] * 8, 100)
-    assert len(outs) == 8 and all(len(o.outputs[0].token_ids) == 100 for o in outs.values())
+    # 5 requests of 160 + 60 tokens need 35 blocks at their longest; the cache holds 31.
+    s, outs = run(llm, "vllm-chunked", [160] * 5, 60)
+    assert len(outs) == 5 and all(len(o.outputs[0].token_ids) == 60 for o in outs.values())
     assert s.stats["plan_preemptions"] > 0
     assert s.stats["mismatch_steps"] == 0, s.stats["mismatches"]
     log, _ = records(s)
@@ -128,8 +128,8 @@ def test_small_kv_cache_preempts_and_every_request_completes(llm):
 
 
 def test_a_request_that_can_never_run_is_rejected_with_a_reason(llm):
-    # `vllm` does not chunk: a 600-token prompt can never fit the 512-token budget.
-    s, outs = run(llm, "vllm", [600, 100], 8)
+    # `vllm` does not chunk: a 300-token prompt can never fit the 256-token budget.
+    s, outs = run(llm, "vllm", [300, 100], 8)
     assert outs["0"].outputs[0].finish_reason == "error"
     assert len(outs["1"].outputs[0].token_ids) == 8
     log, _ = records(s)
@@ -144,7 +144,7 @@ def test_abort_mid_stream_frees_blocks(llm):
     s = scheduler_of(llm)
     s.configure(load_settings({}, scheduler="sarathi"), record=True)
     eng = llm.llm_engine
-    eng.add_request("7", {"prompt_token_ids": prompt_ids(300, 7)}, SamplingParams(max_tokens=200, ignore_eos=True))
+    eng.add_request("7", {"prompt_token_ids": prompt_ids(200, 7)}, SamplingParams(max_tokens=200, ignore_eos=True))
     for _ in range(5):
         eng.step()
     assert s.view.free_blocks < s.view.total_blocks
@@ -167,3 +167,40 @@ def test_tiers_reach_the_policy_and_unknown_tiers_fall_back(llm):
     names = {int(i): log.tiers[t] for i, t in zip(log.column("id"), log.column("tier"))}
     assert names == {0: "paid", 1: "free", 2: "free", 3: "paid"}
     assert math.isclose(log.column("tbt_slo")[list(log.column("id")).index(0)], 0.1)
+
+
+def test_real_engine_run_writes_the_simulators_records_and_fidelity_compares(llm, tmp_path, monkeypatch):
+    from llmsched.experiment import RunConfig
+    from llmsched.metrics.summary import summarize
+    from llmsched.metrics.writers import write_run
+    from llmsched.vllm.fidelity import compare, simulate_like
+    from llmsched.vllm.profiler import profile, save
+    from llmsched.vllm.runner import replay, workload_requests
+
+    cfg = RunConfig(scheduler="sarathi", workload="sharegpt", rate=20.0, num_requests=6, max_total_tokens=96,
+                    tiers="paid:tbt=0.5:share=0.5,free:tbt=1.0", seed=1)
+    reqs = workload_requests(cfg, 512)
+    result = replay(llm, reqs, load_settings({}, scheduler="sarathi", tiers=cfg.tiers))
+    summ = summarize(result)
+    assert summ["counts"]["finished"] == 6
+    assert result.meta["adapter"]["stats"]["mismatch_steps"] == 0
+    arrivals = sorted(r.arrival for r in reqs)
+    assert np.allclose(np.sort(result.requests.column("arrival")), arrivals, atol=0.02)  # entered on time
+    out = write_run(result, summ, tmp_path / "real")
+    assert {"summary.json", "requests.csv", "steps.csv", "meta.json"} <= {p.name for p in out.iterdir()}
+
+    engine = EngineConfig(model="unused", max_model_len=512, max_num_seqs=4, max_num_batched_tokens=256)
+    cols, model, report = profile(llm, engine, output_tokens=4)
+    assert report.n == len(cols["duration"]) > 10 and model.coefficients["const"] > 0
+    monkeypatch.setenv("LLMSCHED_PROFILES", str(tmp_path / "profiles"))
+    path = save(model, report, "tiny-test", {"model": "tiny"})
+    assert path == tmp_path / "profiles" / "tiny-test.json"
+    from llmsched.vllm.profiles import load_profile
+    assert load_profile("tiny-test").coefficients == model.coefficients
+
+    cfg.max_total_tokens = 96
+    sim, sim_summary = simulate_like(cfg, result.meta["adapter"], path, 512)
+    assert sim_summary["counts"]["finished"] == 6
+    rows = {r["metric"]: r for r in compare(summ, sim_summary)}
+    assert set(rows) >= {"ttft_p50", "ttft_p99", "tbt_p99", "e2e_p50", "throughput_rps"}
+    assert all(math.isfinite(rows[k]["rel_error"]) for k in ("ttft_p50", "e2e_p50", "throughput_rps"))
