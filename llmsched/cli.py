@@ -40,6 +40,8 @@ RUN_OPTIONS = {
     "gpu_memory_utilization": (float, "fraction of GPU memory for weights+KV (vLLM's, default 0.9)"),
     "num_blocks": (int, "KV cache size in blocks (overrides the size derived from the GPU)"),
     "preemption_mode": (str, "recompute or swap"),
+    "overflow": (str, "a plan that overflows the KV cache: error (default), evict-newest (newest admitted restart "
+                      "from scratch, seed 003), evict-newest-recompute (they keep their tokens)"),
     "swap_space_gb": (float, "host swap space per replica in GiB (for --preemption-mode swap)"),
     "horizon": (float, "stop simulating at this time (s); requests in flight end unfinished"),
     "warmup": (float, "exclude requests arriving in the first WARMUP seconds from the summary"),

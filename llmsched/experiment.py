@@ -59,6 +59,7 @@ class RunConfig:
     gpu_memory_utilization: float = 0.9
     num_blocks: int | None = None  # override the KV capacity derived from the GPU
     preemption_mode: str = "recompute"
+    overflow: str = "error"  # KV overflow: error, evict-newest (restart, seed 003), evict-newest-recompute
     swap_space_gb: float = 4.0
     oracle: bool = False
     # run control
@@ -127,7 +128,7 @@ def build_replicas(cfg: RunConfig) -> list[Replica]:
         num_blocks=num_blocks, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
         max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len or m.max_model_len,
         preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
-        swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle)
+        swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow)
     steps = StepLog()
     return [Replica(i, create_scheduler(cfg.scheduler, **cfg.scheduler_params), bt, config, steps)
             for i in range(cfg.replicas)]

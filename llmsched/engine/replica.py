@@ -6,6 +6,8 @@ limits, preempt, admit, allocate KV, predict the duration) then ``end_step(now)`
 """
 from __future__ import annotations
 
+import math
+from array import array
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 
 WAITING, RUNNING, SWAPPED = Status.WAITING, Status.RUNNING, Status.SWAPPED
 FINISHED, REJECTED = Status.FINISHED, Status.REJECTED
+OVERFLOW_MODES = ("error", "evict-newest", "evict-newest-recompute")
 
 
 @dataclass
@@ -38,6 +41,10 @@ class ReplicaConfig:
     swap_blocks: int = 0
     swap_seconds_per_block: float = 0.0  # host<->GPU transfer time of one block
     oracle: bool = False  # schedulers may read true output lengths
+    # a plan needing more KV blocks than are free: "error" (PlanError), or evict running requests newest
+    # admission first until it fits (seed 003 §1.4): "evict-newest" restarts them from scratch (generated
+    # tokens lost), "evict-newest-recompute" keeps their tokens and re-prefills them (vLLM/Vidur)
+    overflow: str = "error"
     check_invariants: bool = False  # full KV accounting check after every step (tests)
 
     def __post_init__(self):
@@ -47,6 +54,8 @@ class ReplicaConfig:
                 raise ValueError(f"replica config {name} must be a positive integer, got {v!r}")
         if self.preemption_mode not in ("recompute", "swap"):
             raise ValueError(f"preemption_mode must be 'recompute' or 'swap', got {self.preemption_mode!r}")
+        if self.overflow not in OVERFLOW_MODES:
+            raise ValueError(f"overflow must be one of {', '.join(OVERFLOW_MODES)}, got {self.overflow!r}")
         if self.swap_blocks < 0 or self.swap_seconds_per_block < 0:
             raise ValueError("swap_blocks and swap_seconds_per_block must be >= 0")
 
@@ -76,6 +85,7 @@ class Replica:
         self.recent_steps: deque = deque(maxlen=64)
         self.num_preemptions = 0
         self.swap_fallbacks = 0
+        self.num_evictions = 0
         self._plan: BatchPlan | None = None
         self._step_start = 0.0
         self._step_preempted = 0
@@ -133,8 +143,9 @@ class Replica:
                 self.wake_at = plan.wait_until
             return None
         duration = self._launch(plan, now)
+        if duration is None:  # overflow evicted every request of the plan: ask the policy again
+            return self.start_step(now)
         self.busy = True
-        self._plan = plan
         self._step_start = now
         return duration
 
@@ -225,8 +236,10 @@ class Replica:
         if seqs > cfg.max_num_seqs:
             self._fail("max_num_seqs exceeded", f"{seqs} running > {cfg.max_num_seqs}")
         if need > kv.free:
-            self._fail("KV cache capacity exceeded (preempt first)",
-                       f"plan needs {need} more blocks, {kv.free} free")
+            if cfg.overflow == "error":
+                self._fail("KV cache capacity exceeded (preempt first)",
+                           f"plan needs {need} more blocks, {kv.free} free")
+            return self._evict_and_launch(plan, need, now, preempted)
 
         extra_time = 0.0
         for r in swap_in:
@@ -251,12 +264,64 @@ class Replica:
                 r.num_blocks = want
 
         self._step_preempted = preempted
+        self._plan = plan
         batch = Batch(prefill_new, prefill_ctx, decode_ctx)
         self._batch = batch
         duration = self.batch_time.step_time(batch) + extra_time
         if not duration > 0:
             raise ValueError(f"batch-time model {self.batch_time.name!r} returned {duration} s for a step")
         return duration
+
+    def _evict_and_launch(self, plan: BatchPlan, need: int, now: float, preempted: int) -> float | None:
+        """Seed 003 §1.4: evict running requests, most recently admitted first, until the plan's new
+        blocks fit; the plan runs without the victims (None if nothing of it is left)."""
+        kv = self.kv
+        bs = kv.block_size
+        grows = {}
+        for r in plan.decodes:
+            if r.status is RUNNING:
+                grows[r] = max(0, -(-(r.num_computed + 1) // bs) - r.num_blocks)
+        for r, n in plan.prefills:
+            if r.status is RUNNING:
+                grows[r] = max(0, -(-(r.num_computed + n) // bs) - r.num_blocks)
+        victims = set()
+        for r in reversed(self.running):
+            if need <= kv.free:
+                break
+            need -= grows.get(r, 0)
+            self._evict(r)
+            victims.add(r)
+        self.running[:] = [r for r in self.running if r.status is RUNNING]
+        for r in plan.decodes:
+            r.mark = -1
+        for r, _ in plan.prefills:
+            r.mark = -1
+        kept = BatchPlan(decodes=[r for r in plan.decodes if r not in victims],
+                         prefills=[(r, n) for r, n in plan.prefills if r not in victims])
+        while need > kv.free:  # the plan's own admissions overflow: the newest stay waiting
+            r, n = next((r, n) for r, n in reversed(kept.prefills) if r.status is WAITING)
+            kept.prefills.remove((r, n))
+            need -= -(-n // bs)
+        if not kept.has_work:
+            return None
+        duration = self._launch(kept, now)
+        self._step_preempted += preempted + len(victims)
+        return duration
+
+    def _evict(self, r: Request) -> None:
+        self.num_evictions += 1
+        self.num_preemptions += 1
+        r.preemptions += 1
+        self.kv.release(r)
+        r.num_computed = 0
+        r.status = WAITING
+        if self.config.overflow == "evict-newest":  # back to stage 0, re-queued as a new arrival
+            r.num_generated = 0
+            r.token_times = array("d")
+            r.first_token = r.last_token = math.nan
+            self.waiting.append(r)
+        else:
+            self.waiting.insert(0, r)
 
     def _preempt(self, r: Request) -> None:
         self.num_preemptions += 1
