@@ -59,7 +59,7 @@ def test_presets_lists_everything_with_sources(capsys):
     assert {"a100", "h100", "h200", "rtx-6000-ada", "a800", "h20", "l20"} <= set(data["gpus"])
     assert {"sharegpt", "azure-conv", "azure-code", "arxiv-summarization", "lmsys"} <= set(data["workloads"])
     assert {"vllm", "vllm-chunked", "sarathi", "orca", "fastertransformer"} <= set(data["schedulers"])
-    assert set(data["routers"]) == {"random", "round-robin", "least-outstanding", "least-load"}
+    assert {"random", "round-robin", "least-outstanding", "least-load"} <= set(data["routers"])
     assert all(s["source"] for s in data["schedulers"].values())
 
 
