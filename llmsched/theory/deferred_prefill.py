@@ -106,7 +106,7 @@ def run(args) -> int:
           f"{out['A'] * 1e3:.2f} ms")
     if "fit" in out:
         f = out["fit"]
-        print(f"fit R²: prefill phases {f['prefill']['r2']:.4f}, decode iterations {f['decode']['r2']:.4f}")
+        print(f"fit R²: prefill {f['prefill']['r2']:.4f}, decode {f['decode']['r2']:.4f}")
     lo, hi = out["r_interval_for_K_star"]
     print(f"K* = {out['K_star']} (exact Theorem 1; argmax for r in [{lo:.3f}, {hi:.3f})), Prop. 1 gives "
           f"{out['K_star_prop1']}; ρ(K*) = {out['rho_K_star']:.3f} vs ρ(1) = {out['rho_1']:.3f} req/s "
