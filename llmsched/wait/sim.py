@@ -24,7 +24,7 @@ def run_model(scheduler: str, lengths: LengthDist, rate: float, memory: int, *, 
     """One run; returns the paper's metrics plus evictions, peak KV and the run's span."""
     bt = batch_time or LinearBatchTime.from_wait(d0, d1)
     oracle = scheduler == "wait"
-    config = ReplicaConfig(num_blocks=max(1, memory // block_size), block_size=block_size,
+    config = ReplicaConfig(num_blocks=max(1, int(memory) // block_size), block_size=block_size,
                            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                            max_model_len=1 << 30, oracle=oracle, overflow=overflow)
     rep = Replica(0, create_scheduler(scheduler, **params), bt, config)
