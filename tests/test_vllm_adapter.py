@@ -177,9 +177,10 @@ def test_real_engine_run_writes_the_simulators_records_and_fidelity_compares(llm
     from llmsched.vllm.profiler import profile, save
     from llmsched.vllm.runner import replay, workload_requests
 
-    cfg = RunConfig(scheduler="sarathi", workload="sharegpt", rate=20.0, num_requests=6, max_total_tokens=96,
+    cfg = RunConfig(scheduler="sarathi", workload="sharegpt", rate=20.0, num_requests=6,
                     tiers="paid:tbt=0.5:share=0.5,free:tbt=1.0", seed=1)
-    reqs = workload_requests(cfg, 512)
+    reqs = workload_requests(cfg, 512, scale=0.05)
+    assert all(r.prompt_len + r.output_len <= 512 for r in reqs) and max(r.output_len for r in reqs) > 1
     result = replay(llm, reqs, load_settings({}, scheduler="sarathi", tiers=cfg.tiers))
     summ = summarize(result)
     assert summ["counts"]["finished"] == 6
@@ -198,8 +199,7 @@ def test_real_engine_run_writes_the_simulators_records_and_fidelity_compares(llm
     from llmsched.vllm.profiles import load_profile
     assert load_profile("tiny-test").coefficients == model.coefficients
 
-    cfg.max_total_tokens = 96
-    sim, sim_summary = simulate_like(cfg, result.meta["adapter"], path, 512)
+    sim, sim_summary = simulate_like(cfg, result.meta["adapter"], path, 512, reqs)
     assert sim_summary["counts"]["finished"] == 6
     rows = {r["metric"]: r for r in compare(summ, sim_summary)}
     assert set(rows) >= {"ttft_p50", "ttft_p99", "tbt_p99", "e2e_p50", "throughput_rps"}

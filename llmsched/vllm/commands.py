@@ -61,6 +61,9 @@ def _add_engine_options(p) -> None:
     p.add_argument("--profile", dest="profile_name", help="step-time profile name: the view's batch-time model "
                                                           "(run), or the simulator's (fidelity)")
     p.add_argument("--workdir", help="folder for vLLM's temp and cache files (default: a new temp folder)")
+    p.add_argument("--scale-lengths", type=float, default=1.0,
+                   help="multiply the workload's prompt and output lengths (e.g. 0.1 on a CPU); requests longer "
+                        "than --max-model-len are cut to fit")
 
 
 def _split_config(args, default_scheduler="vllm-chunked"):
@@ -95,7 +98,7 @@ def cmd_run(args) -> int:
     cfg, engine = _split_config(args)
     _start(args)
     from .runner import run_vllm
-    result, _ = run_vllm(cfg, engine, profile=args.profile_name)
+    result, _ = run_vllm(cfg, engine, profile=args.profile_name, scale=args.scale_lengths)
     summ = summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
     print(format_table([summary_row(summ, scheduler=cfg.scheduler, rate=cfg.rate, wall_s=result.wall_time)],
                        TABLE_COLUMNS))
@@ -143,7 +146,8 @@ def cmd_fidelity(args) -> int:
     _start(args)
     from .engine import make_llm
     from .profiler import profile, save
-    from .runner import run_vllm
+    from .runner import replay, workload_requests
+    from .settings import load_settings
     llm = make_llm(engine)
     if args.profile_name and profile_path(args.profile_name).exists():
         path = profile_path(args.profile_name)
@@ -152,9 +156,11 @@ def cmd_fidelity(args) -> int:
         name = args.profile_name or Path(engine.model).resolve().name
         path = save(model, report, name, {"model": str(Path(engine.model).resolve()), "engine": vars(engine)})
         print(f"fitted profile {name} ({report}), saved {path}")
-    real, _ = run_vllm(cfg, engine, llm=llm)
+    requests = workload_requests(cfg, engine.max_model_len, args.scale_lengths)
+    real = replay(llm, requests, load_settings({}, scheduler=cfg.scheduler, scheduler_params=cfg.scheduler_params,
+                                               tiers=cfg.tiers, oracle=cfg.oracle))
     real_summary = summarize(real, warmup=cfg.warmup, cooldown=cfg.cooldown)
-    sim, sim_summary = simulate_like(cfg, real.meta["adapter"], path, engine.max_model_len)
+    sim, sim_summary = simulate_like(cfg, real.meta["adapter"], path, engine.max_model_len, requests)
     rows = compare(real_summary, sim_summary)
     shown = [{"metric": r["metric"], "real": r["real"], "simulated": r["simulated"],
               "error_%": r["rel_error"] * 100} for r in rows]

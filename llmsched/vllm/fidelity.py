@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from ..experiment import RunConfig, run
+from ..experiment import RunConfig
 from ..metrics.summary import summarize
 
 METRICS = [("ttft", "p50"), ("ttft", "p99"), ("tbt", "p50"), ("tbt", "p99"), ("e2e", "p50"), ("e2e", "p99")]
@@ -38,8 +38,16 @@ def _row(name, real, sim):
     return {"metric": name, "real": real, "simulated": sim, "rel_error": err}
 
 
-def simulate_like(cfg: RunConfig, adapter: dict, profile_file: str, max_model_len: int):
+def simulate_like(cfg: RunConfig, adapter: dict, profile_file: str, max_model_len: int, requests):
+    """Simulate exactly ``requests`` (fresh copies) on a replica with the real engine's limits and profile."""
+    from ..experiment import build_replicas
+    from ..request import Request
+    from ..routers import make_router
+    from ..sim.simulator import simulate
+    from ..workload.workload import OpenLoop
     scfg = sim_config(cfg, adapter, profile_file)
     scfg.max_model_len = max_model_len
-    result = run(scfg)
+    copies = [Request(r.id, r.arrival, r.prompt_len, r.output_len, r.tier) for r in requests]
+    result = simulate(OpenLoop(copies), build_replicas(scfg), make_router(scfg.router), seed=cfg.seed)
+    result.meta = {"config": dataclasses.asdict(scfg)}
     return result, summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)

@@ -55,19 +55,31 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
     return result
 
 
-def workload_requests(cfg: RunConfig, max_model_len: int):
-    """The workload of ``cfg`` with prompt + output capped to ``max_model_len`` (the engine's context)."""
-    if cfg.max_total_tokens is None or cfg.max_total_tokens > max_model_len:
-        cfg.max_total_tokens = max_model_len
-    return build_source(cfg).initial()
+def workload_requests(cfg: RunConfig, max_model_len: int, scale: float = 1.0):
+    """The workload of ``cfg``, prompt and output lengths times ``scale`` (a CPU serves short requests), with
+    prompt + output capped to ``max_model_len`` (the engine's context)."""
+    from ..request import Request
+    if not scale > 0:
+        raise ValueError(f"length scale must be > 0, got {scale}")
+    reqs = build_source(cfg).initial()
+    if scale != 1.0:
+        reqs = [Request(r.id, r.arrival, max(1, round(r.prompt_len * scale)), max(1, round(r.output_len * scale)),
+                        r.tier) for r in reqs]
+    out = []
+    for r in reqs:
+        if r.prompt_len + r.output_len > max_model_len:
+            prompt = max(1, min(r.prompt_len, max_model_len // 2))
+            r = Request(r.id, r.arrival, prompt, max(1, min(r.output_len, max_model_len - prompt)), r.tier)
+        out.append(r)
+    return out
 
 
 def run_vllm(cfg: RunConfig, engine: EngineConfig, llm=None, horizon: float | None = None,
-             profile: str | None = None) -> tuple[RunResult, object]:
+             profile: str | None = None, scale: float = 1.0) -> tuple[RunResult, object]:
     """One real-engine run of ``cfg``'s scheduler and workload; returns the records and the LLM (for reuse)."""
     llm = llm or make_llm(engine)
     settings = load_settings({}, scheduler=cfg.scheduler, scheduler_params=cfg.scheduler_params,
                              tiers=cfg.tiers, oracle=cfg.oracle, profile=profile)
-    result = replay(llm, workload_requests(cfg, engine.max_model_len), settings, horizon=horizon)
+    result = replay(llm, workload_requests(cfg, engine.max_model_len, scale), settings, horizon=horizon)
     result.meta.update({"config": {k: v for k, v in vars(cfg).items()}, "engine": vars(engine)})
     return result, llm
