@@ -247,10 +247,27 @@ def _extract(solver, V, y, N, J) -> Schedule:
     return Schedule(batches, evictions)
 
 
+def relabel(instance: Instance, schedule: Schedule) -> Schedule:
+    """The same schedule with identical requests renamed so that the lower index finishes first, as the model's
+    symmetry breaking requires."""
+    finish = {}
+    for j, batch in enumerate(schedule.batches):
+        for k in batch:
+            finish[k] = j
+    name = list(range(instance.n))
+    for key in dict.fromkeys(zip(instance.inputs, instance.outputs)):
+        group = [k for k in range(instance.n) if (instance.inputs[k], instance.outputs[k]) == key]
+        for slot, k in zip(group, sorted(group, key=lambda k: (finish.get(k, -1), k))):
+            name[k] = slot
+    return Schedule([{name[k]: c for k, c in b.items()} for b in schedule.batches],
+                    [{name[k] for k in e} for e in schedule.evictions])
+
+
 def _hint(model, V, y, yp, yd, instance: Instance, schedule: Schedule, J: int) -> None:
     """Warm start from a heuristic's schedule (the paper warm-starts Gurobi the same way, §3.1)."""
     if len(schedule.batches) > J:
         return
+    schedule = relabel(instance, schedule)
     for i in range(instance.n):
         s, m, fin, sq_prev = instance.inputs[i], 0, False, 0
         for j in range(J):
