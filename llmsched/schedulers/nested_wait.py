@@ -52,7 +52,8 @@ class NestedWait(Scheduler):
     d0: float = 0.0            # fluid rule: iteration time d0 + d1·KV tokens; 0: fitted to the batch-time model
     d1: float = 0.0
     slack: float = 0.0
-    max_wait: float = 1.0      # s; a segment waiting this long runs a partial cohort (0: never, as in the paper)
+    max_wait: float = 0.1      # s; a segment waiting this long runs a partial cohort (0: never, as in the paper)
+    guard_memory: bool = True  # pause a cohort that does not fit the free KV; False: the replica evicts
     adapt_window: float = 0.0  # s; > 0 with rule "fluid": re-derive thresholds from the recent arrival rate
 
     def __post_init__(self):
@@ -116,7 +117,7 @@ class NestedWait(Scheduler):
             q.sort(key=lambda r: r.last_token)  # first to reach the boundary enters first
         since = [_since(queues[s], flying[s]) for s in range(m)]
         late = [bool(wait) and t + wait <= now for t in since]
-        batch = CohortPlan(view)
+        batch = CohortPlan(view, self.guard_memory)
         for s in range(m):
             q, f = queues[s], flying[s]
             if len(q) < self.n[s] and not late[s]:
@@ -127,7 +128,7 @@ class NestedWait(Scheduler):
                 break
         plan = batch.finish()
         if not plan.has_work and wait:
-            pending = [t + wait for t in since if t + wait > now]
+            pending = [t + wait for t in since if now < t + wait < float("inf")]
             if pending:
                 plan.wait_until = min(pending)
         return plan

@@ -44,7 +44,8 @@ class Wait(Scheduler):
     d1: float = 0.0
     slack: float = 0.0         # fluid rule: thresholds from τ = T*·(1 + slack) (> 0: negative drift)
     start: str = "any"         # "any": every type that meets its threshold runs (Alg. 1); "all": only when all do
-    max_wait: float = 1.0      # s; a type waiting this long runs a partial cohort (0: never, as in the paper)
+    max_wait: float = 0.1      # s; a type waiting this long runs a partial cohort (0: never, as in the paper)
+    guard_memory: bool = True  # pause a cohort that does not fit the free KV; False: the replica evicts
 
     def __post_init__(self):
         if self.rule not in ("batch-cap", "fluid"):
@@ -95,12 +96,13 @@ class Wait(Scheduler):
             ready = [j for j in range(m) if late[j]]
         else:
             ready = [j for j in range(m) if full[j] or late[j]]
-        batch = CohortPlan(view)
+        batch = CohortPlan(view, self.guard_memory)
         for j in ready:
             batch.add(queues[j][:self.n[j]] + flying[j])
         plan = batch.finish()
         if not plan.has_work and wait:
-            pending = [t + wait for t in (_oldest(queues[j], flying[j]) for j in range(m)) if t + wait > now]
+            since = (_oldest(queues[j], flying[j]) for j in range(m))
+            pending = [t + wait for t in since if now < t + wait < float("inf")]
             if pending:
                 plan.wait_until = min(pending)
         return plan

@@ -11,8 +11,9 @@ class CohortPlan:
 
     A waiting request is prefilled whole (admitted); a running one decodes, or finishes its prefill."""
 
-    def __init__(self, view):
+    def __init__(self, view, guard: bool = True):
         self.view = view
+        self.guard = guard  # False: ignore free KV (the replica's overflow rule, e.g. evict-newest, resolves it)
         self.plan = BatchPlan()
         self.budget = view.max_num_batched_tokens
         self.seats = view.max_num_seqs - len(view.running)
@@ -34,7 +35,7 @@ class CohortPlan:
                 tokens += n
                 seats += r.status is Status.WAITING
                 blocks += view.extra_blocks(r, r.num_computed + n)
-        if tokens > self.budget or seats > self.seats or blocks > self.free:
+        if tokens > self.budget or seats > self.seats or (self.guard and blocks > self.free):
             self.refused = True
             return False
         self.plan.decodes.extend(decodes)

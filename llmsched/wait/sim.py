@@ -40,8 +40,13 @@ def paper_metrics(result, rep: Replica) -> dict:
     arrival = log.column("arrival")
     span = float(result.end_time - arrival.min()) if len(arrival) else math.nan
     decode_tokens = float((log.column("generated")[done] - 1).sum())
+    last = float(arrival.max()) if len(arrival) else math.nan
+    by_last = done & (log.column("finish") <= last)
+    window_tokens = float((log.column("generated")[by_last] - 1).sum())
     return {"finished": int(done.sum()), "offered": int(len(arrival)), "span": span,
             "throughput": decode_tokens / span if span > 0 else math.nan,
+            # decode tokens of prompts completed while arrivals last, per second: the steady state, no drain
+            "throughput_window": window_tokens / (last - float(arrival.min())) if last > arrival.min() else math.nan,
             "latency": float(log.column("e2e")[done].mean()) if done.any() else math.nan,
             "ttft": float(log.column("ttft")[done].mean()) if done.any() else math.nan,
             "evictions": rep.num_evictions, "preemptions": rep.num_preemptions,

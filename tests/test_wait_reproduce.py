@@ -1,0 +1,20 @@
+"""The fast mode of `llmsched reproduce wait` (CI)."""
+import json
+
+from llmsched.cli import main
+
+
+def test_reproduce_wait_fast(tmp_path, capsys):
+    assert main(["reproduce", "wait", "--fast", "--skip-lmsys", "--out", str(tmp_path)]) == 0
+    out = json.loads((tmp_path / "results.json").read_text())
+    toy = {(r["arrivals"], r["policy"]): r for r in out["toy"]}
+    restart = toy[("poisson", "fcfs (evict-newest, restart)")]
+    wait = toy[("poisson", "wait n=4")]
+    assert restart["evictions"] > 0 and wait["evictions"] == 0
+    assert restart["completions_per_iteration"] < wait["completions_per_iteration"]
+    assert all(r["evictions"] == 0 for r in out["scaling"])
+    buffered = next(r for r in out["overflow"] if r["memory"].startswith("M(n) +"))
+    assert buffered["overflow_rate"] <= buffered["delta"]
+    assert {r["scheduler"] for r in out["nested"]} == {"nested-wait", "vllm", "sarathi"}
+    assert all(r["finished"] == r["offered"] for r in out["nested"] + out["wait_synthetic"])
+    assert "Example 2" in capsys.readouterr().out
