@@ -88,7 +88,7 @@ def solve(instance: Instance, cost: LinearBatchTime, horizon: int | None = None,
     yp = [bv(f"yp{j}") for j in range(J)]
     yd = [bv(f"yd{j}") for j in range(J)]
     V = {name: [[None] * J for _ in range(N)] for name in ("S", "m", "c", "g", "e", "z", "d", "p", "fin", "q", "r",
-                                                           "pm", "dm")}
+                                                           "pm", "dm", "sq", "many", "fresh")}
     objective = []
     request_cost = [[] for _ in range(N)]
     general_attention = w["prefill_cached_attention"] != w["prefill_attention"]
@@ -132,6 +132,7 @@ def solve(instance: Instance, cost: LinearBatchTime, horizon: int | None = None,
                 model.add(todo >= 2).only_enforce_if(many)
                 model.add(s_prev <= I[i]).only_enforce_if(fresh)
                 model.add_bool_or([many, fresh]).only_enforce_if(p)
+                V["many"][i][j], V["fresh"][i][j] = many, fresh
             model.add_implication(z, y[j])
             model.add_implication(p, yp[j])
             model.add_implication(d, yd[j])
@@ -158,7 +159,7 @@ def solve(instance: Instance, cost: LinearBatchTime, horizon: int | None = None,
                 objective.append((w["prefill_cached_attention"] - w["prefill_attention"]) * r)
                 V["r"][i][j] = r
             for name, var in (("S", S), ("m", m), ("c", c), ("g", g), ("e", e), ("z", z), ("d", d), ("p", p),
-                              ("fin", fin), ("q", q), ("pm", pm), ("dm", dm)):
+                              ("fin", fin), ("q", q), ("pm", pm), ("dm", dm), ("sq", sq)):
                 V[name][i][j] = var
             s_prev, m_prev, fin_prev, sq_prev = S, m, fin, sq
         model.add(sum(V["g"][i]) == O[i])
@@ -202,15 +203,22 @@ def solve(instance: Instance, cost: LinearBatchTime, horizon: int | None = None,
         result.message = (f"no schedule finishes every request within {J} batches under M={M}, C={C}, P={P} "
                           f"(raise the horizon)")
         return result
-    if status not in ("optimal", "feasible"):
+    best_hint = min(((replay(h, instance, cost), h) for h in hints if len(h.batches) <= J), default=None,
+                    key=lambda x: x[0])
+    if status in ("optimal", "feasible"):
+        schedule = _extract(solver, V, y, N, J)
+        result.schedule, result.latency = schedule, replay(schedule, instance, cost)
+        result.objective = solver.objective_value / scale
+        result.bound = solver.best_objective_bound / scale
+    if status != "optimal" and best_hint is not None and (result.latency is None or best_hint[0] < result.latency):
+        # the solver stopped before matching its warm start: the warm start is still a valid incumbent
+        status = result.status = "feasible"
+        result.latency, result.schedule = best_hint
+        result.objective = best_hint[0]
+        result.bound = min(solver.best_objective_bound / scale, best_hint[0])
+    if result.schedule is None:
         result.message = f"no schedule found within the {time_limit:g} s time limit (status {status})"
-        return result
-    schedule = _extract(solver, V, y, N, J)
-    result.schedule = schedule
-    result.objective = solver.objective_value / scale
-    result.bound = solver.best_objective_bound / scale
-    result.latency = replay(schedule, instance, cost)
-    if status == "feasible":
+    elif status == "feasible":
         result.message = f"time limit {time_limit:g} s reached: gap {result.gap:.2%} to the proven bound"
     return result
 
@@ -283,6 +291,9 @@ def _hint(model, V, y, yp, yd, instance: Instance, schedule: Schedule, J: int) -
             values = {"c": c, "e": evicted, "g": g, "z": c > 0, "d": decode, "p": c > 0 and not decode,
                       "S": s, "m": m, "pm": m_prev if (c > 0 and not decode) else 0, "dm": m_prev if decode else 0,
                       "q": (m * m - sq_prev) if (c > 0 and not decode) else 0}
+            values["sq"] = m * m
+            if j > 0:
+                values["many"], values["fresh"] = todo >= 2, s - g <= instance.inputs[i]
             for name, value in values.items():
                 model.add_hint(V[name][i][j], int(value))
             fin = fin or s == instance.inputs[i] + instance.outputs[i]
