@@ -1,5 +1,4 @@
 import csv
-import time
 
 import numpy as np
 import pytest
@@ -129,22 +128,6 @@ def test_linear_staircase_term():
 
 
 # --- speed -------------------------------------------------------------------------------------------------------
-def _us_per_call(bt, batch, n=20000) -> float:
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            bt.step_time(batch)
-        best = min(best, (time.perf_counter() - t0) / n * 1e6)
-    return best
-
-
-def test_step_time_is_cheap():
-    batch = Batch([256], [1024], list(range(500, 564)))
-    assert _us_per_call(RooflineBatchTime("llama-3-8b", "a100"), batch) < 15
-    assert _us_per_call(LinearBatchTime(0.01, 5e-5, 1e-7, 1e-3), batch) < 15
-
-
 # --- linear fits -------------------------------------------------------------------------------------------------
 def _synthetic_steps(rng, n=400):
     batches = []

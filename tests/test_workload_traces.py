@@ -1,5 +1,4 @@
 """Trace readers on small temp files, and (when ../shared/data is there) on the real traces."""
-import time
 
 import numpy as np
 import pytest
@@ -127,12 +126,9 @@ def test_trace_workload_replays_rows_in_order(tmp_path):
 
 @pytest.mark.shared_data
 @needs_data
-def test_real_traces_read_fast_and_agree():
-    t0 = time.perf_counter()
+def test_real_traces_agree():
     azure = read_trace(DATA / "traces" / "AzureLLMInferenceTrace_conv.csv")
-    elapsed = time.perf_counter() - t0
     vidur = read_trace(DATA / "traces" / "vidur_splitwise_conv.csv")
-    assert elapsed < 0.5, f"reading 19k rows took {elapsed:.2f}s"
     assert len(azure) == len(vidur) == 19_366
     np.testing.assert_allclose(azure.arrivals, vidur.arrivals, atol=1e-6)
     assert np.array_equal(azure.prompt_lens, vidur.prompt_lens)
