@@ -1,5 +1,4 @@
 """FairBatching (seed 002): envelope, Algorithm 1, time budget, PAB, admission, routers, SLO checks."""
-import math
 from array import array
 from types import SimpleNamespace
 

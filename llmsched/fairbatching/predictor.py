@@ -43,13 +43,13 @@ class StepPredictor:
 
     @classmethod
     def fit_to(cls, model: BatchTimeModel, token_only: bool = False, max_tokens: int = 8192,
-               max_context: int = 8192, **kw) -> "StepPredictor":
+               max_context: int = 8192, loss: str = "relative", **kw) -> "StepPredictor":
         """Offline fit to a batch-time model over a grid of decode-only, prefill-only and mixed batches."""
-        key = (id(model), token_only, max_tokens, max_context)
+        key = (id(model), token_only, max_tokens, max_context, loss)
         coef = _CACHE.get(key)
         if coef is None or coef[0] is not model:
             lin, _ = LinearBatchTime.approximate(model, TOKEN_ONLY if token_only else FULL, max_tokens=max_tokens,
-                                                 max_context=max_context, loss="absolute")
+                                                 max_context=max_context, loss=loss)
             k = lin.coefficients
             coef = _CACHE[key] = (model, k["const"], k["per_token"], k["per_context"])
         _, a, b, c = coef

@@ -37,11 +37,9 @@ class FairBatching(Scheduler):
     Every step: each request's slack to its next token's envelope deadline
     (arrival + TTFT + j·TPOT); a time budget B0 = max(min decode slack, min TPOT) turned
     into a batch by the predictor a + b·tokens + c·context (fitted offline to the replica's
-    batch-time model; ``online_refit=True`` refits it from observed steps, as the paper's
-    "continuous calibration" — off by default because, against the simulator's convex roofline,
-    a fit dominated by small decode steps underestimates the long prefill steps FairBatching
-    plans, and decodes then miss their envelope: see docs/fairbatching.md); then urgent decodes (slack <
-    B0 + min TPOT), every prefill (chunked to fit) and the other decodes, each group in
+    batch-time model, then, as the paper's "continuous calibration", refitted every 200 steps
+    on the last 2000 observed ones; ``online_refit=False`` keeps the offline fit); then
+    urgent decodes (slack < B0 + min TPOT), every prefill (chunked to fit) and the other decodes, each group in
     slack order, under a large token cap (8192). Requests without their own TTFT/TPOT
     targets get ``ttft_slo``/``tpot_slo`` (a TBT target stands in for a missing TPOT).
     ``admission="pab"`` rejects at arrival a prompt larger than the node's Prefill
@@ -66,7 +64,7 @@ class FairBatching(Scheduler):
     min_slack_scope: str = "decode"
     chunk_context: str = "literal"
     force_urgent_decodes: bool = False
-    online_refit: bool = False
+    online_refit: bool = True
     refit_window: int = 2000
     refit_every: int = 200
     a: float | None = None

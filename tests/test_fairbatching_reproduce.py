@@ -1,0 +1,36 @@
+"""The FairBatching reproduction's CI version: FB's goodput is not below tuned Sarathi's, single node and cluster."""
+import argparse
+
+from llmsched.reproduce import fairbatching as fb
+
+
+def args(**kw):
+    p = argparse.ArgumentParser()
+    fb.add_arguments(p)
+    ns = p.parse_args(["--fast", "--jobs", "1"])
+    for k, v in kw.items():
+        setattr(ns, k, v)
+    return ns
+
+
+def test_fast_single_node_and_cluster():
+    out = fb.reproduce(args(parts="single,cluster"))
+    single = out["single"]["llama-3.1-8b/a800 azure-conv"]
+    assert single["sarathi_budget"] in (256, 512)
+    cap = single["capacity"]
+    assert cap["FB-v"] >= cap["vLLM-sara"] > 0
+    assert cap["FB-PAB"] >= cap["vLLM-sara"]
+    assert single["capacity_m1"]["vLLM-sara"] > 0
+    cl = out["cluster"]["capacity"]
+    assert cl["PAB-LB+FB-v"] >= cl["vLLM-LB+vLLM-sara"] > 0
+    assert cl["vLLM-LB+FB-v"] >= cl["vLLM-LB+vLLM-sara"]
+    text = fb.report(out)
+    assert "single node" in text and "cluster of 4" in text
+
+
+def test_bad_arguments_are_clear_errors():
+    import pytest
+    with pytest.raises(ValueError, match="--parts"):
+        fb.reproduce(args(parts="single,nope"))
+    with pytest.raises(ValueError, match="--models"):
+        fb.reproduce(args(models="gpt-5/tpu"))
