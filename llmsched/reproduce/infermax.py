@@ -156,7 +156,7 @@ def trace(fast: bool, path: str) -> list[dict]:
         arrivals = arrivals * 0.1  # 10× the rate, so 600 requests still contend for memory
     runs = [("infermax-vllm", {}, 100_000), ("infermax-sarathi", {}, 100_000), ("infermax-sarathi-pc", {}, 100_000),
             ("infermax", {}, 100_000), ("infermax-vllm-ef", {}, 100_000), ("infermax-sarathi-pc-ef", {}, 100_000),
-            ("infermax-vllm", {}, 10_000_000)]
+            ("infermax-vllm", {}, 1 << 40)]
     rows = []
     for name, params, M in runs:
         reqs = [Request(k, float(arrivals[k]), int(data.prompt_lens[k]), int(data.output_lens[k])) for k in range(n)]
