@@ -15,6 +15,11 @@ def test_reproduce_wait_fast(tmp_path, capsys):
     assert all(r["evictions"] == 0 for r in out["scaling"])
     buffered = next(r for r in out["overflow"] if r["memory"].startswith("M(n) +"))
     assert buffered["overflow_rate"] <= buffered["delta"]
-    assert {r["scheduler"] for r in out["nested"]} == {"nested-wait", "vllm", "sarathi"}
+    assert {r["scheduler"] for r in out["nested"]} == {"nested-wait (Alg. 2)", "nested-wait gate=entry", "vllm",
+                                                       "sarathi"}
+    assert {r["setting"] for r in out["nested"]} == {"vidur-like", "eq1-linear", "memory-bound"}
+    adaptive = next(r for r in out["time_varying"] if "adapt" in r["policy"])
+    assert adaptive["n1_max"] > adaptive["n1_min"] and adaptive["finished"] == adaptive["offered"]
+    assert [r["segments"] for r in out["segment_design"]] == [1, 2, 5, 10, 20]
     assert all(r["finished"] == r["offered"] for r in out["nested"] + out["wait_synthetic"])
     assert "Example 2" in capsys.readouterr().out

@@ -5,16 +5,23 @@
 2. Theorem 1 scaling: WAIT's throughput gap and latency as the horizon grows by ζ, at zero drift (n = n*) and
    with slack (n = 5).
 3. Theorem 2: Nested WAIT's overflow rate with M from eq. (14) for δ, and without the buffer.
-4. §6.1: WAIT vs vLLM and Sarathi on the synthetic two-type workloads (authors'-code candidates), same B.
+4. §6.1: WAIT vs vLLM and Sarathi on the synthetic two-type workloads (authors'-code candidates).
 5. §6.2: Nested WAIT vs vLLM and Sarathi on the 10-type synthetic workload at 55 and 550 QPS, and on the LMSYS
-   lengths, Llama-2-7B on an A100 (roofline batch time), same B.
+   lengths, Llama-2-7B on an A100.
+   §6 runs in three settings (``--settings``): vidur-like (roofline timing, B = 256 binds, as in the paper's Vidur
+   runs), eq1-linear (the paper's eq. (1) with d0, d1 fitted to the roofline, B = 256) and memory-bound (eq. (1),
+   B = 2048 so the A100's KV binds and the baselines preempt); each with the paper's Algorithm and the authors'-
+   code entry gate.
+6. §7: time-varying rates (static vs adaptive thresholds) and segment design (S segments).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from ..wait.experiments import compare, lmsys_lengths, overflow_rate, scaling, toy
+from ..wait.experiments import SETTINGS, compare_setting, lmsys_lengths, overflow_rate, scaling, toy
+from ..wait.extensions import segment_design, time_varying
+from ..wait.setup import scheduler_types
 from ..wait.workloads import WAIT_WORKLOADS
 
 NAME = "wait"
@@ -25,14 +32,11 @@ LMSYS = "lmsys_chat_1m_lengths_sample_input_lt500_output_lt600.csv"
 def add_arguments(p) -> None:
     p.add_argument("--fast", action="store_true", help="small sizes for CI (seconds)")
     p.add_argument("--out", default=None, help="write results.json here")
-    p.add_argument("--batch-cap", type=int, default=256, help="B, the same max_num_seqs for every scheduler")
+    p.add_argument("--settings", default=",".join(SETTINGS),
+                   help=f"§6 settings to run, comma-separated (default all: {', '.join(SETTINGS)})")
     p.add_argument("--model", default="llama-2-7b", help="model preset (default llama-2-7b, the paper's)")
     p.add_argument("--gpu", default="a100", help="GPU preset (default a100, the paper's)")
     p.add_argument("--skip-lmsys", action="store_true", help="skip the LMSYS-lengths run (needs the data file)")
-
-
-def _types(wl) -> str:
-    return ",".join(f"{t.rate}:{t.prompt}:{t.decode}" for t in wl.types)
 
 
 def run(args) -> int:
@@ -43,23 +47,28 @@ def run(args) -> int:
                              seeds=1 if fast else 8)
     out["overflow"] = overflow_rate(delta=0.1, runs=3 if fast else 40, duration=20 if fast else 120)
     n = 200 if fast else 4000
-    common = dict(batch_cap=args.batch_cap, model=args.model, gpu=args.gpu)
-    out["wait_synthetic"] = []
-    for name in ("wait-low", "wait-high"):
-        wl = WAIT_WORKLOADS[name]()
-        rows = compare([("wait", {"types": _types(wl)}), ("vllm", {}), ("sarathi", {})], wl.lengths, wl.rate,
-                       n, **common)
-        out["wait_synthetic"] += [{"workload": name, "rate": wl.rate, **r} for r in rows]
-    out["nested"] = []
+    settings = [x for x in args.settings.split(",") if x]
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        raise ValueError(f"--settings: unknown {', '.join(unknown)}; choose from {', '.join(SETTINGS)}")
+    common = dict(model=args.model, gpu=args.gpu)
+    out["wait_synthetic"], out["nested"], out["thresholds"] = [], [], []
+    jobs = [("wait_synthetic", name, "wait", list(WAIT_WORKLOADS[name]().types), WAIT_WORKLOADS[name]().lengths,
+             WAIT_WORKLOADS[name]().rate, {}) for name in ("wait-low", "wait-high")]
     for qps in (55, 550):
         wl = WAIT_WORKLOADS["nested-synthetic"]().scaled(qps / 66)
-        rows = compare([("nested-wait", {"types": _types(wl)}), ("vllm", {}), ("sarathi", {})], wl.lengths, qps,
-                       n, **common)
-        out["nested"] += [{"workload": f"nested-synthetic {qps} QPS", "rate": qps, **r} for r in rows]
+        jobs.append(("nested", f"nested-synthetic {qps} QPS", "nested-wait", list(wl.types), wl.lengths, qps, {}))
     if not args.skip_lmsys:
-        params = {"lengths": LMSYS, "edges": ",".join(str(e) for e in range(50, 501, 50)), "rate": 55}
-        rows = compare([("nested-wait", params), ("vllm", {}), ("sarathi", {})], lmsys_lengths(n), 55, n, **common)
-        out["nested"] += [{"workload": "LMSYS lengths 55 QPS", "rate": 55, **r} for r in rows]
+        edges = ",".join(str(e) for e in range(50, 501, 50))
+        lmsys_types = scheduler_types("", LMSYS, 10, edges, 55)
+        jobs.append(("nested", "LMSYS lengths 55 QPS", "nested-wait", lmsys_types, lmsys_lengths(n), 55, {}))
+    for setting in settings:
+        for key, label, algo, types, lengths, rate, params in jobs:
+            res = compare_setting(setting, algo, types, lengths, rate, n, algo_params=params, **common)
+            out[key] += [{"setting": setting, "workload": label, "rate": rate, **r} for r in res["rows"]]
+            out["thresholds"].append({"workload": label, **res["thresholds"]})
+    out["time_varying"] = time_varying(duration=3 if fast else 60, window=2.0, **common)
+    out["segment_design"] = segment_design(n=200 if fast else 3000, rate=40, cap=1024, **common)
     _print(out)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -69,6 +78,8 @@ def run(args) -> int:
 
 def _table(rows: list[dict], keys: list[str]) -> str:
     def fmt(v):
+        if isinstance(v, list):
+            return ",".join(fmt(x) for x in v)
         return f"{v:.4g}" if isinstance(v, float) else str(v)
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     lines += ["| " + " | ".join(fmt(r[k]) for k in keys) + " |" for r in rows]
@@ -84,9 +95,19 @@ def _print(out: dict) -> None:
                                   "latency_over_sqrt_zeta", "evictions"]))
     print("\n## Theorem 2: Nested WAIT's overflow rate (runs with any eviction) vs δ\n")
     print(_table(out["overflow"], ["memory", "M", "runs", "delta", "runs_with_overflow", "overflow_rate"]))
-    keys = ["workload", "scheduler", "finished", "offered", "throughput_tok_s", "window_tok_s", "latency_s", "ttft_s",
-            "preemptions"]
-    print("\n## §6.1: WAIT vs vLLM and Sarathi (same B)\n")
+    keys = ["setting", "workload", "scheduler", "finished", "throughput_tok_s", "window_tok_s", "latency_s",
+            "ttft_s", "preemptions", "decodes_per_step", "prefill_only_steps", "mean_step_ms"]
+    print("\n## §6.1: WAIT vs vLLM and Sarathi (same B, same M, same timing)\n")
     print(_table(out["wait_synthetic"], keys))
-    print("\n## §6.2: Nested WAIT vs vLLM and Sarathi (same B)\n")
+    print("\n## §6.2: Nested WAIT vs vLLM and Sarathi (same B, same M, same timing)\n")
     print(_table(out["nested"], keys))
+    print("\n## Thresholds used (B rule at the algorithm's B) and conditions (11b)/(12) under eq. (1)\n")
+    print(_table(out["thresholds"], ["setting", "workload", "algo_batch_cap", "thresholds", "full_batch_kv",
+                                     "kv_tokens", "cond_ok"]))
+    print("\n## §7.1: time-varying rate (low → high → low), Nested WAIT rule=fluid\n")
+    print(_table(out["time_varying"], ["policy", "finished", "offered", "throughput_tok_s", "latency_s", "ttft_s",
+                                       "preemptions", "n1_min", "n1_max"]))
+    print("\n## §7.2: segment design, S equal-share segments of the lmsys lengths\n")
+    print(_table(out["segment_design"], ["segments", "thresholds", "term1_M_n", "term2_queues", "term3_buffer",
+                                         "drift_ok", "throughput_tok_s", "window_tok_s", "latency_s",
+                                         "preemptions"]))

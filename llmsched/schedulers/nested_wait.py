@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..engine.plan import BatchPlan
 from ..request import Status
 from ..wait.cohorts import CohortPlan
-from ..wait.fluid import fluid
+from ..wait.fluid import Overloaded, fluid
 from ..wait.nested import nested_thresholds, segments
 from ..wait.setup import iteration_coefficients, parse_thresholds, scheduler_types
 from .base import Scheduler
@@ -55,10 +55,13 @@ class NestedWait(Scheduler):
     max_wait: float = 0.1      # s; a segment waiting this long runs a partial cohort (0: never, as in the paper)
     guard_memory: bool = True  # pause a cohort that does not fit the free KV; False: the replica evicts
     adapt_window: float = 0.0  # s; > 0 with rule "fluid": re-derive thresholds from the recent arrival rate
+    gate: str = "nested"       # "nested": Alg. 2 pausing; "entry": only admissions wait (authors' later code)
 
     def __post_init__(self):
         if self.rule not in ("batch-cap", "fluid"):
             raise ValueError(f"nested-wait rule must be 'batch-cap' or 'fluid', got {self.rule!r}")
+        if self.gate not in ("nested", "entry"):
+            raise ValueError(f"nested-wait gate must be 'nested' or 'entry', got {self.gate!r}")
         if self.max_wait < 0 or self.adapt_window < 0:
             raise ValueError("max_wait and adapt_window must be >= 0 seconds")
 
@@ -72,6 +75,7 @@ class NestedWait(Scheduler):
         self._prompt = sum(t.rate * t.prompt for t in types) / sum(t.rate for t in types)
         self._coef = None
         self.n = self._thresholds(view, self.segments_[0].rate)
+        self.adapted = [(view.now, self.n[0])]  # (time, n_1) each time adapt_window changes the thresholds
 
     def _thresholds(self, view, total_rate: float) -> list[int]:
         segs = self.segments_
@@ -92,6 +96,8 @@ class NestedWait(Scheduler):
 
     def on_arrival(self, req, view):
         if self.adapt_window:
+            if not hasattr(self, "n"):
+                self._setup(view)
             self._arrivals.append(view.now)
         return None
 
@@ -103,7 +109,13 @@ class NestedWait(Scheduler):
             while self._arrivals and self._arrivals[0] < now - self.adapt_window:
                 self._arrivals.popleft()
             if len(self._arrivals) >= 10:
-                self.n = self._thresholds(view, len(self._arrivals) / self.adapt_window)
+                try:
+                    n = self._thresholds(view, len(self._arrivals) / self.adapt_window)
+                except Overloaded:  # no finite thresholds for this rate (ρ ≥ 1): keep the last ones
+                    n = self.n
+                if n != self.n:
+                    self.adapted.append((now, n[0]))
+                    self.n = n
         segs = self.segments_
         m = len(segs)
         queues = [[] for _ in range(m)]
@@ -118,6 +130,8 @@ class NestedWait(Scheduler):
         since = [_since(queues[s], flying[s]) for s in range(m)]
         late = [bool(wait) and t + wait <= now for t in since]
         batch = CohortPlan(view, self.guard_memory)
+        if self.gate == "entry":
+            return self._entry_gated(view, batch, queues, flying, late)
         for s in range(m):
             q, f = queues[s], flying[s]
             if len(q) < self.n[s] and not late[s]:
@@ -129,6 +143,24 @@ class NestedWait(Scheduler):
         plan = batch.finish()
         if not plan.has_work and wait:
             pending = [t + wait for t in since if now < t + wait < float("inf")]
+            if pending:
+                plan.wait_until = min(pending)
+        return plan
+
+    def _entry_gated(self, view, batch, queues, flying, late) -> BatchPlan:
+        """The authors' later code (vidur_or, general_nested_booking_limit): prompts inside any segment advance
+        every iteration; only entry into segment s waits for n_s prompts at its boundary (or max_wait); segments
+        do not hold each other back. Later segments first, so admissions never crowd out prompts holding KV."""
+        for s in reversed(range(len(queues))):
+            batch.add(flying[s])
+        for s in range(len(queues)):
+            q = queues[s]
+            if q and (len(q) >= self.n[s] or late[s]):
+                batch.add(q[:self.n[s]])
+        plan = batch.finish()
+        if not plan.has_work and self.max_wait:
+            since = [_since(q, []) for q in queues]
+            pending = [t + self.max_wait for t in since if view.now < t + self.max_wait < float("inf")]
             if pending:
                 plan.wait_until = min(pending)
         return plan

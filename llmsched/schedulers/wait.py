@@ -46,12 +46,15 @@ class Wait(Scheduler):
     start: str = "any"         # "any": every type that meets its threshold runs (Alg. 1); "all": only when all do
     max_wait: float = 0.1      # s; a type waiting this long runs a partial cohort (0: never, as in the paper)
     guard_memory: bool = True  # pause a cohort that does not fit the free KV; False: the replica evicts
+    gate: str = "type"         # "type": Alg. 1 (a type below threshold pauses); "entry": only admission waits
 
     def __post_init__(self):
         if self.rule not in ("batch-cap", "fluid"):
             raise ValueError(f"wait rule must be 'batch-cap' or 'fluid', got {self.rule!r}")
         if self.start not in ("any", "all"):
             raise ValueError(f"wait start must be 'any' or 'all', got {self.start!r}")
+        if self.gate not in ("type", "entry"):
+            raise ValueError(f"wait gate must be 'type' or 'entry', got {self.gate!r}")
         if self.max_wait < 0:
             raise ValueError(f"max_wait must be >= 0 seconds, got {self.max_wait}")
 
@@ -97,8 +100,14 @@ class Wait(Scheduler):
         else:
             ready = [j for j in range(m) if full[j] or late[j]]
         batch = CohortPlan(view, self.guard_memory)
-        for j in ready:
-            batch.add(queues[j][:self.n[j]] + flying[j])
+        if self.gate == "entry":  # the authors' modified_booking_limit: in-flight prompts always advance
+            for j in range(m):
+                batch.add(flying[j])
+            for j in ready:
+                batch.add(queues[j][:self.n[j]])
+        else:
+            for j in ready:
+                batch.add(queues[j][:self.n[j]] + flying[j])
         plan = batch.finish()
         if not plan.has_work and wait:
             since = (_oldest(queues[j], flying[j]) for j in range(m))

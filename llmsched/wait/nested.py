@@ -101,11 +101,16 @@ def memory_requirement(prompt: float, segs: list[Segment], n: list[int], d0: flo
     thetas, buffer = [], 0.0
     for i in range(1, m):
         s = segs[i]
-        try:
-            th = theta_star_binomial(n[i - 1], s.survive, n[i])
-        except ValueError:  # n_s ≥ n_{s−1}: the queue can never grow, no buffer beyond n_s
+        if n[i] >= n[i - 1]:  # at most n_{s−1} survivors per batch, n_s leave: the queue can never grow
             th = math.inf
+        elif n[i - 1] * s.survive >= n[i]:  # (12b) fails: the queue drifts up, no finite buffer bounds it
+            th = 0.0
+        else:
+            th = theta_star_binomial(n[i - 1], s.survive, n[i])
         thetas.append(th)
+        if th == 0.0:
+            buffer = math.inf
+            continue
         buffer += (prompt + segs[i - 1].last) * (n[i] + math.log(m * b / delta) / th)
     return {"peak": peak, "buffer": buffer, "total": peak + buffer, "iteration_time": T, "iterations": b,
             "theta": thetas, "drift_ok": drift_ok}
