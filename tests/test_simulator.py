@@ -93,3 +93,16 @@ def test_round_robin_is_exactly_balanced():
 def test_unknown_router_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown router 'best'.*round-robin"):
         make_router("best")
+
+
+def test_simultaneous_arrivals_are_scheduled_together():
+    reqs = [Request(i, 0.0, 100, 5) for i in range(6)]
+    result, _ = run_sim("vllm", reqs)
+    assert result.steps.num_prefills[0] == 6
+
+
+def test_sarathi_without_watermark_keeps_blocks_owed_to_unfinished_prompts():
+    for seed in range(3):
+        reqs = make_requests(300, rate=30.0, prompt=(100, 1500), seed=seed)
+        run_sim("sarathi", reqs, num_blocks=3000, params={"token_budget": 128, "watermark": 0.0})
+        assert all(r.status is Status.FINISHED for r in reqs)

@@ -5,17 +5,18 @@ from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 
 
-def add_decodes(view: ReplicaView, plan: BatchPlan, running=None, limit: int | None = None) -> int:
+def add_decodes(view: ReplicaView, plan: BatchPlan, running=None, limit: int | None = None,
+                reserve: int = 0) -> int:
     """Add a decode for each decode-phase request of ``running`` (default: the view's, in order).
 
     When a decode needs a block and none is free, preempt from the tail of ``running``
     (the newest under FCFS), the request itself last. Stops after ``limit`` decodes.
-    Returns the KV blocks still free after these decodes and preemptions. Requests not in
-    decode phase are skipped.
+    ``reserve`` blocks are held back for other work. Returns the KV blocks still free (beyond
+    ``reserve``) after these decodes and preemptions. Requests not in decode phase are skipped.
     """
     running = view.running if running is None else running
     bs = view.block_size
-    free = view.free_blocks - sum(view.decode_blocks(r) for r in plan.decodes)
+    free = view.free_blocks - reserve - sum(view.decode_blocks(r) for r in plan.decodes)
     ready = [r for r in running if r.num_generated and r.num_computed + 1 == r.prompt_len + r.num_generated]
     need = sum(1 for r in ready if r.num_computed >= r.num_blocks * bs)
     if need <= free and (limit is None or len(ready) <= limit):  # the common case: all fit

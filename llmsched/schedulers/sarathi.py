@@ -47,24 +47,24 @@ class Sarathi(Scheduler):
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()
         running = sorted(view.running, key=ARRIVAL)
-        free = add_decodes(view, plan, running)
+        partial = [r for r in running if not r.num_generated or r.num_computed + 1 < r.prompt_len + r.num_generated]
+        # KV owed to admitted, unfinished prompts (Sarathi reserves whole prompts at admission): decodes may not
+        # take it, or a later chunk of such a prompt would find no block.
+        reserved = sum(view.extra_blocks(r, r.prompt_len + r.num_generated) for r in partial)
+        free = add_decodes(view, plan, running, reserve=reserved)
         if plan.preempt:
             gone = {r.id for r in plan.preempt}
             running = [r for r in running if r.id not in gone]
+            partial = [r for r in partial if r.id not in gone]
         budget = min(self.token_budget, view.max_num_batched_tokens) - len(plan.decodes)
-        reserved = 0  # blocks still owed to admitted prompts (Sarathi reserves whole prompts)
-        for r in running:
-            remaining = r.prompt_len + r.num_generated - r.num_computed
-            if r.num_generated and remaining == 1:
-                continue
-            reserved += view.extra_blocks(r, r.prompt_len + r.num_generated)
-            n = min(remaining, budget)
+        for r in partial:
+            n = min(r.prompt_len + r.num_generated - r.num_computed, budget)
             if n > 0:
                 plan.prefills.append((r, n))
                 budget -= n
         if plan.preempt:
             return plan
-        free -= reserved + int(self.watermark * view.total_blocks)
+        free -= int(self.watermark * view.total_blocks)
         room = view.max_num_seqs - len(running)
         waiting = sorted(view.waiting, key=PROMPT_LEN) if self.order == "spf" else view.waiting
         for r in waiting:

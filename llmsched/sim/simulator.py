@@ -102,7 +102,11 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
             rep = replicas[router.route(x, replicas, rng)]
             rep.add(x, t)
             drain(rep, t)
-            if not rep.busy:
+            if not rep.busy and heap and heap[0][0] == t:
+                # more events at this instant: decide once they are all in (a burst forms one batch)
+                heapq.heappush(heap, (t, seq, WAKE, rep))
+                seq += 1
+            elif not rep.busy:
                 start(rep, t)
         elif not x.busy:  # WAKE
             start(x, t)
