@@ -8,6 +8,15 @@ this GPU within 7% (docs/rad-slai.md) without fitting anything to them.
 
 Serving capacity (spec A15): the largest rate at which median TTFT ≤ 0.5 s and both tiers' P99 TBT meet their
 targets, linearly interpolating median TTFT between the last sweep rate that meets everything and the next.
+A scheduler that still meets every target at the top of the sweep is run at further rates, 0.2 req/s apart, up
+to ``--max-rate`` (2.4), so that every capacity is bracketed.
+
+The simulated engine is faster than the paper's (no Python, Ray or telemetry cost per sequence), so a nominal
+rate loads it less. The run therefore also compares at *equal relative load*: the paper's high-load point,
+1.6 req/s against Sarathi (FCFS)'s capacity of 1.15, maps to 1.6 × (simulated Sarathi capacity / 1.15).
+Fig. 8 is shown at both rates, with KV use counted as the paper's engine counts it (held blocks plus the rest
+of every admitted prompt) and summarised by the time spent near a full pool, the backlog left at the end and
+the requests served, not by the peak (every offset touches the 1% admission watermark at some point).
 """
 from __future__ import annotations
 
@@ -20,8 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..experiment import RunConfig, run as run_config
+from ..experiment import RunConfig, build_replicas, build_source
 from ..metrics.summary import summarize
+from ..routers import make_router
+from ..schedulers.slai import reserved_kv_use
+from ..sim.simulator import simulate
 
 NAME = "slai"
 HELP = "seed 000 Fig. 7/8 and capacities: vLLM, Sarathi and SLAI on Mistral-7B / RTX 6000 Ada, paid and free tiers"
@@ -34,10 +46,16 @@ SCHEDULERS = (  # (registered name, label, params)
     ("slai-spf-fixed", "SLAI (SPF, δ=10)", {}),
     ("slai", "SLAI (SPF, dynamic δ)", {}),
 )
-OFFSETS = (("δ=10", "slai-spf-fixed", {}), ("δ=5", "slai", {"dynamic": False, "offset": 5.0}),
-           ("dynamic δ", "slai", {}))
+DELTA5 = ("slai", "SLAI (SPF, δ=5)", {"dynamic": False, "offset": 5.0})
+LABELS = {label: (name, params) for name, label, params in SCHEDULERS + (DELTA5,)}
+OFFSETS = (("δ=10", "SLAI (SPF, δ=10)"), ("δ=5", "SLAI (SPF, δ=5)"), ("dynamic δ", "SLAI (SPF, dynamic δ)"))
+EQUAL_LOAD = ("Sarathi (FCFS)", "Sarathi (SPF)", "SLAI (SPF, δ=10)", "SLAI (SPF, δ=5)", "SLAI (SPF, dynamic δ)")
+BASELINE, PROPOSED = "Sarathi (FCFS)", "SLAI (SPF, dynamic δ)"
 VARIANT_SCHEDULERS = ("sarathi", "slai")
 TTFT_TARGET = 0.5
+RATE_STEP = 0.2
+VARIANT_MIN_RATE = 0.8
+PAPER_HIGH_RATE = 1.6          # the paper's "high load" and Fig. 8 rate (spec A14)
 PAPER = {  # seed 000 §7 / App. F.3 (spec §6.1): median TTFT at high load and capacity, Sarathi (FCFS) → SLAI
     0.05: {"ttft": (1.5, 0.7), "capacity": (1.15, 1.45)},
     0.5: {"ttft": (1.5, 0.73), "capacity": (1.15, 1.4)},
@@ -48,11 +66,18 @@ BASE = dict(model="mistral-7b", gpu="rtx-6000-ada", batch_time="roofline-stairca
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--fast", action="store_true", help="CI size: 2 rates, 180 s, 5%% paying only (seconds)")
+    p.add_argument("--fast", action="store_true",
+                   help="CI size: rates 0.8 and 1.6 (extended to 2.0), 180 s, 5%% paying only (seconds)")
     p.add_argument("--out", default="reproduce-slai", help="output folder (default reproduce-slai/)")
     p.add_argument("--rates", default=None, help="comma-separated rates (default 0.2,0.4,...,1.6)")
+    p.add_argument("--max-rate", type=float, default=None,
+                   help="extend a scheduler that meets every target at the top rate, 0.2 req/s at a time, up to "
+                        "this rate (default 2.4; --fast 2.0)")
     p.add_argument("--duration", type=float, default=None, help="seconds of arrivals and horizon (default 2100)")
     p.add_argument("--shares", default=None, help="paying shares to run (default 0.05,0.5,0.95)")
+    p.add_argument("--per-seq-overhead", type=float, default=0.0,
+                   help="extra seconds per sequence per step in the batch-time model (a sensitivity check for the "
+                        "paper engine's Python cost; default 0)")
     p.add_argument("--jobs", type=int, default=2, help="parallel runs (default 2)")
     p.add_argument("--seed", type=int, default=0)
 
@@ -62,30 +87,49 @@ def tiers(share: float) -> str:
 
 
 def job(spec: dict) -> dict:
-    """One run: its summary figures (and the KV-use trace when asked)."""
-    cfg = RunConfig(scheduler=spec["scheduler"], scheduler_params=spec["params"], rate=spec["rate"],
-                    duration=spec["duration"], horizon=spec["duration"], tiers=tiers(spec["share"]),
-                    seed=spec["seed"], **BASE, **({"max_num_batched_tokens": 8192} if spec["scheduler"] == "vllm"
-                                                  else {}))
-    result = run_config(cfg)
+    """One run: its summary figures and KV-use statistics (and the KV-use trace when asked)."""
+    name, params = LABELS[spec["label"]]
+    cfg = RunConfig(scheduler=name, scheduler_params=params, rate=spec["rate"], duration=spec["duration"],
+                    horizon=spec["duration"], tiers=tiers(spec["share"]), seed=spec["seed"],
+                    batch_time_params=spec.get("batch_time_params", {}), **BASE,
+                    **({"max_num_batched_tokens": 8192} if name == "vllm" else {}))
+    replicas = build_replicas(cfg)
+    trace: list[tuple[float, float, int]] = []
+    sched = replicas[0].scheduler
+    observe = sched.on_step_end
+
+    def on_step_end(view, plan, duration):
+        observe(view, plan, duration)
+        trace.append((view.now, reserved_kv_use(view), len(view.waiting)))
+
+    sched.on_step_end = on_step_end
+    result = simulate(build_source(cfg), replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed)
     s = summarize(result)
     t = s["tiers"]
-    row = {k: spec[k] for k in ("label", "scheduler", "rate", "share", "study")}
-    row.update(ttft_p50=s["latency"]["ttft"]["p50"], ttft_mean=s["latency"]["ttft"]["mean"],
+    row = {k: spec[k] for k in ("label", "rate", "share", "study")}
+    row.update(scheduler=name, ttft_p50=s["latency"]["ttft"]["p50"], ttft_mean=s["latency"]["ttft"]["mean"],
                paid_tbt_p99=t["paid"]["tbt_p99"], free_tbt_p99=t["free"]["tbt_p99"],
-               finished=s["counts"]["finished"] if "counts" in s else None,
-               offered=len(result.requests), preemptions=s["preemptions"]["total"] if isinstance(
-                   s.get("preemptions"), dict) and "total" in s["preemptions"] else None,
-               wall_s=result.wall_time)
-    if spec.get("kv"):
-        steps = result.steps
-        start = np.frombuffer(steps.start, dtype=np.float64)
-        used = np.frombuffer(steps.kv_used_blocks, dtype=np.int64) / np.frombuffer(steps.kv_total_blocks,
-                                                                                   dtype=np.int64)
-        idx = np.linspace(0, len(start) - 1, min(len(start), 600)).astype(int)
-        row["kv_t"], row["kv_use"] = start[idx].tolist(), used[idx].tolist()
-        row["kv_max"], row["kv_mean"] = float(used.max()), float(used.mean())
+               finished=s["counts"]["finished"], offered=s["counts"]["offered"],
+               preemptions=s["preemptions"]["total"], mean_step=s["steps"]["mean_duration"], wall_s=result.wall_time)
+    row.update(kv_stats(np.array(trace, dtype=float).reshape(-1, 3), spec["duration"]))
+    if spec.get("kv") and trace:
+        a = np.array(trace)
+        idx = np.linspace(0, len(a) - 1, min(len(a), 1500)).astype(int)
+        row["kv_t"], row["kv_use"], row["kv_waiting"] = (a[idx, 0].tolist(), a[idx, 1].tolist(),
+                                                         a[idx, 2].astype(int).tolist())
     return row
+
+
+def kv_stats(a: np.ndarray, horizon: float) -> dict:
+    """Time-weighted KV use (held + reserved) after each step: mean, peak, share of time at ≥ 96/98/99%."""
+    if not len(a):
+        return dict(kv_max=0.0, kv_mean=0.0, kv_t96=0.0, kv_t98=0.0, kv_t99=0.0, waiting_end=0)
+    dt = np.diff(np.append(a[:, 0], max(horizon, a[-1, 0])))
+    total = dt.sum() or 1.0
+    use = a[:, 1]
+    return dict(kv_max=float(use.max()), kv_mean=float((use * dt).sum() / total),
+                kv_t96=float(dt[use >= 0.96].sum() / total), kv_t98=float(dt[use >= 0.98].sum() / total),
+                kv_t99=float(dt[use >= 0.99].sum() / total), waiting_end=int(a[-1, 2]))
 
 
 def meets(row: dict) -> bool:
@@ -107,18 +151,80 @@ def capacity(rows: list[dict]) -> float:
     return best
 
 
-def specs(rates, duration, shares, seed) -> list[dict]:
+def bracketed(rows: list[dict]) -> bool:
+    """Whether the sweep found a failing rate, so that the capacity is a value and not only a lower bound."""
+    return any(not meets(r) for r in rows)
+
+
+def spec(study, label, rate, share, duration, seed, bt, kv=False) -> dict:
+    return dict(study=study, label=label, rate=round(rate, 2), share=share, duration=duration, seed=seed,
+                batch_time_params=bt, kv=kv)
+
+
+def specs(rates, duration, shares, seed, bt=None) -> list[dict]:
+    """The paper's sweep, plus SLAI (SPF, δ=5) at the Fig. 8 rate (δ=10 and dynamic δ come from the sweep)."""
+    bt = bt or {}
+    fig8_rate = fig8_nominal_rate(rates)
     out = []
     for share in shares:
         names = SCHEDULERS if share == 0.05 else [s for s in SCHEDULERS if s[0] in VARIANT_SCHEDULERS]
-        for name, label, params in names:
-            for rate in rates:
-                out.append(dict(study="sweep", scheduler=name, label=label, params=params, rate=rate, share=share,
-                                duration=duration, seed=seed))
-    for label, name, params in OFFSETS:
-        out.append(dict(study="fig8", scheduler=name, label=label, params=params, rate=max(rates), share=0.05,
-                        duration=duration, seed=seed, kv=True))
+        for _, label, _ in names:
+            for rate in rates if share == 0.05 else variant_rates(rates):
+                kv = share == 0.05 and rate == fig8_rate and label in dict(OFFSETS).values()
+                out.append(spec("sweep", label, rate, share, duration, seed, bt, kv))
+    out.append(spec("fig8", DELTA5[1], fig8_rate, 0.05, duration, seed, bt, kv=True))
     return out
+
+
+def variant_rates(rates) -> list[float]:
+    """The 50% and 95% paying runs start at 0.8 req/s: below it no target binds (5% runs: every P99 TBT is under
+    0.2 s and median TTFT under 0.25 s), and their capacities lie above 1 req/s."""
+    return [r for r in rates if r >= VARIANT_MIN_RATE] or rates
+
+
+def fig8_nominal_rate(rates) -> float:
+    return PAPER_HIGH_RATE if PAPER_HIGH_RATE in rates else max(rates)
+
+
+def groups(rows: list[dict]) -> dict:
+    out: dict = {}
+    for r in rows:
+        out.setdefault((r["share"], r["label"]), []).append(r)
+    return out
+
+
+def extensions(sweep: list[dict], max_rate: float, duration, seed, bt) -> list[dict]:
+    """The next rate for every scheduler that still meets every target at its highest rate so far."""
+    out = []
+    for (share, label), rows in groups(sweep).items():
+        top = max(rows, key=lambda r: r["rate"])
+        nxt = round(top["rate"] + RATE_STEP, 2)
+        if meets(top) and nxt <= max_rate + 1e-9:
+            out.append(spec("sweep", label, nxt, share, duration, seed, bt))
+    return out
+
+
+def fig8_companions(todo: list[dict], rows: list[dict]) -> list[dict]:
+    """Fig. 8 beyond the paper's rate: wherever SLAI (SPF, dynamic δ) is extended (5% paying), also run the fixed
+    offsets δ=5 and δ=10 there (unless already run), all with KV traces."""
+    offsets = dict(OFFSETS).values()
+    have = {(r["label"], r["rate"]) for r in rows + todo if r["share"] == 0.05 and r["study"] in ("sweep", "fig8")}
+    out = []
+    for s in todo:
+        if s["label"] in offsets and s["share"] == 0.05 and s["study"] == "sweep":
+            s["kv"] = True
+            if s["label"] == PROPOSED:
+                out += [spec("fig8", label, s["rate"], 0.05, s["duration"], s["seed"], s["batch_time_params"], kv=True)
+                        for label in offsets if (label, s["rate"]) not in have]
+    return out
+
+
+def equal_load_rate(sweep: list[dict]) -> float | None:
+    """The simulated rate whose load relative to Sarathi (FCFS)'s capacity equals the paper's 1.6 req/s."""
+    rows = groups(sweep).get((0.05, BASELINE))
+    if not rows or not bracketed(rows) or capacity(rows) <= 0:
+        return None
+    return round(PAPER_HIGH_RATE * capacity(rows) / PAPER[0.05]["capacity"][0], 2)
 
 
 def run(args) -> int:
@@ -126,115 +232,172 @@ def run(args) -> int:
         ([0.8, 1.6] if args.fast else [round(0.2 * i, 1) for i in range(1, 9)])
     duration = args.duration or (180.0 if args.fast else 2100.0)
     shares = [float(x) for x in args.shares.split(",")] if args.shares else ([0.05] if args.fast else [0.05, 0.5, 0.95])
+    max_rate = args.max_rate if args.max_rate is not None else (2.0 if args.fast else 2.4)
     if any(not (r > 0 and math.isfinite(r)) for r in rates) or not duration > 0:
         raise ValueError("--rates must be positive req/s and --duration a positive number of seconds")
+    if not math.isfinite(max_rate):
+        raise ValueError(f"--max-rate must be a finite rate in req/s, got {max_rate}")
     if any(not 0 < s < 1 for s in shares) or 0.05 not in shares:
         raise ValueError("--shares must lie in (0, 1) and include 0.05 (the main experiment)")
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
+    if not (args.per_seq_overhead >= 0 and math.isfinite(args.per_seq_overhead)):
+        raise ValueError(f"--per-seq-overhead must be a finite number of seconds >= 0, got {args.per_seq_overhead}")
+    bt = {"per_seq_overhead": args.per_seq_overhead} if args.per_seq_overhead else {}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    todo = specs(rates, duration, shares, args.seed)
+    todo, rows, equal_rate = specs(rates, duration, shares, args.seed, bt), [], None
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        rows = list(pool.map(job, todo))
-    sweep = [r for r in rows if r["study"] == "sweep"]
-    fig8 = [r for r in rows if r["study"] == "fig8"]
-    report = summarise(sweep, fig8, rates, shares)
-    write(out, sweep, fig8, report)
-    print_report(report, sweep, rates)
+        while todo:  # rounds: the sweep, then extensions and the equal-load runs as their inputs are known
+            rows += list(pool.map(job, todo))
+            sweep = [r for r in rows if r["study"] == "sweep"]
+            todo = extensions(sweep, max_rate, duration, args.seed, bt)
+            todo += fig8_companions(todo, rows)
+            if equal_rate is None and (equal_rate := equal_load_rate(sweep)) is not None:
+                todo += [spec("equal", label, equal_rate, 0.05, duration, args.seed, bt, kv=label in
+                              dict(OFFSETS).values()) for label in EQUAL_LOAD]
+    report = summarise(rows, rates, shares, equal_rate)
+    write(out, rows, report)
+    print_report(report, rows)
     print(f"wrote {out}/results.csv, results.json, report.md, fig7.png, fig8.png "
           f"({len(rows)} runs, {time.perf_counter() - t0:.0f} s)")
     return 0
 
 
-def summarise(sweep, fig8, rates, shares) -> dict:
-    report = {"rates": rates, "shares": {}, "fig8": {r["label"]: {"kv_max": r["kv_max"], "kv_mean": r["kv_mean"],
-                                                                  "ttft_p50": r["ttft_p50"]} for r in fig8}}
-    top = max(rates)
+FIG8_KEYS = ("kv_max", "kv_mean", "kv_t96", "kv_t98", "kv_t99", "waiting_end", "finished", "offered", "ttft_p50",
+             "ttft_mean", "preemptions", "free_tbt_p99")
+
+
+def summarise(rows, rates, shares, equal_rate) -> dict:
+    sweep = [r for r in rows if r["study"] == "sweep"]
+    high = fig8_nominal_rate(rates)
+    report = {"rates": sorted({r["rate"] for r in sweep}), "base_rates": rates, "high_rate": high,
+              "shares": {}, "fig8": [], "equal_load": None}
     for share in shares:
         per = {}
-        for label in dict.fromkeys(r["label"] for r in sweep if r["share"] == share):
-            rows = [r for r in sweep if r["share"] == share and r["label"] == label]
-            at_top = next(r for r in rows if r["rate"] == top)
-            per[label] = {"capacity": capacity(rows), "ttft_p50_top": at_top["ttft_p50"],
-                          "meets_at": [r["rate"] for r in sorted(rows, key=lambda r: r["rate"]) if meets(r)]}
-        report["shares"][str(share)] = {"schedulers": per, "paper": PAPER.get(share)}
+        for (s, label), group in groups(sweep).items():
+            if s != share:
+                continue
+            group = sorted(group, key=lambda r: r["rate"])
+            at_high = next((r for r in group if r["rate"] == high), None)
+            per[label] = {"capacity": capacity(group), "bracketed": bracketed(group),
+                          "ttft_p50_high": at_high["ttft_p50"] if at_high else None,
+                          "meets_at": [r["rate"] for r in group if meets(r)], "rates": [r["rate"] for r in group]}
+        gain = (per[PROPOSED]["capacity"] / per[BASELINE]["capacity"] - 1
+                if per.get(BASELINE, {}).get("capacity") and PROPOSED in per else None)
+        report["shares"][str(share)] = {"schedulers": per, "paper": PAPER.get(share), "capacity_gain": gain}
+    offsets = dict(OFFSETS)
+    for study, kind in ((("sweep", "fig8"), "sweep"), (("equal",), "equal relative load")):
+        found = {(r["rate"], r["label"]): r for r in rows if r["study"] in study and r["share"] == 0.05
+                 and "kv_t" in r}
+        for rate in sorted({rate for rate, _ in found}):
+            if all((rate, label) in found for label in offsets.values()):
+                name = "the paper's rate" if kind == "sweep" and rate == high else kind
+                report["fig8"].append({"rate": rate, "kind": name, "offsets": {
+                    short: {k: found[rate, label][k] for k in FIG8_KEYS} for short, label in OFFSETS}})
+    if equal_rate is not None:
+        eq = {r["label"]: r for r in rows if r["study"] == "equal"}
+        report["equal_load"] = {
+            "rate": equal_rate, "factor": equal_rate / PAPER_HIGH_RATE, "paper": PAPER[0.05]["ttft"],
+            "schedulers": {label: {k: eq[label][k] for k in ("ttft_p50", "ttft_mean", "paid_tbt_p99", "free_tbt_p99",
+                                                               "finished", "offered")} | {"meets": meets(eq[label])}
+                           for label in EQUAL_LOAD if label in eq}}
     return report
 
 
-def write(out: Path, sweep, fig8, report) -> None:
-    fields = ["share", "label", "scheduler", "rate", "ttft_p50", "ttft_mean", "paid_tbt_p99", "free_tbt_p99",
-              "offered", "wall_s"]
+def write(out: Path, rows, report) -> None:
+    fields = ["study", "share", "label", "scheduler", "rate", "ttft_p50", "ttft_mean", "paid_tbt_p99",
+              "free_tbt_p99", "finished", "offered", "preemptions", "mean_step", "kv_mean", "kv_max", "kv_t96",
+              "kv_t98", "kv_t99", "waiting_end", "wall_s"]
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         w.writeheader()
-        w.writerows(sweep)
-    (out / "results.json").write_text(json.dumps({"report": report, "sweep": sweep, "fig8": fig8}, indent=1))
-    (out / "report.md").write_text(markdown(report, sweep))
-    plot(out, sweep, fig8)
+        w.writerows(rows)
+    (out / "results.json").write_text(json.dumps({"report": report, "runs": rows}, indent=1))
+    (out / "report.md").write_text("\n".join(lines(report, rows, markdown=True)) + "\n")
+    plot(out, rows, report)
 
 
-def markdown(report, sweep) -> str:
-    lines = []
-    for share, data in report["shares"].items():
-        lines += [f"### {float(share):.0%} paying users", "",
-                  "| scheduler | capacity (req/s) | median TTFT at top rate (s) | rates meeting all targets |",
-                  "|---|---|---|---|"]
-        for label, v in data["schedulers"].items():
-            lines.append(f"| {label} | {v['capacity']:.2f} | {v['ttft_p50_top']:.2f} | "
-                         f"{', '.join(f'{r:g}' for r in v['meets_at']) or '—'} |")
-        lines.append("")
-    main = [r for r in sweep if r["share"] == 0.05]
+def _cap(v: dict) -> str:
+    return f"{v['capacity']:.2f}" if v["bracketed"] else f"≥ {v['capacity']:.2f}"
+
+
+def _num(v, fmt=".3f") -> str:
+    return "—" if v is None else format(v, fmt)
+
+
+def table(head: list[str], body: list[list[str]], markdown: bool) -> list[str]:
+    if markdown:
+        return ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"] + ["| " + " | ".join(b) + " |" for b in body]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    return ["  ".join(str(x).rjust(w) for x, w in zip(row, widths)) for row in [head] + body]
+
+
+def lines(report, rows, markdown: bool = False) -> list[str]:
+    """The report as text: per-rate tables (5% paying), capacities, equal relative load, Fig. 8."""
+    h = (lambda t: f"### {t}") if markdown else (lambda t: f"\n{t}")
+    out = []
+    main = [r for r in rows if r["study"] == "sweep" and r["share"] == 0.05]
     labels = list(dict.fromkeys(r["label"] for r in main))
     for metric, title in (("ttft_p50", "median TTFT (s)"), ("paid_tbt_p99", "paying P99 TBT (s)"),
                           ("free_tbt_p99", "free P99 TBT (s)")):
-        lines += [f"### {title}, 5% paying", "", "| rate | " + " | ".join(labels) + " |",
-                  "|---" * (len(labels) + 1) + "|"]
-        for rate in report["rates"]:
-            vals = [next(r[metric] for r in main if r["label"] == lab and r["rate"] == rate) for lab in labels]
-            lines.append(f"| {rate:g} | " + " | ".join(f"{v:.3f}" for v in vals) + " |")
-        lines.append("")
-    return "\n".join(lines) + "\n"
-
-
-def print_report(report, sweep, rates) -> None:
-    main = [r for r in sweep if r["share"] == 0.05]
-    labels = list(dict.fromkeys(r["label"] for r in main))
-    for metric, title in (("ttft_p50", "median TTFT (s)"), ("paid_tbt_p99", "paying P99 TBT (s)"),
-                          ("free_tbt_p99", "free P99 TBT (s)")):
-        print(f"\n{title}, 5% paying")
-        print("rate  " + "  ".join(f"{lab[:22]:>22}" for lab in labels))
-        for rate in rates:
-            vals = [next(r[metric] for r in main if r["label"] == lab and r["rate"] == rate) for lab in labels]
-            print(f"{rate:4.1f}  " + "  ".join(f"{v:22.3f}" for v in vals))
+        body = [[f"{rate:g}"] + [_num(next((r[metric] for r in main if r["label"] == lab and r["rate"] == rate),
+                                           None)) for lab in labels] for rate in report["rates"]]
+        out += [h(f"{title}, 5% paying"), ""] + table(["rate"] + labels, body, markdown) + [""]
     for share, data in report["shares"].items():
-        print(f"\ncapacity (median TTFT <= 0.5 s, P99 TBT targets met), {float(share):.0%} paying:")
-        for label, v in data["schedulers"].items():
-            print(f"  {label:24} {v['capacity']:.2f} req/s   median TTFT at {max(rates):g} req/s: "
-                  f"{v['ttft_p50_top']:.2f} s")
+        out += [h(f"capacity (median TTFT ≤ 0.5 s, both P99 TBT targets met), {float(share):.0%} paying"), ""]
+        body = [[label, _cap(v), _num(v["ttft_p50_high"], ".2f"), ", ".join(f"{r:g}" for r in v["meets_at"]) or "—"]
+                for label, v in data["schedulers"].items()]
+        out += table(["scheduler", "capacity (req/s)", f"median TTFT at {report['high_rate']:g} req/s (s)",
+                      "rates meeting every target"], body, markdown)
         if data["paper"]:
-            p = data["paper"]
-            print(f"  paper: Sarathi (FCFS) -> SLAI (SPF, dynamic): capacity {p['capacity'][0]} -> {p['capacity'][1]}"
-                  f" req/s, median TTFT {p['ttft'][0]} -> {p['ttft'][1]} s")
-    print("\nFig. 8 at the top rate (KV blocks used / total):")
-    for label, v in report["fig8"].items():
-        print(f"  {label:10} max {v['kv_max']:.3f}  mean {v['kv_mean']:.3f}  median TTFT {v['ttft_p50']:.2f} s")
+            p, g = data["paper"], data["capacity_gain"]
+            out += ["", f"paper: {BASELINE} → {PROPOSED}: capacity {p['capacity'][0]} → {p['capacity'][1]} req/s "
+                        f"({p['capacity'][1] / p['capacity'][0] - 1:+.0%}), median TTFT {p['ttft'][0]} → "
+                        f"{p['ttft'][1]} s; here: capacity {_cap(data['schedulers'][BASELINE])} → "
+                        f"{_cap(data['schedulers'][PROPOSED])} req/s"
+                        + (f" ({g:+.0%})" if g is not None else "")]
+        out.append("")
+    eq = report["equal_load"]
+    if eq:
+        out += [h(f"equal relative load: {eq['rate']:g} req/s = {PAPER_HIGH_RATE:g} × (simulated {BASELINE} capacity"
+                  f" / {PAPER[0.05]['capacity'][0]}), 5% paying"), ""]
+        body = [[label, f"{v['ttft_p50']:.2f}", f"{v['ttft_mean']:.2f}", f"{v['paid_tbt_p99']:.3f}",
+                 f"{v['free_tbt_p99']:.3f}", f"{v['finished']}/{v['offered']}", "yes" if v["meets"] else "no"]
+                for label, v in eq["schedulers"].items()]
+        out += table(["scheduler", "median TTFT (s)", "mean TTFT (s)", "paying P99 TBT", "free P99 TBT",
+                      "finished/offered", "meets targets"], body, markdown)
+        out += ["", f"paper at {PAPER_HIGH_RATE:g} req/s: median TTFT {BASELINE} {eq['paper'][0]} s → {PROPOSED} "
+                    f"{eq['paper'][1]} s", ""]
+    if report["fig8"]:
+        out += [h("Fig. 8: KV blocks used or reserved / total (5% paying); SLAI (SPF) with three offsets"), ""]
+        body = [[f"{f8['rate']:g}", f8["kind"], short, f"{v['kv_max']:.3f}", f"{v['kv_mean']:.3f}",
+                 f"{v['kv_t96']:.1%}", f"{v['kv_t98']:.1%}", f"{v['kv_t99']:.1%}", str(v["preemptions"]),
+                 str(v["waiting_end"]), f"{v['finished']}/{v['offered']}", f"{v['ttft_p50']:.2f}",
+                 f"{v['ttft_mean']:.2f}"] for f8 in report["fig8"] for short, v in f8["offsets"].items()]
+        out += table(["rate", "", "offset", "peak", "mean", "time ≥96%", "time ≥98%", "time ≥99%", "preemptions",
+                      "waiting at end", "finished/offered", "median TTFT", "mean TTFT"], body, markdown) + [""]
+    return out
 
 
-def plot(out: Path, sweep, fig8) -> None:
+def print_report(report, rows) -> None:
+    print("\n".join(lines(report, rows)))
+
+
+def plot(out: Path, rows, report) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    main = [r for r in sweep if r["share"] == 0.05]
+    main = [r for r in rows if r["study"] == "sweep" and r["share"] == 0.05]
     labels = list(dict.fromkeys(r["label"] for r in main))
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     for ax, metric, title, target in ((axes[0], "paid_tbt_p99", "(a) P99 TBT, paying users", 0.1),
                                       (axes[1], "free_tbt_p99", "(b) P99 TBT, free users", 0.5),
                                       (axes[2], "ttft_p50", "(c) median TTFT", TTFT_TARGET)):
         for label in labels:
-            rows = sorted((r for r in main if r["label"] == label), key=lambda r: r["rate"])
-            ax.plot([r["rate"] for r in rows], [r[metric] for r in rows], marker="o", label=label)
+            group = sorted((r for r in main if r["label"] == label), key=lambda r: r["rate"])
+            ax.plot([r["rate"] for r in group], [r[metric] for r in group], marker="o", label=label)
         ax.axhline(target, color="k", ls="--", lw=0.8)
         ax.set_title(title)
         ax.set_xlabel("arrival rate (req/s)")
@@ -244,13 +407,23 @@ def plot(out: Path, sweep, fig8) -> None:
     fig.tight_layout()
     fig.savefig(out / "fig7.png", dpi=110)
     plt.close(fig)
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    for r in fig8:
-        ax.plot(r["kv_t"], r["kv_use"], label=r["label"], lw=0.8)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("KV blocks used / total")
-    ax.set_title(f"Fig. 8: KV use at {fig8[0]['rate']:g} req/s" if fig8 else "Fig. 8")
-    ax.legend()
+    panels = report["fig8"]
+    fig, axes = plt.subplots(2, max(1, len(panels)), figsize=(4.6 * max(1, len(panels)), 6.5), squeeze=False)
+    for col, f8 in enumerate(panels):
+        studies = ("equal",) if f8["kind"] == "equal relative load" else ("sweep", "fig8")
+        for short, label in OFFSETS:
+            r = next((r for r in rows if r["study"] in studies and r["label"] == label and r["rate"] == f8["rate"]
+                      and r["share"] == 0.05 and "kv_t" in r), None)
+            if r is None:
+                continue
+            axes[0, col].plot(r["kv_t"], r["kv_use"], label=short, lw=0.6)
+            axes[1, col].plot(r["kv_t"], r["kv_waiting"], label=short, lw=0.8)
+        axes[0, col].axhline(0.96, color="k", ls="--", lw=0.6)
+        axes[0, col].set_title(f"{f8['rate']:g} req/s ({f8['kind']})", fontsize=10)
+        axes[1, col].set_xlabel("time (s)")
+        axes[0, col].legend(fontsize=8)
+    axes[0, 0].set_ylabel("KV blocks used or reserved / total")
+    axes[1, 0].set_ylabel("waiting requests")
     fig.tight_layout()
     fig.savefig(out / "fig8.png", dpi=110)
     plt.close(fig)

@@ -80,12 +80,7 @@ class SLAI(Scheduler):
 
     # --- the offset and the deadlines ---------------------------------------------------------------------
     def kv_use(self, view: ReplicaView) -> float:
-        """Fraction of the KV pool held or reserved (admitted prompts reserve their whole length)."""
-        used = view.total_blocks - view.free_blocks
-        for r in view.running:
-            if not r.is_decode:
-                used += view.extra_blocks(r, r.num_tokens)
-        return used / view.total_blocks
+        return reserved_kv_use(view)
 
     def current_offset(self, view: ReplicaView) -> float:
         if not self.dynamic:
@@ -223,6 +218,17 @@ class SLAI(Scheduler):
         """Strictest TBT target first (the paying tier), then shortest prompt (App. F.2)."""
         tbt = r.slo.tbt if r.slo.tbt is not None else self.default_tbt
         return (tbt, r.prompt_len)
+
+
+def reserved_kv_use(view: ReplicaView) -> float:
+    """KV blocks used / total as the paper's engine counts them: held blocks plus the rest of every admitted
+    prompt, which that engine allocates whole at admission (seed 000 §7.1, spec A16); this replica allocates
+    blocks as chunks run, so ``view.kv_utilisation`` alone would read low."""
+    used = view.total_blocks - view.free_blocks
+    for r in view.running:
+        if not r.is_decode:
+            used += view.extra_blocks(r, r.num_tokens)
+    return used / view.total_blocks
 
 
 def _by_deadline(item) -> tuple[float, float]:
