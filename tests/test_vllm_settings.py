@@ -20,3 +20,20 @@ def test_settings_from_environment_and_tier_fallback():
 def test_bad_settings_name_the_input(env, fragment):
     with pytest.raises(ValueError, match=fragment):
         load_settings(env)
+
+
+def test_server_command_and_environment_carry_the_cpu_settings(tmp_path):
+    from llmsched.vllm.engine import PLUGIN, EngineConfig, serve_command, serve_env
+    cmd = serve_command(EngineConfig(model="m", block_size=64, kv_cache_mb=16), 8123)
+    args = cmd[3:]
+    flags = {a: (b if not b.startswith("--") else True) for a, b in zip(args, [*args[1:], "--"])
+             if a.startswith("--")}
+    assert cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert {"--host": "127.0.0.1", "--port": "8123", "--block-size": "64", "--kv-cache-memory-bytes": str(16 << 20),
+            "--load-format": "dummy", "--scheduler-cls": PLUGIN}.items() <= flags.items()
+    assert flags["--enforce-eager"] is True and flags["--no-enable-prefix-caching"] is True
+    env = serve_env(str(tmp_path), {"LLMSCHED_SCHEDULER": "slai"},
+                    base={"PATH": "/bin", "LLMSCHED_TIERS": "stale", "VLLM_CPU_OMP_THREADS_BIND": "0-1"})
+    assert env["LLMSCHED_SCHEDULER"] == "slai" and "LLMSCHED_TIERS" not in env  # only the settings given
+    assert env["TMPDIR"] == str(tmp_path / "tmp") and (tmp_path / "cache").is_dir()
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1" and env["HF_HUB_OFFLINE"] == "1" and env["PATH"] == "/bin"
