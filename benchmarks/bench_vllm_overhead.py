@@ -15,8 +15,10 @@ Target (issue 3): the plug-in's total schedule time within 2x stock. Figures are
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -38,6 +40,7 @@ def engines(max_seqs: int):
     from llmsched.vllm.model import write_model
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     work = set_in_process_env(tempfile.mkdtemp(prefix="bench-vllm-"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     model = str(write_model(os.path.join(work, "tiny")))
     common = dict(model=model, max_model_len=MAX_LEN, max_num_seqs=max_seqs, max_num_batched_tokens=2048,
                   kv_cache_mb=160)
