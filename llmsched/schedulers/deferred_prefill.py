@@ -10,6 +10,7 @@ from .base import Scheduler
 from .decode_pass import add_decodes
 from .registry import register
 from .vllm import swap_in
+from .whole_prompt import admit_whole_prompts
 
 MODES = ("to-full", "stateless")
 FINISHED = Status.FINISHED
@@ -98,7 +99,7 @@ class DeferredPrefill(Scheduler):
                 if not self._in_phase and (self._freed >= K or running == 0 or (self._ran_dry and C - running >= K)):
                     self._in_phase = True
                 gate = self._in_phase
-            if gate and self._admit(view, plan, C - running):
+            if gate and admit_whole_prompts(view, plan, C - running, self.watermark):
                 return plan
         if self._in_phase:  # nothing more fits: the phase ends and this step decodes (T_k)
             self._in_phase = False
@@ -108,25 +109,6 @@ class DeferredPrefill(Scheduler):
         if not plan.preempt:
             swap_in(view, plan, free - int(self.watermark * view.total_blocks))
         return plan
-
-    def _admit(self, view: ReplicaView, plan: BatchPlan, room: int) -> bool:
-        """Whole prompts FCFS while budget, seats and KV above the watermark allow (as ``vllm``)."""
-        budget = view.max_num_batched_tokens
-        free = view.free_blocks - int(self.watermark * view.total_blocks)
-        tokens = 0
-        for r in view.waiting:
-            n = r.prompt_len + r.num_generated
-            if n > budget:
-                plan.reject.append((r, _too_long(n, budget)))
-                continue
-            need = view.blocks_for(n)
-            if tokens + n > budget or room < 1 or need > free:
-                break
-            plan.prefills.append((r, n))
-            tokens += n
-            room -= 1
-            free -= need
-        return bool(plan.prefills)
 
     def on_step_end(self, view: ReplicaView, plan: BatchPlan, duration: float) -> None:
         left = len(plan.preempt)
@@ -188,7 +170,3 @@ class DeferredPrefill(Scheduler):
         self._K = pred.K
         self._choice = {**pred.summary(), "mean_output": mean_output, "learned": self.mean_output is None}
 
-
-def _too_long(n: int, budget: int) -> str:
-    return (f"its {n}-token prompt exceeds max_num_batched_tokens {budget} and this scheduler does not chunk "
-            f"prompts (raise the limit)")

@@ -8,7 +8,7 @@ from ..engine.view import ReplicaView
 from .base import Scheduler
 from .decode_pass import add_decodes
 from .registry import register
-from .whole_prompt import too_long
+from .whole_prompt import admit_whole_prompts
 
 
 @register
@@ -35,25 +35,9 @@ class VLLM(Scheduler):
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()
-        if not view.swapped:
-            budget = view.max_num_batched_tokens
-            room = view.max_num_seqs - len(view.running)
-            free = view.free_blocks - int(self.watermark * view.total_blocks)
-            tokens = 0
-            for r in view.waiting:
-                n = r.prompt_len + r.num_generated
-                if n > budget:
-                    plan.reject.append((r, too_long(view, r)))
-                    continue
-                need = view.blocks_for(n)
-                if tokens + n > budget or room < 1 or need > free:
-                    break
-                plan.prefills.append((r, n))
-                tokens += n
-                room -= 1
-                free -= need
-            if plan.prefills:
-                return plan
+        if not view.swapped and admit_whole_prompts(view, plan, view.max_num_seqs - len(view.running),
+                                                    self.watermark):
+            return plan
         free = add_decodes(view, plan)
         if not plan.preempt:
             swap_in(view, plan, free - int(self.watermark * view.total_blocks))

@@ -1,6 +1,7 @@
 """For policies that never chunk: a prompt larger than the step's token budget can never run."""
 from __future__ import annotations
 
+from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from ..request import Request
 
@@ -12,3 +13,24 @@ def too_long(view: ReplicaView, r: Request) -> str | None:
         return (f"its {n}-token prompt exceeds max_num_batched_tokens {view.max_num_batched_tokens} and this "
                 f"scheduler does not chunk prompts (raise the limit or use a chunking scheduler)")
     return None
+
+
+def admit_whole_prompts(view: ReplicaView, plan: BatchPlan, room: int, watermark: float) -> bool:
+    """vLLM's admission: whole prompts FCFS while the token budget, ``room`` seats and the KV blocks above a
+    ``watermark`` fraction allow; the first that does not fit blocks the queue. True if any was admitted."""
+    budget = view.max_num_batched_tokens
+    free = view.free_blocks - int(watermark * view.total_blocks)
+    tokens = 0
+    for r in view.waiting:
+        n = r.prompt_len + r.num_generated
+        if n > budget:
+            plan.reject.append((r, too_long(view, r)))
+            continue
+        need = view.blocks_for(n)
+        if tokens + n > budget or room < 1 or need > free:
+            break
+        plan.prefills.append((r, n))
+        tokens += n
+        room -= 1
+        free -= need
+    return bool(plan.prefills)
