@@ -7,12 +7,12 @@ from llmsched.batchtime.linear import LinearBatchTime
 from llmsched.engine.plan import BatchPlan
 from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.request import Request
-from llmsched.schedulers.base import Scheduler
 from llmsched.schedulers.registry import create_scheduler
 from llmsched.sim.simulator import simulate
 from llmsched.wait import PromptType, memory_requirement, segments
 from llmsched.wait.experiments import memory_cap
 from llmsched.wait.workloads import Mixture
+from test_wait_schedulers import Scripted
 from llmsched.workload.arrivals import Piecewise
 from llmsched.workload.workload import OpenLoop, Workload
 
@@ -22,16 +22,6 @@ BT = LinearBatchTime.from_wait(0.01, 1e-5)
 def replica(scheduler, memory=1 << 20, **kw):
     cfg = ReplicaConfig(num_blocks=memory, block_size=1, max_num_seqs=4096, max_model_len=1 << 20, **kw)
     return Replica(0, scheduler, BT, cfg)
-
-
-class Scripted(Scheduler):
-    name = "scripted"
-
-    def __init__(self):
-        self.plan = BatchPlan()
-
-    def schedule(self, view):
-        return self.plan
 
 
 def test_adapt_window_raises_thresholds_with_the_rate_and_lowers_them_after():
