@@ -4,13 +4,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..options import TABLE_COLUMNS, add_run_options, base_config, parse_params
+
 ENGINE_DEFAULTS = {"max_model_len": 2048, "max_num_seqs": 64, "max_num_batched_tokens": 1024, "block_size": 32}
 SIM_ONLY = ("model", "gpu", "tp", "batch_time", "replicas", "router", "gpu_memory_utilization", "num_blocks",
             "preemption_mode", "swap_space_gb")
 
 
 def add_vllm_commands(sub) -> None:
-    from ..cli import _add_run_options
     r = sub.add_parser("run", help="replay a workload through a real engine (vLLM) with an llmsched scheduler",
                        description="Replay a workload through vLLM in real time (arrivals as scheduled, outputs "
                                    "forced to the workload's lengths with ignore_eos) with the llmsched plug-in, "
@@ -19,7 +20,7 @@ def add_vllm_commands(sub) -> None:
     r.add_argument("--scheduler", help="llmsched scheduler name (default vllm-chunked)")
     r.add_argument("--out", help="output folder")
     _add_engine_options(r)
-    _add_run_options(r)
+    add_run_options(r)
     r.set_defaults(func=cmd_run)
 
     p = sub.add_parser("profile", help="measure a real engine's step times and fit a batch-time profile",
@@ -44,7 +45,7 @@ def add_vllm_commands(sub) -> None:
     f.add_argument("--scheduler", help="llmsched scheduler name (default vllm-chunked)")
     f.add_argument("--out", help="output folder (real/, sim/, fidelity.csv)")
     _add_engine_options(f)
-    _add_run_options(f)
+    add_run_options(f)
     f.set_defaults(func=cmd_fidelity)
 
     m = sub.add_parser("make-model", help="write a local model directory (config + tokenizer) for vLLM's dummy "
@@ -67,10 +68,9 @@ def _add_engine_options(p) -> None:
 
 
 def _split_config(args, default_scheduler="vllm-chunked"):
-    from ..cli import _base_config, _parse_params
     from ..experiment import RunConfig
     from .engine import EngineConfig
-    base = _base_config(args)
+    base = base_config(args)
     model = base.pop("model", None)
     if not model or not Path(model).is_dir():
         raise ValueError(f"--model {model!r}: give a model directory (write one with `llmsched make-model --out DIR`)")
@@ -78,7 +78,7 @@ def _split_config(args, default_scheduler="vllm-chunked"):
     for k in SIM_ONLY:
         base.pop(k, None)
     base["scheduler"] = args.scheduler or base.get("scheduler", default_scheduler)
-    base["scheduler_params"] = {**base.get("scheduler_params", {}), **_parse_params(args.param)}
+    base["scheduler_params"] = {**base.get("scheduler_params", {}), **parse_params(args.param)}
     if not base.get("trace") and not base.get("num_requests") and not base.get("duration"):
         base["num_requests"] = 50
     base["max_model_len"] = engine["max_model_len"]
@@ -92,7 +92,6 @@ def _start(args):
 
 
 def cmd_run(args) -> int:
-    from ..cli import TABLE_COLUMNS
     from ..metrics.summary import summarize, summary_row
     from ..metrics.writers import format_table, write_run
     cfg, engine = _split_config(args)
