@@ -11,24 +11,42 @@ from pathlib import Path
 
 from .commands import add_package_commands
 from .vllm.commands import add_vllm_commands
-from .experiment import RunConfig, load_config, run
+from .experiment import RunConfig, run
 from .options import TABLE_COLUMNS, add_run_options, base_config, run_configs
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse has printed its one-line error (or --help)
+        return e.code if isinstance(e.code, int) else 2
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
     try:
         return args.func(args)
     except (ValueError, FileNotFoundError) as e:
-        print(f"llmsched {args.command}: error: {e}", file=sys.stderr)
+        print(f"llmsched {args.command}: error: {one_line(e)}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"llmsched {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
 
 
+def one_line(e: Exception) -> str:
+    return " ".join(str(e).split())
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error: the usage is in --help."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="llmsched", description=(
+    p = Parser(prog="llmsched", description=(
         "Scheduling for LLM inference: simulate and compare batch schedulers on real model/GPU pairs and "
         "real traces. Times are printed in milliseconds."))
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -37,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run several schedulers on the same workload and print a table; writes "
                                    "results.json/.csv and latency/KV plots to --out. With no options: Llama-3-8B "
                                    "on an A100, ShareGPT lengths, Poisson arrivals near the baselines' capacity.")
-    c.add_argument("--schedulers", default="all", help="comma-separated names, or 'all' (default)")
+    c.add_argument("--schedulers", help="comma-separated names, or 'all' (default: the config file's scheduler, "
+                                        "else all)")
     c.add_argument("--out", default="compare", help="output folder (default: compare/)")
     c.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel runs (default 2)")
     add_run_options(c)
@@ -54,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("sweep", help="schedulers over a range of arrival rates",
                        description="Run each scheduler at each rate; print a table and write sweep.csv/.json "
                                    "and sweep.png to --out.")
-    w.add_argument("--schedulers", default="vllm,sarathi", help="comma-separated names (default vllm,sarathi)")
+    w.add_argument("--schedulers", help="comma-separated names (default: the config file's scheduler, else "
+                                        "vllm,sarathi)")
     w.add_argument("--rates", required=True, help="START:STOP:STEP (inclusive), or a comma-separated list")
     w.add_argument("--out", default="sweep", help="output folder (default: sweep/)")
     w.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel runs (default 2)")
@@ -109,12 +129,13 @@ def cmd_compare(args) -> int:
     from .metrics.plots import plot_kv_usage, plot_latency_cdfs
     from .metrics.writers import format_table, write_table
     from .schedulers.registry import scheduler_info, scheduler_names
-    if args.schedulers == "all":
-        oracle = bool(args.oracle or (args.config and load_config(args.config).get("oracle")))
+    base = base_config(args)
+    chosen = args.schedulers or base.get("scheduler") or "all"
+    if chosen == "all":
         names = [n for n in scheduler_names() if not n.startswith("test-")
-                 and (oracle or not scheduler_info(n)["needs_oracle"])]
+                 and (base.get("oracle") or not scheduler_info(n)["needs_oracle"])]
     else:
-        names = _split(args.schedulers)
+        names = _split(chosen)
     configs = run_configs(args, names, defaults=COMPARE_DEFAULTS)
     t0 = time.perf_counter()
     outcomes = _run_many(configs, args.jobs, not args.no_progress)
@@ -156,7 +177,12 @@ def cmd_simulate(args) -> int:
 def cmd_sweep(args) -> int:
     from .metrics.plots import plot_sweep
     from .metrics.writers import format_table, write_table
-    names = _split(args.schedulers)
+    base = base_config(args)
+    names = _split(args.schedulers or base.get("scheduler") or "vllm,sarathi")
+    for key in ("rate", "concurrency", "rate_schedule"):
+        if base.get(key) is not None:
+            raise ValueError(f"--{key.replace('_', '-')} does not apply to `llmsched sweep`, which runs each of "
+                             f"--rates; remove it")
     rates = parse_rates(args.rates)
     configs = run_configs(args, names, rates)
     outcomes = _run_many(configs, args.jobs, not args.no_progress)

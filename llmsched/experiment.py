@@ -12,17 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .batchtime.registry import make_batch_time_model
+from .config_fields import API, FIELDS, Origin, check_combination, check_field, check_params
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.memory import kv_capacity_blocks
 from .hardware.models import model as model_preset
 from .metrics.steps import StepLog
 from .routers import make_router
-from .schedulers.registry import create_scheduler
+from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.simulator import RunResult, simulate
 from .workload.tiers import parse_tiers
 from .workload.arrivals import Piecewise
-from .workload.workload import ClosedLoop, OpenLoop, Workload, named_workload, trace_workload
+from .workload.workload import ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, trace_workload
 from .workload.presets import length_preset
 
 
@@ -42,6 +43,7 @@ class RunConfig:
     # workload: a named length preset with an arrival process, a real trace, or a closed loop
     workload: str = "sharegpt"
     trace: str | None = None
+    lengths: str | None = None  # a user's own length CSV instead of the named preset `workload`
     rate: float | None = 2.0
     num_requests: int | None = None
     duration: float | None = None
@@ -70,24 +72,42 @@ class RunConfig:
     seed: int = 0
 
     def __post_init__(self):
-        if self.rate is not None and not (self.rate > 0 and math.isfinite(self.rate)):
-            raise ValueError(f"rate must be a positive number of requests/s, got {self.rate}")
-        if self.replicas < 1:
-            raise ValueError(f"replicas must be >= 1, got {self.replicas}")
-        if self.num_requests is not None and self.num_requests < 1:
-            raise ValueError(f"num_requests must be >= 1, got {self.num_requests}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, check_field(f.name, getattr(self, f.name)))
+        defaults = RunConfig.__dataclass_fields__
+        check_combination({f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                           if getattr(self, f.name) != _default(defaults[f.name])})
 
     @classmethod
-    def from_dict(cls, data: dict, origin: str = "config") -> "RunConfig":
+    def from_dict(cls, data: dict, origin: str | Origin | dict = "config") -> "RunConfig":
+        """A config from user-written values; ``origin`` says where each was written (one Origin, or one per
+        key), so an error names the option or the file and line."""
+        def origin_of(key):
+            if isinstance(origin, dict):
+                return origin.get(key, API)
+            return origin if isinstance(origin, Origin) else API
+        label = origin if isinstance(origin, str) else "config"
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"{origin}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
+            where = origin_of(unknown[0]).path if origin_of(unknown[0]).kind == "file" else label
+            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
+        data = {k: check_field(k, v, origin_of(k)) for k, v in data.items()}
+        check_combination(data, origin_of)
+        if "scheduler_params" in data:
+            name = data.get("scheduler", cls.scheduler)
+            data["scheduler_params"] = check_params(
+                f"scheduler {name!r}", data["scheduler_params"], scheduler_info(name)["params"],
+                origin_of("scheduler_params").name("scheduler_params"))
         return cls(**data)
+
+
+def _default(f):
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+if {f.name for f in dataclasses.fields(RunConfig)} != set(FIELDS):
+    raise RuntimeError("RunConfig's fields and config_fields.FIELDS differ: give every field a schema entry")
 
 
 def load_config(path: str | Path) -> dict:
@@ -115,10 +135,26 @@ def load_config(path: str | Path) -> dict:
     return {k.replace("-", "_"): v for k, v in data.items()}
 
 
-def build_replicas(cfg: RunConfig) -> list[Replica]:
+def read_run_config(path: str | Path) -> tuple[dict, Origin]:
+    """A run config file's keys, each checked against RunConfig's schema, and its Origin for later errors."""
+    data = load_config(path)
+    origin = Origin.file(path, Path(path).read_text())
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise ValueError(f"config file {path}: unknown key(s) {', '.join(unknown)}; valid keys: "
+                         f"{', '.join(sorted(FIELDS))}")
+    return {k: check_field(k, v, origin) for k, v in data.items()}, origin
+
+
+def build_replicas(cfg: RunConfig, workload_params: dict | None = None) -> list[Replica]:
+    """The run's replicas; ``workload_params`` (from ``workload_params(cfg, source)``) tunes workload-aware
+    policies to the run's own workload where the user did not set those parameters."""
     m = model_preset(cfg.model)
     if cfg.tp is not None:
         m = m.with_tp(cfg.tp)
+    if cfg.max_model_len is not None and cfg.max_model_len > m.max_model_len:
+        raise ValueError(f"max_model_len {cfg.max_model_len} is above {cfg.model}'s context length "
+                         f"{m.max_model_len}; lower --max-model-len or leave it out to use the model's")
     g = gpu_preset(cfg.gpu)
     bt = make_batch_time_model(cfg.batch_time, m, g, **cfg.batch_time_params)
     num_blocks = cfg.num_blocks or kv_capacity_blocks(m, g, gpu_memory_utilization=cfg.gpu_memory_utilization,
@@ -130,8 +166,40 @@ def build_replicas(cfg: RunConfig) -> list[Replica]:
         preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow)
     steps = StepLog()
-    return [Replica(i, create_scheduler(cfg.scheduler, **cfg.scheduler_params), bt, config, steps)
+    params = {**(workload_params or {}), **cfg.scheduler_params}
+    return [Replica(i, create_scheduler(cfg.scheduler, **params), bt, config, steps)
             for i in range(cfg.replicas)]
+
+
+def workload_params(cfg: RunConfig, source) -> dict:
+    """``lengths`` and ``rate`` of the run's own workload, for policies whose thresholds are derived from them
+    (WAIT, nested WAIT: seed 003 §5-6); empty for other policies or when the user gave explicit ``types``.
+
+    The rate is the configured one, or for a trace replayed at its own pace or a rate schedule the mean rate of
+    the generated arrivals; a closed loop has none (the batch-cap rule needs only the rates' ratios)."""
+    params = scheduler_info(cfg.scheduler)["params"]
+    if not {"lengths", "rate", "types"} <= set(params) or cfg.scheduler_params.get("types"):
+        return {}
+    out = {"lengths": cfg.lengths or cfg.trace or cfg.workload}
+    if cfg.concurrency is None:
+        rate = cfg.rate if cfg.rate and not cfg.rate_schedule else mean_rate(source)
+        if rate:
+            out["rate"] = rate
+    return out
+
+
+def mean_rate(source) -> float | None:
+    times = sorted(r.arrival for r in getattr(source, "requests", []))
+    if len(times) < 2 or times[-1] <= times[0]:
+        return None
+    return (len(times) - 1) / (times[-1] - times[0])
+
+
+def length_dist(cfg: RunConfig):
+    """The run's length distribution: the user's own length file (``lengths``), else the named preset."""
+    if cfg.lengths:
+        return lengths_file(cfg.lengths)
+    return length_preset(cfg.workload)
 
 
 def build_source(cfg: RunConfig):
@@ -139,22 +207,26 @@ def build_source(cfg: RunConfig):
     extra = {"tiers": tiers} if tiers else {}
     if cfg.concurrency is not None:
         if cfg.num_requests is None:
-            raise ValueError("a closed-loop run (concurrency) needs num_requests")
-        return ClosedLoop(cfg.concurrency, length_preset(cfg.workload), cfg.num_requests, seed=cfg.seed, **extra)
+            raise ValueError("concurrency (a closed loop) needs num_requests, how many requests it sends in all")
+        return ClosedLoop(cfg.concurrency, length_dist(cfg), cfg.num_requests, seed=cfg.seed,
+                          max_total_tokens=cfg.max_total_tokens, **extra)
     if cfg.rate_schedule:
         if cfg.num_requests is None and cfg.duration is None:
-            raise ValueError("a rate_schedule run needs num_requests or duration")
-        wl = Workload(Piecewise(parse_rate_schedule(cfg.rate_schedule)), length_preset(cfg.workload),
+            raise ValueError(f"rate_schedule {cfg.rate_schedule!r} needs num_requests or duration (--num-requests "
+                             f"or --duration)")
+        wl = Workload(Piecewise(parse_rate_schedule(cfg.rate_schedule)), length_dist(cfg),
                       num_requests=cfg.num_requests, duration=cfg.duration, max_total_tokens=cfg.max_total_tokens,
                       seed=cfg.seed, **extra)
     elif cfg.trace:
         wl = trace_workload(cfg.trace, target_rate=cfg.rate, num_requests=cfg.num_requests,
                             max_total_tokens=cfg.max_total_tokens, seed=cfg.seed, **extra)
     else:
+        if cfg.rate is None:
+            raise ValueError("a generated workload needs rate (--rate, requests/s)")
         n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
-        wl = named_workload(cfg.workload, rate=cfg.rate, num_requests=n, duration=cfg.duration,
-                            arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
-                            seed=cfg.seed, **extra)
+        wl = generated_workload(length_dist(cfg), rate=cfg.rate, num_requests=n, duration=cfg.duration,
+                                arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
+                                seed=cfg.seed, **extra)
     return OpenLoop(wl.requests())
 
 
@@ -169,8 +241,8 @@ def parse_rate_schedule(text: str) -> list[tuple[float, float]]:
 
 
 def run(cfg: RunConfig, progress: bool = False) -> RunResult:
-    replicas = build_replicas(cfg)
     source = build_source(cfg)
+    replicas = build_replicas(cfg, workload_params(cfg, source))
     result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed,
                       progress=progress, keep_gaps=cfg.keep_gaps)
     rep = replicas[0]

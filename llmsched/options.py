@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from .experiment import RunConfig, load_config
+from .config_fields import API, Origin, check_combination, check_field, conflicts_with
+from .experiment import RunConfig, read_run_config
 
 RUN_OPTIONS = {
     # name: (type, help)
@@ -18,8 +19,10 @@ RUN_OPTIONS = {
     "replicas": (int, "number of replicas behind the router"),
     "router": (str, "router for several replicas: random, round-robin, least-outstanding, least-load"),
     "workload": (str, "named length preset paired with --arrival at --rate (sharegpt, azure-conv, ...)"),
-    "trace": (str, "replay a real trace file (Azure 2023 CSV, Vidur CSV); a bare name is looked up in "
-                   "$LLMSCHED_DATA and ../shared/data/traces"),
+    "lengths": (str, "your own length file (CSV with num_prefill_tokens,num_decode_tokens or question_length,"
+                     "answer_length; or any trace, its arrivals unused) as the length distribution, with --rate"),
+    "trace": (str, "replay a real trace file with arrival times (Azure 2023 CSV, Vidur CSV); a bare name is looked "
+                   "up in $LLMSCHED_DATA and ../shared/data/traces (length-only files go to --lengths)"),
     "rate": (float, "arrival rate in requests/s (for --trace: rescale its arrivals to this mean rate)"),
     "num_requests": (int, "number of requests (default 1000 for named workloads, the whole trace for --trace)"),
     "duration": (float, "generate arrivals for this many seconds instead of a request count"),
@@ -49,11 +52,17 @@ TABLE_COLUMNS = ["scheduler", "finished", "rejected", "ttft_p50", "ttft_p99", "t
                  "throughput_rps", "output_tps", "goodput_rps", "slo_attainment", "preemptions", "wall_s"]
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
+def add_run_options(p: argparse.ArgumentParser, exclude=()) -> None:
+    """The run options on ``p``, except ``exclude`` (options that do not apply to the command: a config file
+    that sets one of them is an error too)."""
+    unknown = sorted(set(exclude) - set(RUN_OPTIONS))
+    if unknown:
+        raise ValueError(f"add_run_options: no run option(s) {', '.join(unknown)}")
     g = p.add_argument_group("run options (also settable in --config; CLI wins)")
     g.add_argument("--config", help="TOML or YAML file whose keys are these options (with _ or -)")
     for name, (typ, help_text) in RUN_OPTIONS.items():
-        g.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=None, help=help_text)
+        if name not in exclude:
+            g.add_argument("--" + name.replace("_", "-"), dest=name, type=typ, default=None, help=help_text)
     g.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="scheduler parameter (repeatable); in compare/sweep use SCHEDULER.KEY=VALUE")
     g.add_argument("--bt-param", action="append", default=[], metavar="KEY=VALUE",
@@ -63,33 +72,57 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sketch", action="store_true",
                    help="keep TBT samples only as quantile sketches (for runs of millions of requests)")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(excluded_run_options=tuple(exclude))
+
+
+CLI = Origin("cli")
 
 
 def base_config(args) -> dict:
-    """The --config file's keys overridden by the options given on the command line."""
-    data = load_config(args.config) if args.config else {}
+    """The --config file's keys overridden by the options given on the command line, each checked."""
+    return config_with_origins(args)[0]
+
+
+def config_with_origins(args) -> tuple[dict, dict[str, Origin]]:
+    """``base_config`` and, per key, where it was written (for errors that name the option or file and line)."""
+    data, origins = {}, {}
+    if args.config:
+        data, file_origin = read_run_config(args.config)
+        origins = dict.fromkeys(data, file_origin)
+    command = getattr(args, "command", None) or "this command"
+    for key in getattr(args, "excluded_run_options", ()):
+        if key in data:
+            raise ValueError(f"{origins[key].name(key)} does not apply to `llmsched {command}`; remove it")
     for name in RUN_OPTIONS:
-        v = getattr(args, name)
+        v = getattr(args, name, None)
         if v is not None:
-            data[name] = v
+            data[name] = check_field(name, v, CLI)
+            origins[name] = CLI
     if args.oracle:
         data["oracle"] = True
+        origins["oracle"] = CLI
     if args.sketch:
         data["keep_gaps"] = False
+        origins["keep_gaps"] = CLI
     if args.bt_param:
-        data["batch_time_params"] = {**data.get("batch_time_params", {}), **parse_params(args.bt_param)}
+        data["batch_time_params"] = {**data.get("batch_time_params", {}), **parse_params(args.bt_param, "--bt-param")}
+        origins["batch_time_params"] = CLI
     if data.get("trace") and "rate" not in data:
         data["rate"] = None  # replay the trace at its own rate
-    return data
+    check_combination(data, lambda key: origins.get(key, API))
+    return data, origins
 
 
-def parse_params(items: list[str]) -> dict:
+def parse_params(items: list[str], option: str = "--param") -> dict:
     out = {}
     for item in items:
         if "=" not in item:
-            raise ValueError(f"--param {item!r}: expected KEY=VALUE")
+            raise ValueError(f"{option} {item!r}: expected KEY=VALUE")
         key, value = item.split("=", 1)
-        out[key.strip().replace("-", "_")] = parse_value(value.strip())
+        key = key.strip().replace("-", "_")
+        if not key:
+            raise ValueError(f"{option} {item!r}: the KEY before '=' is empty; expected KEY=VALUE")
+        out[key] = parse_value(value.strip())
     return out
 
 
@@ -107,36 +140,58 @@ def parse_value(v: str):
     return v
 
 
-def scheduler_params(args, names: list[str]) -> dict[str, dict]:
-    """Split ``SCHEDULER.KEY=VALUE`` params by scheduler (plain KEY=VALUE when one scheduler)."""
+def scheduler_params(args, names: list[str], base: dict | None = None) -> dict[str, dict]:
+    """Per scheduler, its parameters from the --config file's ``scheduler_params`` and from ``--param``.
+
+    Both take the same forms: ``SCHEDULER.KEY=VALUE`` (or a ``[scheduler_params.SCHEDULER]`` table in the file)
+    for one scheduler of several, plain ``KEY=VALUE`` when the run has one scheduler. CLI values win.
+    """
+    if base is None:
+        base = base_config(args)
+    where = f"scheduler_params (in {args.config})" if args.config else "scheduler_params"
     per = {n: {} for n in names}
-    for key, value in parse_params(args.param).items():
-        if "." in key:
-            name, key = key.split(".", 1)
-            if name not in per:
-                raise ValueError(f"--param {name}.{key}: {name!r} is not among the schedulers of this run")
-            per[name][key] = value
-        elif len(names) == 1:
-            per[names[0]][key] = value
-        else:
-            raise ValueError(f"--param {key}: with several schedulers write SCHEDULER.{key}=VALUE")
+    for source, option in ((base.get("scheduler_params") or {}, where), (parse_params(args.param), "--param")):
+        for key, value in source.items():
+            if isinstance(value, dict) and key in per:
+                per[key].update(value)
+            elif isinstance(value, dict):
+                raise ValueError(f"{option}: [{key}] is not among the schedulers of this run "
+                                 f"({', '.join(names)})")
+            elif "." in key:
+                name, sub = key.split(".", 1)
+                if name not in per:
+                    raise ValueError(f"{option} {name}.{sub}: {name!r} is not among the schedulers of this run "
+                                     f"({', '.join(names)})")
+                per[name][sub] = value
+            elif len(names) == 1:
+                per[names[0]][key] = value
+            else:
+                raise ValueError(f"{option} {key}: with several schedulers write SCHEDULER.{key}=VALUE (in a "
+                                 f"config file: a [scheduler_params.SCHEDULER] table)")
     return per
 
 
 def run_configs(args, names: list[str], rates=None, defaults=None) -> list[RunConfig]:
-    """One RunConfig per scheduler (and per rate): defaults < --config < CLI options."""
+    """One RunConfig per scheduler (and per rate): defaults < --config < CLI options.
+
+    A default that does not apply to the run (the default rate of a trace replay or closed loop) is left out;
+    the rest (e.g. compare's SLO tiers) applies to every kind of workload."""
     from .schedulers.registry import scheduler_info
-    base = base_config(args)
-    if not base.get("trace") and not base.get("concurrency"):
-        base = {**(defaults or {}), **base}
-    params = scheduler_params(args, names)
+    base, origins = config_with_origins(args)
+    for key, value in (defaults or {}).items():
+        if key not in base and not conflicts_with(key, base) and not (key == "rate" and base.get("trace")):
+            base[key] = value
+    params = scheduler_params(args, names, base)
+    if "scheduler_params" in origins:
+        origins["scheduler_params"] = origins["scheduler_params"] if not args.param else CLI
+    elif args.param:
+        origins["scheduler_params"] = CLI
     configs = []
     for name in names:
         scheduler_info(name)  # unknown names fail here, before any run starts
         for rate in rates or [None]:
-            data = {**base, "scheduler": name,
-                    "scheduler_params": {**base.get("scheduler_params", {}), **params[name]}}
+            data = {**base, "scheduler": name, "scheduler_params": params[name]}
             if rate is not None:
                 data["rate"] = rate
-            configs.append(RunConfig.from_dict(data, origin="run options"))
+            configs.append(RunConfig.from_dict(data, origin=origins))
     return configs

@@ -23,9 +23,14 @@ def all_presets() -> dict:
                      "constant": "evenly spaced at --rate", "trace": "--trace FILE replays real arrival times",
                      "closed-loop": "--concurrency N: a new request when one finishes"},
         "batch_time_models": {n: info["summary"] for n, info in BATCH_TIME_MODELS.items()},
-        "schedulers": {n: scheduler_info(n) for n in scheduler_names() if not n.startswith("test-")},
+        "schedulers": {n: public(scheduler_info(n)) for n in scheduler_names() if not n.startswith("test-")},
         "routers": {n: cls.summary for n, cls in ROUTERS.items()},
     }
+
+
+def public(info: dict) -> dict:
+    """A scheduler's settable parameters only (dataclass fields named _x are its internal state)."""
+    return {**info, "params": {k: v for k, v in info["params"].items() if not k.startswith("_")}}
 
 
 def format_presets(data: dict) -> str:

@@ -65,7 +65,7 @@ def test_presets_lists_everything_with_sources(capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["simulate", "--scheduler", "nosuch"], "unknown scheduler 'nosuch'"),
-    (["simulate", "--rate", "-1"], "rate must be a positive number"),
+    (["simulate", "--rate", "-1"], "--rate -1.0: must be a positive number"),
     (["simulate", "--trace", "/no/such/trace.csv"], "trace.csv"),
     (["simulate", "--model", "gpt-9"], "gpt-9"),
     (["simulate", "--workload", "nope"], "unknown length preset 'nope'"),

@@ -120,7 +120,7 @@ def test_trace_workload_replays_rows_in_order(tmp_path):
     assert [r.arrival for r in fast] == pytest.approx([0, 0.1]) and [r.prompt_len for r in fast] == [1, 2]
     with pytest.raises(ValueError, match="only 4"):
         trace_workload(path, num_requests=5).requests()
-    with pytest.raises(ValueError, match="no arrival times"):
+    with pytest.raises(ValueError, match="without arrival times"):
         trace_workload(write(tmp_path, "question_length,answer_length\n1,1\n", "l.csv"))
 
 

@@ -72,17 +72,30 @@ def resolve_data_file(name) -> Path:
 
 
 def _read_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
-    with open(path, newline="", encoding="utf-8-sig") as f:
+    with _opened(path) as f:
         reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None:
-            raise TraceError(f"{path}: the file is empty; expected a CSV header. Supported: {SUPPORTED}")
-        rows, lines = [], []
-        for row in reader:
-            if row:
-                rows.append(row)
-                lines.append(reader.line_num)
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise TraceError(f"{path}:1: the file is empty; expected a CSV header. Supported: {SUPPORTED}")
+            rows, lines = [], []
+            for row in reader:
+                if row:
+                    rows.append(row)
+                    lines.append(reader.line_num)
+        except csv.Error as e:
+            raise TraceError(f"{path}:{reader.line_num}: not readable as CSV ({e}). Supported: {SUPPORTED}") from None
+        except UnicodeDecodeError:
+            raise TraceError(f"{path}:{reader.line_num + 1}: not a UTF-8 text file; a trace is a CSV file. "
+                             f"Supported: {SUPPORTED}") from None
     return [h.strip() for h in header], rows, lines
+
+
+def _opened(path: Path):
+    try:
+        return open(path, newline="", encoding="utf-8-sig")
+    except OSError as e:
+        raise TraceError(f"{path}: cannot be read ({e.strerror})") from None
 
 
 def _columns(path: Path, header: list[str], rows: list[list[str]], lines: list[int], names) -> list[list[str]]:
@@ -91,7 +104,7 @@ def _columns(path: Path, header: list[str], rows: list[list[str]], lines: list[i
         idx = [header.index(n) for n in names]
     except ValueError:
         missing = [n for n in names if n not in header]
-        raise TraceError(f"{path}: header lacks column(s) {', '.join(missing)}; it has {', '.join(header)}") from None
+        raise TraceError(f"{path}:1: header lacks column(s) {', '.join(missing)}; it has {', '.join(header)}") from None
     width = max(idx) + 1
     for row, line in zip(rows, lines):
         if len(row) < width:
@@ -228,30 +241,51 @@ def read_vidur(path, zero_lengths: str = "error") -> Trace:
 def read_lengths(path, zero_lengths: str = "error") -> Trace:
     """Length-only CSV: num_prefill_tokens/num_decode_tokens, or question_length/answer_length (LMSYS)."""
     path = resolve_data_file(path)
-    header = _header(path)
+    header = read_header(path)
     names = LENGTHS if set(LENGTHS) <= set(header) else LMSYS if set(LMSYS) <= set(header) else None
     if names is None:
-        raise TraceError(f"{path}: not a length-only trace; its header is {', '.join(header)}. "
+        raise TraceError(f"{path}:1: not a length-only trace; its header is {', '.join(header)}. "
                          f"Expected ({', '.join(LENGTHS)}) or ({', '.join(LMSYS)})")
     return _read(path, "lengths", None, names, zero_lengths)
 
 
-def _header(path: Path) -> list[str]:
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        header = next(csv.reader(f), None)
+def read_header(path) -> list[str]:
+    """The CSV header's column names."""
+    path = Path(path)
+    with _opened(path) as f:
+        try:
+            header = next(csv.reader(f), None)
+        except csv.Error as e:
+            raise TraceError(f"{path}:1: not readable as CSV ({e}). Supported: {SUPPORTED}") from None
+        except UnicodeDecodeError:
+            raise TraceError(f"{path}:1: not a UTF-8 text file; a trace is a CSV file. Supported: {SUPPORTED}"
+                             ) from None
     if header is None:
-        raise TraceError(f"{path}: the file is empty; expected a CSV header. Supported: {SUPPORTED}")
+        raise TraceError(f"{path}:1: the file is empty; expected a CSV header. Supported: {SUPPORTED}")
     return [h.strip() for h in header]
+
+
+def trace_kind(path) -> str | None:
+    """"azure", "vidur", "lengths" (no arrival times) or None, from the header."""
+    header = set(read_header(path))
+    if set(AZURE) <= header:
+        return "azure"
+    if set(VIDUR) <= header:
+        return "vidur"
+    if set(LENGTHS) <= header or set(LMSYS) <= header:
+        return "lengths"
+    return None
 
 
 def read_trace(path, zero_lengths: str = "error") -> Trace:
     """Reads any supported trace, telling the format from the header."""
     path = resolve_data_file(path)
-    header = set(_header(path))
-    if set(AZURE) <= header:
+    kind = trace_kind(path)
+    if kind == "azure":
         return read_azure(path, zero_lengths)
-    if set(VIDUR) <= header:
+    if kind == "vidur":
         return read_vidur(path, zero_lengths)
-    if set(LENGTHS) <= header or set(LMSYS) <= header:
+    if kind == "lengths":
         return read_lengths(path, zero_lengths)
-    raise TraceError(f"{path}: unknown trace format, header is {', '.join(sorted(header))}. Supported: {SUPPORTED}")
+    header = read_header(path)
+    raise TraceError(f"{path}:1: unknown trace format, header is {', '.join(header)}. Supported: {SUPPORTED}")

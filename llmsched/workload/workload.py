@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -15,9 +16,9 @@ import numpy as np
 from llmsched.request import DEFAULT_TIER, Request, Status, Tier
 from llmsched.workload.arrivals import ArrivalProcess, Constant, Gamma, Poisson, TraceReplay
 from llmsched.workload.lengths import Capped, Empirical, LengthDist, positive_int
-from llmsched.workload.presets import length_preset
+from llmsched.workload.presets import LENGTH_PRESETS, length_preset
 from llmsched.workload.tiers import assign_tiers, check_tiers
-from llmsched.workload.traces import read_trace
+from llmsched.workload.traces import AZURE, VIDUR, TraceError, read_header, read_trace, resolve_data_file, trace_kind
 
 ARRIVAL_KINDS = ("poisson", "gamma", "constant")
 
@@ -185,19 +186,49 @@ def trace_workload(path, target_rate: float | None = None, num_requests: int | N
                    tiers: Sequence[Tier] | str = (DEFAULT_TIER,), max_total_tokens: int | None = None,
                    seed: int = 0, zero_lengths: str = "error") -> Workload:
     """Replays a trace with arrival times (Azure or Vidur format): its arrivals, and each row's own lengths."""
-    trace = read_trace(path, zero_lengths=zero_lengths)
-    if trace.arrivals is None:
-        raise ValueError(f"{trace.source} has no arrival times; use it as lengths (Empirical.from_trace) with an "
-                         f"arrival process instead")
+    resolved = resolve_data_file(path)
+    if trace_kind(resolved) == "lengths":
+        raise TraceError(length_file_as_trace(resolved))
+    trace = read_trace(resolved, zero_lengths=zero_lengths)
+    if num_requests is not None and num_requests > len(trace):
+        raise ValueError(f"num_requests {num_requests}: the trace {trace.source} has only {len(trace)} requests; "
+                         f"ask for at most {len(trace)} (or leave --num-requests out to replay it whole)")
     return Workload(TraceReplay(trace.arrivals, target_rate=target_rate),
                     Empirical.from_trace(trace, draw="sequential"), num_requests=num_requests, tiers=tiers,
                     max_total_tokens=max_total_tokens, seed=seed)
 
 
-def named_workload(name: str, rate: float, num_requests: int | None = None, duration: float | None = None,
-                   arrival: str = "poisson", cv: float | None = None, tiers: Sequence[Tier] | str = (DEFAULT_TIER,),
-                   max_total_tokens: int | None = None, seed: int = 0) -> Workload:
-    """A length preset (see LENGTH_PRESETS) with Poisson, gamma (give cv) or constant arrivals at ``rate``."""
+def length_file_as_trace(path: Path) -> str:
+    """The error for a length-only file passed where a trace with arrival times is expected."""
+    header = ", ".join(read_header(path))
+    preset = next((name for name, info in LENGTH_PRESETS.items() if Path(info["source"]).name == path.name), None)
+    what = f"the {preset} length file" if preset else "a length-only file"
+    instead = f"--workload {preset} (the shipped preset) or --lengths {path}" if preset else f"--lengths {path}"
+    return (f"{path}:1: this is {what} (columns {header}): request lengths without arrival times. --trace expects a "
+            f"trace with arrival times ({', '.join(AZURE)} or {', '.join(VIDUR)}). To draw lengths from it, use "
+            f"{instead} with --rate R (and --arrival)")
+
+
+def lengths_file(path) -> Empirical:
+    """A user's own length file (any supported trace format; its arrival times, if any, are not used) as an
+    i.i.d. length distribution over its rows.
+
+    Rows with a zero length (LMSYS has 151 of 50,000) are not requests, only samples of the distribution: they are
+    skipped and the count is kept in the distribution's name, which run records show."""
+    trace = read_trace(path, zero_lengths="drop")
+    if len(trace) == 0:
+        raise TraceError(f"{trace.source}: no row with both lengths >= 1")
+    dist = Empirical.from_trace(trace, draw="resample")
+    if trace.dropped:
+        dist.name = f"{dist.name} ({trace.dropped} zero-length rows skipped)"
+    return dist
+
+
+def generated_workload(lengths: LengthDist, rate: float, num_requests: int | None = None,
+                       duration: float | None = None, arrival: str = "poisson", cv: float | None = None,
+                       tiers: Sequence[Tier] | str = (DEFAULT_TIER,), max_total_tokens: int | None = None,
+                       seed: int = 0) -> Workload:
+    """Lengths with Poisson, gamma (give cv) or constant arrivals at ``rate``."""
     if arrival not in ARRIVAL_KINDS:
         raise ValueError(f"unknown arrival process {arrival!r}; valid: {', '.join(ARRIVAL_KINDS)}")
     if arrival == "gamma" and cv is None:
@@ -205,5 +236,13 @@ def named_workload(name: str, rate: float, num_requests: int | None = None, dura
     if arrival != "gamma" and cv is not None:
         raise ValueError(f"cv applies only to gamma arrivals, not {arrival!r}")
     process = Gamma(rate, cv) if arrival == "gamma" else Poisson(rate) if arrival == "poisson" else Constant(rate)
-    return Workload(process, length_preset(name), num_requests=num_requests, duration=duration, tiers=tiers,
+    return Workload(process, lengths, num_requests=num_requests, duration=duration, tiers=tiers,
                     max_total_tokens=max_total_tokens, seed=seed)
+
+
+def named_workload(name: str, rate: float, num_requests: int | None = None, duration: float | None = None,
+                   arrival: str = "poisson", cv: float | None = None, tiers: Sequence[Tier] | str = (DEFAULT_TIER,),
+                   max_total_tokens: int | None = None, seed: int = 0) -> Workload:
+    """A length preset (see LENGTH_PRESETS) with Poisson, gamma (give cv) or constant arrivals at ``rate``."""
+    return generated_workload(length_preset(name), rate, num_requests=num_requests, duration=duration,
+                              arrival=arrival, cv=cv, tiers=tiers, max_total_tokens=max_total_tokens, seed=seed)
