@@ -12,7 +12,9 @@ The scheduler never reads a request's output length: only its progress (tokens g
 Deviations, all options: ``max_wait`` > 0 lets a segment whose oldest waiting prompt (or paused cohort) waited
 that long run with a partial cohort, so that a finite run drains and low load does not stall (spec §9.5; the
 authors' older code used a 1 s timeout); a segment whose cohort does not fit the token budget, the sequence cap
-or the free KV pauses like one below threshold. Prompts longer than the last bin stay in the last segment.
+or the free KV pauses like one below threshold; ``reserve`` (default) admits a cohort only if every resident
+prompt can still reach the end of its segment (``llmsched.wait.reserve``). Prompts longer than the last bin stay in
+the last segment.
 Time-varying rates (§7.1): ``adapt_window`` > 0 rescales the thresholds to the arrival rate seen in that window
 (with rule "fluid"; under "batch-cap" only the rates' ratios matter). Segment design (§7.2): ``bins``/``edges``
 merge the types into S segments.
@@ -20,15 +22,18 @@ merge the types into S segments.
 from __future__ import annotations
 
 import bisect
+import warnings
 from collections import deque
 from dataclasses import dataclass
 
 from ..engine.plan import BatchPlan
 from ..request import Status
 from ..wait.cohorts import CohortPlan
+from ..wait.reserve import ReservingCohortPlan, segment_need
 from ..wait.fluid import Overloaded, fluid
 from ..wait.nested import nested_thresholds, segments
 from ..wait.setup import iteration_coefficients, parse_thresholds, scheduler_types
+from ..wait.thresholds import RandomisedThresholds, nested_means, nested_violations
 from .base import Scheduler
 from .registry import register
 
@@ -47,21 +52,26 @@ class NestedWait(Scheduler):
     types: str = ""            # or explicit "RATE:L:L',..." (paper units); one segment per decode length
     rate: float = 1.0          # total arrival rate (the fluid rule needs the true one)
     thresholds: str = ""       # explicit n_s, one per segment
-    rule: str = "batch-cap"    # "batch-cap": n_s = ⌈B·Λ_s/Σ c̃Λ⌉; "fluid": n_1 = ⌈Λ_1 T(n)(1+slack)⌉, n_s ∝ Λ_s
+    rule: str = "batch-cap"    # "batch-cap": n_s = ⌈B·Λ_s/Σ c̃Λ⌉; "fluid": n_1 = ⌈Λ_1 T(n)(1+slack)⌉, n_s ∝ Λ_s;
+    #                            "fluid-random": per-iteration draws with mean Λ_s T*(1+slack)^s (seeded)
     batch_cap: int = 0         # B; 0: the replica's max_num_seqs
     d0: float = 0.0            # fluid rule: iteration time d0 + d1·KV tokens; 0: fitted to the batch-time model
     d1: float = 0.0
     slack: float = 0.0
     max_wait: float = 0.1      # s; a segment waiting this long runs a partial cohort (0: never, as in the paper)
     guard_memory: bool = True  # pause a cohort that does not fit the free KV; False: the replica evicts
+    reserve: bool = True       # admit only cohorts whose KV to their segment's end fits what others are owed
     adapt_window: float = 0.0  # s; > 0 with rule "fluid": re-derive thresholds from the recent arrival rate
-    gate: str = "nested"       # "nested": Alg. 2 pausing; "entry": only admissions wait (authors' later code)
+    gate: str = "nested"       # "nested": Alg. 2 pausing; "entry": only admissions wait; "budget": Alg. 2 with
+    #                            the authors' per-segment budgets (vidur_or general_nested_booking_limit)
+    seed: int = 0              # rule fluid-random: the draws' generator
+    strict: bool = False       # thresholds that break (12) or M(n) <= M: error instead of a warning
 
     def __post_init__(self):
-        if self.rule not in ("batch-cap", "fluid"):
-            raise ValueError(f"nested-wait rule must be 'batch-cap' or 'fluid', got {self.rule!r}")
-        if self.gate not in ("nested", "entry"):
-            raise ValueError(f"nested-wait gate must be 'nested' or 'entry', got {self.gate!r}")
+        if self.rule not in ("batch-cap", "fluid", "fluid-random"):
+            raise ValueError(f"nested-wait rule must be 'batch-cap', 'fluid' or 'fluid-random', got {self.rule!r}")
+        if self.gate not in ("nested", "entry", "budget"):
+            raise ValueError(f"nested-wait gate must be 'nested', 'entry' or 'budget', got {self.gate!r}")
         if self.max_wait < 0 or self.adapt_window < 0:
             raise ValueError("max_wait and adapt_window must be >= 0 seconds")
 
@@ -74,8 +84,31 @@ class NestedWait(Scheduler):
         self._arrivals = deque()
         self._prompt = sum(t.rate * t.prompt for t in types) / sum(t.rate for t in types)
         self._coef = None
-        self.n = self._thresholds(view, self.segments_[0].rate)
+        self.random_ = None
+        if self.rule == "fluid-random" and not self.thresholds:
+            d0, d1 = iteration_coefficients(self.d0, self.d1, view)
+            self.random_ = RandomisedThresholds(nested_means(types, self.segments_, d0, d1, self.slack), self.seed)
+            self.n = [max(1, round(x)) for x in self.random_.means]
+        else:
+            self.n = self._thresholds(view, self.segments_[0].rate)
         self.adapted = [(view.now, self.n[0])]  # (time, n_1) each time adapt_window changes the thresholds
+        self.violations = self._check(view, self.random_.means if self.random_ else self.n)
+
+    def _check(self, view, n) -> list[str]:
+        """(12) and M(n) <= M for the thresholds in use (their means when randomised), d0, d1 given or fitted."""
+        if not self.d0 and view.batch_time is None:
+            return []
+        d0, d1 = iteration_coefficients(self.d0, self.d1, view)
+        memory = view.total_blocks * view.block_size
+        bad = nested_violations(self.segments_, n, self._prompt, d0, d1, memory)
+        if bad:
+            msg = (f"nested-wait thresholds {[round(x, 3) for x in n]} break seed 003's conditions at d0={d0:.4g}, "
+                   f"d1={d1:.4g}, M={memory}: {'; '.join(bad)}; use rule=fluid-random (fluid means, seeded draws) "
+                   f"or more KV memory")
+            if self.strict:
+                raise ValueError(msg)
+            warnings.warn(msg, stacklevel=2)
+        return bad
 
     def _thresholds(self, view, total_rate: float) -> list[int]:
         segs = self.segments_
@@ -94,6 +127,13 @@ class NestedWait(Scheduler):
     def segment_of(self, stage: int) -> int:
         return bisect.bisect_left(self._ends, stage)
 
+    def _draw(self, view) -> list[int]:
+        """This decision's thresholds: fixed, or drawn (an idle GPU time-shares nothing, so a 0 becomes 1)."""
+        if self.random_ is None:
+            return self.n
+        n = self.random_.draw()
+        return n if view.running else [max(1, x) for x in n]
+
     def on_arrival(self, req, view):
         if self.adapt_window:
             if not hasattr(self, "n"):
@@ -104,6 +144,13 @@ class NestedWait(Scheduler):
     def schedule(self, view) -> BatchPlan:
         if not hasattr(self, "n"):
             self._setup(view)
+        n = self._draw(view)
+        plan = self._decide(view, n)
+        if not plan.has_work and 0 in n:  # a draw of 0 time-shares iterations; with none running, admit
+            plan = self._decide(view, [max(1, x) for x in n])
+        return plan
+
+    def _decide(self, view, n) -> BatchPlan:
         now, wait = view.now, self.max_wait
         if self.adapt_window and self.rule == "fluid":
             while self._arrivals and self._arrivals[0] < now - self.adapt_window:
@@ -129,16 +176,19 @@ class NestedWait(Scheduler):
             q.sort(key=lambda r: r.last_token)  # first to reach the boundary enters first
         since = [_since(queues[s], flying[s]) for s in range(m)]
         late = [bool(wait) and t + wait <= now for t in since]
-        batch = CohortPlan(view, self.guard_memory)
+        n = [max(1, x) if late[s] else x for s, x in enumerate(n)]
+        batch = self._plan(view)
         if self.gate == "entry":
-            return self._entry_gated(view, batch, queues, flying, late)
+            return self._entry_gated(view, batch, queues, flying, late, n)
+        budget = self._budgets(view) if self.gate == "budget" else None
         for s in range(m):
             q, f = queues[s], flying[s]
-            if len(q) < self.n[s] and not late[s]:
+            want = n[s] if budget is None else min(n[s], int(budget[s] - len(f)))
+            if len(q) < want and not late[s]:
                 if q or f or not any(late[s + 1:]):
                     break  # pause segment s and every later one
                 continue  # drain: an empty segment does not hold back later ones that waited max_wait
-            if not batch.add(q[:self.n[s]] + f):
+            if not batch.add(q[:max(want, 0)] + f):
                 break
         plan = batch.finish()
         if not plan.has_work and wait:
@@ -147,7 +197,23 @@ class NestedWait(Scheduler):
                 plan.wait_until = min(pending)
         return plan
 
-    def _entry_gated(self, view, batch, queues, flying, late) -> BatchPlan:
+    def _plan(self, view) -> CohortPlan:
+        if not self.reserve:
+            return CohortPlan(view, self.guard_memory)
+        segs, ends = self.segments_, self._ends
+        end = lambda r: segs[min(bisect.bisect_left(ends, r.num_generated), len(segs) - 1)].last  # noqa: E731
+        return ReservingCohortPlan(view, segment_need(view, end), view.running, self.guard_memory)
+
+    def _budgets(self, view) -> list[float]:
+        """gate=budget: segment s may hold B·c̃_sΛ_s/Σc̃Λ prompts (vidur_or general_nested_booking_limit's
+        seg_total_limit); a segment at its budget runs without waiting for its threshold."""
+        if not hasattr(self, "budget_"):
+            B = self.batch_cap or view.max_num_seqs
+            total = sum(s.stages * s.rate for s in self.segments_)
+            self.budget_ = [int(B * s.stages * s.rate / total) for s in self.segments_]
+        return self.budget_
+
+    def _entry_gated(self, view, batch, queues, flying, late, n) -> BatchPlan:
         """The authors' later code (vidur_or, general_nested_booking_limit): prompts inside any segment advance
         every iteration; only entry into segment s waits for n_s prompts at its boundary (or max_wait); segments
         do not hold each other back. Later segments first, so admissions never crowd out prompts holding KV."""
@@ -155,8 +221,8 @@ class NestedWait(Scheduler):
             batch.add(flying[s])
         for s in range(len(queues)):
             q = queues[s]
-            if q and (len(q) >= self.n[s] or late[s]):
-                batch.add(q[:self.n[s]])
+            if q and (len(q) >= n[s] or late[s]):
+                batch.add(q[:n[s]])
         plan = batch.finish()
         if not plan.has_work and self.max_wait:
             since = [_since(q, []) for q in queues]

@@ -8,17 +8,22 @@ memory ≥ that bound WAIT never evicts. Types below threshold are paused (their
 Deviations, all options: ``max_wait`` > 0 lets a type whose oldest prompt (or paused cohort) waited that long
 run with a partial cohort, so a finite run drains (the paper has no such rule; its authors' code drops the
 leftovers instead, spec §9.5); a type whose cohort would exceed the token budget, the sequence cap or the free
-KV is paused this iteration (the paper assumes (11a) makes that impossible).
+KV is paused this iteration (the paper assumes (11a) makes that impossible). ``reserve`` (default) makes the
+memory check the one (11a) stands for: a new cohort enters only if the KV of every resident prompt plus the
+cohort stays within M at every future iteration (``llmsched.wait.reserve``), so WAIT does not preempt.
 """
 from __future__ import annotations
 
 import bisect
+import warnings
 from dataclasses import dataclass
 
 from ..engine.plan import BatchPlan
 from ..wait.cohorts import CohortPlan
+from ..wait.reserve import ProfileCohortPlan
 from ..wait.fluid import batch_cap_thresholds, wait_thresholds
 from ..wait.setup import iteration_coefficients, parse_thresholds, scheduler_types
+from ..wait.thresholds import RandomisedThresholds, wait_means, wait_violations
 from .base import Scheduler
 from .registry import register
 
@@ -38,7 +43,8 @@ class Wait(Scheduler):
     edges: str = ""            # output-length bin edges in tokens, e.g. "50,100,...,500"
     rate: float = 1.0          # total arrival rate of the `lengths` types (the fluid rule needs the true one)
     thresholds: str = ""       # explicit n_j, one per type
-    rule: str = "batch-cap"    # "batch-cap" (§6.1: Σ n_j(l'_j+1) ≈ B) or "fluid" (smallest n meeting (11))
+    rule: str = "batch-cap"    # "batch-cap" (§6.1: Σ n_j(l'_j+1) ≈ B), "fluid" (smallest integers meeting (11))
+    #                            or "fluid-random" (per-iteration draws with mean λ_j T*(1+slack), seeded)
     batch_cap: int = 0         # B; 0: the replica's max_num_seqs
     d0: float = 0.0            # fluid rule: iteration time d0 + d1·KV tokens; 0: fitted to the batch-time model
     d1: float = 0.0
@@ -46,30 +52,56 @@ class Wait(Scheduler):
     start: str = "any"         # "any": every type that meets its threshold runs (Alg. 1); "all": only when all do
     max_wait: float = 0.1      # s; a type waiting this long runs a partial cohort (0: never, as in the paper)
     guard_memory: bool = True  # pause a cohort that does not fit the free KV; False: the replica evicts
-    gate: str = "type"         # "type": Alg. 1 (a type below threshold pauses); "entry": only admission waits
+    reserve: bool = True       # admit only cohorts whose future KV, with everyone resident, stays within M
+    gate: str = "type"         # "type": Alg. 1 (a type below threshold pauses); "entry": only admission waits;
+    #                            "budget": the authors' code (vidur_or modified_booking_limit), per-type budgets
+    seed: int = 0              # rule fluid-random: the draws' generator
+    strict: bool = False       # thresholds that break (11): error instead of a warning
 
     def __post_init__(self):
-        if self.rule not in ("batch-cap", "fluid"):
-            raise ValueError(f"wait rule must be 'batch-cap' or 'fluid', got {self.rule!r}")
+        if self.rule not in ("batch-cap", "fluid", "fluid-random"):
+            raise ValueError(f"wait rule must be 'batch-cap', 'fluid' or 'fluid-random', got {self.rule!r}")
         if self.start not in ("any", "all"):
             raise ValueError(f"wait start must be 'any' or 'all', got {self.start!r}")
-        if self.gate not in ("type", "entry"):
-            raise ValueError(f"wait gate must be 'type' or 'entry', got {self.gate!r}")
+        if self.gate not in ("type", "entry", "budget"):
+            raise ValueError(f"wait gate must be 'type', 'entry' or 'budget', got {self.gate!r}")
         if self.max_wait < 0:
             raise ValueError(f"max_wait must be >= 0 seconds, got {self.max_wait}")
 
     def _setup(self, view):
         types = scheduler_types(self.types, self.lengths, self.bins, self.edges, self.rate)
+        memory = view.total_blocks * view.block_size
+        self.random_ = None
         if self.thresholds:
             n = parse_thresholds(self.thresholds, len(types), "type")
         elif self.rule == "batch-cap":
             n = batch_cap_thresholds(types, self.batch_cap or view.max_num_seqs)
+        elif self.rule == "fluid":
+            d0, d1 = iteration_coefficients(self.d0, self.d1, view)
+            n = wait_thresholds(types, d0, d1, memory, self.slack)
         else:
             d0, d1 = iteration_coefficients(self.d0, self.d1, view)
-            n = wait_thresholds(types, d0, d1, view.total_blocks * view.block_size, self.slack)
+            self.random_ = RandomisedThresholds(wait_means(types, d0, d1, self.slack), self.seed)
+            n = [max(1, round(x)) for x in self.random_.means]
         self.types_, self.n = types, n
         self._decodes = [t.decode for t in types]
         self._type = {}
+        self.violations = self._check(view, types, self.random_.means if self.random_ else n, memory)
+
+    def _check(self, view, types, n, memory) -> list[str]:
+        """(11) for the thresholds in use (their means when randomised), under d0, d1 given or fitted."""
+        if not self.d0 and view.batch_time is None:
+            return []
+        d0, d1 = iteration_coefficients(self.d0, self.d1, view)
+        bad = wait_violations(types, n, d0, d1, memory)
+        if bad:
+            msg = (f"wait thresholds {[round(x, 3) for x in n]} break seed 003's conditions (11) at d0={d0:.4g}, "
+                   f"d1={d1:.4g}, M={memory}: {'; '.join(bad)}; use rule=fluid-random (fluid means, seeded draws) "
+                   f"or more KV memory")
+            if self.strict:
+                raise ValueError(msg)
+            warnings.warn(msg, stacklevel=2)
+        return bad
 
     def type_of(self, req, view) -> int:
         j = self._type.get(req.id)
@@ -85,6 +117,13 @@ class Wait(Scheduler):
     def schedule(self, view) -> BatchPlan:
         if not hasattr(self, "n"):
             self._setup(view)
+        n = self._draw(view)
+        plan = self._decide(view, n)
+        if not plan.has_work and 0 in n:  # a draw of 0 time-shares iterations; with none running, admit
+            plan = self._decide(view, [max(1, x) for x in n])
+        return plan
+
+    def _decide(self, view, n) -> BatchPlan:
         m = len(self.n)
         queues = [[] for _ in range(m)]
         flying = [[] for _ in range(m)]
@@ -93,21 +132,34 @@ class Wait(Scheduler):
         for r in view.running:
             flying[self.type_of(r, view)].append(r)
         now, wait = view.now, self.max_wait
-        full = [len(queues[j]) >= self.n[j] for j in range(m)]
+        full = [len(queues[j]) >= n[j] for j in range(m)]
         late = [bool(wait) and (_oldest(queues[j], flying[j]) + wait <= now) for j in range(m)]
+        n = [max(1, x) if late[j] else x for j, x in enumerate(n)]
         if self.start == "all" and not all(full):
             ready = [j for j in range(m) if late[j]]
         else:
             ready = [j for j in range(m) if full[j] or late[j]]
-        batch = CohortPlan(view, self.guard_memory)
-        if self.gate == "entry":  # the authors' modified_booking_limit: in-flight prompts always advance
+        if self.reserve:  # Alg. 1's types pause independently: bound memory by the sum of per-type peaks
+            batch = ProfileCohortPlan(view, self.guard_memory,
+                                      (lambda r: self.type_of(r, view)) if self.gate == "type" else None)
+        else:
+            batch = CohortPlan(view, self.guard_memory)
+        if self.gate == "entry":  # in-flight prompts always advance; a type waits only to enter
             for j in range(m):
                 batch.add(flying[j])
             for j in ready:
-                batch.add(queues[j][:self.n[j]])
+                batch.add(queues[j][:n[j]])
+        elif self.gate == "budget":  # vidur_or modified_booking_limit
+            budget = self._budgets(view)
+            want = [min(n[j], int(budget[j] - len(flying[j]))) for j in range(m)]
+            if any(len(queues[j]) >= want[j] or late[j] for j in range(m)):
+                for j in range(m):
+                    batch.add(flying[j])
+                for j in range(m):
+                    batch.add(queues[j][:max(want[j], 0)])
         else:
             for j in ready:
-                batch.add(queues[j][:self.n[j]] + flying[j])
+                batch.add(queues[j][:n[j]] + flying[j])
         plan = batch.finish()
         if not plan.has_work and wait:
             since = (_oldest(queues[j], flying[j]) for j in range(m))
@@ -115,6 +167,23 @@ class Wait(Scheduler):
             if pending:
                 plan.wait_until = min(pending)
         return plan
+
+    def _budgets(self, view) -> list[float]:
+        """gate=budget: type j may hold B_j = B·λ_j(l'_j+1)/Σλ(l'+1) prompts in flight (the authors' per-type
+        booking limit). A batch forms when some type has min(n_j, B_j − in flight) prompts waiting (a type at its
+        budget always qualifies); then every in-flight prompt advances and every type admits up to that many."""
+        if not hasattr(self, "budget_"):
+            B = self.batch_cap or view.max_num_seqs
+            total = sum(t.rate * t.stages for t in self.types_)
+            self.budget_ = [B * t.rate * t.stages / total for t in self.types_]
+        return self.budget_
+
+    def _draw(self, view) -> list[int]:
+        """This decision's thresholds: fixed, or drawn (an idle GPU time-shares nothing, so a 0 becomes 1)."""
+        if self.random_ is None:
+            return self.n
+        n = self.random_.draw()
+        return n if view.running else [max(1, x) for x in n]
 
     def on_step_end(self, view, plan, duration):
         if len(self._type) > 4 * (len(view.waiting) + len(view.running)) + 1024:

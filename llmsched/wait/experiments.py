@@ -128,7 +128,9 @@ def compare(schedulers: list[tuple[str, dict]], lengths, rate: float, num_reques
                      "decodes_per_step": decodes / steps,
                      "prefill_only_steps": sum(1 for d, p in zip(log.num_decodes, log.num_prefills) if p and not d)
                      / steps,
-                     "peak_kv_tokens": max(log.kv_used_blocks, default=0) * reps[0].config.block_size})
+                     "peak_kv_tokens": max(log.kv_used_blocks, default=0) * reps[0].config.block_size,
+                     "resident_kv": pm["kv"]["resident_kv"], "paused_kv": pm["kv"]["paused_kv"],
+                     "batch_kv": pm["kv"]["batch_kv"], "waiting_q": pm["kv"]["waiting"]})
     return rows
 
 

@@ -14,6 +14,7 @@ from ..sim.simulator import simulate
 from ..workload.arrivals import Poisson
 from ..workload.lengths import LengthDist
 from ..workload.workload import OpenLoop, Workload
+from .ledger import kv_ledger
 
 
 def run_model(scheduler: str, lengths: LengthDist, rate: float, memory: int, *, d0: float | None = None,
@@ -50,4 +51,4 @@ def paper_metrics(result, rep: Replica) -> dict:
             "latency": float(log.column("e2e")[done].mean()) if done.any() else math.nan,
             "ttft": float(log.column("ttft")[done].mean()) if done.any() else math.nan,
             "evictions": rep.num_evictions, "preemptions": rep.num_preemptions,
-            "steps": rep.num_steps}
+            "steps": rep.num_steps, "kv": kv_ledger(rep.steps, rep.config.block_size, rep.index)}
