@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from ..argtypes import count, non_negative, positive, probability
 from ..batchtime.registry import make_batch_time_model
 from ..wait.classes import length_samples, parse_edges, types_from_lengths
 from ..wait.fluid import batch_cap_thresholds, feasible_cycle_times, fluid, parse_types
@@ -21,20 +22,20 @@ def add_arguments(p) -> None:
                                      "'20:10:10,10:10:20'")
     src.add_argument("--workload", help=f"a WAIT workload ({', '.join(WAIT_WORKLOADS)}), a length preset or a "
                                         "trace file, binned into types by output length")
-    p.add_argument("--rate", type=float, default=None, help="total arrival rate (prompts/s) for --workload; "
+    p.add_argument("--rate", type=positive, default=None, help="total arrival rate (prompts/s) for --workload; "
                                                             "rescales a WAIT workload")
-    p.add_argument("--bins", type=int, default=10, help="equal-share output bins for --workload (default 10)")
+    p.add_argument("--bins", type=count, default=10, help="equal-share output bins for --workload (default 10)")
     p.add_argument("--edges", help="output-length bin edges in tokens for --workload, e.g. 50,100,...,500")
     t = p.add_argument_group("iteration time d0 + d1·KV tokens (default: fitted to --model/--gpu)")
-    t.add_argument("--d0", type=float, help="seconds per iteration")
-    t.add_argument("--d1", type=float, help="seconds per KV token in the batch")
+    t.add_argument("--d0", type=positive, help="seconds per iteration")
+    t.add_argument("--d1", type=non_negative, help="seconds per KV token in the batch")
     t.add_argument("--model", default="llama-2-7b", help="model preset (default llama-2-7b, the paper's)")
     t.add_argument("--gpu", default="a100", help="GPU preset (default a100, the paper's)")
     t.add_argument("--batch-time", default="roofline", help="batch-time model fitted (default roofline)")
-    p.add_argument("--memory", type=float, help="KV memory M in tokens: WAIT's feasible cycle times")
-    p.add_argument("--batch-cap", type=int, default=None, help="B: thresholds by the experiments' rule")
-    p.add_argument("--delta", type=float, default=0.01, help="Nested WAIT overflow probability δ (default 0.01)")
-    p.add_argument("--horizon", type=float, default=3600.0, help="horizon T in seconds for the buffer (default 3600)")
+    p.add_argument("--memory", type=positive, help="KV memory M in tokens: WAIT's feasible cycle times")
+    p.add_argument("--batch-cap", type=count, default=None, help="B: thresholds by the experiments' rule")
+    p.add_argument("--delta", type=probability, default=0.01, help="Nested WAIT overflow probability δ (default 0.01)")
+    p.add_argument("--horizon", type=positive, default=3600.0, help="horizon T in seconds for the buffer (default 3600)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
