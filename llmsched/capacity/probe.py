@@ -1,0 +1,115 @@
+"""A probe: the deployment at one arrival rate (or one concurrency), over one or more seeds, and its verdict.
+
+A probe offers ``DEFAULT_DURATION`` seconds of arrivals to a named workload unless the config sets
+``duration`` or ``num_requests`` (a trace offers its requests, rescaled to the rate); the run stops at the last
+arrival and ``verdict.measure`` judges the window inside it. Over several seeds a probe meets its SLOs only if
+every seed does, and reports the worst value of each metric (a latency's largest, an attainment's smallest).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+
+from ..experiment import RunConfig, build_replicas, build_source
+from ..routers import make_router
+from ..sim.simulator import simulate
+from ..workload.workload import OpenLoop
+from .slo import RATIOS, SLO
+from .stability import worst
+from .verdict import evaluate, measure
+
+DEFAULT_DURATION = 600.0  # seconds of arrivals per probe of a named workload
+DEFAULT_CLOSED_REQUESTS = 1000
+
+
+def check_base(base: RunConfig) -> None:
+    """Options a capacity search sets itself, or cannot honour, are errors rather than silently overridden."""
+    if base.horizon is not None:
+        raise ValueError("capacity: a probe stops at its last arrival; drop horizon (set duration or "
+                         "num_requests to size the probe)")
+    if base.rate_schedule:
+        raise ValueError("capacity: rate_schedule fixes the rates; capacity searches the rate itself, drop it")
+    if not base.keep_gaps:
+        raise ValueError("capacity needs every inter-token gap; drop --sketch")
+
+
+def probe_config(base: RunConfig, x: float, seed: int) -> RunConfig:
+    """``base`` at rate ``x`` req/s (or concurrency ``x`` in a closed loop) and ``seed``."""
+    if base.concurrency is not None:
+        return dataclasses.replace(base, concurrency=int(x), seed=seed,
+                                   num_requests=base.num_requests or DEFAULT_CLOSED_REQUESTS)
+    changes = {"rate": float(x), "seed": seed}
+    if not base.trace and base.duration is None and base.num_requests is None:
+        changes["duration"] = DEFAULT_DURATION
+    return dataclasses.replace(base, **changes)
+
+
+def measure_point(cfg: RunConfig) -> dict:
+    """Simulate one probe config and return its JSON-clean record (see ``verdict.measure``)."""
+    replicas = build_replicas(cfg)
+    source = build_source(cfg)
+    horizon = None
+    if isinstance(source, OpenLoop) and source.requests:
+        horizon = max(r.arrival for r in source.requests) or None
+    result = simulate(source, replicas, make_router(cfg.router), horizon=horizon, seed=cfg.seed, keep_gaps=True)
+    return json.loads(json.dumps(measure(result, cfg.warmup, cfg.cooldown)))
+
+
+@dataclass
+class Probe:
+    rate: float  # req/s, or the concurrency of a closed loop
+    seeds: tuple
+    verdict: str  # stable | backlogged | overloaded (the worst over seeds)
+    values: dict  # per SLO key: the worst value over seeds
+    meets: bool
+    failed: list[str]
+    throughput_rps: float  # served requests/s in the window, mean over seeds
+    records: list[dict] = field(repr=False, default_factory=list)
+
+    def to_dict(self, records: bool = True) -> dict:
+        d = {"rate": self.rate, "seeds": list(self.seeds), "verdict": self.verdict, "meets": self.meets,
+             "failed": self.failed, "values": self.values, "throughput_rps": self.throughput_rps}
+        if records:
+            d["records"] = self.records
+        return d
+
+
+def make_probe(x: float, seeds, records: list[dict], slos: list[SLO]) -> Probe:
+    outcomes = [evaluate(r, slos) for r in records]
+    failed = list(dict.fromkeys(f for _, fs in outcomes for f in fs))
+    values = {}
+    for slo in slos:
+        vals = [r["metrics"][slo.key] for r in records]
+        pick = min if slo.metric in RATIOS else max
+        values[slo.key] = math.nan if any(math.isnan(v) for v in vals) else pick(vals)
+    return Probe(rate=x, seeds=tuple(seeds), verdict=worst(r["stability"]["verdict"] for r in records),
+                 values=values, meets=all(ok for ok, _ in outcomes), failed=failed,
+                 throughput_rps=sum(r["throughput"]["requests_per_s"] for r in records) / len(records),
+                 records=records)
+
+
+def measure_all(configs: list[RunConfig], executor=None, cache=None) -> list[dict]:
+    """Records for ``configs`` in order: from the cache where present, the rest through ``executor``."""
+    records: list = [cache.get(c) if cache is not None else None for c in configs]
+    todo = [i for i, r in enumerate(records) if r is None]
+    if todo:
+        todo_cfgs = [configs[i] for i in todo]
+        fresh = executor.map(measure_point, todo_cfgs) if executor is not None else \
+            [measure_point(c) for c in todo_cfgs]
+        for i, rec in zip(todo, fresh):
+            records[i] = rec
+            if cache is not None:
+                cache.put(configs[i], rec)
+    return records
+
+
+def run_probe(cfg: RunConfig, slos: list[SLO], seeds=(0,), executor=None, cache=None) -> Probe:
+    """``cfg`` at its own rate (or concurrency) over ``seeds``."""
+    check_base(cfg)
+    x = cfg.concurrency if cfg.concurrency is not None else cfg.rate
+    if x is None:
+        raise ValueError("run_probe: the config needs a rate (or a concurrency)")
+    records = measure_all([probe_config(cfg, x, s) for s in seeds], executor, cache)
+    return make_probe(x, seeds, records, slos)

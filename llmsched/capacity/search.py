@@ -1,0 +1,153 @@
+"""Capacity: the highest arrival rate (closed loop: concurrency) that is stable and meets the SLOs.
+
+Bracket, then bisect. From the start rate the search doubles while probes meet and halves while they fail
+(after an unstable probe it tries just under the throughput that probe measured, when that is above the
+half), until one rate meets and one fails; then it bisects geometrically until hi/lo - 1 <= resolution
+(integers: hi - lo <= 1). The capacity is ``lo``, the highest rate that met; the interval is (lo, hi).
+The search's path depends only on probe verdicts, never on the executor or how many workers it has, so every
+executor gives the same probes and the same answer. Several searches (schedulers, plan candidates) advance in
+lock-step so that one round's probes run in parallel.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..experiment import RunConfig
+from .probe import Probe, check_base, make_probe, measure_all, probe_config
+from .slo import RATIOS, SLO
+
+MIN_RATE_FACTOR = 2.0 ** -10  # give up halving 1024x below the start
+MAX_RATE_FACTOR = 2.0 ** 10
+DIGITS = 5  # probe rates are rounded to 5 significant digits (readable, stable cache keys)
+
+
+@dataclass
+class CapacityResult:
+    label: str
+    unit: str  # "req/s" or "concurrency"
+    capacity: float | None  # highest rate that met every SLO while stable; None if no probed rate did
+    interval: tuple[float, float]  # (lo, hi): lo met, hi failed (hi = inf if nothing failed up to max_rate)
+    resolution: float
+    probes: list[Probe] = field(default_factory=list)
+    note: str = ""
+
+    def to_dict(self, records: bool = False) -> dict:
+        return {"label": self.label, "unit": self.unit, "capacity": self.capacity, "interval": list(self.interval),
+                "resolution": self.resolution, "note": self.note, "num_probes": len(self.probes),
+                "probes": [p.to_dict(records) for p in sorted(self.probes, key=lambda p: p.rate)]}
+
+
+def _round(x: float, integer: bool) -> float:
+    return float(max(1, int(x))) if integer else float(f"{x:.{DIGITS}g}")
+
+
+def _search(start: float, resolution: float, integer: bool, min_x: float, max_x: float):
+    """Generator: yields the next rate to probe, receives its Probe; returns (lo, hi) Probes (either None)."""
+    lo = hi = None
+    x = _round(start, integer)
+    while True:
+        p = yield x
+        if p.meets:
+            lo = p if lo is None or p.rate > lo.rate else lo
+        else:
+            hi = p if hi is None or p.rate < hi.rate else hi
+        if lo is None:
+            nxt = x / 2
+            if p.verdict != "stable" and x / 2 < 0.95 * p.throughput_rps < x and not integer:
+                nxt = 0.95 * p.throughput_rps
+            nxt = _round(math.floor(nxt) if integer else nxt, integer)
+            if nxt < min_x or nxt >= x:
+                return lo, hi
+        elif hi is None:
+            nxt = _round(min(2 * x, max_x), integer)
+            if nxt <= x:
+                return lo, hi
+        else:
+            if (hi.rate - lo.rate <= 1) if integer else (hi.rate / lo.rate - 1 <= resolution):
+                return lo, hi
+            nxt = _round((lo.rate + hi.rate) // 2 if integer else math.sqrt(lo.rate * hi.rate), integer)
+            if not lo.rate < nxt < hi.rate:
+                return lo, hi
+        x = nxt
+
+
+def _no_rate_note(probes: list[Probe], slos: list[SLO]) -> str:
+    """Which SLOs failed even at the lowest rate tried, and the best value any probe reached for each."""
+    low = min(probes, key=lambda p: p.rate)
+    best = []
+    for slo in slos:
+        vals = [p.values[slo.key] for p in probes if not math.isnan(p.values[slo.key])]
+        if vals:
+            v = max(vals) if slo.metric in RATIOS else min(vals)
+            best.append(f"{slo.key} best {v:g}{'' if slo.metric in RATIOS else ' s'} (limit {slo.limit:g})")
+    return (f"no rate meets the SLOs: at the lowest rate tried, {low.rate:g}, failed {', '.join(low.failed)}; "
+            + ("; ".join(best) if best else "no SLO values reached"))
+
+
+def find_capacities(bases: dict[str, RunConfig], slos: list[SLO], resolution: float = 0.02, seeds=(0,),
+                    executor=None, cache=None, progress: bool = False, start: float | None = None,
+                    max_rate: float | None = None) -> dict[str, CapacityResult]:
+    """``find_capacity`` for several labelled configs at once; their probes of one round run together."""
+    if not (0 < resolution < 1):
+        raise ValueError(f"resolution must be a fraction in (0, 1), e.g. 0.02, got {resolution}")
+    seeds = tuple(seeds)
+    if not seeds:
+        raise ValueError("capacity needs at least one seed")
+    gens, pending, probes, units = {}, {}, {}, {}
+    for label, base in bases.items():
+        check_base(base)
+        integer = base.concurrency is not None
+        x0 = start or (base.concurrency if integer else base.rate) or 1.0
+        top = max_rate or x0 * MAX_RATE_FACTOR
+        if not (x0 > 0 and top >= x0):
+            raise ValueError(f"capacity: start {x0:g} must be positive and at most max_rate {top:g}")
+        gens[label] = _search(x0, resolution, integer, x0 * MIN_RATE_FACTOR if not integer else 1, top, )
+        pending[label] = next(gens[label])
+        probes[label], units[label] = [], "concurrency" if integer else "req/s"
+    results: dict[str, CapacityResult] = {}
+    bar = _bar(progress)
+    while pending:
+        labels = list(pending)
+        configs = [probe_config(bases[lab], pending[lab], s) for lab in labels for s in seeds]
+        records = measure_all(configs, executor, cache)
+        for i, lab in enumerate(labels):
+            probe = make_probe(pending[lab], seeds, records[i * len(seeds):(i + 1) * len(seeds)], slos)
+            probes[lab].append(probe)
+            if bar is not None:
+                bar.update()
+                bar.set_postfix_str(f"{lab} {probe.rate:g} {'meets' if probe.meets else 'fails'}")
+            try:
+                pending[lab] = gens[lab].send(probe)
+            except StopIteration as stop:
+                del pending[lab]
+                results[lab] = _result(lab, units[lab], resolution, probes[lab], stop.value, slos)
+    if bar is not None:
+        bar.close()
+    return {lab: results[lab] for lab in bases}
+
+
+def _result(label, unit, resolution, probes, ends, slos) -> CapacityResult:
+    lo, hi = ends
+    note = ""
+    if lo is None:
+        note = _no_rate_note(probes, slos)
+    elif hi is None:
+        note = f"every probe up to {lo.rate:g} {unit} met the SLOs; the capacity is at least that"
+    return CapacityResult(label, unit, lo.rate if lo else None,
+                          (lo.rate if lo else 0.0, hi.rate if hi else math.inf), resolution, probes, note)
+
+
+def find_capacity(base: RunConfig, slos: list[SLO], resolution: float = 0.02, seeds=(0,), executor=None,
+                  cache=None, progress: bool = False, start: float | None = None,
+                  max_rate: float | None = None) -> CapacityResult:
+    """The capacity of one deployment: see the module docstring."""
+    return find_capacities({base.scheduler: base}, slos, resolution, seeds, executor, cache, progress, start,
+                           max_rate)[base.scheduler]
+
+
+def _bar(progress: bool):
+    if not progress:
+        return None
+    from tqdm import tqdm
+    return tqdm(unit="probe", desc="capacity", leave=False)

@@ -1,0 +1,141 @@
+"""One run's verdict: every request arriving inside the measurement window counts, and leaving work undone
+can only hurt.
+
+* The window is arrivals in [first + warmup, last - cooldown]; the run stops at the last arrival, so every
+  measured request had at least ``cooldown`` seconds to finish while the load went on.
+* A measured request that did not finish (unfinished at the stop, or rejected) is a miss: its TTFT, TPOT and
+  E2E are +inf in every percentile and mean, it adds one +inf gap to TBT (the gap its user is still waiting
+  in), and it meets no tier target. Percentiles are numpy's linear ones, with any interpolation that touches
+  +inf giving +inf.
+* An unstable run (``stability.trend``: backlogged or overloaded) never meets its SLOs, whatever its
+  percentiles say.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..metrics.requests import TBT_MISS_TOLERANCE
+from ..request import Status
+from .slo import LATENCIES, SLO, STATS
+from .stability import trend
+
+WINDOW_FRACTION = 0.1  # default warm-up and cool-down: 10% of the arrival span each
+INF = math.inf
+
+
+def percentile(values: np.ndarray, q: float) -> float:
+    """numpy's linear percentile, +inf where the interpolation touches +inf, NaN for no values."""
+    v = np.sort(values)
+    if not len(v):
+        return math.nan
+    pos = q / 100 * (len(v) - 1)
+    lo, hi = int(math.floor(pos)), int(math.ceil(pos))
+    if math.isinf(v[hi]) or math.isinf(v[lo]):
+        return INF
+    return float(v[lo] + (v[hi] - v[lo]) * (pos - lo))
+
+
+def stats(values: np.ndarray) -> dict:
+    out = {"mean": float(values.mean()) if len(values) else math.nan, "max": float(values.max()) if len(values)
+           else math.nan}
+    for s in STATS:
+        if s.startswith("p"):
+            out[s] = percentile(values, float(s[1:]))
+    return {s: out[s] for s in STATS}
+
+
+def window(arrival: np.ndarray, warmup: float, cooldown: float) -> tuple[float, float]:
+    """Measured arrivals: [first + warmup, last - cooldown]; 0 means the default 10% of the span each."""
+    first, last = float(arrival.min()), float(arrival.max())
+    span = last - first
+    lo = first + (warmup if warmup > 0 else WINDOW_FRACTION * span)
+    hi = last - (cooldown if cooldown > 0 else WINDOW_FRACTION * span)
+    if not hi > lo:
+        raise ValueError(f"capacity: warm-up and cool-down leave no measurement window (arrivals span "
+                         f"{span:g} s); offer more requests or a longer --duration")
+    return lo, hi
+
+
+def measure(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
+    """The probe record of one run: window, counts, stability, every latency stat and attainment, throughput."""
+    log = result.requests
+    if not log.keep_gaps:
+        raise ValueError("capacity needs every inter-token gap (TBT percentiles count unfinished requests as "
+                         "+inf); run without --sketch")
+    arrival = log.column("arrival")
+    if not len(arrival):
+        raise ValueError("capacity: the run had no requests")
+    lo, hi = window(arrival, warmup, cooldown)
+    status = log.column("status")
+    done = status == int(Status.FINISHED)
+    win = (arrival >= lo) & (arrival <= hi)
+    miss = win & ~done
+    work = (log.column("prompt_len") + log.column("output_len")).astype(np.float64)
+    leave = np.where(done, log.column("finish"), INF)
+    stability = trend(arrival, leave, work, lo, hi)
+    finish = log.column("finish")
+    served_in_window = done & (finish >= lo) & (finish <= hi)
+
+    metrics: dict = {}
+    tier_col = log.column("tier")
+    tiers = [None] + list(log.tiers)
+    meets = _meets(log, done)
+    for i, tier in enumerate(tiers):
+        sel = win if tier is None else win & (tier_col == i - 1)
+        prefix = "" if tier is None else f"{tier}."
+        for m in LATENCIES:
+            for s, v in stats(_latency(log, m, sel, done)).items():
+                metrics[f"{prefix}{m}_{s}"] = v
+        n = int(sel.sum())
+        metrics[f"{prefix}attainment"] = float(meets[sel].mean()) if n else math.nan
+    return {
+        "window": {"start": lo, "end": hi, "stop": float(result.end_time)},
+        "counts": {"measured": int(win.sum()), "finished": int((win & done).sum()),
+                   "unfinished": int((miss & (status == int(Status.UNFINISHED))).sum()),
+                   "rejected": int((miss & (status == int(Status.REJECTED))).sum())},
+        "stability": stability,
+        "throughput": {"requests_per_s": float(served_in_window.sum()) / (hi - lo),
+                       "output_tokens_per_s": float(log.column("output_len")[served_in_window].sum()) / (hi - lo),
+                       "offered_requests_per_s": float(win.sum()) / (hi - lo)},
+        "metrics": metrics,
+    }
+
+
+def _latency(log, metric: str, sel: np.ndarray, done: np.ndarray) -> np.ndarray:
+    missing = np.full(int((sel & ~done).sum()), INF)
+    if metric == "tbt":
+        return np.r_[log.gaps_of(sel), missing]
+    values = log.column(metric)[sel & done]
+    if metric == "tpot":
+        values = values[np.isfinite(values)]  # one-token outputs have no TPOT
+    return np.r_[values, missing]
+
+
+def _meets(log, done: np.ndarray) -> np.ndarray:
+    """Per request: finished and within every target of its tier (TBT: at most 1% of gaps late, seed 000)."""
+    with np.errstate(invalid="ignore"):
+        ok = done.copy()
+        for name in ("ttft", "tpot"):
+            target, value = log.column(f"{name}_slo"), log.column(name)
+            ok &= np.isnan(target) | np.isnan(value) | (value <= target)
+        misses, gaps = log.column("tbt_misses"), log.column("num_gaps")
+        ok &= np.isnan(log.column("tbt_slo")) | (misses <= TBT_MISS_TOLERANCE * gaps)
+    return ok
+
+
+def evaluate(record: dict, slos: list[SLO]) -> tuple[bool, list[str]]:
+    """Does the run meet every SLO? Failed SLOs are named; an unstable run fails as 'stability: <verdict>'."""
+    failed = []
+    verdict = record["stability"]["verdict"]
+    if verdict != "stable":
+        failed.append(f"stability: {verdict}")
+    for slo in slos:
+        if slo.key not in record["metrics"]:
+            tiers = sorted({k.split(".")[0] for k in record["metrics"] if "." in k})
+            raise ValueError(f"SLO {slo.text}: the run has no tier {slo.tier!r}; its tiers: "
+                             f"{', '.join(tiers) or 'none (give --tiers)'}")
+        if not slo.met_by(record["metrics"][slo.key]):
+            failed.append(slo.text)
+    return not failed, failed

@@ -1,0 +1,113 @@
+"""Where independent experiments run: in this process, a local process pool, or as Ray tasks.
+
+Every executor has ``map(fn, items) -> list`` with results in input order. Experiments are pure (a config and
+a seed determine the result), so which executor ran them never changes a byte of the answer.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from concurrent.futures import ProcessPoolExecutor
+from urllib.parse import urlparse
+
+CONNECT_TIMEOUT_S = 3.0
+EXECUTORS = ("local", "ray")
+
+
+class LocalExecutor:
+    """A process pool of ``jobs`` workers (1: run in this process, no pool)."""
+
+    def __init__(self, jobs: int | None = None):
+        jobs = os.cpu_count() or 1 if jobs is None else jobs
+        if not isinstance(jobs, int) or jobs < 1:
+            raise ValueError(f"--jobs must be a whole number >= 1, got {jobs!r}")
+        self.jobs = jobs
+        self._pool = None
+
+    def map(self, fn, items) -> list:
+        items = list(items)
+        if self.jobs == 1 or len(items) <= 1:
+            return [fn(x) for x in items]
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs)
+        return list(self._pool.map(fn, items))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class RayExecutor:
+    """Ray tasks: on the cluster at ``address`` (``auto``: the one running on this machine), or a local Ray
+    started for this process when no address is given. ``jobs`` caps the CPUs of a locally started Ray."""
+
+    def __init__(self, address: str | None = None, jobs: int | None = None):
+        try:
+            import ray
+        except ImportError:
+            raise ValueError("--executor ray needs Ray: pip install 'llmsched[ray]' (or pip install ray)") from None
+        if address and address != "auto":
+            check_reachable(address)
+        self.ray = ray
+        self._remote = {}
+        if not ray.is_initialized():
+            kwargs = {"address": address} if address else {"num_cpus": jobs or os.cpu_count() or 1}
+            try:
+                ray.init(log_to_driver=False, include_dashboard=False, configure_logging=False, **kwargs)
+            except (ConnectionError, RuntimeError) as e:
+                raise ValueError(f"--ray-address {address}: cannot connect to Ray ({e}); start one with "
+                                 f"`ray start --head` or drop --ray-address for a local Ray") from None
+            self._started = True
+        else:
+            self._started = False
+
+    def map(self, fn, items) -> list:
+        remote = self._remote.get(fn)
+        if remote is None:
+            remote = self._remote[fn] = self.ray.remote(fn)
+        return self.ray.get([remote.remote(x) for x in items])
+
+    def close(self) -> None:
+        if self._started and self.ray.is_initialized():
+            self.ray.shutdown()
+        self._started = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def check_reachable(address: str) -> None:
+    """Fail within seconds, naming the address, when nothing listens there (ray.init would retry for long)."""
+    url = urlparse(address if "://" in address else f"tcp://{address}")
+    host, port = url.hostname, url.port
+    if not host:
+        raise ValueError(f"--ray-address {address!r}: write HOST:PORT (e.g. 10.0.0.5:6379), ray://HOST:10001, "
+                         f"or auto")
+    port = port or (10001 if url.scheme == "ray" else 6379)
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as e:
+        raise ValueError(f"--ray-address {address}: cannot reach {host}:{port} ({e.strerror or e}); check the "
+                         f"address and that the Ray head is running (`ray start --head`)") from None
+
+
+def make_executor(kind: str = "local", jobs: int | None = None, ray_address: str | None = None):
+    """``local`` (process pool, ``jobs`` workers, default CPU count) or ``ray`` (tasks, optional address)."""
+    if kind == "local":
+        if ray_address:
+            raise ValueError("--ray-address applies only with --executor ray")
+        return LocalExecutor(jobs)
+    if kind == "ray":
+        return RayExecutor(ray_address, jobs)
+    raise ValueError(f"unknown executor {kind!r}; valid: {', '.join(EXECUTORS)}")
