@@ -9,6 +9,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from .capacity.command import add_capacity_command
 from .commands import add_package_commands
 from .vllm.commands import add_vllm_commands
 from .experiment import RunConfig, run
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "the papers' theory: capacity bounds, fluid optima, renewal throughput, optimal schedules")
     add_package_commands(sub, "llmsched.reproduce", "reproduce",
                          "reproduce a paper's headline experiment and write its figures and tables")
+    add_capacity_command(sub)  # capacity (llmsched/capacity/command.py)
     add_vllm_commands(sub)  # run, profile, fidelity, make-model (real engine: llmsched/vllm/commands.py)
 
     r = sub.add_parser("presets", help="list models, GPUs, workloads, schedulers, routers and their sources")
