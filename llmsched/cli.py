@@ -27,12 +27,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ValueError, FileNotFoundError) as e:
-        print(f"llmsched {args.command}: error: {one_line(e)}", file=sys.stderr)
+        print(f"{prog(args)}: error: {one_line(e)}", file=sys.stderr)
         return 2
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""
-        print(f"llmsched {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
+        print(f"{prog(args)}: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
+
+
+def prog(args) -> str:
+    sub = getattr(args, "subcommand", None)
+    return f"llmsched {args.command}" + (f" {sub}" if sub else "")
 
 
 def one_line(e: Exception) -> str:

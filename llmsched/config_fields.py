@@ -14,6 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .workload.arrivals import Piecewise
+from .workload.tiers import parse_tiers
+
 # A run must mean something: a mean gap longer than MIN_RATE's (about 11.6 days) or more than MAX_REQUESTS
 # requests is a typo (1e-300, 1e30), not an experiment; such a run would never end or never start.
 MIN_RATE = 1e-6
@@ -33,6 +36,7 @@ class Field:
     choices: tuple[str, ...] = ()
     hint: str = ""
     must: str = ""  # the whole expectation, where the generated one would read badly
+    parse: object = None  # a str field's parser (raises ValueError on a bad value)
 
     def expectation(self) -> str:
         if self.must:
@@ -74,9 +78,11 @@ FIELDS: dict[str, Field] = {
     "duration": Field("float", optional=True, above=0, high=MAX_SECONDS, hint="seconds"),
     "arrival": Field("str", choices=("poisson", "gamma", "constant")),
     "cv": Field("float", optional=True, above=0, high=1e3),
-    "rate_schedule": Field("str", optional=True, hint="'START:RATE,...', e.g. '0:2,300:4'"),
+    "rate_schedule": Field("str", optional=True, hint="'START:RATE,...', e.g. '0:2,300:4'",
+                           parse=lambda text: Piecewise(parse_rate_schedule(text))),
     "concurrency": Field("int", optional=True, low=1, high=MAX_REQUESTS),
-    "tiers": Field("str", optional=True, hint="e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5'"),
+    "tiers": Field("str", optional=True, hint="e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5'",
+                   parse=lambda text: parse_tiers(text)),
     "max_total_tokens": Field("int", optional=True, low=2),
     "block_size": Field("int", low=1, high=4096),
     "max_num_seqs": Field("int", low=1),
@@ -157,7 +163,23 @@ def check_field(key: str, value, origin: Origin = API):
     typed = _typed(spec, value)
     if typed is _WRONG or not _in_range(spec, typed):
         raise ValueError(f"{origin.at(key, value)}: must be {spec.expectation()}")
+    if spec.parse and typed:
+        try:
+            spec.parse(typed)
+        except ValueError as e:
+            raise ValueError(f"{origin.at(key, value)}: {e}") from None
     return typed
+
+
+def parse_rate_schedule(text: str) -> list[tuple[float, float]]:
+    """'START:RATE,...' (seconds:requests/s) as (start, rate) pairs."""
+    try:
+        segments = [tuple(float(x) for x in part.split(":")) for part in text.split(",")]
+        if any(len(seg) != 2 for seg in segments):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"rate_schedule {text!r}: write START:RATE pairs, e.g. '0:2,300:4,600:1'") from None
+    return segments
 
 
 _WRONG = object()

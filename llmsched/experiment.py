@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .batchtime.registry import make_batch_time_model
-from .config_fields import API, FIELDS, Origin, check_combination, check_field, check_params
+from .config_fields import API, FIELDS, Origin, check_combination, check_field, check_params, parse_rate_schedule
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.memory import kv_capacity_blocks
@@ -228,16 +228,6 @@ def build_source(cfg: RunConfig):
                                 arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
                                 seed=cfg.seed, **extra)
     return OpenLoop(wl.requests())
-
-
-def parse_rate_schedule(text: str) -> list[tuple[float, float]]:
-    try:
-        segments = [tuple(float(x) for x in part.split(":")) for part in text.split(",")]
-        if any(len(seg) != 2 for seg in segments):
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"rate_schedule {text!r}: write START:RATE pairs, e.g. '0:2,300:4,600:1'") from None
-    return segments
 
 
 def run(cfg: RunConfig, progress: bool = False) -> RunResult:

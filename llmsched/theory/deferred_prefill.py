@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 
+from ..argtypes import count
 from ..batchtime.registry import make_batch_time_model
 from ..deferred.predict import alpha_from_mean_output
 from ..deferred.renewal import check_K, cycle_stats
@@ -22,10 +23,10 @@ DEFAULT_K = (1, 2, 5, 10, 26, 32, 58, 75, 100, 200)
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--C", type=int, default=None, help="batch size (default 331, or the preset's)")
+    p.add_argument("--C", type=count, default=None, help="batch size (default 331, or the preset's)")
     p.add_argument("--mean-output", type=float, default=201.0,
                    help="mean output tokens; α = 1/mean (default 201, the paper's)")
-    p.add_argument("--prompt", type=int, default=285, help="prompt tokens d_0 (default 285, the paper's)")
+    p.add_argument("--prompt", type=count, default=285, help="prompt tokens d_0 (default 285, the paper's)")
     src = p.add_argument_group("timing constants (one source; default: fitted to --model/--gpu/--batch-time)")
     src.add_argument("--preset", choices=sorted(APPENDIX_A),
                      help="the spec's Appendix A constants, back-solved from Table 1 (sets C)")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from ..argtypes import count, positive
 from ..batchtime.linear import INFERMAX_COEFFICIENTS, LinearBatchTime
 from ..infermax.optimal import optimal_schedule
 from ..infermax.schedule import Instance
@@ -15,17 +16,17 @@ HELP = ("seed 001 §3: the optimal offline schedule of a few requests (OR-Tools 
 def add_arguments(p) -> None:
     src = p.add_argument_group("requests (all arrive at t = 0)")
     src.add_argument("--requests", help="I:O pairs, comma-separated, e.g. '2:4,2:4,2:4'")
-    src.add_argument("--input", type=int, help="prompt length I of every request (with --output, --count)")
-    src.add_argument("--output", type=int, default=4, help="output length O, first token included (default 4)")
-    src.add_argument("--count", type=int, default=4, help="number of requests B (default 4, as §5.1)")
-    p.add_argument("--kv-slots", type=int, help="KV slots M in tokens (default max(2·max I, max I+O-1), as §5.1)")
-    p.add_argument("--batch-tokens", type=int, default=4096, help="tokens per batch C (default 4096)")
-    p.add_argument("--prefill-tokens", type=int, help="prefill tokens per batch P (default C)")
+    src.add_argument("--input", type=count, help="prompt length I of every request (with --output, --count)")
+    src.add_argument("--output", type=count, default=4, help="output length O, first token included (default 4)")
+    src.add_argument("--count", type=count, default=4, help="number of requests B (default 4, as §5.1)")
+    p.add_argument("--kv-slots", type=count, help="KV slots M in tokens (default max(2·max I, max I+O-1), as §5.1)")
+    p.add_argument("--batch-tokens", type=count, default=4096, help="tokens per batch C (default 4096)")
+    p.add_argument("--prefill-tokens", type=count, help="prefill tokens per batch P (default C)")
     p.add_argument("--cost", default="llama-2-7b/a100", choices=sorted(INFERMAX_COEFFICIENTS),
                    help="InferMax's cost-model coefficients (default llama-2-7b/a100)")
-    p.add_argument("--time-limit", type=float, default=30.0, help="CP-SAT time limit in seconds (default 30)")
-    p.add_argument("--workers", type=int, default=2, help="CP-SAT worker threads (default 2)")
-    p.add_argument("--horizon", type=int, help="most batches a schedule may use (default: the largest of the "
+    p.add_argument("--time-limit", type=positive, default=30.0, help="CP-SAT time limit in seconds (default 30)")
+    p.add_argument("--workers", type=count, default=2, help="CP-SAT worker threads (default 2)")
+    p.add_argument("--horizon", type=count, help="most batches a schedule may use (default: the largest of the "
                                                "one-at-a-time schedule and the heuristics')")
     p.add_argument("--no-chunking", action="store_true",
                    help="only schedules that process a request's whole pending tokens at once (faster)")

@@ -55,6 +55,8 @@ def resolve_data_file(name) -> Path:
     """``name`` itself if it exists, else the same name under $LLMSCHED_DATA, $LLMSCHED_DATA/traces, then
     ../shared/data/traces beside the current directory and beside the repository."""
     given = Path(name).expanduser()
+    if given.is_dir():
+        raise DataFileNotFound(f"{str(name)!r} is a folder; give a CSV file in it")
     tried = [given]
     env = os.environ.get("LLMSCHED_DATA")
     if not given.is_absolute():
