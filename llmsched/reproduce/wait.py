@@ -12,6 +12,10 @@
    runs), eq1-linear (the paper's eq. (1) with d0, d1 fitted to the roofline, B = 256) and memory-bound (eq. (1),
    B = 2048 so the A100's KV binds and the baselines preempt); each with the paper's Algorithm and the authors'-
    code entry gate.
+   ``--settings authors`` (in the default list) is the authors' own configuration, read from their Vidur fork
+   (``llmsched.wait.authors``): Llama-3-8B on an A100 with Vidur's KV and timing fitted to Vidur's profiles, vLLM
+   with a 4096-token batch, Sarathi with 512-token chunks, WAIT / Nested WAIT with the B rule and per-type /
+   per-segment budgets and no token or sequence cap, at the rates and B of their scripts.
 6. §7: time-varying rates (static vs adaptive thresholds) and segment design (S segments).
 """
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..wait.authors import compare_authors
 from ..wait.experiments import SETTINGS, compare_setting, lmsys_lengths, overflow_rate, scaling, toy
 from ..wait.extensions import segment_design, time_varying
 from ..wait.setup import scheduler_types
@@ -32,25 +37,36 @@ LMSYS = "lmsys_chat_1m_lengths_sample_input_lt500_output_lt600.csv"
 def add_arguments(p) -> None:
     p.add_argument("--fast", action="store_true", help="small sizes for CI (seconds)")
     p.add_argument("--out", default=None, help="write results.json here")
-    p.add_argument("--settings", default=",".join(SETTINGS),
-                   help=f"§6 settings to run, comma-separated (default all: {', '.join(SETTINGS)})")
+    p.add_argument("--settings", default=",".join(["authors", *SETTINGS]),
+                   help=f"§6 settings to run, comma-separated (default all: authors, {', '.join(SETTINGS)})")
     p.add_argument("--model", default="llama-2-7b", help="model preset (default llama-2-7b, the paper's)")
     p.add_argument("--gpu", default="a100", help="GPU preset (default a100, the paper's)")
+    p.add_argument("--requests", type=int, default=None, help="requests per §6 run (default 4000; --fast 200)")
+    p.add_argument("--authors-only", action="store_true", help="run only §6 in the authors' setting")
     p.add_argument("--skip-lmsys", action="store_true", help="skip the LMSYS-lengths run (needs the data file)")
 
 
 def run(args) -> int:
     fast = args.fast
     out: dict = {}
+    n = args.requests or (200 if fast else 4000)
+    if n < 1:
+        raise ValueError(f"--requests must be >= 1, got {n}")
+    if args.authors_only:
+        out["authors"] = authors(n, args.skip_lmsys)
+        print("## §6 in the authors' setting (vidur_or configuration; llmsched.wait.authors)\n")
+        print(_table(out["authors"], AUTHORS_KEYS))
+        return 0
     out["toy"] = toy(duration=5 if fast else 60, seeds=1 if fast else 5)
     out["scaling"] = scaling(base=5 if fast else 10, factors=[1, 4] if fast else [1, 4, 16, 64],
                              seeds=1 if fast else 8)
     out["overflow"] = overflow_rate(delta=0.1, runs=3 if fast else 40, duration=20 if fast else 120)
-    n = 200 if fast else 4000
     settings = [x for x in args.settings.split(",") if x]
-    unknown = sorted(set(settings) - set(SETTINGS))
+    unknown = sorted(set(settings) - set(SETTINGS) - {"authors"})
     if unknown:
-        raise ValueError(f"--settings: unknown {', '.join(unknown)}; choose from {', '.join(SETTINGS)}")
+        raise ValueError(f"--settings: unknown {', '.join(unknown)}; choose from authors, {', '.join(SETTINGS)}")
+    out["authors"] = authors(n, args.skip_lmsys) if "authors" in settings else []
+    settings = [x for x in settings if x != "authors"]
     common = dict(model=args.model, gpu=args.gpu)
     out["wait_synthetic"], out["nested"], out["thresholds"] = [], [], []
     jobs = [("wait_synthetic", name, "wait", list(WAIT_WORKLOADS[name]().types), WAIT_WORKLOADS[name]().lengths,
@@ -76,6 +92,30 @@ def run(args) -> int:
     return 0
 
 
+# the authors' scripts (vidur_or run_sh_*.py, results_analysis/*/config.py): workload, rate, total_limit B
+AUTHORS_JOBS = (("wait", "wait-high", 1.0, 1000), ("wait", "wait-high", 10.0, 1000),
+                ("nested-wait", "nested-synthetic", 1.0, 128), ("nested-wait", "nested-synthetic", 10.0, 128))
+
+
+AUTHORS_KEYS = ["workload", "B", "scheduler", "finished", "throughput_tok_s", "window_tok_s", "latency_s", "ttft_s",
+                "preemptions", "decodes_per_step", "mean_step_ms", "resident_kv", "paused_kv"]
+
+
+def authors(n: int, skip_lmsys: bool) -> list[dict]:
+    """§6.1/§6.2 in the authors' setting: their workloads (a = 1 and 10), rates and B; plus the LMSYS lengths."""
+    rows = []
+    for algo, name, scale, B in AUTHORS_JOBS:
+        wl = WAIT_WORKLOADS[name]().scaled(scale)
+        label = f"{name} {wl.rate:g} QPS"
+        rows += [{"workload": label, **r} for r in compare_authors(algo, list(wl.types), wl.lengths, wl.rate, n, B)]
+    if not skip_lmsys:
+        edges = ",".join(str(e) for e in range(50, 501, 50))
+        types = scheduler_types("", LMSYS, 10, edges, 55)
+        rows += [{"workload": "LMSYS lengths 55 QPS", **r}
+                 for r in compare_authors("nested-wait", types, lmsys_lengths(n), 55, n, 128)]
+    return rows
+
+
 def _table(rows: list[dict], keys: list[str]) -> str:
     def fmt(v):
         if isinstance(v, list):
@@ -96,7 +136,9 @@ def _print(out: dict) -> None:
     print("\n## Theorem 2: Nested WAIT's overflow rate (runs with any eviction) vs δ\n")
     print(_table(out["overflow"], ["memory", "M", "runs", "delta", "runs_with_overflow", "overflow_rate"]))
     keys = ["setting", "workload", "scheduler", "finished", "throughput_tok_s", "window_tok_s", "latency_s",
-            "ttft_s", "preemptions", "decodes_per_step", "prefill_only_steps", "mean_step_ms"]
+            "ttft_s", "preemptions", "decodes_per_step", "prefill_only_steps", "resident_kv", "paused_kv"]
+    print("\n## §6 in the authors' setting (vidur_or configuration; llmsched.wait.authors)\n")
+    print(_table(out["authors"], AUTHORS_KEYS))
     print("\n## §6.1: WAIT vs vLLM and Sarathi (same B, same M, same timing)\n")
     print(_table(out["wait_synthetic"], keys))
     print("\n## §6.2: Nested WAIT vs vLLM and Sarathi (same B, same M, same timing)\n")

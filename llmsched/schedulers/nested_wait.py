@@ -45,6 +45,7 @@ class NestedWait(Scheduler):
 
     name = "nested-wait"
     source = "seed 003 (Ao et al., Fluid-Guided Online Scheduling with Memory Constraints) §5.1, Algorithm 2"
+    chunks_prompts = False  # cohorts are prefilled whole: a longer prompt is rejected at arrival
 
     lengths: str = "sharegpt"  # length preset, WAIT workload or trace file the segments are cut from
     bins: int = 10             # S equal-share output bins (when no `edges`)
@@ -210,7 +211,8 @@ class NestedWait(Scheduler):
         if not hasattr(self, "budget_"):
             B = self.batch_cap or view.max_num_seqs
             total = sum(s.stages * s.rate for s in self.segments_)
-            self.budget_ = [int(B * s.stages * s.rate / total) for s in self.segments_]
+            # at least n_s: the authors' int() gives tiny segments a budget of 0 and strands their prompts
+            self.budget_ = [max(int(B * s.stages * s.rate / total), n) for s, n in zip(self.segments_, self.n)]
         return self.budget_
 
     def _entry_gated(self, view, batch, queues, flying, late, n) -> BatchPlan:

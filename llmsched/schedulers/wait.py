@@ -36,6 +36,7 @@ class Wait(Scheduler):
     name = "wait"
     source = "seed 003 (Ao et al., Fluid-Guided Online Scheduling with Memory Constraints) §4.2, Algorithm 1"
     needs_oracle = True
+    chunks_prompts = False  # cohorts are prefilled whole: a longer prompt is rejected at arrival
 
     types: str = ""            # "RATE:L:L',..." in the paper's units; empty: bins of `lengths`
     lengths: str = "sharegpt"  # length preset, WAIT workload or trace file the types are binned from
@@ -175,7 +176,7 @@ class Wait(Scheduler):
         if not hasattr(self, "budget_"):
             B = self.batch_cap or view.max_num_seqs
             total = sum(t.rate * t.stages for t in self.types_)
-            self.budget_ = [B * t.rate * t.stages / total for t in self.types_]
+            self.budget_ = [max(B * t.rate * t.stages / total, nj) for t, nj in zip(self.types_, self.n)]
         return self.budget_
 
     def _draw(self, view) -> list[int]:
