@@ -205,8 +205,8 @@ def _zeros(path: Path, names, prompts, outputs, lines, zero_lengths: str):
         i = int(np.argmax(zero))
         column = names[0] if prompts[i] == 0 else names[1]
         raise TraceError(f"{path}:{lines[i]}: {column} is 0 ({count} row(s) in the file have a zero length); a "
-                         f"request needs at least one token. Pass zero_lengths='drop' to skip such rows or "
-                         f"'clamp' to count them as 1")
+                         f"request needs at least one token: remove or fix those rows (in Python, "
+                         f"zero_lengths='drop' skips them and 'clamp' counts them as 1)")
     if zero_lengths == "drop":
         return ~zero, prompts[~zero], outputs[~zero], count, 0
     return np.ones(len(prompts), bool), np.maximum(prompts, 1), np.maximum(outputs, 1), 0, count

@@ -190,11 +190,16 @@ def trace_workload(path, target_rate: float | None = None, num_requests: int | N
     if trace_kind(resolved) == "lengths":
         raise TraceError(length_file_as_trace(resolved))
     trace = read_trace(resolved, zero_lengths=zero_lengths)
+    if len(trace) == 0:
+        raise TraceError(f"{trace.source}:1: the trace has a header but no requests")
     if num_requests is not None and num_requests > len(trace):
         raise ValueError(f"num_requests {num_requests}: the trace {trace.source} has only {len(trace)} requests; "
                          f"ask for at most {len(trace)} (or leave --num-requests out to replay it whole)")
-    return Workload(TraceReplay(trace.arrivals, target_rate=target_rate),
-                    Empirical.from_trace(trace, draw="sequential"), num_requests=num_requests, tiers=tiers,
+    try:
+        arrivals = TraceReplay(trace.arrivals, target_rate=target_rate)
+    except ValueError as e:
+        raise TraceError(f"{trace.source}: {e} (--rate rescales a trace's arrivals; leave it out)") from None
+    return Workload(arrivals, Empirical.from_trace(trace, draw="sequential"), num_requests=num_requests, tiers=tiers,
                     max_total_tokens=max_total_tokens, seed=seed)
 
 
