@@ -1,0 +1,1 @@
+"""`llmsched plan`: candidates, sound pruning, replica search, cost and Pareto report (docs/plan.md)."""

@@ -1,0 +1,105 @@
+"""Deployment candidates: GPU × tensor parallelism × scheduler (× its key parameters) × router, and whether the
+model fits the GPU at that tensor parallelism (weights + activation reserve + at least one token of KV)."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+
+from ..experiment import RunConfig
+from ..hardware.gpus import GiB, gpu as gpu_preset
+from ..hardware.memory import default_activation_reserve, kv_capacity_tokens
+from ..hardware.models import model as model_preset
+from ..options import parse_params
+from ..routers import ROUTERS
+from ..schedulers.registry import scheduler_info
+
+
+@dataclass(frozen=True)
+class Candidate:
+    gpu: str
+    tp: int
+    scheduler: str
+    params: tuple = ()          # (key, value) pairs varied by --vary, on top of --param
+    router: str = "round-robin"
+
+    @property
+    def label(self) -> str:
+        extra = "[" + ",".join(f"{k}={v}" for k, v in self.params) + "]" if self.params else ""
+        return f"{self.gpu} tp{self.tp} {self.scheduler}{extra} {self.router}"
+
+    def config(self, base: RunConfig, rate: float, replicas: int) -> RunConfig:
+        """``base`` (the scheduler's run options) deployed as this candidate with ``replicas`` replicas."""
+        return dataclasses.replace(base, gpu=self.gpu, tp=self.tp, scheduler=self.scheduler, router=self.router,
+                                   scheduler_params={**base.scheduler_params, **dict(self.params)},
+                                   replicas=replicas, rate=rate)
+
+
+def split_names(text: str, option: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise ValueError(f"{option} {text!r}: name at least one")
+    return list(dict.fromkeys(names))
+
+
+def parse_tps(text: str) -> list[int]:
+    try:
+        tps = [int(x) for x in split_names(text, "--tp")]
+    except ValueError:
+        raise ValueError(f"--tp {text!r}: give tensor-parallel degrees like 1,2,4") from None
+    if any(t < 1 for t in tps):
+        raise ValueError(f"--tp {text!r}: degrees must be >= 1")
+    return tps
+
+
+def parse_variations(items: list[str], schedulers: list[str]) -> dict[str, list[tuple]]:
+    """``--vary SCHEDULER.KEY=V1,V2`` -> per scheduler, the (key, value) combinations to try."""
+    per: dict[str, dict[str, list]] = {}
+    for item in items:
+        if "=" not in item or "." not in item.split("=", 1)[0]:
+            raise ValueError(f"--vary {item!r}: write SCHEDULER.KEY=V1,V2 (e.g. sarathi.token_budget=256,512)")
+        name_key, values = item.split("=", 1)
+        name, key = name_key.split(".", 1)
+        if name not in schedulers:
+            raise ValueError(f"--vary {item!r}: {name!r} is not among --schedulers ({', '.join(schedulers)})")
+        known = scheduler_info(name)["params"]
+        if key not in known:
+            raise ValueError(f"--vary {item!r}: scheduler {name!r} has no parameter {key!r}; its parameters: "
+                             f"{', '.join(sorted(known)) or '(none)'}")
+        parsed = [parse_params([f"{key}={v}"], "--vary")[key] for v in values.split(",") if v.strip()]
+        if not parsed:
+            raise ValueError(f"--vary {item!r}: give one or more values")
+        per.setdefault(name, {})[key] = parsed
+    return {name: [tuple(zip(keys, combo)) for combo in itertools.product(*(per[name][k] for k in keys))]
+            for name in per for keys in [sorted(per[name])]}
+
+
+def build_candidates(gpus: list[str], tps: list[int], schedulers: list[str], routers: list[str],
+                     variations: dict[str, list[tuple]] | None = None) -> list[Candidate]:
+    for name in gpus:
+        gpu_preset(name)                      # unknown GPU: error listing the valid ones
+    for name in schedulers:
+        scheduler_info(name)
+    for name in routers:
+        if name not in ROUTERS:
+            raise ValueError(f"unknown router {name!r}; valid routers: {', '.join(ROUTERS)}")
+    variations = variations or {}
+    return [Candidate(gpu_preset(g).name, tp, s, params, r)
+            for g in gpus for tp in tps for s in schedulers for params in variations.get(s, [()]) for r in routers]
+
+
+def memory_fit(model: str, gpu: str, tp: int, gpu_memory_utilization: float = 0.9) -> dict:
+    """Per GPU: weights, reserve, budget (GiB) and the KV tokens left; ``fits`` False with the reason."""
+    device, preset = gpu_preset(gpu), model_preset(model)      # unknown names: errors listing the valid ones
+    try:
+        spec = preset.with_tp(tp)
+    except ValueError as e:
+        return {"fits": False, "reason": str(e)}
+    reserve = default_activation_reserve(spec)
+    figures = {"weights_gib_per_gpu": spec.weight_bytes_per_gpu / GiB, "reserve_gib": reserve / GiB,
+               "budget_gib": device.mem_bytes * gpu_memory_utilization / GiB}
+    try:
+        tokens = kv_capacity_tokens(spec, device, gpu_memory_utilization)
+    except ValueError as e:
+        return {"fits": False, "reason": str(e), "kv_tokens": 0, **figures}
+    return {"fits": True, "reason": "", "kv_tokens": tokens, **figures}

@@ -1,0 +1,232 @@
+"""What a plan prints and writes: deployments with their cost, the cost-vs-latency Pareto frontier, every
+candidate's verdicts, and one self-contained HTML page (plots embedded as base64 PNG)."""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import io
+import math
+import shlex
+from dataclasses import dataclass
+
+from ..capacity.slo import RATIOS
+from ..experiment import RunConfig, build_source
+from ..options import RUN_OPTIONS
+from ..workload.workload import OpenLoop
+from .search import Searched
+
+
+@dataclass
+class Deployment:
+    """A candidate with a replica count whose probe met every SLO while stable."""
+
+    label: str
+    rate: float
+    replicas: int
+    gpus: int
+    usd_per_hour: float
+    output_tokens_per_s: float
+    usd_per_million_tokens: float     # per million output tokens served
+    latency: float                    # the Pareto metric (seconds), worst over seeds
+    values: dict                      # every SLO's value
+    config: RunConfig                 # the seed-0 probe's run
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["config"] = dataclasses.asdict(self.config)
+        return d
+
+
+def deployments(searched: list[Searched], price_of, pareto_metric: str) -> list[Deployment]:
+    """Every (candidate, replicas) that met, costed; ``price_of(gpu)`` is USD per GPU-hour."""
+    out = []
+    for item in searched:
+        cand = item.screened.candidate
+        for r, probe in item.probes.items():
+            if not probe.meets:
+                continue
+            usd = price_of(cand.gpu) * cand.tp * r
+            tps = sum(rec["throughput"]["output_tokens_per_s"] for rec in probe.records) / len(probe.records)
+            latency = max(rec["metrics"][pareto_metric] for rec in probe.records)
+            out.append(Deployment(cand.label, item.screened.rate, r, cand.tp * r, usd, tps,
+                                  usd / (tps * 3600 / 1e6) if tps > 0 else math.inf, latency, dict(probe.values),
+                                  item.configs[r]))
+    return sorted(out, key=lambda d: (d.rate, d.usd_per_hour, d.latency, d.label))
+
+
+def cheapest(deps: list[Deployment]) -> list[Deployment]:
+    """Each candidate's fewest-replica deployment, cheapest first."""
+    best = {}
+    for d in deps:
+        key = (d.rate, d.label)
+        if key not in best or d.replicas < best[key].replicas:
+            best[key] = d
+    return sorted(best.values(), key=lambda d: (d.rate, d.usd_per_hour, d.latency, d.label))
+
+
+def pareto(deps: list[Deployment]) -> list[Deployment]:
+    """Deployments no other one beats on both cost per hour and latency (cheapest first), per rate."""
+    front = []
+    for rate in sorted({d.rate for d in deps}):
+        best = math.inf
+        for d in sorted((d for d in deps if d.rate == rate), key=lambda d: (d.usd_per_hour, d.latency)):
+            if d.latency < best:
+                front.append(d)
+                best = d.latency
+    return front
+
+
+def simulate_command(cfg: RunConfig) -> str:
+    """The `llmsched simulate` command that runs this probe step for step (stopping at its last arrival, as the
+    probe does); the plan judges that run with the capacity definition (docs/capacity.md)."""
+    default = RunConfig()
+    args = ["llmsched", "simulate", "--scheduler", cfg.scheduler]
+    for name in RUN_OPTIONS:
+        value = getattr(cfg, name, None)
+        if value is None or name == "horizon" or value == getattr(default, name, None):
+            continue
+        args += ["--" + name.replace("_", "-"), repr(value) if isinstance(value, float) else str(value)]
+    for key, value in cfg.scheduler_params.items():
+        args += ["--param", f"{key}={value}"]
+    for key, value in cfg.batch_time_params.items():
+        args += ["--bt-param", f"{key}={value}"]
+    if cfg.oracle:
+        args.append("--oracle")
+    source = build_source(cfg)
+    if isinstance(source, OpenLoop) and source.requests:
+        last = max(r.arrival for r in source.requests)
+        if last > 0:
+            args += ["--horizon", repr(last)]
+    return shlex.join(args)
+
+
+def _ms(v: float) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return "inf" if math.isinf(v) else f"{v * 1e3:.0f}"
+
+
+def _value(key: str, v: float) -> str:
+    return f"{v:.3f}" if key.split(".")[-1] in RATIOS else _ms(v)
+
+
+def table(head: list[str], rows: list[list]) -> list[str]:
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    return ["  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths)) for row in [head] + rows]
+
+
+def deployment_rows(deps: list[Deployment], slo_keys: list[str]) -> tuple[list[str], list[list]]:
+    head = ["deployment", "rate", "replicas", "GPUs", "$/hour", "$/M out tok", "out tok/s"] + \
+        [k + ("" if k.split(".")[-1] in RATIOS else " ms") for k in slo_keys]
+    rows = [[d.label, f"{d.rate:g}", d.replicas, d.gpus, f"{d.usd_per_hour:.2f}", f"{d.usd_per_million_tokens:.3f}",
+             f"{d.output_tokens_per_s:.0f}"] + [_value(k, d.values.get(k, math.nan)) for k in slo_keys]
+            for d in deps]
+    return head, rows
+
+
+def candidate_rows(screened, searched: list[Searched], price_of) -> tuple[list[str], list[list]]:
+    """Every candidate at every rate: memory, bound, least replicas, the replicas found, and each probe."""
+    found = {(s.screened.candidate, s.screened.rate): s for s in searched}
+    head = ["candidate", "rate", "KV tokens", "bound req/s/replica", "bound replicas", "replicas", "$/hour",
+            "probes (replicas: verdict, meets)", "outcome"]
+    rows = []
+    for s in screened:
+        cand = s.candidate
+        kv = s.memory.get("kv_tokens", 0)
+        bound = "—" if s.bound_rps_per_replica is None else f"{s.bound_rps_per_replica:.3g}"
+        item = found.get((cand, s.rate))
+        if s.pruned:
+            rows.append([cand.label, f"{s.rate:g}", kv, bound, s.min_replicas if s.bound_rps_per_replica else "—",
+                         "—", "—", "—", "pruned (" + s.pruned + ")"])
+            continue
+        probes = "; ".join(f"{r}: {p.verdict}, {'meets' if p.meets else 'fails ' + ','.join(p.failed)}"
+                           for r, p in sorted(item.probes.items()))
+        usd = f"{price_of(cand.gpu) * cand.tp * item.replicas:.2f}" if item.replicas else "—"
+        outcome = f"{item.replicas} replicas" if item.replicas else "no replica count up to --max-replicas meets"
+        rows.append([cand.label, f"{s.rate:g}", kv, bound, s.min_replicas, item.replicas or "—", usd, probes,
+                     outcome])
+    return head, rows
+
+
+# --- HTML ------------------------------------------------------------------------------------------------------
+
+def _png(fig) -> str:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def pareto_png(deps: list[Deployment], front: list[Deployment], winner: Deployment | None, metric: str) -> str:
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(7, 4.2))
+    ax = fig.add_subplot()
+    ax.scatter([d.usd_per_hour for d in deps], [d.latency * 1e3 for d in deps], s=18, color="0.6",
+               label="deployments that meet the SLOs")
+    if front:
+        ax.step([d.usd_per_hour for d in front], [d.latency * 1e3 for d in front], where="post", color="C0",
+                marker="o", label="Pareto frontier")
+    if winner is not None:
+        ax.scatter([winner.usd_per_hour], [winner.latency * 1e3], s=120, marker="*", color="C3", zorder=5,
+                   label=f"cheapest: {winner.label} x{winner.replicas}")
+    ax.set_xlabel("cost, USD per hour")
+    ax.set_ylabel(f"{metric} (ms)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def cost_png(cheap: list[Deployment]) -> str:
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(7, 0.35 * max(len(cheap), 3) + 1))
+    ax = fig.add_subplot()
+    labels = [f"{d.label} x{d.replicas} @{d.rate:g}" for d in cheap]
+    ax.barh(range(len(cheap)), [d.usd_per_hour for d in cheap], color="C0")
+    ax.set_yticks(range(len(cheap)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("USD per hour (fewest replicas that meet the SLOs)")
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig)
+
+
+def _html_table(head, rows) -> str:
+    th = "".join(f"<th>{html.escape(str(h))}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def write_html(path, context: dict) -> None:
+    """One page: the winner, the frontier (plot and table), every candidate, and how to reproduce each point."""
+    deps, front, cheap = context["deployments"], context["frontier"], context["cheapest"]
+    winner = cheap[0] if cheap else None
+    slo_keys = context["slo_keys"]
+    parts = [f"<h1>llmsched plan</h1><p>{html.escape(context['title'])}</p>",
+             f"<p>SLOs: <code>{html.escape(context['slo_text'])}</code>; prices: {html.escape(context['prices'])}"
+             f"</p><p>Command: <code>{html.escape(context['command'])}</code></p>"]
+    if winner is not None:
+        parts.append("<h2 id='winner'>Cheapest deployment</h2>" + _html_table(*deployment_rows([winner], slo_keys)) +
+                     f"<p>Reproduce this point: <code>{html.escape(simulate_command(winner.config))}</code></p>")
+    else:
+        parts.append("<h2 id='winner'>No deployment meets the SLOs</h2>")
+    if deps:
+        parts.append(f"<h2 id='pareto'>Cost vs {html.escape(context['pareto_metric'])}: Pareto frontier</h2>"
+                     f"<img alt='Pareto frontier' src='data:image/png;base64,"
+                     f"{pareto_png(deps, front, winner, context['pareto_metric'])}'>")
+        head, rows = deployment_rows(front, slo_keys)
+        parts.append(_html_table(head + ["reproduce"], [row + [simulate_command(d.config)]
+                                                          for row, d in zip(rows, front)]))
+        parts.append("<h2 id='cheapest'>Each candidate's cheapest deployment</h2>"
+                     f"<img alt='cost per candidate' src='data:image/png;base64,{cost_png(cheap)}'>"
+                     + _html_table(*deployment_rows(cheap, slo_keys)))
+    parts.append("<h2 id='candidates'>Every candidate: memory, bound, replicas, verdicts</h2>"
+                 + _html_table(*context["candidate_table"]))
+    parts.append(f"<h2>Pruning</h2><p>{html.escape(context['pruning'])}</p>")
+    style = ("body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;"
+             "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#eee}"
+             "code{background:#f4f4f4;padding:1px 3px;word-break:break-all}")
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>llmsched plan</title><style>{style}</style>"
+            f"</head><body>{''.join(parts)}</body></html>")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(page)

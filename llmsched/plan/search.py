@@ -1,0 +1,86 @@
+"""Per candidate, the fewest replicas that carry the target rate: a monotone search over the replica count.
+
+Starting at the sound bound's least replicas, a failing probe moves up — to where its measured throughput says
+the rate would fit when the run was unstable (r · rate / throughput), else to 2r — and once one count meets and
+a smaller one fails, bisection finds the smallest that meets. The search assumes more replicas never hurt
+(each replica serves a share of the arrivals). All candidates advance in lock-step, so one round's probes run
+together on the executor; the path depends only on verdicts, so every executor gives the same answer.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..capacity.probe import Probe, make_probe, measure_all, probe_config
+from ..experiment import RunConfig
+from .prune import Screened
+
+
+@dataclass
+class Searched:
+    screened: Screened
+    replicas: int | None = None                      # fewest that met (None: none up to --max-replicas)
+    probes: dict = field(default_factory=dict)       # replica count -> Probe
+    configs: dict = field(default_factory=dict)      # replica count -> the seed-0 probe RunConfig
+
+
+def _search(start: int, rate: float, max_replicas: int):
+    """Generator: yields replica counts, receives their Probes, returns the fewest that met (or None)."""
+    fail, meet = start - 1, None
+    r = start
+    while True:
+        p: Probe = yield r
+        if p.meets:
+            meet = r
+        else:
+            fail = r
+        if meet is not None:
+            if meet - fail <= 1:
+                return meet
+            r = (fail + meet) // 2
+            continue
+        if r >= max_replicas:
+            return None
+        if p.verdict != "stable" and p.throughput_rps > 0:
+            jump = math.ceil(r * rate / p.throughput_rps)
+        else:
+            jump = 2 * r
+        r = min(max_replicas, max(r + 1, jump))
+
+
+def search_replicas(screened: list[Screened], bases: dict[str, RunConfig], slos, seeds, max_replicas: int,
+                    executor=None, cache=None, progress: bool = False) -> list[Searched]:
+    """Search every unpruned candidate; ``bases`` maps scheduler name -> its run options."""
+    out = [Searched(s) for s in screened if not s.pruned]
+    gens, pending = {}, {}
+    for i, item in enumerate(out):
+        gens[i] = _search(item.screened.min_replicas, item.screened.rate, max_replicas)
+        pending[i] = next(gens[i])
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(unit="probe", desc="plan", leave=False)
+    while pending:
+        keys = list(pending)
+        configs = []
+        for i in keys:
+            s = out[i].screened
+            cfg = s.candidate.config(bases[s.candidate.scheduler], s.rate, pending[i])
+            configs.extend(probe_config(cfg, s.rate, seed) for seed in seeds)
+        records = measure_all(configs, executor, cache)
+        for j, i in enumerate(keys):
+            r = pending[i]
+            probe = make_probe(out[i].screened.rate, seeds, records[j * len(seeds):(j + 1) * len(seeds)], slos)
+            out[i].probes[r] = probe
+            out[i].configs[r] = configs[j * len(seeds)]
+            if bar is not None:
+                bar.update()
+                bar.set_postfix_str(f"{out[i].screened.candidate.label} x{r} {'meets' if probe.meets else 'fails'}")
+            try:
+                pending[i] = gens[i].send(probe)
+            except StopIteration as stop:
+                del pending[i]
+                out[i].replicas = stop.value
+    if bar is not None:
+        bar.close()
+    return out
