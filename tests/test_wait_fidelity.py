@@ -112,3 +112,29 @@ def test_wait_budget_gate_keeps_in_flight_within_the_batch_cap():
         running = np.asarray(rep.steps.num_running)
         assert running.max() <= 30  # the per-type budgets B_j sum to B
         assert running.max() >= 20  # and the budget is used
+
+
+def test_overloaded_fluid_random_fills_the_memory_instead():
+    from llmsched.wait.thresholds import fluid_or_memory_means
+    from llmsched.wait.nested import segment_memory
+    types = [PromptType(2000.0, 10, 10), PromptType(1000.0, 10, 20)]
+    means, over = fluid_or_memory_means("wait", types, None, 0.01, 1e-3, 0.0, memory=5000, seats=10_000)
+    assert over and abs(sum(x * t.memory for x, t in zip(means, types)) - 5000) < 1e-6
+    assert abs(means[0] / means[1] - 2) < 1e-9  # the rates' proportions
+    segs = segments(types)
+    means, over = fluid_or_memory_means("nested", types, segs, 0.01, 1e-3, 0.0, memory=1e9, seats=300)
+    assert over and abs(sum(x * s.stages for x, s in zip(means, segs)) - 300) < 1e-6
+    stable, over = fluid_or_memory_means("nested", types, segs, 0.01, 1e-7, 0.01, memory=1e9, seats=300)
+    assert not over and segment_memory(10, segs, stable) > 0
+
+
+def test_fluid_random_keeps_sparse_segments_moving_where_integer_thresholds_starve():
+    # n_s = 1 everywhere (B rule, small B): a segment whose boundary is empty pauses its in-flight prompts, so at
+    # a low rate they crawl at one stage per max_wait; time-shared thresholds let them advance every iteration
+    kw = dict(d0=0.02, d1=1e-6, num_requests=150, seed=4, types=SPEC)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rounded = run_model("nested-wait", LENGTHS, 2.0, 100_000, batch_cap=4, **kw)
+        shared = run_model("nested-wait", LENGTHS, 2.0, 100_000, rule="fluid-random", slack=0.01, **kw)
+    assert shared["finished"] == rounded["finished"] == 150
+    assert shared["latency"] < 0.5 * rounded["latency"]

@@ -33,7 +33,7 @@ from ..wait.reserve import ReservingCohortPlan, segment_need
 from ..wait.fluid import Overloaded, fluid
 from ..wait.nested import nested_thresholds, segments
 from ..wait.setup import iteration_coefficients, parse_thresholds, scheduler_types
-from ..wait.thresholds import RandomisedThresholds, nested_means, nested_violations
+from ..wait.thresholds import RandomisedThresholds, fluid_or_memory_means, nested_violations
 from .base import Scheduler
 from .registry import register
 
@@ -88,7 +88,12 @@ class NestedWait(Scheduler):
         self.random_ = None
         if self.rule == "fluid-random" and not self.thresholds:
             d0, d1 = iteration_coefficients(self.d0, self.d1, view)
-            self.random_ = RandomisedThresholds(nested_means(types, self.segments_, d0, d1, self.slack), self.seed)
+            means, over = fluid_or_memory_means("nested", types, self.segments_, d0, d1, self.slack,
+                                                view.total_blocks * view.block_size, view.max_num_seqs)
+            if over:
+                warnings.warn(f"nested-wait rule=fluid-random: the load has no fluid equilibrium at d0={d0:.4g}, "
+                              f"d1={d1:.4g} (ρ >= 1); thresholds scaled to fill the KV instead", stacklevel=2)
+            self.random_ = RandomisedThresholds(means, self.seed)
             self.n = [max(1, round(x)) for x in self.random_.means]
         else:
             self.n = self._thresholds(view, self.segments_[0].rate)

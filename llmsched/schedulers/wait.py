@@ -23,7 +23,7 @@ from ..wait.cohorts import CohortPlan
 from ..wait.reserve import ProfileCohortPlan
 from ..wait.fluid import batch_cap_thresholds, wait_thresholds
 from ..wait.setup import iteration_coefficients, parse_thresholds, scheduler_types
-from ..wait.thresholds import RandomisedThresholds, wait_means, wait_violations
+from ..wait.thresholds import RandomisedThresholds, fluid_or_memory_means, wait_violations
 from .base import Scheduler
 from .registry import register
 
@@ -82,7 +82,11 @@ class Wait(Scheduler):
             n = wait_thresholds(types, d0, d1, memory, self.slack)
         else:
             d0, d1 = iteration_coefficients(self.d0, self.d1, view)
-            self.random_ = RandomisedThresholds(wait_means(types, d0, d1, self.slack), self.seed)
+            means, over = fluid_or_memory_means("wait", types, None, d0, d1, self.slack, memory, view.max_num_seqs)
+            if over:
+                warnings.warn(f"wait rule=fluid-random: the load has no fluid equilibrium at d0={d0:.4g}, "
+                              f"d1={d1:.4g} (ρ >= 1); thresholds scaled to fill the KV instead", stacklevel=2)
+            self.random_ = RandomisedThresholds(means, self.seed)
             n = [max(1, round(x)) for x in self.random_.means]
         self.types_, self.n = types, n
         self._decodes = [t.decode for t in types]

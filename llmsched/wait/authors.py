@@ -21,6 +21,8 @@ general_nested_booking_limit}_replica_scheduler.py``, ``vidur/scheduler/utils/me
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..experiment import RunConfig, build_replicas
 from ..metrics.summary import summarize
 from ..sim.simulator import simulate
@@ -64,11 +66,26 @@ def run_one(scheduler: str, params: dict, limits: dict, lengths, rate: float, nu
     log = reps[0].steps
     steps = max(len(log), 1)
     kv = kv_ledger(log, reps[0].config.block_size, reps[0].index)
-    return {"finished": counts["finished"], "offered": counts["offered"], "throughput_tok_s": pm["throughput"],
+    arrivals = result.requests.column("arrival")
+    return {**authors_metric(log, float(arrivals.min()), float(arrivals.max())),"finished": counts["finished"], "offered": counts["offered"], "throughput_tok_s": pm["throughput"],
             "window_tok_s": pm["throughput_window"], "latency_s": pm["latency"], "ttft_s": pm["ttft"],
             "preemptions": pm["preemptions"] + pm["evictions"], "decodes_per_step": sum(log.num_decodes) / steps,
             "mean_step_ms": 1e3 * sum(log.duration) / steps, "resident_kv": kv["resident_kv"],
             "paused_kv": kv["paused_kv"], "waiting_q": kv["waiting"]}
+
+
+def authors_metric(log, first: float, last: float) -> dict:
+    """The authors' plotted "throughput": requests processed per iteration, summed (prefill included, counted when
+    the batch ends, finished or not), here as a rate over the window in which arrivals last; and the mean number
+    of requests holding KV over that window."""
+    start = np.asarray(log.start)
+    end = start + np.asarray(log.duration)
+    inside = (end > first) & (end <= last)
+    work = np.asarray(log.num_decodes) + np.asarray(log.num_prefills)
+    dur = np.asarray(log.duration)[inside]
+    span = last - first
+    return {"authors_req_iter_s": float(work[inside].sum()) / span if span > 0 else float("nan"),
+            "in_flight": float(dur @ np.asarray(log.num_running)[inside] / dur.sum()) if dur.sum() > 0 else 0.0}
 
 
 def compare_authors(algo: str, types: list[PromptType], lengths, rate: float, num_requests: int, B: int,

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .fluid import PromptType, fluid
+from .fluid import Overloaded, PromptType, fluid
 from .nested import Segment, segment_memory
 
 
@@ -88,3 +88,29 @@ def nested_violations(segs: list[Segment], n: list[float], prompt: float, d0: fl
     bad += [f"(12b) segment {i + 2}: p_s n_(s-1) = {s.survive * n[i]:.3g} >= n_s = {n[i + 1]:.3g}"
             for i, s in enumerate(segs[1:]) if s.survive * n[i] >= n[i + 1] - 1e-9]
     return bad
+
+
+def memory_scaled(means: list[float], stages: list[int], kv: list[float], memory: float, seats: int) -> list[float]:
+    """Means ∝ ``means`` scaled so the full batch fills the KV (Σ x·kv = ``memory``) or the sequence cap
+    (Σ x·stages = ``seats``), whichever binds first: what is left when ρ ≥ 1 and no equilibrium exists
+    (seed 003 Remark 1: run at the memory limit)."""
+    scale = min(memory / sum(x * k for x, k in zip(means, kv)), seats / sum(x * n for x, n in zip(means, stages)))
+    return [x * scale for x in means]
+
+
+def fluid_or_memory_means(kind: str, types: list[PromptType], segs: list[Segment] | None, d0: float, d1: float,
+                          slack: float, memory: float, seats: int) -> tuple[list[float], bool]:
+    """The fluid means (``wait_means`` / ``nested_means``), or when the load is overloaded (ρ ≥ 1, or no cycle
+    time meets the margin) the same proportions scaled to the memory limit; returns (means, overloaded)."""
+    try:
+        if kind == "wait":
+            return wait_means(types, d0, d1, slack), False
+        return nested_means(types, segs, d0, d1, slack), False
+    except (Overloaded, ValueError):
+        if kind == "wait":
+            base = [t.rate for t in types]
+            return memory_scaled(base, [t.stages for t in types], [t.memory for t in types], memory, seats), True
+        prompt = sum(t.rate * t.prompt for t in types) / sum(t.rate for t in types)
+        base = [s.rate * (1 + slack) ** i for i, s in enumerate(segs)]
+        kv = [s.stages * (prompt + (s.first + s.last) / 2) for s in segs]
+        return memory_scaled(base, [s.stages for s in segs], kv, memory, seats), True
