@@ -12,7 +12,6 @@ from pathlib import Path
 from .capacity.command import add_capacity_command
 from .commands import add_package_commands
 from .plan.command import add_plan_command
-from .validate.command import add_command as add_validate_timing_command
 from .vllm.commands import add_vllm_commands
 from .experiment import RunConfig, run
 from .options import TABLE_COLUMNS, add_run_options, base_config, run_configs
@@ -95,7 +94,6 @@ def build_parser() -> argparse.ArgumentParser:
                          "reproduce a paper's headline experiment and write its figures and tables")
     add_capacity_command(sub)  # capacity (llmsched/capacity/command.py)
     add_plan_command(sub)  # plan (llmsched/plan/command.py)
-    add_validate_timing_command(sub)  # validate-timing (llmsched/validate/command.py)
     add_vllm_commands(sub)  # run, profile, fidelity, make-model (real engine: llmsched/vllm/commands.py)
 
     r = sub.add_parser("presets", help="list models, GPUs, workloads, schedulers, routers and their sources")
