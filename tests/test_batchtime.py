@@ -289,7 +289,7 @@ def test_registry_kinds():
 
 
 def test_registry_errors():
-    with pytest.raises(ValueError, match="valid kinds: roofline, roofline-staircase, calibrated, linear"):
+    with pytest.raises(ValueError, match="valid kinds: roofline, roofline-staircase, calibrated, engine, linear"):
         make_batch_time_model("vidur", "llama-3-8b", "a100")
     with pytest.raises(ValueError, match="unknown parameter.*warp_speed.*valid: compute_eff"):
         make_batch_time_model("roofline", "llama-3-8b", "a100", warp_speed=9)

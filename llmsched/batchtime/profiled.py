@@ -192,7 +192,7 @@ def fit_efficiencies(profiles: list[VidurProfile], staircase: bool = False, shar
 
     z = np.array([start[0], start[1], start[2] / 1e-4][:3 if fit_layer_overhead else 2])
     for _ in range(3):                                                  # restarts shake off a collapsed simplex
-        z = _nelder_mead(lambda v: loss(params(v)), z, 0.05)
+        z = nelder_mead(lambda v: loss(params(v)), z, 0.05)
     best = params(z)
     best_loss = loss(best)
     ce, me, lo = best
@@ -200,7 +200,7 @@ def fit_efficiencies(profiles: list[VidurProfile], staircase: bool = False, shar
             "sharpness": sharpness, "rms_log_error": round(math.sqrt(best_loss), 5)}
 
 
-def _nelder_mead(f, x0: np.ndarray, step: float, tol: float = 1e-10, max_iter: int = 2000) -> np.ndarray:
+def nelder_mead(f, x0: np.ndarray, step: float, tol: float = 1e-10, max_iter: int = 2000) -> np.ndarray:
     """Minimise ``f`` from ``x0`` (standard reflection/expansion/contraction/shrink coefficients)."""
     n = len(x0)
     simplex = [np.asarray(x0, dtype=float)] + [x0 + step * np.eye(n)[i] for i in range(n)]

@@ -6,12 +6,14 @@ import inspect
 from ..hardware.gpus import GPUSpec
 from ..hardware.models import ModelSpec
 from .base import BatchTimeModel
+from .engine import DEFAULT_ENGINE, EngineBatchTime
 from .linear import LinearBatchTime
 from .roofline import RooflineBatchTime
 
 _ROOFLINE_PARAMS = tuple(p for p in inspect.signature(RooflineBatchTime.__init__).parameters
                          if p not in ("self", "model", "gpu", "staircase"))
 _CALIBRATED_PARAMS = tuple(p for p in _ROOFLINE_PARAMS if p != "calibration")
+_ENGINE_PARAMS = ("engine",) + _ROOFLINE_PARAMS
 _LINEAR_PARAMS = ("const", "per_token", "per_context", "per_prefill", "extra", "t_col", "source", "file",
                   "steps_csv", "terms", "loss")
 
@@ -26,6 +28,10 @@ def _roofline_staircase(model, gpu, **params) -> BatchTimeModel:
 
 def _calibrated(model, gpu, **params) -> BatchTimeModel:
     return RooflineBatchTime(model, gpu, calibration="require", **params)
+
+
+def _engine(model, gpu, engine=DEFAULT_ENGINE, **params) -> BatchTimeModel:
+    return EngineBatchTime(model, gpu, engine=engine, **params)
 
 
 def _linear(model=None, gpu=None, *, file=None, steps_csv=None, terms=None, loss="relative", t_col=128,
@@ -59,6 +65,9 @@ BATCH_TIME_MODELS: dict[str, dict] = {
                                                      "t_col·⌈tokens/t_col⌉ tokens of compute", _ROOFLINE_PARAMS),
     "calibrated": _kind(_calibrated, "roofline with the efficiencies fitted to Vidur's profiles for this GPU (or "
                                      "its chip family); an error for uncalibrated GPUs", _CALIBRATED_PARAMS),
+    "engine": _kind(_engine, "roofline + tensor-parallel all-reduce, host (launch/scheduling) floor and decode "
+                             "attention efficiency fitted to measured whole-model steps (engine_calibration.json)",
+                    _ENGINE_PARAMS),
     "linear": _kind(_linear, "a + b·tokens + c·Σcontext + d·#prefills (+ extra terms): from coefficients, a saved "
                              "JSON (file=), a fit to steps.csv (steps_csv=), or approximating model/gpu's roofline",
                     _LINEAR_PARAMS, needs_hardware=False),

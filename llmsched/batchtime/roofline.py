@@ -20,6 +20,19 @@ Per step, on each of the ``tp`` GPUs (every quantity below is that GPU's shard):
   ``2·layers·(latency + 2(tp−1)/tp · τ·hidden·dtype / (interconnect/2 · e_comm))``;
 * a fixed ``step_overhead`` (scheduling, input preparation, sampling) plus ``per_seq_overhead`` per item.
 
+Engine terms (all off by default; the ``engine`` kind turns them on with figures fitted by
+``scripts/calibrate_timing.py``, see docs/batch-time.md):
+
+* ring all-reduce per-hop latency: each all-reduce also pays ``2(tp−1) · allreduce_hop_latency`` (NCCL's ring
+  has 2(tp−1) steps, each a link latency);
+* host: launching the kernels (one per op in eager mode) takes ``layers · (host_layer + host_prefill_layer ·
+  [step has a prefill])``; launches are asynchronous, so they overlap the GPU's work and the step costs the
+  larger of the two (``host_sharpness`` p: ``(gpu^p + host^p)^(1/p)``, ``inf`` = the hard maximum). The
+  host's serial work (scheduling, input preparation, reading the sampled tokens back: it waits on the GPU)
+  adds ``host_step + rows · host_per_seq``;
+* ``decode_attn_eff``: decode attention reads the KV cache at this fraction of peak bandwidth (default
+  ``mem_eff``); paged decode kernels of older engines reach far less than a weight-streaming GEMM.
+
 ``compute_eff`` and ``mem_eff`` default to the figures fitted by ``scripts/calibrate_profiles.py`` for the GPU
 (``calibration.json``), else to :data:`DEFAULT_EFFICIENCY`.
 """
@@ -42,6 +55,8 @@ CALIBRATION_PATH = Path(__file__).with_name("calibration.json")
 DEFAULT_EFFICIENCY = {"compute_eff": 0.65, "mem_eff": 0.75, "layer_overhead": 0.0}
 DEFAULT_PARAMS = dict(attn_compute_eff=0.5, comm_eff=0.7, allreduce_latency=10e-6, step_overhead=2e-3,
                       per_seq_overhead=0.0, sharpness=2.0)
+ENGINE_TERMS = ("comm_eff", "allreduce_hop_latency", "host_step", "host_layer", "host_prefill_layer",
+                "host_per_seq", "host_sharpness", "decode_attn_eff", "step_overhead")
 
 
 @lru_cache(maxsize=1)
@@ -76,7 +91,9 @@ class RooflineBatchTime(BatchTimeModel):
                  step_overhead: float = DEFAULT_PARAMS["step_overhead"],
                  per_seq_overhead: float = DEFAULT_PARAMS["per_seq_overhead"],
                  sharpness: float = DEFAULT_PARAMS["sharpness"], staircase: bool = False, t_col: int | None = None,
-                 calibration: str = "auto"):
+                 calibration: str = "auto", allreduce_hop_latency: float = 0.0, host_step: float = 0.0,
+                 host_layer: float = 0.0, host_prefill_layer: float = 0.0, host_per_seq: float = 0.0,
+                 host_sharpness: float = math.inf, decode_attn_eff: float | None = None):
         self.model, self.gpu = _model(model), _gpu(gpu)
         self.staircase = bool(staircase)
         if staircase:
@@ -101,14 +118,24 @@ class RooflineBatchTime(BatchTimeModel):
         self.allreduce_latency, self.step_overhead = allreduce_latency, step_overhead
         self.per_seq_overhead, self.sharpness = per_seq_overhead, float(sharpness)
         self.t_col = self.gpu.t_col if t_col is None else t_col
+        self.allreduce_hop_latency = allreduce_hop_latency
+        self.host_step, self.host_layer, self.host_prefill_layer = host_step, host_layer, host_prefill_layer
+        self.host_per_seq, self.host_sharpness = host_per_seq, float(host_sharpness)
+        self.decode_attn_eff = self.mem_eff if decode_attn_eff is None else decode_attn_eff
         for label, value in (("compute_eff", self.compute_eff), ("mem_eff", self.mem_eff),
-                             ("attn_compute_eff", attn_compute_eff), ("comm_eff", comm_eff)):
+                             ("attn_compute_eff", attn_compute_eff), ("comm_eff", comm_eff),
+                             ("decode_attn_eff", self.decode_attn_eff)):
             if not 0 < value <= 1:
                 raise ValueError(f"{label} must be in (0, 1], got {value}")
         for label, value in (("layer_overhead", self.layer_overhead), ("allreduce_latency", allreduce_latency),
-                             ("step_overhead", step_overhead), ("per_seq_overhead", per_seq_overhead)):
+                             ("step_overhead", step_overhead), ("per_seq_overhead", per_seq_overhead),
+                             ("allreduce_hop_latency", allreduce_hop_latency), ("host_step", host_step),
+                             ("host_layer", host_layer), ("host_prefill_layer", host_prefill_layer),
+                             ("host_per_seq", host_per_seq)):
             if value < 0:
                 raise ValueError(f"{label} must be >= 0 seconds, got {value}")
+        if self.host_sharpness < 1:
+            raise ValueError(f"host_sharpness must be >= 1 (inf for a hard max), got {host_sharpness}")
         if self.sharpness < 1:
             raise ValueError(f"sharpness must be >= 1 (inf for a hard max), got {sharpness}")
         if self.t_col <= 0:
@@ -137,15 +164,20 @@ class RooflineBatchTime(BatchTimeModel):
         self._head_c = m.lm_head_flops_per_token / tp / flops
         self._head_m = m.hidden * m.vocab * b / tp / bw
         self._kv_read = m.kv_bytes_per_token_per_gpu / bw
+        self._kv_decode = m.kv_bytes_per_token_per_gpu / (g.mem_bw * self.decode_attn_eff)
         self._attn_c = 4.0 * L * m.q_dim / tp / (g.flops * self.attn_compute_eff)
         self._const = self.step_overhead + L * self.layer_overhead
+        self._layers_const = L * self.layer_overhead
         if tp > 1:
             link = g.interconnect_bw / 2 * self.comm_eff               # one direction
-            self._ar_const = 2 * L * self.allreduce_latency
+            self._ar_const = 2 * L * (self.allreduce_latency + 2 * (tp - 1) * self.allreduce_hop_latency)
             self._ar_tok = 2 * L * 2 * (tp - 1) / tp * m.hidden * b / link
         else:
             self._ar_const = self._ar_tok = 0.0
         self._p = self.sharpness
+        self._host = self.host_step > 0 or self.host_layer > 0 or self.host_prefill_layer > 0 or self.host_per_seq > 0
+        self._host_decode = L * self.host_layer
+        self._host_prefill = self._host_decode + L * self.host_prefill_layer
 
     def _smax(self, a: float, b: float) -> float:
         p = self._p
@@ -170,9 +202,9 @@ class RooflineBatchTime(BatchTimeModel):
             t = math.sqrt(a * a + b * b) + math.sqrt(h * h + w * w)
         else:
             t = self._smax(a, b) + self._smax(h, w)
-        t += self._const + rows * self.per_seq_overhead + tokens * self._elem
+        t += (self._layers_const if self._host else self._const) + rows * self.per_seq_overhead + tokens * self._elem
         if n_decodes:
-            t += sum(decode_ctx) * self._kv_read
+            t += sum(decode_ctx) * self._kv_decode
         if prefill_new:
             attn_c, kv_read = self._attn_c, self._kv_read
             for c, ctx in zip(prefill_new, batch.prefill_ctx):
@@ -181,6 +213,11 @@ class RooflineBatchTime(BatchTimeModel):
                 t += f if f > r else r
         if self._ar_const:
             t += self._ar_const + tokens * self._ar_tok
+        if self._host:
+            host = self._host_prefill if prefill_new else self._host_decode
+            q = self.host_sharpness
+            t = (t if t > host else host) if q == math.inf else (t ** q + host ** q) ** (1.0 / q)
+            t += self.step_overhead + self.host_step + rows * self.host_per_seq
         return t
 
     def layer_components(self, tokens):
@@ -207,4 +244,8 @@ class RooflineBatchTime(BatchTimeModel):
                 "allreduce_latency": self.allreduce_latency, "step_overhead": self.step_overhead,
                 "per_seq_overhead": self.per_seq_overhead, "sharpness": self.sharpness,
                 "staircase": self.staircase, "t_col": self.t_col, "efficiency_source": self.efficiency_source,
+                "allreduce_hop_latency": self.allreduce_hop_latency, "host_step": self.host_step,
+                "host_layer": self.host_layer, "host_prefill_layer": self.host_prefill_layer,
+                "host_per_seq": self.host_per_seq, "host_sharpness": self.host_sharpness,
+                "decode_attn_eff": self.decode_attn_eff,
                 "model_source": self.model.source, "gpu_source": self.gpu.source}

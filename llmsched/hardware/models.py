@@ -153,6 +153,17 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in (
               source="ibm-granite/granite-3.1-8b-instruct config.json (Hugging Face model card): 40 layers, "
                      "hidden 4096, 32 heads, 8 KV heads, head_dim 128, intermediate 12800, vocab 49155, tied "
                      "embeddings, 128k context; 8.17B parameters. The model of seed 004 (on A100)"),
+    ModelSpec(name="llama-2-70b", layers=80, hidden=8192, heads=64, kv_heads=8, head_dim=128, ffn=28672,
+              vocab=32000, params=68_976_648_192, max_model_len=4096,
+              source="meta-llama/Llama-2-70b-hf config.json (Hugging Face model card): 80 layers, hidden 8192, 64 "
+                     "heads, 8 KV heads, head_dim 128, intermediate 28672, vocab 32000, 4k context; 69.0B "
+                     "parameters. The model of the Splitwise measurements (Patel et al., ISCA 2024) at TP 2/4/8"),
+    ModelSpec(name="bloom-176b", layers=70, hidden=14336, heads=112, kv_heads=112, head_dim=128, ffn=57344,
+              vocab=250880, params=176_247_271_424, max_model_len=16384, gated_mlp=False, tied_embeddings=True,
+              source="bigscience/bloom config.json (Hugging Face model card): 70 layers, hidden 14336, 112 heads "
+                     "(multi-head, no GQA), GELU MLP of 4×hidden = 57344, vocab 250880, tied embeddings, ALiBi "
+                     "positions (trained at 2048 tokens; no hard limit, and Splitwise measured prompts of 8192 "
+                     "plus 8192 generated, hence 16384 here); 176.2B parameters. The other Splitwise model (TP 8)"),
     ModelSpec(name="llama-3-70b", **_LLAMA3_70B, source=_LLAMA3_70B_SOURCE),
     ModelSpec(name="llama-3-70b-tp4", **_LLAMA3_70B, tp=4,
               source=_LLAMA3_70B_SOURCE + "; served with tensor parallelism 4, as in seed 001 (4×A100) and "
@@ -168,6 +179,8 @@ _ALIASES = {
     "qwen/qwen3-14b": "qwen3-14b",
     "ibm-granite/granite-3.1-8b-instruct": "granite-3.1-8b", "ibm-granite/granite-3.1-8b-base": "granite-3.1-8b",
     "meta-llama/meta-llama-3-70b": "llama-3-70b", "llama3-70b": "llama-3-70b",
+    "meta-llama/llama-2-70b-hf": "llama-2-70b", "llama2-70b": "llama-2-70b",
+    "bigscience/bloom": "bloom-176b", "bloom": "bloom-176b",
 }
 
 

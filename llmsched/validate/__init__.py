@@ -1,0 +1,1 @@
+"""Batch-time models against measured step times: data readers, the declared calibration split, errors."""
