@@ -175,3 +175,15 @@ def test_prices_file_overrides_and_adds(tmp_path):
         load_prices(_price_file(tmp_path, {"b300": 1.0}))
     with pytest.raises(ValueError, match="positive"):
         load_prices(_price_file(tmp_path, {"a100": -1}))
+
+
+@pytest.mark.shared_data
+def test_trace_at_its_own_rate(shared_data, tmp_path, capsys):
+    """No --target-rate: plan for the trace's own mean rate (400 requests of the Azure conversation trace)."""
+    out = tmp_path / "plan.json"
+    argv = ["plan", "--slo", SLO, "--no-progress", "--jobs", "1", "--json", str(out), "--num-requests", "400",
+            "--trace", str(shared_data / "traces" / "AzureLLMInferenceTrace_conv.csv"), "--gpus", "a100"]
+    assert main(argv) == 0
+    data, text = json.loads(out.read_text()), capsys.readouterr().out
+    assert 3 < data["rates"][0] < 5 and data["cheapest"]
+    assert "--trace" in text and f"--rate {data['rates'][0]!r}" in text
