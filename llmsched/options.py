@@ -107,8 +107,8 @@ def config_with_origins(args) -> tuple[dict, dict[str, Origin]]:
     if args.bt_param:
         data["batch_time_params"] = {**data.get("batch_time_params", {}), **parse_params(args.bt_param, "--bt-param")}
         origins["batch_time_params"] = CLI
-    if data.get("trace") and "rate" not in data:
-        data["rate"] = None  # replay the trace at its own rate
+    if (data.get("trace") or data.get("concurrency")) and "rate" not in data:
+        data["rate"] = None  # a trace replays at its own rate; a closed loop has none
     check_combination(data, lambda key: origins.get(key, API))
     return data, origins
 
@@ -144,8 +144,10 @@ def scheduler_params(args, names: list[str], base: dict | None = None) -> dict[s
     """Per scheduler, its parameters from the --config file's ``scheduler_params`` and from ``--param``.
 
     Both take the same forms: ``SCHEDULER.KEY=VALUE`` (or a ``[scheduler_params.SCHEDULER]`` table in the file)
-    for one scheduler of several, plain ``KEY=VALUE`` when the run has one scheduler. CLI values win.
+    for one scheduler of several, plain ``KEY=VALUE`` when the run has one scheduler. CLI values win. A file's
+    table for a scheduler that is not in this run is kept for runs that have it (one file serves every command).
     """
+    from .schedulers.registry import scheduler_names
     if base is None:
         base = base_config(args)
     where = f"scheduler_params (in {args.config})" if args.config else "scheduler_params"
@@ -155,8 +157,12 @@ def scheduler_params(args, names: list[str], base: dict | None = None) -> dict[s
             if isinstance(value, dict) and key in per:
                 per[key].update(value)
             elif isinstance(value, dict):
-                raise ValueError(f"{option}: [{key}] is not among the schedulers of this run "
-                                 f"({', '.join(names)})")
+                if key not in scheduler_names():
+                    raise ValueError(f"{option}: [{key}] is not a scheduler (see `llmsched presets`)")
+                if option == "--param":
+                    raise ValueError(f"{option}: [{key}] is not among the schedulers of this run "
+                                     f"({', '.join(names)})")
+                # a config file's table for another scheduler: it applies to runs of that scheduler
             elif "." in key:
                 name, sub = key.split(".", 1)
                 if name not in per:
