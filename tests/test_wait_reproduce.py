@@ -15,8 +15,10 @@ def test_reproduce_wait_fast(tmp_path, capsys):
     assert all(r["evictions"] == 0 for r in out["scaling"])
     buffered = next(r for r in out["overflow"] if r["memory"].startswith("M(n) +"))
     assert buffered["overflow_rate"] <= buffered["delta"]
-    assert {r["scheduler"] for r in out["nested"]} == {"nested-wait (Alg. 2)", "nested-wait gate=entry", "vllm",
-                                                       "sarathi"}
+    assert {r["scheduler"] for r in out["nested"]} == {"nested-wait (Alg. 2)", "nested-wait gate=entry",
+                                                       "nested-wait (Alg. 2) fluid-random", "vllm", "sarathi"}
+    assert all(r["preemptions"] == 0 for r in out["nested"] + out["wait_synthetic"] if "wait" in r["scheduler"])
+    assert {r["scheduler"] for r in out["authors"]} >= {"vllm", "sarathi", "wait (authors' code: budget gate)"}
     assert {r["setting"] for r in out["nested"]} == {"vidur-like", "eq1-linear", "memory-bound"}
     adaptive = next(r for r in out["time_varying"] if "adapt" in r["policy"])
     assert adaptive["n1_max"] > adaptive["n1_min"] and adaptive["finished"] == adaptive["offered"]

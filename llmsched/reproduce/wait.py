@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 from ..wait.authors import compare_authors
+from ..wait.capacities import lmsys_capacities
 from ..wait.experiments import SETTINGS, compare_setting, lmsys_lengths, overflow_rate, scaling, toy
 from ..wait.extensions import segment_design, time_varying
 from ..wait.setup import scheduler_types
@@ -43,6 +44,12 @@ def add_arguments(p) -> None:
     p.add_argument("--gpu", default="a100", help="GPU preset (default a100, the paper's)")
     p.add_argument("--requests", type=int, default=None, help="requests per §6 run (default 4000; --fast 200)")
     p.add_argument("--authors-only", action="store_true", help="run only §6 in the authors' setting")
+    p.add_argument("--capacity", action="store_true",
+                   help="also the LMSYS capacities (shared capacity definition; on by default without --fast)")
+    p.add_argument("--capacity-only", action="store_true", help="run only the LMSYS capacities")
+    p.add_argument("--capacity-requests", type=int, default=1000, help="requests per capacity probe (default 1000)")
+    p.add_argument("--capacity-slo", default="", help="SLOs for the capacities, e.g. 'e2e_p50<=30' (default: "
+                                                      "stability only)")
     p.add_argument("--skip-lmsys", action="store_true", help="skip the LMSYS-lengths run (needs the data file)")
 
 
@@ -52,10 +59,18 @@ def run(args) -> int:
     n = args.requests or (200 if fast else 4000)
     if n < 1:
         raise ValueError(f"--requests must be >= 1, got {n}")
-    if args.authors_only:
-        out["authors"] = authors(n, args.skip_lmsys)
-        print("## §6 in the authors' setting (vidur_or configuration; llmsched.wait.authors)\n")
-        print(_table(out["authors"], AUTHORS_KEYS))
+    if args.capacity_requests < 10:
+        raise ValueError(f"--capacity-requests must be >= 10, got {args.capacity_requests}")
+    if args.authors_only or args.capacity_only:
+        if args.authors_only:
+            out["authors"] = authors(n, args.skip_lmsys)
+            print("## §6 in the authors' setting (vidur_or configuration; llmsched.wait.authors)\n")
+            print(_table(out["authors"], AUTHORS_KEYS))
+        if args.capacity_only:
+            out["capacity"] = capacities(args)
+            print("## LMSYS lengths: capacity (llmsched.capacity) in the authors' setting and ours\n")
+            print(_table(out["capacity"], CAPACITY_KEYS))
+        _write(args, out)
         return 0
     out["toy"] = toy(duration=5 if fast else 60, seeds=1 if fast else 5)
     out["scaling"] = scaling(base=5 if fast else 10, factors=[1, 4] if fast else [1, 4, 16, 64],
@@ -85,11 +100,27 @@ def run(args) -> int:
             out["thresholds"].append({"workload": label, **res["thresholds"]})
     out["time_varying"] = time_varying(duration=3 if fast else 60, window=2.0, **common)
     out["segment_design"] = segment_design(n=200 if fast else 3000, rate=40, cap=1024, **common)
+    out["capacity"] = capacities(args) if (args.capacity or not fast) and not args.skip_lmsys else []
     _print(out)
+    _write(args, out)
+    return 0
+
+
+def _write(args, out: dict) -> None:
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "results.json").write_text(json.dumps(out, indent=2) + "\n")
-    return 0
+
+
+CAPACITY_KEYS = ["setting", "B", "scheduler", "slos", "capacity_rps", "bracket", "probes"]
+
+
+def capacities(args) -> list[dict]:
+    """Stable capacity on the LMSYS lengths (the workload nothing was tuned on): authors' setting (B = 128, their
+    scripts' value) and ours (B = 256, Llama-2-7B, the same limits for every policy)."""
+    n, slo = args.capacity_requests, args.capacity_slo
+    return (lmsys_capacities("authors", 128, n, slo, resolution=0.25 if args.fast else 0.05)
+            + lmsys_capacities("ours", 256, n, slo, resolution=0.25 if args.fast else 0.05))
 
 
 # the authors' scripts (vidur_or run_sh_*.py, results_analysis/*/config.py): workload, rate, total_limit B
@@ -146,6 +177,9 @@ def _print(out: dict) -> None:
     print("\n## Thresholds used (B rule at the algorithm's B) and conditions (11b)/(12) under eq. (1)\n")
     print(_table(out["thresholds"], ["setting", "workload", "algo_batch_cap", "thresholds", "full_batch_kv",
                                      "kv_tokens", "cond_ok"]))
+    if out.get("capacity"):
+        print("\n## LMSYS lengths: capacity (llmsched.capacity) in the authors' setting and ours\n")
+        print(_table(out["capacity"], CAPACITY_KEYS))
     print("\n## §7.1: time-varying rate (low → high → low), Nested WAIT rule=fluid\n")
     print(_table(out["time_varying"], ["policy", "finished", "offered", "throughput_tok_s", "latency_s", "ttft_s",
                                        "preemptions", "n1_min", "n1_max"]))

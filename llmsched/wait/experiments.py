@@ -173,12 +173,15 @@ def compare_setting(setting: str, algo: str, types: list[PromptType], lengths, r
     b_algo = memory_cap(types, kv, cap) if cap > 256 else cap
     base = {"types": ",".join(f"{t.rate}:{t.prompt}:{t.decode}" for t in types), "batch_cap": b_algo,
             **(algo_params or {})}
-    gate = "entry"
-    runs = [(algo, base), (algo, {**base, "gate": gate}), ("vllm", {}), ("sarathi", {})]
+    fluid_random = {**base, "rule": "fluid-random", "slack": 0.01}
+    if btp:
+        fluid_random.update(d0=btp["const"], d1=btp["per_context"])
+    runs = [(algo, base), (algo, {**base, "gate": "entry"}), (algo, fluid_random), ("vllm", {}), ("sarathi", {})]
     rows = compare(runs, lengths, rate, num_requests, cap, model=model, gpu=gpu, batch_time=cfg["batch_time"],
                    batch_time_params=btp)
     rows[0]["scheduler"] = f"{algo} (Alg. {2 if nested else 1})"
     rows[1]["scheduler"] = f"{algo} gate=entry"
+    rows[2]["scheduler"] = f"{algo} (Alg. {2 if nested else 1}) fluid-random"
     if nested:
         segs = segments(types)
         n = nested_thresholds(segs, b_algo)
