@@ -36,12 +36,12 @@ def test_trace_part_ours_beats_fcfs_and_the_bound_beats_all(shared_data):
 
 
 def test_cli_reproduce_fast_runs_and_writes_json(tmp_path):
-    out = tmp_path / "r.json"
+    out = tmp_path / "r"
     proc = subprocess.run([sys.executable, "-m", "llmsched.cli", "reproduce", "infermax", "--fast",
                            "--parts", "rank,csp", "--csp-time-limit", "1", "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    data = json.loads(out.read_text())
+    data = json.loads((out / "results.json").read_text())
     assert set(data) == {"rank", "csp"} and "§5.1" in proc.stdout
 
 

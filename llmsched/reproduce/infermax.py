@@ -42,7 +42,7 @@ def add_arguments(p) -> None:
     p.add_argument("--csp-time-limit", type=float, default=None, help="CP-SAT seconds per §5.1 instance "
                                                                       "(default 20; 2 with --fast)")
     p.add_argument("--workers", type=int, default=2, help="CP-SAT worker threads (default 2)")
-    p.add_argument("--out", help="write every table as JSON to this file")
+    p.add_argument("--out", default=None, help="write results.json (every table) into this folder")
 
 
 def cost(name: str) -> LinearBatchTime:
@@ -223,6 +223,7 @@ def run(args) -> int:
         print(table(out["trace"], ["scheduler", "requests", "finished", "latency_s", "evictions", "mean_ttft_s",
                                    "steps", "wall_s"]) + "\n")
     if args.out:
-        Path(args.out).write_text(json.dumps(out, indent=2, default=float) + "\n")
-        print(f"wrote {args.out}")
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "results.json").write_text(json.dumps(out, indent=2, default=float) + "\n")
+        print(f"wrote {Path(args.out) / 'results.json'}")
     return 0
