@@ -59,3 +59,12 @@ def test_reproduce_fast(tmp_path, capsys):
     assert roof["rho_measured_at_predicted"] > roof["rho_measured_1"]
     assert (tmp_path / "results.csv").read_text().count("\n") == sum(len(r["rows"]) for r in results) + 1
     assert "paper (ShareGPT)" in capsys.readouterr().out
+
+
+def test_reproduce_with_K_grid_without_1_keeps_the_baseline(tmp_path, capsys):
+    """`reproduce deferred-prefill --K 5` crashed with KeyError: 1 (issue 19 defect 6): K = 1 is always run."""
+    assert main(["reproduce", "deferred-prefill", "--models", "granite", "--timings", "paper", "--workloads",
+                 "synthetic", "--K", "5", "--requests", "1013", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "results.json").read_text())["results"][0]
+    assert {r["K"] for r in result["rows"]} == {1, 5, result["K_star_predicted"]}
+    assert result["rho_measured_1"] > 0

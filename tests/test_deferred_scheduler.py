@@ -203,3 +203,20 @@ def test_bad_parameters_against_the_replica(params, kw, match):
     cfg = dataclasses.replace(linear_cfg(32), scheduler="deferred-prefill", scheduler_params=params, **kw)
     with pytest.raises(ValueError, match=match):
         run_closed_loop(cfg, DecodeGeometric(285, 20), 100)
+
+
+def test_auto_K_without_a_batch_time_model_is_refused_at_the_first_decision():
+    """An engine that gives no batch-time model (issue 16): K='auto' must fail at start-up with one clear line,
+    not after C departures in the middle of a run; an integer K runs."""
+    from llmsched.engine.view import ReplicaView
+    from llmsched.request import Request
+    for params, ok in (({}, False), ({"K": 4}, True)):
+        cfg = dataclasses.replace(linear_cfg(8), scheduler="deferred-prefill", scheduler_params=params)
+        replica = build_replicas(cfg)[0]
+        replica.batch_time = None                     # what an engine without a timing model hands the view
+        replica.add(Request(0, 0.0, 100, 10), 0.0)
+        if ok:
+            assert replica.scheduler.schedule(ReplicaView(replica)).prefills
+        else:
+            with pytest.raises(ValueError, match="K='auto' needs a batch-time model.*pass an integer K"):
+                replica.scheduler.schedule(ReplicaView(replica))

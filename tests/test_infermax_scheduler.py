@@ -199,7 +199,7 @@ def test_oracle_settings_refused_without_the_oracle_class():
         create_scheduler("infermax", groups="all,waiting")
 
 
-# --- the proposed policy's histogram admission (§4.4) ------------------------------------------------------------
+# --- the proposed policy's histogram admission (paper §6) ------------------------------------------------------------
 def test_histogram_buckets_by_log2_prompt_and_estimates_mean_total():
     h = LengthHistogram()
     assert h.estimate(5, 5) == 5  # empty bucket: the prompt itself

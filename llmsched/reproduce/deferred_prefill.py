@@ -132,7 +132,7 @@ def compute(args) -> list[dict]:
             for w in workloads:
                 lengths = workload(w)
                 pred = predict(cfg, timing, lengths, args.seed)
-                Ks = sorted({K for K in grid if 1 <= K <= C} | {pred["K_star"]})
+                Ks = sorted({K for K in grid if 1 <= K <= C} | {1, pred["K_star"]})  # K = 1 is the baseline
                 plans.append((m, t, w, C, pred, Ks))
                 jobs += [(cfg, lengths, K, n, args.seed) for K in Ks]
     if args.jobs > 1:

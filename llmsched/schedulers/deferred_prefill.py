@@ -145,6 +145,10 @@ class DeferredPrefill(Scheduler):
         if isinstance(self.K, int) and self.K > C:
             raise ValueError(f"deferred-prefill: K={self.K} exceeds the batch size C={C}; K must be in 1..C "
                              f"(K = C is static batching)")
+        if self.K == "auto" and view.batch_time is None:  # refuse at start-up, not after C departures
+            raise ValueError("deferred-prefill: K='auto' needs a batch-time model in the replica's view and this "
+                             "engine gives none; pass an integer K (e.g. --param K=26) or run with a batch-time "
+                             "model (simulator: --batch-time; vLLM: a profile from `llmsched profile`)")
         self._C = C
         self._K = self.K if isinstance(self.K, int) else 1
 
@@ -160,8 +164,6 @@ class DeferredPrefill(Scheduler):
         if mean_prompt is None:
             mean_prompt = (prompt_sum / prefills if prefills else
                            sum(r.prompt_len for r in view.waiting) / len(view.waiting))
-        if view.batch_time is None:
-            raise ValueError("deferred-prefill: K='auto' needs the run's batch-time model; give an integer K")
         from ..deferred.predict import predict  # the analysis is only needed for K="auto"
         if mean_output <= 1:
             self._K, self._choice = 1, {"K": 1, "reason": f"mean output {mean_output:g} <= 1 token"}

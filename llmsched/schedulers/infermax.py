@@ -29,7 +29,7 @@ STOP, SKIP, TAKEN = 0, 1, 2
 @register
 @dataclass
 class InferMax(Scheduler):
-    """InferMax's unified SCHEDULER(M, C, P); by default the paper's proposed policy (§4.4).
+    """InferMax's unified SCHEDULER(M, C, P); by default the paper's proposed policy (§6).
 
     Each step walks priority groups (step ①, ``groups``: ``waiting`` new and evicted requests,
     ``decode`` running decodes, ``partial`` running unfinished prompts in arrival order, ``running``
@@ -46,7 +46,7 @@ class InferMax(Scheduler):
     ``max_model_len``: Orca/FasterTransformer; ``histogram``: the prompt, admitted only if the mean
     I+O of completed requests with the same ⌊log2 I⌋ also fits), and each decode then needs one slot.
 
-    The default is §4.4's deployable policy: Sarathi's groups with running requests sorted by KV held,
+    The default is §6's deployable policy: Sarathi's groups with running requests sorted by KV held,
     longest first (so the shortest are evicted), histogram admission, P = C.
 
     Decisions where paper and code are silent (spec 001 §9): victims are the tail of the running
@@ -61,7 +61,7 @@ class InferMax(Scheduler):
 
     name = "infermax"
     source = ("InferMax (Kim et al., arXiv 2411.07447 v3 = seed 001): Algorithm 1 SCHEDULER(M, C, P), §3.1; "
-              "Table 1 settings; proposed policy §4.4/§6 (spec 001 §1.3-§1.6, §4.4)")
+              "Table 1 settings; proposed deployable policy paper §6 (spec 001 §1.3-§1.6 and its §4.4)")
     groups: str = "decode,partial,waiting"
     running_order: str = "kv_desc"
     waiting_order: str = "queue"
