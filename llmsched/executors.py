@@ -6,12 +6,13 @@ a seed determine the result), so which executor ran them never changes a byte of
 from __future__ import annotations
 
 import os
-import socket
 from concurrent.futures import ProcessPoolExecutor
 from urllib.parse import urlparse
 
 CONNECT_TIMEOUT_S = 3.0
 EXECUTORS = ("local", "ray")
+RAY_GCS_METHOD = "/ray.rpc.NodeInfoGcsService/GetClusterId"
+RAY_CLIENT_METHOD = "/ray.rpc.RayletDriver/ClusterInfo"
 
 
 class LocalExecutor:
@@ -45,8 +46,9 @@ class LocalExecutor:
 
 
 class RayExecutor:
-    """Ray tasks: on the cluster at ``address`` (``auto``: the one running on this machine), or a local Ray
-    started for this process when no address is given. ``jobs`` caps the CPUs of a locally started Ray."""
+    """Ray tasks: on the cluster at ``address`` (``auto``: the one running on this machine), or a new local Ray
+    started for this process when no address is given (even if another runs here: address "local").
+    ``jobs`` caps the CPUs of a locally started Ray."""
 
     def __init__(self, address: str | None = None, jobs: int | None = None):
         try:
@@ -58,7 +60,7 @@ class RayExecutor:
         self.ray = ray
         self._remote = {}
         if not ray.is_initialized():
-            kwargs = {"address": address} if address else {"num_cpus": jobs or os.cpu_count() or 1}
+            kwargs = {"address": address} if address else {"address": "local", "num_cpus": jobs or os.cpu_count() or 1}
             try:
                 ray.init(log_to_driver=False, include_dashboard=False, configure_logging=False, **kwargs)
             except (ConnectionError, RuntimeError) as e:
@@ -87,19 +89,34 @@ class RayExecutor:
 
 
 def check_reachable(address: str) -> None:
-    """Fail within seconds, naming the address, when nothing listens there (ray.init would retry for long)."""
+    """Fail within seconds, naming the address, when no Ray answers there (ray.init would retry for long).
+
+    Ray's head (GCS, default port 6379) and its client server (``ray://``, 10001) are gRPC services: one call with
+    a deadline tells a Ray head from a refused port, silence, or a proxy that answers for any address (this is
+    checked at the gRPC level because such proxies complete the TCP and HTTP/2 handshakes themselves)."""
+    import grpc
     url = urlparse(address if "://" in address else f"tcp://{address}")
-    host, port = url.hostname, url.port
+    try:
+        host, port = url.hostname, url.port
+    except ValueError:
+        host = port = None
     if not host:
         raise ValueError(f"--ray-address {address!r}: write HOST:PORT (e.g. 10.0.0.5:6379), ray://HOST:10001, "
                          f"or auto")
     port = port or (10001 if url.scheme == "ray" else 6379)
+    method = RAY_CLIENT_METHOD if url.scheme == "ray" else RAY_GCS_METHOD
+    channel = grpc.insecure_channel(f"{host}:{port}")
     try:
-        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
-            pass
-    except OSError as e:
-        raise ValueError(f"--ray-address {address}: cannot reach {host}:{port} ({e.strerror or e}); check the "
-                         f"address and that the Ray head is running (`ray start --head`)") from None
+        call = channel.unary_unary(method, request_serializer=bytes, response_deserializer=bytes)
+        call(b"", timeout=CONNECT_TIMEOUT_S)
+    except grpc.RpcError as e:
+        if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                        grpc.StatusCode.UNIMPLEMENTED):
+            raise ValueError(f"--ray-address {address}: cannot reach a Ray head at {host}:{port} "
+                             f"({e.code().name.lower()}: {e.details()}); check the address and that the head is "
+                             f"running (`ray start --head`)") from None
+    finally:
+        channel.close()
 
 
 def make_executor(kind: str = "local", jobs: int | None = None, ray_address: str | None = None):

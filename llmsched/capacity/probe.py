@@ -22,6 +22,7 @@ from .verdict import evaluate, measure
 
 DEFAULT_DURATION = 600.0  # seconds of arrivals per probe of a named workload
 DEFAULT_CLOSED_REQUESTS = 1000
+MIN_PROBE_REQUESTS = 50  # a probe of a fixed duration offers at least this many requests on average
 
 
 def check_base(base: RunConfig) -> None:
@@ -44,6 +45,15 @@ def probe_config(base: RunConfig, x: float, seed: int) -> RunConfig:
     if not base.trace and base.duration is None and base.num_requests is None:
         changes["duration"] = DEFAULT_DURATION
     return dataclasses.replace(base, **changes)
+
+
+def min_rate(base: RunConfig) -> float:
+    """The lowest rate worth probing: one that still offers MIN_PROBE_REQUESTS in a fixed-duration probe."""
+    if base.concurrency is not None:
+        return 1.0
+    if base.trace or base.num_requests is not None:
+        return 0.0  # the probe's size is a request count, whatever the rate
+    return MIN_PROBE_REQUESTS / (base.duration or DEFAULT_DURATION)
 
 
 def measure_point(cfg: RunConfig) -> dict:

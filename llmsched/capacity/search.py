@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..experiment import RunConfig
-from .probe import Probe, check_base, make_probe, measure_all, probe_config
+from .probe import Probe, check_base, make_probe, measure_all, min_rate, probe_config
 from .slo import RATIOS, SLO
 
 MIN_RATE_FACTOR = 2.0 ** -10  # give up halving 1024x below the start
@@ -102,7 +102,7 @@ def find_capacities(bases: dict[str, RunConfig], slos: list[SLO], resolution: fl
         top = max_rate or x0 * MAX_RATE_FACTOR
         if not (x0 > 0 and top >= x0):
             raise ValueError(f"capacity: start {x0:g} must be positive and at most max_rate {top:g}")
-        gens[label] = _search(x0, resolution, integer, x0 * MIN_RATE_FACTOR if not integer else 1, top, )
+        gens[label] = _search(x0, resolution, integer, max(x0 * MIN_RATE_FACTOR, min_rate(base)), top)
         pending[label] = next(gens[label])
         probes[label], units[label] = [], "concurrency" if integer else "req/s"
     results: dict[str, CapacityResult] = {}
