@@ -63,7 +63,7 @@ def run(args) -> int:
         raise ValueError(f"--capacity-requests must be >= 10, got {args.capacity_requests}")
     if args.authors_only or args.capacity_only:
         if args.authors_only:
-            out["authors"] = authors(n, args.skip_lmsys)
+            out["authors"] = authors(n, args.skip_lmsys, fast)
             print("## §6 in the authors' setting (vidur_or configuration; llmsched.wait.authors)\n")
             print(_table(out["authors"], AUTHORS_KEYS))
         if args.capacity_only:
@@ -80,7 +80,7 @@ def run(args) -> int:
     unknown = sorted(set(settings) - set(SETTINGS) - {"authors"})
     if unknown:
         raise ValueError(f"--settings: unknown {', '.join(unknown)}; choose from authors, {', '.join(SETTINGS)}")
-    out["authors"] = authors(n, args.skip_lmsys) if "authors" in settings else []
+    out["authors"] = authors(n, args.skip_lmsys, fast) if "authors" in settings else []
     settings = [x for x in settings if x != "authors"]
     common = dict(model=args.model, gpu=args.gpu)
     out["wait_synthetic"], out["nested"], out["thresholds"] = [], [], []
@@ -124,26 +124,31 @@ def capacities(args) -> list[dict]:
 
 
 # the authors' scripts (vidur_or run_sh_*.py, results_analysis/*/config.py): workload, rate, total_limit B
-AUTHORS_JOBS = (("wait", "wait-high", 1.0, 1000), ("wait", "wait-high", 10.0, 1000),
+AUTHORS_JOBS = (("wait", "wait-low", 1.0, 400), ("wait", "wait-high", 1.0, 1000), ("wait", "wait-high", 10.0, 1000),
                 ("nested-wait", "nested-synthetic", 1.0, 128), ("nested-wait", "nested-synthetic", 10.0, 128))
 
 
-AUTHORS_KEYS = ["workload", "B", "scheduler", "finished", "throughput_tok_s", "window_tok_s", "latency_s", "ttft_s",
-                "preemptions", "decodes_per_step", "mean_step_ms", "resident_kv", "paused_kv"]
+AUTHORS_KEYS = ["workload", "B", "scheduler", "finished", "throughput_tok_s", "window_tok_s", "authors_req_iter_s",
+                "in_flight", "latency_s", "ttft_s", "preemptions", "decodes_per_step", "mean_step_ms", "resident_kv",
+                "paused_kv"]
 
 
-def authors(n: int, skip_lmsys: bool) -> list[dict]:
-    """§6.1/§6.2 in the authors' setting: their workloads (a = 1 and 10), rates and B; plus the LMSYS lengths."""
+def authors(n: int, skip_lmsys: bool, fast: bool = False) -> list[dict]:
+    """§6.1/§6.2 in the authors' setting: their workloads (a = 1 and 10), rates and B; plus the LMSYS lengths.
+    The baselines also run at 2B, about the concurrency the threshold policies reach at B (not with --fast)."""
     rows = []
     for algo, name, scale, B in AUTHORS_JOBS:
         wl = WAIT_WORKLOADS[name]().scaled(scale)
         label = f"{name} {wl.rate:g} QPS"
-        rows += [{"workload": label, **r} for r in compare_authors(algo, list(wl.types), wl.lengths, wl.rate, n, B)]
+        caps = () if fast else (2 * B,)
+        rows += [{"workload": label, **r}
+                 for r in compare_authors(algo, list(wl.types), wl.lengths, wl.rate, n, B, baseline_caps=caps)]
     if not skip_lmsys:
         edges = ",".join(str(e) for e in range(50, 501, 50))
         types = scheduler_types("", LMSYS, 10, edges, 55)
         rows += [{"workload": "LMSYS lengths 55 QPS", **r}
-                 for r in compare_authors("nested-wait", types, lmsys_lengths(n), 55, n, 128)]
+                 for r in compare_authors("nested-wait", types, lmsys_lengths(n), 55, n, 128,
+                                          baseline_caps=() if fast else (256,))]
     return rows
 
 

@@ -89,9 +89,17 @@ def authors_metric(log, first: float, last: float) -> dict:
 
 
 def compare_authors(algo: str, types: list[PromptType], lengths, rate: float, num_requests: int, B: int,
-                    seed: int = 0) -> list[dict]:
-    """WAIT or Nested WAIT (authors' budget gate and the paper's Algorithm) vs vLLM and Sarathi, authors' setting."""
+                    seed: int = 0, baseline_caps: tuple[int, ...] = ()) -> list[dict]:
+    """WAIT or Nested WAIT (authors' budget gate and the paper's Algorithm) vs vLLM and Sarathi, authors' setting;
+    with ``baseline_caps`` also the baselines at other B (the threshold policies keep B: their in-flight count is
+    not capped by it, so this is the baselines at WAIT's concurrency)."""
     rows = []
-    for label, name, params, limits in authors_runs(algo, types, B):
-        rows.append({"scheduler": label, "B": B, **run_one(name, params, limits, lengths, rate, num_requests, seed)})
+    runs = authors_runs(algo, types, B)
+    for cap in baseline_caps:
+        runs += [(f"{label} B={cap}", name, params, {**limits, "max_num_seqs": cap})
+                 for label, name, params, limits in authors_runs(algo, types, B)[2:]]
+    for label, name, params, limits in runs:
+        cap = limits["max_num_seqs"] if name in ("vllm", "sarathi") else B
+        rows.append({"scheduler": label, "B": cap,
+                     **run_one(name, params, limits, lengths, rate, num_requests, seed)})
     return rows
