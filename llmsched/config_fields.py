@@ -127,10 +127,11 @@ class Origin:
         if self.kind == "cli":
             return f"{self.name(key)} {value}"
         if self.kind == "file":
-            return f"{self.path}{self._line(key)}: {key} = {shown(value)}"
+            return f"{self.path}{self.line_of(key)}: {key} = {shown(value)}"
         return f"{key}={value!r}"
 
-    def _line(self, key: str) -> str:
+    def line_of(self, key: str) -> str:
+        """':N' for the line of a file that sets ``key`` (found by its text), else ''."""
         if not self.text:
             return ""
         pattern = re.compile(r"^\s*['\"]?" + "[-_]".join(map(re.escape, key.split("_"))) + r"['\"]?\s*[=:]")

@@ -141,8 +141,8 @@ def read_run_config(path: str | Path) -> tuple[dict, Origin]:
     origin = Origin.file(path, Path(path).read_text())
     unknown = sorted(set(data) - set(FIELDS))
     if unknown:
-        raise ValueError(f"config file {path}: unknown key(s) {', '.join(unknown)}; valid keys: "
-                         f"{', '.join(sorted(FIELDS))}")
+        raise ValueError(f"config file {path}{origin.line_of(unknown[0])}: unknown key(s) {', '.join(unknown)}; "
+                         f"valid keys: {', '.join(sorted(FIELDS))}")
     return {k: check_field(k, v, origin) for k, v in data.items()}, origin
 
 
