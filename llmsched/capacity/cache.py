@@ -1,7 +1,8 @@
 """Probe results on disk, keyed by a hash of everything that determines them.
 
 The key covers the run's config (seed included), the bytes of a trace it replays, and a fingerprint of the
-llmsched source itself, so an edit to any scheduler or model can never serve a stale result. Records are stored
+llmsched source that a simulation runs (everything but ``NOT_SIMULATION``), so an edit to any scheduler, model
+or the verdict can never serve a stale result. Records are stored
 as the JSON they are computed as (``probe.measure_point`` round-trips through JSON too), so a reused result is
 identical to a fresh one.
 """
@@ -16,6 +17,9 @@ from pathlib import Path
 
 SCHEMA = 1
 PACKAGE = Path(__file__).resolve().parent.parent
+# code that cannot change a probe's record: commands, reports, other back-ends, the search around the probes
+NOT_SIMULATION = ("vllm", "reproduce", "theory", "plan", "validate", "cli.py", "commands.py", "options.py",
+                  "capacity/command.py", "capacity/report.py", "capacity/search.py", "capacity/cache.py")
 
 
 def default_dir() -> Path:
@@ -26,8 +30,10 @@ def default_dir() -> Path:
 def code_fingerprint() -> str:
     h = hashlib.sha256()
     for path in sorted(PACKAGE.rglob("*")):
-        if path.suffix in (".py", ".json") and "__pycache__" not in path.parts:
-            h.update(str(path.relative_to(PACKAGE)).encode())
+        rel = path.relative_to(PACKAGE).as_posix()
+        if path.suffix in (".py", ".json") and "__pycache__" not in path.parts and \
+                not any(rel == x or rel.startswith(x + "/") for x in NOT_SIMULATION):
+            h.update(rel.encode())
             h.update(path.read_bytes())
     return h.hexdigest()
 
