@@ -25,7 +25,8 @@ from pathlib import Path
 
 from ..wait.authors import compare_authors
 from ..wait.capacities import lmsys_capacities
-from ..wait.experiments import SETTINGS, compare_setting, lmsys_lengths, overflow_rate, scaling, toy
+from ..wait.experiments import (SETTINGS, compare_setting, lmsys_lengths, overflow_rate, reserve_ablation, scaling,
+                                toy)
 from ..wait.extensions import segment_design, time_varying
 from ..wait.setup import scheduler_types
 from ..wait.workloads import WAIT_WORKLOADS
@@ -43,10 +44,10 @@ def add_arguments(p) -> None:
     p.add_argument("--model", default="llama-2-7b", help="model preset (default llama-2-7b, the paper's)")
     p.add_argument("--gpu", default="a100", help="GPU preset (default a100, the paper's)")
     p.add_argument("--requests", type=int, default=None, help="requests per §6 run (default 4000; --fast 200)")
-    p.add_argument("--authors-only", action="store_true", help="run only §6 in the authors' setting")
+    p.add_argument("--only", default="", help="run only these parts, comma-separated: authors (§6 in the authors' "
+                                              "setting), capacity (LMSYS capacities), reserve (preemption ablation)")
     p.add_argument("--capacity", action="store_true",
                    help="also the LMSYS capacities (shared capacity definition; on by default without --fast)")
-    p.add_argument("--capacity-only", action="store_true", help="run only the LMSYS capacities")
     p.add_argument("--capacity-requests", type=int, default=1000, help="requests per capacity probe (default 1000)")
     p.add_argument("--capacity-slo", default="", help="SLOs for the capacities, e.g. 'e2e_p50<=30' (default: "
                                                       "stability only)")
@@ -61,12 +62,20 @@ def run(args) -> int:
         raise ValueError(f"--requests must be >= 1, got {n}")
     if args.capacity_requests < 10:
         raise ValueError(f"--capacity-requests must be >= 10, got {args.capacity_requests}")
-    if args.authors_only or args.capacity_only:
-        if args.authors_only:
+    only = [x for x in args.only.split(",") if x]
+    bad = sorted(set(only) - {"authors", "capacity", "reserve"})
+    if bad:
+        raise ValueError(f"--only: unknown {', '.join(bad)}; choose from authors, capacity, reserve")
+    if only:
+        if "authors" in only:
             out["authors"] = authors(n, args.skip_lmsys, fast)
             print("## §6 in the authors' setting (vidur_or configuration; llmsched.wait.authors)\n")
             print(_table(out["authors"], AUTHORS_KEYS))
-        if args.capacity_only:
+        if "reserve" in only:
+            out["reserve"] = reserve_ablation(n, args.model, args.gpu)
+            print("## Preemptions: the old free-KV gate vs memory-feasible admission (memory-bound setting)\n")
+            print(_table(out["reserve"], RESERVE_KEYS))
+        if "capacity" in only:
             out["capacity"] = capacities(args)
             print("## LMSYS lengths: capacity (llmsched.capacity) in the authors' setting and ours\n")
             print(_table(out["capacity"], CAPACITY_KEYS))
@@ -112,6 +121,8 @@ def _write(args, out: dict) -> None:
         (Path(args.out) / "results.json").write_text(json.dumps(out, indent=2) + "\n")
 
 
+RESERVE_KEYS = ["workload", "scheduler", "admission", "finished", "throughput_tok_s", "window_tok_s", "latency_s",
+                "preemptions", "decodes_per_step", "resident_kv", "paused_kv", "batch_kv", "waiting_q"]
 CAPACITY_KEYS = ["setting", "B", "scheduler", "slos", "capacity_rps", "bracket", "probes"]
 
 

@@ -67,7 +67,8 @@ def run_one(scheduler: str, params: dict, limits: dict, lengths, rate: float, nu
     steps = max(len(log), 1)
     kv = kv_ledger(log, reps[0].config.block_size, reps[0].index)
     arrivals = result.requests.column("arrival")
-    return {**authors_metric(log, float(arrivals.min()), float(arrivals.max())),"finished": counts["finished"], "offered": counts["offered"], "throughput_tok_s": pm["throughput"],
+    return {**authors_metric(log, float(arrivals.min()), float(arrivals.max())),
+            "finished": counts["finished"], "offered": counts["offered"], "throughput_tok_s": pm["throughput"],
             "window_tok_s": pm["throughput_window"], "latency_s": pm["latency"], "ttft_s": pm["ttft"],
             "preemptions": pm["preemptions"] + pm["evictions"], "decodes_per_step": sum(log.num_decodes) / steps,
             "mean_step_ms": 1e3 * sum(log.duration) / steps, "resident_kv": kv["resident_kv"],

@@ -199,6 +199,29 @@ def compare_setting(setting: str, algo: str, types: list[PromptType], lengths, r
     return {"rows": rows, "thresholds": info}
 
 
+def reserve_ablation(num_requests: int, model: str = "llama-2-7b", gpu: str = "a100") -> list[dict]:
+    """Where the preemptions came from: the paper's Algorithms in the memory-bound setting (eq. (1), B = 2048, the
+    A100's KV binds) with the old gate (free KV of this step only, ``reserve=false``) and with memory-feasible
+    admission (``llmsched.wait.reserve``), with the KV ledger of each run."""
+    from .workloads import WAIT_WORKLOADS
+    from .timing import wait_coefficients
+    d0, d1, _ = wait_coefficients(make_batch_time_model("roofline", model, gpu))
+    kv = kv_capacity_blocks(model_preset(model), gpu_preset(gpu), gpu_memory_utilization=0.9, block_size=16) * 16
+    rows = []
+    for algo, wl in (("wait", WAIT_WORKLOADS["wait-high"]()),
+                     ("nested-wait", WAIT_WORKLOADS["nested-synthetic"]().scaled(55 / 66))):
+        types = list(wl.types)
+        spec = ",".join(f"{t.rate}:{t.prompt}:{t.decode}" for t in types)
+        runs = [(algo, {"types": spec, "batch_cap": memory_cap(types, kv, 2048), "reserve": r}) for r in (False, True)]
+        res = compare(runs, wl.lengths, wl.rate, num_requests, 2048, model=model, gpu=gpu, batch_time="linear",
+                      batch_time_params={"const": d0, "per_context": d1})
+        for (_, params), r in zip(runs, res):
+            label = f"{algo} (Alg. {1 if algo == 'wait' else 2})"
+            rows.append({**r, "workload": f"{wl.name} {wl.rate:g} QPS", "scheduler": label,
+                         "admission": "memory-feasible" if params["reserve"] else "free KV of the step"})
+    return rows
+
+
 def lmsys_lengths(n: int, seed: int = 0):
     """The LMSYS-Chat-1M length sample (the paper's trace; authors' file, input < 500, output < 600)."""
     prompts, outputs = length_samples("lmsys_chat_1m_lengths_sample_input_lt500_output_lt600.csv")
