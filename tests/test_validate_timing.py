@@ -63,6 +63,13 @@ def test_engine_terms_behave_as_documented():
     assert serial.decode_time(10, 600) == pytest.approx(base.decode_time(10, 600) + 3e-3 + 10 * 1e-4)
     hops = RooflineBatchTime("llama-2-70b-tp8", "a100", allreduce_hop_latency=1e-6)
     assert hops.decode_time(1, 600) - base.decode_time(1, 600) == pytest.approx(2 * 80 * 2 * 7 * 1e-6)
+    # an engine that repeats grouped KV heads reads heads/kv_heads = 8 times the KV bytes in decode
+    expand = RooflineBatchTime("llama-2-70b-tp2", "a100", decode_gqa=False)
+    gqa = RooflineBatchTime("llama-2-70b-tp2", "a100")
+    extra = lambda m: m.decode_time(1, 4097) - m.decode_time(1, 1)
+    assert extra(expand) == pytest.approx(8 * extra(gqa), rel=1e-6)
+    smooth = RooflineBatchTime("llama-2-70b-tp8", "a100", host_layer=500e-6, host_sharpness=2.0)
+    assert smooth.decode_time(1, 600) > floor.decode_time(1, 600)
     slow_link = RooflineBatchTime("llama-2-70b-tp8", "a100", comm_eff=0.2)
     assert slow_link.prefill_time(4096) > base.prefill_time(4096)
     with pytest.raises(ValueError, match="host_layer"):

@@ -28,7 +28,8 @@ from .roofline import ENGINE_TERMS, RooflineBatchTime
 
 ENGINE_CALIBRATION_PATH = Path(__file__).with_name("engine_calibration.json")
 DEFAULT_ENGINE = "splitwise-dgx"
-FITTED_TERMS = ("comm_eff", "host_layer", "host_prefill_layer", "host_per_seq", "host_step")
+FITTED_TERMS = ("comm_eff", "host_layer", "host_prefill_layer", "host_per_seq", "host_step", "host_sharpness",
+                "decode_gqa")
 
 
 @lru_cache(maxsize=1)
@@ -51,7 +52,8 @@ def engine_params(gpu: GPUSpec | str, engine: str = DEFAULT_ENGINE) -> tuple[dic
     for key in (device.name, device.family):
         if key in table:
             return {k: v for k, v in table[key].items() if k in ENGINE_TERMS}, f"{engine} fit for {key}"
-    mean = {k: sum(t[k] for t in table.values()) / len(table) for k in FITTED_TERMS}
+    mean = {k: sum(t[k] for t in table.values()) / len(table) for k in FITTED_TERMS if k != "decode_gqa"}
+    mean["decode_gqa"] = all(t.get("decode_gqa", True) for t in table.values())
     return mean, f"{engine} fit, mean of {', '.join(sorted(table))} (no fit for {device.name})"
 
 

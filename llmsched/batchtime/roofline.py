@@ -31,7 +31,8 @@ Engine terms (all off by default; the ``engine`` kind turns them on with figures
   host's serial work (scheduling, input preparation, reading the sampled tokens back: it waits on the GPU)
   adds ``host_step + rows · host_per_seq``;
 * ``decode_attn_eff``: decode attention reads the KV cache at this fraction of peak bandwidth (default
-  ``mem_eff``); paged decode kernels of older engines reach far less than a weight-streaming GEMM.
+  ``mem_eff``); ``decode_gqa=False``: the decode kernel reads one K/V copy per *query* head (an engine that
+  repeats grouped KV heads, as Hugging Face's ``repeat_kv`` does), heads/kv_heads times the bytes.
 
 ``compute_eff`` and ``mem_eff`` default to the figures fitted by ``scripts/calibrate_profiles.py`` for the GPU
 (``calibration.json``), else to :data:`DEFAULT_EFFICIENCY`.
@@ -56,7 +57,7 @@ DEFAULT_EFFICIENCY = {"compute_eff": 0.65, "mem_eff": 0.75, "layer_overhead": 0.
 DEFAULT_PARAMS = dict(attn_compute_eff=0.5, comm_eff=0.7, allreduce_latency=10e-6, step_overhead=2e-3,
                       per_seq_overhead=0.0, sharpness=2.0)
 ENGINE_TERMS = ("comm_eff", "allreduce_hop_latency", "host_step", "host_layer", "host_prefill_layer",
-                "host_per_seq", "host_sharpness", "decode_attn_eff", "step_overhead")
+                "host_per_seq", "host_sharpness", "decode_attn_eff", "decode_gqa", "step_overhead")
 
 
 @lru_cache(maxsize=1)
@@ -93,7 +94,7 @@ class RooflineBatchTime(BatchTimeModel):
                  sharpness: float = DEFAULT_PARAMS["sharpness"], staircase: bool = False, t_col: int | None = None,
                  calibration: str = "auto", allreduce_hop_latency: float = 0.0, host_step: float = 0.0,
                  host_layer: float = 0.0, host_prefill_layer: float = 0.0, host_per_seq: float = 0.0,
-                 host_sharpness: float = math.inf, decode_attn_eff: float | None = None):
+                 host_sharpness: float = math.inf, decode_attn_eff: float | None = None, decode_gqa: bool = True):
         self.model, self.gpu = _model(model), _gpu(gpu)
         self.staircase = bool(staircase)
         if staircase:
@@ -122,6 +123,7 @@ class RooflineBatchTime(BatchTimeModel):
         self.host_step, self.host_layer, self.host_prefill_layer = host_step, host_layer, host_prefill_layer
         self.host_per_seq, self.host_sharpness = host_per_seq, float(host_sharpness)
         self.decode_attn_eff = self.mem_eff if decode_attn_eff is None else decode_attn_eff
+        self.decode_gqa = bool(decode_gqa)
         for label, value in (("compute_eff", self.compute_eff), ("mem_eff", self.mem_eff),
                              ("attn_compute_eff", attn_compute_eff), ("comm_eff", comm_eff),
                              ("decode_attn_eff", self.decode_attn_eff)):
@@ -164,7 +166,9 @@ class RooflineBatchTime(BatchTimeModel):
         self._head_c = m.lm_head_flops_per_token / tp / flops
         self._head_m = m.hidden * m.vocab * b / tp / bw
         self._kv_read = m.kv_bytes_per_token_per_gpu / bw
-        self._kv_decode = m.kv_bytes_per_token_per_gpu / (g.mem_bw * self.decode_attn_eff)
+        decode_kv = m.kv_bytes_per_token_per_gpu if self.decode_gqa else \
+            2 * L * max(1, m.heads // tp) * m.head_dim * b
+        self._kv_decode = decode_kv / (g.mem_bw * self.decode_attn_eff)
         self._attn_c = 4.0 * L * m.q_dim / tp / (g.flops * self.attn_compute_eff)
         self._const = self.step_overhead + L * self.layer_overhead
         self._layers_const = L * self.layer_overhead
@@ -247,5 +251,5 @@ class RooflineBatchTime(BatchTimeModel):
                 "allreduce_hop_latency": self.allreduce_hop_latency, "host_step": self.host_step,
                 "host_layer": self.host_layer, "host_prefill_layer": self.host_prefill_layer,
                 "host_per_seq": self.host_per_seq, "host_sharpness": self.host_sharpness,
-                "decode_attn_eff": self.decode_attn_eff,
+                "decode_attn_eff": self.decode_attn_eff, "decode_gqa": self.decode_gqa,
                 "model_source": self.model.source, "gpu_source": self.gpu.source}

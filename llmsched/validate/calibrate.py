@@ -28,17 +28,28 @@ def is_calibration(dataset: str, model: str, tp: int) -> bool:
 def _params(z) -> dict:
     """Search coordinates are logarithms (efficiencies, and host seconds in units of 10 µs), so every step is
     relative and no figure can turn negative."""
-    comm, layer, prefill_layer, per_seq, serial = np.exp(np.asarray(z, dtype=float))
+    comm, layer, prefill_layer, per_seq, serial, sharp = np.exp(np.asarray(z, dtype=float))
     return {"comm_eff": float(comm), "host_layer": float(layer) * 1e-5, "host_prefill_layer": float(prefill_layer) * 1e-5,
-            "host_per_seq": float(per_seq) * 1e-5, "host_step": float(serial) * 1e-5}
+            "host_per_seq": float(per_seq) * 1e-5, "host_step": float(serial) * 1e-5, "host_sharpness": 1.0 + float(sharp)}
 
 
 def fit_engine(points: list[Point], gpu: str) -> dict:
-    """Fit ``FITTED_TERMS`` for one GPU to ``points`` (prefill and decode steps), minimising the mean squared
-    log ratio predicted/measured. Grid over a coarse box, then Nelder–Mead (restarted twice). Deterministic."""
+    """Fit the engine terms for one GPU to ``points`` (prefill and decode steps), minimising the mean squared
+    log ratio predicted/measured: comm_eff, the host terms and host_sharpness by a coarse grid then Nelder–Mead
+    (restarted), once with a GQA-aware decode kernel and once with one that reads a KV copy per query head;
+    the variant with the lower calibration loss is kept. Deterministic."""
     steps = [p for p in points if p.gpu == gpu and p.batch is not None]
     if not steps:
         raise ValueError(f"no calibration steps for GPU {gpu!r}")
+    best = None
+    for gqa in (True, False):
+        fit = _fit(steps, gpu, gqa)
+        if best is None or fit["rms_log_error"] < best["rms_log_error"]:
+            best = fit
+    return best
+
+
+def _fit(steps: list[Point], gpu: str, gqa: bool) -> dict:
     cells = sorted({(p.model, p.tp) for p in steps})
     log_measured = np.log([p.measured for p in steps])
 
@@ -47,17 +58,18 @@ def fit_engine(points: list[Point], gpu: str) -> dict:
         if not params["comm_eff"] <= 1:
             return math.inf
         models = {c: RooflineBatchTime(model_preset(c[0]).with_tp(c[1]), gpu, allreduce_hop_latency=_hop(gpu),
-                                       **params) for c in cells}
+                                       decode_gqa=gqa, **params) for c in cells}
         pred = np.log([models[(p.model, p.tp)].step_time(p.batch) for p in steps])
         r = pred - log_measured
         return float(r @ r) / len(r)
 
-    grid = [np.log((c, h, hp, s, a)) for c in (0.1, 0.3, 0.7) for h in (1.0, 30.0, 60.0) for hp in (1.0, 20.0)
-            for s in (1.0, 20.0, 50.0) for a in (1.0, 100.0, 500.0)]
+    grid = [np.log((c, h, hp, s, a, q)) for c in (0.1, 0.3, 0.7) for h in (1.0, 30.0, 60.0) for hp in (1.0, 20.0)
+            for s in (1.0, 20.0, 50.0) for a in (1.0, 100.0, 500.0) for q in (1.0, 3.0, 20.0)]
     z = min(grid, key=loss)
     for _ in range(4):
         z = nelder_mead(loss, z, 0.3)
     fitted = {k: round(v, 9) for k, v in _params(z).items()}
+    fitted["decode_gqa"] = gqa
     assert set(fitted) == set(FITTED_TERMS)
     return {**fitted, "rms_log_error": round(math.sqrt(loss(z)), 5), "points": len(steps),
             "cells": [f"{m} tp{tp}" for m, tp in cells]}
