@@ -15,7 +15,7 @@ RUN_OPTIONS = {
     "model": (str, "model preset (see `llmsched presets`), e.g. llama-3-8b"),
     "gpu": (str, "GPU preset, e.g. a100, h100"),
     "tp": (int, "tensor-parallel degree (overrides the model preset's)"),
-    "batch_time": (str, "batch-time model: roofline, roofline-staircase, calibrated, linear"),
+    "batch_time": (str, "batch-time model: roofline, roofline-staircase, calibrated, engine, linear"),
     "replicas": (int, "number of replicas behind the router"),
     "router": (str, "router for several replicas: random, round-robin, least-outstanding, least-load"),
     "workload": (str, "named length preset paired with --arrival at --rate (sharegpt, azure-conv, ...)"),
