@@ -24,7 +24,8 @@ def us_per_call(model, n: int = 20000) -> float:
 def main() -> None:
     print(f"{'model':<34}{'µs/call':>9}")
     for kind, model, gpu in [("roofline", "llama-3-8b", "a100"), ("roofline-staircase", "llama-3-8b", "a100"),
-                             ("roofline", "llama-3-70b-tp4", "a100"), ("linear", "llama-3-8b", "a100")]:
+                             ("roofline", "llama-3-70b-tp4", "a100"), ("engine", "llama-2-70b-tp4", "h100"),
+                             ("linear", "llama-3-8b", "a100")]:
         m = make_batch_time_model(kind, model, gpu)
         print(f"{kind + ' ' + model + '/' + gpu:<34}{us_per_call(m):>9.2f}")
 
