@@ -6,9 +6,11 @@ Terms (see :mod:`.roofline` for the formulas) and where each figure comes from:
   link at ``comm_eff`` of its datasheet rate, plus ``2(tp−1)`` hops of the preset's ``link_latency`` (NCCL's
   tuning model) and a 10 µs base per all-reduce; ``comm_eff`` is *fitted* (the achieved all-reduce bandwidth
   depends on the engine's communication library and settings);
-* host floor: ``layers · host_layer (+ host_prefill_layer in a step with a prefill) + rows · host_per_seq``,
-  overlapped with the GPU's work (the step costs the larger); *fitted*;
-* ``decode_attn_eff``: the decode attention kernel's fraction of peak memory bandwidth; *fitted*;
+* host: kernel launches, ``layers · (host_layer + host_prefill_layer in a step with a prefill)``, overlapped
+  with the GPU's work (a smoothed maximum of sharpness ``host_sharpness``), plus the serial host work
+  ``host_step + rows · host_per_seq``; all *fitted*;
+* decode attention: ``decode_gqa`` (a GQA-aware kernel, or one reading a KV copy per query head) is *chosen*
+  by the calibration loss; ``decode_attn_eff`` stays at ``mem_eff``;
 * linear layers, element-wise ops, LM head, prefill attention: the roofline with the efficiencies fitted to
   Vidur's per-operator profiles (``calibration.json``).
 

@@ -14,6 +14,7 @@ import numpy as np
 from ..batchtime.engine import FITTED_TERMS
 from ..batchtime.profiled import nelder_mead
 from ..batchtime.roofline import RooflineBatchTime
+from ..hardware.gpus import gpu as gpu_preset
 from ..hardware.models import model as model_preset
 from .datasets import Point
 
@@ -76,15 +77,15 @@ def _fit(steps: list[Point], gpu: str, gqa: bool) -> dict:
 
 
 def _hop(gpu: str) -> float:
-    from ..hardware.gpus import gpu as gpu_preset
     return gpu_preset(gpu).link_latency
 
 
 def calibration_payload(fits: dict, sources: list[str]) -> dict:
     return {"generated_by": "scripts/calibrate_timing.py", "split": CALIBRATION_SPLIT,
-            "method": "per GPU, comm_eff, host_layer, host_prefill_layer, host_per_seq and decode_attn_eff "
-                      "minimising the mean squared log ratio of the engine model's step time to the measured "
-                      "prefill and mean decode-iteration times of the calibration cells",
+            "method": "per GPU, comm_eff, host_layer, host_prefill_layer, host_per_seq, host_step and "
+                      "host_sharpness minimising the mean squared log ratio of the engine model's step time to "
+                      "the measured prefill and mean decode-iteration times of the calibration cells, for each "
+                      "decode kernel (decode_gqa true/false), keeping the lower loss",
             "data": sources, "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
             "engines": {"splitwise-dgx": {"source": "Splitwise (Patel et al., ISCA 2024) end-to-end timings on "
                                                     "DGX-A100 / DGX-H100, via Mutinifni/splitwise-sim "
