@@ -237,8 +237,6 @@ def test_kv_slots_caps_memory_below_the_cache():
 
 
 def test_swap_mode_is_refused_with_a_reason():
-    rep = Replica(0, create_scheduler("infermax"), UNIT,
-                  ReplicaConfig(num_blocks=30, block_size=1, preemption_mode="swap", swap_blocks=100))
-    reqs = [Request(i, 0.01 * i, 5, 20) for i in range(4)]
-    with pytest.raises(ValueError, match="recomputation"):
-        simulate(ListSource(reqs), [rep])
+    with pytest.raises(ValueError, match="recomputation"):  # refused when the replica is built
+        Replica(0, create_scheduler("infermax"), UNIT,
+                ReplicaConfig(num_blocks=30, block_size=1, preemption_mode="swap", swap_blocks=100))

@@ -66,6 +66,9 @@ class Replica:
         if scheduler.needs_oracle and not config.oracle:
             raise ValueError(f"scheduler {scheduler.name!r} decides from true output lengths: "
                              f"run it with the oracle option (--oracle, oracle = true)")
+        if scheduler.recompute_only and config.preemption_mode == "swap":
+            raise ValueError(f"scheduler {scheduler.name!r} preempts by recomputation only: run it with "
+                             f"preemption_mode 'recompute' (--preemption-mode recompute)")
         self.index = index
         self.scheduler = scheduler
         self.batch_time = batch_time
@@ -87,6 +90,7 @@ class Replica:
         self.swap_fallbacks = 0
         self.num_evictions = 0
         self._plan: BatchPlan | None = None
+        self._swap_time = 0.0  # host->GPU transfers done before the policy decided, charged to the next step
         self._step_start = 0.0
         self._step_preempted = 0
         self._batch: Batch | None = None
@@ -105,7 +109,7 @@ class Replica:
         if need > self.kv.total:
             return self._reject(req, f"needs {need} KV blocks at its longest, the cache holds "
                                      f"{self.kv.total}: it can never be served here")
-        reason = self.scheduler.on_arrival(req, self.view)
+        reason = self.scheduler.unservable(req, self.view) or self.scheduler.on_arrival(req, self.view)
         if reason:
             return self._reject(req, f"{self.scheduler.name}: {reason}")
         req.status = WAITING
@@ -129,6 +133,8 @@ class Replica:
         (then ``wake_at`` says when to ask again, None meaning at the next arrival)."""
         assert not self.busy, "start_step while a step is running"
         self.now = now
+        if self.swapped:
+            self._swap_in()
         plan = self.scheduler.schedule(self.view)
         self.wake_at = None
         if plan.reject:
@@ -148,6 +154,25 @@ class Replica:
         self.busy = True
         self._step_start = now
         return duration
+
+    def _swap_in(self) -> None:
+        """Swapped requests return before the policy decides, oldest first, while their blocks fit beside the
+        next token of every running decode and a seat is free (vLLM v0 serves swapped before waiting). Swap-in
+        is the mechanism's, so no policy can strand a swapped request; a policy sees it as running."""
+        kv, bs = self.kv, self.kv.block_size
+        free = kv.free - sum(1 for r in self.running if r.is_decode and r.num_computed + 1 > r.num_blocks * bs)
+        while self.swapped and len(self.running) < self.config.max_num_seqs:
+            r = self.swapped[0]
+            need = r.num_blocks + max(0, -(-(r.num_computed + 1) // bs) - r.num_blocks)
+            if need > free:
+                break
+            free -= need
+            del self.swapped[0]
+            self.swap.free += r.num_blocks
+            kv.free -= r.num_blocks
+            self._swap_time += r.num_blocks * self.config.swap_seconds_per_block
+            r.status = RUNNING
+            self.running.append(r)
 
     def _fail(self, limit: str, detail: str):
         raise PlanError(f"scheduler {self.scheduler.name!r} on replica {self.index}: {limit} ({detail})")
@@ -267,7 +292,8 @@ class Replica:
         self._plan = plan
         batch = Batch(prefill_new, prefill_ctx, decode_ctx)
         self._batch = batch
-        duration = self.batch_time.step_time(batch) + extra_time
+        duration = self.batch_time.step_time(batch) + extra_time + self._swap_time
+        self._swap_time = 0.0
         if not duration > 0:
             raise ValueError(f"batch-time model {self.batch_time.name!r} returned {duration} s for a step")
         return duration
@@ -320,7 +346,7 @@ class Replica:
             r.token_times = array("d")
             r.first_token = r.last_token = math.nan
             self.waiting.append(r)
-        else:
+        elif not self._reject_unservable(r):
             self.waiting.insert(0, r)
 
     def _preempt(self, r: Request) -> None:
@@ -338,7 +364,16 @@ class Replica:
         self.kv.release(r)
         r.num_computed = 0
         r.status = WAITING
-        self.waiting.insert(0, r)
+        if not self._reject_unservable(r):
+            self.waiting.insert(0, r)
+
+    def _reject_unservable(self, r: Request) -> bool:
+        """After a recompute preemption the prefill is prompt + generated: reject ``r`` if its policy can never
+        run that (as vLLM ignores a re-prefill over its limit). True if rejected."""
+        reason = self.scheduler.unservable(r, self.view)
+        if reason:
+            self._reject(r, f"{self.scheduler.name}: preempted by recompute, then {reason}")
+        return bool(reason)
 
     def end_step(self, now: float) -> None:
         """The running step completes at ``now``: emit tokens, finish requests, record."""

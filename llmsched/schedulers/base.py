@@ -19,9 +19,29 @@ class Scheduler:
     name: ClassVar[str] = "?"
     source: ClassVar[str] = ""  # paper / system, seed and section
     needs_oracle: ClassVar[bool] = False  # decides from true output lengths (runs only with oracle=True)
+    chunks_prompts: ClassVar[bool] = True  # False: every prefill runs whole in one step (see prefill_limit)
+    recompute_only: ClassVar[bool] = False  # True: the policy cannot run with preemption_mode="swap"
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         raise NotImplementedError
+
+    def prefill_limit(self, view: ReplicaView) -> int | None:
+        """The longest prefill (prompt, plus the output recomputed after a preemption) this policy ever runs for
+        one request in one step; None when it chunks prefills, so any length runs in pieces."""
+        return None if self.chunks_prompts else view.max_num_batched_tokens
+
+    def unservable(self, req: Request, view: ReplicaView) -> str | None:
+        """Why this policy can never run ``req``'s next prefill, or None. The replica asks at arrival and after a
+        recompute preemption and rejects with this reason, so such a request never waits forever."""
+        limit = self.prefill_limit(view)
+        n = req.num_tokens
+        if limit is None or n <= limit:
+            return None
+        what = "prompt" if n == req.prompt_len else f"prefill ({req.prompt_len} prompt + {req.num_generated} " \
+                                                   f"generated tokens to recompute after a preemption)"
+        return (f"its {n}-token {what} exceeds {limit} tokens, the most this scheduler runs in one step "
+                f"(max_num_batched_tokens {view.max_num_batched_tokens}), and it does not chunk prompts: raise "
+                f"--max-num-batched-tokens or use a chunking scheduler (sarathi, vllm-chunked)")
 
     def on_arrival(self, req: Request, view: ReplicaView) -> str | None:
         """Admission control at arrival: a reason to reject ``req``, or None to queue it."""

@@ -145,9 +145,13 @@ class FairBatching(Scheduler):
         bs = view.block_size
         decode_need = sum(1 for t in urgent + others if t.k + 1 > t.req.num_blocks * bs)
         if decode_need > free:  # KV pressure: decodes only, preempting the largest-slack requests
-            running = [t.req for t in sorted((t for t in tasks if t.req.status is Status.RUNNING), key=SLACK)]
-            add_decodes(view, plan, running)
-            return self._book(plan)
+            running = sorted((t for t in tasks if t.req.status is Status.RUNNING), key=SLACK)
+            # prompts in progress do not run in this step, so they go first (the tail), then decodes by slack
+            order = [t.req for t in running if t.is_decode] + [t.req for t in running if not t.is_decode]
+            add_decodes(view, plan, order)
+            if plan.decodes:
+                return self._book(plan)
+            plan.preempt.clear()  # no decode can run even alone: form the batch below instead of idling
 
         book = _Booking(view, free)
         ordered = urgent + prefills + others

@@ -25,6 +25,7 @@ class FasterTransformer(Scheduler):
     name = "fastertransformer"
     source = ("NVIDIA FasterTransformer, request-level batching; seed 000 Algorithm 3 (App. E.1, mode labels "
               "fixed as in spec §2.3); seed 001 §1.6 (static batching, reserve max_model_len)")
+    chunks_prompts = False
     batch_size: int | None = None
     _cohort: list = field(default_factory=list, init=False, repr=False)
 

@@ -26,6 +26,7 @@ class FCFS(Scheduler):
 
     name = "fcfs"
     source = "seed 003 (Ao et al.) §1 Example 2 and Prop. 3: the FCFS baseline whose evictions cascade"
+    chunks_prompts = False
     fit: bool = True  # preempt the newest running prompts so the plan fits; False: the replica evicts
 
     def schedule(self, view) -> BatchPlan:

@@ -23,6 +23,7 @@ class Orca(Scheduler):
     name = "orca"
     source = ("Orca (Yu et al., OSDI'22), iteration-level scheduling; as set in seed 001 §1.6 "
               "(Vidur's Orca: hybrid batches, no chunking, reserve max_model_len, no eviction)")
+    chunks_prompts = False
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()

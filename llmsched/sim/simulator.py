@@ -63,16 +63,6 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         if rep.steps is not shared_steps:
             raise ValueError("all replicas of a run must share one StepLog")
 
-    def start(rep: Replica, t: float):
-        nonlocal seq
-        d = rep.start_step(t)
-        if d is not None:
-            heapq.heappush(heap, (t + d, seq, STEP_END, rep))
-            seq += 1
-        elif rep.wake_at is not None:
-            heapq.heappush(heap, (rep.wake_at, seq, WAKE, rep))
-            seq += 1
-
     def drain(rep: Replica, t: float):
         done = rep.completed
         if done:
@@ -86,6 +76,18 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
                     push_arrivals(more)
                     if bar is not None:
                         bar.total += len(more)
+
+    def start(rep: Replica, t: float):
+        """Ask ``rep`` for a step; requests its policy rejected leave now (their callbacks may refill a loop)."""
+        nonlocal seq
+        d = rep.start_step(t)
+        if d is not None:
+            heapq.heappush(heap, (t + d, seq, STEP_END, rep))
+            seq += 1
+        elif rep.wake_at is not None:
+            heapq.heappush(heap, (rep.wake_at, seq, WAKE, rep))
+            seq += 1
+        drain(rep, t)
 
     heappop = heapq.heappop
     while heap:

@@ -47,10 +47,25 @@ class CohortPlan:
 
     def finish(self) -> BatchPlan:
         """The plan; when a group was refused and nothing else runs, every decode runs vLLM-style (preempting the
-        newest on block shortage) so that a too-small cache cannot deadlock the replica."""
+        newest on block shortage) so that a too-small cache cannot deadlock the replica. On an idle replica (the
+        state in which anything fits best) the waiting requests are tried one at a time: the first that fits alone
+        runs, and one that does not fit even alone can never run under this admission rule and is rejected."""
         plan = self.plan
-        if not plan.has_work and self.refused and self.view.running:
-            add_decodes(self.view, plan)
-            if not plan.decodes:
-                plan.preempt.clear()
+        if not plan.has_work and self.refused:
+            if self.view.running:
+                add_decodes(self.view, plan)
+                if not plan.decodes:
+                    plan.preempt.clear()
+            else:
+                self._admit_one_alone()
         return plan
+
+    def _admit_one_alone(self) -> None:
+        view = self.view
+        for r in view.waiting:
+            if self.add([r]):
+                return
+            self.plan.reject.append((r, (
+                f"its cohort admission ({type(self).__name__}) refuses it even alone on an idle replica (prompt "
+                f"{r.prompt_len} tokens; KV cache {view.total_blocks} blocks of {view.block_size} tokens, token "
+                f"budget {view.max_num_batched_tokens}, {view.max_num_seqs} seats): it can never be scheduled")))

@@ -1,0 +1,196 @@
+"""Request conservation under random valid configurations (issue 19).
+
+Each seed draws one small run (tens of requests): any registered scheduler (oracle-only ones with the oracle),
+any router, 1-8 replicas, KV caches from a few blocks to thousands, both preemption modes, every overflow mode,
+open loops (Poisson, gamma, constant, a rate schedule), closed loops, SLO tiers, short horizons. Every run must
+end with each request finished, rejected with a reason, or (only when a horizon cut the run) unfinished; every
+KV and swap block free again; the full block accounting checked after every step; every step doing work; and no
+request rejected by the simulator's stall guard ("(the scheduler stalled)"), which counts as a failure here.
+
+The suite runs ``LLMSCHED_FUZZ_COUNT`` seeds (default 200; CI sets 1000) on two worker processes. A failure
+prints its seed and config; replay one with ``LLMSCHED_FUZZ_SEED=<seed> python -m pytest -q
+tests/test_fuzz_conservation.py -k replay`` or ``python tests/test_fuzz_conservation.py <seed>``.
+"""
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import sys
+import traceback
+import warnings
+
+import numpy as np
+import pytest
+
+from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
+from llmsched.hardware.models import model as model_preset
+from llmsched.request import Status
+from llmsched.routers import ROUTERS, make_router
+from llmsched.schedulers.registry import create_scheduler, scheduler_info, scheduler_names
+from llmsched.sim.simulator import simulate
+
+STALLED = "(the scheduler stalled)"
+COUNT = int(os.environ.get("LLMSCHED_FUZZ_COUNT", "200"))
+FIRST_SEED = int(os.environ.get("LLMSCHED_FUZZ_FIRST", "0"))
+WORKLOADS = ("sharegpt", "azure-conv", "azure-code", "lmsys", "arxiv-summarization")
+PAIRS = (("llama-3-8b", "a100"), ("llama-2-7b", "h100"), ("mistral-7b", "l20"), ("qwen3-14b", "h200"))
+TIERS = ("paid:tbt=0.1:share=0.3,free:tbt=0.5", "gold:ttft=1:tpot=0.05:share=0.5,bronze:ttft=5")
+
+
+def random_config(seed: int) -> RunConfig:
+    """One valid run drawn from ``seed`` (the same seed always gives the same config)."""
+    rng = np.random.default_rng([19, seed])
+    pick = lambda xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
+    name = pick(scheduler_names())
+    info = scheduler_info(name)
+    model, gpu = pick(PAIRS)
+    block_size = int(pick((8, 16, 32)))
+    cfg = dict(scheduler=name, model=model, gpu=gpu, seed=int(rng.integers(1 << 30)),
+               replicas=int(pick((1, 1, 1, 2, 3, 4, 8))), router=pick(sorted(ROUTERS)),
+               block_size=block_size, workload=pick(WORKLOADS),
+               max_num_seqs=int(pick((1, 2, 4, 16, 64, 256))),
+               max_num_batched_tokens=int(pick((256, 512, 1024, 2048, 4096, 8192))),
+               max_model_len=min(int(pick((2048, 4096, 8192))), model_preset(model).max_model_len),
+               overflow=pick(("error", "error", "evict-newest", "evict-newest-recompute")),
+               oracle=bool(info["needs_oracle"] or rng.random() < 0.3))
+    recompute_only = getattr(create_scheduler(name), "recompute_only", False)
+    if not recompute_only and rng.random() < 0.5:
+        cfg["preemption_mode"] = "swap"
+        cfg["swap_space_gb"] = float(pick((0.0, 0.001, 0.01, 0.1, 4.0)))
+    if rng.random() < 0.7:
+        cfg["max_total_tokens"] = int(pick((256, 512, 1024, 2048, 4096)))
+    if rng.random() < 0.6:  # tight: room for one to eight of the longest requests, so KV pressure preempts
+        longest = cfg.get("max_total_tokens", 2048)
+        cfg["num_blocks"] = max(1, int(rng.uniform(1, 8) * longest) // block_size)
+    else:  # from a few blocks (most requests rejected) to a large cache
+        cfg["num_blocks"] = int(math.exp(rng.uniform(math.log(8), math.log(20000))))
+    if rng.random() < 0.3:
+        cfg["tiers"] = pick(TIERS)
+    n = int(rng.integers(10, 61))
+    loop = pick(("poisson", "poisson", "gamma", "constant", "schedule", "closed", "closed"))
+    if loop == "closed":
+        cfg.update(concurrency=int(rng.integers(1, 17)), num_requests=n)
+    elif loop == "schedule":
+        cfg.update(rate_schedule=f"0:{rng.uniform(1, 20):.3g},1:{rng.uniform(1, 80):.3g},3:{rng.uniform(0.5, 5):.3g}",
+                   num_requests=n)
+    else:
+        cfg.update(rate=float(math.exp(rng.uniform(math.log(1), math.log(100)))), num_requests=n)
+        if loop != "poisson":
+            cfg["arrival"] = loop
+        if loop == "gamma":
+            cfg["cv"] = float(pick((0.5, 2.0, 4.0)))
+    if rng.random() < 0.15:
+        cfg["horizon"] = float(pick((0.5, 2.0, 10.0)))
+    return RunConfig(**cfg)
+
+
+def check_seed(seed: int) -> str | None:
+    """Run ``seed``'s config under invariant checking: None if every guarantee held, else what broke."""
+    try:
+        cfg = random_config(seed)
+    except Exception:
+        return f"seed {seed}: drawing the config failed:\n{traceback.format_exc()}"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _check(cfg)
+    except Exception:
+        return f"seed {seed} ({_short(cfg)}): {traceback.format_exc()}"
+
+
+def _check(cfg: RunConfig) -> str | None:
+    source = build_source(cfg)
+    replicas = build_replicas(cfg, workload_params(cfg, source))
+    for rep in replicas:
+        rep.config.check_invariants = True  # the full KV/swap accounting after every step
+    result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed)
+    log = result.requests
+    cols = log.cols
+    status = [Status(s) for s in cols["status"]]
+    if cfg.horizon is None:
+        expected = cfg.num_requests
+    elif cfg.concurrency is None:  # an open loop's arrivals after the horizon never enter
+        expected = sum(1 for r in source.requests if r.arrival <= cfg.horizon)
+    else:
+        expected = None
+    problems = []
+    if expected is not None and len(status) != expected:
+        problems.append(f"{len(status)} requests left the run, {expected} entered")
+    if len(set(cols["id"])) != len(cols["id"]):
+        problems.append("a request was recorded twice")
+    for i, st in enumerate(status):
+        rid = cols["id"][i]
+        reason = log.reasons.get(rid, "")
+        if st is Status.FINISHED:
+            if cols["generated"][i] != cols["output_len"][i]:
+                problems.append(f"request {rid} finished with {cols['generated'][i]} of {cols['output_len'][i]} tokens")
+        elif st is Status.REJECTED:
+            if not reason:
+                problems.append(f"request {rid} rejected without a reason")
+            elif STALLED in reason:
+                problems.append(f"request {rid}: {reason}")
+        elif st is Status.UNFINISHED:
+            if cfg.horizon is None:
+                problems.append(f"request {rid} unfinished without a horizon")
+        else:
+            problems.append(f"request {rid} left the run {st.name}")
+    for rep in replicas:
+        if rep.kv.free != rep.kv.total or rep.swap.free != rep.swap.total:
+            problems.append(f"replica {rep.index}: {rep.kv.total - rep.kv.free} KV / "
+                            f"{rep.swap.total - rep.swap.free} swap blocks still held at the end")
+        if rep.num_outstanding:
+            problems.append(f"replica {rep.index}: {rep.num_outstanding} requests still queued at the end")
+    steps = result.steps.columns()
+    idle = sum(1 for p, d in zip(steps["prefill_tokens"], steps["num_decodes"]) if p == 0 and d == 0)
+    if idle:
+        problems.append(f"{idle} steps did no work")
+    if problems:
+        return f"{_short(cfg)}: " + "; ".join(problems[:5])
+    return None
+
+
+def _short(cfg: RunConfig) -> str:
+    defaults = RunConfig()
+    return "RunConfig(" + ", ".join(f"{k}={v!r}" for k, v in vars(cfg).items() if v != getattr(defaults, k)) + ")"
+
+
+def run_seeds(seeds, workers: int = 2) -> list[tuple[int, str]]:
+    """(seed, failure) for every seed that broke a guarantee, using ``workers`` processes."""
+    seeds = list(seeds)
+    if workers > 1:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            outcomes = pool.map(check_seed, seeds, chunksize=4)
+    else:
+        outcomes = [check_seed(s) for s in seeds]
+    return [(s, out) for s, out in zip(seeds, outcomes) if out]
+
+
+def test_random_valid_configs_conserve_requests():
+    failures = run_seeds(range(FIRST_SEED, FIRST_SEED + COUNT))
+    report = "\n".join(f"seed {s}: {msg}\n  replay: LLMSCHED_FUZZ_SEED={s} python -m pytest -q "
+                       f"tests/test_fuzz_conservation.py -k replay" for s, msg in failures[:10])
+    assert not failures, f"{len(failures)} of {COUNT} random configs broke conservation:\n{report}"
+
+
+@pytest.mark.skipif("LLMSCHED_FUZZ_SEED" not in os.environ, reason="set LLMSCHED_FUZZ_SEED=<seed> to replay one")
+def test_replay():
+    seed = int(os.environ["LLMSCHED_FUZZ_SEED"])
+    print(_short(random_config(seed)))
+    failure = check_seed(seed)
+    assert failure is None, failure
+
+
+def test_configs_are_deterministic_and_varied():
+    assert _short(random_config(7)) == _short(random_config(7))
+    drawn = [random_config(s) for s in range(300)]
+    assert {c.scheduler for c in drawn} == set(scheduler_names())
+    assert {c.router for c in drawn} == set(ROUTERS)
+    assert {c.preemption_mode for c in drawn} == {"recompute", "swap"}
+    assert any(c.concurrency for c in drawn) and any(c.rate_schedule for c in drawn) and any(c.horizon for c in drawn)
+
+
+if __name__ == "__main__":
+    for arg in sys.argv[1:]:
+        print(_short(random_config(int(arg))))
+        print(check_seed(int(arg)) or "ok")
