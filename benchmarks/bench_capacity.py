@@ -3,12 +3,13 @@
 * capacity: sarathi, Llama-3-8B on an A100, ShareGPT lengths, SLOs ttft_p90<=2s,tbt_p99<=0.2s, 2% resolution
   (probes of 600 s of Poisson arrivals, the capacity command's default);
 * plan: 3 GPUs (a100, h100, h200) x 3 TP (1, 2, 4) x 3 schedulers (sarathi, vllm, fairbatching) for ShareGPT
-  at --rate req/s (default 10) within the same SLOs, probes of --duration s (default 120).
+  at --rate req/s (default 5) within the same SLOs, probes of --duration s (default 300: shorter probes of
+  ShareGPT's long requests still ramp up inside the window and read as backlogged).
 
 Every run goes through the CLI as a user would run it, with the probe cache off, so each figure is a cold
 search. A search's probes are the same whichever executor runs them (asserted here).
 
-    python benchmarks/bench_capacity.py [--rate 10] [--duration 120] [--skip-ray] [--only capacity|plan]
+    python benchmarks/bench_capacity.py [--rate 5] [--duration 300] [--skip-ray] [--only capacity|plan] [--keep DIR]
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def bench_capacity(tmp: Path, runs) -> None:
               f"(fails at {hi:g}: {hi / lo - 1:.1%} apart)")
 
 
-def bench_plan(tmp: Path, runs, rate: float, duration: float) -> None:
+def bench_plan(tmp: Path, runs, rate: float, duration: float, keep: Path | None) -> None:
     print(f"plan: a100,h100,h200 x tp 1,2,4 x sarathi,vllm,fairbatching; sharegpt at {rate:g} req/s, "
           f"{duration:g} s probes, SLOs {SLO}")
     seen = None
@@ -77,6 +78,10 @@ def bench_plan(tmp: Path, runs, rate: float, duration: float) -> None:
                             "--duration", f"{duration:g}", "--no-cache", "--no-progress", "--json", str(out),
                             *extra])
         data = json.loads(out.read_text())
+        if keep is not None and seen is None:
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / "plan_output.txt").write_text(text)
+            (keep / "plan.json").write_text(out.read_text())
         probes = sum(len(s["probes"]) for s in data["searches"])
         searches = [(s["label"], s["replicas"], sorted(s["probes"])) for s in data["searches"]]
         assert seen is None or searches == seen, "executors disagree on the plan"
@@ -90,10 +95,11 @@ def bench_plan(tmp: Path, runs, rate: float, duration: float) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rate", type=float, default=10.0, help="plan's target rate, req/s (default 10)")
-    p.add_argument("--duration", type=float, default=120.0, help="plan's probe length, s (default 120)")
+    p.add_argument("--rate", type=float, default=5.0, help="plan's target rate, req/s (default 5)")
+    p.add_argument("--duration", type=float, default=300.0, help="plan's probe length, s (default 300)")
     p.add_argument("--skip-ray", action="store_true")
     p.add_argument("--only", choices=("capacity", "plan"), default=None)
+    p.add_argument("--keep", type=Path, default=None, help="save the first plan's printed output and JSON here")
     args = p.parse_args()
     os.environ.setdefault("RAY_ADDRESS", "local")     # a fresh local Ray, never a cluster left running here
     print(f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}")
@@ -102,7 +108,7 @@ def main() -> int:
         if args.only in (None, "capacity"):
             bench_capacity(Path(tmp), runs)
         if args.only in (None, "plan"):
-            bench_plan(Path(tmp), runs, args.rate, args.duration)
+            bench_plan(Path(tmp), runs, args.rate, args.duration, args.keep)
     return 0
 
 

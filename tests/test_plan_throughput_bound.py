@@ -150,3 +150,19 @@ def test_rad_regime_is_below_the_sound_bound_where_sarathi_beats_it():
                     rate=1000.0, num_requests=300)
     served = summarize(run(cfg))["throughput"]["requests_per_s"]
     assert out["capacity_rps"] < served <= bound_for_config(cfg).requests_per_s
+
+
+@pytest.mark.parametrize("scheduler", ["slai-spf-fixed", "sarathi-spf"])
+def test_starving_schedulers_are_never_stable_above_the_bound(scheduler):
+    """The gaming case of issue 17 (shortest prompt first, azure-conv lengths, Mistral-7B on an RTX 6000 Ada):
+    5% above the sound bound a probe is never stable, so a capacity cannot exceed the bound and the plan's
+    pruning never removes a deployment that a probe would have accepted."""
+    from llmsched.capacity import parse_slos, run_probe
+    from llmsched.plan.prune import SERVED_FRACTION
+    base = RunConfig(scheduler=scheduler, model="mistral-7b", gpu="rtx-6000-ada", workload="azure-conv",
+                     duration=240.0, rate=6.0)
+    bound = bound_for_config(base, SERVED_FRACTION).requests_per_s
+    rate = round(1.05 * bound, 3)
+    probe = run_probe(dataclasses.replace(base, rate=rate), parse_slos(""))
+    assert probe.verdict != "stable" and not probe.meets
+    assert probe.throughput_rps <= bound
