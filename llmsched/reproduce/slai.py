@@ -6,10 +6,12 @@ max_num_seqs 128, token budget 512 (vLLM: 8192-token prefill batches). Batch tim
 (the tile staircase of the paper's eq. 7 on the roofline), which matches the paper's Fig. 6a measurements on
 this GPU within 7% (docs/rad-slai.md) without fitting anything to them.
 
-Serving capacity (spec A15): the largest rate at which median TTFT ≤ 0.5 s and both tiers' P99 TBT meet their
-targets, linearly interpolating median TTFT between the last sweep rate that meets everything and the next.
-A scheduler that still meets every target at the top of the sweep is run at further rates, 0.2 req/s apart, up
-to ``--max-rate`` (2.4), so that every capacity is bracketed.
+Serving capacity (spec A15: median TTFT ≤ 0.5 s and both tiers' P99 TBT within target) is the project's one
+definition (llmsched.capacity, docs/capacity.md): every request arriving in the measurement window counts,
+unfinished ones as misses (+inf), and a run whose outstanding work grows is never within target. It is found by
+bisection to 2% with probes of ``--duration`` seconds. A sweep rate "meets" by the same verdict. A scheduler that
+still meets every target at the top of the sweep is run at further rates, 0.2 req/s apart, up to ``--max-rate``
+(2.4), for Fig. 7 and Fig. 8.
 
 The simulated engine is faster than the paper's (no Python, Ray or telemetry cost per sequence), so a nominal
 rate loads it less. The run therefore also compares at *equal relative load*: the paper's high-load point,
@@ -25,11 +27,13 @@ import csv
 import json
 import math
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
+from ..capacity import find_capacities, parse_slos
+from ..capacity.verdict import evaluate, measure
+from ..executors import make_executor
 from ..experiment import RunConfig, build_replicas, build_source
 from ..metrics.summary import summarize
 from ..routers import make_router
@@ -54,6 +58,8 @@ EQUAL_LOAD = ("Sarathi (FCFS)", "Sarathi (SPF)", "SLAI (SPF, δ=10)", "SLAI (SPF
 BASELINE, PROPOSED = "Sarathi (FCFS)", "SLAI (SPF, dynamic δ)"
 VARIANT_SCHEDULERS = ("sarathi", "slai")
 TTFT_TARGET = 0.5
+SLOS = parse_slos(f"ttft_p50<={TTFT_TARGET}s,paid.tbt_p99<=0.1s,free.tbt_p99<=0.5s")
+CAPACITY_START = 1.0  # req/s where each capacity search starts
 RATE_STEP = 0.2
 VARIANT_MIN_RATE = 0.8
 PAPER_HIGH_RATE = 1.6          # the paper's "high load" and Fig. 8 rate (spec A14)
@@ -87,13 +93,19 @@ def tiers(share: float) -> str:
     return f"paid:tbt=0.1:share={share:g},free:tbt=0.5"
 
 
+def config(label: str, rate: float, share: float, duration: float, seed: int, bt: dict) -> RunConfig:
+    name, params = LABELS[label]
+    return RunConfig(scheduler=name, scheduler_params=params, rate=rate, duration=duration, tiers=tiers(share),
+                     seed=seed, batch_time_params=bt, **BASE,
+                     **({"max_num_batched_tokens": 8192} if name == "vllm" else {}))
+
+
 def job(spec: dict) -> dict:
-    """One run: its summary figures and KV-use statistics (and the KV-use trace when asked)."""
-    name, params = LABELS[spec["label"]]
-    cfg = RunConfig(scheduler=name, scheduler_params=params, rate=spec["rate"], duration=spec["duration"],
-                    horizon=spec["duration"], tiers=tiers(spec["share"]), seed=spec["seed"],
-                    batch_time_params=spec.get("batch_time_params", {}), **BASE,
-                    **({"max_num_batched_tokens": 8192} if name == "vllm" else {}))
+    """One run: its summary figures, its capacity verdict and KV-use statistics (and the KV-use trace when asked)."""
+    base = config(spec["label"], spec["rate"], spec["share"], spec["duration"], spec["seed"],
+                  spec.get("batch_time_params", {}))
+    cfg = RunConfig(**{**base.__dict__, "horizon": spec["duration"]})
+    name = cfg.scheduler
     replicas = build_replicas(cfg)
     trace: list[tuple[float, float, int]] = []
     sched = replicas[0].scheduler
@@ -107,11 +119,15 @@ def job(spec: dict) -> dict:
     result = simulate(build_source(cfg), replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed)
     s = summarize(result)
     t = s["tiers"]
+    record = measure(result)
+    ok, failed = evaluate(record, SLOS)
     row = {k: spec[k] for k in ("label", "rate", "share", "study")}
     row.update(scheduler=name, ttft_p50=s["latency"]["ttft"]["p50"], ttft_mean=s["latency"]["ttft"]["mean"],
                paid_tbt_p99=t["paid"]["tbt_p99"], free_tbt_p99=t["free"]["tbt_p99"],
                finished=s["counts"]["finished"], offered=s["counts"]["offered"],
-               preemptions=s["preemptions"]["total"], mean_step=s["steps"]["mean_duration"], wall_s=result.wall_time)
+               preemptions=s["preemptions"]["total"], mean_step=s["steps"]["mean_duration"], wall_s=result.wall_time,
+               meets=ok, verdict=record["stability"]["verdict"], failed="; ".join(failed),
+               ttft_p50_all=record["metrics"]["ttft_p50"])
     row.update(kv_stats(np.array(trace, dtype=float).reshape(-1, 3), spec["duration"]))
     if spec.get("kv") and trace:
         a = np.array(trace)
@@ -134,27 +150,19 @@ def kv_stats(a: np.ndarray, horizon: float) -> dict:
 
 
 def meets(row: dict) -> bool:
-    return (row["ttft_p50"] <= TTFT_TARGET and row["paid_tbt_p99"] <= 0.1 and row["free_tbt_p99"] <= 0.5)
+    """The run's verdict by llmsched.capacity: stable, and every target met counting unfinished requests."""
+    return row["meets"]
 
 
-def capacity(rows: list[dict]) -> float:
-    """Largest rate meeting the targets, interpolating median TTFT at 0.5 s toward the first failing rate."""
-    rows = sorted(rows, key=lambda r: r["rate"])
-    best = 0.0
-    for lo, hi in zip([None] + rows, rows):
-        if not meets(hi):
-            tbt_ok = hi["paid_tbt_p99"] <= 0.1 and hi["free_tbt_p99"] <= 0.5
-            if lo is not None and meets(lo) and tbt_ok and hi["ttft_p50"] > lo["ttft_p50"]:
-                f = (TTFT_TARGET - lo["ttft_p50"]) / (hi["ttft_p50"] - lo["ttft_p50"])
-                best = lo["rate"] + f * (hi["rate"] - lo["rate"])
-            break
-        best = hi["rate"]
-    return best
-
-
-def bracketed(rows: list[dict]) -> bool:
-    """Whether the sweep found a failing rate, so that the capacity is a value and not only a lower bound."""
-    return any(not meets(r) for r in rows)
+def capacities(shares, duration, seed, bt, executor) -> dict:
+    """(share, label) -> CapacityResult, every search of the run side by side (llmsched.capacity)."""
+    bases = {}
+    for share in shares:
+        names = SCHEDULERS if share == 0.05 else [s for s in SCHEDULERS if s[0] in VARIANT_SCHEDULERS]
+        for _, label, _ in names:
+            bases[f"{share}|{label}"] = config(label, CAPACITY_START, share, duration, seed, bt)
+    found = find_capacities(bases, SLOS, executor=executor)
+    return {(float(k.split("|")[0]), k.split("|")[1]): v for k, v in found.items()}
 
 
 def spec(study, label, rate, share, duration, seed, bt, kv=False) -> dict:
@@ -220,12 +228,12 @@ def fig8_companions(todo: list[dict], rows: list[dict]) -> list[dict]:
     return out
 
 
-def equal_load_rate(sweep: list[dict]) -> float | None:
+def equal_load_rate(caps: dict) -> float | None:
     """The simulated rate whose load relative to Sarathi (FCFS)'s capacity equals the paper's 1.6 req/s."""
-    rows = groups(sweep).get((0.05, BASELINE))
-    if not rows or not bracketed(rows) or capacity(rows) <= 0:
+    res = caps.get((0.05, BASELINE))
+    if res is None or res.capacity is None or math.isinf(res.interval[1]):
         return None
-    return round(PAPER_HIGH_RATE * capacity(rows) / PAPER[0.05]["capacity"][0], 2)
+    return round(PAPER_HIGH_RATE * res.capacity / PAPER[0.05]["capacity"][0], 2)
 
 
 def run(args) -> int:
@@ -248,17 +256,19 @@ def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    todo, rows, equal_rate = specs(rates, duration, shares, args.seed, bt), [], None
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        while todo:  # rounds: the sweep, then extensions and the equal-load runs as their inputs are known
+    todo, rows = specs(rates, duration, shares, args.seed, bt), []
+    with make_executor("local", jobs=args.jobs) as pool:
+        caps = capacities(shares, duration, args.seed, bt, pool)
+        equal_rate = equal_load_rate(caps)
+        if equal_rate is not None:
+            todo += [spec("equal", label, equal_rate, 0.05, duration, args.seed, bt, kv=label in
+                          dict(OFFSETS).values()) for label in EQUAL_LOAD]
+        while todo:  # rounds: the sweep (and equal-load runs), then extensions as their inputs are known
             rows += list(pool.map(job, todo))
             sweep = [r for r in rows if r["study"] == "sweep"]
             todo = extensions(sweep, max_rate, duration, args.seed, bt)
             todo += fig8_companions(todo, rows)
-            if equal_rate is None and (equal_rate := equal_load_rate(sweep)) is not None:
-                todo += [spec("equal", label, equal_rate, 0.05, duration, args.seed, bt, kv=label in
-                              dict(OFFSETS).values()) for label in EQUAL_LOAD]
-    report = summarise(rows, rates, shares, equal_rate)
+    report = summarise(rows, rates, shares, equal_rate, caps)
     write(out, rows, report)
     print_report(report, rows)
     print(f"wrote {out}/results.csv, results.json, report.md, fig7.png, fig8.png "
@@ -270,7 +280,7 @@ FIG8_KEYS = ("kv_max", "kv_mean", "kv_t96", "kv_t98", "kv_t99", "waiting_end", "
              "ttft_mean", "preemptions", "free_tbt_p99")
 
 
-def summarise(rows, rates, shares, equal_rate) -> dict:
+def summarise(rows, rates, shares, equal_rate, caps) -> dict:
     sweep = [r for r in rows if r["study"] == "sweep"]
     high = fig8_nominal_rate(rates)
     report = {"rates": sorted({r["rate"] for r in sweep}), "base_rates": rates, "high_rate": high,
@@ -282,7 +292,9 @@ def summarise(rows, rates, shares, equal_rate) -> dict:
                 continue
             group = sorted(group, key=lambda r: r["rate"])
             at_high = next((r for r in group if r["rate"] == high), None)
-            per[label] = {"capacity": capacity(group), "bracketed": bracketed(group),
+            res = caps[(share, label)]
+            per[label] = {"capacity": res.capacity or 0.0, "bracketed": not math.isinf(res.interval[1]),
+                          "interval": list(res.interval), "probes": len(res.probes), "note": res.note,
                           "ttft_p50_high": at_high["ttft_p50"] if at_high else None,
                           "meets_at": [r["rate"] for r in group if meets(r)], "rates": [r["rate"] for r in group]}
         gain = (per[PROPOSED]["capacity"] / per[BASELINE]["capacity"] - 1
@@ -309,7 +321,8 @@ def summarise(rows, rates, shares, equal_rate) -> dict:
 
 
 def write(out: Path, rows, report) -> None:
-    fields = ["study", "share", "label", "scheduler", "rate", "ttft_p50", "ttft_mean", "paid_tbt_p99",
+    fields = ["study", "share", "label", "scheduler", "rate", "meets", "verdict", "failed", "ttft_p50", "ttft_p50_all",
+              "ttft_mean", "paid_tbt_p99",
               "free_tbt_p99", "finished", "offered", "preemptions", "mean_step", "kv_mean", "kv_max", "kv_t96",
               "kv_t98", "kv_t99", "waiting_end", "wall_s"]
     with open(out / "results.csv", "w", newline="") as f:
@@ -323,6 +336,11 @@ def write(out: Path, rows, report) -> None:
 
 def _cap(v: dict) -> str:
     return f"{v['capacity']:.2f}" if v["bracketed"] else f"≥ {v['capacity']:.2f}"
+
+
+def _interval(v: dict) -> str:
+    lo, hi = v["interval"]
+    return f"[{lo:g}, {'∞' if math.isinf(hi) else format(hi, 'g')})"
 
 
 def _num(v, fmt=".3f") -> str:
@@ -348,11 +366,14 @@ def lines(report, rows, markdown: bool = False) -> list[str]:
                                            None)) for lab in labels] for rate in report["rates"]]
         out += [h(f"{title}, 5% paying"), ""] + table(["rate"] + labels, body, markdown) + [""]
     for share, data in report["shares"].items():
-        out += [h(f"capacity (median TTFT ≤ 0.5 s, both P99 TBT targets met), {float(share):.0%} paying"), ""]
-        body = [[label, _cap(v), _num(v["ttft_p50_high"], ".2f"), ", ".join(f"{r:g}" for r in v["meets_at"]) or "—"]
+        out += [h(f"capacity (llmsched.capacity: stable, median TTFT ≤ 0.5 s and both P99 TBT targets met with "
+                  f"unfinished requests as misses; bisection to 2%), {float(share):.0%} paying"), ""]
+        body = [[label, _cap(v), _interval(v), str(v["probes"]), _num(v["ttft_p50_high"], ".2f"),
+                 ", ".join(f"{r:g}" for r in v["meets_at"]) or "—"]
                 for label, v in data["schedulers"].items()]
-        out += table(["scheduler", "capacity (req/s)", f"median TTFT at {report['high_rate']:g} req/s (s)",
-                      "rates meeting every target"], body, markdown)
+        out += table(["scheduler", "capacity (req/s)", "interval", "probes",
+                      f"median TTFT at {report['high_rate']:g} req/s (s)", "sweep rates meeting every target"],
+                     body, markdown)
         if data["paper"]:
             p, g = data["paper"], data["capacity_gain"]
             out += ["", f"paper: {BASELINE} → {PROPOSED}: capacity {p['capacity'][0]} → {p['capacity'][1]} req/s "
