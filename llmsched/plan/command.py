@@ -2,6 +2,7 @@
 target rate within the SLOs, with the cost-vs-latency Pareto frontier (docs/plan.md)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -10,6 +11,7 @@ import time
 from ..capacity.cache import ProbeCache, default_dir
 from ..capacity.command import parse_slo_args
 from ..capacity.slo import RATIOS, canonical_metric, valid_metrics
+from ..experiment import build_source
 from ..hardware.models import model as model_preset
 from ..hardware.prices import PRICES_PATH, load_prices
 from ..options import add_run_options, run_configs
@@ -83,8 +85,6 @@ def parse_target_rates(text: str) -> list[float]:
 
 def trace_rate(cfg) -> float:
     """The mean arrival rate of the trace ``cfg`` replays (requests over the span of their arrivals)."""
-    import dataclasses
-    from ..experiment import build_source
     reqs = build_source(dataclasses.replace(cfg, rate=None)).requests
     span = max(r.arrival for r in reqs) - min(r.arrival for r in reqs)
     if not span > 0:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..capacity.probe import probe_config
 from ..capacity.stability import GROWTH_MIN
 from ..experiment import RunConfig
-from ..theory.throughput_bound import config_lengths, engine_limits, throughput_bound
+from ..theory.throughput_bound import config_lengths, engine_of, throughput_bound
 from .candidates import Candidate, memory_fit
 
 SERVED_FRACTION = 1 - GROWTH_MIN
@@ -60,8 +60,8 @@ def screen(candidate: Candidate, base: RunConfig, rate: float, seeds, max_replic
         cfg = probe_config(candidate.config(base, rate, 1), rate, seed)
         try:
             prompts, outputs = lengths.get(cfg)
-            bt = _batch_time(cfg)
-            bound = throughput_bound(bt, prompts, outputs, engine_limits(cfg), 1, SERVED_FRACTION)
+            bt, limits = engine_of(cfg)
+            bound = throughput_bound(bt, prompts, outputs, limits, 1, SERVED_FRACTION)
         except ValueError as e:
             out.notes.append(f"no bound pruning: {e}")
             return out
@@ -75,12 +75,6 @@ def screen(candidate: Candidate, base: RunConfig, rate: float, seeds, max_replic
         out.pruned = (f"bound: needs >= {out.min_replicas} replicas ({rate:g} req/s over at most "
                       f"{per_replica:.3g} req/s per replica), above --max-replicas {max_replicas}")
     return out
-
-
-def _batch_time(cfg: RunConfig):
-    import dataclasses
-    from ..experiment import build_replicas
-    return build_replicas(dataclasses.replace(cfg, replicas=1))[0].batch_time
 
 
 def probes_saved(min_replicas: int) -> int:

@@ -290,13 +290,17 @@ def throughput_bound(bt: BatchTimeModel, prompts, outputs, limits: EngineLimits,
         components={k: v / offered for k, v in components.items()}, **common)
 
 
-def engine_limits(cfg) -> EngineLimits:
-    """The limits of ``cfg``'s replicas (a RunConfig), sized exactly as the run sizes them."""
+def engine_of(cfg) -> tuple[BatchTimeModel, EngineLimits]:
+    """The batch-time model and limits of ``cfg``'s replicas (a RunConfig), built exactly as the run builds them."""
     from ..experiment import build_replicas
     rep = build_replicas(replace(cfg, replicas=1))[0]
     c = rep.config
-    return EngineLimits(c.max_num_batched_tokens, c.max_num_seqs, c.num_blocks * c.block_size, c.max_model_len,
-                        c.block_size)
+    return rep.batch_time, EngineLimits(c.max_num_batched_tokens, c.max_num_seqs, c.num_blocks * c.block_size,
+                                        c.max_model_len, c.block_size)
+
+
+def engine_limits(cfg) -> EngineLimits:
+    return engine_of(cfg)[1]
 
 
 def config_lengths(cfg) -> tuple[np.ndarray, np.ndarray]:
@@ -311,10 +315,9 @@ def config_lengths(cfg) -> tuple[np.ndarray, np.ndarray]:
 
 def bound_for_config(cfg, served_fraction: float = 1.0) -> ThroughputBound:
     """The bound for a RunConfig: its batch-time model, engine limits, replicas and its own requests."""
-    from ..experiment import build_replicas
-    bt = build_replicas(replace(cfg, replicas=1))[0].batch_time
+    bt, limits = engine_of(cfg)
     prompts, outputs = config_lengths(cfg)
-    return throughput_bound(bt, prompts, outputs, engine_limits(cfg), cfg.replicas, served_fraction)
+    return throughput_bound(bt, prompts, outputs, limits, cfg.replicas, served_fraction)
 
 
 # --- the command ------------------------------------------------------------------------------------------------
