@@ -121,7 +121,9 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         if horizon is not None and heap:
             left = rep.stop(f"unfinished at the horizon t={horizon:g}s", Status.UNFINISHED)
         else:
-            left = rep.stop(f"{rep.scheduler.name}: left unscheduled with no event left (the scheduler stalled)")
+            left = rep.stop(f"{rep.scheduler.name}: left unscheduled with no event left (the scheduler stalled): "
+                            f"replica {rep.index} had {len(rep.waiting)} waiting, {len(rep.running)} running, "
+                            f"{len(rep.swapped)} swapped, {rep.kv.free} of {rep.kv.total} KV blocks free")
         for r in left + rep.completed:
             log.record(r)
         rep.completed = []
