@@ -83,7 +83,7 @@ def test_memory_infeasible_candidates_are_listed_with_figures(tmp_path, capsys):
 
 
 def test_reproduce_command_is_the_probe_run(tmp_path, capsys):
-    data, _ = run_plan(tmp_path, capsys, "--target-rate", "3", "--gpus", "h100", "--schedulers", "sarathi,vllm",
+    data, _ = run_plan(tmp_path, capsys, "--target-rate", "2", "--gpus", "h100", "--schedulers", "sarathi,vllm",
                        "--param", "sarathi.token_budget=256")
     dep = data["cheapest"][0]
     cfg = RunConfig.from_dict(dep["config"])

@@ -84,7 +84,7 @@ def simulate_command(cfg: RunConfig) -> str:
     args = ["llmsched", "simulate", "--scheduler", cfg.scheduler]
     for name in RUN_OPTIONS:
         value = getattr(cfg, name, None)
-        if value is None or name == "horizon" or value == getattr(default, name, None):
+        if value is None or name == "horizon" or (name != "rate" and value == getattr(default, name, None)):
             continue
         args += ["--" + name.replace("_", "-"), repr(value) if isinstance(value, float) else str(value)]
     for key, value in cfg.scheduler_params.items():
