@@ -148,6 +148,7 @@ def _price_file(tmp_path, prices):
     (["--target-rate", "-3"], "positive"),
     (["--max-replicas", "0"], "--max-replicas"),
     (["--pareto-metric", "attainment"], "latency"),
+    (["--sketch"], "drop --sketch"),
 ])
 def test_bad_input_is_a_one_line_error(extra, message, capsys):
     argv = SMALL + ["--target-rate", "2", *extra] if "--target-rate" not in extra else SMALL + extra

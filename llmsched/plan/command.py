@@ -10,6 +10,7 @@ import time
 
 from ..capacity.cache import ProbeCache, default_dir
 from ..capacity.command import parse_slo_args
+from ..capacity.probe import check_base
 from ..capacity.slo import RATIOS, canonical_metric, valid_metrics
 from ..experiment import build_source
 from ..hardware.models import model as model_preset
@@ -122,6 +123,8 @@ def cmd_plan(args) -> int:
     for g in {c.gpu for c in candidates}:
         prices.price(g)                       # a GPU with no price: error before any simulation
     bases = {cfg.scheduler: cfg for cfg in run_configs(args, schedulers)}
+    for cfg in bases.values():
+        check_base(cfg)                       # options a probe cannot honour (--sketch): errors now
     base0 = next(iter(bases.values()))
     model_preset(base0.model)                 # unknown model: error listing the valid ones
     if args.target_rate is not None:
