@@ -5,7 +5,8 @@ any router, 1-8 replicas, KV caches from a few blocks to thousands, both preempt
 open loops (Poisson, gamma, constant, a rate schedule), closed loops, SLO tiers, short horizons. Every run must
 end with each request finished, rejected with a reason, or (only when a horizon cut the run) unfinished; every
 KV and swap block free again; the full block accounting checked after every step; every step doing work; and no
-request rejected by the simulator's stall guard ("(the scheduler stalled)"), which counts as a failure here.
+request rejected by the simulator's stall guard ("(the scheduler stalled)"), which counts as a failure here; nor
+any replica left idle, holding work, without a wake-up time (its work would wait for an unrelated arrival).
 
 The suite runs ``LLMSCHED_FUZZ_COUNT`` seeds (default 200; CI sets 1000) on two worker processes. A failure
 prints its seed and config; replay one with ``LLMSCHED_FUZZ_SEED=<seed> python -m pytest -q
@@ -36,6 +37,8 @@ COUNT = int(os.environ.get("LLMSCHED_FUZZ_COUNT", "200"))
 FIRST_SEED = int(os.environ.get("LLMSCHED_FUZZ_FIRST", "0"))
 WORKLOADS = ("sharegpt", "azure-conv", "azure-code", "lmsys", "arxiv-summarization")
 PAIRS = (("llama-3-8b", "a100"), ("llama-2-7b", "h100"), ("mistral-7b", "l20"), ("qwen3-14b", "h200"))
+LEAVE_OVERFLOW = {"fcfs": {"fit": False}, "wait": {"guard_memory": False, "reserve": False},
+                  "nested-wait": {"guard_memory": False, "reserve": False}}
 TIERS = ("paid:tbt=0.1:share=0.3,free:tbt=0.5", "gold:ttft=1:tpot=0.05:share=0.5,bronze:ttft=5")
 
 
@@ -61,6 +64,8 @@ def random_config(seed: int) -> RunConfig:
                max_model_len=min(int(pick((2048, 4096, 8192))), model_preset(model).max_model_len),
                overflow=pick(("error", "error", "evict-newest", "evict-newest-recompute")),
                oracle=bool(info["needs_oracle"] or rng.random() < 0.3))
+    if cfg["overflow"] != "error" and name in LEAVE_OVERFLOW and rng.random() < 0.5:
+        cfg["scheduler_params"] = LEAVE_OVERFLOW[name]  # the policy leaves KV overflow to the replica's eviction
     recompute_only = getattr(create_scheduler(name), "recompute_only", False)
     if not recompute_only and rng.random() < 0.5:
         cfg["preemption_mode"] = "swap"
@@ -109,8 +114,10 @@ def check_seed(seed: int) -> str | None:
 def _check(cfg: RunConfig) -> str | None:
     source = build_source(cfg)
     replicas = build_replicas(cfg, workload_params(cfg, source))
+    idle = []
     for rep in replicas:
         rep.config.check_invariants = True  # the full KV/swap accounting after every step
+        rep.start_step = _watch_idle(rep, idle)
     result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed)
     log = result.requests
     cols = log.cols
@@ -121,7 +128,8 @@ def _check(cfg: RunConfig) -> str | None:
         expected = sum(1 for r in source.requests if r.arrival <= cfg.horizon)
     else:
         expected = None
-    problems = []
+    problems = [f"replica {i} at t={t:.4g}s idle with {w} waiting, {r} running, {sw} swapped and no wake-up"
+                for i, t, w, r, sw in idle[:1]]
     if expected is not None and len(status) != expected:
         problems.append(f"{len(status)} requests left the run, {expected} entered")
     if len(set(cols["id"])) != len(cols["id"]):
@@ -155,6 +163,19 @@ def _check(cfg: RunConfig) -> str | None:
     if problems:
         return f"{_short(cfg)}: " + "; ".join(problems[:5])
     return None
+
+
+def _watch_idle(rep, idle: list):
+    """``rep.start_step`` that records every decision leaving the replica idle, holding work, with no wake-up
+    time: nothing but a later arrival could restart it, so its work would wait on unrelated traffic."""
+    start_step = rep.start_step
+
+    def watched(now):
+        d = start_step(now)
+        if d is None and rep.wake_at is None and rep.num_outstanding:
+            idle.append((rep.index, now, len(rep.waiting), len(rep.running), len(rep.swapped)))
+        return d
+    return watched
 
 
 def _short(cfg: RunConfig) -> str:
