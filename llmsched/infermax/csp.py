@@ -59,7 +59,8 @@ def _scale(coefficients: dict) -> float:
 
 
 def solve(instance: Instance, cost: LinearBatchTime, horizon: int | None = None, time_limit: float = 30.0,
-          workers: int = 8, hints: list[Schedule] | None = None, seed: int = 0, chunking: bool = True) -> CspResult:
+          workers: int = 8, hints: list[Schedule] | None = None, seed: int = 0, chunking: bool = True,
+          search: dict | None = None) -> CspResult:
     """Minimise total latency over schedules of at most ``horizon`` batches (``chunking=False``: only over
     schedules that process a request's whole pending tokens whenever they process it, as vLLM does; a
     smaller space, solved much faster, whose optimum bounds the full one from above)."""
@@ -74,13 +75,24 @@ def solve(instance: Instance, cost: LinearBatchTime, horizon: int | None = None,
     if time_limit <= 0:
         raise ValueError(f"time_limit must be > 0 seconds, got {time_limit}")
     hints = [h for h in (hints or []) if h.batches]
-    J = horizon or max([instance.sequential_batches(), *(len(h.batches) for h in hints)])
-    if J < 1:
-        raise ValueError(f"horizon must be >= 1 batch, got {J}")
     scale = _scale(k)
     w = {t: round(v * scale) for t, v in k.items()}
     N, C, P, M = instance.n, instance.batch_tokens, instance.P, instance.kv_slots
     I, O = instance.inputs, instance.outputs
+    upper = min((replay(h, instance, cost) for h in hints), default=None)  # seconds, the best warm start
+    # Any schedule better than ``upper`` has at most J_ub batches: each real batch costs at least the fixed cost
+    # of a batch with a prefill or a decode, on top of every request's own floor. With a horizon >= J_ub,
+    # "optimal" within the horizon is optimal over all schedules.
+    floors = [_request_floor(w, I[i], O[i]) for i in range(N)]
+    per_batch = w["const"] + min(w["has_prefill"], w["has_decode"])
+    J_ub = (max(1, math.floor((upper * scale * (1 + 2e-5) - sum(floors)) / per_batch))
+            if upper is not None and per_batch > 0 else None)
+    J = horizon or max([1, *(len(h.batches) for h in hints)] if J_ub is not None else
+                       [instance.sequential_batches(), *(len(h.batches) for h in hints)])
+    if horizon is None and J_ub is not None:
+        J = max(J, J_ub)
+    if J < 1:
+        raise ValueError(f"horizon must be >= 1 batch, got {J}")
 
     model = cp_model.CpModel()
     nv, bv = model.new_int_var, model.new_bool_var
@@ -173,6 +185,17 @@ def solve(instance: Instance, cost: LinearBatchTime, horizon: int | None = None,
             model.add(V["m"][i][j] >= (I[i] + 1) * V["d"][i][j])  # a decode holds more than its prompt
             model.add(V["m"][i][j] >= I[i] * V["g"][i][j])  # so does a request that generates
         model.add(sum(request_cost[i]) >= _request_floor(w, I[i], O[i]))
+    # KV area: the batch that generates a request's k-th token holds m = S_prev = I+k-1 of its slots (c = S - m
+    # completes its pass), so request i occupies at least O·I + O(O-1)/2 slot-batches in any schedule, and the
+    # cache offers M per batch: a bound on the number of batches that the relaxation cannot see by itself
+    area = sum(O[i] * I[i] + O[i] * (O[i] - 1) // 2 for i in range(N))
+    model.add(M * sum(y) >= area)
+    model.add(sum(y) >= min_batches(instance))
+    model.add(sum(yp) >= min_prefill_batches(instance))
+    for i in range(N):
+        model.add(sum(V["m"][i]) >= O[i] * I[i] + O[i] * (O[i] - 1) // 2)
+        for j in range(1, J):  # the generating batch's m is the known tokens before it
+            model.add(V["m"][i][j] >= V["S"][i][j - 1]).only_enforce_if(V["g"][i][j])
     # identical requests are interchangeable: the earlier one finishes no later
     for i in range(N - 1):
         if (I[i], O[i]) == (I[i + 1], O[i + 1]):
@@ -183,22 +206,38 @@ def solve(instance: Instance, cost: LinearBatchTime, horizon: int | None = None,
         model.add(sum(V["m"][i][j] for i in range(N)) <= M * y[j])  # an empty batch comes after every request
         if j + 1 < J:
             model.add_implication(y[j + 1], y[j])
+        model.add(sum(V["z"][i][j] for i in range(N)) >= y[j])  # a batch that costs processes something
+        model.add(yp[j] + yd[j] >= y[j])
         objective += [w["const"] * y[j], w["has_prefill"] * yp[j], w["has_decode"] * yd[j]]
-    model.minimize(sum(objective))
+    total = sum(objective)
+    if upper is not None:  # no worse than the best warm start (rounded coefficients: a relative slack of 2e-5)
+        model.add(total <= math.ceil(upper * scale * (1 + 2e-5)))
+    model.minimize(total)
     for h in hints[:1]:
         _hint(model, V, y, yp, yd, instance, h, J)
 
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = float(time_limit)
+    # Deterministic: the limit is CP-SAT's deterministic time (work units calibrated to about a second each),
+    # one worker or interleaved (deterministic) parallel search, a fixed seed; the wall clock is only a
+    # safety net, and hitting it is reported, because only then can two runs differ.
+    solver.parameters.max_deterministic_time = float(time_limit)
+    solver.parameters.max_time_in_seconds = 10.0 * float(time_limit) + 60.0
     solver.parameters.num_workers = max(1, int(workers))
+    if workers > 1:
+        solver.parameters.interleave_search = True
     solver.parameters.random_seed = int(seed)
+    for name, value in (search or {}).items():
+        setattr(solver.parameters, name, value)
     t0 = time.perf_counter()
     code = solver.solve(model)
     elapsed = time.perf_counter() - t0
     status = STATUS.get(solver.status_name(code), solver.status_name(code).lower())
     result = CspResult(status, None, None, None, J, elapsed,
                        stats={"variables": len(model.proto.variables),
-                              "constraints": len(model.proto.constraints), "scale": scale})
+                              "constraints": len(model.proto.constraints), "scale": scale,
+                              "deterministic_time": solver.deterministic_time, "J_ub": J_ub,
+                              "horizon_covers_J_ub": J_ub is not None and J >= J_ub,
+                              "wall_limit_hit": elapsed >= solver.parameters.max_time_in_seconds * 0.99})
     if status == "infeasible":
         result.message = (f"no schedule finishes every request within {J} batches under M={M}, C={C}, P={P} "
                           f"(raise the horizon)")
@@ -223,6 +262,34 @@ def solve(instance: Instance, cost: LinearBatchTime, horizon: int | None = None,
     return result
 
 
+def min_batches(instance: Instance) -> int:
+    """A lower bound on the number of batches of any schedule: the batch that generates request i's k-th token
+    holds I_i+k-1 of its KV slots, a request generates at most one token per batch and a batch holds at most M
+    slots, so the generations are items of a bin-packing problem with bins of size M; Martello and Toth's L2
+    bound (1990) of that problem."""
+    items = sorted((i + k for i, o in zip(instance.inputs, instance.outputs) for k in range(o)), reverse=True)
+    M = instance.kv_slots
+    best = 0
+    for alpha in sorted({0, *(x for x in items if x <= M / 2)}):
+        big = [x for x in items if x > M - alpha]
+        mid = [x for x in items if M - alpha >= x > M / 2]
+        small = sum(x for x in items if M / 2 >= x >= alpha)
+        spare = len(mid) * M - sum(mid)
+        best = max(best, len(big) + len(mid) + max(0, -(-(small - spare) // M)))
+    return best
+
+
+def min_prefill_batches(instance: Instance) -> int:
+    """Batches with a prefill in any schedule: every request's first pass is a prefill that ends holding its I
+    slots, so a batch holds at most as many first passes as the smallest prompts fit in M (and P tokens)."""
+    fit, used = 0, 0
+    for i in sorted(instance.inputs):
+        if used + i > instance.kv_slots:
+            break
+        fit, used = fit + 1, used + i
+    return max(-(-instance.n // max(1, fit)), -(-sum(instance.inputs) // instance.P))
+
+
 def _request_floor(w: dict, prompt: int, output: int) -> int:
     """A lower bound on one request's own (per-item) cost terms in any schedule: its first prefill pass, then for
     each later token the cheaper of a decode over S tokens and the last chunk of a refill (from m ≤ S−2)."""
@@ -243,15 +310,17 @@ def _request_floor(w: dict, prompt: int, output: int) -> int:
 def _extract(solver, V, y, N, J) -> Schedule:
     batches, evictions = [], []
     finished = [False] * N
+    pending: set[int] = set()  # evictions decided before a batch that processes nothing carry to the next one
     for j in range(J):
         batch = {i: solver.value(V["c"][i][j]) for i in range(N) if solver.value(V["c"][i][j]) > 0}
-        gone = {i for i in range(N) if solver.value(V["e"][i][j]) and not finished[i]
-                and (j == 0 or solver.value(V["m"][i][j - 1]) > 0)}
+        pending |= {i for i in range(N) if solver.value(V["e"][i][j]) and not finished[i]
+                    and (j == 0 or solver.value(V["m"][i][j - 1]) > 0)}
         for i in range(N):
             finished[i] = bool(solver.value(V["fin"][i][j]))
         if batch:
             batches.append(batch)
-            evictions.append(gone)
+            evictions.append(pending)
+            pending = set()
     return Schedule(batches, evictions)
 
 
