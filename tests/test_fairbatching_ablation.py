@@ -1,0 +1,84 @@
+"""The FairBatching ablation (issue 12): its CI version runs and has the table's shape, and the per-step host
+cost it adds makes small-budget Sarathi pay for its many steps."""
+import argparse
+
+import pytest
+
+from llmsched.batchtime import Batch, make_batch_time_model
+from llmsched.experiment import RunConfig, build_replicas
+from llmsched.reproduce import fairbatching_ablation as ab
+from llmsched.request import Request
+from llmsched.sim.simulator import simulate
+from llmsched.workload.workload import OpenLoop, named_workload
+
+
+def args(*extra):
+    p = argparse.ArgumentParser()
+    ab.add_arguments(p)
+    return p.parse_args(["--fast", *extra])
+
+
+def test_fast_table_shape_and_overhead_lowers_capacity():
+    out = ab.ablate(ab.settings(args()))
+    rows = out["rows"]
+    assert [(r["factor"], r["level"]) for r in rows] == [(lv.factor, lv.name) for lv in ab.LEVELS
+                                                         if lv.factor in ab.FAST_LEVELS]
+    ref, over = rows
+    for r in rows:
+        assert set(r["sarathi_by_budget"]) == {128, 512}
+        assert r["sarathi_budget"] in (128, 512)
+        assert r["vllm_sara"] == max(r["sarathi_by_budget"].values()) > 0
+        assert r["fb_v"] > 0 and r["vllm_vani"] > 0
+    # 4 ms more per step costs every system capacity
+    assert over["fb_v"] < ref["fb_v"] and over["vllm_sara"] < ref["vllm_sara"]
+    for r in rows:  # the latency part: P99 TTFT of each system near saturation, finished requests only
+        lat = r["latency"]
+        assert lat["rate"] == pytest.approx(1.2 * max(r["vllm_vani"], r["vllm_sara"]), rel=1e-3)
+        assert all(lat[k]["ttft_p99_ms"] > 0 for k in ab.SYSTEMS)
+    text = ab.report(out)
+    assert text.count("\n") == 2 * len(rows) + 2 and "FB-v vs best" in text and "P99 TTFT" in text
+
+
+def ttft_of_one_prompt(scheduler: str, budget: int, host_step: float, prompt: int = 2048) -> float:
+    cfg = RunConfig(scheduler=scheduler, scheduler_params={"token_budget": budget}, model="llama-3.1-8b",
+                    gpu="a800", batch_time_params={"host_step": host_step}, max_num_seqs=ab.MAX_NUM_SEQS)
+    res = simulate(OpenLoop([Request(0, 0.0, prompt, 4)]), build_replicas(cfg))
+    return float(res.requests.column("ttft")[0])
+
+
+def test_host_step_makes_small_budget_prefill_pay_per_chunk():
+    """A 2048-token prompt alone: Sarathi-128 prefills it in 16 steps, vLLM-vanilla (8192) in one, so the
+    per-step host cost adds 16 x 4 ms to the first's TTFT and 4 ms to the second's."""
+    extra_sara = ttft_of_one_prompt("sarathi", 128, ab.HOST_STEP) - ttft_of_one_prompt("sarathi", 128, 0.0)
+    extra_vani = ttft_of_one_prompt("vllm-chunked", 8192, ab.HOST_STEP) - ttft_of_one_prompt("vllm-chunked", 8192, 0.0)
+    assert extra_sara == pytest.approx(16 * ab.HOST_STEP, rel=1e-6)
+    assert extra_vani == pytest.approx(ab.HOST_STEP, rel=1e-6)
+
+
+def test_under_load_small_budgets_take_many_more_prefill_steps():
+    """With the same 40 azure-conv requests, Sarathi-128 runs ten times as many steps carrying a prefill as
+    vLLM-vanilla: the steps a per-step host cost is charged on that a larger budget would not have."""
+    prefill_steps = {}
+    for sched, budget in (("sarathi", 128), ("vllm-chunked", 8192)):
+        cfg = RunConfig(scheduler=sched, scheduler_params={"token_budget": budget}, model="llama-3.1-8b",
+                        gpu="a800", batch_time_params={"host_step": ab.HOST_STEP}, max_num_seqs=ab.MAX_NUM_SEQS)
+        reqs = named_workload("azure-conv", rate=2.0, num_requests=40, seed=3).requests()
+        steps = simulate(OpenLoop(reqs), build_replicas(cfg)).steps
+        prefill_steps[sched] = sum(1 for p in steps.num_prefills if p)
+    assert prefill_steps["sarathi"] > 5 * prefill_steps["vllm-chunked"]
+
+
+def test_host_step_adds_exactly_its_value_to_a_step():
+    base = make_batch_time_model("roofline", "qwen3-14b", "h20")
+    more = make_batch_time_model("roofline", "qwen3-14b", "h20", host_step=ab.HOST_STEP)
+    b = Batch(prefill_new=[128], prefill_ctx=[0], decode_ctx=[1000] * 16)
+    assert more.step_time(b) - base.step_time(b) == pytest.approx(ab.HOST_STEP)
+
+
+def test_bad_arguments_are_clear_errors():
+    with pytest.raises(ValueError, match="--case"):
+        ab.settings(args("--case", "gpt-5/tpu"))
+    with pytest.raises(ValueError, match="--factors"):
+        ab.settings(args("--factors", "overhead,nope"))
+    with pytest.raises(ValueError, match="TPOT check"):
+        ab.CheckedExecutor("median", 1)
