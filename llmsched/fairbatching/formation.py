@@ -9,6 +9,23 @@ Resolutions of the printed algorithm (spec G5): line 45's precedence typo is rea
 prefills are chunked. ``context`` is the KV length after the step (k + q, spec G6); in
 the default ``literal`` mode a chunk is charged the full prompt's context, in ``exact``
 mode its own (``cp = (budget − c·k)/(b + c)``).
+
+Checked line by line against the paper (issue 12); where this code and seed 002 differ, and why:
+
+* lines 13-17 (envelope, slack): identical; ``Task.slack`` is ``arrival + TTFT + j·TPOT − now`` with j the
+  next output index (token 0 = the first token).
+* lines 18-20 (B0): Alg. 1 takes min slack and min TPOT over *all* active requests, §3.2's text over
+  *decode* requests. Default: decodes (the text; a prefill's slack is its TTFT margin, which would shrink
+  B0 to that margin whenever a prompt waits and turn the time budget into a per-prompt deadline), all
+  tasks when there is no decode; ``min_slack_scope="all"`` is line 18 literally.
+* line 25 (urgency): identical, ``slack < B0 + min TPOT``, decodes only.
+* line 33 (order): identical, ties (not specified) by arrival then id.
+* lines 36-48 (scan): identical order and no early exit. §3.3's text says urgent decodes are "always
+  included"; Alg. 1 admits them only while the budget lasts. They are scanned first, so they are left out
+  only when the urgent decodes alone exceed ``B0 − a``; the scheduler's ``force_urgent_decodes`` adds them
+  anyway (the text), off by default (the algorithm).
+* line 42-45 (chunking): Alg. 1 would also "chunk" a decode; with one token that is a no-op (cp < 1), so
+  only prefills are chunked. Line 45's sign typo is fixed, cp is floored.
 """
 from __future__ import annotations
 

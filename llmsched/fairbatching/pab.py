@@ -13,6 +13,13 @@ continuous (N clamped to ≥ 1 step, N_i to ≥ 0), ``ctx_i`` is prompt + genera
 for a decode and the prompt for a prefill, queued prefills count only their uncomputed
 tokens (``remaining_only=False`` counts whole prompts, as the paper writes), and PAB may
 be negative.
+
+Against Appendix A (issue 12): N uses the minimum slack over decodes *and* prefills (DUP, as A.7 writes,
+though A.2's text says the most urgent decode); N_i is clamped at 0 because A.3 counts only requests with
+TTFT > slack_i (the printed sum would credit budget for requests far ahead of their envelope); the prefill
+term charges b + c per token (A.5's approximation, kept). The router (§3.4) "selects a suitable node with
+sufficient budget" without saying which: ``pab`` takes the most budget, ``pab-first-fit`` / ``pab-best-fit``
+the alternatives; the paper's reports arrive "in the next batch", ``report_delay`` models that lag.
 """
 from __future__ import annotations
 
