@@ -48,6 +48,15 @@ def test_closed_loop_keeps_every_request_when_the_policy_rejects():
     assert all("max_num_batched_tokens 512" in r for s, r in out if s is Status.REJECTED)
 
 
+def test_closed_loop_command_writes_all_forty_rows(tmp_path, capsys):
+    from llmsched.cli import main
+    out = tmp_path / "run"
+    assert main(["simulate", "--scheduler", "vllm", "--concurrency", "4", "--num-requests", "40",
+                 "--max-num-batched-tokens", "512", "--out", str(out), "--no-progress"]) == 0
+    rows = (out / "requests.csv").read_text().splitlines()
+    assert len(rows) == 41  # header + every request, none left neither finished nor rejected
+
+
 @dataclass
 class RejectsAll(Scheduler):
     """Rejects every waiting request from its plan (not at arrival): only plan.reject can end them."""
