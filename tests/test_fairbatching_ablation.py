@@ -80,5 +80,9 @@ def test_bad_arguments_are_clear_errors():
         ab.settings(args("--case", "gpt-5/tpu"))
     with pytest.raises(ValueError, match="--factors"):
         ab.settings(args("--factors", "overhead,nope"))
+    with pytest.raises(ValueError, match="--workload"):
+        ab.settings(args("--workload", "nope"))
+    with pytest.raises(ValueError, match="--parts"):
+        ab.settings(args("--parts", "latency"))
     with pytest.raises(ValueError, match="TPOT check"):
         ab.CheckedExecutor("median", 1)

@@ -47,8 +47,8 @@ from ..experiment import RunConfig, build_replicas, build_source
 from ..fairbatching.attainment import CHECKS, slo_met
 from ..routers import make_router
 from ..sim.simulator import simulate
+from ..workload.presets import LENGTH_PRESETS
 from ..workload.traces import DataFileNotFound, resolve_data_file
-from ..workload.workload import OpenLoop
 
 NAME = "fairbatching-ablation"
 HELP = "seed 002 FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla with one factor changed at a time"
@@ -98,31 +98,34 @@ FAST_LEVELS = ("reference", "overhead")
 PARTS = ("single", "latency", "cluster")
 
 
-def config(case: str, level: Level, scheduler: str, params: dict, n: int) -> RunConfig:
-    """One deployment of ``case`` under ``level``."""
+def config(case: str, level: Level, scheduler: str, params: dict, n: int, workload: str = PRESET) -> RunConfig:
+    """One deployment of ``case`` under ``level``: the Azure conversation trace replayed (its own arrivals),
+    or ``workload``'s length preset with gamma arrivals (CV 2 where the level keeps the trace's arrivals but
+    there is no trace: another workload, or no data folder)."""
     model, gpu, rate = CASES[case]
-    if level.arrivals == "trace":
+    source = {"workload": workload, "arrival": "gamma", "cv": 2.0}
+    if level.arrivals != "trace":
+        source["cv"] = float(level.arrivals.split(":")[1])
+    elif workload == PRESET:
         try:
             resolve_data_file(TRACE_FILE)
             source = {"trace": TRACE_FILE}
         except DataFileNotFound:
-            source = {"workload": PRESET, "arrival": "gamma", "cv": 2.0}
-    else:
-        source = {"workload": PRESET, "arrival": "gamma", "cv": float(level.arrivals.split(":")[1])}
+            pass
     return RunConfig(scheduler=scheduler, scheduler_params=params, model=model, gpu=gpu,
                      batch_time_params=dict(level.batch_time_params), max_num_seqs=MAX_NUM_SEQS, num_requests=n,
                      rate=rate, tiers=f"slo:ttft={TTFT:g}:tpot={TPOT:g}", **source)
 
 
-def deployments(case: str, level: Level, n: int, budgets) -> dict[str, RunConfig]:
+def deployments(case: str, level: Level, n: int, budgets, workload: str = PRESET) -> dict[str, RunConfig]:
     """label -> config: FB-v, vLLM-vani and Sarathi at every budget (the tuned one is picked afterwards)."""
     fb = {"ttft_slo": TTFT, "tpot_slo": TPOT, **dict(level.fb_params)}
-    out = {"FB-v": config(case, level, "fairbatching", fb, n)}
+    out = {"FB-v": config(case, level, "fairbatching", fb, n, workload)}
     if level.fb_only and level != REFERENCE and level.metric == "envelope":
         return out
-    out["vLLM-vani"] = config(case, level, "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET}, n)
+    out["vLLM-vani"] = config(case, level, "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET}, n, workload)
     for b in budgets:
-        out[f"sarathi-{b}"] = config(case, level, "sarathi", {"token_budget": b}, n)
+        out[f"sarathi-{b}"] = config(case, level, "sarathi", {"token_budget": b}, n, workload)
     return out
 
 
@@ -183,11 +186,12 @@ class Settings:
     jobs: int
     parts: tuple = ("single", "latency")
     replicas: int = 4
+    workload: str = PRESET
 
 
 def run_level(s: Settings, level: Level, reference: dict | None) -> dict:
     """Capacities of the three systems under ``level``; FB-only levels reuse the reference's baselines."""
-    found = capacities(deployments(s.case, level, s.n, s.budgets), level.metric, s.resolution, s.jobs)
+    found = capacities(deployments(s.case, level, s.n, s.budgets, s.workload), level.metric, s.resolution, s.jobs)
     row = {"factor": level.factor, "level": level.name, "fb_v": found["FB-v"]["capacity"], "raw": found}
     if "vLLM-vani" in found:
         sara = {b: found[f"sarathi-{b}"]["capacity"] for b in s.budgets}
@@ -213,7 +217,7 @@ def ttft_tail(s: Settings, level: Level, row: dict) -> dict:
                                                            **dict(level.fb_params)}),
                                  ("vLLM-sara", "sarathi", {"token_budget": row["sarathi_budget"]}),
                                  ("vLLM-vani", "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET})):
-        cfg = dataclasses.replace(config(s.case, level, sched, params, s.n), rate=rate)
+        cfg = dataclasses.replace(config(s.case, level, sched, params, s.n, s.workload), rate=rate)
         log = simulate(build_source(cfg), build_replicas(cfg), make_router(cfg.router), seed=cfg.seed).requests
         ttft = log.column("ttft")
         done = np.isfinite(ttft)
@@ -233,7 +237,7 @@ def cluster(s: Settings, level: Level, row: dict) -> dict:
                "vLLM-LB+FB-v": ("fairbatching", fb, "vllm-dp"), "PAB-LB+FB-v": ("fairbatching", fb, "pab")}
     bases = {}
     for label, (sched, params, router) in systems.items():
-        cfg = config(s.case, level, sched, params, s.n * k)
+        cfg = config(s.case, level, sched, params, s.n * k, s.workload)
         bases[label] = dataclasses.replace(cfg, replicas=k, router=router, rate=cfg.rate * k)
     found = capacities(bases, level.metric, s.resolution, s.jobs)
     caps = {k_: v["capacity"] for k_, v in found.items()}
@@ -262,7 +266,7 @@ def ablate(s: Settings) -> dict:
         if "cluster" in s.parts and level.factor in FAST_LEVELS:
             row["cluster"] = cluster(s, level, row)
             print(f"cluster {level.name}: {row['cluster']}", flush=True)
-    return {"case": s.case, "requests": s.n, "budgets": list(s.budgets), "resolution": s.resolution,
+    return {"case": s.case, "workload": s.workload, "requests": s.n, "budgets": list(s.budgets), "resolution": s.resolution,
             "attainment": ATTAINMENT, "ttft_slo": TTFT, "tpot_slo": TPOT, "host_step": HOST_STEP, "rows": rows,
             "parts": list(s.parts), "wall_s": time.perf_counter() - t0}
 
@@ -284,7 +288,7 @@ def line(row: dict, budgets) -> str:
 
 def report(out: dict) -> str:
     budgets = out["budgets"]
-    lines = [f"FairBatching ablation, {out['case']}, azure-conv, TTFT {out['ttft_slo'] * 1e3:.0f} ms / TPOT "
+    lines = [f"FairBatching ablation, {out['case']}, {out['workload']}, TTFT {out['ttft_slo'] * 1e3:.0f} ms / TPOT "
              f"{out['tpot_slo'] * 1e3:.0f} ms, capacity = highest stable rate with attainment >= "
              f"{out['attainment']:g} (req/s, {out['requests']} requests per probe, resolution "
              f"{out['resolution'] * 100:g}%)", header(budgets)]
@@ -317,6 +321,8 @@ def add_arguments(p) -> None:
     p.add_argument("--resolution", type=float, default=None, help="capacity bisection resolution (default 0.04)")
     p.add_argument("--parts", default=None, help="comma list of single, latency, cluster (default all; --fast: "
                    "single,latency); latency and cluster run at the reference and overhead levels")
+    p.add_argument("--workload", default=PRESET, help="length preset (default azure-conv, replayed from the Azure "
+                   "trace; others get gamma arrivals, CV 2): " + ", ".join(LENGTH_PRESETS))
     p.add_argument("--replicas", type=int, default=4, help="replicas of the cluster part (default 4)")
     p.add_argument("--jobs", type=int, default=1, help="parallel probes (default 1: the machine is shared)")
     p.add_argument("--out", default=None, help="write results.json here (a directory)")
@@ -351,10 +357,12 @@ def settings(args) -> Settings:
     if bad or "single" not in parts:
         raise ValueError(f"--parts: {', '.join(bad) or 'single is required'}; valid: {', '.join(PARTS)} "
                          f"(single always runs: the others use its tuned budgets)")
+    if args.workload not in LENGTH_PRESETS:
+        raise ValueError(f"--workload: unknown {args.workload!r}; valid: {', '.join(LENGTH_PRESETS)}")
     if args.replicas < 2:
         raise ValueError(f"--replicas must be >= 2, got {args.replicas}")
     return Settings(case, levels, n, (128, 512) if args.fast else BUDGETS, resolution, args.jobs, parts,
-                    args.replicas)
+                    args.replicas, args.workload)
 
 
 def run(args) -> int:

@@ -50,7 +50,10 @@ class FairBatching(Scheduler):
     largest-slack requests preempted by recompute.
     Where the paper is silent or self-contradictory the spec's resolutions are used
     (G3 min over decodes, G4 urgent decodes not forced, G5 line-45 fix, G6 κ = k + q,
-    G7 cap 8192, G9/G10 PAB rule, G22 tie-break); see llmsched/fairbatching/.
+    G7 cap 8192, G9/G10 PAB rule, G22 tie-break); see llmsched/fairbatching/. One place where the paper
+    contradicts itself matters: §3.3's text "always" includes urgent decodes, Algorithm 1 only while the
+    time budget lasts; the default is the algorithm, ``force_urgent_decodes=True`` the text
+    (``llmsched reproduce fairbatching-ablation --factors design`` measures both).
     """
 
     name = "fairbatching"
