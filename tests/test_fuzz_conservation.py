@@ -187,7 +187,8 @@ def run_seeds(seeds, workers: int = 2) -> list[tuple[int, str]]:
     """(seed, failure) for every seed that broke a guarantee, using ``workers`` processes."""
     seeds = list(seeds)
     if workers > 1:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        # spawn, not fork: earlier tests in the same process may have started threads (Ray, vLLM)
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
             outcomes = pool.map(check_seed, seeds, chunksize=4)
     else:
         outcomes = [check_seed(s) for s in seeds]
