@@ -7,9 +7,11 @@ def all_presets() -> dict:
     from .hardware.gpus import GPUS
     from .hardware.memory import kv_bytes_per_token
     from .hardware.models import MODELS
+    from .hardware.prices import load_prices
     from .routers import ROUTERS
     from .schedulers.registry import scheduler_info, scheduler_names
     from .workload.presets import LENGTH_PRESETS
+    prices = load_prices()
 
     return {
         "models": {n: {"layers": m.layers, "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
@@ -17,6 +19,7 @@ def all_presets() -> dict:
                        "max_model_len": m.max_model_len, "kv_bytes_per_token": kv_bytes_per_token(m),
                        "source": m.source} for n, m in MODELS.items()},
         "gpus": {n: {"bf16_tflops": g.flops / 1e12, "mem_bw_gbs": g.mem_bw / 1e9, "mem_gib": g.mem_bytes / 2**30,
+                     "usd_per_gpu_hour": prices.usd_per_hour.get(n), "price_source": prices.sources.get(n),
                      "source": g.source} for n, g in GPUS.items()},
         "workloads": {n: {k: v for k, v in info.items() if k != "path"} for n, info in LENGTH_PRESETS.items()},
         "arrivals": {"poisson": "Poisson arrivals at --rate", "gamma": "gamma inter-arrivals, --cv burstiness",
@@ -42,8 +45,9 @@ def format_presets(data: dict) -> str:
         lines.append(f"  {'':<18} source: {m['source']}")
     lines.append("\nGPUS")
     for n, g in data["gpus"].items():
+        price = f", ${g['usd_per_gpu_hour']:.2f}/GPU-hour" if g.get("usd_per_gpu_hour") else ", no price listed"
         lines.append(f"  {n:<14} {g['bf16_tflops']:.0f} TFLOP/s bf16, {g['mem_bw_gbs']:.0f} GB/s, "
-                     f"{g['mem_gib']:.0f} GiB   source: {g['source']}")
+                     f"{g['mem_gib']:.0f} GiB{price}   source: {g['source']}")
     lines.append("\nWORKLOADS (length presets; pair with --rate and --arrival)")
     for n, w in data["workloads"].items():
         lines.append(f"  {n:<22} {w.get('description', '')}")
