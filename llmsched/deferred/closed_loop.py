@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..batchtime.base import BatchTimeModel
 from ..experiment import RunConfig, build_replicas
 from ..request import Status
 from ..sim.simulator import RunResult, simulate
@@ -35,9 +36,13 @@ class Measured:
 
 
 def run_closed_loop(cfg: RunConfig, lengths: LengthDist, num_requests: int, concurrency: int | None = None,
-                    seed: int = 0) -> RunResult:
-    """Simulate ``cfg``'s replicas (scheduler, model, limits) under a closed loop of ``lengths``."""
+                    seed: int = 0, batch_time: BatchTimeModel | None = None) -> RunResult:
+    """Simulate ``cfg``'s replicas (scheduler, model, limits) under a closed loop of ``lengths``;
+    ``batch_time`` replaces the config's batch-time model (one not in the registry, e.g. measured step times)."""
     replicas = build_replicas(cfg)
+    if batch_time is not None:
+        for replica in replicas:
+            replica.batch_time = batch_time
     C = cfg.max_num_seqs
     M = concurrency or 2 * C
     if M < C:
@@ -79,12 +84,12 @@ def measure(result: RunResult, K: int, C: int) -> Measured:
 
 
 def sweep(cfg: RunConfig, lengths: LengthDist, Ks, num_requests: int, concurrency: int | None = None,
-          seed: int = 0, **params) -> list[Measured]:
+          seed: int = 0, batch_time: BatchTimeModel | None = None, **params) -> list[Measured]:
     """One closed-loop run of ``deferred-prefill`` per K (C = cfg.max_num_seqs)."""
     out = []
     for K in Ks:
         run_cfg = replace(cfg, scheduler="deferred-prefill",
                           scheduler_params={"K": int(K), "batch_size": cfg.max_num_seqs, **params})
-        out.append(measure(run_closed_loop(run_cfg, lengths, num_requests, concurrency, seed), int(K),
+        out.append(measure(run_closed_loop(run_cfg, lengths, num_requests, concurrency, seed, batch_time), int(K),
                            cfg.max_num_seqs))
     return out
