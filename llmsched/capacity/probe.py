@@ -2,7 +2,8 @@
 
 A probe offers ``DEFAULT_DURATION`` seconds of arrivals to a named workload unless the config sets
 ``duration`` or ``num_requests`` (a trace offers its requests, rescaled to the rate); the run stops at the last
-arrival and ``verdict.measure`` judges the window inside it. Over several seeds a probe meets its SLOs only if
+arrival, or ``GRACE_S`` after the last measured arrival if that is later (short probes: no request is a miss
+only for lack of time), and ``verdict.measure`` judges the window inside it. Over several seeds a probe meets its SLOs only if
 every seed does, and reports the worst value of each metric (a latency's largest, an attainment's smallest).
 """
 from __future__ import annotations
@@ -12,16 +13,19 @@ import json
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..experiment import RunConfig, build_replicas, build_source
 from ..routers import make_router
 from ..sim.simulator import simulate
 from ..workload.workload import OpenLoop
 from .slo import RATIOS, SLO
 from .stability import worst
-from .verdict import evaluate, measure
+from .verdict import evaluate, measure, window
 
 DEFAULT_DURATION = 600.0  # seconds of arrivals per probe of a named workload
 DEFAULT_CLOSED_REQUESTS = 1000
+GRACE_S = 60.0  # every measured request has at least this long (and the cool-down) to finish
 MIN_PROBE_REQUESTS = 50  # a probe of a fixed duration offers at least this many requests on average
 
 
@@ -62,7 +66,9 @@ def measure_point(cfg: RunConfig) -> dict:
     source = build_source(cfg)
     horizon = None
     if isinstance(source, OpenLoop) and source.requests:
-        horizon = max(r.arrival for r in source.requests) or None
+        arrivals = np.array([r.arrival for r in source.requests])
+        _, end = window(arrivals, cfg.warmup, cfg.cooldown)
+        horizon = max(float(arrivals.max()), end + GRACE_S) or None
     result = simulate(source, replicas, make_router(cfg.router), horizon=horizon, seed=cfg.seed, keep_gaps=True)
     return json.loads(json.dumps(measure(result, cfg.warmup, cfg.cooldown)))
 

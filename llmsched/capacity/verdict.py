@@ -1,8 +1,9 @@
 """One run's verdict: every request arriving inside the measurement window counts, and leaving work undone
 can only hurt.
 
-* The window is arrivals in [first + warmup, last - cooldown]; the run stops at the last arrival, so every
-  measured request had at least ``cooldown`` seconds to finish while the load went on.
+* The window is arrivals in [first + warmup, last - cooldown] (each 10% of the arrival span by default); the
+  run stops at the last arrival, or 60 s after the window if that is later (``probe.GRACE_S``), so every measured
+  request had at least the cool-down, and at least 60 s, to finish.
 * A measured request that did not finish (unfinished at the stop, or rejected) is a miss: its TTFT, TPOT and
   E2E are +inf in every percentile and mean, it adds one +inf gap to TBT (the gap its user is still waiting
   in), and it meets no tier target. Percentiles are numpy's linear ones, with any interpolation that touches
