@@ -124,6 +124,12 @@ def test_unknown_batch_time_model_has_no_bound():
         name = "other"
     with pytest.raises(ValueError, match="no sound throughput bound"):
         busy_time_form(Other())
+    try:
+        engine = make_batch_time_model("engine", "llama-3-8b", "a100")
+    except ValueError:
+        return
+    with pytest.raises(ValueError, match="no sound throughput bound for batch-time model 'engine'"):
+        busy_time_form(engine)
 
 
 def test_theory_commands(capsys):

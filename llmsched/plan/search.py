@@ -1,8 +1,9 @@
 """Per candidate, the fewest replicas that carry the target rate: a monotone search over the replica count.
 
-Starting at the sound bound's least replicas, a failing probe moves up — to where its measured throughput says
-the rate would fit when the run was unstable (r · rate / throughput), else to 2r — and once one count meets and
-a smaller one fails, bisection finds the smallest that meets. The search assumes more replicas never hurt
+Starting at the sound bound's least replicas, a failing probe moves up — when the run was unstable, to where
+its measured throughput says the rate would fit (r · rate / throughput) but at least 1.5r, so that a backlog
+that barely grows cannot walk the search one replica at a time; else to 2r — and once one count meets and a
+smaller one fails, bisection finds the smallest that meets. The search assumes more replicas never hurt
 (each replica serves a share of the arrivals). All candidates advance in lock-step, so one round's probes run
 together on the executor; the path depends only on verdicts, so every executor gives the same answer.
 """
@@ -42,7 +43,7 @@ def _search(start: int, rate: float, max_replicas: int):
         if r >= max_replicas:
             return None
         if p.verdict != "stable" and p.throughput_rps > 0:
-            jump = math.ceil(r * rate / p.throughput_rps)
+            jump = max(math.ceil(r * rate / p.throughput_rps), math.ceil(1.5 * r))
         else:
             jump = 2 * r
         r = min(max_replicas, max(r + 1, jump))
