@@ -188,3 +188,13 @@ def test_trace_at_its_own_rate(shared_data, tmp_path, capsys):
     data, text = json.loads(out.read_text()), capsys.readouterr().out
     assert 3 < data["rates"][0] < 5 and data["cheapest"]
     assert "--trace" in text and f"--rate {data['rates'][0]!r}" in text
+
+
+def test_unmeetable_slo_names_the_best_value_reached(tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    argv = ["plan", "--slo", "ttft_p90<=1ms,tbt_p99<=0.2s", "--duration", "60", "--no-progress", "--jobs", "1",
+            "--target-rate", "2", "--gpus", "h100", "--max-replicas", "2", "--json", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "no candidate meets the SLOs up to --max-replicas 2: ttft_p90 best" in text and "(limit 0.001 s)" in text
+    assert json.loads(out.read_text())["cheapest"] == []

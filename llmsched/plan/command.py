@@ -164,8 +164,7 @@ def cmd_plan(args) -> int:
         print("\n".join(table(*deployment_rows(front, slo_keys))))
         print(f"\nreproduce the cheapest: {simulate_command(cheap[0].config)}")
     else:
-        print("\nno candidate meets the SLOs up to --max-replicas "
-              f"{args.max_replicas}: see each candidate's failed SLOs above")
+        print(f"\nno candidate meets the SLOs up to --max-replicas {args.max_replicas}" + best_reached(searched, slos))
     pruning = summary(screened, searched, seeds)
     wall = time.perf_counter() - t0
     print(f"\n{pruning}")
@@ -193,6 +192,24 @@ def cmd_plan(args) -> int:
             json.dump(data, f, indent=1, default=str)
         print(f"wrote {args.json_out}")
     return 0
+
+
+def best_reached(searched, slos) -> str:
+    """For each SLO, the best value any probe reached and where: what failed, and by how much."""
+    parts = []
+    for slo in slos:
+        seen = [(p.values[slo.key], s.screened.candidate.label, r) for s in searched for r, p in s.probes.items()
+                if p.values.get(slo.key) == p.values.get(slo.key)]
+        if not seen:
+            continue
+        ratio = slo.metric in RATIOS
+        value, label, r = max(seen) if ratio else min(seen)
+        shown = f"{value:.3g}" if ratio else f"{value:.3g} s"
+        parts.append(f"{slo.key} best {shown} (limit {slo.limit:g}{'' if ratio else ' s'}) on {label} x{r}")
+    unstable = [s for s in searched if all(p.verdict != "stable" for p in s.probes.values())]
+    if unstable:
+        parts.append(f"{len(unstable)} candidates never stable")
+    return (": " + "; ".join(parts)) if parts else ""
 
 
 def summary(screened, searched, seeds) -> str:
