@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 from .capacity.command import add_capacity_command
 from .commands import add_package_commands
 from .plan.command import add_plan_command
+from .validate.command import add_command as add_validate_timing_command
 from .vllm.commands import add_vllm_commands
 from .experiment import RunConfig, run
 from .options import TABLE_COLUMNS, add_run_options, base_config, run_configs
@@ -94,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "reproduce a paper's headline experiment and write its figures and tables")
     add_capacity_command(sub)  # capacity (llmsched/capacity/command.py)
     add_plan_command(sub)  # plan (llmsched/plan/command.py)
+    add_validate_timing_command(sub)  # validate-timing (llmsched/validate/command.py)
     add_vllm_commands(sub)  # run, profile, fidelity, make-model (real engine: llmsched/vllm/commands.py)
 
     r = sub.add_parser("presets", help="list models, GPUs, workloads, schedulers, routers and their sources")
@@ -212,20 +215,27 @@ def cmd_presets(args) -> int:
     return 0
 
 
+MAX_RATES = 1000
+
+
 def parse_rates(text: str) -> list[float]:
+    usage = f"--rates {text!r}: use START:STOP:STEP with STEP > 0 (e.g. 1:8:1) or a list like 1,2,4"
     try:
         if ":" in text:
             start, stop, step = (float(x) for x in text.split(":"))
-            if step <= 0 or stop < start:
-                raise ValueError
-            n = int(round((stop - start) / step)) + 1
-            rates = [round(start + i * step, 10) for i in range(n) if start + i * step <= stop + 1e-9]
+            n = (stop - start) / step + 1 if step > 0 and stop >= start else None
         else:
             rates = [float(x) for x in text.split(",")]
+            n = len(rates)
     except ValueError:
-        raise ValueError(f"--rates {text!r}: use START:STOP:STEP with STEP > 0 (e.g. 1:8:1) or a list "
-                         f"like 1,2,4") from None
-    if not rates or any(r <= 0 for r in rates):
+        raise ValueError(usage) from None
+    if n is None or not math.isfinite(n):
+        raise ValueError(usage)
+    if n > MAX_RATES:
+        raise ValueError(f"--rates {text!r}: {int(n)} rates; a sweep takes at most {MAX_RATES} (raise STEP)")
+    if ":" in text:
+        rates = [round(start + i * step, 10) for i in range(int(round(n - 1)) + 1) if start + i * step <= stop + 1e-9]
+    if not rates or any(not (r > 0 and math.isfinite(r)) for r in rates):
         raise ValueError(f"--rates {text!r}: rates must be positive")
     return rates
 

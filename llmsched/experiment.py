@@ -156,7 +156,11 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None) -> list[
         raise ValueError(f"max_model_len {cfg.max_model_len} is above {cfg.model}'s context length "
                          f"{m.max_model_len}; lower --max-model-len or leave it out to use the model's")
     g = gpu_preset(cfg.gpu)
-    bt = make_batch_time_model(cfg.batch_time, m, g, **cfg.batch_time_params)
+    try:
+        bt = make_batch_time_model(cfg.batch_time, m, g, **cfg.batch_time_params)
+    except TypeError as e:  # a value of the wrong type deep in the model's arithmetic
+        raise ValueError(f"batch_time_params {cfg.batch_time_params}: a value has the wrong type for batch-time "
+                         f"model {cfg.batch_time!r} ({e}); give numbers (and a path for file=)") from None
     num_blocks = cfg.num_blocks or kv_capacity_blocks(m, g, gpu_memory_utilization=cfg.gpu_memory_utilization,
                                                         block_size=cfg.block_size)
     block_bytes = m.kv_bytes_per_token * cfg.block_size
@@ -167,8 +171,11 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None) -> list[
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow)
     steps = StepLog()
     params = {**(workload_params or {}), **cfg.scheduler_params}
-    return [Replica(i, create_scheduler(cfg.scheduler, **params), bt, config, steps)
-            for i in range(cfg.replicas)]
+    try:
+        return [Replica(i, create_scheduler(cfg.scheduler, **params), bt, config, steps)
+                for i in range(cfg.replicas)]
+    except TypeError as e:
+        raise ValueError(f"scheduler {cfg.scheduler!r} parameters {params}: a value has the wrong type ({e})") from None
 
 
 def workload_params(cfg: RunConfig, source) -> dict:

@@ -36,7 +36,7 @@ def add_arguments(p) -> None:
     src.add_argument("--model", default="llama-3-8b", help="model preset (default llama-3-8b)")
     src.add_argument("--gpu", default="a100", help="GPU preset (default a100)")
     src.add_argument("--batch-time", default="roofline", help="batch-time model kind (default roofline)")
-    src.add_argument("--max-num-batched-tokens", type=int, default=None,
+    src.add_argument("--max-num-batched-tokens", type=count, default=None,
                      help="token budget that splits a refill into steps (default: one step per refill)")
     p.add_argument("--K", default=None, help="thresholds to tabulate, comma-separated (default a spread plus K*)")
     p.add_argument("--json", action="store_true", help="print JSON")
