@@ -68,6 +68,7 @@ class ProfileCohortPlan(CohortPlan):
         self.slack = view.block_size - 1
         self.held_back = 0
         self.type_of = type_of or (lambda r: 0)
+        self.length = view.oracle_output_len  # WAIT runs with the oracle: the true output length
         groups: dict[int, list[Request]] = {}
         for r in view.running:
             groups.setdefault(self.type_of(r), []).append(r)
@@ -78,12 +79,16 @@ class ProfileCohortPlan(CohortPlan):
         """Σ over requests alive at iteration t of their KV at t (base) and how many are alive (count)."""
         start, steps = [], []
         for r in requests:
+            out = self.length(r)
+            if out is None:
+                raise ValueError("wait: memory-feasible admission needs the true output lengths; run with --oracle "
+                                 "or reserve=false")
             if r.status is Status.WAITING:
                 start.append(r.prompt_len)
-                steps.append(r.output_len)
+                steps.append(out)
             else:  # in flight: one more KV token per iteration until its last
                 start.append(r.num_computed + 1)
-                steps.append(max(1, r.output_len - r.num_generated))
+                steps.append(max(1, out - r.num_generated))
         if not start:
             return np.zeros(1), np.zeros(1)
         steps_a = np.asarray(steps)
