@@ -138,3 +138,13 @@ def test_fluid_random_keeps_sparse_segments_moving_where_integer_thresholds_star
         shared = run_model("nested-wait", LENGTHS, 2.0, 100_000, rule="fluid-random", slack=0.01, **kw)
     assert shared["finished"] == rounded["finished"] == 150
     assert shared["latency"] < 0.5 * rounded["latency"]
+
+
+def test_authors_kv_is_vidurs_memory_planner_for_llama3_8b_on_an_a100():
+    # vidur/scheduler/utils/memory_planner.py: slots = ⌊(0.9·80 GiB − 2 bytes·params) / (max_tokens·KV/token)⌋,
+    # num_blocks = slots · max_tokens / block_size, with the custom generator's max_tokens = 4096
+    from llmsched.hardware.models import model
+    from llmsched.wait.authors import VIDUR_A100_LLAMA3_8B_BLOCKS
+    m = model("llama-3-8b")
+    slots = int((0.9 * 80 * 2**30 - m.weight_bytes) // (4096 * m.kv_bytes_per_token))
+    assert slots * 4096 // 16 == VIDUR_A100_LLAMA3_8B_BLOCKS
