@@ -60,3 +60,15 @@ def test_cli_optimal_schedule_rejects_an_infeasible_instance():
     proc = subprocess.run([sys.executable, "-m", "llmsched.cli", "theory", "optimal-schedule", "--requests", "9:4",
                            "--kv-slots", "8"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "M = 8" in proc.stderr and "raise M" in proc.stderr
+
+
+def test_eviction_ablation_counts_refills_apart():
+    """§4.5 ablation (issue 16): evictions double the tokens processed at M = 100 (refills of evicted requests),
+    so throughput counted over processed tokens is far above throughput counted over generated tokens, and at
+    M = 1K only the former favours the evicting scheduler."""
+    rows = {(r["M"], r["scheduler"]): r for r in repro.eviction(fast=True)}
+    tiny = rows[(100, "infermax-vllm")]
+    assert tiny["tps_ratio"] > 1 and tiny["refill_share"] > 0.3
+    assert tiny["processed_tps_ratio"] > 1.5 * tiny["tps_ratio"]
+    small = rows[(1000, "infermax-vllm")]
+    assert small["tps_ratio"] < 1 < small["processed_tps_ratio"]

@@ -29,7 +29,7 @@ from ..workload.workload import OpenLoop
 NAME = "infermax"
 HELP = ("seed 001: §4 grid (contention, eviction vs eviction-free, memory M, length ranking), §5.1 optimal schedules "
         "(CP-SAT) and §6 Azure conversation trace with Llama-3-70B/4×A100 (M = 100K)")
-PARTS = ("grid", "memory", "rank", "csp", "trace")
+PARTS = ("grid", "memory", "eviction", "rank", "csp", "trace")
 SEVEN_B = "llama-2-7b/a100"
 SEVENTY_B = "llama-3-70b-tp4/a100"
 
@@ -95,6 +95,42 @@ def memory(fast: bool) -> list[dict]:
             for name in ("infermax-vllm", "infermax-vllm-ef", "infermax-sarathi", "infermax-sarathi-ef"):
                 p, o = uniform(B, prompt, 32)
                 rows.append({"M": M, "I": prompt, "O": 32, "B": B, "scheduler": name, **offline_run(name, p, o, M=M)})
+    return rows
+
+
+# --- §4.5 ablation: why evictions pay less here than in the paper -------------------------------------------------
+def eviction_run(name: str, M: int, prompt: int, B: int, block: int = 1, **params) -> dict:
+    """One §4.5 offline run (O = 32) with the three ways of counting throughput: generated tokens (Σ O_i) per
+    second of makespan (the paper's definition, spec 001 §1.7), every token the model processed (refills of
+    evicted requests included) per second, and the mean over requests of O_i / completion time."""
+    config = ReplicaConfig(num_blocks=M // block, block_size=block, max_num_seqs=1_000_000,
+                           max_num_batched_tokens=4096, max_model_len=1 << 30, oracle=True)
+    rep = Replica(0, create_scheduler(name, **params), cost(SEVEN_B), config)
+    reqs = [Request(k, 0.0, prompt, 32) for k in range(B)]
+    res = run_offline(rep, reqs, record=True)
+    processed = sum(n for b in res.batches for n, kind in b.values() if kind != "e")
+    return {"tps": res.tps, "processed_tps": processed / res.latency,
+            "request_tps": float(np.mean([r.output_len / r.finish for r in reqs])),
+            "evictions": res.evictions, "refill_share": 1 - B * (prompt + 31) / processed,
+            "mean_batch": float(np.mean([sum(1 for _, kind in b.values() if kind != "e") for b in res.batches])),
+            "ttft_s": res.ttft, "tpot_s": res.tpot}
+
+
+def eviction(fast: bool) -> list[dict]:
+    B = 256 if fast else 1024
+    rows = []
+    cases = [(100, 16, 1, {}), (100, 16, 16, {}), (100, 16, 1, {"running_order": "kv_desc"}),
+             (1_000, 16, 1, {}), (1_000, 16, 16, {}), (1_000, 64, 1, {})]
+    for M, prompt, block, params in (cases[:1] + cases[3:4] if fast else cases):
+        for base in ("infermax-vllm", "infermax-sarathi"):
+            ev = eviction_run(base, M, prompt, B, block, **params)
+            ef = eviction_run(base + "-ef", M, prompt, B, block)
+            rows.append({"M": M, "I": prompt, "block": block, "scheduler": base + "".join(
+                f" {k}={v}" for k, v in params.items()), "tps_ratio": ev["tps"] / ef["tps"],
+                "processed_tps_ratio": ev["processed_tps"] / ef["processed_tps"],
+                "request_tps_ratio": ev["request_tps"] / ef["request_tps"], "evictions": ev["evictions"],
+                "refill_share": ev["refill_share"], "mean_batch": ev["mean_batch"], "mean_batch_ef": ef["mean_batch"],
+                "ttft_ratio": ef["ttft_s"] / ev["ttft_s"], "tpot_ratio": ev["tpot_s"] / ef["tpot_s"]})
     return rows
 
 
@@ -210,6 +246,13 @@ def run(args) -> int:
         out["memory"] = memory(args.fast)
         print("§4.5 memory size M (O = 32)")
         print(table(out["memory"], ["M", "I", "B", "scheduler", *stat]) + "\n")
+    if "eviction" in parts:
+        out["eviction"] = eviction(args.fast)
+        print("§4.5 ablation: evicting scheduler over its EF variant (O = 32, B = 1024; ratios > 1 favour evictions): "
+              "throughput counted three ways, block size, victim order")
+        print(table(out["eviction"], ["M", "I", "block", "scheduler", "tps_ratio", "processed_tps_ratio",
+                                      "request_tps_ratio", "evictions", "refill_share", "mean_batch",
+                                      "mean_batch_ef", "ttft_ratio", "tpot_ratio"]) + "\n")
     if "rank" in parts:
         out["rank"] = rank(args.fast)
         print("§4.6 length ranking on mixes of short/long inputs/outputs (S = {8,16}, L = {512,1024})")
