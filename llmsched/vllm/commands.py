@@ -20,7 +20,7 @@ def add_vllm_commands(sub) -> None:
     r.add_argument("--scheduler", help="llmsched scheduler name (default vllm-chunked)")
     r.add_argument("--out", help="output folder")
     _add_engine_options(r)
-    add_run_options(r)
+    add_run_options(r, exclude=SIM_ONLY[1:])
     r.set_defaults(func=cmd_run)
 
     p = sub.add_parser("profile", help="measure a real engine's step times and fit a batch-time profile",
@@ -45,7 +45,7 @@ def add_vllm_commands(sub) -> None:
     f.add_argument("--scheduler", help="llmsched scheduler name (default vllm-chunked)")
     f.add_argument("--out", help="output folder (real/, sim/, fidelity.csv)")
     _add_engine_options(f)
-    add_run_options(f)
+    add_run_options(f, exclude=SIM_ONLY[1:])
     f.set_defaults(func=cmd_fidelity)
 
     m = sub.add_parser("make-model", help="write a local model directory (config + tokenizer) for vLLM's dummy "
