@@ -10,7 +10,7 @@ adapter (mirroring vLLM's requests into the view, applying and checking the plan
 
     python benchmarks/bench_vllm_overhead.py [--sizes 64,128,256] [--steps 20] [--policies vllm-chunked,sarathi]
 
-Target (issue 3): the plug-in's total schedule time within 2x stock. Figures are medians per call, in ms.
+Target (issue 14): the plug-in's total schedule time within 1.2x stock. Figures are medians per call, in ms.
 """
 from __future__ import annotations
 
@@ -24,11 +24,10 @@ import sys
 import tempfile
 import time
 
-DEFAULT_POLICIES = "vllm-chunked,vllm,sarathi,slai,fairbatching"
-POLICY_PARAMS = {  # seats for every request; FairBatching's step predictor given (no profile needed)
-    "slai": {"max_active": 256, "max_decodes": 256},
-    "fairbatching": {"a": 0.005, "b": 5e-5, "c": 1e-7},
-}
+# One policy per scheduler family, each with its defaults (FairBatching's predictor from the plug-in's online
+# batch-time fit), except SLAI's seat caps, raised so that every request runs.
+DEFAULT_POLICIES = "vllm-chunked,vllm,sarathi,slai,fairbatching,rad,deferred-prefill,infermax,nested-wait"
+POLICY_PARAMS = {"slai": {"max_active": 256, "max_decodes": 256}}
 PROMPT = 16
 MAX_LEN = 256
 KEYS = ("stock", "stock_update", "total", "vllm", "policy", "update")
@@ -143,7 +142,7 @@ def main() -> int:
               f"{r['total_ms'] / r['stock_ms']:>7.2f}{r['vllm_ms']:>17.3f}{r['policy_ms']:>8.3f}{adapter:>9.3f}"
               f"{r['stock_update_ms']:>16.3f}{r['update_ms']:>9.3f}")
     worst = max(r["total_ms"] / r["stock_ms"] for r in rows)
-    print(f"worst ratio {worst:.2f} (target <= 2)")
+    print(f"worst ratio {worst:.2f} (target <= 1.2)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

@@ -16,6 +16,8 @@ def test_settings_from_environment_and_tier_fallback():
 @pytest.mark.parametrize("env, fragment", [
     ({"LLMSCHED_SCHEDULER_PARAMS": "{token_budget: 1}"}, "not JSON"),
     ({"LLMSCHED_TIERS": "paid:tbt=0.1", "LLMSCHED_DEFAULT_TIER": "gold"}, "default tier 'gold'"),
+    ({"LLMSCHED_PARAMS": "token_budget"}, "LLMSCHED_PARAMS.*KEY=VALUE"),
+    ({"LLMSCHED_ARRIVAL": "client"}, "LLMSCHED_ARRIVAL 'client'"),
 ])
 def test_bad_settings_name_the_input(env, fragment):
     with pytest.raises(ValueError, match=fragment):
@@ -30,10 +32,26 @@ def test_server_command_and_environment_carry_the_cpu_settings(tmp_path):
              if a.startswith("--")}
     assert cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     assert {"--host": "127.0.0.1", "--port": "8123", "--block-size": "64", "--kv-cache-memory-bytes": str(16 << 20),
-            "--load-format": "dummy", "--scheduler-cls": PLUGIN}.items() <= flags.items()
+            "--load-format": "dummy", "--scheduler-cls": PLUGIN,
+            "--middleware": "llmsched.vllm.http.TierCheck"}.items() <= flags.items()
     assert flags["--enforce-eager"] is True and flags["--no-enable-prefix-caching"] is True
     env = serve_env(str(tmp_path), {"LLMSCHED_SCHEDULER": "slai"},
                     base={"PATH": "/bin", "LLMSCHED_TIERS": "stale", "VLLM_CPU_OMP_THREADS_BIND": "0-1"})
     assert env["LLMSCHED_SCHEDULER"] == "slai" and "LLMSCHED_TIERS" not in env  # only the settings given
     assert env["TMPDIR"] == str(tmp_path / "tmp") and (tmp_path / "cache").is_dir()
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1" and env["HF_HUB_OFFLINE"] == "1" and env["PATH"] == "/bin"
+
+
+def test_param_style_settings_merge_over_json_and_parse_values():
+    s = load_settings({"LLMSCHED_SCHEDULER": "fairbatching", "LLMSCHED_SCHEDULER_PARAMS": '{"ttft_slo": 1.0, "a": 1}',
+                       "LLMSCHED_PARAMS": "ttft_slo=0.25 capacity=token online_refit=false"})
+    assert s.scheduler_params == {"ttft_slo": 0.25, "a": 1, "capacity": "token", "online_refit": False}
+
+
+def test_the_api_server_check_names_the_valid_tiers():
+    from llmsched.vllm.http import tier_error
+    tiers = ["paid", "free"]
+    assert tier_error(b'{"prompt": "x", "vllm_xargs": {"tier": "paid"}}', tiers) is None
+    assert tier_error(b'{"prompt": "x"}', tiers) is None and tier_error(b"not json", tiers) is None
+    msg = tier_error(b'{"vllm_xargs": {"tier": "gold"}}', tiers)
+    assert "unknown tier 'gold'" in msg and "valid tiers: paid, free" in msg

@@ -115,39 +115,43 @@ class Server:
         return self.leftovers
 
 
-# --- the server of tests/test_vllm_serve.py -------------------------------------------------------------------
-SERVE_POLICY = "slai-priority"  # tier-aware: paying tier's prompts first, decodes by each tier's TBT target
+# --- the servers of tests/test_vllm_serve.py ------------------------------------------------------------------
+# One policy per scheduler family, each with its defaults (no parameters); the first is tier-aware.
+SERVE_FAMILIES = ("slai-priority", "vllm", "sarathi", "fairbatching-pab", "rad", "deferred-prefill", "infermax",
+                  "nested-wait")
 SERVE_TIERS = "paid:tbt=0.1:share=0.05,free:tbt=0.5"
 SERVE_TEST = "test_vllm_serve.py"
 _started: list[Server] = []
 
 
-def launch_server(workdir) -> Server:
-    """Start the plug-in's server on the tiny model in ``workdir`` (model, records, logs, temp files there)."""
+def launch_server(workdir, policy: str = SERVE_FAMILIES[0]) -> Server:
+    """Start the plug-in's server with ``policy`` on the tiny model in ``workdir`` (model, records, logs, temp)."""
     from llmsched.vllm.engine import EngineConfig, serve_command, serve_env
     from llmsched.vllm.model import write_model
     model = write_model(workdir / "tiny")
     cfg = EngineConfig(model=str(model), max_model_len=512, max_num_seqs=16, max_num_batched_tokens=256,
                        kv_cache_mb=16)
-    env = serve_env(str(workdir), {"LLMSCHED_SCHEDULER": SERVE_POLICY, "LLMSCHED_TIERS": SERVE_TIERS,
-                                   "LLMSCHED_RECORD_DIR": str(workdir / "records")})
+    env = serve_env(str(workdir), {"LLMSCHED_SCHEDULER": policy, "LLMSCHED_TIERS": SERVE_TIERS,
+                                   "LLMSCHED_RECORD_DIR": str(workdir / "records"),
+                                   "LLMSCHED_PROFILES": str(workdir / "profiles")})
     port = free_port()
     srv = Server(serve_command(cfg, port), env, workdir / f"server-{port}.log", port)
-    srv.model, srv.records = str(model), workdir / "records"
+    srv.model, srv.records, srv.policy = str(model), workdir / "records", policy
     _started.append(srv)
     return srv
 
 
 def prestart_server(request, tmp_path_factory) -> None:
-    """Start the serve test's server now if this session will run that test (see the module docstring)."""
+    """Start the serve test's first server now if this session will run that test (see the module docstring)."""
     if _started or not any(SERVE_TEST in item.nodeid for item in request.session.items):
         return
     launch_server(tmp_path_factory.mktemp("vllm-serve"))
 
 
-def take_server(tmp_path_factory, timeout: float) -> Server:
-    """The started server once ready (started now if none was); retried on a port taken meanwhile."""
-    srv = _started[-1] if _started else launch_server(tmp_path_factory.mktemp("vllm-serve"))
+def take_server(tmp_path_factory, timeout: float, policy: str = SERVE_FAMILIES[0]) -> Server:
+    """The started server of ``policy`` once ready (started now if none is); retried on a port taken meanwhile."""
+    ready = [s for s in _started if s.policy == policy and s.leftovers is None]
+    srv = ready[-1] if ready else launch_server(tmp_path_factory.mktemp("vllm-serve"), policy)
     for _ in range(3):
         try:
             srv.wait_ready(timeout)
@@ -156,7 +160,7 @@ def take_server(tmp_path_factory, timeout: float) -> Server:
             srv.stop()
             if "address already in use" not in srv.log_tail().lower():
                 raise
-            srv = launch_server(tmp_path_factory.mktemp("vllm-serve"))
+            srv = launch_server(tmp_path_factory.mktemp("vllm-serve"), policy)
     srv.wait_ready(timeout)
     return srv
 

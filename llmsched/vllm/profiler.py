@@ -5,6 +5,13 @@ of ``ctx`` prompt tokens each and a few output tokens give prefill steps (chunks
 cached context from 0 upwards), mixed steps, and decode steps of ``n`` requests at contexts ``ctx..ctx+k``. Every
 step is recorded with its composition (steps.csv's columns), and ``LinearBatchTime.fit`` fits
 ``const + per_token·tokens + per_context·Σcontext + per_prefill·#prefills``.
+
+The time fitted is a step's **cycle**: from its start to the next step's start while the engine stays busy (every
+probe's requests are submitted at once, so it does until the probe's last step, which is left out). A step's own
+duration (``schedule()`` to ``update_from_output()``) misses what the engine does between steps and what the
+simulator's clock must still advance by: ``update_from_output()``, the output processor's detokenisation and stop
+checks, the engine loop. Fitted to durations alone, the simulator ran ahead of the engine (measured: the gap is
+``between_steps`` of the probe steps).
 """
 from __future__ import annotations
 
@@ -15,7 +22,7 @@ from ..batchtime.linear import BASE_TERMS, LinearBatchTime
 from ..metrics.writers import write_json
 from ..request import Request
 from .engine import EngineConfig
-from .profiles import profile_path
+from .profiles import default_profile_path, hardware_key, model_fingerprint, profile_path, vllm_version
 from .settings import load_settings
 
 
@@ -31,7 +38,7 @@ def profile(llm, engine: EngineConfig, output_tokens: int = 8, repeats: int = 1)
     from .runner import replay
     settings = load_settings({}, scheduler="vllm-chunked")
     cols: dict[str, list] = {k: [] for k in ("duration", "prefill_tokens", "num_prefills", "num_decodes",
-                                             "context_sum")}
+                                             "context_sum", "step_duration")}
     rid = 0
     for _ in range(repeats):
         for n, ctx in probe_grid(engine.max_num_seqs, engine.max_model_len, output_tokens):
@@ -40,18 +47,32 @@ def profile(llm, engine: EngineConfig, output_tokens: int = 8, repeats: int = 1)
                 reqs.append(Request(rid, 0.0, ctx, output_tokens))
                 rid += 1
             steps = replay(llm, reqs, settings).steps
-            for k in cols:
-                cols[k].extend(getattr(steps, k))
-    model, report = LinearBatchTime.fit(cols, BASE_TERMS)
+            start = list(steps.start)
+            cols["duration"].extend(b - a for a, b in zip(start, start[1:]))
+            cols["step_duration"].extend(list(steps.duration)[:-1])
+            for k in ("prefill_tokens", "num_prefills", "num_decodes", "context_sum"):
+                cols[k].extend(list(getattr(steps, k))[:-1])
+    model, report = LinearBatchTime.fit({k: v for k, v in cols.items() if k != "step_duration"}, BASE_TERMS)
     return cols, model, report
 
 
-def save(model: LinearBatchTime, report, name: str, meta: dict) -> Path:
-    path = profile_path(name)
+def between_steps(cols) -> float:
+    """The median share of a step's cycle spent outside ``schedule()``..``update_from_output()``."""
+    import numpy as np
+    cycle, inner = np.asarray(cols["duration"]), np.asarray(cols["step_duration"])
+    return float(np.median(1 - inner / cycle)) if len(cycle) else 0.0
+
+
+def save(model: LinearBatchTime, report, llm, engine: EngineConfig, name: str | None = None) -> Path:
+    """Save the fit as profile ``name``, or by default at the path keyed by model, hardware and vLLM version
+    (``profiles.default_profile_path``); returns the path. The model's fingerprint goes with it."""
+    hf = llm.llm_engine.vllm_config.model_config.hf_config
+    path = profile_path(name) if name else default_profile_path(engine.model, hf)
     path.parent.mkdir(parents=True, exist_ok=True)
-    model.source = f"llmsched profile {name}: vLLM steps on {meta.get('model', '?')}"
+    model.source = f"llmsched profile: vLLM steps on {Path(engine.model).resolve()}"
     model.save(path, report)
     data = json.loads(path.read_text())
-    data["meta"] = meta
+    data["meta"] = {"model": str(Path(engine.model).resolve()), "fingerprint": model_fingerprint(hf),
+                    "hardware": hardware_key(), "vllm": vllm_version(), "engine": vars(engine)}
     write_json(data, path)
     return path

@@ -19,6 +19,7 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
     """Run ``requests`` (llmsched ``Request``s, by arrival) through ``llm`` with ``settings``; returns records."""
     from vllm import SamplingParams
     sched = scheduler_of(llm)
+    settings.arrival = "stamp"  # requests count from when they were due (the simulator's arrival)
     sched.configure(settings, record=True)
     eng = llm.llm_engine
     pending = sorted(requests, key=lambda r: r.arrival)

@@ -6,6 +6,7 @@ Read from environment variables, or from a TOML/YAML file named by ``LLMSCHED_CO
 variable                    file key                                      example
 ==========================  ============================================  =====================================
 ``LLMSCHED_SCHEDULER``      ``scheduler``                                 ``sarathi``
+``LLMSCHED_PARAMS``         (same as ``--param``, space-separated)        ``token_budget=256 capacity=token``
 ``LLMSCHED_SCHEDULER_PARAMS``  ``scheduler_params`` (a table)             ``{"token_budget": 256}`` (JSON)
 ``LLMSCHED_TIERS``          ``tiers``                                     ``paid:tbt=0.1:share=0.05,free:tbt=0.5``
 ``LLMSCHED_DEFAULT_TIER``   ``default_tier``                              ``free`` (default: the last tier)
@@ -13,10 +14,16 @@ variable                    file key                                      exampl
 ``LLMSCHED_PROFILE``        ``profile``                                   a profile name or JSON file (the view's
                                                                           batch-time model, for predicting policies)
 ``LLMSCHED_RECORD_DIR``     ``record_dir``                                write requests/steps records there
+``LLMSCHED_ARRIVAL``        ``arrival``                                   ``receipt`` (default): a request's
+                                                                          clock starts when the scheduler gets
+                                                                          it; ``stamp``: at vLLM's arrival stamp
 ==========================  ============================================  =====================================
 
+``LLMSCHED_PARAMS`` and ``LLMSCHED_SCHEDULER_PARAMS`` merge (``LLMSCHED_PARAMS`` wins); the policy is built at
+start-up, so an unknown parameter or a bad value stops the server before it serves, with a line naming it.
 Every name resolves through llmsched's registries; the files are read as data only. Nothing a client sends can
-select a policy or load code: a request only picks one of these tiers (see ``tier_of``).
+select a policy or load code: a request only picks one of these tiers (see ``tier_of``); an unknown tier is
+rejected with the valid names.
 """
 from __future__ import annotations
 
@@ -39,11 +46,12 @@ class Settings:
     oracle: bool = False
     profile: str | None = None
     record_dir: str | None = None
+    arrival: str = "receipt"
 
     def describe(self) -> dict:
         return {"scheduler": self.scheduler, "scheduler_params": self.scheduler_params,
                 "tiers": [t.name for t in self.tiers], "default_tier": self.default_tier.name,
-                "oracle": self.oracle, "profile": self.profile}
+                "oracle": self.oracle, "profile": self.profile, "arrival": self.arrival}
 
 
 def load_settings(env=None, **overrides) -> Settings:
@@ -53,7 +61,7 @@ def load_settings(env=None, **overrides) -> Settings:
     if env.get("LLMSCHED_CONFIG"):
         from ..experiment import load_config
         data.update(load_config(env["LLMSCHED_CONFIG"]))
-    for key in ("scheduler", "tiers", "default_tier", "profile", "record_dir"):
+    for key in ("scheduler", "tiers", "default_tier", "profile", "record_dir", "arrival"):
         if env.get("LLMSCHED_" + key.upper()):
             data[key] = env["LLMSCHED_" + key.upper()]
     if env.get("LLMSCHED_SCHEDULER_PARAMS"):
@@ -62,13 +70,24 @@ def load_settings(env=None, **overrides) -> Settings:
         except json.JSONDecodeError as e:
             raise ValueError(f"LLMSCHED_SCHEDULER_PARAMS is not JSON ({e}); write e.g. "
                              f"'{{\"token_budget\": 256}}'") from None
+    if env.get("LLMSCHED_PARAMS"):
+        from ..options import parse_params
+        try:
+            given = parse_params(env["LLMSCHED_PARAMS"].split())
+        except ValueError as e:
+            raise ValueError(f"LLMSCHED_PARAMS: {e} (write e.g. 'token_budget=256 capacity=token')") from None
+        data["scheduler_params"] = {**data.get("scheduler_params", {}), **given}
     if env.get("LLMSCHED_ORACLE"):
         data["oracle"] = env["LLMSCHED_ORACLE"].lower() in ("1", "true", "yes")
     data.update({k: v for k, v in overrides.items() if v is not None})
-    known = {"scheduler", "scheduler_params", "tiers", "default_tier", "oracle", "profile", "record_dir"}
+    known = {"scheduler", "scheduler_params", "tiers", "default_tier", "oracle", "profile", "record_dir", "arrival"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"llmsched vLLM settings: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+    arrival = data.get("arrival", "receipt")
+    if arrival not in ("receipt", "stamp"):
+        raise ValueError(f"LLMSCHED_ARRIVAL {arrival!r}: use 'receipt' (when the scheduler gets the request) or "
+                         f"'stamp' (vLLM's arrival stamp)")
     params = data.get("scheduler_params") or {}
     if not isinstance(params, dict):
         raise ValueError(f"scheduler_params must be a mapping of parameter names to values, got {params!r}")
@@ -82,7 +101,7 @@ def load_settings(env=None, **overrides) -> Settings:
         raise ValueError(f"default tier {default!r} is not among the configured tiers {', '.join(by_name)}")
     return Settings(scheduler=data.get("scheduler", "vllm-chunked"), scheduler_params=params, tiers=tiers,
                     default_tier=by_name[default], oracle=bool(data.get("oracle", False)),
-                    profile=data.get("profile"), record_dir=data.get("record_dir"))
+                    profile=data.get("profile"), record_dir=data.get("record_dir"), arrival=arrival)
 
 
 def tier_of(extra_args: dict | None, settings: Settings) -> tuple[Tier, bool]:
