@@ -82,6 +82,10 @@ def test_bad_arguments_are_clear_errors():
         ab.settings(args("--factors", "overhead,nope"))
     with pytest.raises(ValueError, match="--workload"):
         ab.settings(args("--workload", "nope"))
+    with pytest.raises(ValueError, match="--arrivals"):
+        ab.settings(args("--arrivals", "gamma:x"))
+    with pytest.raises(ValueError, match="--arrivals"):
+        ab.settings(args("--arrivals", "poisson"))
     with pytest.raises(ValueError, match="--parts"):
         ab.settings(args("--parts", "latency"))
     with pytest.raises(ValueError, match="TPOT check"):

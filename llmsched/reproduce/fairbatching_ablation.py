@@ -80,7 +80,7 @@ class Level:
         return not self.batch_time_params and self.arrivals == "trace"
 
 
-REFERENCE = Level("reference", "roofline, trace, online refit, envelope")
+REFERENCE = Level("reference", "roofline, reference arrivals, online refit, envelope")
 LEVELS = (
     REFERENCE,
     Level("overhead", f"+{HOST_STEP * 1e3:g} ms host per step", batch_time_params=(("host_step", HOST_STEP),)),
@@ -98,14 +98,17 @@ FAST_LEVELS = ("reference", "overhead")
 PARTS = ("single", "latency", "cluster")
 
 
-def config(case: str, level: Level, scheduler: str, params: dict, n: int, workload: str = PRESET) -> RunConfig:
+def config(case: str, level: Level, scheduler: str, params: dict, n: int, workload: str = PRESET,
+           arrivals: str = "trace") -> RunConfig:
     """One deployment of ``case`` under ``level``: the Azure conversation trace replayed (its own arrivals),
     or ``workload``'s length preset with gamma arrivals (CV 2 where the level keeps the trace's arrivals but
-    there is no trace: another workload, or no data folder)."""
+    there is no trace: another workload, or no data folder). ``arrivals`` ("trace" or "gamma:<cv>") replaces
+    the reference's arrivals for every level but the arrival factor's own."""
     model, gpu, rate = CASES[case]
+    arrivals = level.arrivals if level.arrivals != "trace" else arrivals
     source = {"workload": workload, "arrival": "gamma", "cv": 2.0}
-    if level.arrivals != "trace":
-        source["cv"] = float(level.arrivals.split(":")[1])
+    if arrivals != "trace":
+        source["cv"] = parse_arrivals(arrivals)
     elif workload == PRESET:
         try:
             resolve_data_file(TRACE_FILE)
@@ -117,15 +120,29 @@ def config(case: str, level: Level, scheduler: str, params: dict, n: int, worklo
                      rate=rate, tiers=f"slo:ttft={TTFT:g}:tpot={TPOT:g}", **source)
 
 
-def deployments(case: str, level: Level, n: int, budgets, workload: str = PRESET) -> dict[str, RunConfig]:
+def parse_arrivals(text: str) -> float:
+    """The CV of ``gamma:<cv>``."""
+    kind, _, cv = text.partition(":")
+    try:
+        value = float(cv)
+    except ValueError:
+        value = math.nan
+    if kind != "gamma" or not value > 0:
+        raise ValueError(f"--arrivals: write 'trace' or 'gamma:CV' with CV > 0 (e.g. gamma:1), got {text!r}")
+    return value
+
+
+def deployments(case: str, level: Level, n: int, budgets, workload: str = PRESET,
+                arrivals: str = "trace") -> dict[str, RunConfig]:
     """label -> config: FB-v, vLLM-vani and Sarathi at every budget (the tuned one is picked afterwards)."""
     fb = {"ttft_slo": TTFT, "tpot_slo": TPOT, **dict(level.fb_params)}
-    out = {"FB-v": config(case, level, "fairbatching", fb, n, workload)}
+    out = {"FB-v": config(case, level, "fairbatching", fb, n, workload, arrivals)}
     if level.fb_only and level != REFERENCE and level.metric == "envelope":
         return out
-    out["vLLM-vani"] = config(case, level, "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET}, n, workload)
+    out["vLLM-vani"] = config(case, level, "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET}, n, workload,
+                              arrivals)
     for b in budgets:
-        out[f"sarathi-{b}"] = config(case, level, "sarathi", {"token_budget": b}, n, workload)
+        out[f"sarathi-{b}"] = config(case, level, "sarathi", {"token_budget": b}, n, workload, arrivals)
     return out
 
 
@@ -187,11 +204,12 @@ class Settings:
     parts: tuple = ("single", "latency")
     replicas: int = 4
     workload: str = PRESET
+    arrivals: str = "trace"
 
 
 def run_level(s: Settings, level: Level, reference: dict | None) -> dict:
     """Capacities of the three systems under ``level``; FB-only levels reuse the reference's baselines."""
-    found = capacities(deployments(s.case, level, s.n, s.budgets, s.workload), level.metric, s.resolution, s.jobs)
+    found = capacities(deployments(s.case, level, s.n, s.budgets, s.workload, s.arrivals), level.metric, s.resolution, s.jobs)
     row = {"factor": level.factor, "level": level.name, "fb_v": found["FB-v"]["capacity"], "raw": found}
     if "vLLM-vani" in found:
         sara = {b: found[f"sarathi-{b}"]["capacity"] for b in s.budgets}
@@ -217,7 +235,7 @@ def ttft_tail(s: Settings, level: Level, row: dict) -> dict:
                                                            **dict(level.fb_params)}),
                                  ("vLLM-sara", "sarathi", {"token_budget": row["sarathi_budget"]}),
                                  ("vLLM-vani", "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET})):
-        cfg = dataclasses.replace(config(s.case, level, sched, params, s.n, s.workload), rate=rate)
+        cfg = dataclasses.replace(config(s.case, level, sched, params, s.n, s.workload, s.arrivals), rate=rate)
         log = simulate(build_source(cfg), build_replicas(cfg), make_router(cfg.router), seed=cfg.seed).requests
         ttft = log.column("ttft")
         done = np.isfinite(ttft)
@@ -237,7 +255,7 @@ def cluster(s: Settings, level: Level, row: dict) -> dict:
                "vLLM-LB+FB-v": ("fairbatching", fb, "vllm-dp"), "PAB-LB+FB-v": ("fairbatching", fb, "pab")}
     bases = {}
     for label, (sched, params, router) in systems.items():
-        cfg = config(s.case, level, sched, params, s.n * k, s.workload)
+        cfg = config(s.case, level, sched, params, s.n * k, s.workload, s.arrivals)
         bases[label] = dataclasses.replace(cfg, replicas=k, router=router, rate=cfg.rate * k)
     found = capacities(bases, level.metric, s.resolution, s.jobs)
     caps = {k_: v["capacity"] for k_, v in found.items()}
@@ -266,7 +284,7 @@ def ablate(s: Settings) -> dict:
         if "cluster" in s.parts and level.factor in FAST_LEVELS:
             row["cluster"] = cluster(s, level, row)
             print(f"cluster {level.name}: {row['cluster']}", flush=True)
-    return {"case": s.case, "workload": s.workload, "requests": s.n, "budgets": list(s.budgets), "resolution": s.resolution,
+    return {"case": s.case, "workload": s.workload, "arrivals": s.arrivals, "requests": s.n, "budgets": list(s.budgets), "resolution": s.resolution,
             "attainment": ATTAINMENT, "ttft_slo": TTFT, "tpot_slo": TPOT, "host_step": HOST_STEP, "rows": rows,
             "parts": list(s.parts), "wall_s": time.perf_counter() - t0}
 
@@ -288,7 +306,7 @@ def line(row: dict, budgets) -> str:
 
 def report(out: dict) -> str:
     budgets = out["budgets"]
-    lines = [f"FairBatching ablation, {out['case']}, {out['workload']}, TTFT {out['ttft_slo'] * 1e3:.0f} ms / TPOT "
+    lines = [f"FairBatching ablation, {out['case']}, {out['workload']} (reference arrivals: {out['arrivals']}), TTFT {out['ttft_slo'] * 1e3:.0f} ms / TPOT "
              f"{out['tpot_slo'] * 1e3:.0f} ms, capacity = highest stable rate with attainment >= "
              f"{out['attainment']:g} (req/s, {out['requests']} requests per probe, resolution "
              f"{out['resolution'] * 100:g}%)", header(budgets)]
@@ -323,6 +341,7 @@ def add_arguments(p) -> None:
                    "single,latency); latency and cluster run at the reference and overhead levels")
     p.add_argument("--workload", default=PRESET, help="length preset (default azure-conv, replayed from the Azure "
                    "trace; others get gamma arrivals, CV 2): " + ", ".join(LENGTH_PRESETS))
+    p.add_argument("--arrivals", default="trace", help="the reference's arrivals: trace (default) or gamma:CV")
     p.add_argument("--replicas", type=int, default=4, help="replicas of the cluster part (default 4)")
     p.add_argument("--jobs", type=int, default=1, help="parallel probes (default 1: the machine is shared)")
     p.add_argument("--out", default=None, help="write results.json here (a directory)")
@@ -359,10 +378,12 @@ def settings(args) -> Settings:
                          f"(single always runs: the others use its tuned budgets)")
     if args.workload not in LENGTH_PRESETS:
         raise ValueError(f"--workload: unknown {args.workload!r}; valid: {', '.join(LENGTH_PRESETS)}")
+    if args.arrivals != "trace":
+        parse_arrivals(args.arrivals)
     if args.replicas < 2:
         raise ValueError(f"--replicas must be >= 2, got {args.replicas}")
     return Settings(case, levels, n, (128, 512) if args.fast else BUDGETS, resolution, args.jobs, parts,
-                    args.replicas, args.workload)
+                    args.replicas, args.workload, args.arrivals)
 
 
 def run(args) -> int:
