@@ -58,7 +58,7 @@ def run_heuristics(instance: Instance, cost: LinearBatchTime, names=HEURISTICS) 
     return out
 
 
-def optimal_schedule(instance: Instance, cost: LinearBatchTime, time_limit: float = 30.0, workers: int = 2,
+def optimal_schedule(instance: Instance, cost: LinearBatchTime, time_limit: float = 30.0, workers: int = 1,
                      horizon: int | None = None, chunking: bool = True, brute_force: bool = False,
                      whole_pass: bool = True) -> OptimalReport:
     heuristics = run_heuristics(instance, cost)
@@ -69,8 +69,6 @@ def optimal_schedule(instance: Instance, cost: LinearBatchTime, time_limit: floa
         report.whole_pass = solve_exact(instance, cost, chunking=False)
         if not hints or report.whole_pass[0] < hints[0].latency:
             seeds.insert(0, report.whole_pass[1])
-    if horizon is None:
-        horizon = max([instance.sequential_batches(), *(len(s.batches) for s in seeds)])
     report.csp = solve(instance, cost, horizon=horizon, time_limit=time_limit, workers=workers, hints=seeds,
                        chunking=chunking)
     if brute_force:
