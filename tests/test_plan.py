@@ -7,9 +7,9 @@ import shlex
 
 import pytest
 
-from llmsched.capacity import parse_slos, run_probe
+from llmsched.capacity import measure, measure_point, parse_slos, run_probe
 from llmsched.cli import build_parser, main
-from llmsched.experiment import RunConfig
+from llmsched.experiment import RunConfig, run
 from llmsched.hardware.prices import load_prices
 from llmsched.options import run_configs
 from llmsched.plan.candidates import Candidate, build_candidates, memory_fit, parse_variations
@@ -92,6 +92,9 @@ def test_reproduce_command_is_the_probe_run(tmp_path, capsys):
     again = run_configs(args, [args.scheduler])[0]
     assert again.horizon > 0
     assert dataclasses.replace(again, horizon=None) == cfg
+    # the command's run, read with the capacity definition, is the probe's record
+    record = json.loads(json.dumps(measure(run(again), cfg.warmup, cfg.cooldown)))
+    assert record == measure_point(cfg)
 
 
 def test_executors_give_the_same_plan(tmp_path, capsys):

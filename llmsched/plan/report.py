@@ -10,7 +10,11 @@ import math
 import shlex
 from dataclasses import dataclass
 
+import numpy as np
+
+from ..capacity.probe import GRACE_S
 from ..capacity.slo import RATIOS
+from ..capacity.verdict import window
 from ..experiment import RunConfig, build_source
 from ..options import RUN_OPTIONS
 from ..workload.workload import OpenLoop
@@ -78,8 +82,8 @@ def pareto(deps: list[Deployment]) -> list[Deployment]:
 
 
 def simulate_command(cfg: RunConfig) -> str:
-    """The `llmsched simulate` command that runs this probe step for step (stopping at its last arrival, as the
-    probe does); the plan judges that run with the capacity definition (docs/capacity.md)."""
+    """The `llmsched simulate` command that runs this probe step for step (stopping where the probe stops); the
+    plan judges that run with the capacity definition (docs/capacity.md)."""
     default = RunConfig()
     args = ["llmsched", "simulate", "--scheduler", cfg.scheduler]
     for name in RUN_OPTIONS:
@@ -95,10 +99,17 @@ def simulate_command(cfg: RunConfig) -> str:
         args.append("--oracle")
     source = build_source(cfg)
     if isinstance(source, OpenLoop) and source.requests:
-        last = max(r.arrival for r in source.requests)
-        if last > 0:
-            args += ["--horizon", repr(last)]
+        horizon = probe_horizon(np.array([r.arrival for r in source.requests]), cfg)
+        if horizon > 0:
+            args += ["--horizon", repr(horizon)]
     return shlex.join(args)
+
+
+def probe_horizon(arrivals: np.ndarray, cfg: RunConfig) -> float:
+    """Where a probe stops: its last arrival, or GRACE_S after its measurement window if that is later (as
+    llmsched/capacity/probe.py's measure_point does; tests/test_plan.py checks the two agree)."""
+    _, end = window(arrivals, cfg.warmup, cfg.cooldown)
+    return max(float(arrivals.max()), end + GRACE_S)
 
 
 def _ms(v: float) -> str:
