@@ -183,7 +183,8 @@ def workload_params(cfg: RunConfig, source) -> dict:
     (WAIT, nested WAIT: seed 003 §5-6); empty for other policies or when the user gave explicit ``types``.
 
     The rate is the configured one, or for a trace replayed at its own pace or a rate schedule the mean rate of
-    the generated arrivals; a closed loop has none (the batch-cap rule needs only the rates' ratios)."""
+    the generated arrivals, divided among the replicas (each policy instance sees its replica's share); a
+    closed loop has none (the batch-cap rule needs only the rates' ratios)."""
     params = scheduler_info(cfg.scheduler)["params"]
     if not {"lengths", "rate", "types"} <= set(params) or cfg.scheduler_params.get("types"):
         return {}
@@ -191,7 +192,7 @@ def workload_params(cfg: RunConfig, source) -> dict:
     if cfg.concurrency is None:
         rate = cfg.rate if cfg.rate and not cfg.rate_schedule else mean_rate(source)
         if rate:
-            out["rate"] = rate
+            out["rate"] = rate / cfg.replicas  # each replica's share (the routers spread arrivals evenly)
     return out
 
 

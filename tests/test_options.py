@@ -119,3 +119,15 @@ def test_presets_list_no_private_parameters(capsys):
 def test_python_api_gets_the_same_checks(fields, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         RunConfig(**fields)
+
+
+@pytest.mark.parametrize("name", ["nested-wait", "wait"])
+def test_fluid_rule_at_an_overloaded_workload_rate_falls_back_with_a_warning(name):
+    cfg = RunConfig(scheduler=name, scheduler_params={"rule": "fluid"}, workload="sharegpt", rate=60.0,
+                    num_requests=20, oracle=name == "wait", replicas=2)
+    with pytest.warns(UserWarning, match=f"{name} rule=fluid: .*batch-cap rule's thresholds instead"):
+        result = run(cfg)
+    assert result.meta["scheduler"]["params"]["rate"] == 30.0  # each of 2 replicas' share
+    assert len(result.requests) == 20
+    with pytest.raises(ValueError):
+        run(RunConfig(**{**cfg.__dict__, "scheduler_params": {"rule": "fluid", "strict": True}}))

@@ -96,7 +96,14 @@ class NestedWait(Scheduler):
             self.random_ = RandomisedThresholds(means, self.seed)
             self.n = [max(1, round(x)) for x in self.random_.means]
         else:
-            self.n = self._thresholds(view, self.segments_[0].rate)
+            try:
+                self.n = self._thresholds(view, self.segments_[0].rate)
+            except Overloaded as e:  # the run's own rate is beyond the fluid model's capacity
+                if self.strict:
+                    raise
+                warnings.warn(f"nested-wait rule=fluid: {e}; using the batch-cap rule's thresholds instead "
+                              f"(strict=True makes this an error)", stacklevel=2)
+                self.n = nested_thresholds(self.segments_, self.batch_cap or view.max_num_seqs)
         self.adapted = [(view.now, self.n[0])]  # (time, n_1) each time adapt_window changes the thresholds
         self.violations = self._check(view, self.random_.means if self.random_ else self.n)
 

@@ -79,7 +79,14 @@ class Wait(Scheduler):
             n = batch_cap_thresholds(types, self.batch_cap or view.max_num_seqs)
         elif self.rule == "fluid":
             d0, d1 = iteration_coefficients(self.d0, self.d1, view)
-            n = wait_thresholds(types, d0, d1, memory, self.slack)
+            try:
+                n = wait_thresholds(types, d0, d1, memory, self.slack)
+            except ValueError as e:  # overloaded, or no integer thresholds fit this KV cache at the run's rate
+                if self.strict:
+                    raise
+                warnings.warn(f"wait rule=fluid: {e}; using the batch-cap rule's thresholds instead (strict=True "
+                              f"makes this an error)", stacklevel=2)
+                n = batch_cap_thresholds(types, self.batch_cap or view.max_num_seqs)
         else:
             d0, d1 = iteration_coefficients(self.d0, self.d1, view)
             means, over = fluid_or_memory_means("wait", types, None, d0, d1, self.slack, memory, view.max_num_seqs)
