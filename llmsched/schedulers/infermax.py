@@ -61,7 +61,7 @@ class InferMax(Scheduler):
 
     name = "infermax"
     source = ("InferMax (Kim et al., arXiv 2411.07447 v3 = seed 001): Algorithm 1 SCHEDULER(M, C, P), §3.1; "
-              "Table 1 settings; proposed deployable policy paper §6 (spec 001 §1.3-§1.6 and its §4.4)")
+              "Table 1 settings; proposed deployable policy: paper §6 (digested in spec 001 §4.4); spec 001 §1.3-§1.6")
     recompute_only = True  # the paper evicts by recomputation only (§2.2); the replica refuses swap mode
     groups: str = "decode,partial,waiting"
     running_order: str = "kv_desc"
