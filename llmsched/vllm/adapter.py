@@ -126,6 +126,10 @@ class Scheduler(VLLMScheduler):
         self.stats = {"steps": 0, "mismatch_steps": 0, "mismatches": [], "plan_preemptions": 0,
                       "vllm_preemptions": 0, "rejected": 0, "aborted": 0, "finished": 0,
                       "unknown_tiers": 0, "tiers_seen": Counter(), "tiers_scheduled": Counter()}
+        # Ask the policy once on the empty engine: what it derives from the engine's limits and batch-time model
+        # (deferred-prefill's C and K, WAIT's thresholds, FairBatching's predictor) fails now, not at a request.
+        self.view.now = 0.0
+        policy.schedule(self.view)
         logger.info("llmsched: policy %s %s, tiers %s (default %s)", policy.name, policy.params(),
                     ", ".join(t.name for t in settings.tiers), settings.default_tier.name)
         logger.info("llmsched: batch-time model: %s", about)

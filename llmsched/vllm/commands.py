@@ -147,7 +147,7 @@ def cmd_fidelity(args) -> int:
     cfg, engine = _split_config(args)
     _start(args)
     from .engine import make_llm
-    from .profiler import profile, save
+    from .profiler import between_steps, profile, save
     from .runner import replay, workload_requests
     from .settings import load_settings
     llm = make_llm(engine)
