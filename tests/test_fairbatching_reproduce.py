@@ -24,8 +24,20 @@ def test_fast_single_node_and_cluster():
     cl = out["cluster"]["capacity"]
     assert cl["PAB-LB+FB-v"] >= cl["vLLM-LB+vLLM-sara"] > 0
     assert cl["vLLM-LB+FB-v"] >= cl["vLLM-LB+vLLM-sara"]
+    # the shared definition (llmsched.capacity): bracketed, to the fast run's 10% resolution
+    for caps in (single["shared_capacity"], out["cluster"]["shared_capacity"]):
+        for v in caps.values():
+            lo, hi = v["interval"]
+            assert v["capacity"] == lo > 0 and hi / lo - 1 <= 0.1
+    assert out["cluster"]["sarathi_budget_source"] == "single part"
     text = fb.report(out)
     assert "single node" in text and "cluster of 4" in text
+
+
+def test_a_part_run_alone_tunes_the_sarathi_budget(capsys):
+    out = fb.reproduce(args(parts="latency"))
+    assert "tuning vLLM-sara's token budget" in capsys.readouterr().out
+    assert out["latency"]["systems"]["vLLM-sara"]["eff_rps"] > 0
 
 
 def test_bad_arguments_are_clear_errors():
