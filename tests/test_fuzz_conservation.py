@@ -39,6 +39,17 @@ WORKLOADS = ("sharegpt", "azure-conv", "azure-code", "lmsys", "arxiv-summarizati
 PAIRS = (("llama-3-8b", "a100"), ("llama-2-7b", "h100"), ("mistral-7b", "l20"), ("qwen3-14b", "h200"))
 LEAVE_OVERFLOW = {"fcfs": {"fit": False}, "wait": {"guard_memory": False, "reserve": False},
                   "nested-wait": {"guard_memory": False, "reserve": False}}
+PARAMS = {  # public settings of a few policies, drawn when the seed asks for non-default parameters
+    "wait": {"gate": ("type", "entry", "budget"), "rule": ("batch-cap", "fluid", "fluid-random")},
+    "nested-wait": {"gate": ("nested", "entry", "budget"), "rule": ("batch-cap", "fluid", "fluid-random")},
+    "deferred-prefill": {"K": (1, 2, 4, "auto")},
+    "sarathi": {"token_budget": (64, 512, 2048)},
+    "vllm-chunked": {"token_budget": (64, 512, 2048)},
+    "slai": {"token_budget": (64, 512, 2048), "max_active": (1, 8, 128)},
+    "rad": {"n": (1, 4, 1024)},
+    "rad-lowtbt": {"n": (1, 4, 256)},
+    "fairbatching": {"capacity": ("time", "token", "fixed"), "admission": ("none", "pab")},
+}
 TIERS = ("paid:tbt=0.1:share=0.3,free:tbt=0.5", "gold:ttft=1:tpot=0.05:share=0.5,bronze:ttft=5")
 
 
@@ -66,6 +77,10 @@ def random_config(seed: int) -> RunConfig:
                oracle=bool(info["needs_oracle"] or rng.random() < 0.3))
     if cfg["overflow"] != "error" and name in LEAVE_OVERFLOW and rng.random() < 0.5:
         cfg["scheduler_params"] = LEAVE_OVERFLOW[name]  # the policy leaves KV overflow to the replica's eviction
+    elif name in PARAMS and rng.random() < 0.5:
+        cfg["scheduler_params"] = {k: pick(v) for k, v in PARAMS[name].items()}
+        if name == "deferred-prefill" and isinstance(cfg["scheduler_params"]["K"], int):
+            cfg["scheduler_params"]["K"] = min(cfg["scheduler_params"]["K"], cfg["max_num_seqs"])
     recompute_only = getattr(create_scheduler(name), "recompute_only", False)
     if not recompute_only and rng.random() < 0.5:
         cfg["preemption_mode"] = "swap"
