@@ -90,3 +90,26 @@ def test_bad_arguments_are_clear_errors():
         ab.settings(args("--parts", "latency"))
     with pytest.raises(ValueError, match="TPOT check"):
         ab.CheckedExecutor("median", 1)
+
+
+def test_exact_prediction_fills_the_time_budget_with_the_true_step_time():
+    """form_batch_exact: the chosen step's true time is within the budget, and one more token of the chunked
+    prompt would not be."""
+    from llmsched.fairbatching.formation import Task, form_batch_exact
+    bt = make_batch_time_model("roofline", "llama-3.1-8b", "a800")
+    decodes = [Task(object(), 0.01 * i, 0.0, i, True, 1, 900 + 10 * i, 0.05) for i in range(20)]
+    prompt = Task(object(), 0.3, 0.0, 99, False, 3000, 0, 0.05)
+    budget = 0.05
+    chosen = form_batch_exact(decodes + [prompt], budget, 8192, bt.step_time)
+    assert len(chosen) == 21 and chosen[-1][0] is prompt and 1 <= chosen[-1][1] < 3000
+    n = chosen[-1][1]
+    dec = [t.k + 1 for t in decodes]
+    assert bt.step_time(Batch([n], [0], dec)) <= budget < bt.step_time(Batch([n + 1], [0], dec))
+
+
+def test_exact_prediction_needs_the_time_capacity():
+    from llmsched.schedulers.fairbatching import FairBatching
+    with pytest.raises(ValueError, match="prediction"):
+        FairBatching(prediction="exact", capacity="token")
+    with pytest.raises(ValueError, match="prediction"):
+        FairBatching(prediction="oracle")

@@ -33,6 +33,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from ..batchtime.base import Batch
+
 
 @dataclass(slots=True)
 class Task:
@@ -108,4 +110,46 @@ def form_batch(ordered: list[Task], time_budget: float, token_budget: int, b: fl
             batch.append((t, cp))
             time_budget -= b * cp + c * (charge_k + cp if chunk_context == "exact" else charge_k)
             token_budget -= cp
+    return batch
+
+
+def form_batch_exact(ordered: list[Task], time_budget: float, token_budget: int, step_time: Callable,
+                     accept: Callable[[Task, int], bool] | None = None) -> list[tuple[Task, int]]:
+    """Algorithm 1's scan with a perfect predictor: the step's *whole* predicted time ``step_time(Batch)`` must
+    stay within ``time_budget`` (B0, the fixed cost included), and a prefill that does not fit whole gets the
+    largest chunk that does (bisection). An oracle for the ablation (issue 12): it shows what FairBatching
+    would gain if its step-time prediction had no error; ``step_time`` is the replica's own batch-time model.
+    """
+    batch: list[tuple[Task, int]] = []
+    pn, pc, dc = [], [], []
+
+    def time_with(t: Task, n: int) -> float:
+        if t.is_decode:
+            return step_time(Batch(pn, pc, dc + [t.k + 1]))
+        return step_time(Batch(pn + [n], pc + [t.k], dc))
+
+    for t in ordered:
+        q = t.q
+        if q <= token_budget and time_with(t, q) <= time_budget:
+            n = q
+        elif t.is_decode or token_budget <= 0 or time_with(t, 1) > time_budget:
+            continue
+        else:
+            lo, hi = 1, min(q, token_budget)  # lo fits; find the largest chunk that does
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if time_with(t, mid) <= time_budget:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            n = lo
+        if accept is not None and not accept(t, n):
+            continue
+        batch.append((t, n))
+        token_budget -= n
+        if t.is_decode:
+            dc.append(t.k + 1)
+        else:
+            pn.append(n)
+            pc.append(t.k)
     return batch

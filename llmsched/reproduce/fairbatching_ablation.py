@@ -19,7 +19,8 @@ burstiness, online predictor refit, TPOT by the envelope check, the spec's §3.3
 * ``metric``: which TPOT the attainment checks (seed 002 §5.1, spec G1): M2 envelope (reference, what
   FairBatching schedules for), M1 cumulative max from the first token (the paper's words), M3 mean (the
   shared capacity's own check).
-* ``predictor``: FairBatching's step-time predictor fitted offline only (no refit).
+* ``predictor``: FairBatching's step-time predictor fitted offline only (no refit), or exact (an oracle: the
+  replica's own batch-time model fills B0, ``prediction="exact"``).
 * ``design``: §3.3 choices: urgent decodes forced in (§3.3's "always included"), B0's minimum over all
   tasks (Alg. 1 line 18 literally), a chunk charged its own context (``chunk_context=exact``).
 
@@ -93,6 +94,7 @@ LEVELS = (
     Level("metric", "M1 cumulative", metric="cumulative"),
     Level("metric", "M3 mean (shared)", metric="mean"),
     Level("predictor", "offline fit only", fb_params=(("online_refit", False),)),
+    Level("predictor", "exact (oracle)", fb_params=(("prediction", "exact"),)),
     Level("design", "force urgent decodes", fb_params=(("force_urgent_decodes", True),)),
     Level("design", "min slack over all", fb_params=(("min_slack_scope", "all"),)),
     Level("design", "chunk context exact", fb_params=(("chunk_context", "exact"),)),
