@@ -14,7 +14,7 @@ from operator import attrgetter
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from ..fairbatching.envelope import DEFAULT_TPOT, DEFAULT_TTFT, request_slo
-from ..fairbatching.formation import Task, budget_and_groups, form_batch
+from ..fairbatching.formation import Task, budget_and_groups, form_batch, form_batch_exact
 from ..fairbatching.pab import compute_pab, node_requests
 from ..fairbatching.predictor import StepPredictor
 from ..request import Request, Status
@@ -25,6 +25,7 @@ from .registry import register, register_variant
 CAPACITIES = ("time", "token", "fixed")
 ADMISSIONS = ("none", "pab")
 ADMIT_RULES = ("prompt", "positive")
+PREDICTIONS = ("linear", "exact")
 SLACK = attrgetter("slack")
 RUNNING, SWAPPED = Status.RUNNING, Status.SWAPPED
 
@@ -50,7 +51,12 @@ class FairBatching(Scheduler):
     largest-slack requests preempted by recompute.
     Where the paper is silent or self-contradictory the spec's resolutions are used
     (G3 min over decodes, G4 urgent decodes not forced, G5 line-45 fix, G6 κ = k + q,
-    G7 cap 8192, G9/G10 PAB rule, G22 tie-break); see llmsched/fairbatching/.
+    G7 cap 8192, G9/G10 PAB rule, G22 tie-break); see llmsched/fairbatching/. One place where the paper
+    contradicts itself matters: §3.3's text "always" includes urgent decodes, Algorithm 1 only while the
+    time budget lasts; the default is the algorithm, ``force_urgent_decodes=True`` the text
+    (``llmsched reproduce fairbatching-ablation --factors design`` measures both).
+    ``prediction="exact"`` (an oracle for that ablation, not the paper's) fills B0 with the replica's own
+    batch-time model instead of the linear predictor (``form_batch_exact``).
     """
 
     name = "fairbatching"
@@ -65,6 +71,7 @@ class FairBatching(Scheduler):
     chunk_context: str = "literal"
     force_urgent_decodes: bool = False
     online_refit: bool = True
+    prediction: str = "linear"
     refit_window: int = 2000
     refit_every: int = 200
     a: float | None = None
@@ -76,7 +83,8 @@ class FairBatching(Scheduler):
 
     def __post_init__(self):
         checks = (("capacity", CAPACITIES), ("admission", ADMISSIONS), ("admit_rule", ADMIT_RULES),
-                  ("min_slack_scope", ("decode", "all")), ("chunk_context", ("literal", "exact")))
+                  ("min_slack_scope", ("decode", "all")), ("chunk_context", ("literal", "exact")),
+                  ("prediction", PREDICTIONS))
         for field, valid in checks:
             if getattr(self, field) not in valid:
                 raise ValueError(f"{self.name}: {field} must be one of {', '.join(valid)}, "
@@ -85,6 +93,8 @@ class FairBatching(Scheduler):
             v = getattr(self, field)
             if not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
                 raise ValueError(f"{self.name}: {field} must be a positive number of seconds, got {v!r}")
+        if self.prediction == "exact" and self.capacity != "time":
+            raise ValueError(f"{self.name}: prediction='exact' fills the time budget; it needs capacity='time'")
         if self.token_budget < 1 or self.fixed_token_budget < 1:
             raise ValueError(f"{self.name}: token_budget and fixed_token_budget must be >= 1")
         given = [x is not None for x in (self.a, self.b, self.c)]
@@ -155,7 +165,12 @@ class FairBatching(Scheduler):
 
         book = _Booking(view, free)
         ordered = urgent + prefills + others
-        chosen = form_batch(ordered, time_budget, token_budget, pred.b, pred.c, self.chunk_context, book.accept)
+        if self.prediction == "exact":
+            if view.batch_time is None:
+                raise ValueError(f"{self.name}: prediction='exact' needs the replica's batch-time model")
+            chosen = form_batch_exact(ordered, b0, token_budget, view.batch_time.step_time, book.accept)
+        else:
+            chosen = form_batch(ordered, time_budget, token_budget, pred.b, pred.c, self.chunk_context, book.accept)
         if self.force_urgent_decodes:
             taken = {id(t) for t, _ in chosen}
             room = cap - sum(n for _, n in chosen)
@@ -169,6 +184,8 @@ class FairBatching(Scheduler):
                 if n >= 1 and book.accept(t, n):
                     chosen.append((t, n))
                     break
+            else:
+                chosen = _make_room(ordered, tasks, book, plan, min(token_budget, cap))
         for t, n in chosen:
             if t.is_decode:
                 plan.decodes.append(t.req)
@@ -207,6 +224,29 @@ class FairBatching(Scheduler):
     def load(self, view: ReplicaView) -> float:
         """Minus PAB: the ``least-load`` router then sends work where most prefill budget is left."""
         return -self.pab(view)
+
+
+def _make_room(ordered: list[Task], tasks: list[Task], book: "_Booking", plan: BatchPlan, limit: int) -> list:
+    """No task fits the free KV: prompts in progress hold it, each waiting for blocks another holds (chunks take
+    blocks as they run, vLLM v1 style). As vLLM v1 does when a chunk cannot be allocated, preempt running
+    requests, largest slack first, until the most urgent task that can fit gets its chunk."""
+    victims = sorted((t for t in tasks if t.req.status is RUNNING), key=SLACK, reverse=True)
+    for t in ordered:
+        n = min(t.q, limit)
+        if n < 1:
+            continue
+        free, room, gone = book.free, book.room, []
+        for v in victims:
+            if v is t:
+                continue
+            gone.append(v.req)
+            book.free += v.req.num_blocks
+            book.room += 1
+            if book.accept(t, n):
+                plan.preempt.extend(gone)
+                return [(t, n)]
+        book.free, book.room = free, room
+    return []
 
 
 class _Booking:
