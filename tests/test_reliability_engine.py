@@ -103,6 +103,17 @@ def test_fairbatching_on_a_small_kv_cache(name, seed):
     assert all(s is Status.FINISHED for s, _ in outcomes(result))
 
 
+@pytest.mark.parametrize("mode", ["recompute", "swap"])
+def test_fairbatching_preempts_when_prompts_in_progress_hold_the_whole_cache(mode):
+    # 64 blocks of 32 tokens and 2047-token prompts: two half-prefilled prompts each wait for blocks the other
+    # holds unless the policy preempts one (found by the fuzz, seed 4)
+    result = quiet_run(scheduler="fairbatching", model="qwen3-14b", gpu="h200", workload="azure-conv", rate=1.439073857210809,
+                       num_requests=31, max_total_tokens=2048, block_size=32, max_num_seqs=4,
+                       max_num_batched_tokens=512, max_model_len=4096, num_blocks=64, preemption_mode=mode,
+                       seed=670988334)
+    assert_conserved(result, 31)
+
+
 # --- defect 3: a request its policy can never schedule is rejected at arrival ----------------------------------
 @pytest.mark.parametrize("name", ["fcfs", "wait", "nested-wait", "vllm", "orca", "fastertransformer"])
 def test_prompt_over_the_budget_is_rejected_at_arrival_by_whole_prompt_schedulers(name):
