@@ -93,12 +93,10 @@ def measure(sizes: list[int], steps: int, policies: list[str]) -> list[dict]:
                         eng.add_request(i, {"prompt_token_ids": prompt_ids(PROMPT, int(i))},
                                         SamplingParams(max_tokens=MAX_LEN - PROMPT, ignore_eos=True))
                     s = scheduler_of(llm)
-                    for _ in range(100):  # until every request decodes
+                    for _ in range(300):  # until every request decodes (or the policy's own caps hold some back)
                         eng.step()
                         if len(s.running) == n and all(r.num_output_tokens > 0 for r in s.running):
                             break
-                    else:
-                        raise RuntimeError(f"{policy}: {n} requests did not all reach decode")
                 for v in times.values():
                     v.clear()
                 on[0] = True
@@ -134,11 +132,12 @@ def main() -> int:
     rows = measure(sizes, args.steps, policies)
     print(f"schedule() per call: median CPU ms over {args.steps} decode steps (load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {time.time() - t0:.0f} s)")
+    print("('running' is what the policy's defaults let run of the requests given: fewer where it caps them)")
     print(f"{'policy':<14}{'running':>8}{'stock':>8}{'plug-in':>9}{'ratio':>7}{'  of which: vLLM':>17}"
           f"{'policy':>8}{'adapter':>9}{'  update: stock':>16}{'plug-in':>9}")
     for r in rows:
         adapter = r["total_ms"] - r["vllm_ms"] - r["policy_ms"]
-        print(f"{r['policy']:<14}{r['requests']:>8}{r['stock_ms']:>8.3f}{r['total_ms']:>9.3f}"
+        print(f"{r['policy']:<14}{r['running']:>8}{r['stock_ms']:>8.3f}{r['total_ms']:>9.3f}"
               f"{r['total_ms'] / r['stock_ms']:>7.2f}{r['vllm_ms']:>17.3f}{r['policy_ms']:>8.3f}{adapter:>9.3f}"
               f"{r['stock_update_ms']:>16.3f}{r['update_ms']:>9.3f}")
     worst = max(r["total_ms"] / r["stock_ms"] for r in rows)

@@ -142,7 +142,7 @@ def cmd_profile(args) -> int:
 def cmd_fidelity(args) -> int:
     from ..metrics.summary import summarize
     from ..metrics.writers import format_table, write_run, write_table
-    from .fidelity import compare, overload, simulate_like
+    from .fidelity import compare, overload, run_cycles, simulate_like
     from .profiles import default_profile_path, load_profile_for, model_fingerprint
     cfg, engine = _split_config(args)
     _start(args)
@@ -176,17 +176,31 @@ def cmd_fidelity(args) -> int:
         return 1
     sim, sim_summary = simulate_like(cfg, real.meta["adapter"], path, engine.max_model_len, requests)
     rows = compare(real_summary, sim_summary)
+    # The same simulation with the step time fitted to this run's own step cycles (see fidelity.run_cycles).
+    from ..batchtime.linear import BASE_TERMS, LinearBatchTime
+    own, own_report = LinearBatchTime.fit(run_cycles(real.steps), BASE_TERMS, loss="absolute")
+    own_path = Path(args.workdir or ".") / "run-cycles-profile.json" if not args.out else \
+        Path(args.out) / "run-cycles-profile.json"
+    own_path.parent.mkdir(parents=True, exist_ok=True)
+    own.save(own_path, own_report)
+    sim2, sim2_summary = simulate_like(cfg, real.meta["adapter"], own_path, engine.max_model_len, requests)
+    rows2 = {r["metric"]: r for r in compare(real_summary, sim2_summary)}
     shown = [{"metric": r["metric"], "real": r["real"], "simulated": r["simulated"],
-              "error_%": r["rel_error"] * 100} for r in rows]
+              "error_%": r["rel_error"] * 100, "sim_run_cycles": rows2[r["metric"]]["simulated"],
+              "error2_%": rows2[r["metric"]]["rel_error"] * 100} for r in rows]
     print(f"{cfg.scheduler}, workload {cfg.trace or cfg.workload}, rate {cfg.rate} req/s, "
-          f"{real_summary['counts']['finished']} requests (seconds, throughput in req/s and tokens/s)")
-    print(format_table(shown, ["metric", "real", "simulated", "error_%"]))
+          f"{real_summary['counts']['finished']} requests (seconds, throughput in req/s and tokens/s); "
+          f"'simulated' uses the profile, 'sim_run_cycles' step times fitted to this run's cycles ({own_report})")
+    print(format_table(shown, ["metric", "real", "simulated", "error_%", "sim_run_cycles", "error2_%"]))
     if args.out:
         out = Path(args.out)
         write_run(real, real_summary, out / "real")
         write_run(sim, sim_summary, out / "sim")
-        write_table(rows, out / "fidelity.csv", out / "fidelity.json")
-        print(f"wrote {out}/real/, {out}/sim/, {out}/fidelity.csv")
+        write_run(sim2, sim2_summary, out / "sim-run-cycles")
+        write_table([{**r, "sim_run_cycles": rows2[r["metric"]]["simulated"],
+                      "rel_error_run_cycles": rows2[r["metric"]]["rel_error"]} for r in rows],
+                    out / "fidelity.csv", out / "fidelity.json")
+        print(f"wrote {out}/real/, {out}/sim/, {out}/sim-run-cycles/, {out}/fidelity.csv")
     return 0
 
 

@@ -83,3 +83,17 @@ def overload(requests, result) -> str | None:
         if last > OVERLOAD_QUEUE * max(first, 1.0):
             why.append(f"its queue grew from {first:.1f} to {last:.1f} requests on average")
     return "; ".join(why) or None
+
+
+def run_cycles(steps) -> dict:
+    """The real run's own step cycles (start to next start while requests remained), with their compositions:
+    the columns ``LinearBatchTime.fit`` takes. Fitting the simulator's step time to these separates how well it
+    schedules and queues (same decisions, the run's timing) from how well a profile measured earlier predicts
+    step times on a machine whose load has changed since."""
+    start = list(steps.start)
+    keep = [i for i in range(len(start) - 1) if steps.num_waiting[i] + steps.num_running[i] > 0]
+    cols = {"duration": [start[i + 1] - start[i] for i in keep]}
+    for k in ("prefill_tokens", "num_prefills", "num_decodes", "context_sum"):
+        col = getattr(steps, k)
+        cols[k] = [col[i] for i in keep]
+    return cols
