@@ -33,10 +33,10 @@ TPOT check asked for (``llmsched.fairbatching.attainment.slo_met``) over the sam
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
-import dataclasses
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
