@@ -15,8 +15,8 @@ What vLLM scheduled is compared with the plan; any difference (vLLM preempting o
 counted in ``stats["mismatch_steps"]`` and logged. Step start is the entry to ``schedule()`` and step end the
 entry to ``update_from_output()`` (exact under the synchronous scheduling vLLM uses on CPU). A plan with no work
 while requests are in vLLM sleeps until its ``wait_until`` (at most ``MAX_SLEEP``, also without one, so arrivals are
-still taken up promptly) instead of spinning the engine. The policy's batch-time model is chosen at start-up (``timing.resolve_batch_time``); llmsched's log
-lines go to vLLM's log handlers at INFO.
+still taken up promptly) instead of spinning the engine. The policy's batch-time model is chosen at start-up
+(``timing.resolve_batch_time``); llmsched's log lines go to vLLM's log handlers at INFO.
 
 vLLM's prefix caching is switched off (the policies' KV accounting has no shared prefixes), and so are vLLM's own
 admission gates (``scheduler_reserve_full_isl``, the KV ``watermark``: admission is the policy's); the queue must

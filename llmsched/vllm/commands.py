@@ -134,7 +134,8 @@ def cmd_profile(args) -> int:
     print(f"fit: {report}; between steps (update, detokenisation, engine loop): "
           f"{between_steps(cols) * 100:.0f}% of a step's cycle (median)")
     print(f"wrote {path}")
-    print(f"the plug-in uses it for this model on this machine{' with LLMSCHED_PROFILE=' + args.name if args.name else ''}; "
+    how = f" with LLMSCHED_PROFILE={args.name}" if args.name else ""
+    print(f"the plug-in uses it for this model on this machine{how}; "
           f"simulate with --batch-time linear --bt-param file={path}")
     return 0
 
