@@ -116,8 +116,9 @@ def test_trace_workload_replays_rows_in_order(tmp_path):
     path = write(tmp_path, "arrived_at,num_prefill_tokens,num_decode_tokens\n10,1,9\n11,2,8\n14,3,7\n20,4,6\n")
     reqs = trace_workload(path).requests()
     assert [(r.arrival, r.prompt_len, r.output_len) for r in reqs] == [(0, 1, 9), (1, 2, 8), (4, 3, 7), (10, 4, 6)]
-    fast = trace_workload(path, target_rate=3.0, num_requests=2).requests()
-    assert [r.arrival for r in fast] == pytest.approx([0, 0.1]) and [r.prompt_len for r in fast] == [1, 2]
+    fast = trace_workload(path, target_rate=3.0, num_requests=3).requests()
+    # --rate is the mean rate of what is replayed: the prefix's own span, not the whole trace's
+    assert [r.arrival for r in fast] == pytest.approx([0, 1 / 6, 4 / 6]) and [r.prompt_len for r in fast] == [1, 2, 3]
     with pytest.raises(ValueError, match="only 4"):
         trace_workload(path, num_requests=5).requests()
     with pytest.raises(ValueError, match="without arrival times"):
