@@ -35,6 +35,14 @@ from ..request import DEFAULT_TIER, Tier
 from ..workload.tiers import parse_tiers
 
 TIER_KEY = "tier"  # SamplingParams.extra_args key (OpenAI API: extra_body={"vllm_xargs": {"tier": "paid"}})
+PLUGIN_VARIABLES = ("LLMSCHED_CONFIG", "LLMSCHED_SCHEDULER", "LLMSCHED_PARAMS", "LLMSCHED_SCHEDULER_PARAMS",
+                    "LLMSCHED_TIERS", "LLMSCHED_DEFAULT_TIER", "LLMSCHED_ORACLE", "LLMSCHED_PROFILE",
+                    "LLMSCHED_RECORD_DIR", "LLMSCHED_ARRIVAL")
+# llmsched's other variables (data and cache folders, test switches): not the plug-in's, but not typos either
+OTHER_VARIABLES = ("LLMSCHED_DATA", "LLMSCHED_CACHE", "LLMSCHED_PROFILES", "LLMSCHED_FUZZ_COUNT", "LLMSCHED_FUZZ_SEED",
+                   "LLMSCHED_FUZZ_FIRST", "LLMSCHED_REQUIRE_VLLM", "LLMSCHED_REQUIRE_RAY",
+                   "LLMSCHED_VLLM_ALL_SCHEDULERS")
+TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 @dataclass
@@ -57,6 +65,7 @@ class Settings:
 def load_settings(env=None, **overrides) -> Settings:
     """Settings from ``env`` (default ``os.environ``), its ``LLMSCHED_CONFIG`` file, then ``overrides``."""
     env = os.environ if env is None else env
+    check_variable_names(env)
     data: dict = {}
     if env.get("LLMSCHED_CONFIG"):
         from ..experiment import load_config
@@ -78,7 +87,7 @@ def load_settings(env=None, **overrides) -> Settings:
             raise ValueError(f"LLMSCHED_PARAMS: {e} (write e.g. 'token_budget=256 capacity=token')") from None
         data["scheduler_params"] = {**data.get("scheduler_params", {}), **given}
     if env.get("LLMSCHED_ORACLE"):
-        data["oracle"] = env["LLMSCHED_ORACLE"].lower() in ("1", "true", "yes")
+        data["oracle"] = parse_switch("LLMSCHED_ORACLE", env["LLMSCHED_ORACLE"])
     data.update({k: v for k, v in overrides.items() if v is not None})
     known = {"scheduler", "scheduler_params", "tiers", "default_tier", "oracle", "profile", "record_dir", "arrival"}
     unknown = sorted(set(data) - known)
@@ -91,6 +100,12 @@ def load_settings(env=None, **overrides) -> Settings:
     params = data.get("scheduler_params") or {}
     if not isinstance(params, dict):
         raise ValueError(f"scheduler_params must be a mapping of parameter names to values, got {params!r}")
+    if not isinstance(data.get("oracle", False), bool):
+        raise ValueError(f"oracle = {data['oracle']!r} in {env.get('LLMSCHED_CONFIG')}: write true or false")
+    scheduler = data.get("scheduler", "vllm-chunked")
+    if not isinstance(scheduler, str):
+        raise ValueError(f"scheduler = {scheduler!r}: give a scheduler name (see `llmsched presets`)")
+    params = check_scheduler_params(scheduler, params)
     tiers = data.get("tiers")
     tiers = parse_tiers(tiers) if isinstance(tiers, str) else tuple(tiers or (DEFAULT_TIER,))
     by_name = {t.name: t for t in tiers}
@@ -99,8 +114,8 @@ def load_settings(env=None, **overrides) -> Settings:
         default = default.name
     if default not in by_name:
         raise ValueError(f"default tier {default!r} is not among the configured tiers {', '.join(by_name)}")
-    return Settings(scheduler=data.get("scheduler", "vllm-chunked"), scheduler_params=params, tiers=tiers,
-                    default_tier=by_name[default], oracle=bool(data.get("oracle", False)),
+    return Settings(scheduler=scheduler, scheduler_params=params, tiers=tiers,
+                    default_tier=by_name[default], oracle=data.get("oracle", False),
                     profile=data.get("profile"), record_dir=data.get("record_dir"), arrival=arrival)
 
 
@@ -113,3 +128,29 @@ def tier_of(extra_args: dict | None, settings: Settings) -> tuple[Tier, bool]:
         if t.name == name:
             return t, True
     return settings.default_tier, False
+
+
+def check_variable_names(env) -> None:
+    """An ``LLMSCHED_*`` variable the plug-in does not know is most likely a typo: refuse it rather than ignore it."""
+    import difflib
+    for name in env:
+        if name.startswith("LLMSCHED_") and name not in PLUGIN_VARIABLES + OTHER_VARIABLES:
+            near = difflib.get_close_matches(name, PLUGIN_VARIABLES, n=1)
+            hint = f"did you mean {near[0]}? " if near else ""
+            raise ValueError(f"environment variable {name}: llmsched does not know it; {hint}the plug-in reads "
+                             f"{', '.join(PLUGIN_VARIABLES)}")
+
+
+def parse_switch(name: str, text: str) -> bool:
+    low = text.strip().lower()
+    if low in TRUE_WORDS + FALSE_WORDS:
+        return low in TRUE_WORDS
+    raise ValueError(f"{name}={text!r}: write 1/true/yes/on or 0/false/no/off")
+
+
+def check_scheduler_params(scheduler: str, params: dict) -> dict:
+    """The policy's parameters checked by name and by type against its defaults, as run configs are."""
+    from ..config_fields import check_params
+    from ..schedulers.registry import scheduler_info
+    return check_params(f"scheduler {scheduler!r}", params, scheduler_info(scheduler)["params"],
+                        "LLMSCHED_PARAMS / LLMSCHED_SCHEDULER_PARAMS")
