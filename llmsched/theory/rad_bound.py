@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ..argtypes import count, positive
 from ..batchtime.registry import make_batch_time_model
 from ..hardware.gpus import gpu as gpu_preset
 from ..hardware.models import model as model_preset
@@ -34,15 +35,15 @@ def add_arguments(p) -> None:
     p.add_argument("--batch-time", default="roofline-staircase",
                    help="batch-time model kind, as the simulator's --batch-time (default roofline-staircase)")
     p.add_argument("--replicas", type=int, default=1, help="r, identical replicas (default 1)")
-    p.add_argument("--max-total-tokens", type=int, default=None, help="cap prompt+output (as the simulator)")
+    p.add_argument("--max-total-tokens", type=count, default=None, help="cap prompt+output (as the simulator)")
     p.add_argument("--tile-prompts", action="store_true",
                    help="round prompts up to a multiple of t*_lcm (the paper's Assumption 3)")
     p.add_argument("--convention", choices=("engine", "theory"), default="engine",
                    help="engine: L^D−1 decodes (the simulator); theory: L^D decodes (the paper's count)")
     p.add_argument("--samples", type=int, default=20000, help="Monte-Carlo samples of the lengths (default 20000)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--n", type=int, default=None, help="RAD's cycle parameter: check Theorem 2 at --rate")
-    p.add_argument("--rate", type=float, default=None, help="arrival rate (req/s) for the Theorem 2 check")
+    p.add_argument("--n", type=count, default=None, help="RAD's cycle parameter: check Theorem 2 at --rate")
+    p.add_argument("--rate", type=positive, default=None, help="arrival rate (req/s) for the Theorem 2 check")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
