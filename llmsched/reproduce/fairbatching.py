@@ -178,8 +178,7 @@ def capacity_base(model: str, trace: str, system: System, ttft: float, tpot: flo
     """The run ``make_requests`` + ``run_point`` describe, as a RunConfig that llmsched.capacity can probe, but
     ``probe_s`` seconds long (a few hundred requests are too few for a stability verdict: bursty arrivals swing
     the outstanding work more than a short window can average): the trace's head with its arrivals rescaled to
-    the rate (over the whole trace's mean, where make_requests rescales the head's) and ``probe_s`` × ``rate``
-    requests, or the length preset with gamma arrivals (cv 2) for ``probe_s`` seconds."""
+    the rate (by ``trace_workload``, as any --trace run) and ``probe_s`` × ``rate`` requests, or the length preset with gamma arrivals (cv 2) for ``probe_s`` seconds."""
     name, gpu = MODELS[model]
     file, preset, _ = TRACES[trace]
     params = {**dict(system.params), **_slo_params(Point(model, trace, system, rate, 1, ttft, tpot))}
