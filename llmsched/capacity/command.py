@@ -35,12 +35,7 @@ def add_capacity_command(sub) -> None:
     p.add_argument("--seeds", type=int, default=1, help="seeds per probe (--seed, --seed+1, ...); a probe meets "
                                                         "only if every seed does (default 1)")
     p.add_argument("--max-rate", type=float, default=None, help="never probe above this rate (default 1024x start)")
-    p.add_argument("--jobs", type=int, default=None, help="parallel probes (default: CPU count)")
-    p.add_argument("--executor", default="local", choices=("local", "ray"), help="local process pool or Ray tasks")
-    p.add_argument("--ray-address", default=None, help="Ray cluster address (HOST:PORT, ray://HOST:10001, auto); "
-                                                       "default: start a local Ray")
-    p.add_argument("--cache", default=None, help=f"probe cache folder (default {default_dir()})")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the probe cache")
+    add_probe_options(p)
     p.add_argument("--out", default=None, help="write capacity.json, capacity.csv and capacity.png here")
     add_run_options(p, exclude=("horizon", "rate_schedule"))
     p.set_defaults(func=cmd_capacity)
@@ -89,3 +84,13 @@ def cmd_capacity(args) -> int:
         files = write(Path(args.out), results, slos, context)
         print(f"wrote {', '.join(f'{args.out}/{f}' for f in files)}")
     return 0
+
+
+def add_probe_options(p) -> None:
+    """Where probes run and whether they are cached: the same options for `capacity` and `plan`."""
+    p.add_argument("--jobs", type=int, default=None, help="parallel probes (default: CPU count)")
+    p.add_argument("--executor", default="local", choices=("local", "ray"), help="local process pool or Ray tasks")
+    p.add_argument("--ray-address", default=None, help="Ray cluster address (HOST:PORT, ray://HOST:10001, auto); "
+                                                       "default: start a local Ray")
+    p.add_argument("--cache", default=None, help=f"probe cache folder (default {default_dir()})")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the probe cache")

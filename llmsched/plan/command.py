@@ -8,8 +8,8 @@ import shlex
 import sys
 import time
 
-from ..capacity.cache import ProbeCache, default_dir
-from ..capacity.command import parse_slo_args
+from ..capacity.cache import ProbeCache
+from ..capacity.command import add_probe_options, parse_slo_args
 from ..capacity.probe import check_base
 from ..capacity.slo import RATIOS, canonical_metric, valid_metrics
 from ..experiment import build_source
@@ -57,12 +57,7 @@ def add_plan_command(sub) -> None:
     p.add_argument("--report", default=None, help="write one self-contained HTML page here")
     p.add_argument("--json", dest="json_out", default=None, help="write every candidate, probe and deployment "
                                                                  "as JSON here")
-    p.add_argument("--jobs", type=int, default=None, help="parallel probes (default: CPU count)")
-    p.add_argument("--executor", default="local", choices=("local", "ray"), help="local process pool or Ray tasks")
-    p.add_argument("--ray-address", default=None, help="Ray cluster address (HOST:PORT, ray://HOST:10001, auto); "
-                                                       "default: start a local Ray")
-    p.add_argument("--cache", default=None, help=f"probe cache folder (default {default_dir()})")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the probe cache")
+    add_probe_options(p)
     add_run_options(p, exclude=EXCLUDED)
     p.set_defaults(func=cmd_plan)
 
