@@ -12,14 +12,12 @@ cannot.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from multiprocessing import get_context
-from pathlib import Path
 
 import numpy as np
 
@@ -34,6 +32,7 @@ from ..sim.simulator import simulate
 from ..workload.arrivals import TraceReplay
 from ..workload.traces import DataFileNotFound, read_trace
 from ..workload.workload import OpenLoop, named_workload
+from ..results_file import write_results
 
 NAME = "fairbatching"
 HELP = "seed 002 FairBatching: single-node and cluster capacity, SLO sweep, ablations (simulated)"
@@ -470,10 +469,7 @@ def run(args) -> int:
     out = reproduce(args)
     print(report(out))
     if args.out:
-        path = Path(args.out)
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "results.json").write_text(json.dumps(out, indent=1, default=float) + "\n")
-        print(f"wrote {path / 'results.json'}")
+        print(f"wrote {write_results(args.out, out)}")
     return 0
 
 

@@ -39,7 +39,6 @@ import math
 import time
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 
@@ -53,6 +52,7 @@ from ..routers import make_router
 from ..sim.simulator import simulate
 from ..workload.presets import LENGTH_PRESETS
 from ..workload.traces import DataFileNotFound, resolve_data_file
+from ..results_file import write_results
 
 NAME = "fairbatching-ablation"
 HELP = "seed 002 FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla with one factor changed at a time"
@@ -397,8 +397,5 @@ def run(args) -> int:
     out = ablate(settings(args))
     print(report(out))
     if args.out:
-        path = Path(args.out)
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "results.json").write_text(json.dumps(out, indent=1, default=float) + "\n")
-        print(f"wrote {path / 'results.json'}")
+        print(f"wrote {write_results(args.out, out)}")
     return 0

@@ -6,10 +6,8 @@ Every number is simulated here with InferMax's own cost model (the authors' Vidu
 """
 from __future__ import annotations
 
-import json
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -25,6 +23,7 @@ from ..schedulers import create_scheduler
 from ..sim.simulator import simulate
 from ..workload.traces import read_trace, resolve_data_file
 from ..workload.workload import OpenLoop
+from ..results_file import write_results
 
 NAME = "infermax"
 HELP = ("seed 001: §4 grid (contention, eviction vs eviction-free, memory M, length ranking), §5.1 optimal schedules "
@@ -273,7 +272,5 @@ def run(args) -> int:
         print(table(out["trace"], ["scheduler", "requests", "finished", "latency_s", "evictions", "mean_ttft_s",
                                    "steps", "wall_s"]) + "\n")
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "results.json").write_text(json.dumps(out, indent=2, default=float) + "\n")
-        print(f"wrote {Path(args.out) / 'results.json'}")
+        print(f"wrote {write_results(args.out, out, indent=2)}")
     return 0

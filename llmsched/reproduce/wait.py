@@ -20,8 +20,6 @@
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 from ..wait.authors import compare_authors
 from ..wait.capacities import lmsys_capacities
@@ -30,6 +28,7 @@ from ..wait.experiments import (SETTINGS, compare_setting, lmsys_lengths, overfl
 from ..wait.extensions import segment_design, time_varying
 from ..wait.setup import scheduler_types
 from ..wait.workloads import WAIT_WORKLOADS
+from ..results_file import write_results
 
 NAME = "wait"
 HELP = "seed 003: Example 2, Thm 1 scaling, Nested WAIT overflow ≤ δ, WAIT/Nested WAIT vs vLLM and Sarathi"
@@ -117,8 +116,7 @@ def run(args) -> int:
 
 def _write(args, out: dict) -> None:
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "results.json").write_text(json.dumps(out, indent=2) + "\n")
+        write_results(args.out, out, indent=2)
 
 
 RESERVE_KEYS = ["workload", "scheduler", "admission", "finished", "throughput_tok_s", "window_tok_s", "latency_s",
