@@ -33,7 +33,7 @@ from ..wait.reserve import ReservingCohortPlan, segment_need
 from ..wait.fluid import Overloaded, fluid
 from ..wait.nested import nested_thresholds, segments
 from ..wait.setup import iteration_coefficients, parse_thresholds, scheduler_types
-from ..wait.thresholds import RandomisedThresholds, fluid_or_memory_means, nested_violations
+from ..wait.thresholds import RandomisedThresholds, fluid_or_memory_means, nested_violations, report_violations
 from .base import Scheduler
 from .registry import register
 
@@ -113,15 +113,8 @@ class NestedWait(Scheduler):
             return []
         d0, d1 = iteration_coefficients(self.d0, self.d1, view)
         memory = view.total_blocks * view.block_size
-        bad = nested_violations(self.segments_, n, self._prompt, d0, d1, memory)
-        if bad:
-            msg = (f"nested-wait thresholds {[round(x, 3) for x in n]} break seed 003's conditions at d0={d0:.4g}, "
-                   f"d1={d1:.4g}, M={memory}: {'; '.join(bad)}; use rule=fluid-random (fluid means, seeded draws) "
-                   f"or more KV memory")
-            if self.strict:
-                raise ValueError(msg)
-            warnings.warn(msg, stacklevel=2)
-        return bad
+        return report_violations("nested-wait", n, nested_violations(self.segments_, n, self._prompt, d0, d1, memory),
+                                 d0, d1, memory, self.strict)
 
     def _thresholds(self, view, total_rate: float) -> list[int]:
         segs = self.segments_

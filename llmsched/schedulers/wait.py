@@ -23,7 +23,7 @@ from ..wait.cohorts import CohortPlan
 from ..wait.reserve import ProfileCohortPlan
 from ..wait.fluid import batch_cap_thresholds, wait_thresholds
 from ..wait.setup import iteration_coefficients, parse_thresholds, scheduler_types
-from ..wait.thresholds import RandomisedThresholds, fluid_or_memory_means, wait_violations
+from ..wait.thresholds import RandomisedThresholds, fluid_or_memory_means, report_violations, wait_violations
 from .base import Scheduler
 from .registry import register
 
@@ -105,15 +105,8 @@ class Wait(Scheduler):
         if not self.d0 and view.batch_time is None:
             return []
         d0, d1 = iteration_coefficients(self.d0, self.d1, view)
-        bad = wait_violations(types, n, d0, d1, memory)
-        if bad:
-            msg = (f"wait thresholds {[round(x, 3) for x in n]} break seed 003's conditions (11) at d0={d0:.4g}, "
-                   f"d1={d1:.4g}, M={memory}: {'; '.join(bad)}; use rule=fluid-random (fluid means, seeded draws) "
-                   f"or more KV memory")
-            if self.strict:
-                raise ValueError(msg)
-            warnings.warn(msg, stacklevel=2)
-        return bad
+        return report_violations("wait", n, wait_violations(types, n, d0, d1, memory), d0, d1, memory,
+                                 self.strict, "(11)")
 
     def type_of(self, req, view) -> int:
         j = self._type.get(req.id)

@@ -12,6 +12,7 @@ expectation with strict margin ε, and (11b) with x_j = λ_j·τ, τ = (1+ε)·T
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -114,3 +115,17 @@ def fluid_or_memory_means(kind: str, types: list[PromptType], segs: list[Segment
         base = [s.rate * (1 + slack) ** i for i, s in enumerate(segs)]
         kv = [s.stages * (prompt + (s.first + s.last) / 2) for s in segs]
         return memory_scaled(base, [s.stages for s in segs], kv, memory, seats), True
+
+
+def report_violations(policy: str, n: list[float], bad: list[str], d0: float, d1: float, memory: float,
+                      strict: bool, conditions: str = "") -> list[str]:
+    """Tell the user about thresholds that break seed 003's conditions: a warning, or (``strict``) an error."""
+    if bad:
+        which = f" {conditions}" if conditions else ""
+        msg = (f"{policy} thresholds {[round(x, 3) for x in n]} break seed 003's conditions{which} at d0={d0:.4g}, "
+               f"d1={d1:.4g}, M={memory}: {'; '.join(bad)}; use rule=fluid-random (fluid means, seeded draws) "
+               f"or more KV memory")
+        if strict:
+            raise ValueError(msg)
+        warnings.warn(msg, stacklevel=3)
+    return bad
