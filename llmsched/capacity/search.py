@@ -14,7 +14,8 @@ import math
 from dataclasses import dataclass, field
 
 from ..experiment import RunConfig
-from .probe import Probe, check_base, make_probe, measure_all, min_rate, probe_config
+from .lockstep import run_lockstep
+from .probe import Probe, check_base, make_probe, min_rate, probe_config
 from .slo import RATIOS, SLO
 
 MIN_RATE_FACTOR = 2.0 ** -10  # give up halving 1024x below the start
@@ -94,7 +95,7 @@ def find_capacities(bases: dict[str, RunConfig], slos: list[SLO], resolution: fl
     seeds = tuple(seeds)
     if not seeds:
         raise ValueError("capacity needs at least one seed")
-    gens, pending, probes, units = {}, {}, {}, {}
+    searches, probes, units = {}, {}, {}
     for label, base in bases.items():
         check_base(base)
         integer = base.concurrency is not None
@@ -102,29 +103,17 @@ def find_capacities(bases: dict[str, RunConfig], slos: list[SLO], resolution: fl
         top = max_rate or x0 * MAX_RATE_FACTOR
         if not (x0 > 0 and top >= x0):
             raise ValueError(f"capacity: start {x0:g} must be positive and at most max_rate {top:g}")
-        gens[label] = _search(x0, resolution, integer, max(x0 * MIN_RATE_FACTOR, min_rate(base)), top)
-        pending[label] = next(gens[label])
+        searches[label] = _search(x0, resolution, integer, max(x0 * MIN_RATE_FACTOR, min_rate(base)), top)
         probes[label], units[label] = [], "concurrency" if integer else "req/s"
-    results: dict[str, CapacityResult] = {}
-    bar = _bar(progress)
-    while pending:
-        labels = list(pending)
-        configs = [probe_config(bases[lab], pending[lab], s) for lab in labels for s in seeds]
-        records = measure_all(configs, executor, cache)
-        for i, lab in enumerate(labels):
-            probe = make_probe(pending[lab], seeds, records[i * len(seeds):(i + 1) * len(seeds)], slos)
-            probes[lab].append(probe)
-            if bar is not None:
-                bar.update()
-                bar.set_postfix_str(f"{lab} {probe.rate:g} {'meets' if probe.meets else 'fails'}")
-            try:
-                pending[lab] = gens[lab].send(probe)
-            except StopIteration as stop:
-                del pending[lab]
-                results[lab] = _result(lab, units[lab], resolution, probes[lab], stop.value, slos)
-    if bar is not None:
-        bar.close()
-    return {lab: results[lab] for lab in bases}
+
+    def record(label, rate, probe, configs):
+        probes[label].append(probe)
+        return f"{label} {probe.rate:g} {'meets' if probe.meets else 'fails'}"
+
+    ends = run_lockstep(searches, lambda label, rate: [probe_config(bases[label], rate, s) for s in seeds],
+                        lambda label, rate, records: make_probe(rate, seeds, records, slos), executor, cache,
+                        record, "capacity" if progress else None)
+    return {lab: _result(lab, units[lab], resolution, probes[lab], ends[lab], slos) for lab in bases}
 
 
 def _result(label, unit, resolution, probes, ends, slos) -> CapacityResult:
@@ -144,10 +133,3 @@ def find_capacity(base: RunConfig, slos: list[SLO], resolution: float = 0.02, se
     """The capacity of one deployment: see the module docstring."""
     return find_capacities({base.scheduler: base}, slos, resolution, seeds, executor, cache, progress, start,
                            max_rate)[base.scheduler]
-
-
-def _bar(progress: bool):
-    if not progress:
-        return None
-    from tqdm import tqdm
-    return tqdm(unit="probe", desc="capacity", leave=False)

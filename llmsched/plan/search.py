@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..capacity.probe import Probe, make_probe, measure_all, probe_config
+from ..capacity.lockstep import run_lockstep
+from ..capacity.probe import Probe, make_probe, probe_config
 from ..experiment import RunConfig
 from .prune import Screened
 
@@ -53,35 +54,22 @@ def search_replicas(screened: list[Screened], bases: dict[str, RunConfig], slos,
                     executor=None, cache=None, progress: bool = False) -> list[Searched]:
     """Search every unpruned candidate; ``bases`` maps scheduler name -> its run options."""
     out = [Searched(s) for s in screened if not s.pruned]
-    gens, pending = {}, {}
+    searches = {i: _search(item.screened.min_replicas, item.screened.rate, max_replicas)
+                for i, item in enumerate(out)}
+
+    def configs_for(i, replicas):
+        s = out[i].screened
+        cfg = s.candidate.config(bases[s.candidate.scheduler], s.rate, replicas)
+        return [probe_config(cfg, s.rate, seed) for seed in seeds]
+
+    def record(i, replicas, probe, configs):
+        out[i].probes[replicas] = probe
+        out[i].configs[replicas] = configs[0]
+        return f"{out[i].screened.candidate.label} x{replicas} {'meets' if probe.meets else 'fails'}"
+
+    answers = run_lockstep(searches, configs_for,
+                           lambda i, replicas, records: make_probe(out[i].screened.rate, seeds, records, slos),
+                           executor, cache, record, "plan" if progress else None)
     for i, item in enumerate(out):
-        gens[i] = _search(item.screened.min_replicas, item.screened.rate, max_replicas)
-        pending[i] = next(gens[i])
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(unit="probe", desc="plan", leave=False)
-    while pending:
-        keys = list(pending)
-        configs = []
-        for i in keys:
-            s = out[i].screened
-            cfg = s.candidate.config(bases[s.candidate.scheduler], s.rate, pending[i])
-            configs.extend(probe_config(cfg, s.rate, seed) for seed in seeds)
-        records = measure_all(configs, executor, cache)
-        for j, i in enumerate(keys):
-            r = pending[i]
-            probe = make_probe(out[i].screened.rate, seeds, records[j * len(seeds):(j + 1) * len(seeds)], slos)
-            out[i].probes[r] = probe
-            out[i].configs[r] = configs[j * len(seeds)]
-            if bar is not None:
-                bar.update()
-                bar.set_postfix_str(f"{out[i].screened.candidate.label} x{r} {'meets' if probe.meets else 'fails'}")
-            try:
-                pending[i] = gens[i].send(probe)
-            except StopIteration as stop:
-                del pending[i]
-                out[i].replicas = stop.value
-    if bar is not None:
-        bar.close()
+        item.replicas = answers[i]
     return out
