@@ -98,6 +98,7 @@ FIELDS: dict[str, Field] = {
     "warmup": Field("float", low=0, high=MAX_SECONDS, hint="seconds"),
     "cooldown": Field("float", low=0, high=MAX_SECONDS, hint="seconds"),
     "keep_gaps": Field("bool"),
+    "fast_forward": Field("bool"),
     "seed": Field("int", low=0, high=2**63 - 1),
 }
 
@@ -142,7 +143,7 @@ class Origin:
 
 
 API = Origin()
-CLI_NAMES = {"scheduler_params": "--param", "batch_time_params": "--bt-param", "keep_gaps": "--sketch"}
+CLI_NAMES = {"scheduler_params": "--param", "batch_time_params": "--bt-param", "keep_gaps": "--sketch", "fast_forward": "--no-fast-forward"}
 
 
 def shown(value) -> str:

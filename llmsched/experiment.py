@@ -69,6 +69,7 @@ class RunConfig:
     warmup: float = 0.0
     cooldown: float = 0.0
     keep_gaps: bool = True
+    fast_forward: bool = True  # fast-forward runs of decode-only steps (identical results; docs/simulator.md)
     seed: int = 0
 
     def __post_init__(self):
@@ -168,7 +169,8 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None) -> list[
         num_blocks=num_blocks, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
         max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len or m.max_model_len,
         preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
-        swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow)
+        swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow,
+        fast_forward=cfg.fast_forward)
     steps = StepLog()
     params = {**(workload_params or {}), **cfg.scheduler_params}
     try:

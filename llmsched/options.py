@@ -71,6 +71,9 @@ def add_run_options(p: argparse.ArgumentParser, exclude=()) -> None:
                    help="let schedulers read true output lengths (off by default)")
     g.add_argument("--sketch", action="store_true",
                    help="keep TBT samples only as quantile sketches (for runs of millions of requests)")
+    g.add_argument("--no-fast-forward", dest="no_fast_forward", action="store_true",
+                   help="step every decode-only step through the policy instead of fast-forwarding runs of them "
+                        "(the same results, slower; for checking)")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(excluded_run_options=tuple(exclude))
 
@@ -104,6 +107,9 @@ def config_with_origins(args) -> tuple[dict, dict[str, Origin]]:
     if args.sketch:
         data["keep_gaps"] = False
         origins["keep_gaps"] = CLI
+    if getattr(args, "no_fast_forward", False):
+        data["fast_forward"] = False
+        origins["fast_forward"] = CLI
     if args.bt_param:
         data["batch_time_params"] = {**data.get("batch_time_params", {}), **parse_params(args.bt_param, "--bt-param")}
         origins["batch_time_params"] = CLI

@@ -185,8 +185,8 @@ def _watch_idle(rep, idle: list):
     time: nothing but a later arrival could restart it, so its work would wait on unrelated traffic."""
     start_step = rep.start_step
 
-    def watched(now):
-        d = start_step(now)
+    def watched(now, until=None, horizon=None):
+        d = start_step(now, until, horizon)
         if d is None and rep.wake_at is None and rep.num_outstanding:
             idle.append((rep.index, now, len(rep.waiting), len(rep.running), len(rep.swapped)))
         return d

@@ -40,10 +40,24 @@ class BatchTimeModel(ABC):
     """Predicts the duration of one engine step. Must be monotone in tokens and in context."""
 
     name: str = "?"
+    # True when a decode-only step's time depends on its decodes only through their count and context sum, so
+    # the simulator may fast-forward runs of decode-only steps through decode_sum_time (docs/simulator.md)
+    decode_sum_only: bool = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "step_time" in cls.__dict__ and "decode_sum_only" not in cls.__dict__:
+            cls.decode_sum_only = False  # a new step_time must declare the property itself
 
     @abstractmethod
     def step_time(self, batch: Batch) -> float:
         """Seconds the step takes."""
+
+    def decode_sum_time(self, num_decodes: int, context_sum: int) -> float:
+        """A decode-only step of ``num_decodes`` decodes whose contexts sum to ``context_sum``: exactly the float
+        ``step_time`` gives for any such batch, for models with ``decode_sum_only``."""
+        assert self.decode_sum_only, f"batch-time model {self.name!r} does not reduce decodes to their sum"
+        return self.step_time(Batch([], [], [context_sum] + [0] * (num_decodes - 1)))
 
     def describe(self) -> dict:
         """Parameters and provenance, for run metadata and ``llmsched presets``."""

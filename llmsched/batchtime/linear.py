@@ -81,6 +81,7 @@ class LinearBatchTime(BatchTimeModel):
     """``const + per_token·τ + per_context·Σcontext + per_prefill·#prefills + Σ extra[k]·term_k`` seconds."""
 
     name = "linear"
+    decode_sum_only = True  # step_time reads decodes through len() and sum() only
 
     def __init__(self, const: float = 0.0, per_token: float = 0.0, per_context: float = 0.0,
                  per_prefill: float = 0.0, extra: Mapping[str, float] | None = None, *, t_col: int = 128,

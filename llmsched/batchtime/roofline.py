@@ -191,11 +191,19 @@ class RooflineBatchTime(BatchTimeModel):
             return a if a > b else b
         return (a ** p + b ** p) ** (1.0 / p)
 
+    decode_sum_only = True
+
     def step_time(self, batch: Batch) -> float:
         prefill_new, decode_ctx = batch.prefill_new, batch.decode_ctx
         n_decodes = len(decode_ctx)
-        rows = n_decodes + len(prefill_new)
-        tokens = sum(prefill_new) + n_decodes
+        return self._time(n_decodes + len(prefill_new), sum(prefill_new) + n_decodes, n_decodes,
+                          sum(decode_ctx) if n_decodes else 0, prefill_new, batch.prefill_ctx)
+
+    def decode_sum_time(self, num_decodes: int, context_sum: int) -> float:
+        return self._time(num_decodes, num_decodes, num_decodes, context_sum, (), ())
+
+    def _time(self, rows: int, tokens: int, n_decodes: int, decode_ctx_sum: int, prefill_new, prefill_ctx) -> float:
+        """The step time of a batch given by its totals and its prefill chunks (one formula for both paths)."""
         if tokens == 0:
             return 0.0
         compute_tokens = -(-tokens // self.t_col) * self.t_col if self.staircase else tokens
@@ -208,10 +216,10 @@ class RooflineBatchTime(BatchTimeModel):
             t = self._smax(a, b) + self._smax(h, w)
         t += (self._layers_const if self._host else self._const) + rows * self.per_seq_overhead + tokens * self._elem
         if n_decodes:
-            t += sum(decode_ctx) * self._kv_decode
+            t += decode_ctx_sum * self._kv_decode
         if prefill_new:
             attn_c, kv_read = self._attn_c, self._kv_read
-            for c, ctx in zip(prefill_new, batch.prefill_ctx):
+            for c, ctx in zip(prefill_new, prefill_ctx):
                 f = (c * ctx + c * (c + 1) * 0.5) * attn_c
                 r = (ctx + c) * kv_read
                 t += f if f > r else r

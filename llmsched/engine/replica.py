@@ -10,18 +10,16 @@ import math
 from array import array
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..batchtime.base import Batch, BatchTimeModel
 from ..metrics.steps import StepLog
 from ..request import Request, Status
 from .blocks import BlockManager, SwapSpace
+from .decode_run import fast_forward_decodes
 from .errors import PlanError
 from .plan import BatchPlan
+from .policy import Policy
 from .view import ReplicaView
-
-if TYPE_CHECKING:
-    from ..schedulers.base import Scheduler
 
 WAITING, RUNNING, SWAPPED = Status.WAITING, Status.RUNNING, Status.SWAPPED
 FINISHED, REJECTED = Status.FINISHED, Status.REJECTED
@@ -46,6 +44,9 @@ class ReplicaConfig:
     # tokens lost), "evict-newest-recompute" keeps their tokens and re-prefills them (vLLM/Vidur)
     overflow: str = "error"
     check_invariants: bool = False  # full KV accounting check after every step (tests)
+    # advance runs of identical decode-only steps in one go when the policy declares steady_decodes (same results
+    # as stepping; False steps every time, for the identity check)
+    fast_forward: bool = True
 
     def __post_init__(self):
         for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
@@ -61,7 +62,7 @@ class ReplicaConfig:
 
 
 class Replica:
-    def __init__(self, index: int, scheduler: "Scheduler", batch_time: BatchTimeModel,
+    def __init__(self, index: int, scheduler: Policy, batch_time: BatchTimeModel,
                  config: ReplicaConfig, steps: StepLog | None = None):
         if scheduler.needs_oracle and not config.oracle:
             raise ValueError(f"scheduler {scheduler.name!r} decides from true output lengths: "
@@ -95,6 +96,9 @@ class Replica:
         self._step_preempted = 0
         self._batch: Batch | None = None
         self.max_blocks = min(config.num_blocks, self.kv.blocks_for(config.max_model_len))
+        self.step_end = math.nan  # when the step in flight ends
+        self._folds = (config.fast_forward and getattr(scheduler, "steady_decodes", False)
+                       and batch_time.decode_sum_only)
 
     # --- arrivals ---------------------------------------------------------
     def add(self, req: Request, now: float) -> bool:
@@ -128,9 +132,12 @@ class Replica:
         return len(self.waiting) + len(self.running) + len(self.swapped)
 
     # --- a step -----------------------------------------------------------
-    def start_step(self, now: float) -> float | None:
+    def start_step(self, now: float, until: float | None = None, horizon: float | None = None) -> float | None:
         """Ask the policy and launch its plan. Returns the step duration, or None if idle
-        (then ``wake_at`` says when to ask again, None meaning at the next arrival)."""
+        (then ``wake_at`` says when to ask again, None meaning at the next arrival); the step ends at ``step_end``.
+
+        ``until`` (the simulator's next event) allows fast-forwarding: steps that would start before ``until`` and
+        by ``horizon``, and would repeat this plan, are run at once; then the last of them is the step in flight."""
         assert not self.busy, "start_step while a step is running"
         self.now = now
         if self.swapped:
@@ -150,9 +157,15 @@ class Replica:
             return None
         duration = self._launch(plan, now)
         if duration is None:  # overflow evicted every request of the plan: ask the policy again
-            return self.start_step(now)
+            return self.start_step(now, until, horizon)
         self.busy = True
         self._step_start = now
+        self.step_end = now + duration
+        launched = self._plan
+        if (until is not None and self._folds and self.step_end < until and not launched.prefills
+                and not self._step_preempted and not self.waiting and not self.swapped
+                and len(launched.decodes) == len(self.running)):
+            duration = fast_forward_decodes(self, until, horizon)  # end_step checks the state it leaves
         return duration
 
     def _swap_in(self) -> None:
@@ -205,23 +218,25 @@ class Replica:
         swap_in: list[Request] = []
         grow: list[Request] = []  # requests that cross into a new block this step
         decode_ctx = []
+        append_ctx = decode_ctx.append
         for r in plan.decodes:
-            st = r.status
-            if st is not RUNNING:
-                if st is not SWAPPED or r.replica != index:
-                    self._fail("decodes must be running requests", f"request {r.id} is {st.name}")
+            if r.status is not RUNNING:
+                if r.status is not SWAPPED or r.replica != index:
+                    self._fail("decodes must be running requests", f"request {r.id} is {r.status.name}")
                 swap_in.append(r)
                 need += r.num_blocks
             if r.mark == stamp:
                 self._fail("a request may appear once per plan", f"request {r.id} listed twice or preempted")
             r.mark = stamp
             ctx = r.num_computed + 1
-            if r.num_generated == 0 or ctx != r.prompt_len + r.num_generated:
+            g = r.num_generated
+            if ctx != r.prompt_len + g or not g:
                 self._fail("a decode needs a request whose prompt is done and one token pending",
                            f"request {r.id}: computed {r.num_computed} of {r.num_tokens} tokens")
-            decode_ctx.append(ctx)
-            if ctx > r.num_blocks * bs:
-                need += -(-ctx // bs) - r.num_blocks
+            append_ctx(ctx)
+            held = r.num_blocks
+            if ctx > held * bs:
+                need += -(-ctx // bs) - held
                 grow.append(r)
 
         admit: list[Request] = []
@@ -384,8 +399,7 @@ class Replica:
         kv = self.kv
         for r in plan.decodes:
             r.num_computed += 1
-            g = r.num_generated + 1
-            r.num_generated = g
+            g = r.num_generated = r.num_generated + 1
             r.token_times.append(now)
             r.last_token = now
             if g == r.output_len:

@@ -6,19 +6,17 @@ mutate what it returns: sort with ``sorted()``, never ``list.sort()`` on these l
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
 
+from ..batchtime.base import BatchTimeModel
 from ..request import Request
-
-if TYPE_CHECKING:
-    from ..batchtime.base import BatchTimeModel
-    from .replica import Replica
 
 
 class ReplicaView:
+    """Reads its replica's state; it names no engine type, so the mechanism imports it and not the reverse."""
+
     __slots__ = ("_r",)
 
-    def __init__(self, replica: "Replica"):
+    def __init__(self, replica):
         self._r = replica
 
     # --- clock and queues -------------------------------------------------
@@ -107,7 +105,7 @@ class ReplicaView:
         return self._r.num_steps
 
     @property
-    def batch_time(self) -> "BatchTimeModel | None":
+    def batch_time(self) -> BatchTimeModel | None:
         """The replica's batch-time model, for policies that predict step times."""
         return self._r.batch_time
 

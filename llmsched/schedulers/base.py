@@ -21,6 +21,19 @@ class Scheduler:
     needs_oracle: ClassVar[bool] = False  # decides from true output lengths (runs only with oracle=True)
     chunks_prompts: ClassVar[bool] = True  # False: every prefill runs whole in one step (see prefill_limit)
     recompute_only: ClassVar[bool] = False  # True: the policy cannot run with preemption_mode="swap"
+    # True: once this policy decodes every running request and nothing else, with no request waiting or swapped,
+    # it returns that same plan at every step until a request arrives or finishes or a decode finds no free KV
+    # block (it reads neither the clock nor step times, and keeps no per-step state). The simulator then
+    # fast-forwards such runs of steps in one go, with identical results (docs/simulator.md).
+    steady_decodes: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if ("schedule" in cls.__dict__ or "on_step_end" in cls.__dict__) and "steady_decodes" not in cls.__dict__:
+            cls.steady_decodes = False  # a new decision rule must declare the property itself
+        if cls.steady_decodes and cls.on_step_end is not Scheduler.on_step_end:
+            raise TypeError(f"scheduler {cls.__name__} keeps per-step state (on_step_end): it cannot declare "
+                            f"steady_decodes")
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         raise NotImplementedError

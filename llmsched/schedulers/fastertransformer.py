@@ -23,6 +23,7 @@ class FasterTransformer(Scheduler):
     """
 
     name = "fastertransformer"
+    steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
     source = ("NVIDIA FasterTransformer, request-level batching; seed 000 Algorithm 3 (App. E.1, mode labels "
               "fixed as in spec §2.3); seed 001 §1.6 (static batching, reserve max_model_len)")
     chunks_prompts = False

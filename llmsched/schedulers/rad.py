@@ -88,6 +88,7 @@ class RAD(_TiledBase):
     """
 
     name = "rad"
+    steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
     source = "seed 000 (Bari, Hegde, de Veciana, POMACS 2025) §4.1 Algorithm 1, Theorem 2; spec §2.1"
     n: int = 1024
     t_row: int | None = None

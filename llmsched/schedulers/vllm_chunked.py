@@ -24,6 +24,7 @@ class VLLMChunked(Scheduler):
     name = "vllm-chunked"
     source = ("vLLM v1 scheduler with chunked prefill (vllm/v1/core/sched/scheduler.py); "
               "default max_num_batched_tokens 2048 for online serving; seed 002 baseline 'vLLM-vanilla'")
+    steady_decodes = True  # decides from queues and blocks only
     token_budget: int = 2048
 
     def __post_init__(self):
@@ -32,15 +33,20 @@ class VLLMChunked(Scheduler):
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()
+        decodes, prefills = plan.decodes, plan.prefills
         budget = min(self.token_budget, view.max_num_batched_tokens)
         free = view.free_blocks
+        bs = view.block_size
         running = view.running
         end = len(running)
         i = 0
         while i < end and budget > 0:
             r = running[i]
-            n = min(r.prompt_len + r.num_generated - r.num_computed, budget)
-            need = view.extra_blocks(r, r.num_computed + n)
+            computed, known = r.num_computed, r.prompt_len + r.num_generated
+            n = known - computed
+            if n > budget:
+                n = budget
+            need = -(-(computed + n) // bs) - r.num_blocks  # extra KV blocks for this step's tokens
             while need > free and end > i:
                 end -= 1
                 victim = running[end]
@@ -48,12 +54,13 @@ class VLLMChunked(Scheduler):
                 free += victim.num_blocks
             if end == i:
                 break
-            free -= need
+            if need > 0:
+                free -= need
             budget -= n
-            if r.num_computed + 1 == r.prompt_len + r.num_generated and r.num_generated:
-                plan.decodes.append(r)
+            if computed + 1 == known and r.num_generated:
+                decodes.append(r)
             else:
-                plan.prefills.append((r, n))
+                prefills.append((r, n))
             i += 1
         if plan.preempt:
             return plan

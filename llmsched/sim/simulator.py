@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -80,9 +81,9 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     def start(rep: Replica, t: float):
         """Ask ``rep`` for a step; requests its policy rejected leave now (their callbacks may refill a loop)."""
         nonlocal seq
-        d = rep.start_step(t)
+        d = rep.start_step(t, heap[0][0] if heap else math.inf, horizon)
         if d is not None:
-            heapq.heappush(heap, (t + d, seq, STEP_END, rep))
+            heapq.heappush(heap, (rep.step_end, seq, STEP_END, rep))
             seq += 1
         elif rep.wake_at is not None:
             heapq.heappush(heap, (rep.wake_at, seq, WAKE, rep))

@@ -1,0 +1,158 @@
+"""Fast-forwarded decode runs give exactly what stepping gives: every registered scheduler, byte for byte.
+
+The old step-by-step path is ``fast_forward=False`` (``--no-fast-forward``); the files compared are the ones a
+user gets from ``llmsched simulate --out``: requests.csv, steps.csv and summary.json (less its wall time).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from llmsched.engine.replica import Replica, ReplicaConfig
+from llmsched.experiment import RunConfig, run
+from llmsched.metrics.summary import summarize
+from llmsched.metrics.writers import write_run
+from llmsched.schedulers.base import Scheduler
+from llmsched.schedulers.registry import create_scheduler, scheduler_names
+
+WORKLOADS = {
+    "kv-pressure": dict(workload="sharegpt", rate=12.0, num_requests=60, num_blocks=300, max_num_seqs=32),
+    "evict-restart": dict(workload="sharegpt", rate=12.0, num_requests=60, num_blocks=300, overflow="evict-newest"),
+    "evict-recompute": dict(workload="sharegpt", rate=12.0, num_requests=60, num_blocks=300,
+                            overflow="evict-newest-recompute"),
+    "swap": dict(workload="sharegpt", rate=12.0, num_requests=60, num_blocks=300, preemption_mode="swap"),
+    "replicas-tiers": dict(workload="azure-conv", rate=20.0, num_requests=80, replicas=3, router="least-load",
+                           tiers="paid:ttft=1:tbt=0.1:share=0.3,free:ttft=5:tbt=0.5"),
+    "closed-loop": dict(workload="sharegpt", concurrency=16, num_requests=60, rate=None, num_blocks=800),
+    "horizon": dict(workload="azure-conv", rate=8.0, num_requests=100, horizon=6.0, num_blocks=600),
+    "light": dict(workload="sharegpt", rate=1.0, num_requests=40),
+}
+ALL_WORKLOADS = ("sarathi", "vllm-chunked", "vllm", "fcfs", "orca")
+
+
+def _cases():
+    names = scheduler_names()
+    keys = list(WORKLOADS)
+    for i, name in enumerate(names):
+        picks = keys if name in ALL_WORKLOADS else [keys[i % len(keys)], keys[(i + 3) % len(keys)], "light"]
+        for key in dict.fromkeys(picks):
+            if key == "swap" and create_scheduler(name).recompute_only:
+                continue
+            yield name, key
+
+
+def _files(cfg: RunConfig, tmp_path, label: str) -> dict[str, str]:
+    try:
+        result = run(cfg)
+    except ValueError as e:
+        return {"error": str(e)}
+    summary = summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
+    out = tmp_path / label
+    result.meta = {}
+    write_run(result, summary, out)
+    files = {name: (out / name).read_text() for name in ("requests.csv", "steps.csv")}
+    files["summary.json"] = json.dumps(_without_wall_time(json.loads((out / "summary.json").read_text())))
+    return files
+
+
+def _without_wall_time(data):
+    if isinstance(data, dict):
+        return {k: _without_wall_time(v) for k, v in data.items() if k != "wall_time"}
+    return data
+
+
+@pytest.mark.parametrize("name,workload", list(_cases()))
+def test_fast_forward_is_identical_to_stepping(name, workload, tmp_path):
+    cfg = RunConfig(scheduler=name, oracle=True, seed=5, **WORKLOADS[workload])
+    stepped = _files(dataclasses.replace(cfg, fast_forward=False), tmp_path, "stepped")
+    fast = _files(cfg, tmp_path, "fast")
+    assert stepped.keys() == fast.keys()
+    for key in stepped:
+        assert fast[key] == stepped[key], f"{name} on {workload}: {key} differs with fast-forward"
+
+
+def _count_policy_calls(cfg: RunConfig) -> tuple[int, int]:
+    from llmsched import experiment
+    calls = [0]
+    original = experiment.build_replicas
+
+    def counting(*args, **kwargs):
+        replicas = original(*args, **kwargs)
+        for rep in replicas:
+            decide = rep.scheduler.schedule
+
+            def counted(view, decide=decide):
+                calls[0] += 1
+                return decide(view)
+            rep.scheduler.schedule = counted
+        return replicas
+    experiment.build_replicas = counting
+    try:
+        result = run(cfg)
+    finally:
+        experiment.build_replicas = original
+    return calls[0], len(result.steps)
+
+
+@pytest.mark.parametrize("name", ["sarathi", "vllm-chunked", "vllm", "orca", "fcfs", "rad"])
+def test_fast_forward_skips_the_policy_in_decode_runs(name):
+    """Light load, long outputs: most steps are decode-only runs, which the policy no longer sees one by one."""
+    cfg = RunConfig(scheduler=name, workload="sharegpt", rate=0.5, num_requests=30, seed=2)
+    fast_calls, fast_steps = _count_policy_calls(cfg)
+    step_calls, step_steps = _count_policy_calls(dataclasses.replace(cfg, fast_forward=False))
+    assert fast_steps == step_steps
+    assert step_calls >= step_steps
+    assert fast_calls < 0.5 * step_calls
+
+
+def test_policies_with_per_step_state_are_stepped():
+    for name in scheduler_names():
+        sched = create_scheduler(name)
+        if type(sched).on_step_end is not Scheduler.on_step_end:
+            assert not sched.steady_decodes, name
+
+
+def test_a_policy_with_per_step_state_cannot_declare_steady_decodes():
+    with pytest.raises(TypeError, match="per-step state"):
+        type("Counting", (Scheduler,), {"steady_decodes": True, "on_step_end": lambda self, v, p, d: None})
+    # a new decision rule does not inherit the declaration
+    sarathi = type(create_scheduler("sarathi"))
+    assert not type("Custom", (sarathi,), {"schedule": lambda self, view: None}).steady_decodes
+
+
+@pytest.mark.parametrize("num_blocks", [40, 97, 2000])
+def test_kv_limit_and_horizon_stop_a_run_exactly(num_blocks, tmp_path):
+    """Few blocks: decodes cross into new blocks mid-run and the run must stop where stepping preempts."""
+    cfg = RunConfig(scheduler="vllm-chunked", workload="sharegpt", rate=3.0, num_requests=40, seed=11,
+                    num_blocks=num_blocks, horizon=20.0, max_model_len=600)
+    assert _files(cfg, tmp_path, "a") == _files(dataclasses.replace(cfg, fast_forward=False), tmp_path, "b")
+
+
+def test_invariants_hold_after_every_fast_forward():
+    cfg = RunConfig(scheduler="sarathi", workload="sharegpt", rate=2.0, num_requests=40, seed=4, num_blocks=400)
+    from llmsched.experiment import build_replicas, build_source, workload_params
+    from llmsched.sim.simulator import simulate
+    source = build_source(cfg)
+    replicas = build_replicas(cfg, workload_params(cfg, source))
+    for rep in replicas:
+        rep.config = dataclasses.replace(rep.config, check_invariants=True)
+    result = simulate(source, replicas)
+    assert len(result.requests) == 40 and replicas[0].num_steps == len(result.steps)
+
+
+def test_replica_without_a_simulator_never_fast_forwards():
+    """A replica driven step by step (the real engine, InferMax's offline runner) passes no ``until``."""
+    from llmsched.batchtime.registry import make_batch_time_model
+    from llmsched.request import Request
+    rep = Replica(0, create_scheduler("sarathi"), make_batch_time_model("roofline", "llama-3-8b", "a100"),
+                  ReplicaConfig(num_blocks=100))
+    rep.add(Request(0, 0.0, 20, 50), 0.0)
+    now, steps = 0.0, 0
+    while rep.num_outstanding:
+        d = rep.start_step(now)
+        now += d
+        rep.end_step(now)
+        steps += 1
+    assert steps == 50 and rep.num_steps == 50
