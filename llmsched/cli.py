@@ -72,10 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("simulate", help="one scheduler on one workload",
-                       description="Simulate one scheduler and write summary.json, requests.csv, steps.csv, "
-                                   "meta.json and plots to --out.")
+                       description="Simulate one scheduler and write summary.json, requests.csv, steps.csv "
+                                   "and meta.json (and with --plots, latency_cdf.png and kv_usage.png) to --out.")
     s.add_argument("--scheduler", help="scheduler name (see `llmsched presets`); default sarathi")
     s.add_argument("--out", default=None, help="output folder (default: print only)")
+    s.add_argument("--plots", action="store_true",
+                   help="also draw latency_cdf.png and kv_usage.png into --out (matplotlib; about 1.5 s)")
     add_run_options(s)
     s.set_defaults(func=cmd_simulate)
 
@@ -168,7 +170,6 @@ def cmd_compare(args) -> int:
 
 
 def cmd_simulate(args) -> int:
-    from .metrics.plots import plot_kv_usage, plot_latency_cdfs
     from .metrics.summary import summarize
     from .metrics.writers import format_table, write_run
     base = base_config(args)
@@ -180,9 +181,15 @@ def cmd_simulate(args) -> int:
     if args.out:
         out = Path(args.out)
         write_run(result, summ, out)
-        plot_latency_cdfs({name: result}, out / "latency_cdf.png")
-        plot_kv_usage({name: result}, out / "kv_usage.png")
-        print(f"wrote {out}/summary.json, requests.csv, steps.csv, meta.json, latency_cdf.png, kv_usage.png")
+        plots = ""
+        if args.plots:
+            from .metrics.plots import plot_kv_usage, plot_latency_cdfs
+            plot_latency_cdfs({name: result}, out / "latency_cdf.png")
+            plot_kv_usage({name: result}, out / "kv_usage.png")
+            plots = ", latency_cdf.png, kv_usage.png"
+        print(f"wrote {out}/summary.json, requests.csv, steps.csv, meta.json{plots}")
+    elif args.plots:
+        raise ValueError("--plots draws into --out: give --out DIR")
     return 0
 
 

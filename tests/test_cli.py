@@ -15,7 +15,7 @@ def run_cli(*args):
 def test_simulate_writes_results(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["simulate", "--scheduler", "sarathi", "--workload", "azure-conv", "--rate", "4",
-                 "--num-requests", "150", "--out", str(out), "--no-progress"]) == 0
+                 "--num-requests", "150", "--out", str(out), "--no-progress", "--plots"]) == 0
     table = capsys.readouterr().out
     assert "sarathi" in table and "ttft_p50 (ms)" in table
     summary = json.loads((out / "summary.json").read_text())
@@ -109,3 +109,13 @@ def test_parse_rates():
     assert parse_rates("1:8:1") == [1, 2, 3, 4, 5, 6, 7, 8]
     assert parse_rates("0.5:1.5:0.5") == [0.5, 1.0, 1.5]
     assert parse_rates("1,2,4") == [1, 2, 4]
+
+
+def test_simulate_draws_plots_only_when_asked(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["simulate", "--workload", "azure-conv", "--rate", "4", "--num-requests", "30", "--out", str(out),
+                 "--no-progress"]) == 0
+    assert (out / "requests.csv").exists() and not (out / "latency_cdf.png").exists()
+    assert main(["simulate", "--workload", "azure-conv", "--rate", "4", "--num-requests", "30", "--plots",
+                 "--no-progress"]) == 2
+    assert "--plots draws into --out" in capsys.readouterr().err
