@@ -1,55 +1,133 @@
-"""Simulator speed on the real one-hour Azure conversation trace (19,366 requests).
+"""Simulator speed and memory, each row in a fresh process, optionally next to another checkout of llmsched.
 
-Runs each scheduler in a fresh process (so peak memory is its own) with Llama-3-8B on
-an A100 and prints simulated steps and requests per wall-second and peak RSS.
+Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
 
-    python benchmarks/bench_simulator.py [--trace PATH] [--schedulers sarathi,vllm] [--sketch]
+* ``conv``: ``llmsched simulate --trace AzureLLMInferenceTrace_conv.csv --out DIR`` (19,366 requests, Llama-3-8B
+  on an A100) for sarathi and vllm-chunked: CPU seconds of the whole command (start-up, simulation, writing
+  summary.json, requests.csv, steps.csv) and its peak RSS;
+* ``x10``: the same trace repeated 10 times end to end (193,660 requests), with ``--sketch``;
+* ``1m``: 1,000,000 requests of the azure-conv lengths at 50 req/s with ``--sketch`` (slow: minutes);
+* ``replicas``: simulation CPU per step with 1, 8 and 32 replicas (round-robin, 4 req/s per replica);
+* ``running256``: simulation CPU per step with ~256 requests running (closed loop of 256 users).
 
-For scale: Vidur, measured on this kind of machine, simulates about 7,500 steps and
-800 requests per wall-second (after ~24 min of training its predictors), ~25 s for this trace.
+``--baseline PATH`` runs every row a second time with ``PYTHONPATH=PATH`` (e.g. a worktree of an older commit)
+and prints after/before ratios measured in the same run. The machine is shared: compare ratios, not absolutes.
+
+    python benchmarks/bench_simulator.py [--rows conv,x10,replicas,running256,1m] [--baseline PATH]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
-CHILD = r"""
+RUN_CHILD = r"""
 import json, resource, sys, time
 from llmsched.experiment import RunConfig, run
 cfg = RunConfig(**json.loads(sys.argv[1]))
-t0 = time.perf_counter()
+t0 = time.process_time()
 result = run(cfg)
-wall = time.perf_counter() - t0
-print(json.dumps({"wall_s": wall, "sim_wall_s": result.wall_time, "steps": len(result.steps),
-                  "requests": len(result.requests), "simulated_s": result.end_time,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+cpu = time.process_time() - t0
+print(json.dumps({"cpu_s": cpu, "steps": len(result.steps), "requests": len(result.requests),
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
+
+
+def child_env(pythonpath: str | None) -> dict:
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    return env
+
+
+def run_cli(argv: list[str], pythonpath: str | None) -> dict:
+    """CPU seconds (user + system) and peak RSS of one ``llmsched`` command, start-up included."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryDirectory() as out:
+        proc = subprocess.run([sys.executable, "-m", "llmsched.cli", *argv, "--out", out, "--no-progress"],
+                              env=child_env(pythonpath), capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"llmsched {' '.join(argv)} failed:\n{proc.stderr}")
+        steps = sum(1 for _ in open(Path(out) / "steps.csv")) - 1
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"cpu_s": cpu, "steps": steps, "peak_mb": after.ru_maxrss / 1024}
+
+
+def run_sim(cfg: dict, pythonpath: str | None) -> dict:
+    """Simulation CPU seconds (no start-up, no writing) and steps of one run in a fresh process."""
+    proc = subprocess.run([sys.executable, "-c", RUN_CHILD, json.dumps(cfg)], env=child_env(pythonpath),
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"run {cfg} failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def repeated_trace(path: Path, times: int, out: Path) -> Path:
+    """``path`` (an Azure CSV) repeated ``times`` times end to end, each copy shifted by the trace's span."""
+    import pandas as pd
+    df = pd.read_csv(path)
+    stamps = pd.to_datetime(df["TIMESTAMP"])
+    span = stamps.max() - stamps.min() + pd.Timedelta(seconds=1)
+    copies = []
+    for k in range(times):
+        copy = df.copy()
+        copy["TIMESTAMP"] = (stamps + k * span).dt.strftime("%Y-%m-%d %H:%M:%S.%f")
+        copies.append(copy)
+    pd.concat(copies).to_csv(out, index=False)
+    return out
+
+
+def rows(names: list[str], tmp: Path):
+    """(row label, kind, spec) for each requested row."""
+    from llmsched.workload.traces import resolve_data_file
+    for name in names:
+        if name == "conv":
+            for sched in ("sarathi", "vllm-chunked"):
+                yield f"conv trace, {sched}", "cli", ["simulate", "--scheduler", sched, "--trace",
+                                                     "AzureLLMInferenceTrace_conv.csv"]
+        elif name == "x10":
+            trace = repeated_trace(resolve_data_file("AzureLLMInferenceTrace_conv.csv"), 10, tmp / "conv10.csv")
+            yield "conv x10, vllm-chunked, --sketch", "cli", ["simulate", "--scheduler", "vllm-chunked",
+                                                              "--trace", str(trace), "--sketch"]
+        elif name == "1m":
+            yield "1M requests, vllm-chunked, --sketch", "cli", [
+                "simulate", "--scheduler", "vllm-chunked", "--workload", "azure-conv", "--rate", "50",
+                "--num-requests", "1000000", "--sketch"]
+        elif name == "replicas":
+            for n in (1, 8, 32):
+                yield f"{n} replica(s), sarathi", "sim", {
+                    "scheduler": "sarathi", "workload": "azure-conv", "rate": 4.0 * n, "num_requests": 2000 * n,
+                    "replicas": n, "router": "round-robin"}
+        elif name == "running256":
+            yield "~256 running, sarathi", "sim", {
+                "scheduler": "sarathi", "workload": "sharegpt", "concurrency": 256, "rate": None,
+                "num_requests": 2000, "max_num_seqs": 256, "num_blocks": 200_000}
+        else:
+            raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 1m, replicas, running256")
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--trace", default="AzureLLMInferenceTrace_conv.csv")
-    p.add_argument("--schedulers", default="sarathi,vllm")
-    p.add_argument("--model", default="llama-3-8b")
-    p.add_argument("--gpu", default="a100")
-    p.add_argument("--sketch", action="store_true", help="TBT gaps as quantile sketches only")
+    p.add_argument("--rows", default="conv,replicas,running256")
+    p.add_argument("--baseline", default=None, help="PYTHONPATH of an older llmsched to compare with")
     args = p.parse_args()
-    print(f"trace {args.trace}, {args.model} on {args.gpu}{', sketch mode' if args.sketch else ''}")
-    print(f"{'scheduler':<14}{'requests':>9}{'steps':>9}{'sim s':>8}{'wall s':>8}"
-          f"{'steps/s':>10}{'req/s':>9}{'peak MB':>9}")
-    for name in args.schedulers.split(","):
-        cfg = {"scheduler": name, "model": args.model, "gpu": args.gpu, "trace": args.trace, "rate": None,
-               "keep_gaps": not args.sketch}
-        out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cfg)], capture_output=True, text=True)
-        if out.returncode:
-            print(out.stderr, file=sys.stderr)
-            return out.returncode
-        r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"{name:<14}{r['requests']:>9}{r['steps']:>9}{r['simulated_s']:>8.0f}{r['wall_s']:>8.2f}"
-              f"{r['steps'] / r['sim_wall_s']:>10.0f}{r['requests'] / r['sim_wall_s']:>9.0f}"
-              f"{r['peak_rss_mb']:>9.0f}")
+    sides = [("now", None)] + ([("before", args.baseline)] if args.baseline else [])
+    print(f"{'row':<36}{'side':>7}{'CPU s':>8}{'steps':>10}{'us/step':>9}{'peak MB':>9}{'now/before':>12}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, kind, spec in rows(args.rows.split(","), Path(tmp)):
+            got = {}
+            for side, path in sides:
+                got[side] = run_cli(spec, path) if kind == "cli" else run_sim(spec, path)
+                r = got[side]
+                ratio = f"{got['now']['cpu_s'] / r['cpu_s']:.2f}x" if side == "before" else ""
+                print(f"{label:<36}{side:>7}{r['cpu_s']:>8.2f}{r['steps']:>10}{1e6 * r['cpu_s'] / r['steps']:>9.1f}"
+                      f"{r['peak_mb']:>9.0f}{ratio:>12}", flush=True)
     return 0
 
 

@@ -20,9 +20,13 @@ def fast_forward_decodes(rep, until: float, horizon: float | None) -> float:
     before ``until`` and by ``horizon``; returns the duration of the step left in flight."""
     running = rep.running
     n = len(running)
-    first_finish = min(r.output_len - r.num_generated for r in running)  # step (1 = the one in flight) that
-    if first_finish < 2:                                                 # finishes a request: the last to fold
-        return rep.step_end - rep._step_start
+    first_finish = 1 << 62  # the step (1 = the one in flight) that finishes a request: the last one to fold
+    for r in running:
+        left = r.output_len - r.num_generated
+        if left < first_finish:
+            if left < 2:  # the step in flight finishes one: nothing to fold (the common case under load)
+                return rep.step_end - rep._step_start
+            first_finish = left
     kv = rep.kv
     bs = kv.block_size
     ctx = np.fromiter((r.num_computed for r in running), dtype=np.int64, count=n)  # before the step in flight
