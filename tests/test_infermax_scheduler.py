@@ -78,7 +78,9 @@ def plans(name, reqs, params, **cfg):
         return plan
 
     sched.schedule = record
-    rep = Replica(0, sched, AffineStepTime(), ReplicaConfig(check_invariants=True, max_num_seqs=64, **cfg))
+    # every step's decision is compared, so no step may be fast-forwarded past the policy
+    rep = Replica(0, sched, AffineStepTime(), ReplicaConfig(check_invariants=True, max_num_seqs=64,
+                                                            fast_forward=False, **cfg))
     simulate(ListSource(reqs), [rep])
     return log, rep.num_preemptions
 
