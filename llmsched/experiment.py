@@ -6,10 +6,11 @@ through a registry, never through an import path, so a config file cannot load c
 from __future__ import annotations
 
 import dataclasses
-import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from .batchtime.registry import make_batch_time_model
 from .config_fields import API, FIELDS, Origin, check_combination, check_field, check_params, parse_rate_schedule
@@ -199,10 +200,12 @@ def workload_params(cfg: RunConfig, source) -> dict:
 
 
 def mean_rate(source) -> float | None:
-    times = sorted(r.arrival for r in getattr(source, "requests", []))
+    if not isinstance(source, OpenLoop):
+        return None
+    times = np.sort(source.arrival_times)
     if len(times) < 2 or times[-1] <= times[0]:
         return None
-    return (len(times) - 1) / (times[-1] - times[0])
+    return (len(times) - 1) / float(times[-1] - times[0])
 
 
 def length_dist(cfg: RunConfig):
@@ -237,7 +240,7 @@ def build_source(cfg: RunConfig):
         wl = generated_workload(length_dist(cfg), rate=cfg.rate, num_requests=n, duration=cfg.duration,
                                 arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
                                 seed=cfg.seed, **extra)
-    return OpenLoop(wl.requests())
+    return wl.source()
 
 
 def run(cfg: RunConfig, progress: bool = False) -> RunResult:

@@ -13,7 +13,6 @@ import json
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from ..experiment import RunConfig, build_replicas, build_source
 from ..routers import make_router
@@ -65,8 +64,8 @@ def measure_point(cfg: RunConfig) -> dict:
     replicas = build_replicas(cfg)
     source = build_source(cfg)
     horizon = None
-    if isinstance(source, OpenLoop) and source.requests:
-        arrivals = np.array([r.arrival for r in source.requests])
+    if isinstance(source, OpenLoop) and len(source):
+        arrivals = source.arrival_times
         _, end = window(arrivals, cfg.warmup, cfg.cooldown)
         horizon = max(float(arrivals.max()), end + GRACE_S) or None
     result = simulate(source, replicas, make_router(cfg.router), horizon=horizon, seed=cfg.seed, keep_gaps=True)

@@ -81,11 +81,11 @@ def parse_target_rates(text: str) -> list[float]:
 
 def trace_rate(cfg) -> float:
     """The mean arrival rate of the trace ``cfg`` replays (requests over the span of their arrivals)."""
-    reqs = build_source(dataclasses.replace(cfg, rate=None)).requests
-    span = max(r.arrival for r in reqs) - min(r.arrival for r in reqs)
+    times = build_source(dataclasses.replace(cfg, rate=None)).arrival_times
+    span = float(times.max() - times.min())
     if not span > 0:
         raise ValueError(f"--trace {cfg.trace}: its arrivals span no time; give --target-rate")
-    return (len(reqs) - 1) / span
+    return (len(times) - 1) / span
 
 
 def pareto_metric(args, slos) -> str:

@@ -98,8 +98,8 @@ def simulate_command(cfg: RunConfig) -> str:
     if cfg.oracle:
         args.append("--oracle")
     source = build_source(cfg)
-    if isinstance(source, OpenLoop) and source.requests:
-        horizon = probe_horizon(np.array([r.arrival for r in source.requests]), cfg)
+    if isinstance(source, OpenLoop) and len(source):
+        horizon = probe_horizon(source.arrival_times, cfg)
         if horizon > 0:
             args += ["--horizon", repr(horizon)]
     return shlex.join(args)

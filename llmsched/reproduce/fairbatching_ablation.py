@@ -156,7 +156,7 @@ def measure_with_check(cfg: RunConfig, check: str) -> dict:
     mean): finished, TTFT and that TPOT within the request's targets."""
     replicas = build_replicas(cfg)
     source = build_source(cfg)
-    arrivals = np.array([r.arrival for r in source.requests])
+    arrivals = source.arrival_times
     _, end = window(arrivals, cfg.warmup, cfg.cooldown)
     horizon = max(float(arrivals.max()), end + GRACE_S)
     result = simulate(source, replicas, make_router(cfg.router), horizon=horizon, seed=cfg.seed, keep_gaps=True)

@@ -31,7 +31,9 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
              seed: int = 0, progress: bool = False, keep_gaps: bool = True) -> RunResult:
     """Run ``source``'s requests through ``replicas`` until all leave, or until ``horizon``.
 
-    ``source`` has ``initial() -> list[Request]`` and ``on_done(req, now) -> list[Request]``.
+    ``source`` has ``initial()`` (a list, or any iterable in arrival order, consumed lazily: a request is
+    built only when the run reaches it) and ``on_done(req, now) -> list[Request]``. A source whose ``on_done``
+    may add requests (a closed loop) pushes them as events.
     Requests still in flight at the horizon end UNFINISHED; requests a scheduler leaves
     waiting with nothing left to happen end REJECTED with the scheduler named.
     ``keep_gaps=False`` keeps inter-token gaps only as per-tier quantile sketches.
@@ -46,17 +48,19 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     heap: list = []
     seq = 0
     log = RequestLog(keep_gaps)
-    entered = 0
 
     def push_arrivals(reqs):
-        nonlocal seq, entered
-        entered += len(reqs)
+        nonlocal seq
         for r in reqs:
             heapq.heappush(heap, (r.arrival, seq, ARRIVAL, r))
             seq += 1
 
-    push_arrivals(source.initial())
-    bar = _progress(progress, entered)
+    # the initial arrivals stay outside the heap, in arrival order, and come before any heap event at the same
+    # time (as if pushed first, with the lowest sequence numbers)
+    first = source.initial()
+    arrivals = iter(sorted(first, key=_arrival) if isinstance(first, list) else first)
+    pending = next(arrivals, None)
+    bar = _progress(progress, len(source) if hasattr(source, "__len__") else None)
     now = 0.0
     on_done = source.on_done
     shared_steps = replicas[0].steps
@@ -75,13 +79,16 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
                 more = on_done(r, t)
                 if more:
                     push_arrivals(more)
-                    if bar is not None:
-                        bar.total += len(more)
+
+    def next_event() -> float:
+        """The next event's time: a replica fast-forwards no step that would start at or after it."""
+        t_arrival = pending.arrival if pending is not None else math.inf
+        return min(t_arrival, heap[0][0]) if heap else t_arrival
 
     def start(rep: Replica, t: float):
         """Ask ``rep`` for a step; requests its policy rejected leave now (their callbacks may refill a loop)."""
         nonlocal seq
-        d = rep.start_step(t, heap[0][0] if heap else math.inf, horizon)
+        d = rep.start_step(t, next_event(), horizon)
         if d is not None:
             heapq.heappush(heap, (rep.step_end, seq, STEP_END, rep))
             seq += 1
@@ -91,11 +98,20 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         drain(rep, t)
 
     heappop = heapq.heappop
-    while heap:
-        t, _, kind, x = heappop(heap)
-        if horizon is not None and t > horizon:
-            heapq.heappush(heap, (t, -1, kind, x))
-            break
+    while heap or pending is not None:
+        if pending is not None and (not heap or pending.arrival <= heap[0][0]):
+            t, kind, x = pending.arrival, ARRIVAL, pending
+            if horizon is not None and t > horizon:
+                break
+            pending = next(arrivals, None)
+            if pending is not None and pending.arrival < t:
+                raise ValueError(f"source {type(source).__name__}: initial() must give requests in arrival "
+                                 f"order; request {pending.id} arrives at {pending.arrival} after one at {t}")
+        else:
+            t, _, kind, x = heappop(heap)
+            if horizon is not None and t > horizon:
+                heapq.heappush(heap, (t, -1, kind, x))
+                break
         now = t
         if kind == STEP_END:
             x.end_step(t)
@@ -105,7 +121,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
             rep = replicas[router.route(x, replicas, rng)]
             rep.add(x, t)
             drain(rep, t)
-            if not rep.busy and heap and heap[0][0] == t:
+            if not rep.busy and ((heap and heap[0][0] == t) or (pending is not None and pending.arrival == t)):
                 # more events at this instant: decide once they are all in (a burst forms one batch)
                 heapq.heappush(heap, (t, seq, WAKE, rep))
                 seq += 1
@@ -116,10 +132,11 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     if bar is not None:
         bar.close()
 
-    stop_time = horizon if horizon is not None and heap else now
+    cut = horizon is not None and (heap or pending is not None)
+    stop_time = horizon if cut else now
     for rep in replicas:
         rep.now = stop_time
-        if horizon is not None and heap:
+        if cut:
             left = rep.stop(f"unfinished at the horizon t={horizon:g}s", Status.UNFINISHED)
         else:
             left = rep.stop(f"{rep.scheduler.name}: left unscheduled with no event left (the scheduler stalled): "
@@ -133,7 +150,11 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     return RunResult(log, shared_steps, stop_time, time.perf_counter() - wall0, {}, stats)
 
 
-def _progress(enabled: bool, total: int):
+def _arrival(req) -> float:
+    return req.arrival
+
+
+def _progress(enabled: bool, total: int | None):
     if not enabled:
         return None
     from tqdm import tqdm

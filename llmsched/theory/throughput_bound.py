@@ -324,8 +324,7 @@ def config_lengths(cfg) -> tuple[np.ndarray, np.ndarray]:
     source = build_source(cfg)
     if hasattr(source, "prompts"):          # closed loop: lengths drawn up front
         return np.asarray(source.prompts), np.asarray(source.outputs)
-    reqs = source.requests
-    return np.array([r.prompt_len for r in reqs]), np.array([r.output_len for r in reqs])
+    return source.lengths
 
 
 def bound_for_config(cfg, served_fraction: float = 1.0) -> ThroughputBound:

@@ -77,18 +77,21 @@ class Workload:
             return self.arrivals.until(self.duration, rng)
         return self.arrivals.times(len(self.arrivals), rng)
 
-    def requests(self) -> list[Request]:
-        """Fresh Request objects, ids 0..n-1 in arrival order; the same seed gives the same list."""
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Tier]]:
+        """Arrival times, prompt and output lengths and tiers, in arrival order; the same seed, the same draws."""
         _, length_rng, tier_rng = streams(self.seed, 3)
         times = self.arrival_times()
         lengths = self.lengths if self.max_total_tokens is None else Capped(self.lengths, self.max_total_tokens)
         prompts, outputs = lengths.sample(len(times), length_rng)
-        tiers = assign_tiers(len(times), self.tiers, tier_rng)
-        return [Request(i, float(t), int(p), int(o), tier)
-                for i, (t, p, o, tier) in enumerate(zip(times, prompts, outputs, tiers))]
+        return times, prompts, outputs, assign_tiers(len(times), self.tiers, tier_rng)
 
-    def source(self) -> "OpenLoop":
-        return OpenLoop(self.requests())
+    def requests(self) -> list[Request]:
+        """Fresh Request objects, ids 0..n-1 in arrival order; the same seed gives the same list."""
+        return list(StreamedOpenLoop(*self.columns()).initial())
+
+    def source(self) -> "StreamedOpenLoop":
+        """The simulator's source: requests built only as the run reaches them."""
+        return StreamedOpenLoop(*self.columns())
 
     def describe(self) -> dict:
         return {"arrivals": self.arrivals.describe(), "lengths": self.lengths.describe(),
@@ -119,6 +122,19 @@ class OpenLoop:
     def __init__(self, requests: Sequence[Request]):
         self.requests = list(requests)
 
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    @property
+    def arrival_times(self) -> np.ndarray:
+        return np.array([r.arrival for r in self.requests], dtype=np.float64)
+
+    @property
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """Prompt and output lengths, in request order."""
+        return (np.array([r.prompt_len for r in self.requests], dtype=np.int64),
+                np.array([r.output_len for r in self.requests], dtype=np.int64))
+
     def initial(self) -> list[Request]:
         used = [r.id for r in self.requests if r.status != Status.WAITING or r.num_computed or r.num_generated]
         if used:
@@ -128,6 +144,38 @@ class OpenLoop:
 
     def on_done(self, req: Request, now: float) -> list[Request]:
         return []
+
+
+class StreamedOpenLoop(OpenLoop):
+    """An open loop held as columns (a few bytes per request): each Request is built when the run reaches its
+    arrival and is dropped once recorded, so memory follows the requests in flight, not the trace's length."""
+
+    def __init__(self, times, prompts, outputs, tiers: Sequence[Tier]):
+        self._times = np.asarray(times, dtype=np.float64)
+        self._prompts, self._outputs, self._tiers = prompts, outputs, tiers
+        if not (len(self._times) == len(prompts) == len(outputs) == len(tiers)):
+            raise ValueError("StreamedOpenLoop: times, prompts, outputs and tiers must have one entry per request")
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+    @property
+    def requests(self) -> list[Request]:
+        """Every request as a fresh object (builds them all: for callers that need the list)."""
+        return list(self.initial())
+
+    @property
+    def arrival_times(self) -> np.ndarray:
+        return self._times
+
+    @property
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(self._prompts, dtype=np.int64), np.asarray(self._outputs, dtype=np.int64)
+
+    def initial(self):
+        """Fresh requests, ids 0..n-1, built one at a time in arrival order."""
+        for i, (t, p, o, tier) in enumerate(zip(self._times, self._prompts, self._outputs, self._tiers)):
+            yield Request(i, float(t), int(p), int(o), tier)
 
 
 class ClosedLoop:
