@@ -117,13 +117,16 @@ def _finite_or(x: np.ndarray, fill: float) -> np.ndarray:
     return np.where(np.isfinite(x), x, fill)
 
 
-def _stats(values: np.ndarray) -> dict:
-    v = values[np.isfinite(values)]
+def _stats(values: np.ndarray, scratch: bool = False) -> dict:
+    """Count, mean, quantiles and max of the finite values; ``scratch``: ``values`` may be reordered in place
+    (a copy the caller made; saves a second copy of millions of TBT gaps)."""
+    finite = np.isfinite(values)
+    v = values if finite.all() else values[finite]
     if not len(v):
         return {"count": 0, "mean": NAN, **{f"p{q}": NAN for q in QUANTILES}, "max": NAN}
-    ps = np.percentile(v, QUANTILES)
-    return {"count": int(len(v)), "mean": float(v.mean()), **{f"p{q}": float(p) for q, p in zip(QUANTILES, ps)},
-            "max": float(v.max())}
+    mean, top = float(v.mean()), float(v.max())  # before the quantiles may reorder v
+    ps = np.percentile(v, QUANTILES, overwrite_input=scratch or v is not values)
+    return {"count": int(len(v)), "mean": mean, **{f"p{q}": float(p) for q, p in zip(QUANTILES, ps)}, "max": top}
 
 
 def _sketch_stats(sk: QuantileSketch | None) -> dict:
@@ -147,7 +150,7 @@ def merged_sketch(log: RequestLog, tiers=None) -> QuantileSketch | None:
 
 def _tbt_stats(log: RequestLog, win: np.ndarray) -> dict:
     if log.keep_gaps:
-        return {**_stats(log.gaps_of(win)), "source": "gaps"}
+        return {**_stats(log.gaps_of(win), scratch=win is not None), "source": "gaps"}
     return {**_sketch_stats(merged_sketch(log)), "source": "sketch"}
 
 
@@ -180,7 +183,7 @@ def _tiers(log: RequestLog, win, finished, meets) -> dict:
         attain["all"] = float(meets["all"][sel].mean()) if n else NAN
         if log.keep_gaps:
             gaps = log.gaps_of(sel)
-            p99 = float(np.percentile(gaps, 99)) if len(gaps) else NAN
+            p99 = float(np.percentile(gaps, 99, overwrite_input=True)) if len(gaps) else NAN
         else:
             sk = log.sketches.get(name)
             p99 = float(sk.quantile(0.99)) if sk is not None and sk.count else NAN
