@@ -48,11 +48,24 @@ class Sarathi(Scheduler):
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()
         running = sorted(view.running, key=ARRIVAL)
-        partial = [r for r in running if not r.num_generated or r.num_computed + 1 < r.prompt_len + r.num_generated]
+        bs = view.block_size
+        ready, partial, grow = [], [], 0  # one pass: decodes, unfinished prompts, decodes needing a new block
+        for r in running:
+            computed, known = r.num_computed, r.prompt_len + r.num_generated
+            if r.num_generated and computed + 1 == known:
+                ready.append(r)
+                if computed >= r.num_blocks * bs:
+                    grow += 1
+            else:
+                partial.append(r)
         # KV owed to admitted, unfinished prompts (Sarathi reserves whole prompts at admission): decodes may not
         # take it, or a later chunk of such a prompt would find no block.
         reserved = sum(view.extra_blocks(r, r.prompt_len + r.num_generated) for r in partial)
-        free = add_decodes(view, plan, running, reserve=reserved)
+        if grow <= view.free_blocks - reserved:  # every decode fits: add_decodes' common case, without its pass
+            plan.decodes.extend(ready)
+            free = view.free_blocks - reserved - grow
+        else:
+            free = add_decodes(view, plan, running, reserve=reserved)
         if plan.preempt:
             gone = {r.id for r in plan.preempt}
             running = [r for r in running if r.id not in gone]
