@@ -6,7 +6,8 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
   on an A100) for sarathi and vllm-chunked: CPU seconds of the whole command (start-up, simulation, writing
   summary.json, requests.csv, steps.csv) and its peak RSS;
 * ``x10``: the same trace repeated 10 times end to end (193,660 requests), with ``--sketch``;
-* ``1m``: 1,000,000 requests of the azure-conv lengths at 50 req/s with ``--sketch`` (slow: minutes);
+* ``1m``: 1,000,000 requests of the azure-conv lengths at 5 req/s (the conv trace's own load, which one
+  replica keeps up with) with ``--sketch`` (slow: minutes);
 * ``replicas``: simulation CPU per step with 1, 8 and 32 replicas (round-robin, 4 req/s per replica);
 * ``running256``: simulation CPU per step with ~256 requests running (closed loop of 256 users).
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -45,18 +45,28 @@ def child_env(pythonpath: str | None) -> dict:
     return env
 
 
+CLI_CHILD = r"""
+import json, resource, sys
+from llmsched.cli import main
+code = main(sys.argv[1:])
+use = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"code": code, "cpu_s": use.ru_utime + use.ru_stime, "peak_mb": use.ru_maxrss / 1024}))
+"""
+
+
 def run_cli(argv: list[str], pythonpath: str | None) -> dict:
-    """CPU seconds (user + system) and peak RSS of one ``llmsched`` command, start-up included."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    """CPU seconds (user + system, the interpreter's start-up included) and peak RSS of one ``llmsched``
+    command, measured by the command's own process."""
     with tempfile.TemporaryDirectory() as out:
-        proc = subprocess.run([sys.executable, "-m", "llmsched.cli", *argv, "--out", out, "--no-progress"],
+        proc = subprocess.run([sys.executable, "-c", CLI_CHILD, *argv, "--out", out, "--no-progress"],
                               env=child_env(pythonpath), capture_output=True, text=True)
         if proc.returncode:
             raise RuntimeError(f"llmsched {' '.join(argv)} failed:\n{proc.stderr}")
-        steps = sum(1 for _ in open(Path(out) / "steps.csv")) - 1
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"cpu_s": cpu, "steps": steps, "peak_mb": after.ru_maxrss / 1024}
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+        if got["code"]:
+            raise RuntimeError(f"llmsched {' '.join(argv)} exited {got['code']}:\n{proc.stderr}")
+        got["steps"] = sum(1 for _ in open(Path(out) / "steps.csv")) - 1
+    return got
 
 
 def run_sim(cfg: dict, pythonpath: str | None) -> dict:
@@ -97,7 +107,7 @@ def rows(names: list[str], tmp: Path):
                                                               "--trace", str(trace), "--sketch"]
         elif name == "1m":
             yield "1M requests, vllm-chunked, --sketch", "cli", [
-                "simulate", "--scheduler", "vllm-chunked", "--workload", "azure-conv", "--rate", "50",
+                "simulate", "--scheduler", "vllm-chunked", "--workload", "azure-conv", "--rate", "5",
                 "--num-requests", "1000000", "--sketch"]
         elif name == "replicas":
             for n in (1, 8, 32):
