@@ -3,7 +3,6 @@
 The CLI runs in-process (llmsched.cli.main), so the whole table takes seconds; a case whose input is wrongly
 accepted would start a run and fail on its output or exit code.
 """
-import os
 import shlex
 import tomllib
 from pathlib import Path

@@ -1,5 +1,4 @@
 """SLAI's rules (seed 000 §6, spec §2.7) on small hand-built scenarios driven through a real replica."""
-import math
 
 import pytest
 

@@ -65,7 +65,7 @@ def run_offline(replica: Replica, requests: list[Request], record: bool = False,
         kv += (replica.kv.total - replica.kv.free) / replica.kv.total
     else:
         raise RuntimeError(f"offline run did not finish within {max_steps} steps")
-    left = replica.stop(f"{replica.scheduler.name}: left unscheduled with nothing running")
+    replica.stop(f"{replica.scheduler.name}: left unscheduled with nothing running")
     done = [r for r in requests if r.status is Status.FINISHED]
     ttft = [r.first_token for r in done]
     tpot = [(r.last_token - r.first_token) / (r.output_len - 1) for r in done if r.output_len > 1]

@@ -16,7 +16,7 @@ from ..workload.arrivals import Constant, Poisson
 from ..workload.lengths import Empirical
 from ..workload.workload import OpenLoop, Workload
 from .classes import length_samples
-from .fluid import PromptType, batch_cap_thresholds, fluid
+from .fluid import PromptType, batch_cap_thresholds
 from .nested import memory_requirement, nested_thresholds, segment_memory, segments
 from .sim import paper_metrics, run_model
 from .workloads import Mixture

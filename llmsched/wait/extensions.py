@@ -23,7 +23,6 @@ from ..workload.arrivals import Piecewise, Poisson
 from ..workload.presets import length_preset
 from ..workload.workload import OpenLoop, Workload
 from .classes import length_samples, types_from_lengths
-from .fluid import PromptType
 from .nested import memory_requirement, nested_thresholds, segments
 from .sim import paper_metrics
 from .timing import wait_coefficients
