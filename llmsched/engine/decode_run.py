@@ -30,7 +30,7 @@ def fast_forward_decodes(rep, until: float, horizon: float | None) -> float:
     kv = rep.kv
     bs = kv.block_size
     ctx = np.fromiter((r.num_computed for r in running), dtype=np.int64, count=n)  # before the step in flight
-    crossing = np.bincount(ctx % bs, minlength=bs)  # step j adds a block to requests with ctx ≡ 1 - j (mod bs)
+    crossing = np.bincount(ctx % bs, minlength=bs)  # requests with ctx ≡ -j (mod bs) take a block at step j + 1
     bt, steps, index, total = rep.batch_time, rep.steps, rep.index, kv.total
     batch = rep._batch
     context_sum = batch.context_sum   # of the step in flight: Σ (ctx + 1)
