@@ -20,7 +20,6 @@
 """
 from __future__ import annotations
 
-
 from ..wait.authors import compare_authors
 from ..wait.capacities import lmsys_capacities
 from ..wait.experiments import (SETTINGS, compare_setting, lmsys_lengths, overflow_rate, reserve_ablation, scaling,

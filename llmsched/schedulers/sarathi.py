@@ -7,7 +7,7 @@ from operator import attrgetter
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from .base import Scheduler
-from .decode_pass import add_decodes
+from .decode_pass import add_decodes, split_running
 from .registry import register, register_variant
 
 ORDERS = ("fcfs", "spf")
@@ -48,24 +48,12 @@ class Sarathi(Scheduler):
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()
         running = sorted(view.running, key=ARRIVAL)
-        bs = view.block_size
-        ready, partial, grow = [], [], 0  # one pass: decodes, unfinished prompts, decodes needing a new block
-        for r in running:
-            computed, known = r.num_computed, r.prompt_len + r.num_generated
-            if r.num_generated and computed + 1 == known:
-                ready.append(r)
-                if computed >= r.num_blocks * bs:
-                    grow += 1
-            else:
-                partial.append(r)
+        split = split_running(running, view.block_size)  # decodes, unfinished prompts, block crossings
+        partial = split[1]
         # KV owed to admitted, unfinished prompts (Sarathi reserves whole prompts at admission): decodes may not
         # take it, or a later chunk of such a prompt would find no block.
         reserved = sum(view.extra_blocks(r, r.prompt_len + r.num_generated) for r in partial)
-        if grow <= view.free_blocks - reserved:  # every decode fits: add_decodes' common case, without its pass
-            plan.decodes.extend(ready)
-            free = view.free_blocks - reserved - grow
-        else:
-            free = add_decodes(view, plan, running, reserve=reserved)
+        free = add_decodes(view, plan, running, reserve=reserved, split=split)
         if plan.preempt:
             gone = {r.id for r in plan.preempt}
             running = [r for r in running if r.id not in gone]
