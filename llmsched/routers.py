@@ -79,9 +79,23 @@ class PABRouter(Router):
     ``selection``: ``max_pab`` (most headroom, spec §3.6), ``first_fit`` or ``best_fit`` (least
     headroom that fits). With no replica fitting, the one with most budget takes it (spec G9: no
     rejection). ``report_delay`` (s): a replica's report is refreshed only that long after the last
-    one, the dispatches in between only decrement it (0: fresh at every arrival, as each engine
-    reports after every step; vLLM's DP coordinator publishes every 0.1 s). Replicas whose scheduler
-    has no ``pab(view, now)`` (non-FairBatching) are measured with seed 002's default SLOs.
+    one, the dispatches in between only decrement it (0: fresh at every arrival; vLLM's DP coordinator
+    publishes every 0.1 s). Replicas whose scheduler has no ``pab(view, now)`` (non-FairBatching) are
+    measured with seed 002's default SLOs.
+
+    Against the paper (§3.4, §4, §5.3, §5.5; re-read for issue 12):
+    * Which node: "a suitable node with sufficient budget", rule not given; ``max_pab`` is our choice.
+    * No node fits: not said. §5.3 has FB-PAB engines "reject new requests, directing the global
+      scheduler to route them to other nodes", so the paper's full system may reject; here the router
+      never rejects, and PAB-LB with ``fairbatching-pab`` engines is the rejecting variant (the engine
+      refuses exactly when the router's best replica does not fit: with ``report_delay`` 0 both see the
+      same PAB). ``reproduce fairbatching-ablation --cluster-systems`` measures both.
+    * Refresh: the paper's engines report "for each batch" and the view "will soon be updated in the
+      next batch", i.e. as of the end of the last step; ``report_delay`` 0 reads it at the arrival
+      instant (fresher than the paper), ``pab-delayed`` 0.1 s (staler, vLLM's publication period).
+    * SLOs: the paper's PAB uses the "global SLO targets", one TTFT/TPOT pair for the cluster; here each
+      replica's scheduler uses its own ``ttft_slo``/``tpot_slo`` (the same on every replica in every
+      experiment), not per-request targets.
     """
 
     name = "pab"
@@ -188,3 +202,15 @@ class VLLMDataParallel(Router):
         self.start = (self.start + 1) % n
         self.counts[best][0] += 1
         return best
+
+
+@register_router
+class VLLMDataParallelFresh(VLLMDataParallel):
+    """vLLM's DP balancer with the counts read at every arrival instead of every 0.1 s: the report-lag
+    control for ``pab`` (which also reads fresh), so a router comparison is not a staleness comparison."""
+
+    name = "vllm-dp-fresh"
+    summary = "vLLM's data-parallel balancer with counts fresh at every arrival (no 0.1 s publication lag)"
+
+    def __init__(self):
+        super().__init__(publish_interval=0.0)

@@ -32,7 +32,8 @@ def test_fast_table_shape_and_overhead_lowers_capacity():
     # 4 ms more per step costs every system capacity
     assert over["fb_v"] < ref["fb_v"] and over["vllm_sara"] < ref["vllm_sara"]
     for r in rows:  # the latency part: P99 TTFT of each system near saturation, finished requests only
-        lat = r["latency"]
+        [lat] = r["latency"]
+        assert lat["load"] == 1.2
         assert lat["rate"] == pytest.approx(1.2 * max(r["vllm_vani"], r["vllm_sara"]), rel=1e-3)
         assert all(lat[k]["ttft_p99_ms"] > 0 for k in ab.SYSTEMS)
     text = ab.report(out)
@@ -113,3 +114,58 @@ def test_exact_prediction_needs_the_time_capacity():
         FairBatching(prediction="exact", capacity="token")
     with pytest.raises(ValueError, match="prediction"):
         FairBatching(prediction="oracle")
+
+
+def test_batch_time_levels_identical_or_unavailable_models_are_not_rerun():
+    """On the A800 (an A100 chip) the roofline already uses the efficiencies fitted to Vidur's A100 profiles,
+    so `calibrated` is the reference's row; the H20 has no fit, so its row says why it is missing."""
+    levels = {lv.name: lv for lv in ab.LEVELS if lv.factor == "batch-time"}
+    cal = next(lv for name, lv in levels.items() if name.startswith("calibrated"))
+    a800 = ab.settings(args("--factors", "batch-time"))
+    assert "identical" in ab.same_timing(a800, cal)
+    assert ab.same_timing(a800, next(lv for lv in levels.values() if lv.batch_time == "roofline-staircase")) is None
+    h20 = ab.settings(args("--factors", "batch-time", "--case", "qwen3-14b/h20"))
+    assert ab.same_timing(h20, cal).startswith("not available")
+    ref = {"fb_v": 1.0, "vllm_vani": 1.0, "vllm_sara": 1.0, "sarathi_budget": 128, "latency": [],
+           "sarathi_by_budget": {128: 1.0, 512: 0.5}, "fb_v_gain_pct": 0.0, "vani_vs_sara_pct": 0.0}
+    row = ab.run_level(a800, cal, ref)
+    assert row["fb_v"] == 1.0 and "latency" not in row and row["level"] == cal.name
+    assert "n/a" not in ab.line(row, (128, 512))
+    missing = ab.run_level(h20, cal, ref)
+    assert missing["note"].startswith("not available") and "not available" in ab.line(missing, (128, 512))
+
+
+def test_fast_cluster_with_every_router_and_the_effrps_sweep():
+    """Every cluster system (report lag, rejection) gets a shared capacity, and the sweep reads the paper's peak
+    EffRPS and the shared criterion off the same runs."""
+    s = ab.settings(args("--parts", "single,cluster", "--requests", "30", "--replicas", "2",
+                         "--cluster-systems", "all", "--sweep", "--arrivals", "gamma:1"))
+    s.levels = (ab.REFERENCE,)
+    out = ab.ablate(s)
+    cl = out["rows"][0]["cluster"]
+    assert set(cl["capacity"]) == set(ab.CLUSTER_SYSTEMS)
+    assert set(cl["vs_vllm_lb_fb_pct"]) == set(ab.CLUSTER_SYSTEMS) - set(ab.CORE_CLUSTER)
+    top = max(cl["capacity"].values())
+    for v in cl["sweep"].values():
+        rates = [p["rate"] for p in v["points"]]
+        assert rates == [round(top * m, 4) for m in s.sweep] and len(rates) == 3
+        assert v["peak_effrps"] == max(p["eff_rps"] for p in v["points"])
+        assert v["grid_capacity"] in [0.0] + [p["rate"] for p in v["points"] if p["meets"]]
+    assert set(cl["sweep_gains"]) == {"peak_effrps", "grid_capacity"}
+    assert "peak EffRPS" in ab.report(out)
+
+
+def test_vllm_dp_fresh_reads_the_counts_at_every_arrival():
+    from llmsched.routers import make_router
+    assert make_router("vllm-dp-fresh").publish_interval == 0.0
+    assert make_router("vllm-dp").publish_interval == 0.1
+
+
+def test_slo_loads_and_cluster_systems_arguments():
+    s = ab.settings(args("--slo", "2,0.05", "--loads", "1.0,1.5"))
+    assert (s.ttft, s.tpot, s.loads) == (2.0, 0.05, (1.0, 1.5))
+    cfg = ab.config(s, ab.REFERENCE, "sarathi", {"token_budget": 512})
+    assert cfg.tiers == "slo:ttft=2:tpot=0.05"
+    for bad in (("--slo", "2"), ("--slo", "2,x"), ("--loads", "-1"), ("--cluster-systems", "PAB-LB+nope")):
+        with pytest.raises(ValueError, match=bad[0]):
+            ab.settings(args(*bad))

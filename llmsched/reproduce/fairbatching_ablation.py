@@ -44,6 +44,7 @@ import numpy as np
 
 from ..capacity import find_capacities, parse_slos
 from ..capacity.probe import GRACE_S
+from ..batchtime import make_batch_time_model
 from ..capacity.verdict import measure, window
 from ..executors import make_executor
 from ..experiment import RunConfig, build_replicas, build_source
@@ -73,6 +74,7 @@ SYSTEMS = ("FB-v", "vLLM-sara", "vLLM-vani")
 class Level:
     factor: str
     name: str
+    batch_time: str = "roofline"
     batch_time_params: tuple = ()
     arrivals: str = "trace"  # "trace" or "gamma:<cv>"
     fb_params: tuple = ()
@@ -81,13 +83,16 @@ class Level:
     @property
     def fb_only(self) -> bool:
         """Only FairBatching's parameters or the scoring differ from the reference."""
-        return not self.batch_time_params and self.arrivals == "trace"
+        return self.batch_time == "roofline" and not self.batch_time_params and self.arrivals == "trace"
 
 
 REFERENCE = Level("reference", "roofline, reference arrivals, online refit, envelope")
 LEVELS = (
     REFERENCE,
     Level("overhead", f"+{HOST_STEP * 1e3:g} ms host per step", batch_time_params=(("host_step", HOST_STEP),)),
+    Level("batch-time", "calibrated (Vidur A100-family fit)", batch_time="calibrated"),
+    Level("batch-time", "roofline-staircase (tile-quantised GEMMs)", batch_time="roofline-staircase"),
+    Level("batch-time", "engine (Splitwise engine's host terms)", batch_time="engine"),
     Level("arrivals", "gamma cv 1", arrivals="gamma:1"),
     Level("arrivals", "gamma cv 2", arrivals="gamma:2"),
     Level("arrivals", "gamma cv 4", arrivals="gamma:4"),
@@ -103,26 +108,45 @@ FAST_LEVELS = ("reference", "overhead")
 PARTS = ("single", "latency", "cluster")
 
 
-def config(case: str, level: Level, scheduler: str, params: dict, n: int, workload: str = PRESET,
-           arrivals: str = "trace") -> RunConfig:
-    """One deployment of ``case`` under ``level``: the Azure conversation trace replayed (its own arrivals),
-    or ``workload``'s length preset with gamma arrivals (CV 2 where the level keeps the trace's arrivals but
-    there is no trace: another workload, or no data folder). ``arrivals`` ("trace" or "gamma:<cv>") replaces
+@dataclass
+class Settings:
+    case: str
+    levels: tuple
+    n: int
+    budgets: tuple
+    resolution: float
+    jobs: int
+    parts: tuple = ("single", "latency")
+    replicas: int = 4
+    workload: str = PRESET
+    arrivals: str = "trace"
+    ttft: float = TTFT
+    tpot: float = TPOT
+    cluster_systems: tuple = ()
+    sweep: tuple = ()
+    loads: tuple = (1.2,)
+
+
+def config(s: Settings, level: Level, scheduler: str, params: dict, n: int | None = None) -> RunConfig:
+    """One deployment of ``s.case`` under ``level``: the Azure conversation trace replayed (its own arrivals),
+    or ``s.workload``'s length preset with gamma arrivals (CV 2 where the level keeps the trace's arrivals but
+    there is no trace: another workload, or no data folder). ``s.arrivals`` ("trace" or "gamma:<cv>") replaces
     the reference's arrivals for every level but the arrival factor's own."""
-    model, gpu, rate = CASES[case]
-    arrivals = level.arrivals if level.arrivals != "trace" else arrivals
-    source = {"workload": workload, "arrival": "gamma", "cv": 2.0}
+    model, gpu, rate = CASES[s.case]
+    arrivals = level.arrivals if level.arrivals != "trace" else s.arrivals
+    source = {"workload": s.workload, "arrival": "gamma", "cv": 2.0}
     if arrivals != "trace":
         source["cv"] = parse_arrivals(arrivals)
-    elif workload == PRESET:
+    elif s.workload == PRESET:
         try:
             resolve_data_file(TRACE_FILE)
             source = {"trace": TRACE_FILE}
         except DataFileNotFound:
             pass
     return RunConfig(scheduler=scheduler, scheduler_params=params, model=model, gpu=gpu,
-                     batch_time_params=dict(level.batch_time_params), max_num_seqs=MAX_NUM_SEQS, num_requests=n,
-                     rate=rate, tiers=f"slo:ttft={TTFT:g}:tpot={TPOT:g}", **source)
+                     batch_time=level.batch_time, batch_time_params=dict(level.batch_time_params),
+                     max_num_seqs=MAX_NUM_SEQS, num_requests=n or s.n, rate=rate,
+                     tiers=f"slo:ttft={s.ttft:g}:tpot={s.tpot:g}", **source)
 
 
 def parse_arrivals(text: str) -> float:
@@ -137,18 +161,37 @@ def parse_arrivals(text: str) -> float:
     return value
 
 
-def deployments(case: str, level: Level, n: int, budgets, workload: str = PRESET,
-                arrivals: str = "trace") -> dict[str, RunConfig]:
+def fb_params(s: Settings, level: Level) -> dict:
+    return {"ttft_slo": s.ttft, "tpot_slo": s.tpot, **dict(level.fb_params)}
+
+
+def deployments(s: Settings, level: Level) -> dict[str, RunConfig]:
     """label -> config: FB-v, vLLM-vani and Sarathi at every budget (the tuned one is picked afterwards)."""
-    fb = {"ttft_slo": TTFT, "tpot_slo": TPOT, **dict(level.fb_params)}
-    out = {"FB-v": config(case, level, "fairbatching", fb, n, workload, arrivals)}
+    out = {"FB-v": config(s, level, "fairbatching", fb_params(s, level))}
     if level.fb_only and level != REFERENCE and level.metric == "envelope":
         return out
-    out["vLLM-vani"] = config(case, level, "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET}, n, workload,
-                              arrivals)
-    for b in budgets:
-        out[f"sarathi-{b}"] = config(case, level, "sarathi", {"token_budget": b}, n, workload, arrivals)
+    out["vLLM-vani"] = config(s, level, "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET})
+    for b in s.budgets:
+        out[f"sarathi-{b}"] = config(s, level, "sarathi", {"token_budget": b})
     return out
+
+
+def same_timing(s: Settings, level: Level) -> str | None:
+    """Why ``level``'s batch-time model need not be run: it is the reference's (the same figures: e.g. the
+    roofline of a GPU of a calibrated chip family already uses the fitted efficiencies) or it does not exist
+    for this GPU; None when it differs and must be measured."""
+    if level.batch_time == "roofline":
+        return None
+    model, gpu, _ = CASES[s.case]
+    params = dict(level.batch_time_params)
+    try:
+        alt = make_batch_time_model(level.batch_time, model, gpu, **params).describe()
+    except ValueError as e:
+        return f"not available: {e}"
+    ref = make_batch_time_model("roofline", model, gpu, **params).describe()
+    if {k: v for k, v in alt.items() if k != "name"} == {k: v for k, v in ref.items() if k != "name"}:
+        return f"identical to the roofline on {gpu} (same fitted efficiencies): the reference's figures"
+    return None
 
 
 def measure_with_check(cfg: RunConfig, check: str) -> dict:
@@ -198,23 +241,18 @@ def capacities(bases: dict[str, RunConfig], check: str, resolution: float, jobs:
             for k, r in found.items()}
 
 
-@dataclass
-class Settings:
-    case: str
-    levels: tuple
-    n: int
-    budgets: tuple
-    resolution: float
-    jobs: int
-    parts: tuple = ("single", "latency")
-    replicas: int = 4
-    workload: str = PRESET
-    arrivals: str = "trace"
-
-
 def run_level(s: Settings, level: Level, reference: dict | None) -> dict:
-    """Capacities of the three systems under ``level``; FB-only levels reuse the reference's baselines."""
-    found = capacities(deployments(s.case, level, s.n, s.budgets, s.workload, s.arrivals), level.metric, s.resolution, s.jobs)
+    """Capacities of the three systems under ``level``; FB-only levels reuse the reference's baselines, a
+    batch-time model identical to the reference's reuses its row."""
+    skip = same_timing(s, level)
+    if skip:
+        row = {k: v for k, v in reference.items() if k not in ("latency", "cluster")} if "identical" in skip \
+            else {"fb_v": math.nan, "vllm_vani": math.nan, "vllm_sara": math.nan, "sarathi_budget": None,
+                  "sarathi_by_budget": {b: math.nan for b in s.budgets}, "fb_v_gain_pct": math.nan,
+                  "vani_vs_sara_pct": math.nan}
+        row.update(factor=level.factor, level=level.name, note=skip)
+        return row
+    found = capacities(deployments(s, level), level.metric, s.resolution, s.jobs)
     row = {"factor": level.factor, "level": level.name, "fb_v": found["FB-v"]["capacity"], "raw": found}
     if "vLLM-vani" in found:
         sara = {b: found[f"sarathi-{b}"]["capacity"] for b in s.budgets}
@@ -225,53 +263,115 @@ def run_level(s: Settings, level: Level, reference: dict | None) -> dict:
         row.update({k: reference[k] for k in ("vllm_vani", "sarathi_budget", "vllm_sara", "sarathi_by_budget")})
         row["baselines_from"] = "reference"
     best_base = max(row["vllm_vani"], row["vllm_sara"])
-    row["fb_v_gain_pct"] = 100.0 * (row["fb_v"] / best_base - 1.0) if best_base > 0 else math.nan
-    row["vani_vs_sara_pct"] = 100.0 * (row["vllm_vani"] / row["vllm_sara"] - 1.0) if row["vllm_sara"] > 0 \
-        else math.nan
+    row["fb_v_gain_pct"] = _gain(row["fb_v"], best_base)
+    row["vani_vs_sara_pct"] = _gain(row["vllm_vani"], row["vllm_sara"])
     return row
 
 
-def ttft_tail(s: Settings, level: Level, row: dict) -> dict:
-    """Table 4's comparison under ``level``: P99 TTFT of the tuned Sarathi over FB-v's, both at 1.2 x the
-    level's best baseline capacity (near saturation, as the paper's 2.5 req/s is for its Qwen3-14B)."""
-    rate = round(1.2 * max(row["vllm_vani"], row["vllm_sara"]), 4)
-    out = {"rate": rate}
-    for label, sched, params in (("FB-v", "fairbatching", {"ttft_slo": TTFT, "tpot_slo": TPOT,
-                                                           **dict(level.fb_params)}),
-                                 ("vLLM-sara", "sarathi", {"token_budget": row["sarathi_budget"]}),
-                                 ("vLLM-vani", "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET})):
-        cfg = dataclasses.replace(config(s.case, level, sched, params, s.n, s.workload, s.arrivals), rate=rate)
-        log = simulate(build_source(cfg), build_replicas(cfg), make_router(cfg.router), seed=cfg.seed).requests
-        ttft = log.column("ttft")
-        done = np.isfinite(ttft)
-        out[label] = {"ttft_p99_ms": 1e3 * float(np.percentile(ttft[done], 99)) if done.any() else math.nan,
-                      "finished": int(done.sum()), "requests": len(log)}
-    out["p99_ttft_sara_over_fb_v"] = out["vLLM-sara"]["ttft_p99_ms"] / out["FB-v"]["ttft_p99_ms"]
+def ttft_tail(s: Settings, level: Level, row: dict) -> list[dict]:
+    """Table 4's comparison under ``level``: P99 TTFT of the tuned Sarathi over FB-v's, at each of ``s.loads``
+    x the level's best baseline capacity (1.2: near saturation, as the paper's 2.5 req/s is for its
+    Qwen3-14B; the paper gives one load, so the ratio's dependence on the load is measured, not assumed)."""
+    out = []
+    for load in s.loads:
+        rate = round(load * max(row["vllm_vani"], row["vllm_sara"]), 4)
+        point = {"load": load, "rate": rate}
+        for label, sched, params in (("FB-v", "fairbatching", fb_params(s, level)),
+                                     ("vLLM-sara", "sarathi", {"token_budget": row["sarathi_budget"]}),
+                                     ("vLLM-vani", "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET})):
+            cfg = dataclasses.replace(config(s, level, sched, params), rate=rate)
+            log = simulate(build_source(cfg), build_replicas(cfg), make_router(cfg.router), seed=cfg.seed).requests
+            ttft = log.column("ttft")
+            done = np.isfinite(ttft)
+            point[label] = {"ttft_p99_ms": 1e3 * float(np.percentile(ttft[done], 99)) if done.any() else math.nan,
+                            "finished": int(done.sum()), "requests": len(log)}
+        point["p99_ttft_sara_over_fb_v"] = point["vLLM-sara"]["ttft_p99_ms"] / point["FB-v"]["ttft_p99_ms"]
+        out.append(point)
     return out
 
 
+# label -> (scheduler, router, the question it answers); the first four are the paper's Fig. 8 systems
+CLUSTER_SYSTEMS = {
+    "vLLM-LB+vLLM-sara": ("sarathi", "vllm-dp", "Fig. 8 baseline"),
+    "vLLM-LB+vLLM-vani": ("vllm-chunked", "vllm-dp", "Fig. 8 baseline"),
+    "vLLM-LB+FB-v": ("fairbatching", "vllm-dp", "Fig. 8: FB engines, vLLM's balancer"),
+    "PAB-LB+FB-v": ("fairbatching", "pab", "Fig. 8: the full system, PAB fresh at every arrival"),
+    "PAB-LB(0.1s)+FB-v": ("fairbatching", "pab-delayed", "report lag: PAB views refreshed every 0.1 s"),
+    "vLLM-LB(fresh)+FB-v": ("fairbatching", "vllm-dp-fresh", "report lag: vLLM's counts fresh at every arrival"),
+    "PAB-LB+FB-PAB": ("fairbatching-pab", "pab", "rejection: a request no replica's PAB covers is rejected"),
+}
+CORE_CLUSTER = tuple(list(CLUSTER_SYSTEMS)[:4])
+SWEEP = tuple(round(0.8 * 1.1 ** i, 4) for i in range(10))  # x the highest shared capacity: 0.8 ... 1.89
+
+
 def cluster(s: Settings, level: Level, row: dict) -> dict:
-    """Fig. 8 under ``level``, on ``s.replicas`` replicas: vLLM's DP balancer with the tuned Sarathi and with
-    FB-v, and the PAB router with FB-v; ``s.replicas`` x the single-node requests per probe."""
+    """Fig. 8 under ``level``, on ``s.replicas`` replicas, ``s.replicas`` x the single-node requests per probe:
+    the shared capacity (bisection) of each of ``s.cluster_systems``; with ``s.sweep``, also a common grid of
+    rates (``s.sweep`` x the highest shared capacity) on which both the paper's peak EffRPS (offered rate x
+    attainment) and the shared criterion (stable and attainment >= ATTAINMENT) are read from the same runs."""
     k = s.replicas
-    fb = {"ttft_slo": TTFT, "tpot_slo": TPOT, **dict(level.fb_params)}
-    systems = {"vLLM-LB+vLLM-sara": ("sarathi", {"token_budget": row["sarathi_budget"]}, "vllm-dp"),
-               "vLLM-LB+vLLM-vani": ("vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET}, "vllm-dp"),
-               "vLLM-LB+FB-v": ("fairbatching", fb, "vllm-dp"), "PAB-LB+FB-v": ("fairbatching", fb, "pab")}
     bases = {}
-    for label, (sched, params, router) in systems.items():
-        cfg = config(s.case, level, sched, params, s.n * k, s.workload, s.arrivals)
+    for label in s.cluster_systems:
+        sched, router, _ = CLUSTER_SYSTEMS[label]
+        params = {"token_budget": row["sarathi_budget"]} if sched == "sarathi" else \
+            {"token_budget": VLLM_V1_DEFAULT_BUDGET} if sched == "vllm-chunked" else fb_params(s, level)
+        cfg = config(s, level, sched, params, s.n * k)
         bases[label] = dataclasses.replace(cfg, replicas=k, router=router, rate=cfg.rate * k)
     found = capacities(bases, level.metric, s.resolution, s.jobs)
     caps = {k_: v["capacity"] for k_, v in found.items()}
-    best = max(caps["vLLM-LB+vLLM-sara"], caps["vLLM-LB+vLLM-vani"])
-    return {"replicas": k, "capacity": caps,
-            "pab_lb_vs_vllm_lb_fb_pct": _gain(caps["PAB-LB+FB-v"], caps["vLLM-LB+FB-v"]),
-            "pab_lb_vs_best_baseline_pct": _gain(caps["PAB-LB+FB-v"], best)}
+    out = {"replicas": k, "capacity": caps, **cluster_gains(caps)}
+    if s.sweep:
+        top = max(caps.values()) or bases[s.cluster_systems[0]].rate
+        out["sweep"] = effrps_sweep(bases, [round(top * m, 4) for m in s.sweep], level.metric, s.jobs)
+        out["sweep_gains"] = {"peak_effrps": cluster_gains({k_: v["peak_effrps"] for k_, v in out["sweep"].items()}),
+                              "grid_capacity": cluster_gains({k_: v["grid_capacity"]
+                                                              for k_, v in out["sweep"].items()})}
+    return out
+
+
+def cluster_gains(caps: dict) -> dict:
+    """The paper's two cluster ratios, and each extra system against vLLM-LB+FB-v, where present."""
+    fb = caps.get("vLLM-LB+FB-v", math.nan)
+    best = max(caps.get("vLLM-LB+vLLM-sara", math.nan), caps.get("vLLM-LB+vLLM-vani", math.nan))
+    return {"pab_lb_vs_vllm_lb_fb_pct": _gain(caps.get("PAB-LB+FB-v", math.nan), fb),
+            "pab_lb_vs_best_baseline_pct": _gain(caps.get("PAB-LB+FB-v", math.nan), best),
+            "vs_vllm_lb_fb_pct": {k: _gain(v, fb) for k, v in caps.items() if k not in CORE_CLUSTER}}
+
+
+def effrps_sweep(bases: dict[str, RunConfig], rates: list[float], check: str, jobs: int) -> dict[str, dict]:
+    """Every system at every rate of one grid; per system the points, the paper's peak EffRPS (and whether it
+    sits at the grid's top rate: then it is a floor, not a peak) and the highest grid rate meeting the shared
+    criterion (the grid's coarser version of the shared capacity, from the same runs)."""
+    items = [(label, r) for label in bases for r in rates]
+    ex = CheckedExecutor(check, jobs)
+    try:
+        records = ex.map(None, [dataclasses.replace(bases[label], rate=r) for label, r in items])
+    finally:
+        ex.close()
+    out = {label: {"points": []} for label in bases}
+    for (label, r), rec in zip(items, records):
+        att = rec["metrics"]["attainment"]
+        eff = rec["throughput"]["offered_requests_per_s"] * att
+        ok = rec["stability"]["verdict"] == "stable" and att >= ATTAINMENT
+        out[label]["points"].append({"rate": r, "attainment": att, "eff_rps": eff, "meets": ok,
+                                     "verdict": rec["stability"]["verdict"],
+                                     "rejected": rec["counts"]["rejected"]})
+    for v in out.values():
+        pts = v["points"]
+        peak = max(pts, key=lambda p: p["eff_rps"])
+        v["peak_effrps"], v["peak_at_rate"] = peak["eff_rps"], peak["rate"]
+        v["peak_at_top"] = peak["rate"] == rates[-1]
+        passing = [p["rate"] for p in pts if p["meets"]]
+        v["grid_capacity"] = max(passing) if passing else 0.0
+    return out
 
 
 def _gain(x: float, base: float) -> float:
-    return 100.0 * (x / base - 1.0) if base > 0 else math.nan
+    return 100.0 * (x / base - 1.0) if base > 0 and math.isfinite(x) else math.nan
+
+
+LATENCY_LEVELS = ("reference", "overhead", "batch-time")
+CLUSTER_LEVELS = ("reference", "overhead", "batch-time")
 
 
 def ablate(s: Settings) -> dict:
@@ -281,17 +381,19 @@ def ablate(s: Settings) -> dict:
         row = run_level(s, level, reference)
         if level == REFERENCE:
             reference = row
-        if "latency" in s.parts and level.factor in FAST_LEVELS:
+        if "latency" in s.parts and level.factor in LATENCY_LEVELS and not row.get("note"):
             row["latency"] = ttft_tail(s, level, row)
         rows.append(row)
         print(line(row, s.budgets), flush=True)
     for row, level in zip(rows, s.levels):
-        if "cluster" in s.parts and level.factor in FAST_LEVELS:
+        if "cluster" in s.parts and level.factor in CLUSTER_LEVELS and not row.get("note"):
             row["cluster"] = cluster(s, level, row)
-            print(f"cluster {level.name}: {row['cluster']}", flush=True)
-    return {"case": s.case, "workload": s.workload, "arrivals": s.arrivals, "requests": s.n, "budgets": list(s.budgets), "resolution": s.resolution,
-            "attainment": ATTAINMENT, "ttft_slo": TTFT, "tpot_slo": TPOT, "host_step": HOST_STEP, "rows": rows,
-            "parts": list(s.parts), "wall_s": time.perf_counter() - t0}
+            print(f"cluster {level.name}: {row['cluster']['capacity']}", flush=True)
+    return {"case": s.case, "workload": s.workload, "arrivals": s.arrivals, "requests": s.n,
+            "budgets": list(s.budgets), "resolution": s.resolution, "attainment": ATTAINMENT, "ttft_slo": s.ttft,
+            "tpot_slo": s.tpot, "host_step": HOST_STEP, "rows": rows, "parts": list(s.parts),
+            "cluster_systems": list(s.cluster_systems), "sweep": list(s.sweep), "loads": list(s.loads),
+            "wall_s": time.perf_counter() - t0}
 
 
 def header(budgets) -> str:
@@ -300,38 +402,53 @@ def header(budgets) -> str:
 
 
 def line(row: dict, budgets) -> str:
+    if row.get("note") and "identical" not in row["note"]:
+        return f"{row['factor']} | {row['level']} | {row['note']}"
     f = lambda x: f"{x:.3f}"
-    pct = lambda x: f"{x:+.1f}%" if math.isfinite(x) else "n/a"
     by = "/".join(f"{row['sarathi_by_budget'][b]:.2f}" for b in budgets)
-    src = " (ref.)" if row.get("baselines_from") else ""
-    return (f"{row['factor']} | {row['level']} | {f(row['fb_v'])} | {f(row['vllm_sara'])} ({row['sarathi_budget']})"
-            f"{src} | {f(row['vllm_vani'])}{src} | {pct(row['fb_v_gain_pct'])} | {pct(row['vani_vs_sara_pct'])} | "
-            f"{by}")
+    src = " (ref.)" if row.get("baselines_from") or row.get("note") else ""
+    return (f"{row['factor']} | {row['level']} | {f(row['fb_v'])}{src} | {f(row['vllm_sara'])} "
+            f"({row['sarathi_budget']}){src} | {f(row['vllm_vani'])}{src} | {_pct(row['fb_v_gain_pct'])} | "
+            f"{_pct(row['vani_vs_sara_pct'])} | {by}")
+
+
+def _pct(x: float) -> str:
+    return f"{x:+.1f}%" if math.isfinite(x) else "n/a"
 
 
 def report(out: dict) -> str:
     budgets = out["budgets"]
-    lines = [f"FairBatching ablation, {out['case']}, {out['workload']} (reference arrivals: {out['arrivals']}), TTFT {out['ttft_slo'] * 1e3:.0f} ms / TPOT "
-             f"{out['tpot_slo'] * 1e3:.0f} ms, capacity = highest stable rate with attainment >= "
-             f"{out['attainment']:g} (req/s, {out['requests']} requests per probe, resolution "
-             f"{out['resolution'] * 100:g}%)", header(budgets)]
+    lines = [f"FairBatching ablation, {out['case']}, {out['workload']} (reference arrivals: {out['arrivals']}), "
+             f"TTFT {out['ttft_slo'] * 1e3:.0f} ms / TPOT {out['tpot_slo'] * 1e3:.0f} ms, capacity = highest "
+             f"stable rate with attainment >= {out['attainment']:g} (req/s, {out['requests']} requests per probe, "
+             f"resolution {out['resolution'] * 100:g}%)", header(budgets)]
     lines += [line(r, budgets) for r in out["rows"]]
     for r in out["rows"]:
-        lat = r.get("latency")
-        if lat:
-            lines.append(f"P99 TTFT at {lat['rate']:g} req/s, {r['level']}: FB-v {lat['FB-v']['ttft_p99_ms']:.0f} ms, "
-                         f"vLLM-sara {lat['vLLM-sara']['ttft_p99_ms']:.0f} ms, vLLM-vani "
-                         f"{lat['vLLM-vani']['ttft_p99_ms']:.0f} ms; sara / FB-v = {lat['p99_ttft_sara_over_fb_v']:.2f}x "
-                         f"(paper 2.29x)")
+        for lat in r.get("latency", ()):
+            lines.append(f"P99 TTFT at {lat['rate']:g} req/s ({lat['load']:g} x best baseline), {r['level']}: FB-v "
+                         f"{lat['FB-v']['ttft_p99_ms']:.0f} ms, vLLM-sara {lat['vLLM-sara']['ttft_p99_ms']:.0f} ms, "
+                         f"vLLM-vani {lat['vLLM-vani']['ttft_p99_ms']:.0f} ms; sara / FB-v = "
+                         f"{lat['p99_ttft_sara_over_fb_v']:.2f}x (paper 2.29x)")
     for r in out["rows"]:
         cl = r.get("cluster")
-        if cl:
-            lines.append(f"cluster of {cl['replicas']}, {r['level']}: " + ", ".join(
-                f"{k} {v:.3f}" for k, v in cl["capacity"].items())
-                + f"; PAB-LB vs vLLM-LB (FB-v engines) {cl['pab_lb_vs_vllm_lb_fb_pct']:+.1f}% (paper +34.9%), "
-                  f"PAB-LB+FB-v vs best baseline {cl['pab_lb_vs_best_baseline_pct']:+.1f}% (paper +54.3%)")
+        if not cl:
+            continue
+        lines.append(f"cluster of {cl['replicas']}, {r['level']}, shared capacity: " + ", ".join(
+            f"{k} {v:.3f}" for k, v in cl["capacity"].items()) + "; " + gains_text(cl))
+        for label, v in cl.get("sweep", {}).items():
+            lines.append(f"  sweep {label}: peak EffRPS {v['peak_effrps']:.3f} at {v['peak_at_rate']:g} req/s"
+                         f"{' (top of the grid: a floor)' if v['peak_at_top'] else ''}, grid capacity "
+                         f"{v['grid_capacity']:g}")
+        for name, g in cl.get("sweep_gains", {}).items():
+            lines.append(f"  by {name.replace('_', ' ')}: {gains_text(g)}")
     lines.append(f"({out['wall_s']:.0f} s)")
     return "\n".join(lines)
+
+
+def gains_text(g: dict) -> str:
+    extra = "".join(f", {k} vs vLLM-LB+FB-v {_pct(v)}" for k, v in g["vs_vllm_lb_fb_pct"].items())
+    return (f"PAB-LB vs vLLM-LB (FB-v engines) {_pct(g['pab_lb_vs_vllm_lb_fb_pct'])} (paper +34.9%), PAB-LB+FB-v "
+            f"vs best baseline {_pct(g['pab_lb_vs_best_baseline_pct'])} (paper +54.3%){extra}")
 
 
 def add_arguments(p) -> None:
@@ -345,13 +462,33 @@ def add_arguments(p) -> None:
     p.add_argument("--requests", type=int, default=None, help="requests per probe (default 300; --fast 60)")
     p.add_argument("--resolution", type=float, default=None, help="capacity bisection resolution (default 0.04)")
     p.add_argument("--parts", default=None, help="comma list of single, latency, cluster (default all; --fast: "
-                   "single,latency); latency and cluster run at the reference and overhead levels")
+                   "single,latency); latency and cluster run at the reference, overhead and batch-time levels")
     p.add_argument("--workload", default=PRESET, help="length preset (default azure-conv, replayed from the Azure "
                    "trace; others get gamma arrivals, CV 2): " + ", ".join(LENGTH_PRESETS))
     p.add_argument("--arrivals", default="trace", help="the reference's arrivals: trace (default) or gamma:CV")
+    p.add_argument("--slo", default=None, help=f"TTFT,TPOT in seconds (default {TTFT:g},{TPOT:g}; the paper gives "
+                   "its long-prompt AzureTrace 2,0.05)")
     p.add_argument("--replicas", type=int, default=4, help="replicas of the cluster part (default 4)")
+    p.add_argument("--cluster-systems", default=None, help="comma list of the cluster part's systems (default the "
+                   "paper's four): " + ", ".join(CLUSTER_SYSTEMS) + "; 'all' for every one")
+    p.add_argument("--sweep", action="store_true", help="cluster part: also run every system on one grid of rates "
+                   "(0.8-1.89 x the highest shared capacity, 10%% apart; --fast: 3 points) and report the paper's "
+                   "peak EffRPS and the shared criterion from the same runs")
+    p.add_argument("--loads", default=None, help="latency part: comma list of loads, x the best baseline's "
+                   "capacity (default 1.2)")
     p.add_argument("--jobs", type=int, default=1, help="parallel probes (default 1: the machine is shared)")
     p.add_argument("--out", default=None, help="write results.json here (a directory)")
+
+
+def parse_floats(option: str, text: str, count: int | None = None) -> tuple:
+    try:
+        values = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or not all(v > 0 and math.isfinite(v) for v in values) or (count and len(values) != count):
+        raise ValueError(f"{option}: write {count or 'one or more'} positive numbers separated by commas, got "
+                         f"{text!r}")
+    return values
 
 
 def settings(args) -> Settings:
@@ -389,8 +526,20 @@ def settings(args) -> Settings:
         parse_arrivals(args.arrivals)
     if args.replicas < 2:
         raise ValueError(f"--replicas must be >= 2, got {args.replicas}")
+    ttft, tpot = parse_floats("--slo", args.slo, 2) if args.slo else (TTFT, TPOT)
+    systems = CORE_CLUSTER
+    if args.cluster_systems:
+        asked = tuple(CLUSTER_SYSTEMS) if args.cluster_systems.strip() == "all" else \
+            tuple(x.strip() for x in args.cluster_systems.split(",") if x.strip())
+        bad = [x for x in asked if x not in CLUSTER_SYSTEMS]
+        if bad or not asked:
+            raise ValueError(f"--cluster-systems: unknown {', '.join(bad) or '(none given)'}; valid: "
+                             f"{', '.join(CLUSTER_SYSTEMS)} or all")
+        systems = asked
+    sweep = (SWEEP[0], SWEEP[4], SWEEP[-1]) if args.sweep and args.fast else SWEEP if args.sweep else ()
+    loads = parse_floats("--loads", args.loads) if args.loads else (1.2,)
     return Settings(case, levels, n, (128, 512) if args.fast else BUDGETS, resolution, args.jobs, parts,
-                    args.replicas, args.workload, args.arrivals)
+                    args.replicas, args.workload, args.arrivals, ttft, tpot, systems, sweep, loads)
 
 
 def run(args) -> int:
