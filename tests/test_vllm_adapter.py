@@ -227,6 +227,7 @@ def test_real_engine_run_writes_the_simulators_records_and_fidelity_compares(llm
     engine = EngineConfig(model="unused", max_model_len=512, max_num_seqs=4, max_num_batched_tokens=256)
     cols, model, report = profile(llm, engine, output_tokens=4)
     assert report.n == len(cols["duration"]) > 10 and model.coefficients["const"] > 0
+    assert model.wake is not None and model.wake.cost >= 0 and model.wake.tau > 0  # measured cold start after idle
     monkeypatch.setenv("LLMSCHED_PROFILES", str(tmp_path / "profiles"))
     from llmsched.vllm.profiles import default_profile_path, load_profile, load_profile_for, model_fingerprint
     hf = llm.llm_engine.vllm_config.model_config.hf_config
@@ -235,6 +236,7 @@ def test_real_engine_run_writes_the_simulators_records_and_fidelity_compares(llm
     assert path == default_profile_path(engine.model, hf) and path.parents[2] == tmp_path / "profiles"
     assert path.name.startswith("vllm-") and model_fingerprint(hf) in path.parent.parent.name
     assert load_profile_for(str(path), model_fingerprint(hf))[0].coefficients == model.coefficients
+    assert load_profile_for(str(path), model_fingerprint(hf))[0].wake == model.wake
     with pytest.raises(ValueError, match="not on the served model"):
         load_profile_for(str(path), "0123456789")
     named = save(model, report, llm, engine, "tiny-test")

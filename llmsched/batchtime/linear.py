@@ -36,6 +36,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from .base import Batch, BatchTimeModel
+from .wake import WakeCost
 
 BASE_TERMS = ("const", "per_token", "per_context", "per_prefill")
 EXTRA_TERMS = ("per_decode", "prefill_tokens", "decode_context", "prefill_attention", "prefill_cached_attention",
@@ -135,8 +136,11 @@ class LinearBatchTime(BatchTimeModel):
         return t
 
     def describe(self) -> dict:
-        return {"name": self.name, "coefficients": {k: v for k, v in self.coefficients.items() if v},
-                "t_col": self.t_col, "source": self.source}
+        about = {"name": self.name, "coefficients": {k: v for k, v in self.coefficients.items() if v},
+                 "t_col": self.t_col, "source": self.source}
+        if self.wake is not None:
+            about["wake"] = self.wake.to_dict()
+        return about
 
     # --- the papers' forms ----------------------------------------------------------------------------------
     @classmethod
@@ -183,7 +187,10 @@ class LinearBatchTime(BatchTimeModel):
 
     # --- persistence --------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {"kind": "linear", "coefficients": dict(self.coefficients), "t_col": self.t_col, "source": self.source}
+        data = {"kind": "linear", "coefficients": dict(self.coefficients), "t_col": self.t_col, "source": self.source}
+        if self.wake is not None:
+            data["wake"] = self.wake.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "LinearBatchTime":
@@ -192,7 +199,10 @@ class LinearBatchTime(BatchTimeModel):
         if unknown:
             raise ValueError(f"unknown linear term(s) {', '.join(unknown)}; terms: {', '.join(TERMS)}")
         base = {term: coefficients.pop(term, 0.0) for term in BASE_TERMS}
-        return cls(**base, extra=coefficients, t_col=data.get("t_col", 128), source=data.get("source", ""))
+        model = cls(**base, extra=coefficients, t_col=data.get("t_col", 128), source=data.get("source", ""))
+        if data.get("wake") is not None:
+            model.wake = WakeCost.from_dict(data["wake"])
+        return model
 
     def save(self, path: str | Path, report: FitReport | None = None) -> None:
         data = self.to_dict()

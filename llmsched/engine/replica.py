@@ -93,6 +93,7 @@ class Replica:
         self._plan: BatchPlan | None = None
         self._swap_time = 0.0  # host->GPU transfers done before the policy decided, charged to the next step
         self._step_start = 0.0
+        self._last_end = 0.0  # end of the previous step (the clock origin before any): the idle time before a step
         self._step_preempted = 0
         self._batch: Batch | None = None
         self.max_blocks = min(config.num_blocks, self.kv.blocks_for(config.max_model_len))
@@ -309,6 +310,8 @@ class Replica:
         self._batch = batch
         duration = self.batch_time.step_time(batch) + extra_time + self._swap_time
         self._swap_time = 0.0
+        if self.batch_time.wake is not None and now > self._last_end:
+            duration += self.batch_time.wake.time(now - self._last_end)
         if not duration > 0:
             raise ValueError(f"batch-time model {self.batch_time.name!r} returned {duration} s for a step")
         return duration
@@ -428,6 +431,7 @@ class Replica:
             self.running[:] = [r for r in self.running if r.status is RUNNING]
 
         duration = now - self._step_start
+        self._last_end = now
         self.num_steps += 1
         self.busy_time += duration
         self.recent_steps.append(duration)

@@ -130,7 +130,11 @@ def cmd_profile(args) -> int:
             w.writerows(zip(*cols.values()))
     c = model.coefficients
     print(f"profile of {args.model}: const {c['const'] * 1e3:.3f} ms + {c['per_token'] * 1e6:.2f} us/token + "
-          f"{c['per_context'] * 1e9:.2f} ns/context token + {c['per_prefill'] * 1e6:.2f} us/prefill")
+          f"{c['per_context'] * 1e9:.2f} ns/context token + {c['per_prefill'] * 1e6:.2f} us/prefill + "
+          f"{c['per_decode'] * 1e6:.2f} us/decode")
+    if model.wake is not None:
+        print(f"cold start after idle: +{model.wake.cost * 1e3:.2f} ms x (1 - exp(-idle / "
+              f"{model.wake.tau * 1e3:.1f} ms))")
     print(f"fit: {report}; between steps (update, detokenisation, engine loop): "
           f"{between_steps(cols) * 100:.0f}% of a step's cycle (median)")
     print(f"wrote {path}")
@@ -178,8 +182,10 @@ def cmd_fidelity(args) -> int:
     sim, sim_summary = simulate_like(cfg, real.meta["adapter"], path, engine.max_model_len, requests)
     rows = compare(real_summary, sim_summary)
     # The same simulation with the step time fitted to this run's own step cycles (see fidelity.run_cycles).
-    from ..batchtime.linear import BASE_TERMS, LinearBatchTime
-    own, own_report = LinearBatchTime.fit(run_cycles(real.steps), BASE_TERMS, loss="absolute")
+    from ..batchtime.linear import LinearBatchTime
+    from .profiler import PROFILE_TERMS
+    own, own_report = LinearBatchTime.fit(run_cycles(real.steps), PROFILE_TERMS, loss="absolute")
+    own.wake = LinearBatchTime.load(path).wake
     own_path = Path(args.workdir or ".") / "run-cycles-profile.json" if not args.out else \
         Path(args.out) / "run-cycles-profile.json"
     own_path.parent.mkdir(parents=True, exist_ok=True)

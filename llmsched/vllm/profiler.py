@@ -4,7 +4,10 @@ Probes are batches of requests submitted together through the plug-in (policy ``
 of ``ctx`` prompt tokens each and a few output tokens give prefill steps (chunks up to the token budget, over
 cached context from 0 upwards), mixed steps, and decode steps of ``n`` requests at contexts ``ctx..ctx+k``. Every
 step is recorded with its composition (steps.csv's columns), and ``LinearBatchTime.fit`` fits
-``const + per_token·tokens + per_context·Σcontext + per_prefill·#prefills``.
+``const + per_token·tokens + per_context·Σcontext + per_prefill·#prefills + per_decode·#decodes`` (the per-decode
+term is each decode's own sampling and input preparation: without it the fit, dominated by long prefill steps,
+put a one-decode step 12-18% above the measured cycle). Then single-request probes after pauses of 0 to 0.5 s
+measure the cold start of a step after the engine sat idle (``batchtime/wake.py``), saved with the fit.
 
 The time fitted is a step's **cycle**: from its start to the next step's start while the engine stays busy (every
 probe's requests are submitted at once, so it does until the probe's last step, which is left out). A step's own
@@ -16,9 +19,12 @@ checks, the engine loop. Fitted to durations alone, the simulator ran ahead of t
 from __future__ import annotations
 
 import json
+import statistics
+import time
 from pathlib import Path
 
 from ..batchtime.linear import BASE_TERMS, LinearBatchTime
+from ..batchtime.wake import WakeCost
 from ..metrics.writers import write_json
 from ..request import Request
 from .engine import EngineConfig
@@ -33,7 +39,12 @@ def probe_grid(max_seqs: int, max_context: int, output_tokens: int = 8):
     return [(n, c) for n in counts for c in contexts]
 
 
-def profile(llm, engine: EngineConfig, output_tokens: int = 8, repeats: int = 1):
+PROFILE_TERMS = BASE_TERMS + ("per_decode",)
+WAKE_PAUSES = (0.005, 0.02, 0.05, 0.2, 0.5)  # seconds idle before a wake probe (0 = back to back: the baseline)
+WAKE_PROMPT = 128
+
+
+def profile(llm, engine: EngineConfig, output_tokens: int = 8, repeats: int = 1, wake_repeats: int = 4):
     """Run the probes on ``llm``; returns (steps columns dict, fitted model, fit report)."""
     from .runner import replay
     settings = load_settings({}, scheduler="vllm-chunked")
@@ -54,9 +65,30 @@ def profile(llm, engine: EngineConfig, output_tokens: int = 8, repeats: int = 1)
                 cols[k].extend(list(getattr(steps, k))[:-1])
     # Absolute loss: the fit's prediction is the mean cycle, so simulated time adds up to the engine's; the default
     # relative loss weights short steps up and, with other processes' stalls in the data, fitted them 2-3x low.
-    model, report = LinearBatchTime.fit({k: v for k, v in cols.items() if k != "step_duration"}, BASE_TERMS,
+    model, report = LinearBatchTime.fit({k: v for k, v in cols.items() if k != "step_duration"}, PROFILE_TERMS,
                                         loss="absolute")
+    if wake_repeats:
+        model.wake = measure_wake(llm, settings, rid, wake_repeats)
     return cols, model, report
+
+
+def measure_wake(llm, settings, first_id: int, repeats: int) -> WakeCost:
+    """Fit the cold-start cost: the first step's cycle of a one-request probe (a ``WAKE_PROMPT``-token prefill)
+    after each pause in ``WAKE_PAUSES``, minus the same probe's median cycle run back to back."""
+    from .runner import replay
+    rid = first_id
+    idle, cycles = [], []
+    for pause in ((0.0,) + WAKE_PAUSES) * repeats:  # a back-to-back probe (warm: the one before ran) per round
+        time.sleep(pause)
+        steps = replay(llm, [Request(rid, 0.0, WAKE_PROMPT, 2)], settings).steps
+        rid += 1
+        start = list(steps.start)
+        if len(start) >= 2:
+            idle.append(pause)  # replay's own set-up before the first step adds ~0.1 ms
+            cycles.append(start[1] - start[0])
+    busy = statistics.median(c for c, g in zip(cycles, idle) if g == 0.0)
+    pairs = [(g, c - busy) for g, c in zip(idle, cycles) if g > 0]
+    return WakeCost.fit([g for g, _ in pairs], [e for _, e in pairs])
 
 
 def between_steps(cols) -> float:
