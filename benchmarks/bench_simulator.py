@@ -6,15 +6,17 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
   on an A100) for sarathi and vllm-chunked: CPU seconds of the whole command (start-up, simulation, writing
   summary.json, requests.csv, steps.csv) and its peak RSS;
 * ``x10``: the same trace repeated 10 times end to end (193,660 requests), with ``--sketch``;
-* ``1m``: 1,000,000 requests of the azure-conv lengths at 5 req/s (the conv trace's own load, which one
-  replica keeps up with) with ``--sketch`` (slow: minutes);
+* ``200k`` and ``1m``: 200,000 and 1,000,000 requests of the azure-conv lengths at 5 req/s (the conv trace's
+  own load, which one replica keeps up with), vllm-chunked, ``--sketch --stream``: the logs are written during
+  the run, so peak RSS should not grow from one row to the other (the baseline side runs without ``--stream``,
+  which older checkouts lack; ``1m`` is slow: minutes);
 * ``replicas``: simulation CPU per step with 1, 8 and 32 replicas (round-robin, 4 req/s per replica);
 * ``running256``: simulation CPU per step with ~256 requests running (closed loop of 256 users).
 
 ``--baseline PATH`` runs every row a second time with ``PYTHONPATH=PATH`` (e.g. a worktree of an older commit)
 and prints after/before ratios measured in the same run. The machine is shared: compare ratios, not absolutes.
 
-    python benchmarks/bench_simulator.py [--rows conv,x10,replicas,running256,1m] [--baseline PATH]
+    python benchmarks/bench_simulator.py [--rows conv,x10,replicas,running256,200k,1m] [--baseline PATH]
 """
 from __future__ import annotations
 
@@ -56,7 +58,9 @@ print(json.dumps({"code": code, "cpu_s": use.ru_utime + use.ru_stime, "peak_mb":
 
 def run_cli(argv: list[str], pythonpath: str | None) -> dict:
     """CPU seconds (user + system, the interpreter's start-up included) and peak RSS of one ``llmsched``
-    command, measured by the command's own process."""
+    command, measured by the command's own process. A baseline runs without ``--stream``."""
+    if pythonpath:
+        argv = [a for a in argv if a != "--stream"]
     with tempfile.TemporaryDirectory() as out:
         proc = subprocess.run([sys.executable, "-c", CLI_CHILD, *argv, "--out", out, "--no-progress"],
                               env=child_env(pythonpath), capture_output=True, text=True)
@@ -105,10 +109,11 @@ def rows(names: list[str], tmp: Path):
             trace = repeated_trace(resolve_data_file("AzureLLMInferenceTrace_conv.csv"), 10, tmp / "conv10.csv")
             yield "conv x10, vllm-chunked, --sketch", "cli", ["simulate", "--scheduler", "vllm-chunked",
                                                               "--trace", str(trace), "--sketch"]
-        elif name == "1m":
-            yield "1M requests, vllm-chunked, --sketch", "cli", [
+        elif name in ("200k", "1m"):
+            n = 200_000 if name == "200k" else 1_000_000
+            yield f"{n:,} requests, --stream", "cli", [
                 "simulate", "--scheduler", "vllm-chunked", "--workload", "azure-conv", "--rate", "5",
-                "--num-requests", "1000000", "--sketch"]
+                "--num-requests", str(n), "--sketch", "--stream"]
         elif name == "replicas":
             for n in (1, 8, 32):
                 yield f"{n} replica(s), sarathi", "sim", {
@@ -119,7 +124,7 @@ def rows(names: list[str], tmp: Path):
                 "scheduler": "sarathi", "workload": "sharegpt", "concurrency": 256, "rate": None,
                 "num_requests": 2000, "max_num_seqs": 256, "num_blocks": 200_000}
         else:
-            raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 1m, replicas, running256")
+            raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, replicas, running256")
 
 
 def main() -> int:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -78,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="output folder (default: print only)")
     s.add_argument("--plots", action="store_true",
                    help="also draw latency_cdf.png and kv_usage.png into --out (matplotlib; about 1.5 s)")
+    s.add_argument("--stream", action="store_true",
+                   help="write requests.csv and steps.csv while the run goes and keep only running totals, so "
+                        "memory stays flat however many requests; the files are the same, the summary's TTFT, "
+                        "TPOT and E2E quantiles come from sketches (1%% error); implies --sketch; no --plots, "
+                        "no --warmup or --cooldown")
     add_run_options(s)
     s.set_defaults(func=cmd_simulate)
 
@@ -175,7 +181,13 @@ def cmd_simulate(args) -> int:
     base = base_config(args)
     name = args.scheduler or base.get("scheduler", "sarathi")
     cfg = run_configs(args, [name])[0]
-    result = run(cfg, progress=not args.no_progress)
+    if args.stream:
+        from .metrics.stream_summary import check_stream_window
+        if args.plots:
+            raise ValueError("--plots draws from rows a streamed run does not keep: drop --plots or --stream")
+        check_stream_window(cfg.warmup, cfg.cooldown)
+        cfg = dataclasses.replace(cfg, keep_gaps=False)
+    result = run(cfg, progress=not args.no_progress, stream=args.stream, out=args.out)
     summ = summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
     print(format_table([summary_row(cfg, result, summ)], TABLE_COLUMNS))
     if args.out:

@@ -19,6 +19,7 @@ from .hardware.gpus import gpu as gpu_preset
 from .hardware.memory import kv_capacity_blocks
 from .hardware.models import model as model_preset
 from .metrics.steps import StepLog
+from .metrics.streams import open_streams
 from .routers import make_router
 from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.simulator import RunResult, simulate
@@ -148,9 +149,11 @@ def read_run_config(path: str | Path) -> tuple[dict, Origin]:
     return {k: check_field(k, v, origin) for k, v in data.items()}, origin
 
 
-def build_replicas(cfg: RunConfig, workload_params: dict | None = None) -> list[Replica]:
-    """The run's replicas; ``workload_params`` (from ``workload_params(cfg, source)``) tunes workload-aware
-    policies to the run's own workload where the user did not set those parameters."""
+def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
+                   steps: StepLog | None = None) -> list[Replica]:
+    """The run's replicas, sharing ``steps`` (default a new StepLog); ``workload_params`` (from
+    ``workload_params(cfg, source)``) tunes workload-aware policies to the run's own workload where the user did
+    not set those parameters."""
     m = model_preset(cfg.model)
     if cfg.tp is not None:
         m = m.with_tp(cfg.tp)
@@ -172,7 +175,7 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None) -> list[
         preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow,
         fast_forward=cfg.fast_forward)
-    steps = StepLog()
+    steps = steps if steps is not None else StepLog()
     params = {**(workload_params or {}), **cfg.scheduler_params}
     try:
         return [Replica(i, create_scheduler(cfg.scheduler, **params), bt, config, steps)
@@ -243,11 +246,18 @@ def build_source(cfg: RunConfig):
     return wl.source()
 
 
-def run(cfg: RunConfig, progress: bool = False) -> RunResult:
+def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) -> RunResult:
+    """One simulation. ``stream``: write ``out``/requests.csv and steps.csv during the run (no ``out``: keep
+    totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False``."""
     source = build_source(cfg)
-    replicas = build_replicas(cfg, workload_params(cfg, source))
+    log = steps = None
+    if stream:
+        if cfg.keep_gaps:
+            raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
+        log, steps = open_streams(out)
+    replicas = build_replicas(cfg, workload_params(cfg, source), steps)
     result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed,
-                      progress=progress, keep_gaps=cfg.keep_gaps)
+                      progress=progress, keep_gaps=cfg.keep_gaps, log=log)
     rep = replicas[0]
     result.meta = {
         "config": dataclasses.asdict(cfg),

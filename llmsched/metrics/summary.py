@@ -50,6 +50,9 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     for name, v in (("warmup", warmup), ("cooldown", cooldown)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
             raise ValueError(f"summarize: {name} must be a finite number of seconds >= 0, got {v!r}")
+    if getattr(result.requests, "streamed", False):
+        from .stream_summary import summarize_stream
+        return summarize_stream(result, warmup, cooldown)
     log: RequestLog = result.requests
     arrival = log.column("arrival")
     finish = log.column("finish")

@@ -59,39 +59,54 @@ def write_json(obj, path) -> None:
 def write_run(result, summary: dict, out_dir) -> Path:
     """Write ``summary.json``, ``requests.csv``, ``steps.csv`` and ``meta.json`` into ``out_dir`` (created).
 
-    Returns the directory. ``meta.json`` is ``result.meta`` as given.
+    Returns the directory. ``meta.json`` is ``result.meta`` as given. A streamed run (``simulate --stream``)
+    wrote its CSV files during the run: they must be this directory's.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_json(summary, out / "summary.json")
     write_json(result.meta, out / "meta.json")
+    if getattr(result.requests, "streamed", False):
+        for log, name in ((result.requests, "requests.csv"), (result.steps, "steps.csv")):
+            if log.path is None or Path(log.path).resolve() != (out / name).resolve():
+                raise ValueError(f"this streamed run wrote {name} to {log.path or 'nowhere'}, not to {out}: "
+                                 f"stream it to the directory you write (open_streams({str(out)!r}))")
+        return out
     _write_requests(result.requests, out / "requests.csv")
     _write_steps(result.steps, out / "steps.csv")
     return out
 
 
 def _write_requests(log, path: Path) -> None:
-    names = {int(s): s.name for s in Status}
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(REQUEST_COLUMNS)
-        for i in range(0, len(log), CHUNK_ROWS):
-            cols = {name: log.cols[name][i:i + CHUNK_ROWS].tolist() for name in INT_FIELDS + FLOAT_FIELDS}
-            cols["tier_name"] = [log.tiers[t] for t in cols["tier"]]
-            cols["status_name"] = [names.get(s, str(s)) for s in cols["status"]]
-            cols["reason"] = [log.reasons.get(r, "") for r in cols["id"]]
-            w.writerows(zip(*(cols[c] for c in REQUEST_COLUMNS)))
+        write_request_rows(w, log)
 
 
+def write_request_rows(w, log) -> None:
+    """The rows of ``log`` (a RequestLog), without the header, through the csv writer ``w``."""
+    names = {int(s): s.name for s in Status}
+    for i in range(0, len(log.cols["id"]), CHUNK_ROWS):
+        cols = {name: log.cols[name][i:i + CHUNK_ROWS].tolist() for name in INT_FIELDS + FLOAT_FIELDS}
+        cols["tier_name"] = [log.tiers[t] for t in cols["tier"]]
+        cols["status_name"] = [names.get(s, str(s)) for s in cols["status"]]
+        cols["reason"] = [log.reasons.get(r, "") for r in cols["id"]]
+        w.writerows(zip(*(cols[c] for c in REQUEST_COLUMNS)))
 
 
 def _write_steps(steps, path: Path) -> None:
-    cols = steps.columns()
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(STEP_FIELDS)
-        for i in range(0, len(steps), CHUNK_ROWS):
-            w.writerows(zip(*(cols[c][i:i + CHUNK_ROWS].tolist() for c in STEP_FIELDS)))
+        write_step_rows(w, steps)
+
+
+def write_step_rows(w, steps) -> None:
+    """The rows of ``steps`` (a StepLog), without the header, through the csv writer ``w``."""
+    cols = {name: getattr(steps, name) for name in STEP_FIELDS}  # a StepStream's chunk in hand too
+    for i in range(0, len(cols["start"]), CHUNK_ROWS):
+        w.writerows(zip(*(cols[c][i:i + CHUNK_ROWS].tolist() for c in STEP_FIELDS)))
 
 
 def write_table(rows: list[dict], path_csv=None, path_json=None) -> None:

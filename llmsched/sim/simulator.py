@@ -28,7 +28,7 @@ class RunResult:
 
 
 def simulate(source, replicas: list[Replica], router: Router | None = None, horizon: float | None = None,
-             seed: int = 0, progress: bool = False, keep_gaps: bool = True) -> RunResult:
+             seed: int = 0, progress: bool = False, keep_gaps: bool = True, log: RequestLog | None = None) -> RunResult:
     """Run ``source``'s requests through ``replicas`` until all leave, or until ``horizon``.
 
     ``source`` has ``initial()`` (a list, or any iterable in arrival order, consumed lazily: a request is
@@ -37,6 +37,8 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     Requests still in flight at the horizon end UNFINISHED; requests a scheduler leaves
     waiting with nothing left to happen end REJECTED with the scheduler named.
     ``keep_gaps=False`` keeps inter-token gaps only as per-tier quantile sketches.
+    ``log``: the request log to record into (default a new ``RequestLog(keep_gaps)``); a ``RequestStream``, with
+    the replicas sharing a ``StepStream``, writes both logs during the run and keeps only totals (flat memory).
     """
     if not replicas:
         raise ValueError("simulate needs at least one replica")
@@ -47,7 +49,8 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     wall0 = time.perf_counter()
     heap: list = []
     seq = 0
-    log = RequestLog(keep_gaps)
+    if log is None:
+        log = RequestLog(keep_gaps)
 
     def push_arrivals(reqs):
         nonlocal seq
@@ -67,6 +70,9 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     for rep in replicas:
         if rep.steps is not shared_steps:
             raise ValueError("all replicas of a run must share one StepLog")
+    stream = getattr(log, "streamed", False)
+    if stream != getattr(shared_steps, "streamed", False):
+        raise ValueError("a streamed run needs both a RequestStream log and replicas sharing a StepStream")
 
     def drain(rep: Replica, t: float):
         done = rep.completed
@@ -117,6 +123,8 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
             x.end_step(t)
             drain(x, t)
             start(x, t)
+            if stream and shared_steps.full:
+                shared_steps.flush(log.end_max)
         elif kind == ARRIVAL:
             rep = replicas[router.route(x, replicas, rng)]
             rep.add(x, t)
@@ -145,6 +153,9 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         for r in left + rep.completed:
             log.record(r)
         rep.completed = []
+    if stream:
+        log.close()
+        shared_steps.close(log.arrival_min, log.span_end(stop_time))
     stats = [{"replica": rep.index, "steps": rep.num_steps, "busy_time": rep.busy_time,
               "preemptions": rep.num_preemptions, "swap_fallbacks": rep.swap_fallbacks} for rep in replicas]
     return RunResult(log, shared_steps, stop_time, time.perf_counter() - wall0, {}, stats)

@@ -1,0 +1,16 @@
+"""Where a streamed run (``simulate --stream``) writes its logs while it runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .request_stream import RequestStream
+from .step_stream import StepStream
+
+
+def open_streams(out_dir=None) -> tuple[RequestStream, StepStream]:
+    """A request and a step stream writing ``out_dir``/requests.csv and steps.csv (``None``: totals only)."""
+    if out_dir is None:
+        return RequestStream(), StepStream()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return RequestStream(out / "requests.csv"), StepStream(out / "steps.csv")
