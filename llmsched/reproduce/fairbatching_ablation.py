@@ -14,6 +14,11 @@ burstiness, online predictor refit, TPOT by the envelope check, the spec's §3.3
   (vllm-project/vllm#6854), 5-6 ms at batch 256 for Llama-2-7B in the V1-era engine
   (vllm-project/vllm#10634, #11133). ``HOST_STEP`` adds 4 ms (the roofline's ``host_step`` option), so a
   step's fixed cost is 6 ms, inside both measured ranges. Not tuned: no other value is tried.
+* ``batch-time``: which measured timing the engines run on: ``calibrated`` (the roofline with efficiencies
+  fitted to Vidur's A100 operator profiles; on the A800, an A100 chip, the roofline already is this, so the
+  row is the reference's and is not rerun), ``roofline-staircase`` (the same profiles fitted with 128-token
+  GEMM tiles: small batches cost a full tile), ``engine`` (host terms fitted to the Splitwise engine's
+  measured steps: an eager engine's per-layer and per-sequence cost, an upper bound for vLLM's).
 * ``arrivals``: gamma arrivals with CV 1 (Poisson), 2, 4 and the trace's own length mix instead of its
   timestamps.
 * ``metric``: which TPOT the attainment checks (seed 002 §5.1, spec G1): M2 envelope (reference, what
@@ -27,7 +32,10 @@ burstiness, online predictor refit, TPOT by the envelope check, the spec's §3.3
 ``--arrivals gamma:CV`` makes gamma arrivals the reference instead of the trace: on the replayed trace every
 system's capacity is set by the stability test (the head of the trace ramps up), so nothing that only
 reorders work can move it; under Poisson arrivals attainment binds (docs/fairbatching.md, "Ablation").
-Factors that change only FairBatching reuse the reference's baselines. The SLO-metric factor re-scores the
+The cluster part measures the PAB router's own gain against controls (``CLUSTER_SYSTEMS``: report lag
+either way, rejection when no replica's PAB fits) and, with ``--sweep``, reads the paper's peak EffRPS and
+the shared criterion off the same grid of runs. Factors that change only FairBatching reuse the reference's
+baselines. The SLO-metric factor re-scores the
 same runs: each probe is measured with the shared ``measure`` and its ``attainment`` recomputed with the
 TPOT check asked for (``llmsched.fairbatching.attainment.slo_met``) over the same window.
 """
@@ -457,8 +465,8 @@ def add_arguments(p) -> None:
     p.add_argument("--case", default=None, help=f"one of {', '.join(CASES)} (default llama-3.1-8b/a800: on the "
                    "roofline H20, 7%% of azure-conv prompts cannot reach their first token in 500 ms even alone, so "
                    "qwen3-14b/h20's capacity at 90%% attainment is that of a near-idle GPU; docs/fairbatching.md)")
-    p.add_argument("--factors", default=None, help="comma list of factors to run besides the reference: "
-                   + ", ".join(dict.fromkeys(lv.factor for lv in LEVELS if lv != REFERENCE)))
+    p.add_argument("--factors", default=None, help="comma list of factors to run besides the reference ('none': "
+                   "the reference alone): " + ", ".join(dict.fromkeys(lv.factor for lv in LEVELS if lv != REFERENCE)))
     p.add_argument("--requests", type=int, default=None, help="requests per probe (default 300; --fast 60)")
     p.add_argument("--resolution", type=float, default=None, help="capacity bisection resolution (default 0.04)")
     p.add_argument("--parts", default=None, help="comma list of single, latency, cluster (default all; --fast: "
@@ -497,7 +505,7 @@ def settings(args) -> Settings:
         raise ValueError(f"--case: unknown {case!r}; valid: {', '.join(CASES)}")
     factors = {lv.factor for lv in LEVELS}
     if args.factors:
-        asked = [x.strip() for x in args.factors.split(",") if x.strip()]
+        asked = [x.strip() for x in args.factors.split(",") if x.strip() and x.strip() != "none"]
         bad = [x for x in asked if x not in factors]
         if bad:
             raise ValueError(f"--factors: unknown {', '.join(bad)}; valid: {', '.join(sorted(factors - {'reference'}))}")
