@@ -106,17 +106,19 @@ class SLAI(Scheduler):
         deadline, paused = self._deadline, self._paused
         items = list(plan.decodes)
         items.extend(r for r, _ in plan.prefills)
+        running = Status.RUNNING
         for r in items:
-            if r.status is not Status.RUNNING:
+            g = r.num_generated
+            if r.status is not running:
                 deadline.pop(r.id, None)
                 paused.pop(r.id, None)
-            elif r.is_decode:
+            elif g and r.num_computed == r.prompt_len + g - 1:  # r.is_decode
                 paused.pop(r.id, None)
                 if r.last_token == now:
                     if delta is None:
                         delta = self.current_offset(view) * view.mean_step_time
                     tbt = r.slo.tbt if r.slo.tbt is not None else self.default_tbt
-                    deadline[r.id] = (r.num_generated, now + tbt - delta)
+                    deadline[r.id] = (g, now + tbt - delta)
             elif r.id not in paused:
                 paused[r.id] = True
         for r in plan.preempt:
@@ -126,35 +128,46 @@ class SLAI(Scheduler):
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()
         now = view.now
-        running = view.running
-        decodes: list[tuple[float, float, Request]] = []
+        known = self._deadline
+        decodes: list[tuple[float, float, int, Request]] = []  # (C, arrival, position: ties stay in order, r)
         partial: list[Request] = []
         reserved = 0
-        for r in running:
-            if r.is_decode:
-                decodes.append((self.deadline(r, view), r.arrival, r))
+        for r in view.running:
+            g = r.num_generated
+            if g and r.num_computed == r.prompt_len + g - 1:  # r.is_decode, inlined (this loop is per request)
+                c = known.get(r.id)
+                decodes.append((c[1] if c is not None and c[0] == g else self.deadline(r, view), r.arrival,
+                                len(decodes), r))
             else:
                 partial.append(r)
                 reserved += view.extra_blocks(r, r.num_tokens)
         if len(partial) > 1:
             order = {rid: i for i, rid in enumerate(self._paused)}
             partial.sort(key=lambda r: order.get(r.id, -1))
-        decodes.sort(key=_by_deadline)
+        decodes.sort()
         budget = min(self.token_budget, view.max_num_batched_tokens)
         free = view.free_blocks - reserved
         bs = view.block_size
         tokens = 0
         beta = self.max_decodes
         victims = list(partial)  # paused prefills that may still be preempted, most recent last
+        chosen = plan.decodes
         i = 0
         n = len(decodes)
-        # (1-2) critical decodes, by C
-        while i < n and tokens < budget and len(plan.decodes) < beta and now >= decodes[i][0]:
-            r = decodes[i][2]
+        # (1-2) critical decodes, by C; a decode whose KV slot is free is seated inline (the common case)
+        while i < n and tokens < budget and len(chosen) < beta:
+            c, _, _, r = decodes[i]
+            if not now >= c:
+                break
             i += 1
-            free, ok = self._seat(r, free, bs, victims, plan)
+            need = 1 if r.num_computed + 1 > r.num_blocks * bs else 0
+            if need <= free:
+                free -= need
+                ok = True
+            else:
+                free, ok = self._seat(r, free, bs, victims, plan)
             if ok:
-                plan.decodes.append(r)
+                chosen.append(r)
                 tokens += 1
         # (3a) paused prefills, oldest first
         for r in partial:
@@ -169,12 +182,17 @@ class SLAI(Scheduler):
         if tokens < budget and view.waiting:
             free, tokens = self._admit(view, plan, free, tokens, budget)
         # (4) non-critical decodes, by C
-        while i < n and tokens < budget and len(plan.decodes) < beta:
-            r = decodes[i][2]
+        while i < n and tokens < budget and len(chosen) < beta:
+            r = decodes[i][3]
             i += 1
-            free, ok = self._seat(r, free, bs, [], plan)
+            need = 1 if r.num_computed + 1 > r.num_blocks * bs else 0
+            if need <= free:
+                free -= need
+                ok = True
+            else:
+                free, ok = self._seat(r, free, bs, [], plan)
             if ok:
-                plan.decodes.append(r)
+                chosen.append(r)
                 tokens += 1
         if plan.preempt and not plan.has_work:
             return BatchPlan()
@@ -229,10 +247,6 @@ def reserved_kv_use(view: ReplicaView) -> float:
         if not r.is_decode:
             used += view.extra_blocks(r, r.num_tokens)
     return used / view.total_blocks
-
-
-def _by_deadline(item) -> tuple[float, float]:
-    return item[0], item[1]
 
 
 register_variant("slai-fcfs", SLAI, "SLAI with FCFS prefills and a fixed offset δ=10 (seed 000 §7)",
