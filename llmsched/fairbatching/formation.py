@@ -30,7 +30,9 @@ Checked line by line against the paper (issue 12); where this code and seed 002 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Callable
 
 from ..batchtime.base import Batch
@@ -57,21 +59,23 @@ def budget_and_groups(tasks: list[Task], min_slack_scope: str = "decode"):
     ``min_slack_scope="decode"``, falling back to all tasks when there is no decode (Alg. 1
     line 18 read literally); ``"all"`` always takes every task.
     """
-    decodes = [t for t in tasks if t.is_decode]
+    decodes, prefills = [], []
+    for t in tasks:
+        (decodes if t.is_decode else prefills).append(t)
     scope = decodes if (min_slack_scope == "decode" and decodes) else tasks
-    min_slack = min(t.slack for t in scope)
-    min_tpot = min(t.tpot for t in scope)
+    min_slack = min(map(SLACK, scope))
+    min_tpot = min(map(TPOT, scope))
     b0 = max(min_slack, min_tpot)
     threshold = b0 + min_tpot
-    key = _order
-    urgent = sorted((t for t in decodes if t.slack < threshold), key=key)
-    others = sorted((t for t in decodes if t.slack >= threshold), key=key)
-    prefills = sorted((t for t in tasks if not t.is_decode), key=key)
-    return b0, min_tpot, urgent, prefills, others
+    decodes.sort(key=ORDER)
+    cut = bisect_left(decodes, threshold, key=SLACK)  # slacks ascend: the urgent ones (slack < threshold) lead
+    prefills.sort(key=ORDER)
+    return b0, min_tpot, decodes[:cut], prefills, decodes[cut:]
 
 
-def _order(t: Task):
-    return (t.slack, t.arrival, t.id)
+SLACK = attrgetter("slack")
+TPOT = attrgetter("tpot")
+ORDER = attrgetter("slack", "arrival", "id")  # slack order, ties by arrival then id (spec G22)
 
 
 def form_batch(ordered: list[Task], time_budget: float, token_budget: int, b: float, c: float,

@@ -121,18 +121,22 @@ class FairBatching(Scheduler):
     def tasks(self, view: ReplicaView) -> list[Task]:
         now = view.now
         out = []
+        add = out.append
         slos = self._slos
+        slo = ttft = tpot = None  # the last request's SLO object: most requests share their tier's
         for group in (view.running, view.waiting, view.swapped):
             for r in group:
-                targets = slos.get(r.slo)
-                if targets is None:
-                    targets = slos[r.slo] = request_slo(r, self.ttft_slo, self.tpot_slo)
-                ttft, tpot = targets
+                if r.slo is not slo:
+                    slo = r.slo
+                    targets = slos.get(slo)
+                    if targets is None:
+                        targets = slos[slo] = request_slo(r, self.ttft_slo, self.tpot_slo)
+                    ttft, tpot = targets
                 g = r.num_generated
                 k = r.num_computed
                 decode = g > 0 and k == r.prompt_len + g - 1
-                out.append(Task(r, r.arrival + ttft + tpot * g - now, r.arrival, r.id, decode,
-                                1 if decode else r.prompt_len + g - k, k, tpot))
+                add(Task(r, r.arrival + ttft + tpot * g - now, r.arrival, r.id, decode,
+                         1 if decode else r.prompt_len + g - k, k, tpot))
         return out
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
