@@ -23,6 +23,8 @@ RANK_KEYS = ("arrival", "input", "output")
 RESERVES = ("prompt", "histogram", "max_total", "max_model_len")
 WAITING = Status.WAITING
 ARRIVAL = attrgetter("arrival", "id")
+NUM_COMPUTED = attrgetter("num_computed")
+ID = attrgetter("id")
 STOP, SKIP, TAKEN = 0, 1, 2
 
 
@@ -153,7 +155,11 @@ class InferMax(Scheduler):
             return list(view.running)
         if self.running_order == "arrival":
             return sorted(view.running, key=ARRIVAL)
-        return sorted(view.running, key=lambda r: (-r.num_computed, r.arrival, r.id))
+        # KV held, longest first, ties by arrival: two stable sorts on C-level keys, the order of the key
+        # (-num_computed, arrival, id)
+        order = sorted(view.running, key=ARRIVAL)
+        order.sort(key=NUM_COMPUTED, reverse=True)
+        return order
 
     def _length_key(self, key: str, view: ReplicaView):
         if key == "input":
@@ -200,12 +206,12 @@ class InferMax(Scheduler):
                     continue
                 cands = self._waiting(view, step)
             elif group == "decode":
-                cands = [r for r in step.order if r.num_generated and r.num_computed + 1 == r.num_tokens
-                         and r.id not in step.gone]
+                gone = step.gone
+                cands = [r for r in step.decoding if r.id not in gone] if gone else list(step.decoding)
                 if step.add_all_decodes(cands):
                     continue
             elif group == "partial":
-                cands = sorted((r for r in step.order if not r.is_decode), key=ARRIVAL)
+                cands = sorted(step.partial, key=ARRIVAL)
             elif group == "running":
                 cands = [r for r in step.order if r.id not in step.gone]
                 if all(r.num_generated and r.num_computed + 1 == r.num_tokens for r in cands) \
@@ -250,9 +256,13 @@ class _Step:
         C = view.max_num_batched_tokens
         self.C = C if policy.batch_tokens is None else min(policy.batch_tokens, C)
         self.P = self.C if policy.prefill_tokens is None else min(policy.prefill_tokens, self.C)
-        self.order = policy._running(view)
-        self.pool = list(self.order)  # eviction candidates, lowest priority last
-        self.held = policy._held_all(self.order, view, self.cap_tokens)
+        self.order = order = policy._running(view)
+        self.pool = list(order)  # eviction candidates, lowest priority last
+        self.decoding, self.partial = [], []  # running requests in decode phase, the others (both in order)
+        for r in order:
+            g = r.num_generated
+            (self.decoding if g and r.num_computed + 1 == r.prompt_len + g else self.partial).append(r)
+        self.held = policy._held_all(order, view, self.cap_tokens)
         self.used = sum(-(-t // bs) for t in self.held.values()) if bs > 1 else sum(self.held.values())
         self.seats = view.max_num_seqs - len(view.running)
         self.idle = not view.running
@@ -275,11 +285,8 @@ class _Step:
                 delta += 1
         if self.used + delta > self.cap:
             return False
-        for r in cands:
-            m = r.num_computed
-            if m + 1 > held[r.id]:
-                held[r.id] = m + 1
-            self.gone.add(r.id)
+        # Their held slots are not updated: nothing reads a batched request's reservation again this step.
+        self.gone.update(map(ID, cands))
         self.used += delta
         self.count += n
         self.tokens += n
