@@ -82,6 +82,8 @@ class NestedWait(Scheduler):
         self.segments_ = segments(types)
         self._ends = [s.last for s in self.segments_]
         self._ends[-1] = 1 << 60  # longer prompts stay in the last segment
+        self._firsts = [s.first for s in self.segments_]
+        self._lasts = [s.last for s in self.segments_]
         self._arrivals = deque()
         self._prompt = sum(t.rate * t.prompt for t in types) / sum(t.rate for t in types)
         self._coef = None
@@ -174,16 +176,23 @@ class NestedWait(Scheduler):
         queues = [[] for _ in range(m)]
         flying = [[] for _ in range(m)]
         queues[0].extend(view.waiting)
+        ends, firsts, lasts = self._ends, self._firsts, self._lasts
+        locate = bisect.bisect_left
+        reserve, bs, owed = self.reserve, view.block_size, 0
         for r in view.running:
             k = r.num_generated
-            s = self.segment_of(k)
-            (queues if k == segs[s].first and s else flying)[s].append(r)
+            s = locate(ends, k)  # self.segment_of(k), inlined (this loop is per request)
+            (queues if s and k == firsts[s] else flying)[s].append(r)
+            if reserve:  # the blocks r may still take by the end of its segment (segment_need)
+                need = -(-(r.prompt_len + (lasts[s] if lasts[s] > k else k)) // bs) - r.num_blocks
+                if need > 0:
+                    owed += need
         for q in queues[1:]:
             q.sort(key=lambda r: r.last_token)  # first to reach the boundary enters first
         since = [_since(queues[s], flying[s]) for s in range(m)]
         late = [bool(wait) and t + wait <= now for t in since]
         n = [max(1, x) if late[s] else x for s, x in enumerate(n)]
-        batch = self._plan(view)
+        batch = self._plan(view, owed)
         if self.gate == "entry":
             return self._entry_gated(view, batch, queues, flying, late, n)
         budget = self._budgets(view) if self.gate == "budget" else None
@@ -203,12 +212,13 @@ class NestedWait(Scheduler):
                 plan.wait_until = min(pending)
         return plan
 
-    def _plan(self, view) -> CohortPlan:
+    def _plan(self, view, owed: int) -> CohortPlan:
+        """The batch under construction; ``owed``: the running requests' promised blocks (``reserve`` only)."""
         if not self.reserve:
             return CohortPlan(view, self.guard_memory)
         segs, ends = self.segments_, self._ends
         end = lambda r: segs[min(bisect.bisect_left(ends, r.num_generated), len(segs) - 1)].last  # noqa: E731
-        return ReservingCohortPlan(view, segment_need(view, end), view.running, self.guard_memory)
+        return ReservingCohortPlan(view, segment_need(view, end), view.running, self.guard_memory, owed)
 
     def _budgets(self, view) -> list[float]:
         """gate=budget: segment s may hold B·c̃_sΛ_s/Σc̃Λ prompts (vidur_or general_nested_booking_limit's

@@ -5,6 +5,8 @@ from ..engine.plan import BatchPlan
 from ..request import Status
 from ..schedulers.decode_pass import add_decodes
 
+RUNNING, WAITING = Status.RUNNING, Status.WAITING
+
 
 class CohortPlan:
     """Adds groups of requests to one plan while the token budget, the sequence cap and the free KV allow.
@@ -21,20 +23,25 @@ class CohortPlan:
         self.refused = False  # some group did not fit
 
     def add(self, group) -> bool:
-        view = self.view
+        bs = self.view.block_size
         tokens = seats = blocks = 0
         decodes, prefills = [], []
-        for r in group:
-            if r.status is Status.RUNNING and r.is_decode:
+        for r in group:  # per request: is_decode, remaining_prefill and the view's block counts, inlined
+            status, g, c = r.status, r.num_generated, r.num_computed
+            if status is RUNNING and g and c == r.prompt_len + g - 1:
                 decodes.append(r)
                 tokens += 1
-                blocks += view.decode_blocks(r)
-            elif r.status is Status.WAITING or r.status is Status.RUNNING:
-                n = r.remaining_prefill
+                need = -(-(c + 1) // bs) - r.num_blocks  # view.decode_blocks(r)
+            elif status is WAITING or status is RUNNING:
+                n = r.prompt_len + g - c
                 prefills.append((r, n))
                 tokens += n
-                seats += r.status is Status.WAITING
-                blocks += view.extra_blocks(r, r.num_computed + n)
+                seats += status is WAITING
+                need = -(-(c + n) // bs) - r.num_blocks  # view.extra_blocks(r, c + n)
+            else:
+                continue
+            if need > 0:
+                blocks += need
         if tokens > self.budget or seats > self.seats or (self.guard and blocks > self.free):
             self.refused = True
             return False

@@ -16,25 +16,31 @@ later has to preempt (hundreds of times per run in docs/wait.md before this modu
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 
 import numpy as np
 
 from ..request import Request, Status
 from .cohorts import CohortPlan
 
+ID = attrgetter("id")
+
 
 class ReservingCohortPlan(CohortPlan):
     """A :class:`CohortPlan` whose new entries must fit the KV left after every resident request's promise.
 
     ``need(r)`` is the number of KV blocks ``r`` may hold by its next decision point; ``resident`` are the
-    requests whose promises are already owed (every request holding KV)."""
+    requests whose promises are already owed (every request holding KV); ``owed_blocks``, when the caller has it,
+    is what the running ones among them still need, Σ max(0, need(r) − r.num_blocks)."""
 
-    def __init__(self, view, need: Callable[[Request], int], resident: Iterable[Request], guard: bool = True):
+    def __init__(self, view, need: Callable[[Request], int], resident: Iterable[Request], guard: bool = True,
+                 owed_blocks: int | None = None):
         super().__init__(view, guard)
         self.need = need
-        self.owed = {r.id for r in resident}
-        self.headroom = view.free_blocks - sum(max(0, need(r) - r.num_blocks) for r in view.running
-                                               if r.id in self.owed)
+        self.owed = set(map(ID, resident))
+        if owed_blocks is None:
+            owed_blocks = sum(max(0, need(r) - r.num_blocks) for r in view.running if r.id in self.owed)
+        self.headroom = view.free_blocks - owed_blocks
         self.held_back = 0  # groups refused because their promise did not fit
 
     def add(self, group) -> bool:
@@ -46,7 +52,7 @@ class ReservingCohortPlan(CohortPlan):
         if not super().add(group):
             return False
         self.headroom -= extra
-        self.owed.update(r.id for r in group)
+        self.owed.update(map(ID, group))
         return True
 
 
