@@ -156,3 +156,30 @@ def test_replica_without_a_simulator_never_fast_forwards():
         rep.end_step(now)
         steps += 1
     assert steps == 50 and rep.num_steps == 50
+
+
+@pytest.mark.parametrize("name", ["sarathi", "vllm-chunked"])
+def test_open_loop_runs_fold_past_finishes(name, tmp_path, monkeypatch):
+    """Short outputs: requests finish inside decode runs. Folding past them matches stepping and asks the policy
+    less often than stopping at each finish."""
+    cfg = RunConfig(scheduler=name, workload="azure-conv", rate=3.0, num_requests=120, seed=9, num_blocks=700)
+    assert _files(cfg, tmp_path, "a") == _files(dataclasses.replace(cfg, fast_forward=False), tmp_path, "b")
+    past, steps = _count_policy_calls(cfg)
+    monkeypatch.setattr(type(create_scheduler(name)), "steady_after_finishes", False)
+    stopping, steps_stopping = _count_policy_calls(cfg)
+    assert steps == steps_stopping and past < stopping
+
+
+def test_steady_after_finishes_needs_steady_decodes_and_is_not_inherited_by_a_new_rule():
+    with pytest.raises(TypeError, match="needs steady_decodes"):
+        type("Eager", (Scheduler,), {"steady_after_finishes": True})
+    sarathi = type(create_scheduler("sarathi"))
+    assert sarathi.steady_after_finishes
+    assert not type("Custom", (sarathi,), {"schedule": lambda self, view: None}).steady_after_finishes
+
+
+def test_only_a_source_whose_completions_add_nothing_lets_runs_fold_past_finishes():
+    from llmsched.workload.workload import ClosedLoop, OpenLoop, StreamedOpenLoop
+    assert not OpenLoop.done_adds_requests and not StreamedOpenLoop.done_adds_requests
+    assert getattr(ClosedLoop, "done_adds_requests", True)
+    assert type("Refilling", (OpenLoop,), {"on_done": lambda self, req, now: []}).done_adds_requests

@@ -3,7 +3,9 @@
 When the step just launched decodes every running request and nothing else, nothing waits or is swapped, and the
 policy declares ``steady_decodes``, every following step is the same plan with each context one token longer,
 until the first request finishes, a decode finds no free KV block, or another event (an arrival, another
-replica's step, a wake-up, the horizon) may change what the policy or a router sees. Those steps are run here at
+replica's step, a wake-up, the horizon) may change what the policy or a router sees. Past a finish the run goes
+on when finishing adds no event (an open-loop source) and the policy declares ``steady_after_finishes``: the
+finished requests leave as ``end_step`` lets them, and the rest decode on. Those steps are run here at
 once: each step's duration is the batch-time model's for the same count and context sum (``decode_sum_time``,
 the very float stepping computes), each is recorded in the step log as stepping records it, and each request
 gets the same token timestamps. The last of them is left in flight, as the simulator's next STEP_END.
@@ -14,23 +16,34 @@ from array import array
 
 import numpy as np
 
+from ..request import Status
+from .plan import BatchPlan
 
-def fast_forward_decodes(rep, until: float, horizon: float | None) -> float:
+FINISHED = Status.FINISHED
+
+
+def fast_forward_decodes(rep, until: float, horizon: float | None, through_finishes: bool = False) -> float:
     """Advance ``rep`` (its step in flight: all running requests decoding) through every step that starts
-    before ``until`` and by ``horizon``; returns the duration of the step left in flight."""
+    before ``until`` and by ``horizon``; returns the duration of the step left in flight.
+
+    ``through_finishes``: a step that finishes some requests is folded too (they leave as ``end_step`` would let
+    them, into ``rep.completed`` in running order) when the policy decodes the rest after a finish
+    (``steady_after_finishes``) and finishing adds no event (an open-loop source); a step that would finish
+    every request is left in flight."""
     running = rep.running
     n = len(running)
-    first_finish = 1 << 62  # the step (1 = the one in flight) that finishes a request: the last one to fold
-    for r in running:
-        left = r.output_len - r.num_generated
-        if left < first_finish:
-            if left < 2:  # the step in flight finishes one: nothing to fold (the common case under load)
-                return rep.step_end - rep._step_start
-            first_finish = left
+    left = [r.output_len - r.num_generated for r in running]  # the step (1 = the one in flight) each finishes in
+    first_finish = min(left)
+    if first_finish < 2 and not through_finishes:  # the step in flight finishes one: nothing to fold
+        return rep.step_end - rep._step_start
     kv = rep.kv
     bs = kv.block_size
-    ctx = np.fromiter((r.num_computed for r in running), dtype=np.int64, count=n)  # before the step in flight
-    crossing = np.bincount(ctx % bs, minlength=bs)  # requests with ctx ≡ -j (mod bs) take a block at step j + 1
+    computed = [r.num_computed for r in running]  # before the step in flight
+    # requests with computed ≡ -j (mod bs) take a block at step j + 1
+    crossing = np.bincount(np.array(computed, dtype=np.int64) % bs, minlength=bs).tolist()
+    order = sorted(range(n), key=left.__getitem__) if through_finishes else ()
+    nxt = 0  # next of ``order`` to finish
+    finished_at: list[tuple[int, list[int]]] = []  # (step, running indices finishing in it)
     bt, steps, index, total = rep.batch_time, rep.steps, rep.index, kv.total
     batch = rep._batch
     context_sum = batch.context_sum   # of the step in flight: Σ (ctx + 1)
@@ -38,27 +51,72 @@ def fast_forward_decodes(rep, until: float, horizon: float | None) -> float:
     free = kv.free
     start, end = rep._step_start, rep.step_end
     preempted = rep._step_preempted
+    alive = n
     ends = array("d")
     j = 1  # the step in flight
-    while j < first_finish and end < until and (horizon is None or end <= horizon):
-        need = int(crossing[(-j) % bs])  # step j + 1 crosses into a new block where ctx + j ≡ 0 (mod bs)
-        if need > free:
-            break
+    while end < until and (horizon is None or end <= horizon):
+        if j >= first_finish:
+            if not through_finishes:
+                break
+            fin = []
+            while nxt < n and left[order[nxt]] == j:
+                fin.append(order[nxt])
+                nxt += 1
+            if len(fin) == alive:
+                break  # step j ends the replica's work: end_step takes it
+            freed = 0
+            for i in fin:
+                freed += -(-(computed[i] + j) // bs)  # the blocks it holds in step j
+                crossing[computed[i] % bs] -= 1
+            need = crossing[(-j) % bs]
+            if need > free + freed:
+                for i in fin:
+                    crossing[computed[i] % bs] += 1
+                nxt -= len(fin)
+                break
+            first_finish = left[order[nxt]] if nxt < n else 1 << 62
+            fin.sort()
+            finished_at.append((j, fin))
+            done_ctx = sum(computed[i] for i in fin) + j * len(fin)
+        else:
+            fin, freed, done_ctx = (), 0, 0
+            need = crossing[(-j) % bs]  # step j + 1 crosses into a new block where ctx + j ≡ 0 (mod bs)
+            if need > free:
+                break
         # step j ends: record it as end_step would
+        free += freed
         duration = end - start
         busy_time += duration
         recent.append(duration)
-        steps.add(index, start, duration, 0, 0, n, context_sum, total - free, total, waiting, n, preempted)
+        steps.add(index, start, duration, 0, 0, alive, context_sum, total - free, total, waiting,
+                  alive - len(fin), preempted)
         ends.append(end)
         preempted = 0
         # step j + 1 starts
+        alive -= len(fin)
         j += 1
         free -= need
-        context_sum += n
+        context_sum += alive - done_ctx
         start = end
-        end = start + bt.decode_sum_time(n, context_sum)
+        end = start + bt.decode_sum_time(alive, context_sum)
     done = j - 1
     if done:
+        gone = set()
+        for step, fin in finished_at:
+            t = ends[step - 1]
+            for i in fin:
+                r = running[i]
+                r.num_computed += step
+                r.num_generated += step
+                r.token_times.extend(ends[:step])
+                r.last_token = r.finish = t
+                r.status = FINISHED
+                r.num_blocks = 0
+                rep.completed.append(r)
+                gone.add(i)
+        if gone:
+            running[:] = [r for i, r in enumerate(running) if i not in gone]
+            rep._plan = BatchPlan(decodes=list(running))
         for r in running:
             r.num_computed += done
             r.num_generated += done

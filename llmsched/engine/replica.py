@@ -100,6 +100,8 @@ class Replica:
         self.step_end = math.nan  # when the step in flight ends
         self._folds = (config.fast_forward and getattr(scheduler, "steady_decodes", False)
                        and batch_time.decode_sum_only)
+        self._folds_finishes = self._folds and getattr(scheduler, "steady_after_finishes", False)
+        self.quiet_finishes = False  # set by the simulator: a finishing request adds no event (open loop)
 
     # --- arrivals ---------------------------------------------------------
     def add(self, req: Request, now: float) -> bool:
@@ -138,7 +140,10 @@ class Replica:
         (then ``wake_at`` says when to ask again, None meaning at the next arrival); the step ends at ``step_end``.
 
         ``until`` (the simulator's next event) allows fast-forwarding: steps that would start before ``until`` and
-        by ``horizon``, and would repeat this plan, are run at once; then the last of them is the step in flight."""
+        by ``horizon``, and would repeat this plan, are run at once; then the last of them is the step in flight.
+        With ``quiet_finishes`` set (by the simulator, for a source whose completions add no event) the run may
+        fold past finishes for a policy that declares ``steady_after_finishes``; those requests are in
+        ``completed``."""
         assert not self.busy, "start_step while a step is running"
         self.now = now
         if self.swapped:
@@ -166,7 +171,8 @@ class Replica:
         if (until is not None and self._folds and self.step_end < until and not launched.prefills
                 and not self._step_preempted and not self.waiting and not self.swapped
                 and len(launched.decodes) == len(self.running)):
-            duration = fast_forward_decodes(self, until, horizon)  # end_step checks the state it leaves
+            # end_step checks the state it leaves
+            duration = fast_forward_decodes(self, until, horizon, self.quiet_finishes and self._folds_finishes)
         return duration
 
     def _swap_in(self) -> None:

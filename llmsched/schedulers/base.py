@@ -26,11 +26,18 @@ class Scheduler:
     # block (it reads neither the clock nor step times, and keeps no per-step state). The simulator then
     # fast-forwards such runs of steps in one go, with identical results (docs/simulator.md).
     steady_decodes: ClassVar[bool] = False
+    # True (with steady_decodes): after requests finish in such a run, with none waiting or swapped, it decodes
+    # every request still running, so the run is fast-forwarded past finishes too (open-loop sources)
+    steady_after_finishes: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if ("schedule" in cls.__dict__ or "on_step_end" in cls.__dict__) and "steady_decodes" not in cls.__dict__:
             cls.steady_decodes = False  # a new decision rule must declare the property itself
+        if ("schedule" in cls.__dict__ or "on_step_end" in cls.__dict__) and "steady_after_finishes" not in cls.__dict__:
+            cls.steady_after_finishes = False
+        if cls.steady_after_finishes and not cls.steady_decodes:
+            raise TypeError(f"scheduler {cls.__name__}: steady_after_finishes needs steady_decodes")
         if cls.steady_decodes and cls.on_step_end is not Scheduler.on_step_end:
             raise TypeError(f"scheduler {cls.__name__} keeps per-step state (on_step_end): it cannot declare "
                             f"steady_decodes")

@@ -33,6 +33,7 @@ class Sarathi(Scheduler):
     source = ("Sarathi-Serve (Agrawal et al., OSDI'24); normalised in seed 000 Algorithm 4 / App. E.2 "
               "and spec §2.4 (token budget 512, max_num_seqs 128); seed 001 §1.6 (SARATHI row)")
     steady_decodes = True  # decides from queues and blocks only
+    steady_after_finishes = True  # after a finish, with nothing waiting, every remaining decode fits its budget
     token_budget: int = 512
     order: str = "fcfs"
     watermark: float = 0.01

@@ -25,6 +25,7 @@ class VLLMChunked(Scheduler):
     source = ("vLLM v1 scheduler with chunked prefill (vllm/v1/core/sched/scheduler.py); "
               "default max_num_batched_tokens 2048 for online serving; seed 002 baseline 'vLLM-vanilla'")
     steady_decodes = True  # decides from queues and blocks only
+    steady_after_finishes = True  # after a finish, with nothing waiting, every remaining decode fits its budget
     token_budget: int = 2048
 
     def __post_init__(self):

@@ -66,6 +66,8 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     bar = _progress(progress, len(source) if hasattr(source, "__len__") else None)
     now = 0.0
     on_done = source.on_done
+    for rep in replicas:  # completions that add no event let a replica fold decode runs past them
+        rep.quiet_finishes = not getattr(source, "done_adds_requests", True)
     shared_steps = replicas[0].steps
     for rep in replicas:
         if rep.steps is not shared_steps:

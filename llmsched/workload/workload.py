@@ -142,6 +142,13 @@ class OpenLoop:
                              f"Workload.requests() for each run")
         return list(self.requests)
 
+    done_adds_requests = False  # on_done never returns a request: a replica may fold decode runs past finishes
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "on_done" in cls.__dict__ and "done_adds_requests" not in cls.__dict__:
+            cls.done_adds_requests = True  # a new on_done must declare it itself
+
     def on_done(self, req: Request, now: float) -> list[Request]:
         return []
 
