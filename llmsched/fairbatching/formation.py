@@ -36,6 +36,9 @@ from operator import attrgetter
 from typing import Callable
 
 from ..batchtime.base import Batch
+from ..request import Status
+
+RUNNING = Status.RUNNING
 
 
 @dataclass(slots=True)
@@ -59,18 +62,26 @@ def budget_and_groups(tasks: list[Task], min_slack_scope: str = "decode"):
     ``min_slack_scope="decode"``, falling back to all tasks when there is no decode (Alg. 1
     line 18 read literally); ``"all"`` always takes every task.
     """
-    decodes, prefills = [], []
-    for t in tasks:
-        (decodes if t.is_decode else prefills).append(t)
+    decodes = [t for t in tasks if t.is_decode]
+    prefills = [t for t in tasks if not t.is_decode] if len(decodes) < len(tasks) else []
     scope = decodes if (min_slack_scope == "decode" and decodes) else tasks
     min_slack = min(map(SLACK, scope))
     min_tpot = min(map(TPOT, scope))
     b0 = max(min_slack, min_tpot)
     threshold = b0 + min_tpot
-    decodes.sort(key=ORDER)
+    in_order(decodes)
     cut = bisect_left(decodes, threshold, key=SLACK)  # slacks ascend: the urgent ones (slack < threshold) lead
-    prefills.sort(key=ORDER)
+    in_order(prefills)
     return b0, min_tpot, decodes[:cut], prefills, decodes[cut:]
+
+
+def in_order(tasks: list[Task]) -> None:
+    """Sort ``tasks`` in place by (slack, arrival, id); by slack alone when no two slacks are equal (the same
+    order, without building a key tuple per task)."""
+    if len(set(map(SLACK, tasks))) == len(tasks):
+        tasks.sort(key=SLACK)
+    else:
+        tasks.sort(key=ORDER)
 
 
 SLACK = attrgetter("slack")
@@ -115,6 +126,31 @@ def form_batch(ordered: list[Task], time_budget: float, token_budget: int, b: fl
             time_budget -= b * cp + c * (charge_k + cp if chunk_context == "exact" else charge_k)
             token_budget -= cp
     return batch
+
+
+def form_decode_batch(decodes: list[Task], time_budget: float, token_budget: int, b: float, c: float,
+                      free_blocks: int, block_size: int) -> list | None:
+    """``form_batch`` for a step whose candidates are all running decodes (``q`` = 1, never chunked), with
+    FairBatching's KV booking inlined (a decode takes the block its next token needs, if one is free): the
+    requests ``form_batch(decodes, ..., accept)`` would batch, in order. None if a candidate is not a running
+    decode (the general scan then applies)."""
+    chosen = []
+    for t in decodes:
+        r = t.req
+        if not t.is_decode or r.status is not RUNNING:
+            return None
+        kappa = t.k + 1
+        cost = b + c * kappa
+        if cost <= time_budget and 1 <= token_budget:
+            need = -(-kappa // block_size) - r.num_blocks
+            if need > free_blocks:
+                continue
+            if need > 0:
+                free_blocks -= need
+            chosen.append(r)
+            time_budget -= cost
+            token_budget -= 1
+    return chosen
 
 
 def form_batch_exact(ordered: list[Task], time_budget: float, token_budget: int, step_time: Callable,

@@ -14,7 +14,7 @@ from operator import attrgetter
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from ..fairbatching.envelope import DEFAULT_TPOT, DEFAULT_TTFT, request_slo
-from ..fairbatching.formation import Task, budget_and_groups, form_batch, form_batch_exact
+from ..fairbatching.formation import Task, budget_and_groups, form_batch, form_batch_exact, form_decode_batch
 from ..fairbatching.pab import compute_pab, node_requests
 from ..fairbatching.predictor import StepPredictor
 from ..request import Request, Status
@@ -27,6 +27,7 @@ ADMISSIONS = ("none", "pab")
 ADMIT_RULES = ("prompt", "positive")
 PREDICTIONS = ("linear", "exact")
 SLACK = attrgetter("slack")
+NUM_COMPUTED = attrgetter("num_computed")
 RUNNING, SWAPPED = Status.RUNNING, Status.SWAPPED
 
 
@@ -157,8 +158,10 @@ class FairBatching(Scheduler):
 
         free = view.free_blocks
         bs = view.block_size
-        decode_need = sum(1 for t in urgent + others if t.k + 1 > t.req.num_blocks * bs)
-        if decode_need > free:  # KV pressure: decodes only, preempting the largest-slack requests
+        # KV pressure: decodes only, preempting the largest-slack requests (counted only when there are more decodes
+        # than free blocks: each decode crossing into a new block needs one)
+        if (len(urgent) + len(others) > free
+                and sum(1 for t in urgent + others if t.k + 1 > t.req.num_blocks * bs) > free):
             running = sorted((t for t in tasks if t.req.status is Status.RUNNING), key=SLACK)
             # prompts in progress do not run in this step, so they go first (the tail), then decodes by slack
             order = [t.req for t in running if t.is_decode] + [t.req for t in running if not t.is_decode]
@@ -169,6 +172,12 @@ class FairBatching(Scheduler):
 
         book = _Booking(view, free)
         ordered = urgent + prefills + others
+        if (not prefills and not view.waiting and not view.swapped and self.prediction == "linear"
+                and not self.force_urgent_decodes):  # running decodes only: the same scan, without callbacks
+            decodes = form_decode_batch(ordered, time_budget, token_budget, pred.b, pred.c, free, bs)
+            if decodes:
+                plan.decodes = decodes
+                return self._book(plan)
         if self.prediction == "exact":
             if view.batch_time is None:
                 raise ValueError(f"{self.name}: prediction='exact' needs the replica's batch-time model")
@@ -198,8 +207,10 @@ class FairBatching(Scheduler):
         return self._book(plan)
 
     def _book(self, plan: BatchPlan) -> BatchPlan:
-        tokens = len(plan.decodes) + sum(n for _, n in plan.prefills)
-        context = sum(r.num_computed + 1 for r in plan.decodes) + sum(r.num_computed + n for r, n in plan.prefills)
+        decodes = len(plan.decodes)
+        tokens = decodes + sum(n for _, n in plan.prefills)
+        context = (sum(map(NUM_COMPUTED, plan.decodes)) + decodes
+                   + sum(r.num_computed + n for r, n in plan.prefills))
         self._pending = (tokens, context)
         return plan
 
