@@ -28,6 +28,7 @@ import json
 import logging
 import time
 from collections import Counter
+from operator import attrgetter
 from pathlib import Path
 
 from vllm.v1.core.sched.request_queue import SchedulingPolicy
@@ -58,6 +59,7 @@ def log_through_vllm() -> None:
     ours.setLevel(logging.INFO)
     ours.propagate = False
 RUNNING, WAITING = Status.RUNNING, Status.WAITING
+NUM_COMPUTED = attrgetter("num_computed")
 MAX_LOGGED = 20
 FIRST_AUTO_ID = 1 << 40  # mirror ids for vLLM request ids that are not decimal numbers
 
@@ -84,7 +86,7 @@ class Scheduler(VLLMScheduler):
         if self.policy is not SchedulingPolicy.FCFS:
             raise ValueError("llmsched.vllm.Scheduler decides the order itself: use vLLM's default "
                              "--scheduling-policy fcfs")
-        self._caps: dict[str, int] | None = None
+        self._caps: dict[str, int] | None = None  # the plan's tokens per vLLM id while vLLM schedules a step
         log_through_vllm()
         try:
             self.configure(load_settings())
@@ -115,6 +117,9 @@ class Scheduler(VLLMScheduler):
         self.batch_time_source = about
         self._rejected: dict[str, str] = {}  # vLLM id -> reason, finished at the end of this step
         self._mirrors: dict[str, tuple] = {}  # vLLM id -> (vLLM request, llmsched mirror)
+        self._seen_running: list = []  # vLLM's running list when its mirrors were last listed
+        self._running_mirrors: list[Request] = []
+        self._running_set: set[Request] = set()
         self._vid: dict[int, str] = {}  # mirror id -> vLLM id
         self._next_auto_id = FIRST_AUTO_ID
         self._t0 = time.time()
@@ -223,8 +228,13 @@ class Scheduler(VLLMScheduler):
         view.now = t
         mirrors = self._mirrors
         # Running mirrors are current: update_from_output() brought every scheduled one up to date (and vLLM does
-        # not touch a running request it did not schedule); a request vLLM preempted itself is in waiting.
-        running = [mirrors[r.request_id][1] for r in self.running]
+        # not touch a running request it did not schedule); a request vLLM preempted itself is in waiting. The
+        # list of them is rebuilt only when vLLM's running list changed (compared element by element, by identity).
+        if self.running != self._seen_running:
+            self._seen_running = list(self.running)
+            running = self._running_mirrors = [mirrors[r.request_id][1] for r in self.running]
+            self._running_set = set(running)
+        running = self._running_mirrors
         waiting = []
         for r in self.waiting:
             entry = mirrors.get(r.request_id)
@@ -262,41 +272,61 @@ class Scheduler(VLLMScheduler):
             m.num_computed = m.num_blocks = 0
         self.stats["plan_preemptions"] += len(plan.preempt)
 
-        caps = {}
-        admit = []
-        for m in plan.decodes:
-            caps[vid[m.id]] = 1
-        for m, n in plan.prefills:
-            v = vid[m.id]
-            caps[v] = n
-            if m.status is WAITING:
-                admit.append(mirrors[v][0])
-        if admit:
-            self.waiting.remove_requests(admit)
-            self.waiting.prepend_requests(reversed(admit))
-        self._caps = caps
-        try:
+        if (not plan.prefills and not plan.preempt and not self.waiting and not self.kv_holding_waiting
+                and len(plan.decodes) == len(running)
+                and set(plan.decodes) == self._running_set):
+            # Every running request decodes and none waits: vLLM schedules exactly that by itself (one token each),
+            # so no per-request caps are needed (the common step of a busy server).
+            caps = None
             out = super().schedule(throttle_prefills)
-        finally:
-            self._caps = None
+        else:
+            caps = {}
+            admit = []
+            for m in plan.decodes:
+                caps[vid[m.id]] = 1
+            for m, n in plan.prefills:
+                v = vid[m.id]
+                caps[v] = n
+                if m.status is WAITING:
+                    admit.append(mirrors[v][0])
+            if admit:
+                self.waiting.remove_requests(admit)
+                self.waiting.prepend_requests(reversed(admit))
+            self._caps = caps
+            self._reserve_prefill_lookahead = self._capped_lookahead  # vLLM's per-request hook, for this step only
+            try:
+                out = super().schedule(throttle_prefills)
+            finally:
+                self._caps = None
+                del self._reserve_prefill_lookahead
         if not plan.has_work and not plan.preempt and not plan.reject and (self.waiting or self.running):
             # The policy waits (until wait_until, or for an arrival): sleep instead of spinning the engine.
             pause = MAX_SLEEP if plan.wait_until is None else plan.wait_until - self.now()
             if pause > 0:
                 time.sleep(pause if pause < MAX_SLEEP else MAX_SLEEP)
-        exact = self._check(plan, caps, out)
         scheduled = out.num_scheduled_tokens
+        if caps is None:
+            n = len(running)
+            exact = len(scheduled) == n and not out.preempted_req_ids and sum(scheduled.values()) == n
+            if not exact:
+                exact = self._check(plan, dict.fromkeys((vid[m.id] for m in plan.decodes), 1), out)
+        else:
+            exact = self._check(plan, caps, out)
         if not scheduled:
             self._step = None
             return out
-        # The step's composition, from the mirrors' state before the step (vLLM's own counters have moved on).
+        # The step's composition, from the mirrors' state before the step (vLLM's own counters have moved on):
+        # prefill chunks and contexts, the number of decodes and the sum of their contexts.
         tiers = self.stats["tiers_scheduled"]
         if exact:  # what ran is the plan
-            dec = [m.num_computed + 1 for m in plan.decodes]
+            decodes = plan.decodes
+            dec = len(decodes)
+            dec_ctx = sum(map(NUM_COMPUTED, decodes)) + dec
             new, ctx = [], []
             for m, n in plan.prefills:
                 if n == 1 and m.is_decode:
-                    dec.append(m.num_computed + 1)
+                    dec += 1
+                    dec_ctx += m.num_computed + 1
                 else:
                     new.append(n)
                     ctx.append(m.num_computed)
@@ -305,13 +335,14 @@ class Scheduler(VLLMScheduler):
                     tiers[m.tier.name] += 1
             extra_preempted = 0
         else:
-            new, ctx, dec = [], [], []
+            new, ctx, dec, dec_ctx = [], [], 0, 0
             for v, n in scheduled.items():
                 entry = mirrors.get(v)
                 m = entry[1] if entry is not None else None
                 c0 = m.num_computed if m is not None else 0
                 if m is not None and m.is_decode and n == 1:
-                    dec.append(c0 + 1)
+                    dec += 1
+                    dec_ctx += c0 + 1
                 else:
                     new.append(n)
                     ctx.append(c0)
@@ -319,15 +350,13 @@ class Scheduler(VLLMScheduler):
                     m.first_scheduled = t
                     tiers[m.tier.name] += 1
             extra_preempted = len(out.preempted_req_ids - {vid[m.id] for m in plan.preempt})
-        self._step = (t, plan, new, ctx, dec, len(plan.preempt) + extra_preempted)
+        self._step = (t, plan, new, ctx, dec, dec_ctx, len(plan.preempt) + extra_preempted)
         return out
 
-    def _reserve_prefill_lookahead(self, request, num_computed_tokens, num_new_tokens):
-        n = super()._reserve_prefill_lookahead(request, num_computed_tokens, num_new_tokens)
-        caps = self._caps
-        if caps is None:
-            return n
-        cap = caps.get(request.request_id, 0)
+    def _capped_lookahead(self, request, num_computed_tokens, num_new_tokens):
+        """vLLM's ``_reserve_prefill_lookahead`` capped at the plan's tokens for ``request`` (0 if not planned)."""
+        n = VLLMScheduler._reserve_prefill_lookahead(self, request, num_computed_tokens, num_new_tokens)
+        cap = self._caps.get(request.request_id, 0)
         return n if n < cap else cap
 
     def _check(self, plan, caps: dict[str, int], out) -> bool:
@@ -385,7 +414,7 @@ class Scheduler(VLLMScheduler):
                 self.stats["finished"] += 1
                 self._record(m)
         if step is not None:
-            start, plan, new, ctx, dec, preempted = step
+            start, plan, new, ctx, dec, dec_ctx, preempted = step
             duration = max(t - start, 1e-9)
             view = self.view
             view.now = t  # the policy hears of the step at its end, as in the simulator
@@ -393,13 +422,13 @@ class Scheduler(VLLMScheduler):
             view.busy_time += duration
             view.recent_step_times.append(duration)
             if type(view.batch_time) is OnlineBatchTime:
-                view.batch_time.observe(sum(new), len(new), len(dec), sum(dec) + sum(c + n for c, n in zip(ctx, new)),
+                view.batch_time.observe(sum(new), len(new), dec, dec_ctx + sum(c + n for c, n in zip(ctx, new)),
                                         duration)
             self.stats["steps"] += 1
             if self.records is not None:
                 used = view.total_blocks - view.free_blocks
-                self.records[1].add(0, start, duration, sum(new), len(new), len(dec),
-                                    sum(dec) + sum(c + n for c, n in zip(ctx, new)), used, view.total_blocks,
+                self.records[1].add(0, start, duration, sum(new), len(new), dec,
+                                    dec_ctx + sum(c + n for c, n in zip(ctx, new)), used, view.total_blocks,
                                     len(self.waiting), len(self.running), preempted)
             self.llmsched_policy.on_step_end(view, plan, duration)
         if self.settings.record_dir and (not mirrors or t - self._last_write > 0.5):
