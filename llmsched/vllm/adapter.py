@@ -9,7 +9,8 @@ configured policy for a ``BatchPlan`` through a ``VLLMView``, and has vLLM execu
 * preemptions are applied first, by recompute, as vLLM preempts;
 * the requests the plan admits are moved to the head of vLLM's waiting queue, in plan order;
 * every request's tokens are capped at its planned count (zero for requests the plan leaves out) through vLLM's
-  per-request chunk hook ``_reserve_prefill_lookahead``, then vLLM's own ``schedule()`` runs and allocates.
+  per-request chunk hook ``_reserve_prefill_lookahead``, then vLLM's own ``schedule()`` runs and allocates (a step
+  in which every running request decodes and none waits needs no cap: vLLM schedules exactly that by itself).
 
 What vLLM scheduled is compared with the plan; any difference (vLLM preempting on its own, a chunk cut short) is
 counted in ``stats["mismatch_steps"]`` and logged. Step start is the entry to ``schedule()`` and step end the
