@@ -42,11 +42,17 @@ class RequestLog:
         if tier is None:
             tier = self._tier_index[r.tier.name] = len(self.tiers)
             self.tiers.append(r.tier.name)
-        times = np.frombuffer(r.token_times, dtype=np.float64) if len(r.token_times) else np.empty(0)
-        gaps = np.diff(times)
+        times = r.token_times
         finished = r.status is Status.FINISHED
         tbt = r.slo.tbt
-        misses = int(np.count_nonzero(gaps > tbt)) if tbt is not None and len(gaps) else 0
+        if len(times) > 1:
+            t = np.frombuffer(times, dtype=np.float64)
+            gaps = t[1:] - t[:-1]  # np.diff's own arithmetic, without its call overhead
+            num_gaps = len(gaps)
+            max_gap = float(gaps.max())
+            misses = int(np.count_nonzero(gaps > tbt)) if tbt is not None else 0
+        else:
+            gaps, num_gaps, max_gap, misses = None, 0, math.nan, 0
         c["id"].append(r.id)
         c["replica"].append(r.replica)
         c["tier"].append(tier)
@@ -55,7 +61,7 @@ class RequestLog:
         c["output_len"].append(r.output_len)
         c["generated"].append(r.num_generated)
         c["preemptions"].append(r.preemptions)
-        c["num_gaps"].append(len(gaps))
+        c["num_gaps"].append(num_gaps)
         c["tbt_misses"].append(misses)
         c["gap_offset"].append(len(self.gaps))
         c["arrival"].append(r.arrival)
@@ -65,15 +71,17 @@ class RequestLog:
         c["ttft"].append(r.first_token - r.arrival)
         c["tpot"].append((times[-1] - times[0]) / (r.output_len - 1) if finished and r.output_len > 1 else math.nan)
         c["e2e"].append(r.finish - r.arrival if finished else math.nan)
-        c["max_gap"].append(float(gaps.max()) if len(gaps) else math.nan)
+        c["max_gap"].append(max_gap)
         c["ttft_slo"].append(_or_nan(r.slo.ttft))
         c["tbt_slo"].append(_or_nan(tbt))
         c["tpot_slo"].append(_or_nan(r.slo.tpot))
         if r.status is not Status.FINISHED and r.reject_reason:
             self.reasons[r.id] = r.reject_reason
+        if gaps is None:
+            return
         if self.keep_gaps:
             self.gaps.frombytes(gaps.tobytes())
-        elif len(gaps):
+        else:
             sk = self.sketches.get(r.tier.name)
             if sk is None:
                 sk = self.sketches[r.tier.name] = QuantileSketch()
