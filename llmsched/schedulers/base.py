@@ -32,10 +32,10 @@ class Scheduler:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if ("schedule" in cls.__dict__ or "on_step_end" in cls.__dict__) and "steady_decodes" not in cls.__dict__:
-            cls.steady_decodes = False  # a new decision rule must declare the property itself
-        if ("schedule" in cls.__dict__ or "on_step_end" in cls.__dict__) and "steady_after_finishes" not in cls.__dict__:
-            cls.steady_after_finishes = False
+        new_rule = "schedule" in cls.__dict__ or "on_step_end" in cls.__dict__
+        for name in ("steady_decodes", "steady_after_finishes"):
+            if new_rule and name not in cls.__dict__:
+                setattr(cls, name, False)  # a new decision rule must declare the property itself
         if cls.steady_after_finishes and not cls.steady_decodes:
             raise TypeError(f"scheduler {cls.__name__}: steady_after_finishes needs steady_decodes")
         if cls.steady_decodes and cls.on_step_end is not Scheduler.on_step_end:
