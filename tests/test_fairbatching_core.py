@@ -263,28 +263,34 @@ def test_bad_parameters_are_clear_errors():
         create_scheduler("fairbatching", ttft_slo=0)
 
 
-def test_decode_batch_is_form_batch_with_the_booking_and_ties_keep_arrival_order():
-    """form_decode_batch (the plan's scan when only running decodes compete) batches what form_batch does with
-    FairBatching's KV booking, under time, token and KV limits; in_order gives (slack, arrival, id) order."""
-    from llmsched.fairbatching.formation import form_decode_batch, in_order
-    from llmsched.schedulers.fairbatching import _Booking
+
+def test_decodes_only_step_plans_as_the_general_path():
+    """The all-running-decodes shortcut returns the general path's plan (time, token and KV limits, tied slacks,
+    two tiers), or defers to it; budget_and_groups' sort gives (slack, arrival, id) order."""
+    from llmsched.fairbatching.formation import in_order
     rng = np.random.default_rng(7)
-    for trial in range(200):
+    tiers = [TIER, Tier("loose", SLO(ttft=2.0, tpot=0.1))]
+    shortcuts = 0
+    for trial in range(300):
         reqs = []
         for i in range(int(rng.integers(1, 40))):
-            r = req(id=i, prompt=int(rng.integers(1, 80)), generated=int(rng.integers(1, 60)))
-            r.num_computed = r.prompt_len + r.num_generated - 1
-            r.num_blocks = -(-r.num_computed // 16) + int(rng.integers(0, 2) == 0 and trial % 3 == 0)
+            r = req(id=i, arrival=float(rng.integers(0, 3)), prompt=int(rng.integers(1, 80)),
+                    generated=int(rng.integers(1, 60)), tier=tiers[int(rng.integers(0, 2))])
+            r.num_computed = r.prompt_len + r.num_generated - 1 - int(trial % 7 == 0 and i == 0)
+            r.num_blocks = -(-r.num_computed // 16) - int(rng.integers(0, 3) == 0 and trial % 3 == 0)
             r.status = Status.RUNNING
             reqs.append(r)
-        tasks = [Task(r, float(rng.integers(0, 5)) * 0.01, r.arrival, r.id, True, 1, r.num_computed, 0.05)
-                 for r in reqs]
+        view = SimpleNamespace(now=float(rng.uniform(0, 5)), running=reqs, waiting=[], swapped=[], block_size=16,
+                               free_blocks=int(rng.integers(0, 12)), max_num_seqs=64,
+                               max_num_batched_tokens=int(rng.integers(1, 64)), batch_time=None)
+        capacity = ("time", "token", "fixed")[trial % 3]
+        fb = create_scheduler("fairbatching", a=1e-3, b=float(rng.choice([1e-4, 1e-3])), c=1e-6, capacity=capacity)
+        general = fb._any_step(view)
+        shortcut = fb._decodes_only(view)
+        if shortcut is not None:
+            shortcuts += 1
+            assert shortcut.decodes == general.decodes and not general.prefills and not general.preempt
+        tasks = fb.tasks(view)
         in_order(tasks)
         assert [(t.slack, t.arrival, t.id) for t in tasks] == sorted((t.slack, t.arrival, t.id) for t in tasks)
-        b, c = 1e-3, float(rng.choice([0.0, 1e-6]))
-        budget, tokens, free = float(rng.uniform(0, 0.05)), int(rng.integers(0, 50)), int(rng.integers(0, 8))
-        view = SimpleNamespace(block_size=16, max_num_seqs=64, running=reqs)
-        expected = [t.req for t, _ in form_batch(tasks, budget, tokens, b, c, "literal", _Booking(view, free).accept)]
-        assert form_decode_batch(tasks, budget, tokens, b, c, free, 16) == expected
-    reqs[0].status = Status.WAITING
-    assert form_decode_batch([Task(reqs[0], 0.0, 0.0, 0, True, 1, 5, 0.05)], 1.0, 10, b, c, 8, 16) is None
+    assert shortcuts > 100

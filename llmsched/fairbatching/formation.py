@@ -36,9 +36,6 @@ from operator import attrgetter
 from typing import Callable
 
 from ..batchtime.base import Batch
-from ..request import Status
-
-RUNNING = Status.RUNNING
 
 
 @dataclass(slots=True)
@@ -126,31 +123,6 @@ def form_batch(ordered: list[Task], time_budget: float, token_budget: int, b: fl
             time_budget -= b * cp + c * (charge_k + cp if chunk_context == "exact" else charge_k)
             token_budget -= cp
     return batch
-
-
-def form_decode_batch(decodes: list[Task], time_budget: float, token_budget: int, b: float, c: float,
-                      free_blocks: int, block_size: int) -> list | None:
-    """``form_batch`` for a step whose candidates are all running decodes (``q`` = 1, never chunked), with
-    FairBatching's KV booking inlined (a decode takes the block its next token needs, if one is free): the
-    requests ``form_batch(decodes, ..., accept)`` would batch, in order. None if a candidate is not a running
-    decode (the general scan then applies)."""
-    chosen = []
-    for t in decodes:
-        r = t.req
-        if not t.is_decode or r.status is not RUNNING:
-            return None
-        kappa = t.k + 1
-        cost = b + c * kappa
-        if cost <= time_budget and 1 <= token_budget:
-            need = -(-kappa // block_size) - r.num_blocks
-            if need > free_blocks:
-                continue
-            if need > 0:
-                free_blocks -= need
-            chosen.append(r)
-            time_budget -= cost
-            token_budget -= 1
-    return chosen
 
 
 def form_batch_exact(ordered: list[Task], time_budget: float, token_budget: int, step_time: Callable,

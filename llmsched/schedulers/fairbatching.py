@@ -14,7 +14,7 @@ from operator import attrgetter
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from ..fairbatching.envelope import DEFAULT_TPOT, DEFAULT_TTFT, request_slo
-from ..fairbatching.formation import Task, budget_and_groups, form_batch, form_batch_exact, form_decode_batch
+from ..fairbatching.formation import Task, budget_and_groups, form_batch, form_batch_exact
 from ..fairbatching.pab import compute_pab, node_requests
 from ..fairbatching.predictor import StepPredictor
 from ..request import Request, Status
@@ -141,20 +141,86 @@ class FairBatching(Scheduler):
         return out
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
+        self._pending = None
+        if (view.running and not view.waiting and not view.swapped and self.prediction == "linear"
+                and not self.force_urgent_decodes):
+            plan = self._decodes_only(view)
+            if plan is not None:
+                return self._book(plan)
+        return self._any_step(view)
+
+    def _budgets(self, b0: float, pred: StepPredictor, cap: int) -> tuple[float, int]:
+        """(time budget beyond the fixed cost a, token budget) of the step, by ``capacity``."""
+        if self.capacity == "time":
+            return b0 - pred.a, cap
+        if self.capacity == "token":
+            return math.inf, min(cap, max(1, int((b0 - pred.a) / pred.b)))
+        return math.inf, min(cap, self.fixed_token_budget)
+
+    def _decodes_only(self, view: ReplicaView) -> BatchPlan | None:
+        """The plan of ``_any_step`` when every candidate is a running decode (a busy server's steady state: no
+        prefill group, B0's minima over all, one slack-ordered scan), computed without Task objects or callbacks:
+        (slack, arrival, id, request) tuples sorted as they are, the KV booking inlined. None where that needs
+        the general path: a request not decoding, KV pressure, or nothing fits (the progress guard)."""
+        now = view.now
+        slos = self._slos
+        slo = ttft = tpot = None
+        min_tpot = math.inf
+        keyed = []
+        add = keyed.append
+        for r in view.running:
+            g = r.num_generated
+            if not (g and r.num_computed == r.prompt_len + g - 1) or r.status is not RUNNING:
+                return None
+            if r.slo is not slo:
+                slo = r.slo
+                targets = slos.get(slo)
+                if targets is None:
+                    targets = slos[slo] = request_slo(r, self.ttft_slo, self.tpot_slo)
+                ttft, tpot = targets
+                if tpot < min_tpot:
+                    min_tpot = tpot
+            add((r.arrival + ttft + tpot * g - now, r.arrival, r.id, len(keyed), r))
+        pred = self.step_predictor(view)
+        keyed.sort()  # by (slack, arrival, id), ties in view order; requests are never compared
+        decodes = [item[4] for item in keyed]
+        b0 = max(keyed[0][0], min_tpot)
+        time_budget, token_budget = self._budgets(b0, pred, min(self.token_budget, view.max_num_batched_tokens))
+        free = view.free_blocks
+        bs = view.block_size
+        if len(decodes) > free and sum(1 for r in decodes if r.num_computed + 1 > r.num_blocks * bs) > free:
+            return None
+        b, c = pred.b, pred.c
+        chosen = []
+        for r in decodes:
+            kappa = r.num_computed + 1
+            cost = b + c * kappa  # form_batch's b·q + c·(k + q) with q = 1
+            if cost <= time_budget and 1 <= token_budget:
+                need = -(-kappa // bs) - r.num_blocks  # _Booking.accept for a running request
+                if need < 0:
+                    need = 0
+                if need > free:
+                    continue
+                free -= need
+                chosen.append(r)
+                time_budget -= cost
+                token_budget -= 1
+        if not chosen:
+            return None
+        plan = BatchPlan()
+        plan.decodes = chosen
+        return plan
+
+    def _any_step(self, view: ReplicaView) -> BatchPlan:
+        """Algorithm 1 in general: tasks, B0 and groups, KV pressure, batch formation, the progress guard."""
         plan = BatchPlan()
         tasks = self.tasks(view)
-        self._pending = None
         if not tasks:
             return plan
         pred = self.step_predictor(view)
         b0, _, urgent, prefills, others = budget_and_groups(tasks, self.min_slack_scope)
         cap = min(self.token_budget, view.max_num_batched_tokens)
-        if self.capacity == "time":
-            time_budget, token_budget = b0 - pred.a, cap
-        elif self.capacity == "token":
-            time_budget, token_budget = math.inf, min(cap, max(1, int((b0 - pred.a) / pred.b)))
-        else:
-            time_budget, token_budget = math.inf, min(cap, self.fixed_token_budget)
+        time_budget, token_budget = self._budgets(b0, pred, cap)
 
         free = view.free_blocks
         bs = view.block_size
@@ -172,12 +238,6 @@ class FairBatching(Scheduler):
 
         book = _Booking(view, free)
         ordered = urgent + prefills + others
-        if (not prefills and not view.waiting and not view.swapped and self.prediction == "linear"
-                and not self.force_urgent_decodes):  # running decodes only: the same scan, without callbacks
-            decodes = form_decode_batch(ordered, time_budget, token_budget, pred.b, pred.c, free, bs)
-            if decodes:
-                plan.decodes = decodes
-                return self._book(plan)
         if self.prediction == "exact":
             if view.batch_time is None:
                 raise ValueError(f"{self.name}: prediction='exact' needs the replica's batch-time model")
