@@ -35,15 +35,20 @@ cfg = RunConfig(**json.loads(sys.argv[1]))
 t0 = time.process_time()
 result = run(cfg)
 cpu = time.process_time() - t0
+import llmsched
 print(json.dumps({"cpu_s": cpu, "steps": len(result.steps), "requests": len(result.requests),
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "module": llmsched.__file__}))
 """
 
 
+REPO = str(Path(__file__).resolve().parents[1])  # the "now" side: this checkout, whatever is installed
+
+
 def child_env(pythonpath: str | None) -> dict:
+    """The child imports llmsched from ``pythonpath`` (None: this checkout). Children run in a scratch directory:
+    ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH."""
     env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = pythonpath
+    env["PYTHONPATH"] = pythonpath or REPO
     return env
 
 
@@ -52,7 +57,9 @@ import json, resource, sys
 from llmsched.cli import main
 code = main(sys.argv[1:])
 use = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"code": code, "cpu_s": use.ru_utime + use.ru_stime, "peak_mb": use.ru_maxrss / 1024}))
+import llmsched
+print(json.dumps({"code": code, "cpu_s": use.ru_utime + use.ru_stime, "peak_mb": use.ru_maxrss / 1024,
+                  "module": llmsched.__file__}))
 """
 
 
@@ -63,7 +70,7 @@ def run_cli(argv: list[str], pythonpath: str | None) -> dict:
         argv = [a for a in argv if a != "--stream"]
     with tempfile.TemporaryDirectory() as out:
         proc = subprocess.run([sys.executable, "-c", CLI_CHILD, *argv, "--out", out, "--no-progress"],
-                              env=child_env(pythonpath), capture_output=True, text=True)
+                              env=child_env(pythonpath), capture_output=True, text=True, cwd=out)
         if proc.returncode:
             raise RuntimeError(f"llmsched {' '.join(argv)} failed:\n{proc.stderr}")
         got = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -75,8 +82,9 @@ def run_cli(argv: list[str], pythonpath: str | None) -> dict:
 
 def run_sim(cfg: dict, pythonpath: str | None) -> dict:
     """Simulation CPU seconds (no start-up, no writing) and steps of one run in a fresh process."""
-    proc = subprocess.run([sys.executable, "-c", RUN_CHILD, json.dumps(cfg)], env=child_env(pythonpath),
-                          capture_output=True, text=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        proc = subprocess.run([sys.executable, "-c", RUN_CHILD, json.dumps(cfg)], env=child_env(pythonpath),
+                              capture_output=True, text=True, cwd=scratch)
     if proc.returncode:
         raise RuntimeError(f"run {cfg} failed:\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -102,9 +110,9 @@ def rows(names: list[str], tmp: Path):
     from llmsched.workload.traces import resolve_data_file
     for name in names:
         if name == "conv":
+            trace = str(resolve_data_file("AzureLLMInferenceTrace_conv.csv"))
             for sched in ("sarathi", "vllm-chunked"):
-                yield f"conv trace, {sched}", "cli", ["simulate", "--scheduler", sched, "--trace",
-                                                     "AzureLLMInferenceTrace_conv.csv"]
+                yield f"conv trace, {sched}", "cli", ["simulate", "--scheduler", sched, "--trace", trace]
         elif name == "x10":
             trace = repeated_trace(resolve_data_file("AzureLLMInferenceTrace_conv.csv"), 10, tmp / "conv10.csv")
             yield "conv x10, vllm-chunked, --sketch", "cli", ["simulate", "--scheduler", "vllm-chunked",
@@ -140,6 +148,9 @@ def main() -> int:
             for side, path in sides:
                 got[side] = run_cli(spec, path) if kind == "cli" else run_sim(spec, path)
                 r = got[side]
+                if side == "before" and r["module"] == got["now"]["module"]:
+                    raise SystemExit(f"--baseline {path}: the child imported {r['module']}, the same llmsched as "
+                                     f"now; give the root of another checkout")
                 ratio = f"{got['now']['cpu_s'] / r['cpu_s']:.2f}x" if side == "before" else ""
                 print(f"{label:<36}{side:>7}{r['cpu_s']:>8.2f}{r['steps']:>10}{1e6 * r['cpu_s'] / r['steps']:>9.1f}"
                       f"{r['peak_mb']:>9.0f}{ratio:>12}", flush=True)
