@@ -242,3 +242,39 @@ def test_swap_mode_is_refused_with_a_reason():
     with pytest.raises(ValueError, match="recomputation"):  # refused when the replica is built
         Replica(0, create_scheduler("infermax"), UNIT,
                 ReplicaConfig(num_blocks=30, block_size=1, preemption_mode="swap", swap_blocks=100))
+
+
+def test_all_decodes_shortcut_plans_as_the_general_walk():
+    """With every running request decoding and none waiting, the one-pass shortcut returns the plan of the group
+    walk (orders, block crossings, KV and token limits), or defers to it."""
+    import random
+    from types import SimpleNamespace
+    rng = random.Random(3)
+    taken = 0
+    for trial in range(400):
+        running = []
+        for i in range(rng.randint(1, 30)):
+            r = Request(i, float(rng.randint(0, 3)), rng.randint(1, 70), 200)
+            r.status = Status.RUNNING
+            r.num_generated = rng.randint(1, 40)
+            r.num_computed = r.prompt_len + r.num_generated - 1 - (trial % 9 == 0 and i == 0)
+            r.num_blocks = -(-r.num_computed // 16)
+            running.append(r)
+        rng.shuffle(running)
+        view = SimpleNamespace(running=running, waiting=[], swapped=[], block_size=rng.choice([1, 16]),
+                               total_blocks=rng.randint(5, 400), max_num_batched_tokens=rng.randint(1, 40),
+                               max_num_seqs=64, max_model_len=4096, now=0.0)
+        view.blocks_for = lambda t, v=view: -(-t // v.block_size)
+        if trial % 2:  # the KV cap at the edge: the decodes' blocks after this step, give or take one
+            bs = view.block_size
+            edge = sum(-(-r.num_computed // bs) + (r.num_computed % bs == 0 or bs == 1) for r in running)
+            view.total_blocks = max(1, edge + rng.randint(-1, 1))
+        name = rng.choice(["infermax", "infermax-vllm", "infermax-sarathi", "infermax-orca"])
+        policy = create_scheduler(name, **({"max_batch": rng.randint(1, 30)} if trial % 5 == 0 else {}))
+        shortcut = policy._decodes_only(view) if policy._decodes_fast else None
+        policy._decodes_fast = False
+        general = policy.schedule(view)
+        if shortcut is not None:
+            taken += 1
+            assert shortcut.decodes == general.decodes and not general.prefills and not general.preempt
+    assert taken > 50

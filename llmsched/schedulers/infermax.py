@@ -106,6 +106,9 @@ class InferMax(Scheduler):
         if uses_output and not self.needs_oracle:
             raise ValueError(f"{who}: reserve='max_total' and the 'output' orders decide from true output lengths; "
                              f"use the scheduler 'infermax-oracle' (or an -ef / rank-o variant) with --oracle")
+        # the all-decodes shortcut applies where only the decode/running groups can act and reservations are KV
+        self._decodes_fast = ("all" not in self._groups and not self.static and self.reserve in ("prompt", "histogram")
+                              and ("decode" in self._groups or "running" in self._groups))
         self._hist = LengthHistogram()
         self._floor: dict[int, int] = {}  # reserved estimate per request (histogram_reserve only)
         self._cohort: list[Request] = []  # static batching
@@ -114,6 +117,11 @@ class InferMax(Scheduler):
     def _cap_tokens(self, view: ReplicaView) -> int:
         whole = view.total_blocks * view.block_size
         return whole if self.kv_slots is None else min(whole, self.kv_slots)
+
+    def _batch_tokens(self, view: ReplicaView) -> int:
+        """C: the batch token cap."""
+        C = view.max_num_batched_tokens
+        return C if self.batch_tokens is None else min(self.batch_tokens, C)
 
     def _fixed_reserve(self, r: Request, view: ReplicaView, cap_tokens: int) -> int | None:
         if self.reserve == "max_total":
@@ -199,6 +207,10 @@ class InferMax(Scheduler):
         if view.swapped:
             raise ValueError(f"{self.name}: InferMax evicts by recomputation only (seed 001 §2.2); "
                              f"run it with preemption_mode='recompute'")
+        if self._decodes_fast and view.running and not view.waiting and not self._floor:
+            plan = self._decodes_only(view)
+            if plan is not None:
+                return plan
         step = _Step(self, view)
         for group in self._groups:
             if group == "waiting":
@@ -229,6 +241,38 @@ class InferMax(Scheduler):
                 self._floor[r.id] = keep
         return step.plan
 
+    def _decodes_only(self, view: ReplicaView) -> BatchPlan | None:
+        """GETNEXTBATCH when every running request decodes, none waits and all fit (tokens, batch size, KV): the
+        decode (or running) group takes them all in ``running_order`` (``_Step.add_all_decodes``), computed in one
+        pass without the step's ledger. None where the general walk is needed (a prefill, a limit binds)."""
+        running = view.running
+        bs = view.block_size
+        cap = self._cap_tokens(view) // bs
+        n = len(running)
+        if cap < 1 or n > self._batch_tokens(view) or (self.max_batch is not None and n > self.max_batch):
+            return None
+        kv_desc = self.running_order == "kv_desc"
+        keyed = []
+        add = keyed.append
+        used = crossing = 0
+        for r in running:
+            g, m = r.num_generated, r.num_computed
+            if not (g and m + 1 == r.prompt_len + g):
+                return None
+            used += -(-m // bs)  # a decode's reservation is its KV, m tokens
+            if bs == 1 or m % bs == 0:
+                crossing += 1
+            add((-m if kv_desc else 0, r.arrival, r.id, len(keyed), r))
+        if used + crossing > cap:
+            return None
+        plan = BatchPlan()
+        if self.running_order == "admission":
+            plan.decodes = list(running)
+        else:  # by arrival, or KV held (longest first) then arrival; ties in view order
+            keyed.sort()
+            plan.decodes = [item[4] for item in keyed]
+        return plan
+
     def on_step_end(self, view: ReplicaView, plan: BatchPlan, duration: float) -> None:
         for r in plan.decodes:
             if r.status is Status.FINISHED:
@@ -253,8 +297,7 @@ class _Step:
         if self.cap < 1:
             raise ValueError(f"{policy.name}: kv_slots {policy.kv_slots} is below one block of {bs} tokens")
         self.mark = int(policy.watermark * self.cap)
-        C = view.max_num_batched_tokens
-        self.C = C if policy.batch_tokens is None else min(policy.batch_tokens, C)
+        self.C = policy._batch_tokens(view)
         self.P = self.C if policy.prefill_tokens is None else min(policy.prefill_tokens, self.C)
         self.order = order = policy._running(view)
         self.pool = list(order)  # eviction candidates, lowest priority last
