@@ -275,7 +275,7 @@ class Scheduler(VLLMScheduler):
 
         if (not plan.prefills and not plan.preempt and not self.waiting and not self.kv_holding_waiting
                 and len(plan.decodes) == len(running)
-                and set(plan.decodes) == self._running_set):
+                and (plan.decodes == running or set(plan.decodes) == self._running_set)):
             # Every running request decodes and none waits: vLLM schedules exactly that by itself (one token each),
             # so no per-request caps are needed (the common step of a busy server).
             caps = None
