@@ -28,16 +28,25 @@ import sys
 import tempfile
 from pathlib import Path
 
-RUN_CHILD = r"""
-import json, resource, sys, time
+# Peak RSS is the process's own VmHWM: ru_maxrss carries over the parent's RSS at fork (the bench itself, ~100 MB
+# once pandas is loaded), which would floor every row at it.
+PEAK = r"""
+def peak_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+"""
+
+RUN_CHILD = PEAK + r"""
+import json, sys, time
+import llmsched
 from llmsched.experiment import RunConfig, run
 cfg = RunConfig(**json.loads(sys.argv[1]))
 t0 = time.process_time()
 result = run(cfg)
 cpu = time.process_time() - t0
-import llmsched
 print(json.dumps({"cpu_s": cpu, "steps": len(result.steps), "requests": len(result.requests),
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "module": llmsched.__file__}))
+                  "peak_mb": peak_mb(), "module": llmsched.__file__}))
 """
 
 
@@ -52,13 +61,13 @@ def child_env(pythonpath: str | None) -> dict:
     return env
 
 
-CLI_CHILD = r"""
+CLI_CHILD = PEAK + r"""
 import json, resource, sys
+import llmsched
 from llmsched.cli import main
 code = main(sys.argv[1:])
 use = resource.getrusage(resource.RUSAGE_SELF)
-import llmsched
-print(json.dumps({"code": code, "cpu_s": use.ru_utime + use.ru_stime, "peak_mb": use.ru_maxrss / 1024,
+print(json.dumps({"code": code, "cpu_s": use.ru_utime + use.ru_stime, "peak_mb": peak_mb(),
                   "module": llmsched.__file__}))
 """
 
