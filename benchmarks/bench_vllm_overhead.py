@@ -13,9 +13,13 @@ whole run (round 1 of every policy and size, then round 2, ...), so that a burst
 round of many rows rather than in all rounds of one row; the figures are medians over all rounds' calls, and the
 spread of the per-round ratios is printed beside them. A waiting policy's idle calls (a plan with no work: the
 engine sleeps until the policy's ``wait_until``) schedule nothing and have no stock counterpart: the stock engine
-steps only after a plug-in call that scheduled tokens, the idle calls are counted and left out of the medians.
+steps only after a plug-in call that scheduled tokens, the idle calls are counted and left out of the medians. By
+default the plug-in spins through idle calls instead of sleeping (the adapter's ``MAX_SLEEP`` set to 0): a step after
+a sleep runs on caches other jobs have had the core to evict, a cost of idling, not of the plug-in's code, and the
+stock step it is compared with follows no sleep. ``--idle-sleep`` keeps the sleep.
 
     python benchmarks/bench_vllm_overhead.py [--sizes 64,128,256] [--steps 20] [--rounds 3] [--policies sarathi,slai]
+                                             [--idle-sleep]
 
 Target (issue 14): the plug-in's total schedule time within 1.2x stock. Figures are medians per call, in ms.
 """
@@ -39,7 +43,7 @@ POLICY_PARAMS = {"slai": {"max_active": 256, "max_decodes": 256}}
 PROMPT = 16
 MAX_LEN = 256
 KEYS = ("stock", "stock_update", "total", "vllm", "policy", "update")
-IDLE_LIMIT = 50  # plug-in calls per timed step at most (a policy that never schedules ends its round)
+GIVE_UP = 30.0  # s; a row's round ends after this long even if the policy scheduled fewer steps (held back)
 
 
 def engines(max_seqs: int):
@@ -55,12 +59,16 @@ def engines(max_seqs: int):
     return make_llm(EngineConfig(scheduler_cls=None, **common)), make_llm(EngineConfig(scheduler_cls=PLUGIN, **common))
 
 
-def measure(sizes: list[int], steps: int, policies: list[str], rounds: int = 1) -> list[dict]:
+def measure(sizes: list[int], steps: int, policies: list[str], rounds: int = 1, idle_sleep: bool = False) -> list[dict]:
     from vllm import SamplingParams
     from vllm.v1.core.sched.scheduler import Scheduler as VLLMScheduler
 
+    from llmsched.vllm import adapter
     from llmsched.vllm.engine import prompt_ids, scheduler_of
     from llmsched.vllm.settings import load_settings
+
+    if not idle_sleep:
+        adapter.MAX_SLEEP = 0.0
 
     stock_llm, plug_llm = engines(max(sizes))
     stock, plug = scheduler_of(stock_llm), scheduler_of(plug_llm)
@@ -143,10 +151,10 @@ def measure(sizes: list[int], steps: int, policies: list[str], rounds: int = 1) 
                     idle.clear()
                     mismatches = plug.stats["mismatch_steps"]
                     on[0] = True
-                    done = calls = 0
-                    while done < steps and calls < IDLE_LIMIT * steps:
+                    done = 0
+                    give_up = time.monotonic() + GIVE_UP
+                    while done < steps and time.monotonic() < give_up:
                         plug_llm.llm_engine.step()
-                        calls += 1
                         if worked[0]:
                             stock_llm.llm_engine.step()
                             done += 1
@@ -189,6 +197,8 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=20, help="timed steps per round, measurement and engine")
     p.add_argument("--rounds", type=int, default=3, help="rounds over all policies and sizes (interleaved in time)")
     p.add_argument("--policies", default=DEFAULT_POLICIES, help="llmsched policies to time in the plug-in")
+    p.add_argument("--idle-sleep", action="store_true", help="keep the adapter's sleep in a waiting policy's idle "
+                   "calls (default: spin through them)")
     p.add_argument("--json", help="also write the rows here")
     args = p.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -196,9 +206,10 @@ def main() -> int:
     if args.steps < 1 or args.rounds < 1:
         p.error("--steps and --rounds must be >= 1")
     t0 = time.time()
-    rows = measure(sizes, args.steps, policies, args.rounds)
+    rows = measure(sizes, args.steps, policies, args.rounds, args.idle_sleep)
     print(f"schedule() per call: median CPU ms over {args.rounds} rounds of {args.steps} decode steps (load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {time.time() - t0:.0f} s)")
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {time.time() - t0:.0f} s; idle calls "
+          f"{'sleep' if args.idle_sleep else 'spin'})")
     print("('running' is what the policy's defaults let run of the requests given: fewer where it caps them; 'idle':")
     print(" the plug-in's calls that scheduled nothing, a waiting policy's, left out of the medians; 'rounds': the")
     print(" range of the per-round ratios)")
