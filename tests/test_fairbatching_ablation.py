@@ -33,7 +33,7 @@ def test_fast_table_shape_and_overhead_lowers_capacity():
     assert over["fb_v"] < ref["fb_v"] and over["vllm_sara"] < ref["vllm_sara"]
     for r in rows:  # the latency part: P99 TTFT of each system near saturation, finished requests only
         [lat] = r["latency"]
-        assert lat["load"] == 1.2
+        assert lat["load"] == 1.2 and lat["sarathi_budget"] == r["sarathi_budget"]
         assert lat["rate"] == pytest.approx(1.2 * max(r["vllm_vani"], r["vllm_sara"]), rel=1e-3)
         assert all(lat[k]["ttft_p99_ms"] > 0 for k in ab.SYSTEMS)
     text = ab.report(out)
@@ -166,6 +166,8 @@ def test_slo_loads_and_cluster_systems_arguments():
     assert (s.ttft, s.tpot, s.loads) == (2.0, 0.05, (1.0, 1.5))
     cfg = ab.config(s, ab.REFERENCE, "sarathi", {"token_budget": 512})
     assert cfg.tiers == "slo:ttft=2:tpot=0.05"
-    for bad in (("--slo", "2"), ("--slo", "2,x"), ("--loads", "-1"), ("--cluster-systems", "PAB-LB+nope")):
+    assert ab.settings(args("--latency-budgets", "128,256")).latency_budgets == (128, 256)
+    for bad in (("--slo", "2"), ("--slo", "2,x"), ("--loads", "-1"), ("--cluster-systems", "PAB-LB+nope"),
+                ("--latency-budgets", "12.5")):
         with pytest.raises(ValueError, match=bad[0]):
             ab.settings(args(*bad))

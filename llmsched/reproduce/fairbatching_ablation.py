@@ -133,6 +133,7 @@ class Settings:
     cluster_systems: tuple = ()
     sweep: tuple = ()
     loads: tuple = (1.2,)
+    latency_budgets: tuple = ()
 
 
 def config(s: Settings, level: Level, scheduler: str, params: dict, n: int | None = None) -> RunConfig:
@@ -281,17 +282,18 @@ def ttft_tail(s: Settings, level: Level, row: dict) -> list[dict]:
     x the level's best baseline capacity (1.2: near saturation, as the paper's 2.5 req/s is for its
     Qwen3-14B; the paper gives one load, so the ratio's dependence on the load is measured, not assumed)."""
     out = []
-    for load in s.loads:
+    for load, budget in ((x, b) for x in s.loads for b in (s.latency_budgets or (row["sarathi_budget"],))):
         rate = round(load * max(row["vllm_vani"], row["vllm_sara"]), 4)
-        point = {"load": load, "rate": rate}
+        point = {"load": load, "rate": rate, "sarathi_budget": budget}
         for label, sched, params in (("FB-v", "fairbatching", fb_params(s, level)),
-                                     ("vLLM-sara", "sarathi", {"token_budget": row["sarathi_budget"]}),
+                                     ("vLLM-sara", "sarathi", {"token_budget": budget}),
                                      ("vLLM-vani", "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET})):
             cfg = dataclasses.replace(config(s, level, sched, params), rate=rate)
             log = simulate(build_source(cfg), build_replicas(cfg), make_router(cfg.router), seed=cfg.seed).requests
             ttft = log.column("ttft")
             done = np.isfinite(ttft)
             point[label] = {"ttft_p99_ms": 1e3 * float(np.percentile(ttft[done], 99)) if done.any() else math.nan,
+                            "ttft_p50_ms": 1e3 * float(np.percentile(ttft[done], 50)) if done.any() else math.nan,
                             "finished": int(done.sum()), "requests": len(log)}
         point["p99_ttft_sara_over_fb_v"] = point["vLLM-sara"]["ttft_p99_ms"] / point["FB-v"]["ttft_p99_ms"]
         out.append(point)
@@ -307,6 +309,7 @@ CLUSTER_SYSTEMS = {
     "PAB-LB(0.1s)+FB-v": ("fairbatching", "pab-delayed", "report lag: PAB views refreshed every 0.1 s"),
     "vLLM-LB(fresh)+FB-v": ("fairbatching", "vllm-dp-fresh", "report lag: vLLM's counts fresh at every arrival"),
     "PAB-LB+FB-PAB": ("fairbatching-pab", "pab", "rejection: a request no replica's PAB covers is rejected"),
+    "vLLM-LB+FB-PAB": ("fairbatching-pab", "vllm-dp", "rejection without PAB routing: is the gain the router's?"),
 }
 CORE_CLUSTER = tuple(list(CLUSTER_SYSTEMS)[:4])
 SWEEP = tuple(round(0.8 * 1.1 ** i, 4) for i in range(10))  # x the highest shared capacity: 0.8 ... 1.89
@@ -434,9 +437,11 @@ def report(out: dict) -> str:
     for r in out["rows"]:
         for lat in r.get("latency", ()):
             lines.append(f"P99 TTFT at {lat['rate']:g} req/s ({lat['load']:g} x best baseline), {r['level']}: FB-v "
-                         f"{lat['FB-v']['ttft_p99_ms']:.0f} ms, vLLM-sara {lat['vLLM-sara']['ttft_p99_ms']:.0f} ms, "
+                         f"{lat['FB-v']['ttft_p99_ms']:.0f} ms, vLLM-sara ({lat['sarathi_budget']}) "
+                         f"{lat['vLLM-sara']['ttft_p99_ms']:.0f} ms, "
                          f"vLLM-vani {lat['vLLM-vani']['ttft_p99_ms']:.0f} ms; sara / FB-v = "
-                         f"{lat['p99_ttft_sara_over_fb_v']:.2f}x (paper 2.29x)")
+                         f"{lat['p99_ttft_sara_over_fb_v']:.2f}x (paper 2.29x); P50 sara / vani "
+                         f"{lat['vLLM-sara']['ttft_p50_ms'] / lat['vLLM-vani']['ttft_p50_ms']:.2f}x (paper 1.78x)")
     for r in out["rows"]:
         cl = r.get("cluster")
         if not cl:
@@ -484,6 +489,8 @@ def add_arguments(p) -> None:
                    "peak EffRPS and the shared criterion from the same runs")
     p.add_argument("--loads", default=None, help="latency part: comma list of loads, x the best baseline's "
                    "capacity (default 1.2)")
+    p.add_argument("--latency-budgets", default=None, help="latency part: Sarathi token budgets to compare at each "
+                   "load instead of the tuned one (e.g. 128,256,512)")
     p.add_argument("--jobs", type=int, default=1, help="parallel probes (default 1: the machine is shared)")
     p.add_argument("--out", default=None, help="write results.json here (a directory)")
 
@@ -546,8 +553,12 @@ def settings(args) -> Settings:
         systems = asked
     sweep = (SWEEP[0], SWEEP[4], SWEEP[-1]) if args.sweep and args.fast else SWEEP if args.sweep else ()
     loads = parse_floats("--loads", args.loads) if args.loads else (1.2,)
+    budgets = parse_floats("--latency-budgets", args.latency_budgets) if args.latency_budgets else ()
+    if any(b != int(b) for b in budgets):
+        raise ValueError(f"--latency-budgets: token budgets are whole numbers, got {args.latency_budgets!r}")
     return Settings(case, levels, n, (128, 512) if args.fast else BUDGETS, resolution, args.jobs, parts,
-                    args.replicas, args.workload, args.arrivals, ttft, tpot, systems, sweep, loads)
+                    args.replicas, args.workload, args.arrivals, ttft, tpot, systems, sweep, loads,
+                    tuple(int(b) for b in budgets))
 
 
 def run(args) -> int:
