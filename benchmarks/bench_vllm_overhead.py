@@ -211,7 +211,7 @@ def main() -> int:
     print(f"schedule() per call: median CPU ms over {args.rounds} rounds of {args.steps} decode steps (load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {time.time() - t0:.0f} s; idle calls "
           f"{'sleep' if args.idle_sleep else 'spin'})")
-    print("('running' is what the policy's defaults let run of the requests given: fewer where it caps them; 'ratio':")
+    print("('running' is what the policy's defaults let run of the requests given (x/y: x of y); 'ratio':")
     print(" the median of the per-round ratios plug-in/stock, 'rounds' their range; 'idle': the plug-in's calls that")
     print(" scheduled nothing, a waiting policy's, left out of the medians)")
     print(f"{'policy':<17}{'running':>8}{'stock':>8}{'plug-in':>9}{'ratio':>7}{'rounds':>11}{'  of which: vLLM':>17}"
@@ -220,7 +220,8 @@ def main() -> int:
         adapter = r["total_ms"] - r["vllm_ms"] - r["policy_ms"]
         spread = r["round_ratios"]
         spread = f"{min(spread):.2f}-{max(spread):.2f}" if spread else "-"
-        print(f"{r['policy']:<17}{r['running']:>8}{r['stock_ms']:>8.3f}{r['total_ms']:>9.3f}"
+        running = str(r["running"]) if r["running"] == r["requests"] else f"{r['running']}/{r['requests']}"
+        print(f"{r['policy']:<17}{running:>8}{r['stock_ms']:>8.3f}{r['total_ms']:>9.3f}"
               f"{r['ratio']:>7.2f}{spread:>11}{r['vllm_ms']:>17.3f}{r['policy_ms']:>8.3f}"
               f"{adapter:>9.3f}{r['stock_update_ms']:>16.3f}{r['update_ms']:>9.3f}{r['idle_calls']:>6}")
     worst = max(r["ratio"] for r in rows)
