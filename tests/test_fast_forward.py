@@ -183,3 +183,20 @@ def test_only_a_source_whose_completions_add_nothing_lets_runs_fold_past_finishe
     assert not OpenLoop.done_adds_requests and not StreamedOpenLoop.done_adds_requests
     assert getattr(ClosedLoop, "done_adds_requests", True)
     assert type("Refilling", (OpenLoop,), {"on_done": lambda self, req, now: []}).done_adds_requests
+
+
+@pytest.mark.parametrize("name,num_blocks", [("sarathi", 120), ("vllm-chunked", 120), ("vllm-chunked", 3000)])
+def test_invariants_hold_when_runs_fold_past_finishes(name, num_blocks, tmp_path):
+    """Short outputs and few blocks: finishes free blocks mid-run and later decodes need them."""
+    cfg = RunConfig(scheduler=name, workload="azure-conv", rate=6.0, num_requests=150, seed=12, num_blocks=num_blocks,
+                    max_model_len=1500)
+    from llmsched.experiment import build_replicas, build_source, workload_params
+    from llmsched.sim.simulator import simulate
+    source = build_source(cfg)
+    replicas = build_replicas(cfg, workload_params(cfg, source))
+    for rep in replicas:
+        rep.config = dataclasses.replace(rep.config, check_invariants=True)
+    result = simulate(source, replicas)
+    assert len(result.requests) == 150 and replicas[0].num_steps == len(result.steps)
+    assert replicas[0].quiet_finishes and replicas[0].scheduler.steady_after_finishes
+    assert _files(cfg, tmp_path, "a") == _files(dataclasses.replace(cfg, fast_forward=False), tmp_path, "b")
