@@ -17,7 +17,8 @@ burstiness, online predictor refit, TPOT by the envelope check, the spec's §3.3
 * ``batch-time``: which measured timing the engines run on: ``calibrated`` (the roofline with efficiencies
   fitted to Vidur's A100 operator profiles; on the A800, an A100 chip, the roofline already is this, so the
   row is the reference's and is not rerun), ``roofline-staircase`` (the same profiles fitted with 128-token
-  GEMM tiles: small batches cost a full tile), ``engine`` (host terms fitted to the Splitwise engine's
+  GEMM tiles: small batches cost a full tile; also with FairBatching's oracle predictor, to tell a loss from
+  the tiles from a loss of the linear predictor's fit to them), ``engine`` (host terms fitted to the Splitwise engine's
   measured steps: an eager engine's per-layer and per-sequence cost, an upper bound for vLLM's).
 * ``arrivals``: gamma arrivals with CV 1 (Poisson), 2, 4 and the trace's own length mix instead of its
   timestamps.
@@ -100,6 +101,8 @@ LEVELS = (
     Level("overhead", f"+{HOST_STEP * 1e3:g} ms host per step", batch_time_params=(("host_step", HOST_STEP),)),
     Level("batch-time", "calibrated (Vidur A100-family fit)", batch_time="calibrated"),
     Level("batch-time", "roofline-staircase (tile-quantised GEMMs)", batch_time="roofline-staircase"),
+    Level("batch-time", "roofline-staircase, exact predictor", batch_time="roofline-staircase",
+          fb_params=(("prediction", "exact"),)),
     Level("batch-time", "engine (Splitwise engine's host terms)", batch_time="engine"),
     Level("arrivals", "gamma cv 1", arrivals="gamma:1"),
     Level("arrivals", "gamma cv 2", arrivals="gamma:2"),
