@@ -121,6 +121,8 @@ class Scheduler(VLLMScheduler):
         self._seen_running: list = []  # vLLM's running list when its mirrors were last listed
         self._running_mirrors: list[Request] = []
         self._running_set: set[Request] = set()
+        self._seen_waiting: list = []  # vLLM's waiting queue when its mirrors were last brought up to date
+        self._waiting_mirrors: list[Request] = []
         self._vid: dict[int, str] = {}  # mirror id -> vLLM id
         self._next_auto_id = FIRST_AUTO_ID
         self._t0 = time.time()
@@ -236,23 +238,30 @@ class Scheduler(VLLMScheduler):
             running = self._running_mirrors = [mirrors[r.request_id][1] for r in self.running]
             self._running_set = set(running)
         running = self._running_mirrors
-        waiting = []
-        for r in self.waiting:
-            entry = mirrors.get(r.request_id)
-            if entry is None:
-                continue  # rejected this step, finished by vLLM at the step's end
-            m = entry[1]
-            m.num_computed = r.num_computed_tokens
-            m.num_generated = r.num_output_tokens
-            m.num_blocks = 0
-            m.preemptions = r.num_preemptions
-            m.status = WAITING
-            if m.num_generated and m.num_computed == 0:  # preempted: its prefill now recomputes its output too
-                why = self.llmsched_policy.unservable(m, view)
-                if why:
-                    self._reject(r.request_id, f"{self.llmsched_policy.name}: {why}")
-                    continue
-            waiting.append(m)
+        # Waiting mirrors are brought up to date when vLLM's waiting queue changed; a request keeps its state while
+        # it stays there (it enters by arrival or preemption and leaves by admission, rejection or abort).
+        queue = list(self.waiting)
+        if queue == self._seen_waiting:
+            waiting = self._waiting_mirrors
+        else:
+            waiting = []
+            for r in queue:
+                entry = mirrors.get(r.request_id)
+                if entry is None:
+                    continue  # rejected this step, finished by vLLM at the step's end
+                m = entry[1]
+                m.num_computed = r.num_computed_tokens
+                m.num_generated = r.num_output_tokens
+                m.num_blocks = 0
+                m.preemptions = r.num_preemptions
+                m.status = WAITING
+                if m.num_generated and m.num_computed == 0:  # preempted: its prefill now recomputes its output too
+                    why = self.llmsched_policy.unservable(m, view)
+                    if why:
+                        self._reject(r.request_id, f"{self.llmsched_policy.name}: {why}")
+                        continue
+                waiting.append(m)
+            self._seen_waiting, self._waiting_mirrors = queue, waiting
         view.running = running
         view.waiting = waiting
 
