@@ -225,7 +225,7 @@ def test_real_engine_run_writes_the_simulators_records_and_fidelity_compares(llm
     assert {"summary.json", "requests.csv", "steps.csv", "meta.json"} <= {p.name for p in out.iterdir()}
 
     engine = EngineConfig(model="unused", max_model_len=512, max_num_seqs=4, max_num_batched_tokens=256)
-    cols, model, report = profile(llm, engine, output_tokens=4)
+    cols, model, report = profile(llm, engine, output_tokens=4, wake_repeats=2)
     assert report.n == len(cols["duration"]) > 10 and model.coefficients["const"] > 0
     assert model.wake is not None and model.wake.cost >= 0 and model.wake.tau > 0  # measured cold start after idle
     monkeypatch.setenv("LLMSCHED_PROFILES", str(tmp_path / "profiles"))

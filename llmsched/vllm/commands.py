@@ -131,7 +131,7 @@ def cmd_profile(args) -> int:
     c = model.coefficients
     print(f"profile of {args.model}: const {c['const'] * 1e3:.3f} ms + {c['per_token'] * 1e6:.2f} us/token + "
           f"{c['per_context'] * 1e9:.2f} ns/context token + {c['per_prefill'] * 1e6:.2f} us/prefill + "
-          f"{c['per_decode'] * 1e6:.2f} us/decode")
+          f"{c['per_decode'] * 1e6:.2f} us/decode + {c['has_prefill'] * 1e3:.3f} ms per step with a prefill")
     if model.wake is not None:
         print(f"cold start after idle: +{model.wake.cost * 1e3:.2f} ms x (1 - exp(-idle / "
               f"{model.wake.tau * 1e3:.1f} ms))")

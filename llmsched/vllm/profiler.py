@@ -4,9 +4,10 @@ Probes are batches of requests submitted together through the plug-in (policy ``
 of ``ctx`` prompt tokens each and a few output tokens give prefill steps (chunks up to the token budget, over
 cached context from 0 upwards), mixed steps, and decode steps of ``n`` requests at contexts ``ctx..ctx+k``. Every
 step is recorded with its composition (steps.csv's columns), and ``LinearBatchTime.fit`` fits
-``const + per_token·tokens + per_context·Σcontext + per_prefill·#prefills + per_decode·#decodes`` (the per-decode
-term is each decode's own sampling and input preparation: without it the fit, dominated by long prefill steps,
-put a one-decode step 12-18% above the measured cycle). Then single-request probes after pauses of 0 to 0.5 s
+``const + per_token·tokens + per_context·Σcontext + per_prefill·#prefills + per_decode·#decodes +
+has_prefill·[any prefill]``: the per-decode term is each decode's own sampling and input preparation, the
+prefill term a step's fixed cost of running prompts (seed 001's b_p); without them the fit, dominated by long
+prefill steps, put a one-decode step 18% above its measured cycle (11% with both; R² 0.981 -> 0.984). Then single-request probes after pauses of 0 to 0.5 s
 measure the cold start of a step after the engine sat idle (``batchtime/wake.py``), saved with the fit.
 
 The time fitted is a step's **cycle**: from its start to the next step's start while the engine stays busy (every
@@ -39,12 +40,12 @@ def probe_grid(max_seqs: int, max_context: int, output_tokens: int = 8):
     return [(n, c) for n in counts for c in contexts]
 
 
-PROFILE_TERMS = BASE_TERMS + ("per_decode",)
+PROFILE_TERMS = BASE_TERMS + ("per_decode", "has_prefill")
 WAKE_PAUSES = (0.005, 0.02, 0.05, 0.2, 0.5)  # seconds idle before a wake probe (0 = back to back: the baseline)
 WAKE_PROMPT = 128
 
 
-def profile(llm, engine: EngineConfig, output_tokens: int = 8, repeats: int = 1, wake_repeats: int = 4):
+def profile(llm, engine: EngineConfig, output_tokens: int = 8, repeats: int = 1, wake_repeats: int = 12):
     """Run the probes on ``llm``; returns (steps columns dict, fitted model, fit report)."""
     from .runner import replay
     settings = load_settings({}, scheduler="vllm-chunked")
