@@ -227,7 +227,7 @@ def test_real_engine_run_writes_the_simulators_records_and_fidelity_compares(llm
     engine = EngineConfig(model="unused", max_model_len=512, max_num_seqs=4, max_num_batched_tokens=256)
     cols, model, report = profile(llm, engine, output_tokens=4, wake_repeats=2)
     assert report.n == len(cols["duration"]) > 10 and model.coefficients["const"] > 0
-    assert model.wake is not None and model.wake.cost >= 0 and model.wake.tau > 0  # measured cold start after idle
+    assert model.wake is not None and model.wake.slowdown >= 0 and model.wake.tau > 0  # measured cold start
     monkeypatch.setenv("LLMSCHED_PROFILES", str(tmp_path / "profiles"))
     from llmsched.vllm.profiles import default_profile_path, load_profile, load_profile_for, model_fingerprint
     hf = llm.llm_engine.vllm_config.model_config.hf_config

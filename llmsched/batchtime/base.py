@@ -47,7 +47,7 @@ class BatchTimeModel(ABC):
     # True when a decode-only step's time depends on its decodes only through their count and context sum, so
     # the simulator may fast-forward runs of decode-only steps through decode_sum_time (docs/simulator.md)
     decode_sum_only: bool = False
-    # extra time of a step that starts after the engine sat idle (batchtime/wake.py); None: no such cost
+    # slowdown of a step that starts after the engine sat idle (batchtime/wake.py); None: no such cost
     wake: "WakeCost | None" = None
 
     def __init_subclass__(cls, **kwargs):

@@ -317,7 +317,7 @@ class Replica:
         duration = self.batch_time.step_time(batch) + extra_time + self._swap_time
         self._swap_time = 0.0
         if self.batch_time.wake is not None and now > self._last_end:
-            duration += self.batch_time.wake.time(now - self._last_end)
+            duration += self.batch_time.wake.time(now - self._last_end, duration)
         if not duration > 0:
             raise ValueError(f"batch-time model {self.batch_time.name!r} returned {duration} s for a step")
         return duration

@@ -133,7 +133,7 @@ def cmd_profile(args) -> int:
           f"{c['per_context'] * 1e9:.2f} ns/context token + {c['per_prefill'] * 1e6:.2f} us/prefill + "
           f"{c['per_decode'] * 1e6:.2f} us/decode + {c['has_prefill'] * 1e3:.3f} ms per step with a prefill")
     if model.wake is not None:
-        print(f"cold start after idle: +{model.wake.cost * 1e3:.2f} ms x (1 - exp(-idle / "
+        print(f"cold start after idle: a step takes +{model.wake.slowdown * 100:.0f}% x (1 - exp(-idle / "
               f"{model.wake.tau * 1e3:.1f} ms))")
     print(f"fit: {report}; between steps (update, detokenisation, engine loop): "
           f"{between_steps(cols) * 100:.0f}% of a step's cycle (median)")

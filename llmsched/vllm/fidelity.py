@@ -90,10 +90,10 @@ def run_cycles(steps) -> dict:
     the columns ``LinearBatchTime.fit`` takes. Fitting the simulator's step time to these separates how well it
     schedules and queues (same decisions, the run's timing) from how well a profile measured earlier predicts
     step times on a machine whose load has changed since. Steps that start after the engine sat idle are left
-    out: their cold start is the profile's wake cost (``batchtime/wake.py``), which the fit keeps."""
+    out: their cold start is the profile's wake slowdown (``batchtime/wake.py``), which the fit keeps."""
     start = list(steps.start)
     busy = [w + r > 0 for w, r in zip(steps.num_waiting, steps.num_running)]
-    # a step after one that left the engine empty starts cold: the profile's wake cost, not a cycle to fit
+    # a step after one that left the engine empty starts cold: the profile's wake slowdown, not a cycle to fit
     keep = [i for i in range(1, len(start) - 1) if busy[i] and busy[i - 1]]
     cols = {"duration": [start[i + 1] - start[i] for i in keep]}
     for k in ("prefill_tokens", "num_prefills", "num_decodes", "context_sum"):

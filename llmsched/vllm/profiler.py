@@ -74,8 +74,8 @@ def profile(llm, engine: EngineConfig, output_tokens: int = 8, repeats: int = 1,
 
 
 def measure_wake(llm, settings, first_id: int, repeats: int) -> WakeCost:
-    """Fit the cold-start cost: the first step's cycle of a one-request probe (a ``WAKE_PROMPT``-token prefill)
-    after each pause in ``WAKE_PAUSES``, minus the same probe's median cycle run back to back."""
+    """Fit the cold-start slowdown: the first step's cycle of a one-request probe (a ``WAKE_PROMPT``-token
+    prefill) after each pause in ``WAKE_PAUSES``, over the same probe's median cycle run back to back, minus 1."""
     from .runner import replay
     rid = first_id
     idle, cycles = [], []
@@ -88,7 +88,7 @@ def measure_wake(llm, settings, first_id: int, repeats: int) -> WakeCost:
             idle.append(pause)  # replay's own set-up before the first step adds ~0.1 ms
             cycles.append(start[1] - start[0])
     busy = statistics.median(c for c, g in zip(cycles, idle) if g == 0.0)
-    pairs = [(g, c - busy) for g, c in zip(idle, cycles) if g > 0]
+    pairs = [(g, c / busy - 1) for g, c in zip(idle, cycles) if g > 0]
     return WakeCost.fit([g for g, _ in pairs], [e for _, e in pairs])
 
 
