@@ -43,11 +43,13 @@ def test_a_growing_queue_is_an_overload():
     assert why and "queue grew" in why
 
 
-def test_run_cycles_are_start_to_next_start_while_requests_remain():
+def test_run_cycles_are_start_to_next_start_of_busy_steps():
     _, result = records(lambda i, a: a + 0.4, lambda k: 0 if k == 10 else 1)
     st = result.steps
     st.num_running[10] = 0  # the engine went idle after step 10: that gap is not a cycle
     cols = run_cycles(st)
-    assert len(cols["duration"]) == len(st) - 2
+    # left out: the last step (no next start), step 10 (the engine went idle after it), and the steps that start
+    # cold, the first and step 11 (their slowdown is the profile's wake term, not a cycle to fit)
+    assert len(cols["duration"]) == len(st) - 4
     assert all(abs(d - 0.1) < 1e-9 for d in cols["duration"])
     assert set(cols) == {"duration", "prefill_tokens", "num_prefills", "num_decodes", "context_sum"}
