@@ -7,8 +7,9 @@ step is recorded with its composition (steps.csv's columns), and ``LinearBatchTi
 ``const + per_token·tokens + per_context·Σcontext + per_prefill·#prefills + per_decode·#decodes +
 has_prefill·[any prefill]``: the per-decode term is each decode's own sampling and input preparation, the
 prefill term a step's fixed cost of running prompts (seed 001's b_p); without them the fit, dominated by long
-prefill steps, put a one-decode step 18% above its measured cycle (11% with both; R² 0.981 -> 0.984). Then single-request probes after pauses of 0 to 0.5 s
-measure the cold start of a step after the engine sat idle (``batchtime/wake.py``), saved with the fit.
+prefill steps, put a one-decode step 18% above its measured cycle (11% with both; R² 0.981 -> 0.984 on the
+same probes). Then one-request probes after pauses of 0 to 0.5 s measure the slowdown of a step after the engine
+sat idle (``batchtime/wake.py``), saved with the fit.
 
 The time fitted is a step's **cycle**: from its start to the next step's start while the engine stays busy (every
 probe's requests are submitted at once, so it does until the probe's last step, which is left out). A step's own
