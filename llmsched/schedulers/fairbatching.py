@@ -119,20 +119,23 @@ class FairBatching(Scheduler):
         return self.predictor
 
     # --- one step ---------------------------------------------------------------------------------------
+    def _targets(self, r: Request) -> tuple[float, float]:
+        """(TTFT, TPOT) of ``r``'s SLO, worked out once per SLO object (callers ask only when it changes)."""
+        targets = self._slos.get(r.slo)
+        if targets is None:
+            targets = self._slos[r.slo] = request_slo(r, self.ttft_slo, self.tpot_slo)
+        return targets
+
     def tasks(self, view: ReplicaView) -> list[Task]:
         now = view.now
         out = []
         add = out.append
-        slos = self._slos
         slo = ttft = tpot = None  # the last request's SLO object: most requests share their tier's
         for group in (view.running, view.waiting, view.swapped):
             for r in group:
                 if r.slo is not slo:
                     slo = r.slo
-                    targets = slos.get(slo)
-                    if targets is None:
-                        targets = slos[slo] = request_slo(r, self.ttft_slo, self.tpot_slo)
-                    ttft, tpot = targets
+                    ttft, tpot = self._targets(r)
                 g = r.num_generated
                 k = r.num_computed
                 decode = g > 0 and k == r.prompt_len + g - 1
@@ -163,7 +166,6 @@ class FairBatching(Scheduler):
         (slack, arrival, id, request) tuples sorted as they are, the KV booking inlined. None where that needs
         the general path: a request not decoding, KV pressure, or nothing fits (the progress guard)."""
         now = view.now
-        slos = self._slos
         slo = ttft = tpot = None
         min_tpot = math.inf
         keyed = []
@@ -174,10 +176,7 @@ class FairBatching(Scheduler):
                 return None
             if r.slo is not slo:
                 slo = r.slo
-                targets = slos.get(slo)
-                if targets is None:
-                    targets = slos[slo] = request_slo(r, self.ttft_slo, self.tpot_slo)
-                ttft, tpot = targets
+                ttft, tpot = self._targets(r)
                 if tpot < min_tpot:
                     min_tpot = tpot
             add((r.arrival + ttft + tpot * g - now, r.arrival, r.id, len(keyed), r))
