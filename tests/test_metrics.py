@@ -216,6 +216,25 @@ def test_write_run_files(real_runs, tmp_path):
     assert np.allclose(data["duration"], np.frombuffer(res.steps.duration))
 
 
+def test_csv_rows_are_the_bytes_csv_writer_writes():
+    """The fast writer formats each distinct number once and joins rows in bulk: the text must be csv's own."""
+    import io
+
+    from llmsched.metrics.writers import csv_line, csv_rows
+    rng = np.random.default_rng(5)
+    floats = np.r_[rng.exponential(size=50), [0.0, -0.0, math.nan, -math.nan, math.inf, -math.inf, 1e-05, 1e16,
+                                              123456789.125, 5e-324, 0.1, 0.1]]
+    ints = np.r_[rng.integers(-10**12, 10**12, size=50), [0, -1, 2**63 - 1, -2**63, 7, 7, 7, 7, 7, 7, 7, 7]]
+    texts = ["", "plain", "a,b", 'say "hi"', "two\nlines", "cr\rx", " lead", "x"] * 7 + ["a,b"] * 6
+    cols = [ints, floats, texts, floats[::-1].copy()]
+    want = io.StringIO()
+    w = csv.writer(want)
+    w.writerow(["id", "a,b", "c"])
+    w.writerows(zip(*(c.tolist() if isinstance(c, np.ndarray) else c for c in cols)))
+    assert csv_line(["id", "a,b", "c"]) + csv_rows(cols) == want.getvalue()
+    assert csv_rows([np.empty(0), []]) == ""
+
+
 def test_tables(real_runs, tmp_path):
     rows = [summary_row(summarize(r), scheduler=k, rate=4.0) for k, r in real_runs.items()]
     rows.append({"scheduler": "none", "rate": 5.0, "ttft_p99": math.nan, "throughput_rps": None,

@@ -8,7 +8,6 @@ what ``stream_summary`` needs: exact counts, integer sums, minima and maxima; fl
 """
 from __future__ import annotations
 
-import csv
 import math
 import re
 from collections import Counter
@@ -18,7 +17,7 @@ import numpy as np
 from ..request import Status
 from .requests import FLOAT_FIELDS, TBT_MISS_TOLERANCE, RequestLog
 from .sketch import QuantileSketch
-from .writers import CHUNK_ROWS, REQUEST_COLUMNS, write_request_rows
+from .writers import CHUNK_ROWS, REQUEST_COLUMNS, csv_line, write_request_rows
 
 LATENCIES = ("ttft", "tpot", "e2e")
 TARGETS = ("ttft", "tbt", "tpot")
@@ -61,9 +60,8 @@ class RequestStream(RequestLog):
         super().__init__(keep_gaps=False)
         self.path = path
         self._file = open(path, "w", newline="") if path is not None else None
-        self._writer = csv.writer(self._file) if self._file is not None else None
-        if self._writer is not None:
-            self._writer.writerow(REQUEST_COLUMNS)
+        if self._file is not None:
+            self._file.write(csv_line(REQUEST_COLUMNS))
         self.recorded = 0
         self.arrival_min, self.arrival_max = math.inf, -math.inf
         self.end_max = -math.inf  # latest finish recorded so far: no later request leaves before it
@@ -109,8 +107,8 @@ class RequestStream(RequestLog):
         n = len(self.cols["id"])
         if not n:
             return
-        if self._writer is not None:
-            write_request_rows(self._writer, self)
+        if self._file is not None:
+            write_request_rows(self._file, self)
         self._fold()
         self.recorded += n
         for a in self.cols.values():

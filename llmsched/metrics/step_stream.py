@@ -8,13 +8,12 @@ leaves it as it is); the few that end later wait in a small tail for ``close``, 
 """
 from __future__ import annotations
 
-import csv
 import math
 
 import numpy as np
 
 from .steps import STEP_FIELDS, StepLog
-from .writers import CHUNK_ROWS, write_step_rows
+from .writers import CHUNK_ROWS, csv_line, write_step_rows
 
 FLOAT_COLUMNS = ("start", "duration")
 
@@ -23,7 +22,7 @@ class StepStream(StepLog):
     """Records like ``StepLog``; ``flush`` (called by the simulator when ``full``) writes the rows to ``path``
     (None: nowhere) and folds those that have settled."""
 
-    __slots__ = ("path", "_file", "_writer", "written", "tail", "count", "total_duration", "batch_tokens",
+    __slots__ = ("path", "_file", "written", "tail", "count", "total_duration", "batch_tokens",
                  "prefill_tokens_sum", "prefills", "decodes", "util_weighted", "util_sum", "util_max", "busy",
                  "in_system", "last", "start_min", "closed")
     streamed = True
@@ -32,9 +31,8 @@ class StepStream(StepLog):
         super().__init__()
         self.path = path
         self._file = open(path, "w", newline="") if path is not None else None
-        self._writer = csv.writer(self._file) if self._file is not None else None
-        if self._writer is not None:
-            self._writer.writerow(STEP_FIELDS)
+        if self._file is not None:
+            self._file.write(csv_line(STEP_FIELDS))
         self.written = 0
         self.tail = {name: np.empty(0, dtype=np.float64 if name in FLOAT_COLUMNS else np.int64)
                      for name in STEP_FIELDS}
@@ -57,8 +55,8 @@ class StepStream(StepLog):
         n = len(self.start)
         if not n:
             return
-        if self._writer is not None:
-            write_step_rows(self._writer, self)
+        if self._file is not None:
+            write_step_rows(self._file, self)
         rows = {name: np.concatenate([self.tail[name], np.frombuffer(getattr(self, name), dtype=self.tail[name].dtype)])
                 for name in STEP_FIELDS}
         self.written += n
