@@ -103,7 +103,7 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     good = int((meets["all"] & win).sum())
     out["goodput"] = {"requests_per_s": per_s(good), "good_requests": good,
                       "fraction": good / n_win if n_win else NAN}
-    out["tiers"] = _tiers(log, win, finished, meets)
+    out["tiers"] = _tiers(log, win, finished, meets, out["latency"]["tbt"])
 
     pre = log.column("preemptions")
     out["preemptions"] = {"total": int(pre[win].sum()),
@@ -153,7 +153,8 @@ def merged_sketch(log: RequestLog, tiers=None) -> QuantileSketch | None:
 
 def _tbt_stats(log: RequestLog, win: np.ndarray) -> dict:
     if log.keep_gaps:
-        return {**_stats(log.gaps_of(win), scratch=win is not None), "source": "gaps"}
+        gaps = log.gaps_of(None).copy() if win.all() else log.gaps_of(win)  # a copy: _stats reorders it
+        return {**_stats(gaps, scratch=True), "source": "gaps"}
     return {**_sketch_stats(merged_sketch(log)), "source": "sketch"}
 
 
@@ -170,8 +171,11 @@ def _meets(log: RequestLog, finished: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def _tiers(log: RequestLog, win, finished, meets) -> dict:
+def _tiers(log: RequestLog, win, finished, meets, tbt: dict) -> dict:
+    """Per tier; ``tbt``: the window's TBT statistics, whose p99 is a tier's own when the tier is the whole
+    window (one tier: the run's millions of gaps are not selected and partitioned a second time)."""
     tier = log.column("tier")
+    n_win = int(win.sum())
     out = {}
     for i, name in enumerate(log.tiers):
         sel = win & (tier == i)
@@ -184,7 +188,9 @@ def _tiers(log: RequestLog, win, finished, meets) -> dict:
             targets[m] = float(t.max()) if len(t) else None
             attain[m] = float(meets[m][sel].mean()) if len(t) and n else NAN
         attain["all"] = float(meets["all"][sel].mean()) if n else NAN
-        if log.keep_gaps:
+        if log.keep_gaps and n == n_win and tbt["count"] == int(log.column("num_gaps")[sel].sum()):
+            p99 = tbt["p99"]  # the same gaps, every one finite: np.percentile's same interpolation
+        elif log.keep_gaps:
             gaps = log.gaps_of(sel)
             p99 = float(np.percentile(gaps, 99, overwrite_input=True)) if len(gaps) else NAN
         else:
