@@ -3,24 +3,31 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import math
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .capacity.command import add_capacity_command
-from .commands import add_package_commands
-from .plan.command import add_plan_command
-from .validate.command import add_command as add_validate_timing_command
-from .vllm.commands import add_vllm_commands
-from .experiment import RunConfig, run
-from .options import TABLE_COLUMNS, add_run_options, base_config, run_configs
+if TYPE_CHECKING:
+    from .experiment import RunConfig
+
+# Each command's own module is imported only when that command runs (see build_parser): importing them all is
+# most of a short run's start-up.
+ENGINE_COMMANDS = ("run", "profile", "fidelity", "make-model")  # a real vLLM engine: its threads are its own
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[0] if argv and argv[0] in COMMAND_NAMES else None
+    if command not in ENGINE_COMMANDS and "numpy" not in sys.modules:
+        # numpy's OpenBLAS starts a thread per core that spins after start-up and after each BLAS call: CPU time
+        # (about 0.1 s a run) for nothing in a simulator of small arrays. A user's own setting wins.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    parser = build_parser(command)
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse has printed its one-line error (or --help)
@@ -55,12 +62,21 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command's parser, or with ``command`` only that one's: parsing a command's arguments needs no
+    other, and the others would import their packages (capacity search, plans, the papers' theory, vLLM)."""
     p = Parser(prog="llmsched", description=(
         "Scheduling for LLM inference: simulate and compare batch schedulers on real model/GPU pairs and "
         "real traces. Times are printed in milliseconds."))
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for names, add in COMMANDS:
+        if command is None or command in names:
+            add(sub)
+    return p
 
+
+def add_compare_command(sub) -> None:
+    from .options import add_run_options
     c = sub.add_parser("compare", help="every registered scheduler (or --schedulers) on the same workload",
                        description="Run several schedulers on the same workload and print a table; writes "
                                    "results.json/.csv and latency/KV plots to --out. With no options: Llama-3-8B "
@@ -72,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(c)
     c.set_defaults(func=cmd_compare)
 
+
+def add_simulate_command(sub) -> None:
+    from .options import add_run_options
     s = sub.add_parser("simulate", help="one scheduler on one workload",
                        description="Simulate one scheduler and write summary.json, requests.csv, steps.csv "
                                    "and meta.json (and with --plots, latency_cdf.png and kv_usage.png) to --out.")
@@ -87,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(s)
     s.set_defaults(func=cmd_simulate)
 
+
+def add_sweep_command(sub) -> None:
+    from .options import add_run_options
     w = sub.add_parser("sweep", help="schedulers over a range of arrival rates",
                        description="Run each scheduler at each rate; print a table and write sweep.csv/.json "
                                    "and sweep.png to --out.")
@@ -98,28 +120,53 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(w)
     w.set_defaults(func=cmd_sweep)
 
-    add_package_commands(sub, "llmsched.theory", "theory",
-                         "the papers' theory: capacity bounds, fluid optima, renewal throughput, optimal schedules")
-    add_package_commands(sub, "llmsched.reproduce", "reproduce",
-                         "reproduce a paper's headline experiment and write its figures and tables")
-    add_capacity_command(sub)  # capacity (llmsched/capacity/command.py)
-    add_plan_command(sub)  # plan (llmsched/plan/command.py)
-    add_validate_timing_command(sub)  # validate-timing (llmsched/validate/command.py)
-    add_vllm_commands(sub)  # run, profile, fidelity, make-model (real engine: llmsched/vllm/commands.py)
 
+def add_presets_command(sub) -> None:
     r = sub.add_parser("presets", help="list models, GPUs, workloads, schedulers, routers and their sources")
     r.add_argument("--json", action="store_true", help="print as JSON")
     r.set_defaults(func=cmd_presets)
-    return p
+
+
+def _package_commands(package: str, title: str, help_text: str):
+    def add(sub):
+        from .commands import add_package_commands
+        add_package_commands(sub, package, title, help_text)
+    return add
+
+
+def _command_of(module: str, function: str):
+    """``module.function(sub)``, the module imported when called."""
+    return lambda sub: getattr(importlib.import_module(module, __package__), function)(sub)
+
+
+# (the names a function adds, the function), in the order `llmsched --help` lists them
+COMMANDS = (
+    (("compare",), add_compare_command),
+    (("simulate",), add_simulate_command),
+    (("sweep",), add_sweep_command),
+    (("theory",), _package_commands("llmsched.theory", "theory", "the papers' theory: capacity bounds, fluid "
+                                    "optima, renewal throughput, optimal schedules")),
+    (("reproduce",), _package_commands("llmsched.reproduce", "reproduce", "reproduce a paper's headline "
+                                       "experiment and write its figures and tables")),
+    (("capacity",), _command_of(".capacity.command", "add_capacity_command")),
+    (("plan",), _command_of(".plan.command", "add_plan_command")),
+    (("validate-timing",), _command_of(".validate.command", "add_command")),
+    (ENGINE_COMMANDS, _command_of(".vllm.commands", "add_vllm_commands")),  # the real engine (llmsched/vllm)
+    (("presets",), add_presets_command),
+)
+COMMAND_NAMES = {name for names, _ in COMMANDS for name in names}
 
 
 def _run_one(cfg: RunConfig):
+    from .experiment import run
     from .metrics.summary import summarize
     result = run(cfg)
     return result, summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
 
 
 def _run_many(configs: list[RunConfig], jobs: int, progress: bool):
+    from concurrent.futures import ProcessPoolExecutor
+
     from tqdm import tqdm
     if jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {jobs}")
@@ -148,6 +195,7 @@ COMPARE_DEFAULTS = {"rate": 2.8, "tiers": "paid:tbt=0.1:share=0.05,free:tbt=0.5"
 def cmd_compare(args) -> int:
     from .metrics.plots import plot_kv_usage, plot_latency_cdfs
     from .metrics.writers import format_table, write_table
+    from .options import TABLE_COLUMNS, base_config, run_configs
     from .schedulers.registry import scheduler_info, scheduler_names
     base = base_config(args)
     chosen = args.schedulers or base.get("scheduler") or "all"
@@ -176,8 +224,10 @@ def cmd_compare(args) -> int:
 
 
 def cmd_simulate(args) -> int:
+    from .experiment import run
     from .metrics.summary import summarize
     from .metrics.writers import format_table, write_run
+    from .options import TABLE_COLUMNS, base_config, run_configs
     base = base_config(args)
     name = args.scheduler or base.get("scheduler", "sarathi")
     cfg = run_configs(args, [name])[0]
@@ -208,6 +258,7 @@ def cmd_simulate(args) -> int:
 def cmd_sweep(args) -> int:
     from .metrics.plots import plot_sweep
     from .metrics.writers import format_table, write_table
+    from .options import TABLE_COLUMNS, base_config, run_configs
     base = base_config(args)
     names = _split(args.schedulers or base.get("scheduler") or "vllm,sarathi")
     for key in ("rate", "concurrency", "rate_schedule"):

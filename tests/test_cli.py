@@ -1,4 +1,5 @@
 """The command line as a user runs it: smoke runs, outputs, and clear errors for bad input."""
+import argparse
 import json
 import subprocess
 import sys
@@ -103,6 +104,18 @@ def test_help_explains_every_option():
     assert res.returncode == 0
     for opt in ("--max-num-seqs", "--preemption-mode", "--tiers", "--trace", "--warmup", "--sketch"):
         assert opt in res.stdout
+
+
+def test_parser_of_one_command_is_that_of_all():
+    """main builds only the named command's parser (the others' modules are not imported): every command has
+    an entry in COMMANDS, and its parser alone parses as the whole one does."""
+    from llmsched.cli import COMMAND_NAMES, build_parser
+    whole = build_parser()
+    choices = next(a.choices for a in whole._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(choices) == COMMAND_NAMES
+    argv = ["simulate", "--scheduler", "vllm", "--rate", "3", "--tiers", "a:tbt=0.1"]
+    assert vars(build_parser("simulate").parse_args(argv)).keys() == vars(whole.parse_args(argv)).keys()
+    assert str(build_parser("simulate").parse_args(argv)) == str(whole.parse_args(argv))
 
 
 def test_parse_rates():
