@@ -6,7 +6,6 @@ through a registry, never through an import path, so a config file cannot load c
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +120,7 @@ def load_config(path: str | Path) -> dict:
     except OSError as e:
         raise ValueError(f"cannot read config file {path}: {e.strerror}") from None
     if path.suffix == ".toml":
+        import tomllib  # here: most runs have no config file
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
