@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
+
+from llmsched.workload.chunks import CHUNK, check_chunk, pieces
 
 
 def check_rate(name: str, value: float, allow_zero: bool = False) -> float:
@@ -42,6 +44,12 @@ class ArrivalProcess(ABC):
     def describe(self) -> dict:
         """Parameters as a JSON-friendly dict, for run records."""
 
+    def chunks(self, n: int, rng: np.random.Generator, size: int = CHUNK) -> Iterator[np.ndarray]:
+        """``times(n, rng)`` in pieces of ``size``, the same values; renewal processes and Piecewise (last rate
+        > 0) draw each piece as it is asked for, this default draws all ``n`` now. ``rng`` is left for this use
+        alone."""
+        return pieces(self.times(n, rng), size)
+
     def until(self, duration: float, rng: np.random.Generator) -> np.ndarray:
         """All arrival times in ``[0, duration)``.
 
@@ -66,6 +74,20 @@ class Renewal(ArrivalProcess):
         if n == 0:
             return np.zeros(0)
         return np.concatenate(([0.0], np.cumsum(self.gaps(n - 1, rng))))
+
+    def chunks(self, n, rng, size=CHUNK):
+        n, size = check_count(n), check_chunk(size)
+        return self._chunks(n, rng, size)
+
+    def _chunks(self, n, rng, size):
+        # the running total goes first into each piece's cumulative sum: the same additions, in the same order,
+        # as np.cumsum over all n gaps
+        for a in range(0, n, size):
+            if a == 0:
+                times = np.cumsum(np.concatenate(([0.0], self.gaps(min(size, n) - 1, rng))))
+            else:
+                times = np.cumsum(np.concatenate(([times[-1]], self.gaps(min(size, n - a), rng))))[1:]
+            yield times
 
     @abstractmethod
     def gaps(self, n: int, rng: np.random.Generator) -> np.ndarray: ...
@@ -187,6 +209,19 @@ class Piecewise(ArrivalProcess):
     def times(self, n: int, rng: np.random.Generator) -> np.ndarray:
         n = check_count(n)
         return self._invert(np.cumsum(rng.exponential(1.0, n)))
+
+    def chunks(self, n, rng, size=CHUNK):
+        if self.rates[-1] == 0:
+            return super().chunks(n, rng, size)  # whether n arrivals exist is known only from all of them
+        n, size = check_count(n), check_chunk(size)
+        return self._chunks(n, rng, size)
+
+    def _chunks(self, n, rng, size):
+        total = 0.0
+        for a in range(0, n, size):
+            unit = np.cumsum(np.concatenate(([total], rng.exponential(1.0, min(size, n - a)))))[1:]
+            total = unit[-1]
+            yield self._invert(unit)
 
     def until(self, duration: float, rng: np.random.Generator) -> np.ndarray:
         if not (duration > 0 and math.isfinite(duration)):

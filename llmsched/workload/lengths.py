@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+
+from llmsched.workload.chunks import CHUNK, check_chunk, drawn_columns, pieces
 
 DRAWS = ("resample", "shuffle", "sequential")
 CAP_MODES = ("output", "proportional")
@@ -38,9 +41,6 @@ def check_count(n) -> int:
     return int(n)
 
 
-SAMPLE_CHUNK = 65_536  # draws turned into lengths at a time
-
-
 def as_tokens(x) -> np.ndarray:
     """Round to whole tokens, at least one."""
     return np.maximum(np.rint(x), 1).astype(np.int64)
@@ -63,6 +63,12 @@ class LengthDist(ABC):
     def describe(self) -> dict:
         """Parameters as a JSON-friendly dict, for run records."""
 
+    def chunks(self, n: int, rng: np.random.Generator, size: int = CHUNK) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``sample(n, rng)`` in pieces of ``size``, the same values; the distributions here draw each piece as it
+        is asked for (this default, for others, samples all ``n`` now). ``rng`` is left for this use alone."""
+        prompts, outputs = self.sample(n, rng)
+        return zip(pieces(prompts, size), pieces(outputs, size))
+
 
 class Fixed(LengthDist):
     """Every request has the same lengths: the offline grids of InferMax (seed 001)."""
@@ -74,6 +80,10 @@ class Fixed(LengthDist):
     def sample(self, n, rng):
         n = check_count(n)
         return np.full(n, self.prompt, np.int64), np.full(n, self.output, np.int64)
+
+    def chunks(self, n, rng, size=CHUNK):
+        n, size = check_count(n), check_chunk(size)
+        return (self.sample(min(size, n - a), rng) for a in range(0, n, size))
 
     def describe(self) -> dict:
         return {"kind": "fixed", "prompt": self.prompt, "output": self.output}
@@ -94,9 +104,16 @@ class Uniform(LengthDist):
 
     def sample(self, n, rng):
         n = check_count(n)
-        prompts = rng.integers(self.prompt_min, self.prompt_max + 1, n, dtype=np.int64)
-        outputs = rng.integers(self.output_min, self.output_max + 1, n, dtype=np.int64)
-        return prompts, outputs
+        return self._prompts(rng, n), self._outputs(rng, n)
+
+    def _prompts(self, rng, n):
+        return rng.integers(self.prompt_min, self.prompt_max + 1, n, dtype=np.int64)
+
+    def _outputs(self, rng, n):
+        return rng.integers(self.output_min, self.output_max + 1, n, dtype=np.int64)
+
+    def chunks(self, n, rng, size=CHUNK):
+        return drawn_columns(check_count(n), rng, size, self._prompts, self._outputs)
 
     def describe(self) -> dict:
         return {"kind": "uniform", "prompt_min": self.prompt_min, "prompt_max": self.prompt_max,
@@ -114,9 +131,16 @@ class Lognormal(LengthDist):
 
     def sample(self, n, rng):
         n = check_count(n)
-        prompts = rng.lognormal(math.log(self.prompt_median), self.prompt_sigma, n)
-        outputs = rng.lognormal(math.log(self.output_median), self.output_sigma, n)
-        return as_tokens(prompts), as_tokens(outputs)
+        return self._prompts(rng, n), self._outputs(rng, n)
+
+    def _prompts(self, rng, n):
+        return as_tokens(rng.lognormal(math.log(self.prompt_median), self.prompt_sigma, n))
+
+    def _outputs(self, rng, n):
+        return as_tokens(rng.lognormal(math.log(self.output_median), self.output_sigma, n))
+
+    def chunks(self, n, rng, size=CHUNK):
+        return drawn_columns(check_count(n), rng, size, self._prompts, self._outputs)
 
     def describe(self) -> dict:
         return {"kind": "lognormal", "prompt_median": self.prompt_median, "prompt_sigma": self.prompt_sigma,
@@ -150,7 +174,16 @@ class Zipf(LengthDist):
 
     def sample(self, n, rng):
         n = check_count(n)
-        return self._draw(self._prompt_cdf, n, rng), self._draw(self._output_cdf, n, rng)
+        return self._prompts(rng, n), self._outputs(rng, n)
+
+    def _prompts(self, rng, n):
+        return self._draw(self._prompt_cdf, n, rng)
+
+    def _outputs(self, rng, n):
+        return self._draw(self._output_cdf, n, rng)
+
+    def chunks(self, n, rng, size=CHUNK):
+        return drawn_columns(check_count(n), rng, size, self._prompts, self._outputs)
 
     def describe(self) -> dict:
         return {"kind": "zipf", "prompt_a": self.prompt_a, "prompt_max": self.prompt_max,
@@ -172,6 +205,10 @@ class Geometric(LengthDist):
     def sample(self, n, rng):
         n = check_count(n)
         return np.full(n, self.prompt, np.int64), rng.geometric(1.0 / self.output_mean, n).astype(np.int64)
+
+    def chunks(self, n, rng, size=CHUNK):
+        n, size = check_count(n), check_chunk(size)
+        return (self.sample(min(size, n - a), rng) for a in range(0, n, size))
 
     def describe(self) -> dict:
         return {"kind": "geometric", "prompt": self.prompt, "output_mean": self.output_mean}
@@ -215,16 +252,47 @@ class Empirical(LengthDist):
         if self.draw == "resample":
             return rng.integers(0, rows, n)
         if self.draw == "sequential":
-            if n > rows:
-                raise ValueError(f"Empirical(draw='sequential') has {rows} rows but {n} were asked for; ask for "
-                                 f"at most {rows} or use draw='resample'")
-            return np.arange(n)
+            return np.arange(self._check_sequential(n))
         passes = -(-n // rows)
         return np.concatenate([rng.permutation(rows) for _ in range(passes)])[:n] if n else np.zeros(0, np.int64)
+
+    def _check_sequential(self, n: int) -> int:
+        rows = len(self.prompts)
+        if n > rows:
+            raise ValueError(f"Empirical(draw='sequential') has {rows} rows but {n} were asked for; ask for "
+                             f"at most {rows} or use draw='resample'")
+        return n
 
     def sample(self, n, rng):
         idx = self._rows(check_count(n), rng)
         return self.prompts[idx], self.outputs[idx]
+
+    def chunks(self, n, rng, size=CHUNK):
+        n, size = check_count(n), check_chunk(size)
+        if self.draw == "resample":
+            idx = (rows for rows, in drawn_columns(n, rng, size, self._resampled))
+        elif self.draw == "shuffle":
+            idx = self._shuffled(n, rng, size)
+        else:
+            self._check_sequential(n)  # now, not when the run gets there
+            idx = (np.arange(a, min(a + size, n)) for a in range(0, n, size))
+        return ((self.prompts[rows], self.outputs[rows]) for rows in idx)
+
+    def _resampled(self, rng, n):
+        return rng.integers(0, len(self.prompts), n)
+
+    def _shuffled(self, n, rng, size):
+        """The rows of ``_rows``'s shuffle, a permutation drawn each time the one before is used up."""
+        perm, at = np.zeros(0, np.int64), 0
+        for a in range(0, n, size):
+            need, parts = min(size, n - a), []
+            while need:
+                if at == len(perm):
+                    perm, at = rng.permutation(len(self.prompts)), 0
+                parts.append(perm[at:at + need])
+                at += len(parts[-1])
+                need -= len(parts[-1])
+            yield np.concatenate(parts)
 
     def describe(self) -> dict:
         return {"kind": "empirical", "rows": len(self.prompts), "draw": self.draw, "source": self.name}
@@ -318,10 +386,13 @@ class QuantileTable(LengthDist):
         outputs = np.empty(n, dtype=np.int64)
         # element by element arithmetic, read in chunks: the same values, without a dozen n-long temporaries
         # (80 MB at a million requests)
-        for a in range(0, n, SAMPLE_CHUNK):
-            prompts[a:a + SAMPLE_CHUNK], outputs[a:a + SAMPLE_CHUNK] = self._read(u[a:a + SAMPLE_CHUNK],
-                                                                                  v[a:a + SAMPLE_CHUNK])
+        for a in range(0, n, CHUNK):
+            prompts[a:a + CHUNK], outputs[a:a + CHUNK] = self._read(u[a:a + CHUNK], v[a:a + CHUNK])
         return prompts, outputs
+
+    def chunks(self, n, rng, size=CHUNK):
+        uniform = np.random.Generator.random
+        return (self._read(u, v) for u, v in drawn_columns(check_count(n), rng, size, uniform, uniform))
 
     def _read(self, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Prompt and output lengths at quantile levels ``u`` (prompt, and its bin) and ``v`` (output)."""
@@ -374,6 +445,9 @@ class Capped(LengthDist):
 
     def sample(self, n, rng):
         return self.cap(*self.dist.sample(n, rng))
+
+    def chunks(self, n, rng, size=CHUNK):
+        return (self.cap(prompts, outputs) for prompts, outputs in self.dist.chunks(n, rng, size))
 
     def describe(self) -> dict:
         return {"kind": "capped", "max_total": self.max_total, "how": self.how, "dist": self.dist.describe()}

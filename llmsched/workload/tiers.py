@@ -6,11 +6,12 @@ The spec is what a command line can carry: ``paid:tbt=0.1:share=0.05,free:tbt=0.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from llmsched.request import SLO, Tier
+from llmsched.workload.chunks import CHUNK, check_chunk
 
 SLO_KEYS = ("ttft", "tbt", "tpot")
 KEYS = SLO_KEYS + ("share",)
@@ -91,8 +92,23 @@ def assign_tiers(n: int, tiers: Sequence[Tier], rng: np.random.Generator) -> lis
     (paid 5%, free) a request is paid when its draw is below 0.05, as SLAI's generator marks classes.
     """
     tiers = check_tiers(tiers)
+    return pick(tiers, rng.random(check_count(n)))
+
+
+def tier_chunks(n: int, tiers: Sequence[Tier], rng: np.random.Generator, size: int = CHUNK) -> Iterator[list[Tier]]:
+    """``assign_tiers(n, tiers, rng)`` in pieces of ``size``, each drawn when it is asked for."""
+    tiers = check_tiers(tiers)
+    n, size = check_count(n), check_chunk(size)
+    return (pick(tiers, rng.random(min(size, n - a))) for a in range(0, n, size))
+
+
+def check_count(n) -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"number of requests n must be an integer >= 0, got {n!r}")
+    return int(n)
+
+
+def pick(tiers: tuple[Tier, ...], draws: np.ndarray) -> list[Tier]:
+    """The tier each uniform draw falls in, by the cumulative shares."""
     bounds = np.cumsum([t.share for t in tiers])
-    idx = np.minimum(np.searchsorted(bounds, rng.random(n), side="right"), len(tiers) - 1)
-    return [tiers[i] for i in idx]
+    return [tiers[i] for i in np.minimum(np.searchsorted(bounds, draws, side="right"), len(tiers) - 1)]

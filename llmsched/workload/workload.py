@@ -6,7 +6,7 @@ distribution of an experiment leaves its arrival times unchanged (common random 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -15,9 +15,10 @@ import numpy as np
 
 from llmsched.request import DEFAULT_TIER, Request, Status, Tier
 from llmsched.workload.arrivals import ArrivalProcess, Constant, Gamma, Poisson, TraceReplay
+from llmsched.workload.chunks import CHUNK, check_chunk, pieces
 from llmsched.workload.lengths import Capped, Empirical, LengthDist, positive_int
 from llmsched.workload.presets import LENGTH_PRESETS, length_preset
-from llmsched.workload.tiers import assign_tiers, check_tiers
+from llmsched.workload.tiers import assign_tiers, check_tiers, tier_chunks
 from llmsched.workload.traces import AZURE, VIDUR, TraceError, read_header, read_trace, resolve_data_file, trace_kind
 
 ARRIVAL_KINDS = ("poisson", "gamma", "constant")
@@ -77,21 +78,36 @@ class Workload:
             return self.arrivals.until(self.duration, rng)
         return self.arrivals.times(len(self.arrivals), rng)
 
+    @property
+    def capped_lengths(self) -> LengthDist:
+        return self.lengths if self.max_total_tokens is None else Capped(self.lengths, self.max_total_tokens)
+
     def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Tier]]:
         """Arrival times, prompt and output lengths and tiers, in arrival order; the same seed, the same draws."""
         _, length_rng, tier_rng = streams(self.seed, 3)
         times = self.arrival_times()
-        lengths = self.lengths if self.max_total_tokens is None else Capped(self.lengths, self.max_total_tokens)
-        prompts, outputs = lengths.sample(len(times), length_rng)
+        prompts, outputs = self.capped_lengths.sample(len(times), length_rng)
         return times, prompts, outputs, assign_tiers(len(times), self.tiers, tier_rng)
 
     def requests(self) -> list[Request]:
         """Fresh Request objects, ids 0..n-1 in arrival order; the same seed gives the same list."""
-        return list(StreamedOpenLoop(*self.columns()).initial())
+        return list(self.source().initial())
 
-    def source(self) -> "StreamedOpenLoop":
-        """The simulator's source: requests built only as the run reaches them."""
-        return StreamedOpenLoop(*self.columns())
+    def source(self, chunk: int = CHUNK) -> "StreamedOpenLoop":
+        """The simulator's source: the columns of ``columns()`` drawn ``chunk`` requests at a time as the run
+        reaches them, so memory does not grow with ``num_requests``. With a duration (the count is known only
+        once the arrivals are drawn) or a trace replayed whole, the arrival times are drawn up front (8 bytes a
+        request) and the rest in chunks."""
+        chunk = check_chunk(chunk)
+        known = None if self.num_requests is not None else self.arrival_times()
+        n = self.num_requests if known is None else len(known)
+
+        def times():
+            if known is not None:
+                return pieces(known, chunk)
+            return self.arrivals.chunks(n, streams(self.seed, 3)[0], chunk)
+        return StreamedOpenLoop(n, times, lambda: self.capped_lengths.chunks(n, streams(self.seed, 3)[1], chunk),
+                                lambda: tier_chunks(n, self.tiers, streams(self.seed, 3)[2], chunk))
 
     def describe(self) -> dict:
         return {"arrivals": self.arrivals.describe(), "lengths": self.lengths.describe(),
@@ -153,18 +169,20 @@ class OpenLoop:
         return []
 
 
-class StreamedOpenLoop(OpenLoop):
-    """An open loop held as columns (a few bytes per request): each Request is built when the run reaches its
-    arrival and is dropped once recorded, so memory follows the requests in flight, not the trace's length."""
+Chunks = Callable[[], Iterator]  # a fresh iterator over a column's pieces, from the start, at each call
 
-    def __init__(self, times, prompts, outputs, tiers: Sequence[Tier]):
-        self._times = np.asarray(times, dtype=np.float64)
-        self._prompts, self._outputs, self._tiers = prompts, outputs, tiers
-        if not (len(self._times) == len(prompts) == len(outputs) == len(tiers)):
-            raise ValueError("StreamedOpenLoop: times, prompts, outputs and tiers must have one entry per request")
+
+class StreamedOpenLoop(OpenLoop):
+    """An open loop held as column chunks: the columns are drawn a chunk at a time and each Request is built when
+    the run reaches its arrival and dropped once recorded, so memory follows the requests in flight, not the
+    number of requests. Each column is a function giving its pieces anew (times; (prompts, outputs); tiers)."""
+
+    def __init__(self, n: int, times: Chunks, lengths: Chunks, tiers: Chunks):
+        self.n = n
+        self._times, self._lengths, self._tiers = times, lengths, tiers
 
     def __len__(self) -> int:
-        return len(self._times)
+        return self.n
 
     @property
     def requests(self) -> list[Request]:
@@ -173,16 +191,27 @@ class StreamedOpenLoop(OpenLoop):
 
     @property
     def arrival_times(self) -> np.ndarray:
-        return self._times
+        """Every arrival time (drawn anew at each call)."""
+        return np.concatenate([np.zeros(0), *self._times()])
 
     @property
     def lengths(self) -> tuple[np.ndarray, np.ndarray]:
-        return np.asarray(self._prompts, dtype=np.int64), np.asarray(self._outputs, dtype=np.int64)
+        """Every prompt and output length (drawn anew at each call)."""
+        drawn = list(self._lengths())
+        return (np.concatenate([np.zeros(0, np.int64), *(p for p, _ in drawn)]).astype(np.int64),
+                np.concatenate([np.zeros(0, np.int64), *(o for _, o in drawn)]).astype(np.int64))
 
     def initial(self):
         """Fresh requests, ids 0..n-1, built one at a time in arrival order."""
-        for i, (t, p, o, tier) in enumerate(zip(self._times, self._prompts, self._outputs, self._tiers)):
-            yield Request(i, float(t), int(p), int(o), tier)
+        i = 0
+        for times, (prompts, outputs), tiers in zip(self._times(), self._lengths(), self._tiers(), strict=True):
+            columns = (np.asarray(times, np.float64).tolist(), np.asarray(prompts, np.int64).tolist(),
+                       np.asarray(outputs, np.int64).tolist(), tiers)
+            for t, p, o, tier in zip(*columns, strict=True):
+                yield Request(i, t, p, o, tier)
+                i += 1
+        if i != self.n:
+            raise ValueError(f"StreamedOpenLoop: its columns gave {i} requests, not the {self.n} it was built for")
 
 
 class ClosedLoop:
