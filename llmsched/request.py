@@ -69,7 +69,7 @@ class Request:
         # state (mutated only by the replica)
         "status", "num_computed", "num_generated", "num_blocks", "replica",
         "first_scheduled", "first_token", "last_token", "finish", "preemptions",
-        "reject_reason", "token_times", "mark",
+        "reject_reason", "token_times", "mark", "lag", "order",
     )
 
     def __init__(self, id: int, arrival: float, prompt_len: int, output_len: int,
@@ -99,6 +99,10 @@ class Request:
         self.reject_reason = ""
         self.token_times = array("d")  # emission time of each output token
         self.mark = -1  # last step that listed this request (duplicate detection)
+        # the replica's decode group (engine/decode_group.py): the group clock as of which num_computed,
+        # num_generated, num_blocks, token_times and last_token are exact, -1 when not a member (always exact)
+        self.lag = -1
+        self.order = -1  # position in the replica's running order (admission or swap-in sequence)
 
     @property
     def num_tokens(self) -> int:

@@ -190,7 +190,7 @@ class VLLMDataParallel(Router):
     def route(self, req, replicas, rng):
         n = len(replicas)
         if len(self.counts) != n or req.arrival - self.published >= self.publish_interval:
-            self.counts = [[len(r.view.waiting), len(r.view.running) + len(r.view.swapped)] for r in replicas]
+            self.counts = [[len(r.view.waiting), r.view.num_running + len(r.view.swapped)] for r in replicas]
             self.published = req.arrival
         best, best_score = -1, None
         for j in range(n):

@@ -44,16 +44,21 @@ class BatchTimeModel(ABC):
     """Predicts the duration of one engine step. Must be monotone in tokens and in context."""
 
     name: str = "?"
-    # True when a decode-only step's time depends on its decodes only through their count and context sum, so
-    # the simulator may fast-forward runs of decode-only steps through decode_sum_time (docs/simulator.md)
+    # True when a step's time depends on its decodes only through their count and context sum (with or without
+    # prefills), so the simulator may fast-forward runs of decode-only steps through decode_sum_time and step a
+    # decode group through sum_step_time without listing its contexts (docs/simulator.md)
     decode_sum_only: bool = False
     # slowdown of a step that starts after the engine sat idle (batchtime/wake.py); None: no such cost
     wake: "WakeCost | None" = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "step_time" in cls.__dict__ and "decode_sum_only" not in cls.__dict__:
-            cls.decode_sum_only = False  # a new step_time must declare the property itself
+        if "step_time" in cls.__dict__:
+            if "decode_sum_only" not in cls.__dict__:
+                cls.decode_sum_only = False  # a new step_time must declare the property itself
+            for name in ("decode_sum_time", "sum_step_time"):  # a shortcut of the old step_time no longer holds
+                if name not in cls.__dict__:
+                    setattr(cls, name, getattr(BatchTimeModel, name))
 
     @abstractmethod
     def step_time(self, batch: Batch) -> float:
@@ -64,6 +69,14 @@ class BatchTimeModel(ABC):
         ``step_time`` gives for any such batch, for models with ``decode_sum_only``."""
         assert self.decode_sum_only, f"batch-time model {self.name!r} does not reduce decodes to their sum"
         return self.step_time(Batch([], [], [context_sum] + [0] * (num_decodes - 1)))
+
+    def sum_step_time(self, prefill_new: list[int], prefill_ctx: list[int], num_decodes: int,
+                      context_sum: int) -> float:
+        """A step of these prefill chunks and ``num_decodes`` decodes whose contexts sum to ``context_sum``: exactly
+        the float ``step_time`` gives for any such batch, for models with ``decode_sum_only``."""
+        assert self.decode_sum_only, f"batch-time model {self.name!r} does not reduce decodes to their sum"
+        decode_ctx = [context_sum] + [0] * (num_decodes - 1) if num_decodes else []
+        return self.step_time(Batch(prefill_new, prefill_ctx, decode_ctx))
 
     def describe(self) -> dict:
         """Parameters and provenance, for run metadata and ``llmsched presets``."""

@@ -202,6 +202,10 @@ class RooflineBatchTime(BatchTimeModel):
     def decode_sum_time(self, num_decodes: int, context_sum: int) -> float:
         return self._time(num_decodes, num_decodes, num_decodes, context_sum, (), ())
 
+    def sum_step_time(self, prefill_new, prefill_ctx, num_decodes: int, context_sum: int) -> float:
+        return self._time(num_decodes + len(prefill_new), sum(prefill_new) + num_decodes, num_decodes,
+                          context_sum if num_decodes else 0, prefill_new, prefill_ctx)
+
     def _time(self, rows: int, tokens: int, n_decodes: int, decode_ctx_sum: int, prefill_new, prefill_ctx) -> float:
         """The step time of a batch given by its totals and its prefill chunks (one formula for both paths)."""
         if tokens == 0:

@@ -45,8 +45,7 @@ def fast_forward_decodes(rep, until: float, horizon: float | None, through_finis
     nxt = 0  # next of ``order`` to finish
     finished_at: list[tuple[int, list[int]]] = []  # (step, running indices finishing in it)
     bt, steps, index, total = rep.batch_time, rep.steps, rep.index, kv.total
-    batch = rep._batch
-    context_sum = batch.context_sum   # of the step in flight: Σ (ctx + 1)
+    context_sum = rep._row[3]  # of the step in flight: Σ (ctx + 1)
     waiting, busy_time, recent = len(rep.waiting), rep.busy_time, rep.recent_steps
     free = kv.free
     start, end = rep._step_start, rep.step_end
@@ -132,5 +131,37 @@ def fast_forward_decodes(rep, until: float, horizon: float | None, through_finis
         rep._step_start = start
         rep.step_end = end
         rep._step_preempted = 0
-        rep._batch = type(batch)([], [], [r.num_computed + 1 for r in running])
+        rep._row = (0, 0, len(running), sum(r.num_computed + 1 for r in running))
     return end - start
+
+
+def fast_forward_group(rep, until: float, horizon: float | None, through_finishes: bool = False) -> float:
+    """``fast_forward_decodes`` for a step in flight that decodes the replica's whole decode group (every running
+    request): each folded step ends as ``end_step`` ends it (the group's clock advances, finishing members leave)
+    and the next is launched with the group's count and context sum, so a step costs no per-request work."""
+    g = rep.group
+    kv = rep.kv
+    bs = g.block_size
+    bt = rep.batch_time
+    end = rep.step_end
+    while end < until and (horizon is None or end <= horizon):
+        fin = g.finishing_next()
+        nxt = g.clock + 1
+        need = g.hist[-nxt % bs]  # after this step ends, the next one's block crossings
+        freed = 0
+        if fin:
+            if not through_finishes or len(fin) == len(g.members):
+                break
+            key = -nxt % bs
+            for r in fin:
+                if (r.num_computed - r.lag) % bs == key:
+                    need -= 1
+                freed += -(-(g.exact(r)[0] + 1) // bs)
+        if need > kv.free + freed:
+            break
+        rep._end_group_step(end)
+        kv.free -= need
+        rep._step_start = rep.now = end
+        rep._row = (0, 0, len(g.members), g.context_sum)
+        end = rep.step_end = end + bt.decode_sum_time(len(g.members), g.context_sum)
+    return end - rep._step_start

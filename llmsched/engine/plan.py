@@ -18,6 +18,9 @@ class BatchPlan:
       replica is configured), which frees their blocks.
     - ``reject``: (waiting request, reason) pairs the policy refuses for good.
     - ``wait_until``: with no work, the time to be asked again even if nothing arrives.
+    - ``decode_group``: decode every member of the view's ``decode_group`` (every running request in decode
+      phase) without listing them; ``decodes`` and ``preempt`` stay empty then, and ``num_tokens`` leaves the
+      group's one token each out. A policy sets it only while the view has a group with members.
     """
 
     decodes: list[Request] = field(default_factory=list)
@@ -25,6 +28,7 @@ class BatchPlan:
     preempt: list[Request] = field(default_factory=list)
     reject: list[tuple[Request, str]] = field(default_factory=list)
     wait_until: float | None = None
+    decode_group: bool = False
 
     @property
     def num_tokens(self) -> int:
@@ -32,4 +36,4 @@ class BatchPlan:
 
     @property
     def has_work(self) -> bool:
-        return bool(self.decodes or self.prefills)
+        return bool(self.decodes or self.prefills or self.decode_group)

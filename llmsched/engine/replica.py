@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from operator import attrgetter
 from collections import deque
 from dataclasses import dataclass
 
@@ -15,13 +16,15 @@ from ..batchtime.base import Batch, BatchTimeModel
 from ..metrics.steps import StepLog
 from ..request import Request, Status
 from .blocks import BlockManager, SwapSpace
-from .decode_run import fast_forward_decodes
+from .decode_group import DecodeGroup
+from .decode_run import fast_forward_decodes, fast_forward_group
 from .errors import PlanError
 from .plan import BatchPlan
 from .policy import Policy
 from .view import ReplicaView
 
 WAITING, RUNNING, SWAPPED = Status.WAITING, Status.RUNNING, Status.SWAPPED
+ORDER = attrgetter("order")
 FINISHED, REJECTED = Status.FINISHED, Status.REJECTED
 OVERFLOW_MODES = ("error", "evict-newest", "evict-newest-recompute")
 
@@ -95,13 +98,20 @@ class Replica:
         self._step_start = 0.0
         self._last_end = 0.0  # end of the previous step (the clock origin before any): the idle time before a step
         self._step_preempted = 0
-        self._batch: Batch | None = None
         self.max_blocks = min(config.num_blocks, self.kv.blocks_for(config.max_model_len))
         self.step_end = math.nan  # when the step in flight ends
         self._folds = (config.fast_forward and getattr(scheduler, "steady_decodes", False)
                        and batch_time.decode_sum_only)
         self._folds_finishes = self._folds and getattr(scheduler, "steady_after_finishes", False)
         self.quiet_finishes = False  # set by the simulator: a finishing request adds no event (open loop)
+        # event-driven decode accounting (engine/decode_group.py), for policies that plan from the group
+        self.group: DecodeGroup | None = None
+        self._groups = self._folds and getattr(scheduler, "plans_decode_group", False)
+        self._order = 0  # next running position
+        self._row = (0, 0, 0, 0)  # the step in flight's prefill tokens, prefills, decodes, context sum
+        self._formed_at = 0  # num_steps when the group formed
+        self._form_wait = 0  # steps to wait before forming it again (settled soon after forming: back off)
+        self._backoff = 1
 
     # --- arrivals ---------------------------------------------------------
     def add(self, req: Request, now: float) -> bool:
@@ -147,6 +157,7 @@ class Replica:
         assert not self.busy, "start_step while a step is running"
         self.now = now
         if self.swapped:
+            self.settle()
             self._swap_in()
         plan = self.scheduler.schedule(self.view)
         self.wake_at = None
@@ -169,10 +180,14 @@ class Replica:
         self.step_end = now + duration
         launched = self._plan
         if (until is not None and self._folds and self.step_end < until and not launched.prefills
-                and not self._step_preempted and not self.waiting and not self.swapped
-                and len(launched.decodes) == len(self.running)):
+                and not self._step_preempted and not self.waiting and not self.swapped):
             # end_step checks the state it leaves
-            duration = fast_forward_decodes(self, until, horizon, self.quiet_finishes and self._folds_finishes)
+            through = self.quiet_finishes and self._folds_finishes
+            if launched.decode_group:
+                if not self.group.partials:
+                    duration = fast_forward_group(self, until, horizon, through)
+            elif len(launched.decodes) == len(self.running):
+                duration = fast_forward_decodes(self, until, horizon, through)
         return duration
 
     def _swap_in(self) -> None:
@@ -192,7 +207,43 @@ class Replica:
             kv.free -= r.num_blocks
             self._swap_time += r.num_blocks * self.config.swap_seconds_per_block
             r.status = RUNNING
-            self.running.append(r)
+            self._append_running(r)
+
+    def _append_running(self, r: Request) -> None:
+        r.order = self._order
+        self._order += 1
+        self.running.append(r)
+
+    # --- the decode group ---------------------------------------------------
+    def settle(self) -> None:
+        """Dissolve the decode group: every member's fields exact again (a step in flight then ends as a plan that
+        lists its decodes). The replica forms a new group after a later step."""
+        g = self.group
+        if g is None:
+            return
+        members = [r for r in self.running if r.lag >= 0]
+        g.dissolve()
+        self.group = None
+        if self.busy and self._plan.decode_group:  # the step in flight took its blocks at launch
+            bs = self.kv.block_size
+            for r in members:
+                want = -(-(r.num_computed + 1) // bs)
+                if want > r.num_blocks:
+                    r.num_blocks = want
+            plan = self._plan
+            self._plan = BatchPlan(decodes=members, prefills=plan.prefills)
+        self._backoff = min(64, 2 * self._backoff) if self.num_steps - self._formed_at < 8 else 1
+        self._form_wait = self._backoff
+
+    def _form_group(self) -> None:
+        g = DecodeGroup(self.kv.block_size)
+        for r in self.running:
+            if r.num_generated and r.num_computed + 1 == r.prompt_len + r.num_generated:
+                g.join(r)
+            else:
+                g.partials.append(r)
+        self.group = g
+        self._formed_at = self.num_steps
 
     def _fail(self, limit: str, detail: str):
         raise PlanError(f"scheduler {self.scheduler.name!r} on replica {self.index}: {limit} ({detail})")
@@ -205,6 +256,13 @@ class Replica:
             self._reject(req, f"{self.scheduler.name}: {reason}")
 
     def _launch(self, plan: BatchPlan, now: float) -> float:
+        if plan.decode_group:
+            if self.group is None or plan.decodes or plan.preempt:
+                self._fail("decode_group needs the view's decode group and no decodes or preemptions listed",
+                           "group formed" if self.group is not None else "no group formed")
+            return self._launch_group(plan, now)
+        if self.group is not None:
+            self.settle()
         stamp = self.num_steps
         kv = self.kv
         bs = kv.block_size
@@ -295,13 +353,13 @@ class Replica:
             kv.free -= r.num_blocks
             extra_time += r.num_blocks * cfg.swap_seconds_per_block
             r.status = RUNNING
-            self.running.append(r)
+            self._append_running(r)
         for r in admit:
             self.waiting.remove(r)
             r.status = RUNNING
             if r.first_scheduled != r.first_scheduled:  # NaN: first admission
                 r.first_scheduled = now
-            self.running.append(r)
+            self._append_running(r)
         kv.free -= need - sum(r.num_blocks for r in swap_in)
         for r in grow:
             r.num_blocks = -(-(r.num_computed + 1) // bs)
@@ -313,14 +371,79 @@ class Replica:
         self._step_preempted = preempted
         self._plan = plan
         batch = Batch(prefill_new, prefill_ctx, decode_ctx)
-        self._batch = batch
-        duration = self.batch_time.step_time(batch) + extra_time + self._swap_time
+        self._row = (prefill_tokens, len(prefill_new), len(decode_ctx), batch.context_sum)
+        return self._duration(self.batch_time.step_time(batch) + extra_time + self._swap_time, now)
+
+    def _duration(self, duration: float, now: float) -> float:
         self._swap_time = 0.0
         if self.batch_time.wake is not None and now > self._last_end:
             duration += self.batch_time.wake.time(now - self._last_end, duration)
         if not duration > 0:
             raise ValueError(f"batch-time model {self.batch_time.name!r} returned {duration} s for a step")
         return duration
+
+    def _launch_group(self, plan: BatchPlan, now: float) -> float:
+        """``_launch`` for a plan that decodes the whole group: the members need no per-request work. Anything
+        beyond the common case (a swapped request, a broken limit, KV short) goes through ``_launch`` with the
+        members listed, which raises or evicts exactly as for such a plan."""
+        g = self.group
+        stamp = self.num_steps
+        kv = self.kv
+        bs = kv.block_size
+        index = self.index
+        need = g.blocks_needed
+        admit: list[Request] = []
+        prefill_new = []
+        prefill_ctx = []
+        prefill_tokens = context = 0
+        ok = True
+        for r, n in plan.prefills:
+            st = r.status
+            if r.replica != index or r.lag >= 0 or r.mark == stamp or (st is not RUNNING and st is not WAITING):
+                ok = False
+                break
+            c = r.num_computed
+            if not (isinstance(n, int) and 1 <= n <= r.prompt_len + r.num_generated - c):
+                ok = False
+                break
+            r.mark = stamp
+            if st is WAITING:
+                admit.append(r)
+            prefill_new.append(n)
+            prefill_ctx.append(c)
+            prefill_tokens += n
+            context += c + n
+            extra = -(-(c + n) // bs) - r.num_blocks
+            if extra > 0:
+                need += extra
+        cfg = self.config
+        if (not ok or prefill_tokens + g.size > cfg.max_num_batched_tokens or need > kv.free
+                or len(self.running) + len(admit) > cfg.max_num_seqs):
+            for r, _ in plan.prefills:
+                if r.mark == stamp:
+                    r.mark = -1
+            members = [r for r in self.running if r.lag >= 0]
+            self.settle()
+            return self._launch(BatchPlan(decodes=members, prefills=plan.prefills), now)
+        partials = g.partials
+        for r in admit:
+            self.waiting.remove(r)
+            r.status = RUNNING
+            if r.first_scheduled != r.first_scheduled:  # NaN: first admission
+                r.first_scheduled = now
+            self._append_running(r)
+            partials.append(r)
+        kv.free -= need
+        for r, n in plan.prefills:
+            want = -(-(r.num_computed + n) // bs)
+            if want > r.num_blocks:
+                r.num_blocks = want
+        self._step_preempted = 0
+        self._plan = plan
+        n, decode_sum = g.size, g.context_sum
+        self._row = (prefill_tokens, len(prefill_new), n, decode_sum + context)
+        return self._duration(self.batch_time.sum_step_time(prefill_new, prefill_ctx, n, decode_sum)
+                              + 0.0 + self._swap_time, now)
 
     def _evict_and_launch(self, plan: BatchPlan, need: int, now: float, preempted: int) -> float | None:
         """Seed 003 §1.4: evict running requests, most recently admitted first, until the plan's new
@@ -402,8 +525,25 @@ class Replica:
     def end_step(self, now: float) -> None:
         """The running step completes at ``now``: emit tokens, finish requests, record."""
         assert self.busy, "end_step without a running step"
-        plan, batch = self._plan, self._batch
+        plan = self._plan
         self.now = now
+        if plan.decode_group:
+            self._end_group_step(now)
+        else:
+            self._end_listed_step(plan, now)
+            if self._groups and self.group is None:
+                if self._form_wait:
+                    self._form_wait -= 1
+                else:
+                    self._form_group()
+        self.busy = False
+        self._plan = None
+        assert self.kv.free >= 0 and len(self.running) <= self.config.max_num_seqs
+        if self.config.check_invariants:
+            self.check()
+        self.scheduler.on_step_end(self.view, plan, now - self._step_start)
+
+    def _end_listed_step(self, plan: BatchPlan, now: float) -> None:
         finished = 0
         kv = self.kv
         for r in plan.decodes:
@@ -435,37 +575,77 @@ class Replica:
                 r.num_blocks = 0
             self.completed.extend(done)
             self.running[:] = [r for r in self.running if r.status is RUNNING]
+        self._record_step(now)
 
+    def _end_group_step(self, now: float) -> None:
+        """``end_step`` for a plan that decoded the whole group: the members advance by the group's clock; only
+        those finishing and the prefill chunks are touched."""
+        g = self.group
+        done = g.step(now)
+        for r in done:
+            r.status = FINISHED
+        for r, n in self._plan.prefills:
+            c = r.num_computed + n
+            r.num_computed = c
+            if c == r.prompt_len + r.num_generated:
+                gen = r.num_generated + 1
+                r.num_generated = gen
+                if gen == 1:
+                    r.first_token = now
+                r.token_times.append(now)
+                r.last_token = now
+                g.partials.remove(r)
+                if gen == r.output_len:
+                    r.status = FINISHED
+                    done.append(r)
+                else:
+                    g.join(r)
+        if done:
+            if len(done) > 1:
+                done.sort(key=ORDER)
+            kv, running = self.kv, self.running
+            for r in done:
+                r.finish = now
+                kv.free += r.num_blocks
+                r.num_blocks = 0
+                running.remove(r)
+            self.completed.extend(done)
+        self._record_step(now)
+
+    def _record_step(self, now: float) -> None:
         duration = now - self._step_start
         self._last_end = now
         self.num_steps += 1
         self.busy_time += duration
         self.recent_steps.append(duration)
-        self.steps.add(self.index, self._step_start, duration, sum(batch.prefill_new),
-                       len(batch.prefill_new), len(batch.decode_ctx), batch.context_sum,
-                       kv.total - kv.free, kv.total, len(self.waiting), len(self.running),
-                       self._step_preempted)
-        self.busy = False
-        self._plan = None
-        self._batch = None
-        assert kv.free >= 0 and len(self.running) <= self.config.max_num_seqs
-        if self.config.check_invariants:
-            self.check()
-        self.scheduler.on_step_end(self.view, plan, duration)
+        kv = self.kv
+        new, prefills, decodes, context = self._row
+        self.steps.add(self.index, self._step_start, duration, new, prefills, decodes, context,
+                       kv.total - kv.free, kv.total, len(self.waiting), len(self.running), self._step_preempted)
 
     def check(self) -> None:
-        """Full accounting check: every block is held by a running request or free."""
-        self.kv.check(self.running)
-        assert sum(r.num_blocks for r in self.swapped) + self.swap.free == self.swap.total, "swap leak"
+        """Full accounting check: every block is held by a running request or free (a member of the decode group
+        holds the blocks of its exact context, written or not)."""
+        g = self.group
+        if g is not None:
+            g.check(self.running)
+        held = 0
         for r in self.running:
             assert r.status is RUNNING, f"request {r.id} in running is {r.status.name}"
-            assert r.num_blocks == self.kv.blocks_for(r.num_computed), (
-                f"request {r.id} holds {r.num_blocks} blocks for {r.num_computed} KV tokens")
+            computed = g.exact(r)[0] if r.lag >= 0 else r.num_computed
+            blocks = self.kv.blocks_for(computed) if r.lag >= 0 else r.num_blocks
+            assert blocks == self.kv.blocks_for(computed), (
+                f"request {r.id} holds {blocks} blocks for {computed} KV tokens")
+            held += blocks
+        assert held + self.kv.free == self.kv.total, (
+            f"KV block leak: {held} held + {self.kv.free} free != {self.kv.total} total")
+        assert sum(r.num_blocks for r in self.swapped) + self.swap.free == self.swap.total, "swap leak"
         for r in self.waiting:
             assert r.status is WAITING and r.num_blocks == 0 and r.num_computed == 0
 
     def stop(self, reason: str, status: Status = REJECTED) -> list[Request]:
         """End the run here: every request still queued or in flight leaves with ``status``."""
+        self.settle()
         for r in self.running:
             self.kv.release(r)
         for r in self.swapped:

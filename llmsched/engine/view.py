@@ -35,8 +35,22 @@ class ReplicaView:
 
     @property
     def running(self) -> list[Request]:
-        """Requests holding KV on the GPU, in admission order."""
-        return self._r.running
+        """Requests holding KV on the GPU, in admission order (their fields exact: the decode group is settled)."""
+        r = self._r
+        if r.group is not None:
+            r.settle()
+        return r.running
+
+    @property
+    def num_running(self) -> int:
+        return len(self._r.running)
+
+    @property
+    def decode_group(self):
+        """The running requests in decode phase as one ``DecodeGroup`` (size, blocks_needed, partials: the other
+        running requests, in running order), or None. A policy that plans from it without reading ``running`` sets
+        ``BatchPlan.decode_group``; reading ``running`` dissolves it."""
+        return self._r.group
 
     @property
     def swapped(self) -> list[Request]:

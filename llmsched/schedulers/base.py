@@ -29,15 +29,20 @@ class Scheduler:
     # True (with steady_decodes): after requests finish in such a run, with none waiting or swapped, it decodes
     # every request still running, so the run is fast-forwarded past finishes too (open-loop sources)
     steady_after_finishes: ClassVar[bool] = False
+    # True (with steady_decodes): while the view offers a decode group, schedule plans from it (its size, its
+    # block crossings, the partial prompts) and reads ``view.running`` only when it takes another decision
+    # (preemption, a budget that cuts decodes); the simulator then steps the group without per-request work
+    plans_decode_group: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         new_rule = "schedule" in cls.__dict__ or "on_step_end" in cls.__dict__
-        for name in ("steady_decodes", "steady_after_finishes"):
+        for name in ("steady_decodes", "steady_after_finishes", "plans_decode_group"):
             if new_rule and name not in cls.__dict__:
                 setattr(cls, name, False)  # a new decision rule must declare the property itself
-        if cls.steady_after_finishes and not cls.steady_decodes:
-            raise TypeError(f"scheduler {cls.__name__}: steady_after_finishes needs steady_decodes")
+        for name in ("steady_after_finishes", "plans_decode_group"):
+            if getattr(cls, name) and not cls.steady_decodes:
+                raise TypeError(f"scheduler {cls.__name__}: {name} needs steady_decodes")
         if cls.steady_decodes and cls.on_step_end is not Scheduler.on_step_end:
             raise TypeError(f"scheduler {cls.__name__} keeps per-step state (on_step_end): it cannot declare "
                             f"steady_decodes")
@@ -75,7 +80,10 @@ class Scheduler:
         pending = 0
         for r in view.waiting:
             pending += r.prompt_len + r.num_generated
-        for r in view.running:
+        group = view.decode_group
+        if group is not None:  # a member has one token left to compute; reading running would dissolve the group
+            pending += group.size
+        for r in view.running if group is None else group.partials:
             pending += r.prompt_len + r.num_generated - r.num_computed
         for r in view.swapped:
             pending += 1

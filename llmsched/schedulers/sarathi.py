@@ -34,6 +34,7 @@ class Sarathi(Scheduler):
               "and spec §2.4 (token budget 512, max_num_seqs 128); seed 001 §1.6 (SARATHI row)")
     steady_decodes = True  # decides from queues and blocks only
     steady_after_finishes = True  # after a finish, with nothing waiting, every remaining decode fits its budget
+    plans_decode_group = True  # when every decode fits, the plan is the decode group plus prompt chunks
     token_budget: int = 512
     order: str = "fcfs"
     watermark: float = 0.01
@@ -47,6 +48,11 @@ class Sarathi(Scheduler):
             raise ValueError(f"sarathi: watermark must be in [0, 1), got {self.watermark}")
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
+        group = view.decode_group
+        if group is not None and group.size:
+            plan = self._group_plan(view, group)
+            if plan is not None:
+                return plan
         plan = BatchPlan()
         running = sorted(view.running, key=ARRIVAL)
         split = split_running(running, view.block_size)  # decodes, unfinished prompts, block crossings
@@ -60,15 +66,38 @@ class Sarathi(Scheduler):
             running = [r for r in running if r.id not in gone]
             partial = [r for r in partial if r.id not in gone]
         budget = min(self.token_budget, view.max_num_batched_tokens) - len(plan.decodes)
+        budget = self._chunks(plan, partial, budget)
+        if plan.preempt:
+            return plan
+        self._admit(view, plan, budget, free, view.max_num_seqs - len(running))
+        return plan
+
+    def _group_plan(self, view: ReplicaView, group) -> BatchPlan | None:
+        """The plan of ``schedule`` when every decode fits, from the view's decode group without a pass over the
+        running requests; None when a decode would find no block (then ``schedule`` preempts)."""
+        partial = sorted(group.partials, key=ARRIVAL)
+        reserved = sum(view.extra_blocks(r, r.prompt_len + r.num_generated) for r in partial)
+        free = view.free_blocks - reserved - group.blocks_needed
+        if free < 0:
+            return None
+        plan = BatchPlan(decode_group=True)
+        budget = self._chunks(plan, partial, min(self.token_budget, view.max_num_batched_tokens) - group.size)
+        self._admit(view, plan, budget, free, view.max_num_seqs - view.num_running)
+        return plan
+
+    @staticmethod
+    def _chunks(plan: BatchPlan, partial, budget: int) -> int:
+        """Chunks of the unfinished prompts in order, within ``budget``; returns what is left of it."""
         for r in partial:
             n = min(r.prompt_len + r.num_generated - r.num_computed, budget)
             if n > 0:
                 plan.prefills.append((r, n))
                 budget -= n
-        if plan.preempt:
-            return plan
+        return budget
+
+    def _admit(self, view: ReplicaView, plan: BatchPlan, budget: int, free: int, room: int) -> None:
+        """Waiting requests in order while budget, seats and KV (above the watermark) last."""
         free -= int(self.watermark * view.total_blocks)
-        room = view.max_num_seqs - len(running)
         waiting = sorted(view.waiting, key=PROMPT_LEN) if self.order == "spf" else view.waiting
         for r in waiting:
             n = min(r.prompt_len + r.num_generated, budget)
@@ -79,7 +108,6 @@ class Sarathi(Scheduler):
             budget -= n
             room -= 1
             free -= need
-        return plan
 
 
 register_variant("sarathi-spf", Sarathi, "Sarathi-Serve with shortest-prompt-first admission (seed 000 §7)",

@@ -26,6 +26,7 @@ class VLLMChunked(Scheduler):
               "default max_num_batched_tokens 2048 for online serving; seed 002 baseline 'vLLM-vanilla'")
     steady_decodes = True  # decides from queues and blocks only
     steady_after_finishes = True  # after a finish, with nothing waiting, every remaining decode fits its budget
+    plans_decode_group = True  # when the decodes come first in running order and all fit, they are the group
     token_budget: int = 2048
 
     def __post_init__(self):
@@ -33,6 +34,11 @@ class VLLMChunked(Scheduler):
             raise ValueError(f"vllm-chunked: token_budget must be >= 1, got {self.token_budget}")
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
+        group = view.decode_group
+        if group is not None and group.size:
+            plan = self._group_plan(view, group)
+            if plan is not None:
+                return plan
         plan = BatchPlan()
         decodes, prefills = plan.decodes, plan.prefills
         budget = min(self.token_budget, view.max_num_batched_tokens)
@@ -65,7 +71,41 @@ class VLLMChunked(Scheduler):
             i += 1
         if plan.preempt:
             return plan
-        room = view.max_num_seqs - len(running)
+        self._admit(view, plan, budget, free, view.max_num_seqs - len(running))
+        return plan
+
+    def _group_plan(self, view: ReplicaView, group) -> BatchPlan | None:
+        """The plan of ``schedule`` from the view's decode group, when every member precedes every unfinished
+        prompt in running order and the members' decodes fit the budget and the free blocks; else None."""
+        partials = group.partials
+        if partials and partials[0].order < group.max_order:
+            return None
+        budget = min(self.token_budget, view.max_num_batched_tokens) - group.size
+        free = view.free_blocks - group.blocks_needed
+        if budget < 0 or free < 0:
+            return None
+        plan = BatchPlan(decode_group=True)
+        bs = view.block_size
+        for r in partials:
+            if budget <= 0:
+                break
+            computed = r.num_computed
+            n = r.prompt_len + r.num_generated - computed
+            if n > budget:
+                n = budget
+            need = -(-(computed + n) // bs) - r.num_blocks
+            if need > free:
+                return None  # schedule preempts
+            if need > 0:
+                free -= need
+            budget -= n
+            plan.prefills.append((r, n))
+        self._admit(view, plan, budget, free, view.max_num_seqs - view.num_running)
+        return plan
+
+    @staticmethod
+    def _admit(view: ReplicaView, plan: BatchPlan, budget: int, free: int, room: int) -> None:
+        """FCFS admission with a chunk of what budget is left, stopping at the first that does not fit."""
         for r in view.waiting:
             if budget <= 0 or room < 1:
                 break
@@ -77,4 +117,3 @@ class VLLMChunked(Scheduler):
             free -= need
             budget -= n
             room -= 1
-        return plan

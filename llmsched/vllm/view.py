@@ -15,6 +15,8 @@ class VLLMView:
                  "batch_time", "oracle", "block_size", "total_blocks", "max_num_seqs", "max_num_batched_tokens",
                  "max_model_len", "replica_index")
 
+    decode_group = None  # vLLM keeps every request's own state: no lazily stepped decode group
+
     def __init__(self, sched, batch_time=None, oracle: bool = False):
         self._s = sched
         self.now = 0.0
@@ -32,6 +34,10 @@ class VLLMView:
         self.max_num_seqs = min(sched.max_num_running_reqs, sched.max_num_active_reqs)
         self.max_num_batched_tokens = sched.max_num_scheduled_tokens
         self.max_model_len = sched.max_model_len
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
 
     @property
     def free_blocks(self) -> int:
