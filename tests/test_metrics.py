@@ -226,7 +226,8 @@ def test_csv_rows_are_the_bytes_csv_writer_writes():
                                               123456789.125, 5e-324, 0.1, 0.1]]
     ints = np.r_[rng.integers(-10**12, 10**12, size=50), [0, -1, 2**63 - 1, -2**63, 7, 7, 7, 7, 7, 7, 7, 7]]
     texts = ["", "plain", "a,b", 'say "hi"', "two\nlines", "cr\rx", " lead", "x"] * 7 + ["a,b"] * 6
-    cols = [ints, floats, texts, floats[::-1].copy()]
+    small = rng.integers(-3, 40, size=len(ints))  # a narrow span: formatted from a table of the span
+    cols = [ints, floats, texts, floats[::-1].copy(), small]
     want = io.StringIO()
     w = csv.writer(want)
     w.writerow(["id", "a,b", "c"])

@@ -125,6 +125,10 @@ def csv_line(fields) -> str:
 
 
 def _number_texts(col: np.ndarray) -> list[str]:
+    if col.dtype.kind == "i":
+        lo, hi = int(col.min()), int(col.max())
+        if hi - lo <= 2 * len(col):  # counts, lengths, ids: a text per value of the span, no sort
+            return np.array([str(v) for v in range(lo, hi + 1)], dtype=object)[col - lo].tolist()
     bits = col.view(np.int64)  # a float's bit pattern: tells -0.0 from 0.0
     distinct, where = np.unique(bits, return_inverse=True)
     values = distinct.view(col.dtype).tolist()
