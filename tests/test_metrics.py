@@ -225,7 +225,8 @@ def test_csv_rows_are_the_bytes_csv_writer_writes():
     floats = np.r_[rng.exponential(size=50), [0.0, -0.0, math.nan, -math.nan, math.inf, -math.inf, 1e-05, 1e16,
                                               123456789.125, 5e-324, 0.1, 0.1]]
     ints = np.r_[rng.integers(-10**12, 10**12, size=50), [0, -1, 2**63 - 1, -2**63, 7, 7, 7, 7, 7, 7, 7, 7]]
-    texts = ["", "plain", "a,b", 'say "hi"', "two\nlines", "cr\rx", " lead", "x"] * 7 + ["a,b"] * 6
+    fixed = ["", "plain", "a,b", 'say "hi"', "two\nlines", "cr\rx", " lead", "x"] * 4
+    texts = fixed + ["".join(rng.choice(list(',"\r\n\t é;\'\\x'), size=5)) for _ in range(len(ints) - len(fixed))]
     small = rng.integers(-3, 40, size=len(ints))  # a narrow span: formatted from a table of the span
     cols = [ints, floats, texts, floats[::-1].copy(), small]
     want = io.StringIO()

@@ -9,10 +9,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import enum
-import io
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,7 @@ REQUEST_COLUMNS = INT_FIELDS[:3] + ("tier_name", "status", "status_name") + INT_
     "reason",)
 CHUNK_ROWS = 20_000  # rows turned into Python objects at a time: memory stays flat however long the run
 TIME_METRICS = ("ttft", "tbt", "tpot", "e2e", "itl")
+NEEDS_QUOTES = re.compile(r'[,"\r\n]')  # a field holding one of these is quoted by csv.writer
 
 
 def to_jsonable(obj):
@@ -142,10 +143,9 @@ def _string_texts(col: list[str]) -> list[str]:
 
 
 def _quoted(s: str) -> str:
-    """``s`` as csv.writer writes a field (quoted when it holds a comma, quote or line break)."""
-    buf = io.StringIO()
-    csv.writer(buf).writerow([s, ""])
-    return buf.getvalue()[:-3]
+    """``s`` as csv.writer (default dialect) writes a field: in quotes, its quotes doubled, when it holds a comma,
+    a quote or a line break."""
+    return '"' + s.replace('"', '""') + '"' if NEEDS_QUOTES.search(s) else s
 
 
 def _array(a) -> np.ndarray:
