@@ -55,18 +55,18 @@ def test_group_is_identical_to_stepping_every_request(name, workload, tmp_path):
 
 @pytest.mark.parametrize("name", GROUP_POLICIES)
 def test_group_carries_most_steps(name, monkeypatch):
-    """The group is used, not just correct: most steps of a busy run end as group steps."""
-    calls = {"group": 0}
-    step = DecodeGroup.step
+    """The group is used, not just correct: few steps of a busy run end as a plan that lists its decodes."""
+    calls = {"listed": 0}
+    listed = Replica._end_listed_step
 
-    def counting(self, end):
-        calls["group"] += 1
-        return step(self, end)
+    def counting(self, plan, now):
+        calls["listed"] += 1
+        return listed(self, plan, now)
 
-    monkeypatch.setattr(DecodeGroup, "step", counting)
+    monkeypatch.setattr(Replica, "_end_listed_step", counting)
     cfg = RunConfig(scheduler=name, workload="sharegpt", concurrency=64, rate=None, num_requests=300, seed=2)
     result, _ = _checked_run(cfg)
-    assert calls["group"] > 0.9 * len(result.steps)
+    assert calls["listed"] < 0.1 * len(result.steps)
 
 
 class ReadsRunning(Router):

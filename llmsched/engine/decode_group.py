@@ -22,7 +22,7 @@ TRIM_AT = 1 << 16  # end times kept before the older ones nobody still needs are
 
 
 class DecodeGroup:
-    __slots__ = ("block_size", "clock", "ends", "base", "members", "partials", "hist", "context_sum",
+    __slots__ = ("block_size", "clock", "ends", "base", "members", "size", "partials", "hist", "context_sum",
                  "finish_at", "due", "max_order")
 
     def __init__(self, block_size: int):
@@ -31,6 +31,7 @@ class DecodeGroup:
         self.ends = array("d")  # ends[i - base]: end time of group step i + 1
         self.base = 0
         self.members: dict = {}  # request -> None, in join order
+        self.size = 0  # len(members)
         self.partials: list = []  # running requests with their prompt (or recompute) not done, in running order
         self.hist = [0] * block_size  # members by (computed - lag) mod block_size
         self.context_sum = 0  # Σ (computed + 1) over members: the context of their next decode
@@ -39,10 +40,6 @@ class DecodeGroup:
         self.max_order = -1  # at least the largest running position of a member (not lowered on leave)
 
     # --- what the next step needs ------------------------------------------------------------------------
-    @property
-    def size(self) -> int:
-        return len(self.members)
-
     @property
     def blocks_needed(self) -> int:
         """Members whose next decode crosses into a new KV block."""
@@ -65,6 +62,7 @@ class DecodeGroup:
         clock = self.clock
         r.lag = clock
         self.members[r] = None
+        self.size += 1
         self.hist[(r.num_computed - clock) % self.block_size] += 1
         self.context_sum += r.num_computed + 1
         f = clock + r.output_len - r.num_generated
@@ -93,6 +91,7 @@ class DecodeGroup:
         """``r`` leaves the group, its fields exact."""
         self.settle(r)
         del self.members[r]
+        self.size -= 1
         self.hist[(r.num_computed - self.clock) % self.block_size] -= 1
         self.context_sum -= r.num_computed + 1
         f = self.clock + r.output_len - r.num_generated
@@ -108,6 +107,7 @@ class DecodeGroup:
             self.settle(r)
             r.lag = -1
         self.members.clear()
+        self.size = 0
 
     # --- a step -------------------------------------------------------------------------------------------
     def step(self, end: float) -> list:
@@ -115,23 +115,25 @@ class DecodeGroup:
         fields exact, out of the group), in join order."""
         self.ends.append(end)
         clock = self.clock = self.clock + 1
-        self.context_sum += len(self.members)
+        self.context_sum += self.size
         done = self.finish_at.pop(clock, None)
         if done:
             for r in done:
                 self.leave_finished(r)
         if len(self.ends) >= 2 * TRIM_AT:
-            self._trim()
+            self.trim()
         return done or []
 
     def leave_finished(self, r) -> None:
         self.settle(r)
         del self.members[r]
+        self.size -= 1
         self.hist[(r.num_computed - self.clock) % self.block_size] -= 1
         self.context_sum -= r.num_computed + 1
         r.lag = -1
 
-    def _trim(self) -> None:
+    def trim(self) -> None:
+        """Drop the end times no member still needs."""
         oldest = min((r.lag for r in self.members), default=self.clock)
         if oldest > self.base:
             del self.ends[:oldest - self.base]
@@ -145,6 +147,7 @@ class DecodeGroup:
 
     def check(self, running) -> None:
         members = self.members
+        assert len(members) == self.size, "group: size drifted"
         assert len(members) + len(self.partials) == len(running), "group: members + partials != running"
         in_running = set(map(id, running))
         assert all(id(r) in in_running for r in members), "group: a member is not running"

@@ -17,6 +17,7 @@ from array import array
 import numpy as np
 
 from ..request import Status
+from .decode_group import TRIM_AT
 from .plan import BatchPlan
 
 FINISHED = Status.FINISHED
@@ -137,31 +138,64 @@ def fast_forward_decodes(rep, until: float, horizon: float | None, through_finis
 
 def fast_forward_group(rep, until: float, horizon: float | None, through_finishes: bool = False) -> float:
     """``fast_forward_decodes`` for a step in flight that decodes the replica's whole decode group (every running
-    request): each folded step ends as ``end_step`` ends it (the group's clock advances, finishing members leave)
-    and the next is launched with the group's count and context sum, so a step costs no per-request work."""
+    request): each folded step ends as ``end_step`` ends it (the group's clock advances, finishing members leave;
+    a step without finishes is recorded right here, the same row) and the next is launched with the group's
+    count and context sum, so a step costs no per-request work."""
     g = rep.group
     kv = rep.kv
     bs = g.block_size
-    bt = rep.batch_time
-    end = rep.step_end
+    hist, ends = g.hist, g.ends
+    decode_sum_time = rep.batch_time.decode_sum_time
+    add, recent = rep.steps.add, rep.recent_steps
+    index, total, waiting = rep.index, kv.total, len(rep.waiting)
+    start, end = rep._step_start, rep.step_end
+    context = rep._row[3]  # of the step in flight
+    busy, folded, advanced = rep.busy_time, 0, False
+    finish = g.next_finish()
     while end < until and (horizon is None or end <= horizon):
-        fin = g.finishing_next()
         nxt = g.clock + 1
-        need = g.hist[-nxt % bs]  # after this step ends, the next one's block crossings
-        freed = 0
-        if fin:
-            if not through_finishes or len(fin) == len(g.members):
+        if nxt == finish:  # the step in flight finishes members: end it as end_step does
+            fin = g.finish_at[nxt]
+            if not through_finishes or len(fin) == g.size:
                 break
+            need = hist[-nxt % bs]  # the next step's block crossings, less the finishers'
             key = -nxt % bs
+            freed = 0
             for r in fin:
                 if (r.num_computed - r.lag) % bs == key:
                     need -= 1
                 freed += -(-(g.exact(r)[0] + 1) // bs)
-        if need > kv.free + freed:
-            break
-        rep._end_group_step(end)
+            if need > kv.free + freed:
+                break
+            rep.busy_time, rep.num_steps, folded = busy, rep.num_steps + folded, 0
+            rep._row = (0, 0, g.size, context)
+            rep._step_start = start
+            rep._end_group_step(end)
+            busy = rep.busy_time
+            finish = g.next_finish()
+        else:
+            need = hist[-nxt % bs]
+            if need > kv.free:
+                break
+            n = g.size
+            ends.append(end)
+            g.clock = nxt
+            g.context_sum += n
+            duration = end - start
+            busy += duration
+            recent.append(duration)
+            folded += 1
+            add(index, start, duration, 0, 0, n, context, total - kv.free, total, waiting, n, 0)
+            if len(ends) >= 2 * TRIM_AT:
+                g.trim()
         kv.free -= need
-        rep._step_start = rep.now = end
-        rep._row = (0, 0, len(g.members), g.context_sum)
-        end = rep.step_end = end + bt.decode_sum_time(len(g.members), g.context_sum)
-    return end - rep._step_start
+        n, context = g.size, g.context_sum
+        advanced = True
+        start = end
+        end = start + decode_sum_time(n, context)
+    if advanced:
+        rep.busy_time, rep.num_steps = busy, rep.num_steps + folded
+        rep._last_end = rep.now = rep._step_start = start
+        rep.step_end = end
+        rep._row = (0, 0, g.size, context)
+    return end - start

@@ -112,11 +112,15 @@ class Replica:
         self._formed_at = 0  # num_steps when the group formed
         self._form_wait = 0  # steps to wait before forming it again (settled soon after forming: back off)
         self._backoff = 1
+        self._arrivals = 0  # requests added so far
+        self._asked_at = 0  # _arrivals when the policy was last asked
+        self._steady = False  # the step that just ended decoded the whole group and nothing else
 
     # --- arrivals ---------------------------------------------------------
     def add(self, req: Request, now: float) -> bool:
         """Queue an arrival, or reject it when it can never be served. True if queued."""
         self.now = now
+        self._arrivals += 1
         req.replica = self.index
         total = req.prompt_len + req.output_len
         if total > self.config.max_model_len:
@@ -159,7 +163,11 @@ class Replica:
         if self.swapped:
             self.settle()
             self._swap_in()
-        plan = self.scheduler.schedule(self.view)
+        if self._steady and until is not None and self._repeats(now):
+            plan = BatchPlan(decode_group=True)
+        else:
+            plan = self.scheduler.schedule(self.view)
+            self._asked_at = self._arrivals
         self.wake_at = None
         if plan.reject:
             self._apply_rejects(plan.reject)
@@ -208,6 +216,14 @@ class Replica:
             self._swap_time += r.num_blocks * self.config.swap_seconds_per_block
             r.status = RUNNING
             self._append_running(r)
+
+    def _repeats(self, now: float) -> bool:
+        """True when the policy would plan the group's decodes again (its ``steady_decodes`` declaration): the
+        step that just ended at ``now`` decoded the whole group and nothing else, nothing arrived since the policy
+        was asked, nothing waits and every decode finds its block."""
+        g = self.group
+        return (g is not None and g.size > 0 and not g.partials and not self.waiting and not self.swapped
+                and self._asked_at == self._arrivals and now == self._last_end and g.blocks_needed <= self.kv.free)
 
     def _append_running(self, r: Request) -> None:
         r.order = self._order
@@ -531,6 +547,7 @@ class Replica:
             self._end_group_step(now)
         else:
             self._end_listed_step(plan, now)
+            self._steady = False
             if self._groups and self.group is None:
                 if self._form_wait:
                     self._form_wait -= 1
@@ -610,6 +627,7 @@ class Replica:
                 r.num_blocks = 0
                 running.remove(r)
             self.completed.extend(done)
+        self._steady = not self._plan.prefills and (not done or self._folds_finishes)
         self._record_step(now)
 
     def _record_step(self, now: float) -> None:

@@ -75,8 +75,15 @@ class Sarathi(Scheduler):
     def _group_plan(self, view: ReplicaView, group) -> BatchPlan | None:
         """The plan of ``schedule`` when every decode fits, from the view's decode group without a pass over the
         running requests; None when a decode would find no block (then ``schedule`` preempts)."""
-        partial = sorted(group.partials, key=ARRIVAL)
-        reserved = sum(view.extra_blocks(r, r.prompt_len + r.num_generated) for r in partial)
+        partial = group.partials
+        reserved = 0
+        if partial:
+            partial = sorted(partial, key=ARRIVAL)
+            bs = view.block_size
+            for r in partial:  # view.extra_blocks, written out: this runs at most steps
+                need = -(-(r.prompt_len + r.num_generated) // bs) - r.num_blocks
+                if need > 0:
+                    reserved += need
         free = view.free_blocks - reserved - group.blocks_needed
         if free < 0:
             return None
@@ -97,8 +104,12 @@ class Sarathi(Scheduler):
 
     def _admit(self, view: ReplicaView, plan: BatchPlan, budget: int, free: int, room: int) -> None:
         """Waiting requests in order while budget, seats and KV (above the watermark) last."""
+        waiting = view.waiting
+        if not waiting or budget <= 0:
+            return
         free -= int(self.watermark * view.total_blocks)
-        waiting = sorted(view.waiting, key=PROMPT_LEN) if self.order == "spf" else view.waiting
+        if self.order == "spf":
+            waiting = sorted(waiting, key=PROMPT_LEN)
         for r in waiting:
             n = min(r.prompt_len + r.num_generated, budget)
             need = view.blocks_for(r.prompt_len + r.num_generated)
