@@ -91,7 +91,7 @@ def write_request_rows(f, log) -> None:
     for i in range(0, len(log.cols["id"]), CHUNK_ROWS):
         cols = {name: _array(log.cols[name][i:i + CHUNK_ROWS]) for name in INT_FIELDS + FLOAT_FIELDS}
         cols["tier_name"] = [log.tiers[t] for t in cols["tier"].tolist()]
-        cols["status_name"] = [names.get(s) or str(s) for s in cols["status"].tolist()]
+        cols["status_name"] = [names.get(s, str(s)) for s in cols["status"].tolist()]
         reasons = log.reasons
         cols["reason"] = [reasons.get(r, "") for r in cols["id"].tolist()] if reasons else [""] * len(cols["id"])
         f.write(csv_rows([cols[c] for c in REQUEST_COLUMNS]))
@@ -112,8 +112,8 @@ def write_step_rows(f, steps) -> None:
 
 def csv_rows(columns: list) -> str:
     """Equal-length columns (numpy int or float arrays, lists of str) as the text ``csv.writer().writerows`` writes
-    for their rows, much faster: each distinct number is formatted once (``str``/``repr``, as csv does) and the
-    rows are joined in one go. A float and an int column are told apart by dtype, so -0.0 and NaN keep theirs."""
+    for their rows, several times faster: each distinct number is formatted once (``str``/``repr``, as csv does)
+    and the rows are joined in one go."""
     if not len(columns[0]):
         return ""
     texts = [_number_texts(c) if isinstance(c, np.ndarray) else _string_texts(c) for c in columns]
@@ -130,7 +130,7 @@ def _number_texts(col: np.ndarray) -> list[str]:
         lo, hi = int(col.min()), int(col.max())
         if hi - lo <= 2 * len(col):  # counts, lengths, ids: a text per value of the span, no sort
             return np.array([str(v) for v in range(lo, hi + 1)], dtype=object)[col - lo].tolist()
-    bits = col.view(np.int64)  # a float's bit pattern: tells -0.0 from 0.0
+    bits = col.view(np.int64)  # distinct by bit pattern: -0.0 is not 0.0
     distinct, where = np.unique(bits, return_inverse=True)
     values = distinct.view(col.dtype).tolist()
     text = np.array([repr(v) for v in values] if col.dtype.kind == "f" else [str(v) for v in values], dtype=object)
@@ -149,6 +149,7 @@ def _quoted(s: str) -> str:
 
 
 def _array(a) -> np.ndarray:
+    """A numpy view of a log's column (an ``array.array`` of doubles or int64)."""
     return a if isinstance(a, np.ndarray) else np.frombuffer(a, dtype=np.float64 if a.typecode == "d" else np.int64)
 
 
