@@ -115,6 +115,7 @@ class Replica:
         self._arrivals = 0  # requests added so far
         self._asked_at = 0  # _arrivals when the policy was last asked
         self._steady = False  # the step that just ended decoded the whole group and nothing else
+        self._group_step = False  # the step in flight was launched with the group formed (and ends through it)
 
     # --- arrivals ---------------------------------------------------------
     def add(self, req: Request, now: float) -> bool:
@@ -240,14 +241,15 @@ class Replica:
         members = [r for r in self.running if r.lag >= 0]
         g.dissolve()
         self.group = None
-        if self.busy and self._plan.decode_group:  # the step in flight took its blocks at launch
-            bs = self.kv.block_size
-            for r in members:
-                want = -(-(r.num_computed + 1) // bs)
-                if want > r.num_blocks:
-                    r.num_blocks = want
-            plan = self._plan
-            self._plan = BatchPlan(decodes=members, prefills=plan.prefills)
+        if self.busy and self._group_step:  # the step in flight ends as a listed plan
+            self._group_step = False
+            if self._plan.decode_group:  # the members' blocks for it were taken at launch
+                bs = self.kv.block_size
+                for r in members:
+                    want = -(-(r.num_computed + 1) // bs)
+                    if want > r.num_blocks:
+                        r.num_blocks = want
+                self._plan = BatchPlan(decodes=members, prefills=self._plan.prefills)
         self._backoff = min(64, 2 * self._backoff) if self.num_steps - self._formed_at < 8 else 1
         self._form_wait = self._backoff
 
@@ -272,11 +274,12 @@ class Replica:
             self._reject(req, f"{self.scheduler.name}: {reason}")
 
     def _launch(self, plan: BatchPlan, now: float) -> float:
+        if self.group is not None and not plan.decodes and not plan.preempt:
+            return self._launch_group(plan, now)  # the group decodes, or (prompt chunks only) waits a step
         if plan.decode_group:
-            if self.group is None or plan.decodes or plan.preempt:
-                self._fail("decode_group needs the view's decode group and no decodes or preemptions listed",
-                           "group formed" if self.group is not None else "no group formed")
-            return self._launch_group(plan, now)
+            self._fail("decode_group needs the view's decode group and no decodes or preemptions listed",
+                       "group formed" if self.group is not None else "no group formed")
+        self._group_step = False
         if self.group is not None:
             self.settle()
         stamp = self.num_steps
@@ -399,15 +402,18 @@ class Replica:
         return duration
 
     def _launch_group(self, plan: BatchPlan, now: float) -> float:
-        """``_launch`` for a plan that decodes the whole group: the members need no per-request work. Anything
-        beyond the common case (a swapped request, a broken limit, KV short) goes through ``_launch`` with the
-        members listed, which raises or evicts exactly as for such a plan."""
+        """``_launch`` with the group formed, for a plan that decodes the whole group or none of it, plus prompt
+        chunks: the members need no per-request work. Anything beyond the common case (a swapped request, a broken
+        limit, KV short) goes through ``_launch`` with the members listed, which raises or evicts exactly as for
+        such a plan."""
         g = self.group
         stamp = self.num_steps
         kv = self.kv
         bs = kv.block_size
         index = self.index
-        need = g.blocks_needed
+        decoding = plan.decode_group
+        decodes = g.size if decoding else 0
+        need = g.blocks_needed if decoding else 0
         admit: list[Request] = []
         prefill_new = []
         prefill_ctx = []
@@ -433,12 +439,12 @@ class Replica:
             if extra > 0:
                 need += extra
         cfg = self.config
-        if (not ok or prefill_tokens + g.size > cfg.max_num_batched_tokens or need > kv.free
+        if (not ok or prefill_tokens + decodes > cfg.max_num_batched_tokens or need > kv.free
                 or len(self.running) + len(admit) > cfg.max_num_seqs):
             for r, _ in plan.prefills:
                 if r.mark == stamp:
                     r.mark = -1
-            members = [r for r in self.running if r.lag >= 0]
+            members = [r for r in self.running if r.lag >= 0] if decoding else []
             self.settle()
             return self._launch(BatchPlan(decodes=members, prefills=plan.prefills), now)
         partials = g.partials
@@ -456,9 +462,10 @@ class Replica:
                 r.num_blocks = want
         self._step_preempted = 0
         self._plan = plan
-        n, decode_sum = g.size, g.context_sum
-        self._row = (prefill_tokens, len(prefill_new), n, decode_sum + context)
-        return self._duration(self.batch_time.sum_step_time(prefill_new, prefill_ctx, n, decode_sum)
+        self._group_step = True
+        decode_sum = g.context_sum if decoding else 0
+        self._row = (prefill_tokens, len(prefill_new), decodes, decode_sum + context)
+        return self._duration(self.batch_time.sum_step_time(prefill_new, prefill_ctx, decodes, decode_sum)
                               + 0.0 + self._swap_time, now)
 
     def _evict_and_launch(self, plan: BatchPlan, need: int, now: float, preempted: int) -> float | None:
@@ -543,7 +550,7 @@ class Replica:
         assert self.busy, "end_step without a running step"
         plan = self._plan
         self.now = now
-        if plan.decode_group:
+        if self._group_step:
             self._end_group_step(now)
         else:
             self._end_listed_step(plan, now)
@@ -598,10 +605,11 @@ class Replica:
         """``end_step`` for a plan that decoded the whole group: the members advance by the group's clock; only
         those finishing and the prefill chunks are touched."""
         g = self.group
-        done = g.step(now)
+        plan = self._plan
+        done = g.step(now) if plan.decode_group else []
         for r in done:
             r.status = FINISHED
-        for r, n in self._plan.prefills:
+        for r, n in plan.prefills:
             c = r.num_computed + n
             r.num_computed = c
             if c == r.prompt_len + r.num_generated:
@@ -627,7 +635,7 @@ class Replica:
                 r.num_blocks = 0
                 running.remove(r)
             self.completed.extend(done)
-        self._steady = not self._plan.prefills and (not done or self._folds_finishes)
+        self._steady = not plan.prefills and (not done or self._folds_finishes)
         self._record_step(now)
 
     def _record_step(self, now: float) -> None:

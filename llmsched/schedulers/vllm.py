@@ -26,6 +26,7 @@ class VLLM(Scheduler):
 
     name = "vllm"
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
+    plans_decode_group = True  # a decode step decodes every running request: the group, when every one fits
     source = ("vLLM v0 default scheduler (Kwon et al., SOSP'23, PagedAttention); as the baseline of "
               "seed 000 §2.5 (max_num_seqs 128, max_num_batched_tokens 8192) and seed 001 §1.6 (vLLM row)")
     chunks_prompts = False
@@ -36,6 +37,14 @@ class VLLM(Scheduler):
             raise ValueError(f"vllm: watermark must be in [0, 1), got {self.watermark}")
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
+        group = view.decode_group
+        if group is not None and not group.partials:  # a formed group: nothing is swapped
+            plan = BatchPlan()
+            if admit_whole_prompts(view, plan, view.max_num_seqs - view.num_running, self.watermark):
+                return plan
+            if group.size and group.blocks_needed <= view.free_blocks:
+                plan.decode_group = True
+                return plan
         plan = BatchPlan()
         if not view.swapped and admit_whole_prompts(view, plan, view.max_num_seqs - len(view.running),
                                                     self.watermark):
