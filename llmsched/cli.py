@@ -18,14 +18,16 @@ if TYPE_CHECKING:
 # Each command's own module is imported only when that command runs (see build_parser): importing them all is
 # most of a short run's start-up.
 ENGINE_COMMANDS = ("run", "profile", "fidelity", "make-model")  # a real vLLM engine: its threads are its own
+SIMULATOR_COMMANDS = ("simulate", "compare", "sweep")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv and argv[0] in COMMAND_NAMES else None
-    if command not in ENGINE_COMMANDS and "numpy" not in sys.modules:
+    if command in SIMULATOR_COMMANDS and "numpy" not in sys.modules:
         # numpy's OpenBLAS starts a thread per core that spins after start-up and after each BLAS call: CPU time
-        # (about 0.1 s a run) for nothing in a simulator of small arrays. A user's own setting wins.
+        # (about 0.1 s a run) for nothing in a simulator of small arrays. Commands that fit or solve (capacity,
+        # plan, theory, the real engine) keep it; a user's own setting wins.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser(command)
     try:
