@@ -76,6 +76,19 @@ def test_arrival_chunks_are_the_arrival_times(name, size, n):
     assert np.concatenate([np.zeros(0), *pieces]).tobytes() == whole.tobytes()  # bit for bit: the carried sums
 
 
+@pytest.mark.parametrize("name", list(ARRIVALS))
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("duration", [0.01, 1.0, 13.0, 30.0])
+def test_arrival_chunks_until_a_duration_are_the_arrival_times(name, size, duration):
+    process = ARRIVALS[name]
+    n, chunks = process.until_chunks(duration, rng(), size)
+    whole = process.until(duration, rng())
+    for _ in range(2):  # anew at each call
+        pieces = list(chunks())
+        assert n == len(whole) and all(0 < len(p) <= size for p in pieces)
+        assert np.concatenate([np.zeros(0), *pieces]).tobytes() == whole.tobytes()
+
+
 def quantile_table():
     return length_preset("azure-conv")
 

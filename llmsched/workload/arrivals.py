@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -50,6 +50,14 @@ class ArrivalProcess(ABC):
         alone."""
         return pieces(self.times(n, rng), size)
 
+    def until_chunks(self, duration: float, rng: np.random.Generator,
+                     size: int = CHUNK) -> tuple[int, Callable[[], Iterator[np.ndarray]]]:
+        """``until(duration, rng)`` as its count and a function giving it anew in pieces of ``size``, the same
+        values; renewal processes count the arrivals in one pass and draw each piece when asked for, this
+        default draws them all now."""
+        times = self.until(duration, rng)
+        return len(times), lambda: pieces(times, size)
+
     def until(self, duration: float, rng: np.random.Generator) -> np.ndarray:
         """All arrival times in ``[0, duration)``.
 
@@ -78,6 +86,21 @@ class Renewal(ArrivalProcess):
     def chunks(self, n, rng, size=CHUNK):
         n, size = check_count(n), check_chunk(size)
         return self._chunks(n, rng, size)
+
+    def until_chunks(self, duration, rng, size=CHUNK):
+        if not (duration > 0 and math.isfinite(duration)):
+            raise ValueError(f"duration must be a finite number of seconds > 0, got {duration!r}")
+        size = check_chunk(size)
+        # the sub-seed ``until`` draws; its times for every n are prefixes of one stream, so counting the arrivals
+        # before ``duration`` in that stream gives ``until``'s answer without holding it
+        seed = int(rng.integers(2**63))
+        n = 0
+        for times in self._chunks(2**62, np.random.default_rng(seed), size):
+            inside = int(np.searchsorted(times, duration))
+            n += inside
+            if inside < len(times):
+                break
+        return n, lambda: self._chunks(n, np.random.default_rng(seed), size)
 
     def _chunks(self, n, rng, size):
         # the running total goes first into each piece's cumulative sum: the same additions, in the same order,

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-CHUNK = 65_536  # requests drawn at a time: about 2 MB of columns
+CHUNK = 4_096  # requests drawn at a time; 65,536 peaked 9 MB higher at 100,000 requests, at the same CPU
 
 Draw = Callable[[np.random.Generator, int], np.ndarray]
 

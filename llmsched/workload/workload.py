@@ -95,17 +95,23 @@ class Workload:
 
     def source(self, chunk: int = CHUNK) -> "StreamedOpenLoop":
         """The simulator's source: the columns of ``columns()`` drawn ``chunk`` requests at a time as the run
-        reaches them, so memory does not grow with ``num_requests``. With a duration (the count is known only
-        once the arrivals are drawn) or a trace replayed whole, the arrival times are drawn up front (8 bytes a
-        request) and the rest in chunks."""
+        reaches them, so memory does not grow with the number of requests. With a duration, a renewal process
+        first counts its arrivals in one pass; a rate schedule's arrival times and a trace's are held whole (8
+        bytes a request), the other columns are drawn in chunks."""
         chunk = check_chunk(chunk)
-        known = None if self.num_requests is not None else self.arrival_times()
-        n = self.num_requests if known is None else len(known)
+        if self.num_requests is not None:
+            n = self.num_requests
 
-        def times():
-            if known is not None:
+            def times():
+                return self.arrivals.chunks(n, streams(self.seed, 3)[0], chunk)
+        elif self.duration is not None:
+            n, times = self.arrivals.until_chunks(self.duration, streams(self.seed, 3)[0], chunk)
+        else:
+            known = self.arrival_times()
+            n = len(known)
+
+            def times():
                 return pieces(known, chunk)
-            return self.arrivals.chunks(n, streams(self.seed, 3)[0], chunk)
         return StreamedOpenLoop(n, times, lambda: self.capped_lengths.chunks(n, streams(self.seed, 3)[1], chunk),
                                 lambda: tier_chunks(n, self.tiers, streams(self.seed, 3)[2], chunk))
 
