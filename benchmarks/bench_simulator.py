@@ -40,10 +40,14 @@ def peak_mb():
 RUN_CHILD = PEAK + r"""
 import json, sys, time
 import llmsched
-from llmsched.experiment import RunConfig, run
+from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
+from llmsched.routers import make_router
+from llmsched.sim.simulator import simulate
 cfg = RunConfig(**json.loads(sys.argv[1]))
+source = build_source(cfg)
+replicas = build_replicas(cfg, workload_params(cfg, source))
 t0 = time.process_time()
-result = run(cfg)
+result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed)
 cpu = time.process_time() - t0
 print(json.dumps({"cpu_s": cpu, "steps": len(result.steps), "requests": len(result.requests),
                   "peak_mb": peak_mb(), "module": llmsched.__file__}))
@@ -90,7 +94,8 @@ def run_cli(argv: list[str], pythonpath: str | None) -> dict:
 
 
 def run_sim(cfg: dict, pythonpath: str | None) -> dict:
-    """Simulation CPU seconds (no start-up, no writing) and steps of one run in a fresh process."""
+    """Simulation CPU seconds (``simulate`` alone: no start-up, no building of the workload and the replicas, no
+    writing) and steps of one run in a fresh process."""
     with tempfile.TemporaryDirectory() as scratch:
         proc = subprocess.run([sys.executable, "-c", RUN_CHILD, json.dumps(cfg)], env=child_env(pythonpath),
                               capture_output=True, text=True, cwd=scratch)

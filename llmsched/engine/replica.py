@@ -16,7 +16,7 @@ from ..batchtime.base import Batch, BatchTimeModel
 from ..metrics.steps import StepLog
 from ..request import Request, Status
 from .blocks import BlockManager, SwapSpace
-from .decode_group import DecodeGroup
+from .decode_group import TRIM_AT, DecodeGroup
 from .decode_run import fast_forward_decodes, fast_forward_group
 from .errors import PlanError
 from .plan import BatchPlan
@@ -161,29 +161,13 @@ class Replica:
         ``completed``."""
         assert not self.busy, "start_step while a step is running"
         self.now = now
-        if self.swapped:
-            self.settle()
-            self._swap_in()
-        if self._steady and until is not None and self._repeats(now):
-            plan = BatchPlan(decode_group=True)
-        else:
-            plan = self.scheduler.schedule(self.view)
-            self._asked_at = self._arrivals
         self.wake_at = None
-        if plan.reject:
-            self._apply_rejects(plan.reject)
-        if not plan.has_work:
-            if plan.preempt:
-                self._fail("preempt requires work in the same plan", "plan.preempt without decodes or prefills")
-            if plan.wait_until is not None:
-                if not plan.wait_until > now:
-                    self._fail("wait_until must lie in the future",
-                               f"wait_until={plan.wait_until} at now={now}")
-                self.wake_at = plan.wait_until
-            return None
-        duration = self._launch(plan, now)
-        if duration is None:  # overflow evicted every request of the plan: ask the policy again
-            return self.start_step(now, until, horizon)
+        if self._steady and until is not None and self._repeats(now):
+            duration = self._relaunch_group(now)
+        else:
+            duration = self._ask_and_launch(now)
+            if duration is None:
+                return None
         self.busy = True
         self._step_start = now
         self.step_end = now + duration
@@ -197,6 +181,73 @@ class Replica:
                     duration = fast_forward_group(self, until, horizon, through)
             elif len(launched.decodes) == len(self.running):
                 duration = fast_forward_decodes(self, until, horizon, through)
+        return duration
+
+    def end_and_repeat(self, now: float, until: float | None = None, horizon: float | None = None) -> bool:
+        """``end_step(now)`` then ``start_step(now, until, horizon)`` in one go for the commonest step of a busy
+        replica: one that decoded the whole group and nothing else, finishes no one, and will be repeated
+        (``_repeats``). False (nothing done) for any other step. Same state, row and duration as the two calls."""
+        g = self.group
+        plan = self._plan
+        if not (self._group_step and plan.decode_group) or plan.prefills:
+            return False
+        nxt = g.clock + 1
+        kv = self.kv
+        need = g.hist[-nxt % g.block_size]
+        if (nxt in g.finish_at or g.partials or self.waiting or self.swapped or self._asked_at != self._arrivals
+                or need > kv.free):
+            return False
+        assert self.busy and len(self.running) == g.size
+        # end_step: the group decodes, nobody finishes
+        g.ends.append(now)
+        g.clock = nxt
+        n = g.size
+        g.context_sum += n
+        if len(g.ends) >= 2 * TRIM_AT:
+            g.trim()
+        duration = now - self._step_start
+        self.now = self._last_end = now
+        self._steady = True
+        self.num_steps += 1
+        self.busy_time += duration
+        self.recent_steps.append(duration)
+        self.steps.add(self.index, self._step_start, duration, 0, 0, n, self._row[3], kv.total - kv.free, kv.total,
+                       0, n, 0)
+        if self.config.check_invariants:
+            self.check()
+        # start_step: the same plan again
+        kv.free -= need
+        decode_sum = g.context_sum
+        self._row = (0, 0, n, decode_sum)
+        self.wake_at = None
+        duration = self._duration(self.batch_time.sum_step_time([], [], n, decode_sum) + 0.0 + self._swap_time, now)
+        self._step_start = now
+        self.step_end = now + duration
+        if until is not None and self.step_end < until:
+            fast_forward_group(self, until, horizon, self.quiet_finishes and self._folds_finishes)
+        return True
+
+    def _ask_and_launch(self, now: float) -> float | None:
+        """The policy's plan, launched; None when it has no work (``wake_at`` set if it asked to be woken)."""
+        if self.swapped:
+            self.settle()
+            self._swap_in()
+        plan = self.scheduler.schedule(self.view)
+        self._asked_at = self._arrivals
+        if plan.reject:
+            self._apply_rejects(plan.reject)
+        if not plan.has_work:
+            if plan.preempt:
+                self._fail("preempt requires work in the same plan", "plan.preempt without decodes or prefills")
+            if plan.wait_until is not None:
+                if not plan.wait_until > now:
+                    self._fail("wait_until must lie in the future",
+                               f"wait_until={plan.wait_until} at now={now}")
+                self.wake_at = plan.wait_until
+            return None
+        duration = self._launch(plan, now)
+        if duration is None:  # overflow evicted every request of the plan: ask the policy again
+            return self._ask_and_launch(now)
         return duration
 
     def _swap_in(self) -> None:
@@ -225,6 +276,18 @@ class Replica:
         g = self.group
         return (g is not None and g.size > 0 and not g.partials and not self.waiting and not self.swapped
                 and self._asked_at == self._arrivals and now == self._last_end and g.blocks_needed <= self.kv.free)
+
+    def _relaunch_group(self, now: float) -> float:
+        """``_launch_group`` of the plan that decodes the group alone, which the step that just ended ran: its
+        limits held then and hold now (no more members, no more tokens; ``_repeats`` checked the blocks)."""
+        g = self.group
+        self.kv.free -= g.blocks_needed
+        self._step_preempted = 0
+        self._plan = BatchPlan(decode_group=True)
+        self._group_step = True
+        n, decode_sum = g.size, g.context_sum
+        self._row = (0, 0, n, decode_sum)
+        return self._duration(self.batch_time.sum_step_time([], [], n, decode_sum) + 0.0 + self._swap_time, now)
 
     def _append_running(self, r: Request) -> None:
         r.order = self._order

@@ -122,6 +122,13 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
                 break
         now = t
         if kind == STEP_END:
+            if x.end_and_repeat(t, next_event(), horizon):  # the commonest step: nothing to decide
+                heapq.heappush(heap, (x.step_end, seq, STEP_END, x))
+                seq += 1
+                drain(x, t)  # requests a fold past finishes completed
+                if stream and shared_steps.full:
+                    shared_steps.flush(log.end_max)
+                continue
             x.end_step(t)
             drain(x, t)
             start(x, t)
