@@ -99,6 +99,7 @@ FIELDS: dict[str, Field] = {
     "cooldown": Field("float", low=0, high=MAX_SECONDS, hint="seconds"),
     "keep_gaps": Field("bool"),
     "fast_forward": Field("bool"),
+    "check_invariants": Field("bool"),
     "seed": Field("int", low=0, high=2**63 - 1),
 }
 
@@ -143,7 +144,8 @@ class Origin:
 
 
 API = Origin()
-CLI_NAMES = {"scheduler_params": "--param", "batch_time_params": "--bt-param", "keep_gaps": "--sketch", "fast_forward": "--no-fast-forward"}
+CLI_NAMES = {"scheduler_params": "--param", "batch_time_params": "--bt-param", "keep_gaps": "--sketch", "fast_forward": "--no-fast-forward",
+             "check_invariants": "--check-invariants"}
 
 
 def shown(value) -> str:

@@ -71,6 +71,7 @@ class RunConfig:
     cooldown: float = 0.0
     keep_gaps: bool = True
     fast_forward: bool = True  # fast-forward runs of decode-only steps (identical results; docs/simulator.md)
+    check_invariants: bool = False  # the full KV and decode-group accounting check after every step (slow)
     seed: int = 0
 
     def __post_init__(self):
@@ -174,7 +175,7 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
         max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len or m.max_model_len,
         preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow,
-        fast_forward=cfg.fast_forward)
+        fast_forward=cfg.fast_forward, check_invariants=cfg.check_invariants)
     steps = steps if steps is not None else StepLog()
     params = {**(workload_params or {}), **cfg.scheduler_params}
     try:

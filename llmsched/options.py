@@ -74,6 +74,9 @@ def add_run_options(p: argparse.ArgumentParser, exclude=()) -> None:
     g.add_argument("--no-fast-forward", dest="no_fast_forward", action="store_true",
                    help="step every decode-only step through the policy instead of fast-forwarding runs of them "
                         "(the same results, slower; for checking)")
+    g.add_argument("--check-invariants", action="store_true",
+                   help="check the KV and decode-group accounting of every replica after every step (slow; the "
+                        "tests run with it)")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(excluded_run_options=tuple(exclude))
 
@@ -110,6 +113,9 @@ def config_with_origins(args) -> tuple[dict, dict[str, Origin]]:
     if getattr(args, "no_fast_forward", False):
         data["fast_forward"] = False
         origins["fast_forward"] = CLI
+    if getattr(args, "check_invariants", False):
+        data["check_invariants"] = True
+        origins["check_invariants"] = CLI
     if args.bt_param:
         data["batch_time_params"] = {**data.get("batch_time_params", {}), **parse_params(args.bt_param, "--bt-param")}
         origins["batch_time_params"] = CLI
