@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 from array import array
-from operator import attrgetter
 from collections import deque
 from dataclasses import dataclass
+from operator import attrgetter
 
 from ..batchtime.base import Batch, BatchTimeModel
 from ..metrics.steps import StepLog
@@ -151,7 +151,8 @@ class Replica:
 
     # --- a step -----------------------------------------------------------
     def start_step(self, now: float, until: float | None = None, horizon: float | None = None) -> float | None:
-        """Ask the policy and launch its plan. Returns the step duration, or None if idle
+        """Ask the policy and launch its plan (or, when the step that just ended will repeat, launch it again
+        without asking: ``_repeats``). Returns the step duration, or None if idle
         (then ``wake_at`` says when to ask again, None meaning at the next arrival); the step ends at ``step_end``.
 
         ``until`` (the simulator's next event) allows fast-forwarding: steps that would start before ``until`` and
@@ -665,8 +666,8 @@ class Replica:
         self._record_step(now)
 
     def _end_group_step(self, now: float) -> None:
-        """``end_step`` for a plan that decoded the whole group: the members advance by the group's clock; only
-        those finishing and the prefill chunks are touched."""
+        """``end_step`` for a step launched with the group formed: the members advance by the group's clock when
+        the plan decoded them; only those finishing and the prompt chunks are touched."""
         g = self.group
         plan = self._plan
         done = g.step(now) if plan.decode_group else []
