@@ -27,13 +27,16 @@ class QuantileSketch:
         self.total = 0.0
         self.max = -math.inf
 
-    def add_many(self, values: np.ndarray) -> None:
-        values = np.array(values, dtype=np.float64)  # a copy: the caller may reuse its buffer
+    def add_many(self, values: np.ndarray, owned: bool = False, peak: float | None = None) -> None:
+        """Add ``values``; ``owned``: a float64 array the caller will not touch again (else it is copied, as the
+        caller may reuse its buffer); ``peak``: their maximum, when the caller has it already."""
+        if not owned:
+            values = np.array(values, dtype=np.float64)
         if not len(values):
             return
         self.count += len(values)
         self.total += float(values.sum())
-        self.max = max(self.max, float(values.max()))
+        self.max = max(self.max, float(values.max()) if peak is None else peak)
         self._pending.append(values)
         self._pending_n += len(values)
         if self._pending_n >= self.BATCH:
