@@ -33,6 +33,11 @@ def check_count(n) -> int:
     return int(n)
 
 
+def check_duration(duration) -> None:
+    if not (duration > 0 and math.isfinite(duration)):
+        raise ValueError(f"duration must be a finite number of seconds > 0, got {duration!r}")
+
+
 class ArrivalProcess(ABC):
     """Produces sorted arrival times in seconds; every draw comes from the generator passed in."""
 
@@ -63,8 +68,7 @@ class ArrivalProcess(ABC):
 
         Draws ``times`` for growing ``n`` from one sub-seed, so the answer depends only on ``rng``'s state.
         """
-        if not (duration > 0 and math.isfinite(duration)):
-            raise ValueError(f"duration must be a finite number of seconds > 0, got {duration!r}")
+        check_duration(duration)
         seed = int(rng.integers(2**63))
         n = 64
         while True:
@@ -88,14 +92,13 @@ class Renewal(ArrivalProcess):
         return self._chunks(n, rng, size)
 
     def until_chunks(self, duration, rng, size=CHUNK):
-        if not (duration > 0 and math.isfinite(duration)):
-            raise ValueError(f"duration must be a finite number of seconds > 0, got {duration!r}")
+        check_duration(duration)
         size = check_chunk(size)
         # the sub-seed ``until`` draws; its times for every n are prefixes of one stream, so counting the arrivals
         # before ``duration`` in that stream gives ``until``'s answer without holding it
         seed = int(rng.integers(2**63))
         n = 0
-        for times in self._chunks(2**62, np.random.default_rng(seed), size):
+        for times in self._chunks(2**62, np.random.default_rng(seed), size):  # endless: stops at the duration
             inside = int(np.searchsorted(times, duration))
             n += inside
             if inside < len(times):
@@ -247,8 +250,7 @@ class Piecewise(ArrivalProcess):
             yield self._invert(unit)
 
     def until(self, duration: float, rng: np.random.Generator) -> np.ndarray:
-        if not (duration > 0 and math.isfinite(duration)):
-            raise ValueError(f"duration must be a finite number of seconds > 0, got {duration!r}")
+        check_duration(duration)
         total = self.expected_count(duration)
         unit = np.cumsum(rng.exponential(1.0, int(total + 10 * math.sqrt(total) + 16)))
         while unit[-1] < total:
@@ -309,8 +311,7 @@ class TraceReplay(ArrivalProcess):
 
     def until(self, duration: float, rng: np.random.Generator | None = None) -> np.ndarray:
         """Arrivals before ``duration``; the whole trace if it ends sooner."""
-        if not (duration > 0 and math.isfinite(duration)):
-            raise ValueError(f"duration must be a finite number of seconds > 0, got {duration!r}")
+        check_duration(duration)
         return self._times[self._times < duration].copy()
 
     def describe(self) -> dict:
