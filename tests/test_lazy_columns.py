@@ -12,7 +12,7 @@ from llmsched.workload.lengths import (Capped, Empirical, Fixed, Geometric, Logn
                                        Zipf)
 from llmsched.workload.presets import LENGTH_PRESETS, length_preset
 from llmsched.workload.tiers import assign_tiers, tier_chunks
-from llmsched.workload.workload import Workload
+from llmsched.workload.workload import ClosedLoop, Workload, streams
 
 SIZES = (1, 3, 7, 64)  # chunk sizes: odd ones split the generators' 64-bit words between chunks
 COUNTS = (0, 1, 6, 7, 100)  # none, fewer than a chunk, a multiple of one, not a multiple
@@ -158,6 +158,26 @@ def test_a_workload_source_gives_its_columns(workload, seed):
         assert columns_of(source) == (times.tolist(), prompts.tolist(), outputs.tolist(), tiers)
         assert np.array_equal(source.arrival_times, times)
         assert all(np.array_equal(a, b) for a, b in zip(source.lengths, (prompts, outputs)))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_a_closed_loop_issues_the_drawn_lengths_and_tiers_in_order(chunk):
+    dist = quantile_table()
+    loop = ClosedLoop(3, dist, 50, tiers=TIERS, seed=5, max_total_tokens=900, chunk=chunk)
+    _, length_rng, tier_rng = streams(5, 3)
+    prompts, outputs = Capped(dist, 900).sample(50, length_rng)
+    expected = list(zip(prompts.tolist(), outputs.tolist(), assign_tiers(50, TIERS, tier_rng)))
+    for _ in range(2):  # initial() restarts it
+        issued = loop.initial()
+        while loop.outstanding:
+            issued += loop.on_done(next(r for r in issued if r.id in loop.outstanding), 1.0)
+        assert [(r.prompt_len, r.output_len, r.tier) for r in issued] == expected
+    assert np.array_equal(loop.prompts, prompts) and np.array_equal(loop.outputs, outputs)
+
+
+def test_a_closed_loop_refuses_lengths_it_cannot_draw_when_built():
+    with pytest.raises(ValueError, match="has 100 rows but 101 were asked for"):
+        ClosedLoop(2, LENGTHS["empirical sequential"], 101)
 
 
 def test_a_source_draws_again_from_the_start_at_each_run():

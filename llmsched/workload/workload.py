@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -224,12 +225,13 @@ class ClosedLoop:
     """``concurrency`` users, each sending a new request ``think_time`` seconds after the last one ends.
 
     The i-th request issued has the i-th drawn lengths and tier whatever the order of completions, so one seed
-    gives the same requests under every scheduler. ``initial`` restarts the source.
+    gives the same requests under every scheduler. ``initial`` restarts the source. Lengths and tiers are drawn
+    ``chunk`` requests at a time as requests are issued.
     """
 
     def __init__(self, concurrency: int, lengths: LengthDist, num_requests: int,
                  tiers: Sequence[Tier] | str = (DEFAULT_TIER,), think_time: float = 0.0, seed: int = 0,
-                 max_total_tokens: int | None = None):
+                 max_total_tokens: int | None = None, chunk: int = CHUNK):
         self.concurrency = positive_int("ClosedLoop concurrency", concurrency)
         self.num_requests = positive_int("ClosedLoop num_requests", num_requests)
         if not isinstance(lengths, LengthDist):
@@ -240,21 +242,40 @@ class ClosedLoop:
         self.tiers = check_tiers(tiers)
         self.think_time = float(think_time)
         self.seed = seed
-        _, length_rng, tier_rng = streams(seed, 3)
-        self.prompts, self.outputs = self.lengths.sample(self.num_requests, length_rng)
-        self.assigned = assign_tiers(self.num_requests, self.tiers, tier_rng)
+        self.chunk = check_chunk(chunk)
+        self._drawn = self._draws()  # a length distribution refuses what it cannot draw now, not mid-run
         self.issued = 0
         self.outstanding: set[int] = set()
+
+    def _draws(self) -> Iterator[tuple[int, int, Tier]]:
+        """(prompt, output, tier) of each request in issue order, from the start."""
+        _, length_rng, tier_rng = streams(self.seed, 3)
+        lengths = self.lengths.chunks(self.num_requests, length_rng, self.chunk)
+        tiers = tier_chunks(self.num_requests, self.tiers, tier_rng, self.chunk)
+        return chain.from_iterable(zip(np.asarray(p, np.int64).tolist(), np.asarray(o, np.int64).tolist(), t)
+                                   for (p, o), t in zip(lengths, tiers, strict=True))
+
+    @property
+    def prompts(self) -> np.ndarray:
+        """Every prompt length, in issue order (drawn anew at each call)."""
+        return self.lengths.sample(self.num_requests, streams(self.seed, 3)[1])[0]
+
+    @property
+    def outputs(self) -> np.ndarray:
+        """Every output length, in issue order (drawn anew at each call)."""
+        return self.lengths.sample(self.num_requests, streams(self.seed, 3)[1])[1]
 
     def _issue(self, at: float) -> Request:
         i = self.issued
         self.issued += 1
         self.outstanding.add(i)
-        return Request(i, at, int(self.prompts[i]), int(self.outputs[i]), self.assigned[i])
+        prompt, output, tier = next(self._drawn)
+        return Request(i, at, prompt, output, tier)
 
     def initial(self) -> list[Request]:
         self.issued = 0
         self.outstanding = set()
+        self._drawn = self._draws()
         return [self._issue(0.0) for _ in range(min(self.concurrency, self.num_requests))]
 
     def on_done(self, req: Request, now: float) -> list[Request]:
