@@ -89,6 +89,24 @@ def test_arrival_chunks_until_a_duration_are_the_arrival_times(name, size, durat
         assert np.concatenate([np.zeros(0), *pieces]).tobytes() == whole.tobytes()
 
 
+class ShortFirstDraw(Piecewise):
+    """A rate schedule whose ``until`` must extend its first draw several times."""
+
+    @staticmethod
+    def _first_draw(total):
+        return 3
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("duration", [0.01, 2.0, 13.0, 30.0])  # 0, 5, 99 and 246 arrivals: up to 7 extensions
+def test_a_schedule_until_a_duration_extends_its_draw_as_until_does(size, duration):
+    process = ShortFirstDraw([(0, 2.0), (1.5, 0.5), (3.0, 9.0)])
+    n, chunks = process.until_chunks(duration, rng(), size)
+    whole = process.until(duration, rng())
+    assert n == len(whole)
+    assert np.concatenate([np.zeros(0), *chunks()]).tobytes() == whole.tobytes()
+
+
 def quantile_table():
     return length_preset("azure-conv")
 

@@ -5,6 +5,7 @@ starts with idle time; Piecewise keeps absolute time because its rate schedule i
 """
 from __future__ import annotations
 
+import copy
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -58,8 +59,8 @@ class ArrivalProcess(ABC):
     def until_chunks(self, duration: float, rng: np.random.Generator,
                      size: int = CHUNK) -> tuple[int, Callable[[], Iterator[np.ndarray]]]:
         """``until(duration, rng)`` as its count and a function giving it anew in pieces of ``size``, the same
-        values; renewal processes count the arrivals in one pass and draw each piece when asked for, this
-        default draws them all now."""
+        values; renewal processes and Piecewise count the arrivals in one pass and draw each piece when asked for,
+        this default draws them all now."""
         times = self.until(duration, rng)
         return len(times), lambda: pieces(times, size)
 
@@ -252,10 +253,42 @@ class Piecewise(ArrivalProcess):
     def until(self, duration: float, rng: np.random.Generator) -> np.ndarray:
         check_duration(duration)
         total = self.expected_count(duration)
-        unit = np.cumsum(rng.exponential(1.0, int(total + 10 * math.sqrt(total) + 16)))
+        unit = np.cumsum(rng.exponential(1.0, self._first_draw(total)))
         while unit[-1] < total:
             unit = np.concatenate((unit, unit[-1] + np.cumsum(rng.exponential(1.0, len(unit)))))
         return self._invert(unit[unit < total])
+
+    @staticmethod
+    def _first_draw(total: float) -> int:
+        """How many unit-rate arrivals ``until`` draws at first: ten standard deviations past the expected count."""
+        return int(total + 10 * math.sqrt(total) + 16)
+
+    def until_chunks(self, duration, rng, size=CHUNK):
+        check_duration(duration)
+        size = check_chunk(size)
+        total = self.expected_count(duration)
+        start = copy.deepcopy(rng)
+        n = sum(len(unit) for unit in self._units_until(total, copy.deepcopy(start), size))
+        return n, lambda: (self._invert(unit) for unit in self._units_until(total, copy.deepcopy(start), size))
+
+    def _units_until(self, total: float, rng: np.random.Generator, size: int) -> Iterator[np.ndarray]:
+        """``until``'s unit-rate times below ``total`` in pieces, with its very additions: its first draw summed
+        from 0, then each further draw (as long as all before it) summed and added to the last time before it."""
+        block, drawn, base = self._first_draw(total), 0, 0.0
+        while True:
+            carry = 0.0
+            for a in range(0, block, size):
+                sums = np.cumsum(np.concatenate(([carry], rng.exponential(1.0, min(size, block - a)))))[1:]
+                carry = sums[-1]
+                unit = base + sums  # 0.0 + x is x: the first draw's plain cumulative sum
+                inside = unit[unit < total]  # a prefix: the times never decrease
+                if len(inside):
+                    yield inside
+                if len(inside) < len(unit):
+                    return
+            base += carry  # the draw's last time, as ``until`` reads it from ``unit[-1]``
+            drawn += block
+            block = drawn
 
     def describe(self) -> dict:
         return {"kind": "piecewise", "segments": [[float(s), float(r)] for s, r in zip(self.starts, self.rates)]}

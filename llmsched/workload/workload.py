@@ -96,9 +96,9 @@ class Workload:
 
     def source(self, chunk: int = CHUNK) -> "StreamedOpenLoop":
         """The simulator's source: the columns of ``columns()`` drawn ``chunk`` requests at a time as the run
-        reaches them, so memory does not grow with the number of requests. With a duration, a renewal process
-        first counts its arrivals in one pass; a rate schedule's arrival times and a trace's are held whole (8
-        bytes a request), the other columns are drawn in chunks."""
+        reaches them, so memory does not grow with the number of requests. With a duration the arrivals are first
+        counted in one pass; a trace's arrival times (and those of a schedule ending at rate 0, given a count) are
+        held whole, 8 bytes a request, the other columns drawn in chunks."""
         chunk = check_chunk(chunk)
         if self.num_requests is not None:
             n = self.num_requests
