@@ -186,7 +186,7 @@ def test_pab_router_decrements_its_view_until_the_next_report():
 
 def test_vllm_dp_router_scores_waiting_four_times_running():
     def rep(w, r):
-        return SimpleNamespace(view=SimpleNamespace(waiting=[0] * w, running=[0] * r, swapped=[]))
+        return SimpleNamespace(view=SimpleNamespace(waiting=[0] * w, running=[0] * r, num_running=r, swapped=[]))
     reps = [rep(1, 0), rep(0, 3), rep(0, 5)]      # scores 4, 3, 5
     router = make_router("vllm-dp")
     assert router.route(Request(0, 0.0, 10, 5), reps, None) == 1
