@@ -216,12 +216,15 @@ class Replica:
                        0, n, 0)
         if self.config.check_invariants:
             self.check()
-        # start_step: the same plan again
+        # start_step: the same plan again (no idle gap, no swap-in: _duration's terms are zero; sum_step_time of no
+        # prefills is decode_sum_time)
         kv.free -= need
         decode_sum = g.context_sum
         self._row = (0, 0, n, decode_sum)
         self.wake_at = None
-        duration = self._duration(self.batch_time.sum_step_time([], [], n, decode_sum) + 0.0 + self._swap_time, now)
+        duration = self.batch_time.decode_sum_time(n, decode_sum)
+        if not duration > 0:
+            raise ValueError(f"batch-time model {self.batch_time.name!r} returned {duration} s for a step")
         self._step_start = now
         self.step_end = now + duration
         if until is not None and self.step_end < until:

@@ -105,7 +105,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
             seq += 1
         drain(rep, t)
 
-    heappop = heapq.heappop
+    heappop, heappush = heapq.heappop, heapq.heappush
     while heap or pending is not None:
         if pending is not None and (not heap or pending.arrival <= heap[0][0]):
             t, kind, x = pending.arrival, ARRIVAL, pending
@@ -122,10 +122,14 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
                 break
         now = t
         if kind == STEP_END:
-            if x.end_and_repeat(t, next_event(), horizon):  # the commonest step: nothing to decide
-                heapq.heappush(heap, (x.step_end, seq, STEP_END, x))
+            until = pending.arrival if pending is not None else math.inf  # next_event(), inline: the commonest
+            if heap and heap[0][0] < until:                                  # step ends and starts here
+                until = heap[0][0]
+            if x.end_and_repeat(t, until, horizon):  # nothing to decide
+                heappush(heap, (x.step_end, seq, STEP_END, x))
                 seq += 1
-                drain(x, t)  # requests a fold past finishes completed
+                if x.completed:
+                    drain(x, t)  # requests a fold past finishes completed
                 if stream and shared_steps.full:
                     shared_steps.flush(log.end_max)
                 continue
