@@ -23,7 +23,7 @@ from llmsched.sim.simulator import simulate
 
 from test_fast_forward import WORKLOADS, _files
 
-GROUP_POLICIES = ("sarathi", "sarathi-spf", "vllm-chunked", "vllm")
+GROUP_POLICIES = ("sarathi", "sarathi-spf", "vllm-chunked", "vllm", "orca")
 MORE = {
     "tight-kv-short-outputs": dict(workload="azure-conv", rate=6.0, num_requests=150, num_blocks=120,
                                    max_model_len=1500),

@@ -22,21 +22,33 @@ class Orca(Scheduler):
 
     name = "orca"
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
+    plans_decode_group = True  # every decode-phase request decodes: the group, with the others' prompts
     source = ("Orca (Yu et al., OSDI'22), iteration-level scheduling; as set in seed 001 §1.6 "
               "(Vidur's Orca: hybrid batches, no chunking, reserve max_model_len, no eviction)")
     chunks_prompts = False
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()
-        for r in view.running:
-            if r.num_generated and r.num_computed + 1 == r.prompt_len + r.num_generated:
-                plan.decodes.append(r)
-            else:  # admitted earlier, prompt left over (cannot happen unchunked, kept for safety)
-                plan.prefills.append((r, r.prompt_len + r.num_generated - r.num_computed))
+        group = view.decode_group
+        if group is not None and group.size:  # the same plan, from the group's totals
+            plan.decode_group = True
+            others = group.partials
+            tokens = group.size
+        else:
+            others = []
+            for r in view.running:
+                if r.num_generated and r.num_computed + 1 == r.prompt_len + r.num_generated:
+                    plan.decodes.append(r)
+                else:
+                    others.append(r)
+            tokens = len(plan.decodes)
+        for r in others:  # admitted earlier, prompt left over (cannot happen unchunked, kept for safety)
+            n = r.prompt_len + r.num_generated - r.num_computed
+            plan.prefills.append((r, n))
+            tokens += n
         per_request = view.blocks_for(view.max_model_len)
         cap = max(1, min(view.max_num_seqs, view.total_blocks // per_request))  # one always fits alone
-        seats = cap - len(view.running)
-        tokens = plan.num_tokens
+        seats = cap - view.num_running
         for r in view.waiting:
             n = r.prompt_len + r.num_generated
             if n > view.max_num_batched_tokens:
