@@ -151,6 +151,7 @@ def test_group_accounting_matches_writing_every_step():
             assert (r.num_computed, r.num_generated, list(r.token_times)) == tuple(exact.pop(r))
             assert r.num_generated == r.output_len and r.last_token == end
         assert len(g.members) == len(exact)
+        assert all(k > g.clock for k in g.due), "finish times already passed are kept"
     for r in list(g.members):
         g.settle(r)
         assert (r.num_computed, r.num_generated, list(r.token_times)) == tuple(exact[r])

@@ -120,6 +120,9 @@ class DecodeGroup:
         if done:
             for r in done:
                 self.leave_finished(r)
+        due = self.due
+        while due and due[0] <= clock:  # passed: keeps the heap to the keys still ahead in a run that never folds
+            heapq.heappop(due)
         if len(self.ends) >= 2 * TRIM_AT:
             self.trim()
         return done or []
