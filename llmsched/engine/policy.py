@@ -17,6 +17,8 @@ class Policy(Protocol):
     needs_oracle: bool
     recompute_only: bool
     steady_decodes: bool
+    steady_after_finishes: bool
+    plans_decode_group: bool
 
     def schedule(self, view: ReplicaView) -> BatchPlan: ...
 
