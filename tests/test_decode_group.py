@@ -14,14 +14,13 @@ import pytest
 
 from llmsched.engine.decode_group import DecodeGroup
 from llmsched.engine.replica import Replica
-from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
+from llmsched.experiment import RunConfig
 from llmsched.request import Request
 from llmsched.routers import ROUTERS, Router
 from llmsched.schedulers.base import Scheduler
 from llmsched.schedulers.registry import create_scheduler
-from llmsched.sim.simulator import simulate
 
-from test_fast_forward import WORKLOADS, _files
+from test_fast_forward import WORKLOADS, _checked_run, _files
 
 GROUP_POLICIES = ("sarathi", "sarathi-spf", "vllm-chunked", "vllm", "orca")
 MORE = {
@@ -31,14 +30,6 @@ MORE = {
     "small-budget": dict(workload="sharegpt", rate=6.0, num_requests=60, max_num_batched_tokens=64,
                          max_num_seqs=96, num_blocks=2000),
 }
-
-
-def _checked_run(cfg: RunConfig):
-    source = build_source(cfg)
-    replicas = build_replicas(cfg, workload_params(cfg, source))
-    for rep in replicas:
-        rep.config = dataclasses.replace(rep.config, check_invariants=True)
-    return simulate(source, replicas, horizon=cfg.horizon), replicas
 
 
 @pytest.mark.parametrize("workload", [*WORKLOADS, *MORE])

@@ -130,15 +130,20 @@ def test_kv_limit_and_horizon_stop_a_run_exactly(num_blocks, tmp_path):
     assert _files(cfg, tmp_path, "a") == _files(dataclasses.replace(cfg, fast_forward=False), tmp_path, "b")
 
 
-def test_invariants_hold_after_every_fast_forward():
-    cfg = RunConfig(scheduler="sarathi", workload="sharegpt", rate=2.0, num_requests=40, seed=4, num_blocks=400)
+def _checked_run(cfg: RunConfig):
+    """``cfg``'s run with the full accounting check after every step: (result, replicas)."""
     from llmsched.experiment import build_replicas, build_source, workload_params
     from llmsched.sim.simulator import simulate
     source = build_source(cfg)
     replicas = build_replicas(cfg, workload_params(cfg, source))
     for rep in replicas:
         rep.config = dataclasses.replace(rep.config, check_invariants=True)
-    result = simulate(source, replicas)
+    return simulate(source, replicas, horizon=cfg.horizon), replicas
+
+
+def test_invariants_hold_after_every_fast_forward():
+    cfg = RunConfig(scheduler="sarathi", workload="sharegpt", rate=2.0, num_requests=40, seed=4, num_blocks=400)
+    result, replicas = _checked_run(cfg)
     assert len(result.requests) == 40 and replicas[0].num_steps == len(result.steps)
 
 
@@ -190,13 +195,7 @@ def test_invariants_hold_when_runs_fold_past_finishes(name, num_blocks, tmp_path
     """Short outputs and few blocks: finishes free blocks mid-run and later decodes need them."""
     cfg = RunConfig(scheduler=name, workload="azure-conv", rate=6.0, num_requests=150, seed=12, num_blocks=num_blocks,
                     max_model_len=1500)
-    from llmsched.experiment import build_replicas, build_source, workload_params
-    from llmsched.sim.simulator import simulate
-    source = build_source(cfg)
-    replicas = build_replicas(cfg, workload_params(cfg, source))
-    for rep in replicas:
-        rep.config = dataclasses.replace(rep.config, check_invariants=True)
-    result = simulate(source, replicas)
+    result, replicas = _checked_run(cfg)
     assert len(result.requests) == 150 and replicas[0].num_steps == len(result.steps)
     assert replicas[0].quiet_finishes and replicas[0].scheduler.steady_after_finishes
     assert _files(cfg, tmp_path, "a") == _files(dataclasses.replace(cfg, fast_forward=False), tmp_path, "b")

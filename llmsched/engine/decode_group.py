@@ -88,18 +88,13 @@ class DecodeGroup:
             r.lag = self.clock
 
     def leave(self, r) -> None:
-        """``r`` leaves the group, its fields exact."""
-        self.settle(r)
-        del self.members[r]
-        self.size -= 1
-        self.hist[(r.num_computed - self.clock) % self.block_size] -= 1
-        self.context_sum -= r.num_computed + 1
-        f = self.clock + r.output_len - r.num_generated
+        """``r`` leaves the group before its last token, its fields exact."""
+        f = r.lag + r.output_len - r.num_generated  # its finish clock (fields as of its lag)
         at = self.finish_at[f]
         at.remove(r)
         if not at:
             del self.finish_at[f]
-        r.lag = -1
+        self.leave_finished(r)
 
     def dissolve(self) -> None:
         """Settle every member and forget the group (the replica then runs on exact fields)."""
@@ -128,6 +123,7 @@ class DecodeGroup:
         return done or []
 
     def leave_finished(self, r) -> None:
+        """``r``, already out of ``finish_at``, leaves the group, its fields exact."""
         self.settle(r)
         del self.members[r]
         self.size -= 1
