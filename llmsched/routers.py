@@ -1,6 +1,7 @@
 """Routers: which replica takes each arrival (the cluster-level, 'global' scheduler)."""
 from __future__ import annotations
 
+import heapq
 from typing import Callable
 
 import numpy as np
@@ -13,8 +14,15 @@ class Router:
     name = "?"
     summary = ""
 
+    def begin(self, replicas: list[Replica]) -> None:
+        """A run over ``replicas`` starts (the simulator calls it before the first arrival)."""
+
     def route(self, req: Request, replicas: list[Replica], rng: np.random.Generator) -> int:
         raise NotImplementedError
+
+    def left(self, index: int, count: int) -> None:
+        """``count`` requests left replica ``index`` (finished or rejected): the simulator reports every request
+        that leaves, so a router may keep its own per-replica counts instead of scanning the replicas."""
 
 
 class RandomRouter(Router):
@@ -39,11 +47,45 @@ class RoundRobin(Router):
 
 
 class LeastOutstanding(Router):
+    """The replica with the fewest requests waiting, running or swapped, the lowest index among equals.
+
+    An index instead of a scan: the counts are kept from what this router sends and what the simulator reports
+    leaving (``left``), in a heap of (count, replica) entries whose stale ones (a count since changed) are dropped
+    when they reach the top, so an arrival costs O(log replicas) rather than a pass over every replica. A request
+    preempted or swapped stays outstanding, so arrivals and departures are the only changes."""
+
     name = "least-outstanding"
     summary = "fewest requests waiting, running or swapped (ties to the lowest index)"
 
+    def __init__(self):
+        self.counts: list[int] = []
+        self.heap: list[tuple[int, int]] = []
+
+    def begin(self, replicas):
+        self.counts = [r.num_outstanding for r in replicas]
+        self.heap = [(c, i) for i, c in enumerate(self.counts)]
+        heapq.heapify(self.heap)
+
     def route(self, req, replicas, rng):
-        return min(range(len(replicas)), key=lambda i: replicas[i].num_outstanding)
+        counts, heap = self.counts, self.heap
+        if len(counts) != len(replicas):
+            raise RuntimeError(f"router {self.name}: begin() was given {len(counts)} replicas, route() "
+                               f"{len(replicas)}; call begin(replicas) when a run starts")
+        while heap[0][0] != counts[heap[0][1]]:  # stale: that replica's count changed since
+            heapq.heappop(heap)
+        c, i = heap[0]
+        assert replicas[i].num_outstanding == c, f"router {self.name}: count of replica {i} out of date"
+        counts[i] = c + 1
+        heapq.heapreplace(heap, (c + 1, i))
+        return i
+
+    def left(self, index, count):
+        c = self.counts[index] = self.counts[index] - count
+        heap = self.heap
+        heapq.heappush(heap, (c, index))
+        if len(heap) > 4 * len(self.counts) + 64:  # stale entries below the top: rebuild from the counts
+            heap[:] = [(c, i) for i, c in enumerate(self.counts)]
+            heapq.heapify(heap)
 
 
 class LeastLoad(Router):

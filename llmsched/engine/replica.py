@@ -99,6 +99,7 @@ class Replica:
         self.swapped: list[Request] = []
         self.completed: list[Request] = []  # finished or rejected since the caller last drained it
         self.steps = steps if steps is not None else StepLog()
+        self._add_row = self.steps.add
         self.view = ReplicaView(self)
         self.now = 0.0
         self.busy = False
@@ -229,14 +230,23 @@ class Replica:
         self.num_steps += 1
         self.busy_time += duration
         self.recent_steps.append(duration)
-        self.steps.add(self.index, self._step_start, duration, 0, 0, n, self._row[3], kv.total - kv.free, kv.total,
-                       0, n, 0)
+        self._add_row(self.index, self._step_start, duration, 0, 0, n, self._row[3], kv.total - kv.free, kv.total,
+                      0, n, 0)
         if self.config.check_invariants:
             self.check()
+        # start_step: the same plan again (_relaunch_group written out; _step_preempted and _swap_time are 0 after
+        # any launch, and no wake term applies at the end of the previous step)
         self.wake_at = None
-        self._step_start = now  # start_step: the same plan again
-        self.step_end = now + self._relaunch_group(now)
-        if until is not None and self.step_end < until:
+        self._step_start = now
+        kv.free -= need  # the group's blocks_needed at the new clock
+        self._plan = self._repeat_plan
+        context = g.context_sum
+        self._row = (0, 0, n, context)
+        duration = self.batch_time.decode_sum_time(n, context)
+        if not duration > 0:
+            self._duration(duration, now)  # raises
+        end = self.step_end = now + duration
+        if until is not None and end < until:
             fast_forward_group(self, until, horizon, self.quiet_finishes and self._folds_finishes)
         return True
 
@@ -707,7 +717,7 @@ class Replica:
         self.recent_steps.append(duration)
         kv = self.kv
         new, prefills, decodes, context = self._row
-        self.steps.add(self.index, self._step_start, duration, new, prefills, decodes, context,
+        self._add_row(self.index, self._step_start, duration, new, prefills, decodes, context,
                        kv.total - kv.free, kv.total, len(self.waiting), len(self.running), self._step_preempted)
 
     def check(self) -> None:

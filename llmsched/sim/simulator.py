@@ -68,6 +68,9 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     on_done = source.on_done
     for rep in replicas:  # completions that add no event let a replica fold decode runs past them
         rep.quiet_finishes = not getattr(source, "done_adds_requests", True)
+    for i, rep in enumerate(replicas):  # a router answers a position; requests and logs carry the index
+        if rep.index != i:
+            raise ValueError(f"replicas[{i}] has index {rep.index}: give simulate replicas indexed 0..n-1 in order")
     shared_steps = replicas[0].steps
     for rep in replicas:
         if rep.steps is not shared_steps:
@@ -76,10 +79,15 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     if stream != getattr(shared_steps, "streamed", False):
         raise ValueError("a streamed run needs both a RequestStream log and replicas sharing a StepStream")
 
+    router.begin(replicas)
+    router_left = router.left
+
     def drain(rep: Replica, t: float):
+        """Record the requests ``rep`` completed (callers check ``rep.completed`` first: the common case is none)."""
         done = rep.completed
         if done:
             rep.completed = []
+            router_left(rep.index, len(done))
             if bar is not None:
                 bar.update(len(done))
             for r in done:
@@ -103,9 +111,10 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         elif rep.wake_at is not None:
             heapq.heappush(heap, (rep.wake_at, seq, WAKE, rep))
             seq += 1
-        drain(rep, t)
+        if rep.completed:
+            drain(rep, t)
 
-    heappop, heappush = heapq.heappop, heapq.heappush
+    heappop, heapreplace = heapq.heappop, heapq.heapreplace
     while heap or pending is not None:
         if pending is not None and (not heap or pending.arrival <= heap[0][0]):
             t, kind, x = pending.arrival, ARRIVAL, pending
@@ -116,32 +125,46 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
                 raise ValueError(f"source {type(source).__name__}: initial() must give requests in arrival "
                                  f"order; request {pending.id} arrives at {pending.arrival} after one at {t}")
         else:
-            t, _, kind, x = heappop(heap)
+            top = heap[0]
+            t = top[0]
             if horizon is not None and t > horizon:
-                heapq.heappush(heap, (t, -1, kind, x))
                 break
+            kind, x = top[2], top[3]
+            if kind == STEP_END:
+                # the commonest event: a step ends and the same plan starts again. The next event after this one
+                # (next_event(), inline) is the pending arrival or a child of the heap's root; the new end
+                # replaces the root in one sift (the same order as a pop and a push: every key is unique).
+                until = pending.arrival if pending is not None else math.inf
+                size = len(heap)
+                if size > 1:
+                    second = heap[1][0]
+                    if size > 2 and heap[2][0] < second:
+                        second = heap[2][0]
+                    if second < until:
+                        until = second
+                if x.end_and_repeat(t, until, horizon):  # nothing to decide
+                    now = t
+                    heapreplace(heap, (x.step_end, seq, STEP_END, x))
+                    seq += 1
+                    if x.completed:
+                        drain(x, t)  # requests a fold past finishes completed
+                    if stream and shared_steps.full:
+                        shared_steps.flush(log.end_max)
+                    continue
+            heappop(heap)
         now = t
         if kind == STEP_END:
-            until = pending.arrival if pending is not None else math.inf  # next_event(), inline: the commonest
-            if heap and heap[0][0] < until:                                  # step ends and starts here
-                until = heap[0][0]
-            if x.end_and_repeat(t, until, horizon):  # nothing to decide
-                heappush(heap, (x.step_end, seq, STEP_END, x))
-                seq += 1
-                if x.completed:
-                    drain(x, t)  # requests a fold past finishes completed
-                if stream and shared_steps.full:
-                    shared_steps.flush(log.end_max)
-                continue
             x.end_step(t)
-            drain(x, t)
+            if x.completed:
+                drain(x, t)
             start(x, t)
             if stream and shared_steps.full:
                 shared_steps.flush(log.end_max)
         elif kind == ARRIVAL:
             rep = replicas[router.route(x, replicas, rng)]
             rep.add(x, t)
-            drain(rep, t)
+            if rep.completed:
+                drain(rep, t)
             if not rep.busy and ((heap and heap[0][0] == t) or (pending is not None and pending.arrival == t)):
                 # more events at this instant: decide once they are all in (a burst forms one batch)
                 heapq.heappush(heap, (t, seq, WAKE, rep))

@@ -1,0 +1,81 @@
+"""The least-outstanding router keeps an index (counts from what it routes and what leaves) instead of scanning
+the replicas: it must pick, at every arrival, exactly what a scan of ``num_outstanding`` picks."""
+import numpy as np
+import pytest
+
+from llmsched.engine.replica import Replica, ReplicaConfig
+from llmsched.metrics.steps import StepLog
+from llmsched.request import Request
+from llmsched.routers import LeastOutstanding, Router
+from llmsched.schedulers.registry import create_scheduler
+from llmsched.sim.simulator import simulate
+from llmsched.workload.lengths import Uniform
+from llmsched.workload.workload import ClosedLoop
+
+from conftest import AffineStepTime, ListSource, make_requests
+
+
+class ScanningCheck(LeastOutstanding):
+    """The indexed router, checked at every arrival against the scan it replaces (ties to the lowest index)."""
+
+    def __init__(self):
+        super().__init__()
+        self.routed = 0
+
+    def route(self, req, replicas, rng):
+        scan = min(range(len(replicas)), key=lambda i: replicas[i].num_outstanding)
+        got = super().route(req, replicas, rng)
+        assert got == scan, (req.id, got, scan, [r.num_outstanding for r in replicas])
+        self.routed += 1
+        return got
+
+
+def replicas(n, scheduler="sarathi", num_blocks=400, **cfg):
+    steps = StepLog()
+    config = ReplicaConfig(num_blocks=num_blocks, max_num_seqs=16, check_invariants=True, **cfg)
+    return [Replica(i, create_scheduler(scheduler), AffineStepTime(), config, steps) for i in range(n)]
+
+
+@pytest.mark.parametrize("scheduler", ["sarathi", "vllm", "orca", "fcfs"])
+@pytest.mark.parametrize("n", [1, 3, 8])
+def test_the_index_picks_what_a_scan_picks(scheduler, n):
+    # tight KV (preemptions) and some requests too long for the cache (rejected at arrival)
+    reqs = make_requests(300, rate=6.0 * n, prompt=(10, 1500), output=(1, 400), seed=n)
+    reqs += [Request(300 + k, reqs[40 * k].arrival, 9000, 5) for k in range(5)]
+    router = ScanningCheck()
+    simulate(ListSource(sorted(reqs, key=lambda r: r.arrival)), replicas(n, scheduler), router)
+    assert router.routed == len(reqs)
+
+
+def test_the_index_holds_in_a_closed_loop_with_swapping():
+    router = ScanningCheck()
+    source = ClosedLoop(24, Uniform(20, 1200, 1, 300), 200, seed=3)
+    simulate(source, replicas(4, preemption_mode="swap"), router)
+    assert router.routed == 200
+
+
+def test_route_before_begin_is_a_clear_error():
+    reps = replicas(2)
+    with pytest.raises(RuntimeError, match="call begin"):
+        LeastOutstanding().route(Request(0, 0.0, 10, 2), reps, np.random.default_rng(0))
+
+
+def test_every_router_is_told_what_leaves():
+    seen = []
+
+    class Counting(Router):
+        name = "counting"
+
+        def route(self, req, replicas, rng):
+            return req.id % len(replicas)
+
+        def left(self, index, count):
+            seen.append((index, count))
+
+    reqs = make_requests(120, rate=10.0)
+    reqs.append(Request(120, reqs[-1].arrival + 0.1, 9000, 5))  # rejected at arrival: leaves at once
+    simulate(ListSource(reqs), replicas(3), Counting())
+    per = np.zeros(3, int)
+    for i, c in seen:
+        per[i] += c
+    assert list(per) == [sum(1 for r in reqs if r.id % 3 == i) for i in range(3)]
