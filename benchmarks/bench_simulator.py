@@ -10,10 +10,11 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
   own load, which one replica keeps up with), vllm-chunked, ``--sketch --stream``: the logs are written during
   the run, so peak RSS should not grow from one row to the other (the baseline side runs without ``--stream``,
   which older checkouts lack; ``1m`` is slow: minutes);
-* ``replicas``: simulation CPU per step with 1, 8 and 32 replicas (round-robin, 4 req/s per replica);
-* ``running256``: simulation CPU per step in a closed loop of 256 users (ShareGPT lengths), sarathi (~80 of them
-  running: its 512-token budget binds) and vllm-chunked (~240 running); the ``running`` column is the mean over
-  steps.
+* ``replicas``: simulation CPU per step with 1, 8 and 32 replicas (round-robin, 4 req/s and 2,000 requests per
+  replica; the 1-replica row, a tenth of a second, is the median of five runs);
+* ``running256``: simulation CPU per step in a closed loop of 256 users (ShareGPT lengths, 8,000 requests),
+  sarathi (~80 of them running: its 512-token budget binds) and vllm-chunked (~240 running); the ``running``
+  column is the mean over steps; the median of three runs.
 
 ``--baseline PATH`` runs every row a second time with ``PYTHONPATH=PATH`` (e.g. a worktree of an older commit)
 and prints after/before ratios measured in the same run. The machine is shared: compare ratios, not absolutes.
@@ -45,12 +46,17 @@ import llmsched
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
 from llmsched.routers import make_router
 from llmsched.sim.simulator import simulate
-cfg = RunConfig(**json.loads(sys.argv[1]))
-source = build_source(cfg)
-replicas = build_replicas(cfg, workload_params(cfg, source))
-t0 = time.process_time()
-result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed)
-cpu = time.process_time() - t0
+spec = json.loads(sys.argv[1])
+repeat = spec.pop("repeat", 1)
+cfg = RunConfig(**spec)
+cpus = []
+for _ in range(repeat):  # a short row: the median of several runs, each on a fresh workload and replicas
+    source = build_source(cfg)
+    replicas = build_replicas(cfg, workload_params(cfg, source))
+    t0 = time.process_time()
+    result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed)
+    cpus.append(time.process_time() - t0)
+cpu = sorted(cpus)[len(cpus) // 2]
 running = result.steps.columns()["num_running"]
 print(json.dumps({"cpu_s": cpu, "steps": len(result.steps), "requests": len(result.requests),
                   "running": sum(running) / max(1, len(running)), "peak_mb": peak_mb(), "module": llmsched.__file__}))
@@ -98,7 +104,7 @@ def run_cli(argv: list[str], pythonpath: str | None) -> dict:
 
 def run_sim(cfg: dict, pythonpath: str | None) -> dict:
     """Simulation CPU seconds (``simulate`` alone: no start-up, no building of the workload and the replicas, no
-    writing) and steps of one run in a fresh process."""
+    writing) and steps of one run in a fresh process (the median of ``repeat`` runs in it, when the spec says)."""
     with tempfile.TemporaryDirectory() as scratch:
         proc = subprocess.run([sys.executable, "-c", RUN_CHILD, json.dumps(cfg)], env=child_env(pythonpath),
                               capture_output=True, text=True, cwd=scratch)
@@ -143,7 +149,7 @@ def rows(names: list[str], tmp: Path):
             for n in (1, 8, 32):
                 yield f"{n} replica(s), sarathi", "sim", {
                     "scheduler": "sarathi", "workload": "azure-conv", "rate": 4.0 * n, "num_requests": 2000 * n,
-                    "replicas": n, "router": "round-robin"}
+                    "replicas": n, "router": "round-robin", "repeat": 5 if n == 1 else 1}
         elif name == "running256":
             # 256 users, each sending its next request when the last ends: sarathi's 512-token budget keeps
             # ~80 of them running (ShareGPT prompts take most of it), vllm-chunked's 2,048 ~240 (the "running"
@@ -151,7 +157,7 @@ def rows(names: list[str], tmp: Path):
             for sched in ("sarathi", "vllm-chunked"):
                 yield f"256 users, {sched}", "sim", {
                     "scheduler": sched, "workload": "sharegpt", "concurrency": 256, "rate": None,
-                    "num_requests": 2000, "max_num_seqs": 256, "num_blocks": 200_000}
+                    "num_requests": 8000, "max_num_seqs": 256, "num_blocks": 200_000, "repeat": 3}
         else:
             raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, replicas, running256")
 
