@@ -201,10 +201,11 @@ class Replica:
                 duration = fast_forward_decodes(self, until, horizon, through)
         return duration
 
-    def end_and_repeat(self, now: float, until: float | None = None, horizon: float | None = None) -> bool:
-        """``end_step(now)`` then ``start_step(now, until, horizon)`` in one go for the commonest step of a busy
-        replica: one that decoded the whole group and nothing else, finishes no one, and will be repeated
-        (``_repeats``). False (nothing done) for any other step. Same state, row and duration as the two calls."""
+    def end_and_repeat(self, now: float) -> bool:
+        """``end_step(now)`` then ``start_step(now)`` in one go for the commonest step of a busy replica: one that
+        decoded the whole group and nothing else, finishes no one, and will be repeated (``_repeats``). False
+        (nothing done) for any other step. Same state, row and duration as the two calls; the caller folds the
+        steps that follow (``fold``) when the new one ends before its next event, as ``start_step`` would."""
         g = self.group
         plan = self._plan
         if not (self._group_step and plan.decode_group) or plan.prefills:
@@ -245,10 +246,13 @@ class Replica:
         duration = self.batch_time.decode_sum_time(n, context)
         if not duration > 0:
             self._duration(duration, now)  # raises
-        end = self.step_end = now + duration
-        if until is not None and end < until:
-            fast_forward_group(self, until, horizon, self.quiet_finishes and self._folds_finishes)
+        self.step_end = now + duration
         return True
+
+    def fold(self, until: float, horizon: float | None) -> None:
+        """After ``end_and_repeat``: the steps that would repeat and end before ``until`` (and by ``horizon``) run
+        at once, as ``start_step`` fast-forwards; the last of them is the step in flight."""
+        fast_forward_group(self, until, horizon, self.quiet_finishes and self._folds_finishes)
 
     def _ask_and_launch(self, now: float) -> float | None:
         """The policy's plan, launched; None when it has no work (``wake_at`` set if it asked to be woken)."""
