@@ -22,7 +22,7 @@ from llmsched.schedulers.registry import create_scheduler
 
 from test_fast_forward import WORKLOADS, _checked_run, _files
 
-GROUP_POLICIES = ("sarathi", "sarathi-spf", "vllm-chunked", "vllm", "orca")
+GROUP_POLICIES = ("sarathi", "sarathi-spf", "vllm-chunked", "vllm", "orca", "fcfs", "rad", "fastertransformer")
 MORE = {
     "tight-kv-short-outputs": dict(workload="azure-conv", rate=6.0, num_requests=150, num_blocks=120,
                                    max_model_len=1500),

@@ -700,6 +700,11 @@ class Replica:
                     done.append(r)
                 else:
                     g.join(r)
+            elif r.num_generated and r.num_computed + 1 == r.prompt_len + r.num_generated:
+                # a recompute one token short of its output so far: its next step is a decode (as _form_group
+                # and every policy's own pass classify it), so it decodes with the group
+                g.partials.remove(r)
+                g.join(r)
         if done:
             if len(done) > 1:
                 done.sort(key=ORDER)

@@ -24,6 +24,7 @@ class FasterTransformer(Scheduler):
 
     name = "fastertransformer"
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
+    plans_decode_group = True  # the cohort's decode step is every running request: the group, when formed
     source = ("NVIDIA FasterTransformer, request-level batching; seed 000 Algorithm 3 (App. E.1, mode labels "
               "fixed as in spec §2.3); seed 001 §1.6 (static batching, reserve max_model_len)")
     chunks_prompts = False
@@ -40,7 +41,7 @@ class FasterTransformer(Scheduler):
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()
         pending = [r for r in self._cohort if r.status is Status.WAITING]
-        if not pending and not view.running:
+        if not pending and not view.num_running:
             pending = self._cohort = self._new_cohort(view, plan)
         if pending:  # the cohort's prompts, whole, as many per step as the budget holds
             tokens = 0
@@ -50,6 +51,10 @@ class FasterTransformer(Scheduler):
                     break
                 plan.prefills.append((r, n))
                 tokens += n
+            return plan
+        group = view.decode_group
+        if group is not None and group.size and not group.partials:  # every running request is a member
+            plan.decode_group = True
             return plan
         for r in view.running:
             plan.decodes.append(r)

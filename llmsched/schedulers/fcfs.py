@@ -26,6 +26,7 @@ class FCFS(Scheduler):
 
     name = "fcfs"
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
+    plans_decode_group = True  # when every decode and unfinished prompt fits, the plan is the group plus them
     source = "seed 003 (Ao et al.) §1 Example 2 and Prop. 3: the FCFS baseline whose evictions cascade"
     chunks_prompts = False
     fit: bool = True  # preempt the newest running prompts so the plan fits; False: the replica evicts
@@ -33,7 +34,7 @@ class FCFS(Scheduler):
     def schedule(self, view) -> BatchPlan:
         plan = BatchPlan()
         budget = view.max_num_batched_tokens
-        seats = view.max_num_seqs - len(view.running)
+        seats = view.max_num_seqs - view.num_running
         need = 0
         for r in view.waiting:  # FCFS while the prompt fits the memory free now (decode growth unchecked)
             n = r.remaining_prefill
@@ -44,6 +45,20 @@ class FCFS(Scheduler):
             budget -= n
             seats -= 1
             need += blocks
+        group = view.decode_group
+        if group is not None and group.size:
+            # every running request fits the budget left (the pass below would then take them all, decodes in
+            # running order, unfinished prompts whole) and the blocks they need fit too (or the replica evicts):
+            # the same plan, from the group's totals
+            partial = group.partials
+            tokens = group.size + sum(r.remaining_prefill for r in partial)
+            if tokens <= budget:
+                grow = group.blocks_needed + sum(view.extra_blocks(r, r.prompt_len + r.num_generated)
+                                                 for r in partial)
+                if not self.fit or need + grow <= view.free_blocks:
+                    plan.decode_group = True
+                    plan.prefills.extend((r, r.remaining_prefill) for r in partial)
+                    return plan
         grow = {}
         for r in view.running:
             if budget < 1:

@@ -63,7 +63,7 @@ class _TiledBase(Scheduler):
     def _can_start(self, view: ReplicaView, active: int, t_col: int) -> bool:
         """The FCFS head may start: a seat under t*_col (and max_num_seqs), and KV for its whole prompt."""
         head = view.waiting[0]
-        if active >= min(t_col, view.max_num_seqs) or len(view.running) >= view.max_num_seqs:
+        if active >= min(t_col, view.max_num_seqs) or view.num_running >= view.max_num_seqs:
             return False
         return view.blocks_for(head.num_tokens) <= view.free_blocks - self._watermark(view)
 
@@ -89,6 +89,7 @@ class RAD(_TiledBase):
 
     name = "rad"
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
+    plans_decode_group = True  # a decode batch is every decode-phase request: the group, when its blocks fit
     source = "seed 000 (Bari, Hegde, de Veciana, POMACS 2025) §4.1 Algorithm 1, Theorem 2; spec §2.1"
     n: int = 1024
     t_row: int | None = None
@@ -108,20 +109,29 @@ class RAD(_TiledBase):
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         t_col, lcm = self._tiles(view)
-        current = self._prefilling(view)
+        group = view.decode_group  # D is the group and P's request in progress its first partial, when formed
+        if group is not None:
+            current = group.partials[0] if group.partials else None
+        else:
+            current = self._prefilling(view)
         if current is not None:  # a prefill is never interrupted (non-preemptive, Algorithm 1 lines 10-14)
             plan = self._chunk(view, current, lcm)
             if plan is not None:
                 return plan
-        decoding = [r for r in view.running if r.is_decode]
-        if not decoding and current is None:
+        decoding = None if group is not None else [r for r in view.running if r.is_decode]
+        num_decoding = group.size if group is not None else len(decoding)
+        if not num_decoding and current is None:
             self._k = 0  # D is empty: the cycle is over
-        if current is None and view.waiting and self._k < self.n and len(decoding) < t_col \
-                and self._can_start(view, len(view.running), t_col):
+        if current is None and view.waiting and self._k < self.n and num_decoding < t_col \
+                and self._can_start(view, view.num_running, t_col):
             plan = self._chunk(view, view.waiting[0], lcm)
             if plan is not None:
                 self._k += 1
                 return plan
+        if group is not None:
+            if group.blocks_needed <= view.free_blocks:  # every decode finds its block: no preemption
+                return BatchPlan(decode_group=num_decoding > 0)
+            decoding = [r for r in view.running if r.is_decode]  # settles the group: add_decodes preempts
         plan = BatchPlan()
         if decoding:
             add_decodes(view, plan, decoding)
