@@ -89,11 +89,36 @@ class LeastOutstanding(Router):
 
 
 class LeastLoad(Router):
+    """The replica whose scheduler estimates the least load (``Scheduler.load``), the lowest index among equals.
+
+    A load its policy declares ``load_from_state`` (it reads the replica's queues and requests, not the clock) is
+    kept with the replica's ``version`` and computed again only after the replica changed: with many replicas
+    most have not run a step since the last arrival."""
+
     name = "least-load"
     summary = "lowest load estimate from each replica's scheduler (Scheduler.load)"
 
+    def __init__(self):
+        self.loads: list[float] = []
+        self.versions: list[int | None] = []  # None: computed at every arrival (a load that reads the clock)
+        self.kept: list[bool] = []
+
+    def begin(self, replicas):
+        self.loads = [0.0] * len(replicas)
+        self.versions = [None] * len(replicas)
+        self.kept = [getattr(rep.scheduler, "load_from_state", False) for rep in replicas]
+
     def route(self, req, replicas, rng):
-        return min(range(len(replicas)), key=lambda i: replicas[i].scheduler.load(replicas[i].view))
+        if len(self.loads) != len(replicas):
+            self.begin(replicas)
+        loads, versions, kept = self.loads, self.versions, self.kept
+        for i, rep in enumerate(replicas):
+            v = rep.version
+            if versions[i] != v:
+                loads[i] = rep.scheduler.load(rep.view)
+                if kept[i]:
+                    versions[i] = v
+        return min(range(len(replicas)), key=loads.__getitem__)
 
 
 ROUTERS: dict[str, Callable[[], Router]] = {

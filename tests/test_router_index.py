@@ -6,7 +6,7 @@ import pytest
 from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.metrics.steps import StepLog
 from llmsched.request import Request
-from llmsched.routers import LeastOutstanding, Router
+from llmsched.routers import LeastLoad, LeastOutstanding, Router
 from llmsched.schedulers.registry import create_scheduler
 from llmsched.sim.simulator import simulate
 from llmsched.workload.lengths import Uniform
@@ -79,3 +79,41 @@ def test_every_router_is_told_what_leaves():
     for i, c in seen:
         per[i] += c
     assert list(per) == [sum(1 for r in reqs if r.id % 3 == i) for i in range(3)]
+
+
+class LoadCheck(LeastLoad):
+    """The least-load router with kept loads, checked at every arrival against every replica's load now."""
+
+    def __init__(self):
+        super().__init__()
+        self.routed = self.reused = 0
+
+    def route(self, req, replicas, rng):
+        before = list(self.versions)
+        got = super().route(req, replicas, rng)
+        fresh = [rep.scheduler.load(rep.view) for rep in replicas]
+        assert self.loads == fresh, (req.id, self.loads, fresh)
+        assert got == min(range(len(replicas)), key=fresh.__getitem__)
+        self.routed += 1
+        self.reused += sum(1 for i, rep in enumerate(replicas) if before[i] == rep.version)
+        return got
+
+
+@pytest.mark.parametrize("scheduler", ["sarathi", "vllm-chunked", "vllm", "orca", "fcfs", "rad", "slai",
+                                       "fairbatching"])
+def test_kept_loads_equal_the_loads_now(scheduler):
+    reqs = make_requests(240, rate=30.0, prompt=(10, 1500), output=(1, 400), seed=4)
+    reqs += [Request(240 + k, reqs[40 * k].arrival, 9000, 5) for k in range(5)]
+    router = LoadCheck()
+    simulate(ListSource(sorted(reqs, key=lambda r: r.arrival)), replicas(6, scheduler), router)
+    assert router.routed == len(reqs)
+    kept = create_scheduler(scheduler).load_from_state
+    assert (router.reused > 0) == kept  # loads reused where the policy allows it, never otherwise
+
+
+def test_a_new_load_is_computed_at_every_arrival_unless_declared():
+    sarathi = type(create_scheduler("sarathi"))
+    assert sarathi.load_from_state
+    assert not type("ClockLoad", (sarathi,), {"load": lambda self, view: view.now}).load_from_state
+    assert type("StateLoad", (sarathi,), {"load": lambda self, view: 1.0, "load_from_state": True}).load_from_state
+    assert not create_scheduler("fairbatching").load_from_state  # minus its PAB, which reads the clock

@@ -133,10 +133,12 @@ class Replica:
         self._steady = False  # the step that just ended decoded the whole group and nothing else
         self._group_step = False  # the step in flight was launched with the group formed (and ends through it)
         self._repeat_plan = BatchPlan(decode_group=True)  # the plan of a repeated step (read, never changed)
+        self.version = 0  # counts the calls that may change the replica's state: equal values, same state
 
     # --- arrivals ---------------------------------------------------------
     def add(self, req: Request, now: float) -> bool:
         """Queue an arrival, or reject it when it can never be served. True if queued."""
+        self.version += 1
         self.now = now
         self._arrivals += 1
         req.replica = self.index
@@ -178,6 +180,7 @@ class Replica:
         fold past finishes for a policy that declares ``steady_after_finishes``; those requests are in
         ``completed``."""
         assert not self.busy, "start_step while a step is running"
+        self.version += 1
         self.now = now
         self.wake_at = None
         if self._steady and until is not None and self._repeats(now):
@@ -217,6 +220,7 @@ class Replica:
                 or need > kv.free):
             return False
         assert self.busy and len(self.running) == g.size
+        self.version += 1
         # end_step: the group decodes, nobody finishes (g.step and _record_step written out: the hot path of a
         # multi-replica run, 5-9% of its CPU as calls; tests compare it with stepping)
         g.ends.append(now)
@@ -252,6 +256,7 @@ class Replica:
     def fold(self, until: float, horizon: float | None) -> None:
         """After ``end_and_repeat``: the steps that would repeat and end before ``until`` (and by ``horizon``) run
         at once, as ``start_step`` fast-forwards; the last of them is the step in flight."""
+        self.version += 1
         fast_forward_group(self, until, horizon, self.quiet_finishes and self._folds_finishes)
 
     def _ask_and_launch(self, now: float) -> float | None:
@@ -639,6 +644,7 @@ class Replica:
     def end_step(self, now: float) -> None:
         """The running step completes at ``now``: emit tokens, finish requests, record."""
         assert self.busy, "end_step without a running step"
+        self.version += 1
         plan = self._plan
         self.now = now
         if self._group_step:
@@ -751,6 +757,7 @@ class Replica:
 
     def stop(self, reason: str, status: Status = REJECTED) -> list[Request]:
         """End the run here: every request still queued or in flight leaves with ``status``."""
+        self.version += 1
         self.settle()
         for r in self.running:
             self.kv.release(r)

@@ -33,9 +33,14 @@ class Scheduler:
     # block crossings, the partial prompts) and reads ``view.running`` only when it takes another decision
     # (preemption, a budget that cuts decodes); the simulator then steps the group without per-request work
     plans_decode_group: ClassVar[bool] = False
+    # True: ``load(view)`` depends only on the replica's queues and requests, not on the clock, so a router may
+    # keep it until the replica next changes (``Replica.version``); a subclass with its own ``load`` declares it
+    load_from_state: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "load" in cls.__dict__ and "load_from_state" not in cls.__dict__:
+            cls.load_from_state = False
         new_rule = "schedule" in cls.__dict__ or "on_step_end" in cls.__dict__
         for name in ("steady_decodes", "steady_after_finishes", "plans_decode_group"):
             if new_rule and name not in cls.__dict__:
