@@ -117,3 +117,13 @@ def test_a_new_load_is_computed_at_every_arrival_unless_declared():
     assert not type("ClockLoad", (sarathi,), {"load": lambda self, view: view.now}).load_from_state
     assert type("StateLoad", (sarathi,), {"load": lambda self, view: 1.0, "load_from_state": True}).load_from_state
     assert not create_scheduler("fairbatching").load_from_state  # minus its PAB, which reads the clock
+
+
+def test_a_router_with_route_alone_still_runs():
+    class Bare:
+        def route(self, req, replicas, rng):
+            return req.id % len(replicas)
+
+    reqs = make_requests(60, rate=10.0)
+    result = simulate(ListSource(reqs), replicas(2), Bare())
+    assert len(result.requests) == 60

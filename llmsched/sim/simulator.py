@@ -79,8 +79,9 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     if stream != getattr(shared_steps, "streamed", False):
         raise ValueError("a streamed run needs both a RequestStream log and replicas sharing a StepStream")
 
-    router.begin(replicas)
-    router_left = router.left
+    if hasattr(router, "begin"):  # a Router; a bare object with route() alone is told nothing
+        router.begin(replicas)
+    router_left = getattr(router, "left", _nothing)
 
     def drain(rep: Replica, t: float):
         """Record the requests ``rep`` completed (callers check ``rep.completed`` first: the common case is none)."""
@@ -202,6 +203,10 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
 
 def _arrival(req) -> float:
     return req.arrival
+
+
+def _nothing(*args) -> None:
+    return None
 
 
 def _progress(enabled: bool, total: int | None):
