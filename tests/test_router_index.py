@@ -1,5 +1,8 @@
-"""The least-outstanding router keeps an index (counts from what it routes and what leaves) instead of scanning
-the replicas: it must pick, at every arrival, exactly what a scan of ``num_outstanding`` picks."""
+"""Routers that keep state instead of reading every replica at each arrival must pick what reading would.
+
+least-outstanding keeps an index (counts from what it routes and what the simulator reports leaving): at every
+arrival it must pick exactly what a scan of ``num_outstanding`` picks. least-load keeps each replica's load until
+the replica's ``version`` moves: every kept load must equal the load computed now."""
 import numpy as np
 import pytest
 
