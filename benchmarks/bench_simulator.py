@@ -12,6 +12,8 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
   which older checkouts lack; ``1m`` is slow: minutes);
 * ``replicas``: simulation CPU per step with 1, 8 and 32 replicas (round-robin, 4 req/s and 2,000 requests per
   replica; the 1-replica row, a tenth of a second, is the median of five runs);
+* ``routers``: the 32-replica row routed by ``least-outstanding`` (an index) and ``least-load`` (loads kept per
+  replica version) instead of round-robin;
 * ``running256``: simulation CPU per step in a closed loop of 256 users (ShareGPT lengths, 8,000 requests),
   sarathi (~80 of them running: its 512-token budget binds) and vllm-chunked (~240 running); the ``running``
   column is the mean over steps; the median of three runs.
@@ -19,7 +21,7 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
 ``--baseline PATH`` runs every row a second time with ``PYTHONPATH=PATH`` (e.g. a worktree of an older commit)
 and prints after/before ratios measured in the same run. The machine is shared: compare ratios, not absolutes.
 
-    python benchmarks/bench_simulator.py [--rows conv,x10,replicas,running256,200k,1m] [--baseline PATH]
+    python benchmarks/bench_simulator.py [--rows conv,x10,replicas,routers,running256,200k,1m] [--baseline PATH]
 """
 from __future__ import annotations
 
@@ -150,6 +152,11 @@ def rows(names: list[str], tmp: Path):
                 yield f"{n} replica(s), sarathi", "sim", {
                     "scheduler": "sarathi", "workload": "azure-conv", "rate": 4.0 * n, "num_requests": 2000 * n,
                     "replicas": n, "router": "round-robin", "repeat": 5 if n == 1 else 1}
+        elif name == "routers":
+            for router in ("least-outstanding", "least-load"):
+                yield f"32 replicas, {router}", "sim", {
+                    "scheduler": "sarathi", "workload": "azure-conv", "rate": 128.0, "num_requests": 64_000,
+                    "replicas": 32, "router": router}
         elif name == "running256":
             # 256 users, each sending its next request when the last ends: sarathi's 512-token budget keeps
             # ~80 of them running (ShareGPT prompts take most of it), vllm-chunked's 2,048 ~240 (the "running"
@@ -159,7 +166,7 @@ def rows(names: list[str], tmp: Path):
                     "scheduler": sched, "workload": "sharegpt", "concurrency": 256, "rate": None,
                     "num_requests": 8000, "max_num_seqs": 256, "num_blocks": 200_000, "repeat": 3}
         else:
-            raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, replicas, running256")
+            raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, replicas, routers, running256")
 
 
 def main() -> int:
