@@ -132,10 +132,18 @@ class Wait(Scheduler):
         m = len(self.n)
         queues = [[] for _ in range(m)]
         flying = [[] for _ in range(m)]
+        known = self._type.get  # type_of's memo, read inline: this runs for every request at every decision
         for r in view.waiting:
-            queues[self.type_of(r, view)].append(r)
+            j = known(r.id)
+            queues[self.type_of(r, view) if j is None else j].append(r)
+        seen = []  # the types of the running requests in order of first appearance (the grouping reserve does)
         for r in view.running:
-            flying[self.type_of(r, view)].append(r)
+            j = known(r.id)
+            if j is None:
+                j = self.type_of(r, view)
+            if not flying[j]:
+                seen.append(j)
+            flying[j].append(r)
         now, wait = view.now, self.max_wait
         full = [len(queues[j]) >= n[j] for j in range(m)]
         late = [bool(wait) and (_oldest(queues[j], flying[j]) + wait <= now) for j in range(m)]
@@ -145,8 +153,11 @@ class Wait(Scheduler):
         else:
             ready = [j for j in range(m) if full[j] or late[j]]
         if self.reserve:  # Alg. 1's types pause independently: bound memory by the sum of per-type peaks
-            batch = ProfileCohortPlan(view, self.guard_memory,
-                                      (lambda r: self.type_of(r, view)) if self.gate == "type" else None)
+            if self.gate == "type":
+                batch = ProfileCohortPlan(view, self.guard_memory, lambda r: self.type_of(r, view),
+                                          {j: flying[j] for j in seen})
+            else:
+                batch = ProfileCohortPlan(view, self.guard_memory)
         else:
             batch = CohortPlan(view, self.guard_memory)
         if self.gate == "entry":  # in-flight prompts always advance; a type waits only to enter
@@ -200,6 +211,9 @@ def _oldest(queue, flying) -> float:
     """Since when this group has waited: its oldest queued prompt's arrival or its cohort's last token."""
     t = queue[0].arrival if queue else float("inf")
     for r in flying:
-        last = r.last_token if r.last_token == r.last_token else r.arrival
-        t = min(t, last)
+        last = r.last_token
+        if last != last:  # NaN: no token yet
+            last = r.arrival
+        if last < t:
+            t = last
     return t
