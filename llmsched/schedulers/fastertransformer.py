@@ -10,6 +10,8 @@ from .base import Scheduler
 from .registry import register
 from .whole_prompt import too_long
 
+WAITING = Status.WAITING
+
 
 @register
 @dataclass
@@ -40,7 +42,7 @@ class FasterTransformer(Scheduler):
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()
-        pending = [r for r in self._cohort if r.status is Status.WAITING]
+        pending = [r for r in self._cohort if r.status is WAITING]
         if not pending and not view.num_running:
             pending = self._cohort = self._new_cohort(view, plan)
         if pending:  # the cohort's prompts, whole, as many per step as the budget holds
