@@ -34,8 +34,8 @@ class RequestLog:
         self._cols = {name: array("d") for name in FLOAT_FIELDS}
         self._cols.update({name: array("q") for name in INT_FIELDS})
         # record() appends a row through these bound methods (the columns are emptied in place, never replaced)
-        self._append = tuple(self._cols[name].append for name in RECORD_ORDER)
         self._append_now = tuple(self._cols[name].append for name in RECORD_ORDER if name not in GAP_FIELDS)
+        self._append_gap = tuple(self._cols[name].append for name in GAP_FIELDS)
         self.tiers: list[str] = []
         self._tier_index: dict[str, int] = {}
         self._gaps = array("d")
@@ -71,56 +71,6 @@ class RequestLog:
         times = r.token_times
         finished = r.status is Status.FINISHED
         tbt = r.slo.tbt
-        if self.keep_gaps:
-            self._record_deferred(r, tier, times, finished, tbt)
-            return
-        if len(times) > 1:
-            t = np.frombuffer(times, dtype=np.float64)
-            gaps = t[1:] - t[:-1]  # np.diff's own arithmetic, without its call overhead
-            num_gaps = len(gaps)
-            max_gap = float(gaps.max())
-            misses = int(np.count_nonzero(gaps > tbt)) if tbt is not None else 0
-        else:
-            gaps, num_gaps, max_gap, misses = None, 0, math.nan, 0
-        slo = r.slo
-        (a_id, a_replica, a_tier, a_status, a_prompt, a_output, a_generated, a_preemptions, a_gaps, a_misses,
-         a_offset, a_arrival, a_scheduled, a_first, a_finish, a_ttft, a_tpot, a_e2e, a_max_gap, a_ttft_slo,
-         a_tbt_slo, a_tpot_slo) = self._append
-        a_id(r.id)
-        a_replica(r.replica)
-        a_tier(tier)
-        a_status(int(r.status))
-        a_prompt(r.prompt_len)
-        a_output(r.output_len)
-        a_generated(r.num_generated)
-        a_preemptions(r.preemptions)
-        a_gaps(num_gaps)
-        a_misses(misses)
-        a_offset(len(self._gaps))
-        a_arrival(r.arrival)
-        a_scheduled(r.first_scheduled)
-        a_first(r.first_token)
-        a_finish(r.finish)
-        a_ttft(r.first_token - r.arrival)
-        a_tpot((times[-1] - times[0]) / (r.output_len - 1) if finished and r.output_len > 1 else math.nan)
-        a_e2e(r.finish - r.arrival if finished else math.nan)
-        a_max_gap(max_gap)
-        a_ttft_slo(math.nan if slo.ttft is None else float(slo.ttft))
-        a_tbt_slo(math.nan if tbt is None else float(tbt))
-        a_tpot_slo(math.nan if slo.tpot is None else float(slo.tpot))
-        if r.status is not Status.FINISHED and r.reject_reason:
-            self.reasons[r.id] = r.reject_reason
-        if gaps is None:
-            return
-        sk = self.sketches.get(r.tier.name)
-        if sk is None:
-            sk = self.sketches[r.tier.name] = QuantileSketch()
-        sk.add_many(gaps, owned=True, peak=max_gap)  # gaps is this call's own array
-        r.token_times = array("d")  # the run keeps no per-token data in sketch mode
-
-    def _record_deferred(self, r: Request, tier: int, times: array, finished: bool, tbt) -> None:
-        """``record`` keeping the gaps: every column but GAP_FIELDS now, those for a batch of requests at once
-        (``_settle``: a few numpy calls per batch instead of per request, the same values)."""
         slo = r.slo
         (a_id, a_replica, a_tier, a_status, a_prompt, a_output, a_generated, a_preemptions, a_arrival, a_scheduled,
          a_first, a_finish, a_ttft, a_tpot, a_e2e, a_ttft_slo, a_tbt_slo, a_tpot_slo) = self._append_now
@@ -144,10 +94,31 @@ class RequestLog:
         a_tpot_slo(math.nan if slo.tpot is None else float(slo.tpot))
         if r.status is not Status.FINISHED and r.reject_reason:
             self.reasons[r.id] = r.reject_reason
-        self._pending_times.append(times)
-        self._pending_tbt.append(math.inf if tbt is None else tbt)  # no target: no gap exceeds it
-        if len(self._pending_times) >= SETTLE_BATCH:
-            self._settle()
+        if self.keep_gaps:  # the gap columns for a batch of requests at once (_settle: the same values)
+            self._pending_times.append(times)
+            self._pending_tbt.append(math.inf if tbt is None else tbt)  # no target: no gap exceeds it
+            if len(self._pending_times) >= SETTLE_BATCH:
+                self._settle()
+            return
+        # sketch mode: each request's gaps now, into its tier's sketch (whose mean sums them request by request)
+        a_gaps, a_misses, a_offset, a_max_gap = self._append_gap
+        a_offset(len(self._gaps))
+        if len(times) < 2:
+            a_gaps(0)
+            a_misses(0)
+            a_max_gap(math.nan)
+            return
+        t = np.frombuffer(times, dtype=np.float64)
+        gaps = t[1:] - t[:-1]  # np.diff's own arithmetic, without its call overhead
+        max_gap = float(gaps.max())
+        a_gaps(len(gaps))
+        a_misses(int(np.count_nonzero(gaps > tbt)) if tbt is not None else 0)
+        a_max_gap(max_gap)
+        sk = self.sketches.get(r.tier.name)
+        if sk is None:
+            sk = self.sketches[r.tier.name] = QuantileSketch()
+        sk.add_many(gaps, owned=True, peak=max_gap)  # gaps is this call's own array
+        r.token_times = array("d")  # the run keeps no per-token data in sketch mode
 
     def _settle(self) -> None:
         """The gap columns of the pending requests, in record order: each request's gaps are the differences of
