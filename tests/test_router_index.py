@@ -130,3 +130,9 @@ def test_a_router_with_route_alone_still_runs():
     reqs = make_requests(60, rate=10.0)
     result = simulate(ListSource(reqs), replicas(2), Bare())
     assert len(result.requests) == 60
+
+
+def test_replicas_out_of_order_are_a_clear_error():
+    reps = replicas(2)
+    with pytest.raises(ValueError, match=r"replicas\[0\] has index 1.*indexed 0..n-1"):
+        simulate(ListSource(make_requests(5)), reps[::-1], LeastOutstanding())

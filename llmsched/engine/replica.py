@@ -239,18 +239,9 @@ class Replica:
                       0, n, 0)
         if self.config.check_invariants:
             self.check()
-        # start_step: the same plan again (_relaunch_group written out; _step_preempted and _swap_time are 0 after
-        # any launch, and no wake term applies at the end of the previous step)
-        self.wake_at = None
+        self.wake_at = None  # start_step: the same plan again
         self._step_start = now
-        kv.free -= need  # the group's blocks_needed at the new clock
-        self._plan = self._repeat_plan
-        context = g.context_sum
-        self._row = (0, 0, n, context)
-        duration = self.batch_time.decode_sum_time(n, context)
-        if not duration > 0:
-            self._duration(duration, now)  # raises
-        self.step_end = now + duration
+        self.step_end = now + self._relaunch_group(now)
         return True
 
     def fold(self, until: float, horizon: float | None) -> None:

@@ -136,14 +136,9 @@ class Wait(Scheduler):
         for r in view.waiting:
             j = known(r.id)
             queues[self.type_of(r, view) if j is None else j].append(r)
-        seen = []  # the types of the running requests in order of first appearance (the grouping reserve does)
         for r in view.running:
             j = known(r.id)
-            if j is None:
-                j = self.type_of(r, view)
-            if not flying[j]:
-                seen.append(j)
-            flying[j].append(r)
+            flying[self.type_of(r, view) if j is None else j].append(r)
         now, wait = view.now, self.max_wait
         full = [len(queues[j]) >= n[j] for j in range(m)]
         late = [bool(wait) and (_oldest(queues[j], flying[j]) + wait <= now) for j in range(m)]
@@ -155,7 +150,7 @@ class Wait(Scheduler):
         if self.reserve:  # Alg. 1's types pause independently: bound memory by the sum of per-type peaks
             if self.gate == "type":
                 batch = ProfileCohortPlan(view, self.guard_memory, lambda r: self.type_of(r, view),
-                                          {j: flying[j] for j in seen})
+                                          {j: flying[j] for j in range(m) if flying[j]})
             else:
                 batch = ProfileCohortPlan(view, self.guard_memory)
         else:

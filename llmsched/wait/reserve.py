@@ -71,7 +71,8 @@ class ProfileCohortPlan(CohortPlan):
 
     def __init__(self, view, guard: bool = True, type_of: Callable[[Request], int] | None = None,
                  groups: dict[int, list[Request]] | None = None):
-        """``groups``: the running requests by type (``type_of``), when the caller has them already."""
+        """``groups``: the running requests by type (``type_of``), when the caller has them already (in any
+        order of types: every profile and peak is a whole number of tokens, so their sum does not depend on it)."""
         super().__init__(view, guard)
         self.capacity = view.total_blocks * view.block_size
         self.slack = view.block_size - 1
