@@ -13,6 +13,14 @@ from .request import Request
 class Router:
     name = "?"
     summary = ""
+    # route() reads no replica state (only the request, its own counter and the run's random draws, in arrival
+    # order): the simulator may then route arrivals before the replicas reach them and run each replica alone
+    routes_ahead = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "route" in cls.__dict__ and "routes_ahead" not in cls.__dict__:
+            cls.routes_ahead = False  # a new rule must declare it again
 
     def begin(self, replicas: list[Replica]) -> None:
         """A run over ``replicas`` starts (the simulator calls it before the first arrival)."""
@@ -28,6 +36,7 @@ class Router:
 class RandomRouter(Router):
     name = "random"
     summary = "uniformly random replica (seed 000 §4.1: with RAD, throughput-optimal)"
+    routes_ahead = True
 
     def route(self, req, replicas, rng):
         return int(rng.integers(len(replicas)))
@@ -36,6 +45,7 @@ class RandomRouter(Router):
 class RoundRobin(Router):
     name = "round-robin"
     summary = "every r-th request to the same replica (seed 000's multi-replica script)"
+    routes_ahead = True
 
     def __init__(self):
         self.next = 0

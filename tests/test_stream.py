@@ -22,6 +22,7 @@ WORKLOADS = {
     "swap": dict(workload="sharegpt", rate=12.0, num_requests=60, num_blocks=300, preemption_mode="swap"),
     "replicas-tiers": dict(workload="azure-conv", rate=25.0, num_requests=100, replicas=4, router="least-load",
                            tiers="paid:ttft=1:tbt=0.1:share=0.3,free:ttft=5:tbt=0.5"),
+    "replicas-lanes": dict(workload="azure-conv", rate=25.0, num_requests=100, replicas=3, router="round-robin"),
     "closed-loop": dict(workload="sharegpt", concurrency=16, num_requests=60, rate=None, num_blocks=800),
     "horizon": dict(workload="azure-conv", rate=8.0, num_requests=100, horizon=6.0, num_blocks=600),
     "rejects": dict(workload="sharegpt", rate=4.0, num_requests=60, max_model_len=700),

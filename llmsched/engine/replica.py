@@ -98,8 +98,7 @@ class Replica:
         self.running: list[Request] = []
         self.swapped: list[Request] = []
         self.completed: list[Request] = []  # finished or rejected since the caller last drained it
-        self.steps = steps if steps is not None else StepLog()
-        self._add_row = self.steps.add
+        self.log_steps_to(steps if steps is not None else StepLog())
         self.view = ReplicaView(self)
         self.now = 0.0
         self.busy = False
@@ -134,6 +133,11 @@ class Replica:
         self._group_step = False  # the step in flight was launched with the group formed (and ends through it)
         self._repeat_plan = BatchPlan(decode_group=True)  # the plan of a repeated step (read, never changed)
         self.version = 0  # counts the calls that may change the replica's state: equal values, same state
+
+    def log_steps_to(self, steps: StepLog) -> None:
+        """Record the steps that end from now on into ``steps`` (the run's shared log, or a lane's own)."""
+        self.steps = steps
+        self._add_row = steps.add
 
     # --- arrivals ---------------------------------------------------------
     def add(self, req: Request, now: float) -> bool:

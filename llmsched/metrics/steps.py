@@ -39,3 +39,13 @@ class StepLog:
 
     def columns(self) -> dict[str, array]:
         return {name: getattr(self, name) for name in STEP_FIELDS}
+
+    def extend(self, columns: dict) -> None:
+        """Append rows given as one numpy array per field (the merge of lanes' rows)."""
+        for name in STEP_FIELDS:
+            col = getattr(self, name)
+            col.frombytes(columns[name].astype("d" if col.typecode == "d" else "q", copy=False).tobytes())
+
+    def clear(self) -> None:
+        for name in STEP_FIELDS:
+            del getattr(self, name)[:]

@@ -13,6 +13,7 @@ from ..metrics.requests import RequestLog
 from ..metrics.steps import StepLog
 from ..request import Status
 from ..routers import RoundRobin, Router
+from .lanes import run_lanes
 
 ARRIVAL, STEP_END, WAKE = 0, 1, 2
 
@@ -28,7 +29,8 @@ class RunResult:
 
 
 def simulate(source, replicas: list[Replica], router: Router | None = None, horizon: float | None = None,
-             seed: int = 0, progress: bool = False, keep_gaps: bool = True, log: RequestLog | None = None) -> RunResult:
+             seed: int = 0, progress: bool = False, keep_gaps: bool = True, log: RequestLog | None = None,
+             lanes: bool | None = None) -> RunResult:
     """Run ``source``'s requests through ``replicas`` until all leave, or until ``horizon``.
 
     ``source`` has ``initial()`` (a list, or any iterable in arrival order, consumed lazily: a request is
@@ -39,6 +41,9 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     ``keep_gaps=False`` keeps inter-token gaps only as per-tier quantile sketches.
     ``log``: the request log to record into (default a new ``RequestLog(keep_gaps)``); a ``RequestStream``, with
     the replicas sharing a ``StepStream``, writes both logs during the run and keeps only totals (flat memory).
+    ``lanes``: run the replicas one at a time (sim/lanes.py); None (default) does where it cannot change a result,
+    with several replicas, a router that routes ahead and a source whose completions add no request; False runs
+    the one event loop (the reference the tests compare lanes with).
     """
     if not replicas:
         raise ValueError("simulate needs at least one replica")
@@ -83,6 +88,21 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         router.begin(replicas)
     router_left = getattr(router, "left", _nothing)
 
+    def check_order(nxt, t):
+        if nxt.arrival < t:
+            raise ValueError(f"source {type(source).__name__}: initial() must give requests in arrival "
+                             f"order; request {nxt.id} arrives at {nxt.arrival} after one at {t}")
+
+    if lanes is None:
+        lanes = len(replicas) > 1 and getattr(router, "routes_ahead", False) and replicas[0].quiet_finishes
+    if lanes:
+        if not getattr(router, "routes_ahead", False) or not replicas[0].quiet_finishes:
+            raise ValueError("lanes=True needs a router that routes ahead (round-robin, random) and a source whose "
+                             "completions add no request (an open loop)")
+        now, cut = run_lanes(arrivals, pending, replicas, router, rng, horizon, log, on_done, router_left, bar,
+                             shared_steps, stream, check_order)
+        return _finish(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)
+
     def drain(rep: Replica, t: float):
         """Record the requests ``rep`` completed (callers check ``rep.completed`` first: the common case is none)."""
         done = rep.completed
@@ -122,9 +142,8 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
             if horizon is not None and t > horizon:
                 break
             pending = next(arrivals, None)
-            if pending is not None and pending.arrival < t:
-                raise ValueError(f"source {type(source).__name__}: initial() must give requests in arrival "
-                                 f"order; request {pending.id} arrives at {pending.arrival} after one at {t}")
+            if pending is not None:
+                check_order(pending, t)
         else:
             top = heap[0]
             t = top[0]
@@ -178,15 +197,21 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
                 start(rep, t)
         elif not x.busy:  # WAKE
             start(x, t)
+    cut = horizon is not None and (heap or pending is not None)
+    return _finish(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)
+
+
+def _finish(replicas: list[Replica], log, shared_steps, stream: bool, cut_at: float | None, now: float, bar,
+            wall0: float) -> RunResult:
+    """End the run at the horizon ``cut_at`` (requests in flight end unfinished) or, with None, at ``now``, the
+    last event (requests left end rejected: the scheduler stalled)."""
     if bar is not None:
         bar.close()
-
-    cut = horizon is not None and (heap or pending is not None)
-    stop_time = horizon if cut else now
+    stop_time = now if cut_at is None else cut_at
     for rep in replicas:
         rep.now = stop_time
-        if cut:
-            left = rep.stop(f"unfinished at the horizon t={horizon:g}s", Status.UNFINISHED)
+        if cut_at is not None:
+            left = rep.stop(f"unfinished at the horizon t={cut_at:g}s", Status.UNFINISHED)
         else:
             left = rep.stop(f"{rep.scheduler.name}: left unscheduled with no event left (the scheduler stalled): "
                             f"replica {rep.index} had {len(rep.waiting)} waiting, {len(rep.running)} running, "
