@@ -121,6 +121,7 @@ def _burst_source(n_replicas: int, seed: int):
 @pytest.mark.parametrize("name", ["sarathi", "vllm", "orca"])
 def test_simultaneous_ends_are_ordered_by_replica(name, window, monkeypatch):
     monkeypatch.setattr(lanes_module, "WINDOW", window)
+    monkeypatch.setattr(lanes_module, "PER_LANE", 1)
     cfg = RunConfig(scheduler=name, workload="sharegpt", replicas=3, router="round-robin", num_blocks=400)
     loop = _run(cfg, False, OpenLoop(_burst_source(3, 1)))
     lanes = _run(cfg, True, OpenLoop(_burst_source(3, 1)))
@@ -155,6 +156,7 @@ def test_small_windows_change_nothing(window, monkeypatch, tmp_path):
     cfg = RunConfig(scheduler="vllm-chunked", seed=2, **WORKLOADS["tiers-horizon"])
     want = _files(_run(cfg, lanes=True), tmp_path, "a")
     monkeypatch.setattr(lanes_module, "WINDOW", window)
+    monkeypatch.setattr(lanes_module, "PER_LANE", 1)
     assert _files(_run(cfg, lanes=True), tmp_path, "b") == want
 
 

@@ -26,7 +26,8 @@ from ..engine.replica import Replica
 from ..metrics.steps import STEP_FIELDS, StepLog
 
 STEP_END, WAKE = 1, 2
-WINDOW = 2048  # arrivals routed per window: a window's rows are held until it ends
+WINDOW = 2048  # arrivals routed per window (at least PER_LANE per replica): a window's rows are held until it ends
+PER_LANE = 64  # so that a window's merge, a pass over the replicas, is paid for by their steps
 FINISH = attrgetter("finish")
 
 
@@ -128,6 +129,7 @@ def run_lanes(arrivals, pending, replicas: list[Replica], router, rng, horizon: 
     """Run ``replicas`` as lanes; ``arrivals`` (an iterator in arrival order) and ``pending`` (its first request,
     or None) as in ``simulate``. Returns the time of the last event run and whether the horizon cut the run."""
     lanes = [Lane(rep) for rep in replicas]
+    window = max(WINDOW, PER_LANE * len(lanes))
     for lane in lanes:  # the replicas record into their lane's log during a window
         lane.rep.log_steps_to(lane.steps)
     try:
@@ -136,7 +138,7 @@ def run_lanes(arrivals, pending, replicas: list[Replica], router, rng, horizon: 
             routed = 0
             last = None
             while pending is not None and (horizon is None or pending.arrival <= horizon):
-                if routed >= WINDOW and pending.arrival != last:
+                if routed >= window and pending.arrival != last:
                     break
                 req = pending
                 last = req.arrival
@@ -165,20 +167,20 @@ def run_lanes(arrivals, pending, replicas: list[Replica], router, rng, horizon: 
 def _merge(lanes: list[Lane], shared_steps: StepLog, log, on_done, router_left, bar) -> None:
     """Append the window's step rows and requests to the run's logs: rows by end, requests by finish, ties in
     replica order."""
-    sizes = [len(lane.steps) for lane in lanes]
-    if sum(sizes):
-        cols = {name: np.concatenate([np.frombuffer(getattr(lane.steps, name), dtype=_dtype(name))
-                                      for lane in lanes]) for name in STEP_FIELDS}
+    stepped = [lane.steps for lane in lanes if len(lane.steps)]
+    if stepped:
+        cols = {name: np.concatenate([np.frombuffer(getattr(steps, name), dtype=_dtype(name)) for steps in stepped])
+                for name in STEP_FIELDS}
         end = cols["start"] + cols["duration"]
         at = 0
-        for n in sizes:  # a lane's rows stay in its order (a zero-length step may round its end below the last)
-            if n:
-                np.maximum.accumulate(end[at:at + n], out=end[at:at + n])
+        for steps in stepped:  # a lane's rows stay in its order (a zero-length step may round its end below the last)
+            n = len(steps)
+            np.maximum.accumulate(end[at:at + n], out=end[at:at + n])
             at += n
         order = np.argsort(end, kind="stable")
         shared_steps.extend({name: col[order] for name, col in cols.items()})
-        for lane in lanes:
-            lane.steps.clear()
+        for steps in stepped:
+            steps.clear()
     for lane in lanes:
         if lane.done:
             router_left(lane.rep.index, len(lane.done))
