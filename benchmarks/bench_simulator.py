@@ -11,9 +11,10 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
   the run, so peak RSS should not grow from one row to the other (the baseline side runs without ``--stream``,
   which older checkouts lack; ``1m`` is slow: minutes);
 * ``replicas``: simulation CPU per step with 1, 8 and 32 replicas (round-robin, 4 req/s and 2,000 requests per
-  replica; the 1-replica row, a tenth of a second, is the median of five runs);
+  replica; the 1-replica row, a tenth of a second, is the median of five runs; several replicas run as lanes,
+  llmsched/sim/lanes.py);
 * ``routers``: the 32-replica row routed by ``least-outstanding`` (an index) and ``least-load`` (loads kept per
-  replica version) instead of round-robin;
+  replica version) instead of round-robin (both read replica state: the one event loop);
 * ``running256``: simulation CPU per step in a closed loop of 256 users (ShareGPT lengths, 8,000 requests),
   sarathi (~80 of them running: its 512-token budget binds) and vllm-chunked (~240 running); the ``running``
   column is the mean over steps; the median of three runs.

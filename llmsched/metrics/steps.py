@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from array import array
 
+import numpy as np
+
 STEP_FIELDS = ("replica", "start", "duration", "prefill_tokens", "num_prefills",
                "num_decodes", "context_sum", "kv_used_blocks", "kv_total_blocks", "num_waiting", "num_running",
                "num_preempted")
@@ -39,6 +41,11 @@ class StepLog:
 
     def columns(self) -> dict[str, array]:
         return {name: getattr(self, name) for name in STEP_FIELDS}
+
+    def arrays(self) -> dict:
+        """The columns as numpy arrays over the same memory (valid until the next row is added)."""
+        return {name: np.frombuffer(getattr(self, name), dtype=np.float64 if name in _TYPES else np.int64)
+                for name in STEP_FIELDS}
 
     def extend(self, columns: dict) -> None:
         """Append rows given as one numpy array per field (the merge of lanes' rows)."""

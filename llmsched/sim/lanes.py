@@ -169,8 +169,9 @@ def _merge(lanes: list[Lane], shared_steps: StepLog, log, on_done, router_left, 
     replica order."""
     stepped = [lane.steps for lane in lanes if len(lane.steps)]
     if stepped:
-        cols = {name: np.concatenate([np.frombuffer(getattr(steps, name), dtype=_dtype(name)) for steps in stepped])
-                for name in STEP_FIELDS}
+        arrays = [steps.arrays() for steps in stepped]
+        cols = {name: np.concatenate([a[name] for a in arrays]) for name in STEP_FIELDS}
+        del arrays  # views pin their arrays: gone before the logs are cleared
         end = cols["start"] + cols["duration"]
         at = 0
         for steps in stepped:  # a lane's rows stay in its order (a zero-length step may round its end below the last)
@@ -194,8 +195,4 @@ def _merge(lanes: list[Lane], shared_steps: StepLog, log, on_done, router_left, 
                                f"done_adds_requests = False: declare it True")
     for lane in lanes:
         lane.done = []
-
-
-def _dtype(name: str):
-    return np.float64 if name in ("start", "duration") else np.int64
 
