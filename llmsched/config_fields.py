@@ -99,6 +99,7 @@ FIELDS: dict[str, Field] = {
     "cooldown": Field("float", low=0, high=MAX_SECONDS, hint="seconds"),
     "keep_gaps": Field("bool"),
     "fast_forward": Field("bool"),
+    "lanes": Field("bool"),
     "check_invariants": Field("bool"),
     "seed": Field("int", low=0, high=2**63 - 1),
 }
@@ -145,6 +146,7 @@ class Origin:
 
 API = Origin()
 CLI_NAMES = {"scheduler_params": "--param", "batch_time_params": "--bt-param", "keep_gaps": "--sketch", "fast_forward": "--no-fast-forward",
+             "lanes": "--no-lanes",
              "check_invariants": "--check-invariants"}
 
 

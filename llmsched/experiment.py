@@ -71,6 +71,7 @@ class RunConfig:
     cooldown: float = 0.0
     keep_gaps: bool = True
     fast_forward: bool = True  # fast-forward runs of decode-only steps (identical results; docs/simulator.md)
+    lanes: bool = True  # run replicas that cannot affect each other one at a time (docs/simulator.md)
     check_invariants: bool = False  # the full KV and decode-group accounting check after every step (slow)
     seed: int = 0
 
@@ -257,7 +258,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
             raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
         log, steps = open_streams(out)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
-    result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed,
+    result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed, lanes=cfg.lanes,
                       progress=progress, keep_gaps=cfg.keep_gaps, log=log)
     rep = replicas[0]
     result.meta = {

@@ -74,6 +74,9 @@ def add_run_options(p: argparse.ArgumentParser, exclude=()) -> None:
     g.add_argument("--no-fast-forward", dest="no_fast_forward", action="store_true",
                    help="step every decode-only step through the policy instead of fast-forwarding runs of them "
                         "(the same results, slower; for checking)")
+    g.add_argument("--no-lanes", dest="no_lanes", action="store_true",
+                   help="run every replica in the one event loop instead of one at a time where routing and "
+                        "source allow it (the same rows; rows tied across replicas in event order, not by replica)")
     g.add_argument("--check-invariants", action="store_true",
                    help="check the KV and decode-group accounting of every replica after every step (slow; the "
                         "tests run with it)")
@@ -113,6 +116,9 @@ def config_with_origins(args) -> tuple[dict, dict[str, Origin]]:
     if getattr(args, "no_fast_forward", False):
         data["fast_forward"] = False
         origins["fast_forward"] = CLI
+    if getattr(args, "no_lanes", False):
+        data["lanes"] = False
+        origins["lanes"] = CLI
     if getattr(args, "check_invariants", False):
         data["check_invariants"] = True
         origins["check_invariants"] = CLI

@@ -92,7 +92,7 @@ def _cases():
 def test_lanes_give_the_event_loops_files(name, workload, tmp_path):
     cfg = RunConfig(scheduler=name, oracle=True, seed=7, **WORKLOADS[workload])
     loop = _run(cfg, lanes=False)
-    lanes = _run(cfg, lanes=None)
+    lanes = _run(cfg, lanes=True)
     assert not _cross_replica_ties(loop), "no exact ties on these arrivals: the files must be the same bytes"
     assert _files(lanes, tmp_path, "lanes") == _files(loop, tmp_path, "loop")
 
@@ -178,27 +178,33 @@ def test_lanes_run_only_where_they_cannot_change_a_result():
                                 (dict(replicas=2, router="least-outstanding"), False),
                                 (dict(replicas=2, router="least-load"), False)):
             ran.clear()
-            _run(RunConfig(**base, **extra), lanes=None)
+            _run(RunConfig(**base, **extra), lanes=True)
             assert bool(ran) == expected, extra
         ran.clear()
         cfg = RunConfig(scheduler="sarathi", workload="sharegpt", concurrency=4, num_requests=12, rate=None,
                         replicas=2, router="round-robin")
-        _run(cfg, lanes=None)
+        assert isinstance(build_source(cfg), ClosedLoop)
+        _run(cfg, lanes=True)
         assert not ran, "a closed loop adds requests at finishes: one event loop"
     finally:
         lanes_module_run.undo()
 
 
-def test_lanes_refuse_a_router_or_source_that_does_not_allow_them():
-    cfg = RunConfig(scheduler="sarathi", workload="azure-conv", rate=8.0, num_requests=20, replicas=2,
-                    router="least-outstanding")
-    with pytest.raises(ValueError, match="routes ahead"):
-        _run(cfg, lanes=True)
-    cfg = RunConfig(scheduler="sarathi", workload="sharegpt", concurrency=4, num_requests=12, rate=None,
-                    replicas=2, router="round-robin")
-    assert isinstance(build_source(cfg), ClosedLoop)
-    with pytest.raises(ValueError, match="routes ahead"):
-        _run(cfg, lanes=True)
+def test_no_lanes_runs_the_one_event_loop(tmp_path, monkeypatch):
+    """``--no-lanes`` (``lanes = false``) turns lanes off for a run that would take them; same files here."""
+    from llmsched.cli import main
+    ran = []
+    original = lanes_module.run_lanes
+    monkeypatch.setattr("llmsched.sim.simulator.run_lanes", lambda *a, **k: ran.append(1) or original(*a, **k))
+    args = ["simulate", "--scheduler", "sarathi", "--workload", "azure-conv", "--rate", "8", "--num-requests", "40",
+            "--replicas", "3", "--no-progress"]
+    assert main(args + ["--out", str(tmp_path / "lanes")]) == 0 and ran
+    ran.clear()
+    assert main(args + ["--no-lanes", "--out", str(tmp_path / "loop")]) == 0 and not ran
+    meta = json.loads((tmp_path / "loop" / "meta.json").read_text())
+    assert meta["config"]["lanes"] is False
+    for name in ("requests.csv", "steps.csv"):
+        assert (tmp_path / "lanes" / name).read_text() == (tmp_path / "loop" / name).read_text()
 
 
 def test_lanes_keep_the_shared_step_log_on_the_replicas():

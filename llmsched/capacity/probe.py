@@ -68,7 +68,8 @@ def measure_point(cfg: RunConfig) -> dict:
         arrivals = source.arrival_times
         _, end = window(arrivals, cfg.warmup, cfg.cooldown)
         horizon = max(float(arrivals.max()), end + GRACE_S) or None
-    result = simulate(source, replicas, make_router(cfg.router), horizon=horizon, seed=cfg.seed, keep_gaps=True)
+    result = simulate(source, replicas, make_router(cfg.router), horizon=horizon, seed=cfg.seed, keep_gaps=True,
+                      lanes=cfg.lanes)
     return json.loads(json.dumps(measure(result, cfg.warmup, cfg.cooldown)))
 
 

@@ -214,7 +214,8 @@ def measure_with_check(cfg: RunConfig, check: str) -> dict:
     arrivals = source.arrival_times
     _, end = window(arrivals, cfg.warmup, cfg.cooldown)
     horizon = max(float(arrivals.max()), end + GRACE_S)
-    result = simulate(source, replicas, make_router(cfg.router), horizon=horizon, seed=cfg.seed, keep_gaps=True)
+    result = simulate(source, replicas, make_router(cfg.router), horizon=horizon, seed=cfg.seed, keep_gaps=True,
+                      lanes=cfg.lanes)
     record = json.loads(json.dumps(measure(result, cfg.warmup, cfg.cooldown)))
     log = result.requests
     arrival = log.column("arrival")
@@ -292,7 +293,8 @@ def ttft_tail(s: Settings, level: Level, row: dict) -> list[dict]:
                                      ("vLLM-sara", "sarathi", {"token_budget": budget}),
                                      ("vLLM-vani", "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET})):
             cfg = dataclasses.replace(config(s, level, sched, params), rate=rate)
-            log = simulate(build_source(cfg), build_replicas(cfg), make_router(cfg.router), seed=cfg.seed).requests
+            log = simulate(build_source(cfg), build_replicas(cfg), make_router(cfg.router), seed=cfg.seed,
+                           lanes=cfg.lanes).requests
             ttft = log.column("ttft")
             done = np.isfinite(ttft)
             point[label] = {"ttft_p99_ms": 1e3 * float(np.percentile(ttft[done], 99)) if done.any() else math.nan,

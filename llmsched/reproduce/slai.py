@@ -116,7 +116,8 @@ def job(spec: dict) -> dict:
         trace.append((view.now, reserved_kv_use(view), len(view.waiting)))
 
     sched.on_step_end = on_step_end
-    result = simulate(build_source(cfg), replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed)
+    result = simulate(build_source(cfg), replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed,
+                      lanes=cfg.lanes)
     s = summarize(result)
     t = s["tiers"]
     record = measure(result)

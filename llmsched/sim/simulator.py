@@ -30,7 +30,7 @@ class RunResult:
 
 def simulate(source, replicas: list[Replica], router: Router | None = None, horizon: float | None = None,
              seed: int = 0, progress: bool = False, keep_gaps: bool = True, log: RequestLog | None = None,
-             lanes: bool | None = None) -> RunResult:
+             lanes: bool = True) -> RunResult:
     """Run ``source``'s requests through ``replicas`` until all leave, or until ``horizon``.
 
     ``source`` has ``initial()`` (a list, or any iterable in arrival order, consumed lazily: a request is
@@ -41,9 +41,9 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     ``keep_gaps=False`` keeps inter-token gaps only as per-tier quantile sketches.
     ``log``: the request log to record into (default a new ``RequestLog(keep_gaps)``); a ``RequestStream``, with
     the replicas sharing a ``StepStream``, writes both logs during the run and keeps only totals (flat memory).
-    ``lanes``: run the replicas one at a time (sim/lanes.py); None (default) does where it cannot change a result,
-    with several replicas, a router that routes ahead and a source whose completions add no request; False runs
-    the one event loop (the reference the tests compare lanes with).
+    ``lanes``: run the replicas one at a time (sim/lanes.py) where that cannot change a result: several replicas,
+    a router that routes ahead and a source whose completions add no request; False runs the one event loop
+    (``--no-lanes``; the reference the tests compare lanes with).
     """
     if not replicas:
         raise ValueError("simulate needs at least one replica")
@@ -93,12 +93,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
             raise ValueError(f"source {type(source).__name__}: initial() must give requests in arrival "
                              f"order; request {nxt.id} arrives at {nxt.arrival} after one at {t}")
 
-    if lanes is None:
-        lanes = len(replicas) > 1 and getattr(router, "routes_ahead", False) and replicas[0].quiet_finishes
-    if lanes:
-        if not getattr(router, "routes_ahead", False) or not replicas[0].quiet_finishes:
-            raise ValueError("lanes=True needs a router that routes ahead (round-robin, random) and a source whose "
-                             "completions add no request (an open loop)")
+    if lanes and len(replicas) > 1 and getattr(router, "routes_ahead", False) and replicas[0].quiet_finishes:
         now, cut = run_lanes(arrivals, pending, replicas, router, rng, horizon, log, on_done, router_left, bar,
                              shared_steps, stream, check_order)
         return _finish(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)

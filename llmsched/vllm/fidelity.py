@@ -48,7 +48,8 @@ def simulate_like(cfg: RunConfig, adapter: dict, profile_file: str, max_model_le
     scfg = sim_config(cfg, adapter, profile_file)
     scfg.max_model_len = max_model_len
     copies = [Request(r.id, r.arrival, r.prompt_len, r.output_len, r.tier) for r in requests]
-    result = simulate(OpenLoop(copies), build_replicas(scfg), make_router(scfg.router), seed=cfg.seed)
+    result = simulate(OpenLoop(copies), build_replicas(scfg), make_router(scfg.router), seed=cfg.seed,
+                      lanes=scfg.lanes)
     result.meta = {"config": dataclasses.asdict(scfg)}
     return result, summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
 
