@@ -33,7 +33,7 @@ WORKLOADS = {
 }
 
 
-def _run(cfg: RunConfig, lanes: bool | None, source=None):
+def _run(cfg: RunConfig, lanes: bool, source=None):
     source = source or build_source(cfg)
     replicas = build_replicas(cfg, workload_params(cfg, source))
     return simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed, lanes=lanes)
@@ -160,34 +160,25 @@ def test_small_windows_change_nothing(window, monkeypatch, tmp_path):
     assert _files(_run(cfg, lanes=True), tmp_path, "b") == want
 
 
-def test_lanes_run_only_where_they_cannot_change_a_result():
+def test_lanes_run_only_where_they_cannot_change_a_result(monkeypatch):
     base = dict(scheduler="sarathi", workload="azure-conv", rate=8.0, num_requests=40)
     ran = []
     original = lanes_module.run_lanes
-
-    def spy(*args, **kwargs):
-        ran.append(True)
-        return original(*args, **kwargs)
-
-    lanes_module_run = pytest.MonkeyPatch()
-    lanes_module_run.setattr("llmsched.sim.simulator.run_lanes", spy)
-    try:
-        for extra, expected in ((dict(replicas=2, router="round-robin"), True),
-                                (dict(replicas=2, router="random"), True),
-                                (dict(replicas=1, router="round-robin"), False),
-                                (dict(replicas=2, router="least-outstanding"), False),
-                                (dict(replicas=2, router="least-load"), False)):
-            ran.clear()
-            _run(RunConfig(**base, **extra), lanes=True)
-            assert bool(ran) == expected, extra
+    monkeypatch.setattr("llmsched.sim.simulator.run_lanes", lambda *a, **k: ran.append(1) or original(*a, **k))
+    for extra, expected in ((dict(replicas=2, router="round-robin"), True),
+                            (dict(replicas=2, router="random"), True),
+                            (dict(replicas=1, router="round-robin"), False),
+                            (dict(replicas=2, router="least-outstanding"), False),
+                            (dict(replicas=2, router="least-load"), False)):
         ran.clear()
-        cfg = RunConfig(scheduler="sarathi", workload="sharegpt", concurrency=4, num_requests=12, rate=None,
-                        replicas=2, router="round-robin")
-        assert isinstance(build_source(cfg), ClosedLoop)
-        _run(cfg, lanes=True)
-        assert not ran, "a closed loop adds requests at finishes: one event loop"
-    finally:
-        lanes_module_run.undo()
+        _run(RunConfig(**base, **extra), lanes=True)
+        assert bool(ran) == expected, extra
+    ran.clear()
+    cfg = RunConfig(scheduler="sarathi", workload="sharegpt", concurrency=4, num_requests=12, rate=None,
+                    replicas=2, router="round-robin")
+    assert isinstance(build_source(cfg), ClosedLoop)
+    _run(cfg, lanes=True)
+    assert not ran, "a closed loop adds requests at finishes: one event loop"
 
 
 def test_no_lanes_runs_the_one_event_loop(tmp_path, monkeypatch):
