@@ -73,6 +73,8 @@ def _cross_replica_ties(result) -> bool:
     finish = np.asarray(result.requests.cols["finish"])[finished]
     reps = np.asarray(result.requests.cols["replica"])[finished]
     for t, r in ((end, replica), (finish, reps)):
+        if len(t) < 2:
+            continue
         for value in np.unique(t[np.r_[False, np.diff(t) == 0] | np.r_[np.diff(t) == 0, False]]):
             if len(set(r[t == value].tolist())) > 1:
                 return True
