@@ -6,16 +6,16 @@ user gets from ``llmsched simulate --out``: requests.csv, steps.csv and summary.
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 
 from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.experiment import RunConfig, run
 from llmsched.metrics.summary import summarize
-from llmsched.metrics.writers import write_run
 from llmsched.schedulers.base import Scheduler
 from llmsched.schedulers.registry import create_scheduler, scheduler_names
+
+from run_files import written_files
 
 WORKLOADS = {
     "kv-pressure": dict(workload="sharegpt", rate=12.0, num_requests=60, num_blocks=300, max_num_seqs=32),
@@ -48,19 +48,7 @@ def _files(cfg: RunConfig, tmp_path, label: str) -> dict[str, str]:
         result = run(cfg)
     except ValueError as e:
         return {"error": str(e)}
-    summary = summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
-    out = tmp_path / label
-    result.meta = {}
-    write_run(result, summary, out)
-    files = {name: (out / name).read_text() for name in ("requests.csv", "steps.csv")}
-    files["summary.json"] = json.dumps(_without_wall_time(json.loads((out / "summary.json").read_text())))
-    return files
-
-
-def _without_wall_time(data):
-    if isinstance(data, dict):
-        return {k: _without_wall_time(v) for k, v in data.items() if k != "wall_time"}
-    return data
+    return written_files(result, summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown), tmp_path / label)
 
 
 @pytest.mark.parametrize("name,workload", list(_cases()))

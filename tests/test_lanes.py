@@ -12,13 +12,14 @@ import pytest
 
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
 from llmsched.metrics.summary import summarize
-from llmsched.metrics.writers import write_run
 from llmsched.request import Request, Status
 from llmsched.routers import make_router
 from llmsched.schedulers.registry import create_scheduler, scheduler_names
 from llmsched.sim import lanes as lanes_module
 from llmsched.sim.simulator import simulate
 from llmsched.workload.workload import ClosedLoop, OpenLoop
+
+from run_files import without_wall_time, written_files
 
 WORKLOADS = {
     "kv-pressure": dict(workload="sharegpt", rate=24.0, num_requests=90, num_blocks=300, max_num_seqs=32,
@@ -40,18 +41,7 @@ def _run(cfg: RunConfig, lanes: bool, source=None):
 
 
 def _files(result, tmp_path, label: str) -> dict[str, str]:
-    summary = summarize(result)
-    result.meta = {}
-    out = write_run(result, summary, tmp_path / label)
-    files = {name: (out / name).read_text() for name in ("requests.csv", "steps.csv")}
-    files["summary.json"] = json.dumps(_without_wall_time(json.loads((out / "summary.json").read_text())))
-    return files
-
-
-def _without_wall_time(data):
-    if isinstance(data, dict):
-        return {k: _without_wall_time(v) for k, v in data.items() if k != "wall_time"}
-    return data
+    return written_files(result, summarize(result), tmp_path / label)
 
 
 def _canonical(result):
@@ -135,7 +125,7 @@ def test_simultaneous_ends_are_ordered_by_replica(name, window, monkeypatch):
         assert np.array_equal(got_steps[k], want_steps[k]), f"steps column {k}"
     for k in want_req:
         assert np.array_equal(got_req[k], want_req[k], equal_nan=True), f"requests column {k}"
-    _close(_without_wall_time(summarize(loop)), _without_wall_time(summarize(lanes)))
+    _close(without_wall_time(summarize(loop)), without_wall_time(summarize(lanes)))
 
 
 def _close(a, b, path=""):
@@ -216,3 +206,35 @@ def test_a_new_routing_rule_does_not_inherit_routes_ahead():
     assert RoundRobin.routes_ahead
     assert not type("Busiest", (RoundRobin,), {"route": lambda self, req, replicas, rng: 0}).routes_ahead
     assert type("Counted", (RoundRobin,), {"left": lambda self, index, count: None}).routes_ahead
+
+
+def test_lanes_refuse_a_source_out_of_arrival_order(monkeypatch):
+    class Backwards:
+        done_adds_requests = False
+
+        def initial(self):
+            yield Request(0, 5.0, 10, 5)
+            yield Request(1, 1.0, 10, 5)
+
+        def on_done(self, req, now):
+            return []
+    ran = []
+    original = lanes_module.run_lanes
+    monkeypatch.setattr("llmsched.sim.simulator.run_lanes", lambda *a, **k: ran.append(1) or original(*a, **k))
+    cfg = RunConfig(scheduler="sarathi", replicas=2)
+    with pytest.raises(ValueError, match="arrival order; request 1 arrives at 1.0"):
+        simulate(Backwards(), build_replicas(cfg), make_router("round-robin"), lanes=True)
+    assert ran
+
+
+def test_lanes_refuse_an_open_loop_whose_completions_add_requests():
+    """A source declaring that its completions add nothing, which then adds a request, is told so (not dropped)."""
+    class Liar(OpenLoop):
+        done_adds_requests = False
+
+        def on_done(self, req, now):
+            return [Request(req.id + 100, now, 10, 5)]
+    cfg = RunConfig(scheduler="sarathi", replicas=2)
+    with pytest.raises(RuntimeError, match="declares done_adds_requests = False"):
+        simulate(Liar([Request(0, 0.0, 10, 5), Request(1, 0.5, 10, 5)]), build_replicas(cfg),
+                 make_router("round-robin"), lanes=True)

@@ -125,7 +125,7 @@ class Lane:
 
 
 def run_lanes(arrivals, pending, replicas: list[Replica], router, rng, horizon: float | None, log, on_done,
-              router_left, bar, shared_steps, stream: bool, check_order) -> tuple[float, bool]:
+              router_left, bar, shared_steps, stream: bool, out_of_order) -> tuple[float, bool]:
     """Run ``replicas`` as lanes; ``arrivals`` (an iterator in arrival order) and ``pending`` (its first request,
     or None) as in ``simulate``. Returns the time of the last event run and whether the horizon cut the run."""
     lanes = [Lane(rep) for rep in replicas]
@@ -145,8 +145,8 @@ def run_lanes(arrivals, pending, replicas: list[Replica], router, rng, horizon: 
                 lanes[router.route(req, replicas, rng)].arrivals.append(req)
                 routed += 1
                 pending = next(arrivals, None)
-                if pending is not None:
-                    check_order(pending, last)
+                if pending is not None and pending.arrival < last:
+                    out_of_order(pending, last)
             routable = pending is not None and (horizon is None or pending.arrival <= horizon)
             before = pending.arrival if routable else math.inf
             for lane in lanes:

@@ -88,14 +88,14 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         router.begin(replicas)
     router_left = getattr(router, "left", _nothing)
 
-    def check_order(nxt, t):
-        if nxt.arrival < t:
-            raise ValueError(f"source {type(source).__name__}: initial() must give requests in arrival "
-                             f"order; request {nxt.id} arrives at {nxt.arrival} after one at {t}")
+    def out_of_order(nxt, t):
+        """Called when ``nxt`` arrives before ``t``, the arrival before it."""
+        raise ValueError(f"source {type(source).__name__}: initial() must give requests in arrival "
+                         f"order; request {nxt.id} arrives at {nxt.arrival} after one at {t}")
 
     if lanes and len(replicas) > 1 and getattr(router, "routes_ahead", False) and replicas[0].quiet_finishes:
         now, cut = run_lanes(arrivals, pending, replicas, router, rng, horizon, log, on_done, router_left, bar,
-                             shared_steps, stream, check_order)
+                             shared_steps, stream, out_of_order)
         return _finish(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)
 
     def drain(rep: Replica, t: float):
@@ -137,8 +137,8 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
             if horizon is not None and t > horizon:
                 break
             pending = next(arrivals, None)
-            if pending is not None:
-                check_order(pending, t)
+            if pending is not None and pending.arrival < t:
+                out_of_order(pending, t)
         else:
             top = heap[0]
             t = top[0]
