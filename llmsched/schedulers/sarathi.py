@@ -6,9 +6,11 @@ from operator import attrgetter
 
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
+from ..request import Request
 from .base import Scheduler
 from .decode_pass import add_decodes, split_running
 from .registry import register, register_variant
+from .watermark import beyond_watermark
 
 ORDERS = ("fcfs", "spf")
 ARRIVAL = attrgetter("arrival")
@@ -26,7 +28,8 @@ class Sarathi(Scheduler):
     shortest prompt first with ``order="spf"``), each needing KV for its whole prompt
     above a 1% watermark, as Sarathi allocates the whole prompt at admission; the first
     that does not fit stops admission. Decodes are never left out, so the budget binds
-    prompt tokens: a step holds at most ``max(token_budget, #decodes)`` tokens.
+    prompt tokens: a step holds at most ``max(token_budget, #decodes)`` tokens. A prompt
+    needing more than the whole cache less the watermark is rejected (schedulers/watermark.py).
     """
 
     name = "sarathi"
@@ -46,6 +49,9 @@ class Sarathi(Scheduler):
             raise ValueError(f"sarathi: order must be one of {ORDERS}, got {self.order!r}")
         if not 0 <= self.watermark < 1:
             raise ValueError(f"sarathi: watermark must be in [0, 1), got {self.watermark}")
+
+    def unservable(self, req: Request, view: ReplicaView) -> str | None:
+        return super().unservable(req, view) or beyond_watermark(req, view, self.watermark)
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         group = view.decode_group

@@ -5,10 +5,12 @@ from dataclasses import dataclass
 
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
+from ..request import Request
 from .base import Scheduler
 from .decode_pass import add_decodes
 from .registry import register
 from .whole_prompt import admit_whole_prompts
+from .watermark import beyond_watermark
 
 
 @register
@@ -21,7 +23,8 @@ class VLLM(Scheduler):
     watermark, and runs them as a prefill-only batch; otherwise it decodes every running
     request, preempting the newest when a block is short, then swaps requests back in.
     The head of the queue blocks those behind it. Prefill and decode never share a step. A
-    prompt longer than the budget can never run unchunked and is rejected with that reason.
+    prompt longer than the budget can never run unchunked and is rejected with that reason, as
+    is one needing more than the whole cache less the watermark (schedulers/watermark.py).
     """
 
     name = "vllm"
@@ -35,6 +38,9 @@ class VLLM(Scheduler):
     def __post_init__(self):
         if not 0 <= self.watermark < 1:
             raise ValueError(f"vllm: watermark must be in [0, 1), got {self.watermark}")
+
+    def unservable(self, req: Request, view: ReplicaView) -> str | None:
+        return super().unservable(req, view) or beyond_watermark(req, view, self.watermark)
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         group = view.decode_group
