@@ -46,13 +46,17 @@ class ReplicaConfig:
     # admission first until it fits (seed 003 §1.4): "evict-newest" restarts them from scratch (generated
     # tokens lost), "evict-newest-recompute" keeps their tokens and re-prefills them (vLLM/Vidur)
     overflow: str = "error"
+    # a request evicted when it has been preempted or evicted this many times is rejected: under a policy that
+    # admits beyond the cache, overflow evictions can cycle for ever (seed 003 §2's "vicious cycle", Example 1)
+    max_evictions: int = 1000
     check_invariants: bool = False  # full KV accounting check after every step (tests)
     # advance runs of identical decode-only steps in one go when the policy declares steady_decodes (same results
     # as stepping; False steps every time, for the identity check)
     fast_forward: bool = True
 
     def __post_init__(self):
-        for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+        for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
+                     "max_evictions"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"replica config {name} must be a positive integer, got {v!r}")
@@ -602,7 +606,12 @@ class Replica:
         self.kv.release(r)
         r.num_computed = 0
         r.status = WAITING
-        if self.config.overflow == "evict-newest":  # back to stage 0, re-queued as a new arrival
+        if r.preemptions >= self.config.max_evictions:
+            self._reject(r, f"preempted or evicted {r.preemptions} times, the last by KV overflow "
+                            f"({self.config.overflow}): the policy admits more than the cache holds and evictions "
+                            f"cycle (seed 003 §2, cascading eviction); use a policy that guards memory, more KV "
+                            f"blocks or a higher max_evictions")
+        elif self.config.overflow == "evict-newest":  # back to stage 0, re-queued as a new arrival
             r.num_generated = 0
             r.token_times = array("d")
             r.first_token = r.last_token = math.nan
