@@ -128,12 +128,9 @@ class RequestLog:
         self._pending_times, self._pending_tbt = [], []
         lengths = np.fromiter(map(len, times), dtype=np.int64, count=len(times))
         num_gaps = np.maximum(lengths - 1, 0)
-        t = np.concatenate([np.frombuffer(x, dtype=np.float64) for x in times]) if times else np.empty(0)
-        ends = np.cumsum(lengths)
-        keep = np.ones(max(len(t) - 1, 0), dtype=bool)
-        seams = ends[:-1] - 1  # the difference across two requests' times belongs to neither
-        keep[seams[(seams >= 0) & (seams < len(keep))]] = False
-        gaps = (t[1:] - t[:-1])[keep]
+        t = np.frombuffer(b"".join(times), dtype=np.float64)
+        seams = np.cumsum(lengths)[:-1] - 1  # the difference across two requests' times belongs to neither
+        gaps = np.delete(t[1:] - t[:-1], seams[(seams >= 0) & (seams < len(t) - 1)])
         starts = np.cumsum(num_gaps) - num_gaps  # each request's first gap in ``gaps``
         has = num_gaps > 0
         max_gap = np.full(len(times), math.nan)
@@ -141,14 +138,15 @@ class RequestLog:
         if has.any():
             first = starts[has]
             max_gap[has] = np.maximum.reduceat(gaps, first)
-            over = gaps > np.repeat(np.asarray(targets, dtype=np.float64), num_gaps)
-            misses[has] = np.add.reduceat(over, first, dtype=np.int64)
+            limits = np.asarray(targets, dtype=np.float64)
+            if (limits[has] < math.inf).any():  # no gap exceeds an infinite target (no TBT SLO)
+                misses[has] = np.add.reduceat(gaps > np.repeat(limits, num_gaps), first, dtype=np.int64)
         c = self._cols
         c["num_gaps"].frombytes(num_gaps.tobytes())
         c["tbt_misses"].frombytes(misses.tobytes())
         c["gap_offset"].frombytes((starts + len(self._gaps)).tobytes())
         c["max_gap"].frombytes(max_gap.tobytes())
-        self._gaps.frombytes(gaps.tobytes())
+        self._gaps.frombytes(memoryview(gaps).cast("B"))  # the largest: appended without a bytes copy
 
     def column(self, name: str) -> np.ndarray:
         return np.frombuffer(self.cols[name], dtype=np.float64 if name in FLOAT_FIELDS else np.int64)
