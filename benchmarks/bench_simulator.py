@@ -20,9 +20,11 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
   column is the mean over steps; the median of three runs.
 
 ``--baseline PATH`` runs every row a second time with ``PYTHONPATH=PATH`` (e.g. a worktree of an older commit)
-and prints after/before ratios measured in the same run. The machine is shared: compare ratios, not absolutes.
+and prints after/before ratios measured in the same run; ``--baseline pure`` runs this checkout's Python sources
+(``LLMSCHED_PURE=1``) against its compiled modules (llmsched/compiled.py; the ``build`` column says which ran).
+The machine is shared: compare ratios, not absolutes.
 
-    python benchmarks/bench_simulator.py [--rows conv,x10,replicas,routers,running256,200k,1m] [--baseline PATH]
+    python benchmarks/bench_simulator.py [--rows conv,x10,replicas,routers,running256,200k,1m] [--baseline PATH|pure]
 """
 from __future__ import annotations
 
@@ -37,6 +39,10 @@ from pathlib import Path
 # Peak RSS is the process's own VmHWM: ru_maxrss carries over the parent's RSS at fork (the bench itself, ~100 MB
 # once pandas is loaded), which would floor every row at it.
 PEAK = r"""
+def build():
+    import llmsched  # a checkout older than llmsched/compiled.py is pure Python
+    return llmsched.compiled.STATE[0] if hasattr(llmsched, "compiled") else "pure"
+
 def peak_mb():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
@@ -62,7 +68,8 @@ for _ in range(repeat):  # a short row: the median of several runs, each on a fr
 cpu = sorted(cpus)[len(cpus) // 2]
 running = result.steps.columns()["num_running"]
 print(json.dumps({"cpu_s": cpu, "steps": len(result.steps), "requests": len(result.requests),
-                  "running": sum(running) / max(1, len(running)), "peak_mb": peak_mb(), "module": llmsched.__file__}))
+                  "running": sum(running) / max(1, len(running)), "peak_mb": peak_mb(), "module": llmsched.__file__,
+                  "build": build()}))
 """
 
 
@@ -70,10 +77,12 @@ REPO = str(Path(__file__).resolve().parents[1])  # the "now" side: this checkout
 
 
 def child_env(pythonpath: str | None) -> dict:
-    """The child imports llmsched from ``pythonpath`` (None: this checkout). Children run in a scratch directory:
-    ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = pythonpath or REPO
+    """The child imports llmsched from ``pythonpath`` (None: this checkout; "pure": its Python sources). Children
+    run in a scratch directory: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k != "LLMSCHED_PURE"}
+    if pythonpath == "pure":
+        env["LLMSCHED_PURE"] = "1"
+    env["PYTHONPATH"] = REPO if pythonpath in (None, "pure") else pythonpath
     return env
 
 
@@ -84,14 +93,14 @@ from llmsched.cli import main
 code = main(sys.argv[1:])
 use = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"code": code, "cpu_s": use.ru_utime + use.ru_stime, "peak_mb": peak_mb(),
-                  "module": llmsched.__file__}))
+                  "module": llmsched.__file__, "build": build()}))
 """
 
 
 def run_cli(argv: list[str], pythonpath: str | None) -> dict:
     """CPU seconds (user + system, the interpreter's start-up included) and peak RSS of one ``llmsched``
     command, measured by the command's own process. A baseline runs without ``--stream``."""
-    if pythonpath:
+    if pythonpath not in (None, "pure"):
         argv = [a for a in argv if a != "--stream"]
     with tempfile.TemporaryDirectory() as out:
         proc = subprocess.run([sys.executable, "-c", CLI_CHILD, *argv, "--out", out, "--no-progress"],
@@ -173,10 +182,11 @@ def rows(names: list[str], tmp: Path):
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", default="conv,replicas,running256")
-    p.add_argument("--baseline", default=None, help="PYTHONPATH of an older llmsched to compare with")
+    p.add_argument("--baseline", default=None,
+                   help="PYTHONPATH of an older llmsched to compare with, or 'pure': this one's Python sources")
     args = p.parse_args()
     sides = [("now", None)] + ([("before", args.baseline)] if args.baseline else [])
-    print(f"{'row':<36}{'side':>7}{'CPU s':>8}{'steps':>10}{'us/step':>9}{'running':>9}{'peak MB':>9}"
+    print(f"{'row':<36}{'side':>7}{'build':>9}{'CPU s':>8}{'steps':>10}{'us/step':>9}{'running':>9}{'peak MB':>9}"
           f"{'now/before':>12}")
     with tempfile.TemporaryDirectory() as tmp:
         for label, kind, spec in rows(args.rows.split(","), Path(tmp)):
@@ -184,12 +194,12 @@ def main() -> int:
             for side, path in sides:
                 got[side] = run_cli(spec, path) if kind == "cli" else run_sim(spec, path)
                 r = got[side]
-                if side == "before" and r["module"] == got["now"]["module"]:
+                if side == "before" and path != "pure" and r["module"] == got["now"]["module"]:
                     raise SystemExit(f"--baseline {path}: the child imported {r['module']}, the same llmsched as "
                                      f"now; give the root of another checkout")
                 ratio = f"{got['now']['cpu_s'] / r['cpu_s']:.2f}x" if side == "before" else ""
                 running = f"{r['running']:.0f}" if "running" in r else ""
-                print(f"{label:<36}{side:>7}{r['cpu_s']:>8.2f}{r['steps']:>10}{1e6 * r['cpu_s'] / r['steps']:>9.1f}"
+                print(f"{label:<36}{side:>7}{r['build']:>9}{r['cpu_s']:>8.2f}{r['steps']:>10}{1e6 * r['cpu_s'] / r['steps']:>9.1f}"
                       f"{running:>9}{r['peak_mb']:>9.0f}{ratio:>12}", flush=True)
     return 0
 

@@ -38,10 +38,11 @@ TIER_KEY = "tier"  # SamplingParams.extra_args key (OpenAI API: extra_body={"vll
 PLUGIN_VARIABLES = ("LLMSCHED_CONFIG", "LLMSCHED_SCHEDULER", "LLMSCHED_PARAMS", "LLMSCHED_SCHEDULER_PARAMS",
                     "LLMSCHED_TIERS", "LLMSCHED_DEFAULT_TIER", "LLMSCHED_ORACLE", "LLMSCHED_PROFILE",
                     "LLMSCHED_RECORD_DIR", "LLMSCHED_ARRIVAL")
-# llmsched's other variables (data and cache folders, test switches): not the plug-in's, but not typos either
-OTHER_VARIABLES = ("LLMSCHED_DATA", "LLMSCHED_CACHE", "LLMSCHED_PROFILES", "LLMSCHED_FUZZ_COUNT", "LLMSCHED_FUZZ_SEED",
-                   "LLMSCHED_FUZZ_FIRST", "LLMSCHED_REQUIRE_VLLM", "LLMSCHED_REQUIRE_RAY",
-                   "LLMSCHED_VLLM_ALL_SCHEDULERS")
+# llmsched's other variables (data and cache folders, the compiled build's switches, test switches): not the
+# plug-in's, but not typos either
+OTHER_VARIABLES = ("LLMSCHED_DATA", "LLMSCHED_CACHE", "LLMSCHED_PROFILES", "LLMSCHED_PURE", "LLMSCHED_NO_COMPILE",
+                   "LLMSCHED_FUZZ_COUNT", "LLMSCHED_FUZZ_SEED", "LLMSCHED_FUZZ_FIRST", "LLMSCHED_REQUIRE_VLLM",
+                   "LLMSCHED_REQUIRE_RAY", "LLMSCHED_REQUIRE_COMPILED", "LLMSCHED_VLLM_ALL_SCHEDULERS")
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 

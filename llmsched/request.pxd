@@ -1,0 +1,22 @@
+cdef class Request:
+    cdef public object id
+    cdef public object arrival
+    cdef public object prompt_len
+    cdef public object output_len
+    cdef public object tier
+    cdef public object slo
+    cdef public object status
+    cdef public object num_computed
+    cdef public object num_generated
+    cdef public object num_blocks
+    cdef public object replica
+    cdef public object first_scheduled
+    cdef public object first_token
+    cdef public object last_token
+    cdef public object finish
+    cdef public object preemptions
+    cdef public object reject_reason
+    cdef public object token_times
+    cdef public object mark
+    cdef public object lag
+    cdef public object order
