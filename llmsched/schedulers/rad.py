@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
+from ..request import Request
 from .base import Scheduler
 from .decode_pass import add_decodes
 from .registry import register
+from .watermark import beyond_watermark
 
 DEFAULT_TILE = (256, 128, 32)  # seed 000 §1.3's A100 tile, when the view has no GPU preset
 
@@ -69,6 +71,9 @@ class _TiledBase(Scheduler):
 
     def _watermark(self, view: ReplicaView) -> int:
         return int(self.watermark * view.total_blocks)
+
+    def unservable(self, req: Request, view: ReplicaView) -> str | None:
+        return super().unservable(req, view) or beyond_watermark(req, view, self.watermark)
 
     def params(self) -> dict:
         return {k: v for k, v in super().params().items() if not k.startswith("_")}

@@ -30,6 +30,7 @@ from ..engine.view import ReplicaView
 from ..request import Request, Status
 from .base import Scheduler
 from .registry import register, register_variant
+from .watermark import beyond_watermark
 
 ORDERS = ("fcfs", "spf", "spf-priority")
 PROMPT_LEN = attrgetter("prompt_len")
@@ -74,6 +75,9 @@ class SLAI(Scheduler):
             raise ValueError(f"{self.name}: default_tbt must be > 0 seconds, got {self.default_tbt}")
         if not 0 <= self.watermark < 1:
             raise ValueError(f"{self.name}: watermark must be in [0, 1), got {self.watermark}")
+
+    def unservable(self, req: Request, view: ReplicaView) -> str | None:
+        return super().unservable(req, view) or beyond_watermark(req, view, self.watermark)
 
     def params(self) -> dict:
         return {k: v for k, v in super().params().items() if not k.startswith("_")}
