@@ -199,8 +199,8 @@ def main() -> int:
                                      f"now; give the root of another checkout")
                 ratio = f"{got['now']['cpu_s'] / r['cpu_s']:.2f}x" if side == "before" else ""
                 running = f"{r['running']:.0f}" if "running" in r else ""
-                print(f"{label:<36}{side:>7}{r['build']:>9}{r['cpu_s']:>8.2f}{r['steps']:>10}{1e6 * r['cpu_s'] / r['steps']:>9.1f}"
-                      f"{running:>9}{r['peak_mb']:>9.0f}{ratio:>12}", flush=True)
+                print(f"{label:<36}{side:>7}{r['build']:>9}{r['cpu_s']:>8.2f}{r['steps']:>10}"
+                      f"{1e6 * r['cpu_s'] / r['steps']:>9.1f}{running:>9}{r['peak_mb']:>9.0f}{ratio:>12}", flush=True)
     return 0
 
 
