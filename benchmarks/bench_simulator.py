@@ -36,9 +36,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-# Peak RSS is the process's own VmHWM: ru_maxrss carries over the parent's RSS at fork (the bench itself, ~100 MB
-# once pandas is loaded), which would floor every row at it.
-PEAK = r"""
+# What a child reports besides its times: which llmsched ran (compiled or the sources), and its peak RSS, the
+# process's own VmHWM (ru_maxrss carries over the parent's RSS at fork: the bench itself, ~100 MB once pandas is
+# loaded, which would floor every row at it).
+CHILD_HELPERS = r"""
 def build():
     import llmsched  # a checkout older than llmsched/compiled.py is pure Python
     return llmsched.compiled.STATE[0] if hasattr(llmsched, "compiled") else "pure"
@@ -49,7 +50,7 @@ def peak_mb():
             return int(line.split()[1]) / 1024
 """
 
-RUN_CHILD = PEAK + r"""
+RUN_CHILD = CHILD_HELPERS + r"""
 import json, sys, time
 import llmsched
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
@@ -86,7 +87,7 @@ def child_env(pythonpath: str | None) -> dict:
     return env
 
 
-CLI_CHILD = PEAK + r"""
+CLI_CHILD = CHILD_HELPERS + r"""
 import json, resource, sys
 import llmsched
 from llmsched.cli import main

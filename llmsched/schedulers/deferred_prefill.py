@@ -5,13 +5,13 @@ from dataclasses import dataclass
 
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
-from ..request import Request, Status
+from ..request import Status
 from .base import Scheduler
 from .decode_pass import add_decodes
 from .registry import register
 from .vllm import swap_in
 from .whole_prompt import admit_whole_prompts
-from .watermark import beyond_watermark
+from .watermark import WatermarkAdmission
 
 MODES = ("to-full", "stateless")
 FINISHED = Status.FINISHED
@@ -19,7 +19,7 @@ FINISHED = Status.FINISHED
 
 @register
 @dataclass
-class DeferredPrefill(Scheduler):
+class DeferredPrefill(WatermarkAdmission, Scheduler):
     """Deferred prefill: decode until K requests have left since the last refill, then refill the batch to C.
 
     vLLM's non-chunked continuous batching (whole prompts FCFS in prefill-only steps, the same token budget,
@@ -80,9 +80,6 @@ class DeferredPrefill(Scheduler):
                 raise ValueError(f"deferred-prefill: {name} must be a number of tokens >= 1, got {v!r}")
         if not 0 <= self.watermark < 1:
             raise ValueError(f"deferred-prefill: watermark must be in [0, 1), got {self.watermark}")
-
-    def unservable(self, req: Request, view: ReplicaView) -> str | None:
-        return super().unservable(req, view) or beyond_watermark(req, view, self.watermark)
 
     def describe(self) -> dict:
         return {**super().describe(), "C": self._C, "K_used": self._K if self._C else None, "auto": self._choice}

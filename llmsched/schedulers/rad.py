@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
-from ..request import Request
 from .base import Scheduler
 from .decode_pass import add_decodes
 from .registry import register
-from .watermark import beyond_watermark
+from .watermark import WatermarkAdmission
 
 DEFAULT_TILE = (256, 128, 32)  # seed 000 §1.3's A100 tile, when the view has no GPU preset
 
@@ -27,7 +26,7 @@ def tile_of(view: ReplicaView) -> tuple[int, int, int]:
     return (gpu.t_row, gpu.t_col, gpu.t_red) if gpu is not None else DEFAULT_TILE
 
 
-class _TiledBase(Scheduler):
+class _TiledBase(WatermarkAdmission, Scheduler):
     """Shared parts: tile constants, the prefill in progress, KV-safe admission of the FCFS head."""
 
     def _tiles(self, view: ReplicaView) -> tuple[int, int]:
@@ -71,9 +70,6 @@ class _TiledBase(Scheduler):
 
     def _watermark(self, view: ReplicaView) -> int:
         return int(self.watermark * view.total_blocks)
-
-    def unservable(self, req: Request, view: ReplicaView) -> str | None:
-        return super().unservable(req, view) or beyond_watermark(req, view, self.watermark)
 
     def params(self) -> dict:
         return {k: v for k, v in super().params().items() if not k.startswith("_")}

@@ -6,11 +6,10 @@ from operator import attrgetter
 
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
-from ..request import Request
 from .base import Scheduler
 from .decode_pass import add_decodes, split_running
 from .registry import register, register_variant
-from .watermark import beyond_watermark
+from .watermark import WatermarkAdmission
 
 ORDERS = ("fcfs", "spf")
 ARRIVAL = attrgetter("arrival")
@@ -19,7 +18,7 @@ PROMPT_LEN = attrgetter("prompt_len")
 
 @register
 @dataclass
-class Sarathi(Scheduler):
+class Sarathi(WatermarkAdmission, Scheduler):
     """Sarathi-Serve: every running decode, then prompt chunks, within a token budget.
 
     Running requests in arrival order: each decode-phase request gets its token (the newest
@@ -49,9 +48,6 @@ class Sarathi(Scheduler):
             raise ValueError(f"sarathi: order must be one of {ORDERS}, got {self.order!r}")
         if not 0 <= self.watermark < 1:
             raise ValueError(f"sarathi: watermark must be in [0, 1), got {self.watermark}")
-
-    def unservable(self, req: Request, view: ReplicaView) -> str | None:
-        return super().unservable(req, view) or beyond_watermark(req, view, self.watermark)
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         group = view.decode_group

@@ -30,7 +30,7 @@ from ..engine.view import ReplicaView
 from ..request import Request, Status
 from .base import Scheduler
 from .registry import register, register_variant
-from .watermark import beyond_watermark
+from .watermark import WatermarkAdmission
 
 ORDERS = ("fcfs", "spf", "spf-priority")
 PROMPT_LEN = attrgetter("prompt_len")
@@ -38,7 +38,7 @@ PROMPT_LEN = attrgetter("prompt_len")
 
 @register
 @dataclass
-class SLAI(Scheduler):
+class SLAI(WatermarkAdmission, Scheduler):
     """SLAI: critical decodes by last schedulable time, then prefills (SPF), then non-critical decodes."""
 
     name = "slai"
@@ -75,9 +75,6 @@ class SLAI(Scheduler):
             raise ValueError(f"{self.name}: default_tbt must be > 0 seconds, got {self.default_tbt}")
         if not 0 <= self.watermark < 1:
             raise ValueError(f"{self.name}: watermark must be in [0, 1), got {self.watermark}")
-
-    def unservable(self, req: Request, view: ReplicaView) -> str | None:
-        return super().unservable(req, view) or beyond_watermark(req, view, self.watermark)
 
     def params(self) -> dict:
         return {k: v for k, v in super().params().items() if not k.startswith("_")}

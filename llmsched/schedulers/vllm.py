@@ -5,17 +5,16 @@ from dataclasses import dataclass
 
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
-from ..request import Request
 from .base import Scheduler
 from .decode_pass import add_decodes
 from .registry import register
 from .whole_prompt import admit_whole_prompts
-from .watermark import beyond_watermark
+from .watermark import WatermarkAdmission
 
 
 @register
 @dataclass
-class VLLM(Scheduler):
+class VLLM(WatermarkAdmission, Scheduler):
     """vLLM: prefill-first continuous batching, whole prompts, FCFS, preempt newest by recompute.
 
     Each step admits waiting requests FCFS while their whole prompts fit the token budget
@@ -38,9 +37,6 @@ class VLLM(Scheduler):
     def __post_init__(self):
         if not 0 <= self.watermark < 1:
             raise ValueError(f"vllm: watermark must be in [0, 1), got {self.watermark}")
-
-    def unservable(self, req: Request, view: ReplicaView) -> str | None:
-        return super().unservable(req, view) or beyond_watermark(req, view, self.watermark)
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         group = view.decode_group
