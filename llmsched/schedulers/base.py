@@ -18,6 +18,7 @@ from ..request import Request
 class Scheduler:
     name: ClassVar[str] = "?"
     source: ClassVar[str] = ""  # paper / system, seed and section
+    family: ClassVar[str] = "baselines"  # the paper (or "baselines") a policy comes from: groups it in plots
     needs_oracle: ClassVar[bool] = False  # decides from true output lengths (runs only with oracle=True)
     chunks_prompts: ClassVar[bool] = True  # False: every prefill runs whole in one step (see prefill_limit)
     recompute_only: ClassVar[bool] = False  # True: the policy cannot run with preemption_mode="swap"

@@ -47,6 +47,7 @@ class DeferredPrefill(WatermarkAdmission, Scheduler):
     """
 
     name = "deferred-prefill"
+    family = "deferred prefill"
     source = ("Mohanty et al., Deferred prefill for throughput maximization in LLM inference, EuroMLSys'25 "
               "(seed 004): departure-threshold policy §2.2, Theorem 1 / Prop. 1 for K*; gate as spec §3.2/§3.3")
     K: int | str = "auto"

@@ -61,6 +61,7 @@ class FairBatching(Scheduler):
     """
 
     name = "fairbatching"
+    family = "FairBatching"
     source = ("FairBatching (Lyu et al., arXiv 2510.14392), seed 002 §3.1-3.3, Algorithm 1; PAB §3.4 / App. A; "
               "admission control §5.1; spec ../shared/specs/002_fairbatching.md §3")
     ttft_slo: float = DEFAULT_TTFT

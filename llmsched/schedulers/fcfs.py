@@ -25,6 +25,7 @@ class FCFS(Scheduler):
     """Seed 003's naive FCFS: admit while prompts fit free memory, decode everything, evict on overflow."""
 
     name = "fcfs"
+    family = "WAIT"
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
     plans_decode_group = True  # when every decode and unfinished prompt fits, the plan is the group plus them
     source = "seed 003 (Ao et al.) §1 Example 2 and Prop. 3: the FCFS baseline whose evictions cascade"

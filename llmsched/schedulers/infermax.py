@@ -62,6 +62,7 @@ class InferMax(Scheduler):
     """
 
     name = "infermax"
+    family = "InferMax"
     source = ("InferMax (Kim et al., arXiv 2411.07447 v3 = seed 001): Algorithm 1 SCHEDULER(M, C, P), §3.1; "
               "Table 1 settings; proposed deployable policy: paper §6 (digested in spec 001 §4.4); spec 001 §1.3-§1.6")
     recompute_only = True  # the paper evicts by recomputation only (§2.2); the replica refuses swap mode

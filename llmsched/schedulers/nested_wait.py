@@ -44,6 +44,7 @@ class NestedWait(Scheduler):
     """Nested WAIT (seed 003 Alg. 2): segments by output length, descending thresholds, lengths unknown."""
 
     name = "nested-wait"
+    family = "WAIT"
     source = "seed 003 (Ao et al., Fluid-Guided Online Scheduling with Memory Constraints) §5.1, Algorithm 2"
     chunks_prompts = False  # cohorts are prefilled whole: a longer prompt is rejected at arrival
 

@@ -29,6 +29,7 @@ def tile_of(view: ReplicaView) -> tuple[int, int, int]:
 class _TiledBase(WatermarkAdmission, Scheduler):
     """Shared parts: tile constants, the prefill in progress, KV-safe admission of the FCFS head."""
 
+    family = "RAD/SLAI"
     def _tiles(self, view: ReplicaView) -> tuple[int, int]:
         if self._lcm is None:
             t_row, t_col, t_red = tile_of(view)

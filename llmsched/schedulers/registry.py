@@ -37,7 +37,7 @@ def scheduler_info(name: str) -> dict:
     for f in dataclasses.fields(cls):
         default = defaults.get(f.name, f.default)
         params[f.name] = None if default is dataclasses.MISSING else default
-    return {"name": name, "summary": summary, "source": cls.source, "params": params,
+    return {"name": name, "summary": summary, "source": cls.source, "family": cls.family, "params": params,
             "needs_oracle": cls.needs_oracle}
 
 

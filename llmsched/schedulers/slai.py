@@ -42,6 +42,7 @@ class SLAI(WatermarkAdmission, Scheduler):
     """SLAI: critical decodes by last schedulable time, then prefills (SPF), then non-critical decodes."""
 
     name = "slai"
+    family = "RAD/SLAI"
     source = ("seed 000 (Bari, Hegde, de Veciana, POMACS 2025) §6 (SLAI, eq. 8-9), §7.1 (τ=512, α=β=128, "
               "δ=10 fixed or 5/10 dynamic at 96% KV use); engine semantics from spec §2.7")
     token_budget: int = 512

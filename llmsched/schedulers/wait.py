@@ -34,6 +34,7 @@ class Wait(Scheduler):
     """WAIT (seed 003 Alg. 1): a type starts when n_j prompts wait, then advances in lockstep cohorts."""
 
     name = "wait"
+    family = "WAIT"
     source = "seed 003 (Ao et al., Fluid-Guided Online Scheduling with Memory Constraints) §4.2, Algorithm 1"
     needs_oracle = True
     chunks_prompts = False  # cohorts are prefilled whole: a longer prompt is rejected at arrival

@@ -1,0 +1,124 @@
+"""The identity matrix: every registered scheduler under KV pressure, overflow eviction (restart and recompute),
+swap, four replicas with tiers and a load-based router, a closed loop, a horizon and light load, plus a real
+trace with sarathi, vllm-chunked and vllm -- each run through the command line, its files kept.
+
+A change that must not change behaviour (a refactor, a speed-up) is checked by running the matrix before and
+after and comparing: ``requests.csv``, ``steps.csv`` and ``summary.json`` (less its wall time) byte for byte, and
+the error text of a run that refuses its configuration.
+
+    python scripts/identity_matrix.py run OUT_DIR [--sketch] [--jobs 2] [--only SUBSTRING]
+    python scripts/identity_matrix.py compare OLD_DIR NEW_DIR
+
+Run the 'before' side from a worktree of the old commit (``git worktree add /tmp/base COMMIT``; its own install
+or ``LLMSCHED_PURE=1`` with ``PYTHONPATH=/tmp/base``).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+BASE = ["--model", "llama-3-8b", "--gpu", "a100", "--workload", "sharegpt", "--no-progress"]
+SETTINGS = {
+    "kv": ["--rate", "3", "--num-requests", "200", "--num-blocks", "600"],
+    "evict": ["--rate", "3", "--num-requests", "200", "--num-blocks", "600", "--overflow", "evict-newest"],
+    "evict-rc": ["--rate", "3", "--num-requests", "200", "--num-blocks", "600",
+                 "--overflow", "evict-newest-recompute"],
+    "swap": ["--rate", "3", "--num-requests", "200", "--num-blocks", "600", "--preemption-mode", "swap",
+             "--swap-space-gb", "0.05"],
+    "rep4": ["--rate", "10", "--num-requests", "300", "--replicas", "4", "--router", "least-load",
+             "--tiers", "paid:tbt=0.1:share=0.2,free:tbt=0.5", "--num-blocks", "1500"],
+    "closed": ["--concurrency", "48", "--num-requests", "300", "--num-blocks", "1200"],
+    "horizon": ["--rate", "4", "--num-requests", "300", "--horizon", "40"],
+    "light": ["--rate", "0.5", "--num-requests", "120"],
+}
+TRACE_SCHEDULERS = ("sarathi", "vllm-chunked", "vllm")
+TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces" / "AzureLLMInferenceTrace_conv.csv"
+
+
+def configs():
+    from llmsched.schedulers.registry import scheduler_info, scheduler_names
+    out = {}
+    for name in scheduler_names():
+        info = scheduler_info(name)
+        extra = ["--oracle"] if info["needs_oracle"] else []
+        for setting, args in SETTINGS.items():
+            out[f"{name}__{setting}"] = ["--scheduler", name, *BASE, *args, *extra]
+    if TRACE.exists():
+        for name in TRACE_SCHEDULERS:
+            out[f"{name}__conv-trace"] = ["--scheduler", name, "--model", "llama-3-8b", "--gpu", "a100",
+                                          "--trace", str(TRACE), "--num-requests", "3000", "--no-progress"]
+    return out
+
+
+def run_one(key: str, args: list[str], out: Path, sketch: bool) -> str:
+    target = out / key
+    target.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-c", "import sys; from llmsched.cli import main; sys.exit(main())", "simulate", *args,
+           "--out", str(target / "run")]
+    if sketch:
+        cmd.append("--sketch")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    (target / "rc").write_text(f"{proc.returncode}\n")
+    if proc.returncode:
+        (target / "error").write_text(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "")
+    return key
+
+
+def digest(run_dir: Path) -> dict:
+    out = {"rc": (run_dir / "rc").read_text().strip()}
+    if (run_dir / "error").exists():
+        out["error"] = (run_dir / "error").read_text()
+    for name in ("requests.csv", "steps.csv"):
+        path = run_dir / "run" / name
+        if path.exists():
+            out[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    summary = run_dir / "run" / "summary.json"
+    if summary.exists():
+        data = json.loads(summary.read_text())
+        for key in ("wall_time_s", "wall_s"):
+            data.pop(key, None)
+        out["summary.json"] = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("out")
+    r.add_argument("--sketch", action="store_true")
+    r.add_argument("--jobs", type=int, default=2)
+    r.add_argument("--only", default="")
+    c = sub.add_parser("compare")
+    c.add_argument("old")
+    c.add_argument("new")
+    args = p.parse_args(argv)
+    if args.command == "run":
+        out = Path(args.out)
+        todo = {k: v for k, v in configs().items() if args.only in k}
+        with ThreadPoolExecutor(args.jobs) as pool:
+            for i, key in enumerate(pool.map(lambda kv: run_one(kv[0], kv[1], out, args.sketch), todo.items())):
+                if (i + 1) % 25 == 0:
+                    print(f"{i + 1}/{len(todo)}", flush=True)
+        digests = {k: digest(out / k) for k in sorted(todo)}
+        (out / "digests.json").write_text(json.dumps(digests, indent=1, sort_keys=True))
+        failed = sum(1 for d in digests.values() if d["rc"] != "0")
+        print(f"{len(digests)} configs run into {out} ({failed} refused their configuration)")
+        return 0
+    old = json.loads((Path(args.old) / "digests.json").read_text())
+    new = json.loads((Path(args.new) / "digests.json").read_text())
+    differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    for k in differ:
+        print(f"DIFFERS {k}: {old.get(k)} != {new.get(k)}")
+    print(f"{len(set(old) | set(new)) - len(differ)} of {len(set(old) | set(new))} identical")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
