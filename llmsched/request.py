@@ -9,6 +9,9 @@ first output token; recompute after preemption re-prefills prompt + generated.
 ``output_len`` is the true output length: the mechanism and metrics read it,
 schedulers must not (they ask ``view.oracle_output_len(req)``, which answers only
 when the run grants the oracle option).
+
+``content`` is what the prompt's tokens are (``llmsched.content.Content``), for a
+prefix cache; None (every workload without prompt identities) shares nothing.
 """
 from __future__ import annotations
 
@@ -65,7 +68,7 @@ class Request:
 
     __slots__ = (
         # spec
-        "id", "arrival", "prompt_len", "output_len", "tier", "slo",
+        "id", "arrival", "prompt_len", "output_len", "tier", "slo", "content",
         # state (mutated only by the replica)
         "status", "num_computed", "num_generated", "num_blocks", "replica",
         "first_scheduled", "first_token", "last_token", "finish", "preemptions",
@@ -73,19 +76,23 @@ class Request:
     )
 
     def __init__(self, id: int, arrival: float, prompt_len: int, output_len: int,
-                 tier: Tier = DEFAULT_TIER):
+                 tier: Tier = DEFAULT_TIER, content=None):
         if prompt_len < 1:
             raise ValueError(f"request {id}: prompt_len must be >= 1, got {prompt_len}")
         if output_len < 1:
             raise ValueError(f"request {id}: output_len must be >= 1, got {output_len}")
         if not (arrival >= 0 and math.isfinite(arrival)):
             raise ValueError(f"request {id}: arrival must be a finite time >= 0, got {arrival}")
+        if content is not None and content.length < prompt_len:
+            raise ValueError(f"request {id}: its content names {content.length} tokens, fewer than its prompt's "
+                             f"{prompt_len}; a content covers the whole prompt")
         self.id = id
         self.arrival = float(arrival)
         self.prompt_len = int(prompt_len)
         self.output_len = int(output_len)
         self.tier = tier
         self.slo = tier.slo
+        self.content = content
         self.status = Status.WAITING
         self.num_computed = 0
         self.num_generated = 0
