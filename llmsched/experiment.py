@@ -220,6 +220,15 @@ def length_dist(cfg: RunConfig):
     return length_preset(cfg.workload)
 
 
+def vocab_size(cfg: RunConfig) -> int | None:
+    """The run's model's vocabulary, which bounds a trace's token ids; None for a model name that build_replicas
+    will refuse with its own error."""
+    try:
+        return model_preset(cfg.model).vocab
+    except ValueError:
+        return None
+
+
 def build_source(cfg: RunConfig):
     tiers = parse_tiers(cfg.tiers) if cfg.tiers else None
     extra = {"tiers": tiers} if tiers else {}
@@ -237,7 +246,8 @@ def build_source(cfg: RunConfig):
                       seed=cfg.seed, **extra)
     elif cfg.trace:
         wl = trace_workload(cfg.trace, target_rate=cfg.rate, num_requests=cfg.num_requests,
-                            max_total_tokens=cfg.max_total_tokens, seed=cfg.seed, **extra)
+                            max_total_tokens=cfg.max_total_tokens, seed=cfg.seed, block_size=cfg.block_size,
+                            vocab_size=vocab_size(cfg), **extra)
     else:
         if cfg.rate is None:
             raise ValueError("a generated workload needs rate (--rate, requests/s)")

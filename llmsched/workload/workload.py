@@ -51,6 +51,9 @@ class Workload:
     tiers: Sequence[Tier] | str = (DEFAULT_TIER,)
     max_total_tokens: int | None = None
     seed: int = 0
+    # the requests' contents (llmsched.content), for traces that name them: (n, chunk, max_prompt) -> lists of
+    # ``chunk`` contents of the first n requests, read as the run goes (workload/jsonl.py); None: no identities
+    contents: Callable | None = None
 
     def __post_init__(self):
         if not isinstance(self.arrivals, ArrivalProcess):
@@ -113,8 +116,14 @@ class Workload:
 
             def times():
                 return pieces(known, chunk)
+        contents = None
+        if self.contents is not None:
+            max_prompt = None if self.max_total_tokens is None else self.max_total_tokens - 1
+
+            def contents():
+                return self.contents(n, chunk, max_prompt)
         return StreamedOpenLoop(n, times, lambda: self.capped_lengths.chunks(n, streams(self.seed, 3)[1], chunk),
-                                lambda: tier_chunks(n, self.tiers, streams(self.seed, 3)[2], chunk))
+                                lambda: tier_chunks(n, self.tiers, streams(self.seed, 3)[2], chunk), contents)
 
     def describe(self) -> dict:
         return {"arrivals": self.arrivals.describe(), "lengths": self.lengths.describe(),
@@ -182,11 +191,13 @@ Chunks = Callable[[], Iterator]  # a fresh iterator over a column's pieces, from
 class StreamedOpenLoop(OpenLoop):
     """An open loop held as column chunks: the columns are drawn a chunk at a time and each Request is built when
     the run reaches its arrival and dropped once recorded, so memory follows the requests in flight, not the
-    number of requests. Each column is a function giving its pieces anew (times; (prompts, outputs); tiers)."""
+    number of requests. Each column is a function giving its pieces anew (times; (prompts, outputs); tiers; and,
+    for a trace that names them, the requests' contents)."""
 
-    def __init__(self, n: int, times: Chunks, lengths: Chunks, tiers: Chunks):
+    def __init__(self, n: int, times: Chunks, lengths: Chunks, tiers: Chunks, contents: Chunks | None = None):
         self.n = n
         self._times, self._lengths, self._tiers = times, lengths, tiers
+        self._contents = contents
 
     def __len__(self) -> int:
         return self.n
@@ -210,12 +221,27 @@ class StreamedOpenLoop(OpenLoop):
 
     def initial(self):
         """Fresh requests, ids 0..n-1, built one at a time in arrival order."""
+        if self._contents is not None:
+            yield from self._with_contents()
+            return
         i = 0
         for times, (prompts, outputs), tiers in zip(self._times(), self._lengths(), self._tiers(), strict=True):
             columns = (np.asarray(times, np.float64).tolist(), np.asarray(prompts, np.int64).tolist(),
                        np.asarray(outputs, np.int64).tolist(), tiers)
             for t, p, o, tier in zip(*columns, strict=True):
                 yield Request(i, t, p, o, tier)
+                i += 1
+        if i != self.n:
+            raise ValueError(f"StreamedOpenLoop: its columns gave {i} requests, not the {self.n} it was built for")
+
+    def _with_contents(self):
+        i = 0
+        for times, (prompts, outputs), tiers, contents in zip(self._times(), self._lengths(), self._tiers(),
+                                                              self._contents(), strict=True):
+            columns = (np.asarray(times, np.float64).tolist(), np.asarray(prompts, np.int64).tolist(),
+                       np.asarray(outputs, np.int64).tolist(), tiers, contents)
+            for t, p, o, tier, content in zip(*columns, strict=True):
+                yield Request(i, t, p, o, tier, content)
                 i += 1
         if i != self.n:
             raise ValueError(f"StreamedOpenLoop: its columns gave {i} requests, not the {self.n} it was built for")
@@ -295,14 +321,23 @@ class ClosedLoop:
 
 def trace_workload(path, target_rate: float | None = None, num_requests: int | None = None,
                    tiers: Sequence[Tier] | str = (DEFAULT_TIER,), max_total_tokens: int | None = None,
-                   seed: int = 0, zero_lengths: str = "error") -> Workload:
-    """Replays a trace with arrival times (Azure or Vidur format): its arrivals, and each row's own lengths."""
+                   seed: int = 0, zero_lengths: str = "error", block_size: int | None = None,
+                   vocab_size: int | None = None) -> Workload:
+    """Replays a trace with arrival times (Azure, Vidur or a JSONL format): its arrivals, each row's own lengths,
+    and the prompts' contents where the trace names them. ``block_size`` (the run's KV block size) must divide the
+    trace's hash block; ``vocab_size`` bounds its token ids."""
     resolved = resolve_data_file(path)
     if trace_kind(resolved) == "lengths":
         raise TraceError(length_file_as_trace(resolved))
-    trace = read_trace(resolved, zero_lengths=zero_lengths)
+    trace = read_trace(resolved, zero_lengths=zero_lengths, vocab_size=vocab_size)
     if len(trace) == 0:
         raise TraceError(f"{trace.source}:1: the trace has a header but no requests")
+    hash_block = getattr(trace, "hash_block", None)
+    if hash_block and block_size and hash_block % block_size:
+        divisors = ", ".join(str(d) for d in (8, 16, 32, 64, 128) if hash_block % d == 0)
+        raise TraceError(f"{trace.source}:1: its block ids each stand for {hash_block} tokens, which KV blocks of "
+                         f"{block_size} do not divide, so a KV block would straddle two of them; use a --block-size "
+                         f"that divides {hash_block} ({divisors}, ...)")
     if num_requests is not None and num_requests > len(trace):
         raise ValueError(f"num_requests {num_requests}: the trace {trace.source} has only {len(trace)} requests; "
                          f"ask for at most {len(trace)} (or leave --num-requests out to replay it whole)")
@@ -314,7 +349,7 @@ def trace_workload(path, target_rate: float | None = None, num_requests: int | N
     except ValueError as e:
         raise TraceError(f"{trace.source}: {e} (--rate rescales a trace's arrivals; leave it out)") from None
     return Workload(arrivals, Empirical.from_trace(trace, draw="sequential"), num_requests=num_requests, tiers=tiers,
-                    max_total_tokens=max_total_tokens, seed=seed)
+                    max_total_tokens=max_total_tokens, seed=seed, contents=getattr(trace, "contents", None))
 
 
 def length_file_as_trace(path: Path) -> str:
