@@ -153,7 +153,8 @@ class JsonlTrace:
     """A JSONL trace as the workload reads it: like ``traces.Trace`` (arrivals, prompt and output lengths), plus
     ``contents(n, chunk, max_prompt)``, the first ``n`` requests' contents a chunk at a time, read anew from the
     file at each call (None when the file names no prompt identities), and ``hash_block``, the tokens each of its
-    block ids stands for (Mooncake: 512), which a KV block size must divide."""
+    block ids stands for (Mooncake: 512), which a KV block size must divide; and ``follow_ups``,
+    for a trace whose sessions continue as their requests finish, their later turns (``Workload.follow_ups``)."""
 
     arrivals: np.ndarray
     prompt_lens: np.ndarray
@@ -164,16 +165,17 @@ class JsonlTrace:
     clamped: int = 0
     contents: Callable | None = None
     hash_block: int | None = None
+    follow_ups: object = None
 
     def __len__(self) -> int:
         return len(self.prompt_lens)
 
     @classmethod
-    def of(cls, columns: Columns, fmt: str, contents=None, hash_block=None) -> "JsonlTrace":
+    def of(cls, columns: Columns, fmt: str, contents=None, hash_block=None, follow_ups=None) -> "JsonlTrace":
         return cls(np.frombuffer(columns.arrivals, np.float64).copy() if columns.arrivals else np.zeros(0),
                    np.frombuffer(columns.prompts, np.int64).copy() if columns.prompts else np.zeros(0, np.int64),
                    np.frombuffer(columns.outputs, np.int64).copy() if columns.outputs else np.zeros(0, np.int64),
-                   columns.path, fmt, len(columns.dropped), columns.clamped, contents, hash_block)
+                   columns.path, fmt, len(columns.dropped), columns.clamped, contents, hash_block, follow_ups)
 
 
 def chunked(items: Iterator, n: int, chunk: int) -> Iterator[list]:

@@ -19,7 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from llmsched.workload.jsonl import first_keys, is_jsonl
+from llmsched.workload.llmservingsim import FLAT as LLMSERVINGSIM, is_llmservingsim, read_llmservingsim
 from llmsched.workload.mooncake import KEYS as MOONCAKE, is_mooncake, read_mooncake
+from llmsched.workload.session_trace import KEYS as SESSIONS, is_session_trace, read_session_trace
 from llmsched.workload.trace_error import TraceError
 
 AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -28,8 +30,10 @@ LENGTHS = ("num_prefill_tokens", "num_decode_tokens")
 LMSYS = ("question_length", "answer_length")
 ZERO_POLICIES = ("error", "drop", "clamp")
 # JSON-lines traces with prompt identities: kind -> (does a first line with these keys belong to it, reader)
-JSONL = {"mooncake": (is_mooncake, read_mooncake)}
-JSONL_SUPPORTED = f"Mooncake JSONL ({', '.join(MOONCAKE)})"
+JSONL = {"mooncake": (is_mooncake, read_mooncake), "llmservingsim": (is_llmservingsim, read_llmservingsim),
+         "sessions": (is_session_trace, read_session_trace)}
+JSONL_SUPPORTED = (f"Mooncake JSONL ({', '.join(MOONCAKE)}); LLMServingSim JSONL ({', '.join(LLMSERVINGSIM)}, or "
+                   f"sub_requests); llmsched's session JSONL ({', '.join(SESSIONS)}; docs/workloads.md)")
 SUPPORTED = (f"Azure LLM inference trace ({', '.join(AZURE)}); Vidur processed trace ({', '.join(VIDUR)}); "
              f"length-only ({', '.join(LENGTHS)}) or ({', '.join(LMSYS)}); {JSONL_SUPPORTED}")
 

@@ -54,6 +54,9 @@ class Workload:
     # the requests' contents (llmsched.content), for traces that name them: (n, chunk, max_prompt) -> lists of
     # ``chunk`` contents of the first n requests, read as the run goes (workload/jsonl.py); None: no identities
     contents: Callable | None = None
+    # sessions whose later turns follow their first request's completion: an object with ``chunks(n, chunk,
+    # max_prompt)`` (per first request, its later turns or None) and ``count(n)`` (requests in all); None: none
+    follow_ups: object = None
 
     def __post_init__(self):
         if not isinstance(self.arrivals, ArrivalProcess):
@@ -117,13 +120,17 @@ class Workload:
             def times():
                 return pieces(known, chunk)
         contents = None
+        max_prompt = None if self.max_total_tokens is None else self.max_total_tokens - 1
         if self.contents is not None:
-            max_prompt = None if self.max_total_tokens is None else self.max_total_tokens - 1
-
             def contents():
                 return self.contents(n, chunk, max_prompt)
-        return StreamedOpenLoop(n, times, lambda: self.capped_lengths.chunks(n, streams(self.seed, 3)[1], chunk),
-                                lambda: tier_chunks(n, self.tiers, streams(self.seed, 3)[2], chunk), contents)
+        lengths = lambda: self.capped_lengths.chunks(n, streams(self.seed, 3)[1], chunk)  # noqa: E731
+        tiers = lambda: tier_chunks(n, self.tiers, streams(self.seed, 3)[2], chunk)  # noqa: E731
+        if self.follow_ups is not None:
+            follow = self.follow_ups
+            return SessionOpenLoop(n, times, lengths, tiers, contents,
+                                   lambda: follow.chunks(n, chunk, max_prompt), follow.count(n))
+        return StreamedOpenLoop(n, times, lengths, tiers, contents)
 
     def describe(self) -> dict:
         return {"arrivals": self.arrivals.describe(), "lengths": self.lengths.describe(),
@@ -247,6 +254,49 @@ class StreamedOpenLoop(OpenLoop):
             raise ValueError(f"StreamedOpenLoop: its columns gave {i} requests, not the {self.n} it was built for")
 
 
+class SessionOpenLoop(StreamedOpenLoop):
+    """An open loop whose requests may open sessions. A session's first request arrives at its time, as any
+    request does; each later turn arrives ``delay`` seconds after the turn before it leaves the run, and not before
+    its own ``not_before`` (LLMServingSim's agentic sessions: the tool time; inference-perf's multi-turn chat: the
+    round's scheduled time). First requests have ids 0..n-1 in arrival order, later turns n, n+1, ... as issued.
+
+    ``follow_ups`` gives, a chunk of first requests at a time, each one's later turns (an iterable of objects with
+    ``delay``, ``not_before``, ``prompt_len``, ``output_len``, ``tier`` and ``content``, read lazily) or None;
+    ``total`` counts every request. Memory follows the sessions in flight."""
+
+    def __init__(self, n: int, times: Chunks, lengths: Chunks, tiers: Chunks, contents: Chunks | None,
+                 follow_ups: Chunks, total: int):
+        super().__init__(n, times, lengths, tiers, contents)
+        self._follow_ups = follow_ups
+        self.total = total
+        self.sessions: dict[int, Iterator] = {}
+        self.issued = n
+
+    def __len__(self) -> int:
+        return self.total
+
+    def initial(self):
+        self.sessions = {}
+        self.issued = self.n
+        follow = chain.from_iterable(self._follow_ups())
+        for req in super().initial():
+            rest = next(follow)
+            if rest is not None:
+                self.sessions[req.id] = iter(rest)
+            yield req
+
+    def on_done(self, req: Request, now: float) -> list[Request]:
+        rest = self.sessions.pop(req.id, None)
+        turn = None if rest is None else next(rest, None)
+        if turn is None:
+            return []
+        nxt = Request(self.issued, max(now + turn.delay, turn.not_before), turn.prompt_len, turn.output_len,
+                      turn.tier, turn.content)
+        self.issued += 1
+        self.sessions[nxt.id] = rest
+        return [nxt]
+
+
 class ClosedLoop:
     """``concurrency`` users, each sending a new request ``think_time`` seconds after the last one ends.
 
@@ -349,7 +399,8 @@ def trace_workload(path, target_rate: float | None = None, num_requests: int | N
     except ValueError as e:
         raise TraceError(f"{trace.source}: {e} (--rate rescales a trace's arrivals; leave it out)") from None
     return Workload(arrivals, Empirical.from_trace(trace, draw="sequential"), num_requests=num_requests, tiers=tiers,
-                    max_total_tokens=max_total_tokens, seed=seed, contents=getattr(trace, "contents", None))
+                    max_total_tokens=max_total_tokens, seed=seed, contents=getattr(trace, "contents", None),
+                    follow_ups=getattr(trace, "follow_ups", None))
 
 
 def length_file_as_trace(path: Path) -> str:
