@@ -81,6 +81,9 @@ FIELDS: dict[str, Field] = {
     "rate_schedule": Field("str", optional=True, hint="'START:RATE,...', e.g. '0:2,300:4'",
                            parse=lambda text: Piecewise(parse_rate_schedule(text))),
     "concurrency": Field("int", optional=True, low=1, high=MAX_REQUESTS),
+    "turns": Field("int", optional=True, low=1, high=MAX_REQUESTS, hint="requests per user session (closed loop)"),
+    "think_time": Field("float", low=0, high=MAX_SECONDS, hint="seconds (closed loop)"),
+    "workload_params": Field("params"),
     "tiers": Field("str", optional=True, hint="e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5'",
                    parse=lambda text: parse_tiers(text)),
     "max_total_tokens": Field("int", optional=True, low=2),
@@ -146,7 +149,7 @@ class Origin:
 
 API = Origin()
 CLI_NAMES = {"scheduler_params": "--param", "batch_time_params": "--bt-param", "keep_gaps": "--sketch", "fast_forward": "--no-fast-forward",
-             "lanes": "--no-lanes",
+             "lanes": "--no-lanes", "workload_params": "--wl-param",
              "check_invariants": "--check-invariants"}
 
 
@@ -285,6 +288,13 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
     if given(data, "rate_schedule") and arrival != "poisson":
         raise ValueError(f"{origin_of('arrival').name('arrival')} {arrival}: a rate schedule draws Poisson "
                          f"arrivals; drop --arrival")
+    for key in ("turns", "think_time"):
+        if given(data, key) and not given(data, "concurrency"):
+            raise ValueError(f"{origin_of(key).name(key)} applies to a closed loop: give --concurrency (the users) "
+                             f"and --num-requests, or drop it")
+    if data.get("workload_params") and data.get("workload") != "shared-prefix":
+        raise ValueError(f"{origin_of('workload_params').name('workload_params')} applies to --workload "
+                         f"shared-prefix (the only workload with parameters); drop it or use that workload")
     if given(data, "concurrency") and not given(data, "num_requests"):
         raise ValueError(f"{origin_of('concurrency').name('concurrency')} (a closed loop) needs --num-requests, how "
                          f"many requests it sends in all")

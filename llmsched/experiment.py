@@ -26,6 +26,8 @@ from .workload.tiers import parse_tiers
 from .workload.arrivals import Piecewise
 from .workload.workload import ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, trace_workload
 from .workload.presets import length_preset
+from .workload.closed_sessions import DrawnSessions, SessionClosedLoop
+from .workload.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, check_rate
 
 
 @dataclass
@@ -52,6 +54,9 @@ class RunConfig:
     cv: float | None = None
     rate_schedule: str | None = None  # piecewise-constant rate, "T0:RATE0,T1:RATE1,..." (seconds:req/s)
     concurrency: int | None = None  # closed loop: this many requests in flight
+    turns: int | None = None  # closed loop: each user's requests form sessions of this many turns
+    think_time: float = 0.0  # closed loop: seconds from a request's end to its user's next request
+    workload_params: dict = field(default_factory=dict)  # --workload shared-prefix's parameters
     tiers: str | None = None  # e.g. "paid:tbt=0.1:share=0.05,free:tbt=0.5"
     max_total_tokens: int | None = None
     # replica limits, named as in vLLM
@@ -197,6 +202,8 @@ def workload_params(cfg: RunConfig, source) -> dict:
     if not {"lengths", "rate", "types"} <= set(params) or cfg.scheduler_params.get("types"):
         return {}
     out = {"lengths": cfg.lengths or cfg.trace or cfg.workload}
+    if out["lengths"] == SHARED_PREFIX:  # not a length preset: the policy keeps its own default lengths
+        del out["lengths"]
     if cfg.concurrency is None:
         rate = cfg.rate if cfg.rate and not cfg.rate_schedule else mean_rate(source)
         if rate:
@@ -229,14 +236,36 @@ def vocab_size(cfg: RunConfig) -> int | None:
         return None
 
 
+def shared_prefix_source(cfg: RunConfig, tiers):
+    """inference-perf's shared_prefix generator (workload/shared_prefix.py) in an open or a closed loop."""
+    extra = {"tiers": tiers} if tiers else {}
+    if cfg.max_total_tokens is not None:
+        raise ValueError(f"max_total_tokens caps generated lengths; {SHARED_PREFIX}'s lengths are its parameters "
+                         f"(--wl-param system_prompt_len=..., question_len=..., output_len=...): drop it")
+    generator = SharedPrefix.from_params(cfg.workload_params, cfg.seed)
+    if cfg.concurrency is not None:
+        return generator.closed_loop(cfg.concurrency, cfg.num_requests, cfg.think_time, cfg.turns, **extra)
+    if cfg.rate_schedule:
+        raise ValueError(f"--rate-schedule does not apply to --workload {SHARED_PREFIX}; give --rate")
+    n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
+    return generator.open_loop(check_rate(cfg.rate), n if cfg.duration is None else None, cfg.duration, cfg.arrival,
+                               cfg.cv, **extra)
+
+
 def build_source(cfg: RunConfig):
     tiers = parse_tiers(cfg.tiers) if cfg.tiers else None
     extra = {"tiers": tiers} if tiers else {}
+    if cfg.workload == SHARED_PREFIX and not (cfg.trace or cfg.lengths):
+        return shared_prefix_source(cfg, tiers or None)
     if cfg.concurrency is not None:
         if cfg.num_requests is None:
             raise ValueError("concurrency (a closed loop) needs num_requests, how many requests it sends in all")
+        if (cfg.turns or 1) > 1:
+            plan = DrawnSessions(length_dist(cfg), cfg.turns, cfg.num_requests, cfg.concurrency, seed=cfg.seed,
+                                 max_total_tokens=cfg.max_total_tokens, **extra)
+            return SessionClosedLoop(cfg.concurrency, plan, cfg.num_requests, cfg.think_time, plan.describe())
         return ClosedLoop(cfg.concurrency, length_dist(cfg), cfg.num_requests, seed=cfg.seed,
-                          max_total_tokens=cfg.max_total_tokens, **extra)
+                          max_total_tokens=cfg.max_total_tokens, think_time=cfg.think_time, **extra)
     if cfg.rate_schedule:
         if cfg.num_requests is None and cfg.duration is None:
             raise ValueError(f"rate_schedule {cfg.rate_schedule!r} needs num_requests or duration (--num-requests "

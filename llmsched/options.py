@@ -30,6 +30,9 @@ RUN_OPTIONS = {
     "cv": (float, "coefficient of variation of gamma inter-arrival times (>1 is burstier than Poisson)"),
     "rate_schedule": (str, "piecewise-constant arrival rate 'START:RATE,...', e.g. '0:2,300:4' (with --workload)"),
     "concurrency": (int, "closed loop: keep this many requests in flight (a new one arrives as one finishes)"),
+    "turns": (int, "closed loop: each user's requests form sessions of this many turns, each prompt carrying the "
+                   "conversation so far (default 1)"),
+    "think_time": (float, "closed loop: seconds from a request's end to its user's next request (default 0)"),
     "tiers": (str, "SLO tiers, e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5' (keys ttft, tbt, tpot in seconds)"),
     "max_total_tokens": (int, "cap prompt+output tokens of generated requests"),
     "block_size": (int, "KV block size in tokens (vLLM's block_size)"),
@@ -67,6 +70,9 @@ def add_run_options(p: argparse.ArgumentParser, exclude=()) -> None:
                    help="scheduler parameter (repeatable); in compare/sweep use SCHEDULER.KEY=VALUE")
     g.add_argument("--bt-param", action="append", default=[], metavar="KEY=VALUE",
                    help="batch-time model parameter (repeatable)")
+    g.add_argument("--wl-param", action="append", default=[], metavar="KEY=VALUE",
+                   help="workload parameter (repeatable), for --workload shared-prefix: num_groups, "
+                        "num_prompts_per_group, system_prompt_len, question_len, output_len, enable_multi_turn_chat")
     g.add_argument("--oracle", action="store_true", default=None,
                    help="let schedulers read true output lengths (off by default)")
     g.add_argument("--sketch", action="store_true",
@@ -125,6 +131,9 @@ def config_with_origins(args) -> tuple[dict, dict[str, Origin]]:
     if args.bt_param:
         data["batch_time_params"] = {**data.get("batch_time_params", {}), **parse_params(args.bt_param, "--bt-param")}
         origins["batch_time_params"] = CLI
+    if getattr(args, "wl_param", None):
+        data["workload_params"] = {**data.get("workload_params", {}), **parse_params(args.wl_param, "--wl-param")}
+        origins["workload_params"] = CLI
     if (data.get("trace") or data.get("concurrency")) and "rate" not in data:
         data["rate"] = None  # a trace replays at its own rate; a closed loop has none
     check_combination(data, lambda key: origins.get(key, API))

@@ -26,6 +26,14 @@ class Turn:
     tier: Tier = DEFAULT_TIER
 
 
+TURN_BITS = 20  # turn t of session s has the text and reply numbers s * 2**20 + t
+
+
+def turn_number(session: int, turn: int) -> int:
+    """A number for turn ``turn`` of session ``session``'s texts, unique in a run."""
+    return (session << TURN_BITS) | turn
+
+
 def first_prompt(index: int, pieces, prompt_len: int) -> Content:
     """Request ``index``'s content: the shared ``pieces`` ((id, length) pairs), then its own text to
     ``prompt_len`` tokens."""
@@ -47,3 +55,4 @@ def next_prompt(before: Content, before_output: int, index: int, prompt_len: int
                          f"prompt's {prompt_len}")
     tail = [(piece_id(Space.TEXT, index), own)] if own else []
     return before.then(before_output, [*pieces, *tail], piece_id(Space.REPLY, index))
+
