@@ -67,7 +67,7 @@ def read_session_trace(path: Path, zero_lengths: str = "error", vocab_size: int 
         if "turn" in row:
             turn = whole(path, number, "turn", row["turn"])
             if turn < turns:
-                raise TraceError(f"{path}:{number}: session {session!r} turn {turn} arrives after its turn "
+                raise TraceError(f"{path}:{number}: session {session!r} turn {turn} comes after its turn "
                                  f"{turns - 1} (line {last[2]}): a session's turns go back in time; number them "
                                  f"0, 1, 2, ... in arrival order")
             if turn > turns:
