@@ -21,8 +21,9 @@ RUN_OPTIONS = {
     "workload": (str, "named length preset paired with --arrival at --rate (sharegpt, azure-conv, ...)"),
     "lengths": (str, "your own length file (CSV with num_prefill_tokens,num_decode_tokens or question_length,"
                      "answer_length; or any trace, its arrivals unused) as the length distribution, with --rate"),
-    "trace": (str, "replay a real trace file with arrival times (Azure 2023 CSV, Vidur CSV); a bare name is looked "
-                   "up in $LLMSCHED_DATA and ../shared/data/traces (length-only files go to --lengths)"),
+    "trace": (str, "replay a real trace file with arrival times (Azure 2023 CSV, Vidur CSV, Mooncake or LLMServingSim "
+                   "JSONL, llmsched's session JSONL); a bare name is looked up in $LLMSCHED_DATA and "
+                   "../shared/data/traces (length-only files go to --lengths)"),
     "rate": (float, "arrival rate in requests/s (for --trace: rescale its arrivals to this mean rate)"),
     "num_requests": (int, "number of requests (default 1000 for named workloads, the whole trace for --trace)"),
     "duration": (float, "generate arrivals for this many seconds instead of a request count"),

@@ -172,9 +172,9 @@ class JsonlTrace:
 
     @classmethod
     def of(cls, columns: Columns, fmt: str, contents=None, hash_block=None, follow_ups=None) -> "JsonlTrace":
-        return cls(np.frombuffer(columns.arrivals, np.float64).copy() if columns.arrivals else np.zeros(0),
-                   np.frombuffer(columns.prompts, np.int64).copy() if columns.prompts else np.zeros(0, np.int64),
-                   np.frombuffer(columns.outputs, np.int64).copy() if columns.outputs else np.zeros(0, np.int64),
+        return cls(np.frombuffer(columns.arrivals, np.float64) if columns.arrivals else np.zeros(0),
+                   np.frombuffer(columns.prompts, np.int64) if columns.prompts else np.zeros(0, np.int64),
+                   np.frombuffer(columns.outputs, np.int64) if columns.outputs else np.zeros(0, np.int64),
                    columns.path, fmt, len(columns.dropped), columns.clamped, contents, hash_block, follow_ups)
 
 
