@@ -27,7 +27,7 @@ from .workload.arrivals import Piecewise
 from .workload.workload import ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, trace_workload
 from .workload.presets import length_preset
 from .workload.closed_sessions import DrawnSessions, SessionClosedLoop
-from .workload.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, check_rate
+from .workload.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, open_loop_rate
 
 
 @dataclass
@@ -247,9 +247,8 @@ def shared_prefix_source(cfg: RunConfig, tiers):
         return generator.closed_loop(cfg.concurrency, cfg.num_requests, cfg.think_time, cfg.turns, **extra)
     if cfg.rate_schedule:
         raise ValueError(f"--rate-schedule does not apply to --workload {SHARED_PREFIX}; give --rate")
-    n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
-    return generator.open_loop(check_rate(cfg.rate), n if cfg.duration is None else None, cfg.duration, cfg.arrival,
-                               cfg.cv, **extra)
+    n = None if cfg.duration is not None else cfg.num_requests or 1000
+    return generator.open_loop(open_loop_rate(cfg.rate), n, cfg.duration, cfg.arrival, cfg.cv, **extra)
 
 
 def build_source(cfg: RunConfig):

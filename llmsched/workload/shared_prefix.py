@@ -180,7 +180,7 @@ def pieces_of(prompt_lens: np.ndarray, output_len: int, chunk: int):
         yield p, np.full(len(p), output_len, np.int64)
 
 
-def check_rate(rate) -> float:
+def open_loop_rate(rate) -> float:
     if rate is None or not (rate > 0 and math.isfinite(rate)):
         raise ValueError(f"--workload {NAME} in an open loop needs --rate (requests/s), got {rate!r}")
     return float(rate)
