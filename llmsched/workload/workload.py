@@ -124,8 +124,12 @@ class Workload:
         if self.contents is not None:
             def contents():
                 return self.contents(n, chunk, max_prompt)
-        lengths = lambda: self.capped_lengths.chunks(n, streams(self.seed, 3)[1], chunk)  # noqa: E731
-        tiers = lambda: tier_chunks(n, self.tiers, streams(self.seed, 3)[2], chunk)  # noqa: E731
+
+        def lengths():
+            return self.capped_lengths.chunks(n, streams(self.seed, 3)[1], chunk)
+
+        def tiers():
+            return tier_chunks(n, self.tiers, streams(self.seed, 3)[2], chunk)
         if self.follow_ups is not None:
             follow = self.follow_ups
             return SessionOpenLoop(n, times, lengths, tiers, contents,
