@@ -83,8 +83,16 @@ def digest(run_dir: Path) -> dict:
         data = json.loads(summary.read_text())
         for key in ("wall_time_s", "wall_s"):
             data.pop(key, None)
+        data.get("run", {}).pop("wall_time", None)  # the run's own wall time, nested
         out["summary.json"] = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     return out
+
+
+def digests(out: Path) -> dict:
+    """Each config's digest, computed from its files where they are kept (a digests.json written by an older
+    digest would count a wall time), else as digests.json says."""
+    saved = json.loads((out / "digests.json").read_text())
+    return {k: digest(out / k) if (out / k / "rc").exists() else v for k, v in saved.items()}
 
 
 def main(argv=None):
@@ -111,8 +119,7 @@ def main(argv=None):
         failed = sum(1 for d in digests.values() if d["rc"] != "0")
         print(f"{len(digests)} configs run into {out} ({failed} refused their configuration)")
         return 0
-    old = json.loads((Path(args.old) / "digests.json").read_text())
-    new = json.loads((Path(args.new) / "digests.json").read_text())
+    old, new = digests(Path(args.old)), digests(Path(args.new))
     differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     for k in differ:
         print(f"DIFFERS {k}: {old.get(k)} != {new.get(k)}")
