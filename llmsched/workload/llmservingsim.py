@@ -63,11 +63,13 @@ def read_llmservingsim(path: Path, zero_lengths: str = "error", vocab_size: int 
                 raise TraceError(f"{path}:{number}: session_id {name!r} is used on line {sessions[name]} too; give "
                                  f"each session its own id")
             sessions[name] = number
+        lengths = []
         for k, sub in enumerate(subs):
             where = f"sub_requests[{k}]."
             if not isinstance(sub, dict):
                 raise TraceError(f"{path}:{number}: sub_requests[{k}] is {json.dumps(sub)[:40]}, not an object")
             prompt, output = call(path, number, sub, where, vocab_size)
+            lengths.append((prompt, output))
             if not prompt or not output:
                 raise TraceError(f"{path}:{number}: {where}{'input_toks' if not prompt else 'output_toks'} is 0; a "
                                  f"request needs at least one token (a session's call cannot be dropped): fix it")
@@ -76,7 +78,7 @@ def read_llmservingsim(path: Path, zero_lengths: str = "error", vocab_size: int 
                 raise TraceError(f"{path}:{number}: {where}tool_duration_ns is {tool}: the next call would arrive "
                                  f"before this one ends, a session going back in time; tool times are >= 0")
             seconds(path, number, f"{where}tool_duration_ns", tool, NS)
-        columns.add(number, t, *call(path, number, subs[0], "sub_requests[0].", None), FLAT[:2])
+        columns.add(number, t, *lengths[0], FLAT[:2])
         sizes.append(len(subs))
     del sessions
     follow = FollowUps(path, columns.dropped, sizes) if any(x > 1 for x in sizes) else None
@@ -112,7 +114,7 @@ def call(path: Path, number: int, row: dict, where: str, vocab_size: int | None)
 
 def content(row: dict, line: int, k: int) -> Content | None:
     """Call ``k`` of line ``line``'s content (its reply id unique in the run), None without token ids."""
-    if "input_tok_ids" not in row:
+    if not row.get("input_tok_ids"):  # none, or a zero-token prompt (counted as one token by zero_lengths='clamp')
         return None
     return Content.of_tokens(row["input_tok_ids"] + row.get("output_tok_ids", []),
                              piece_id(Space.REPLY, line * MAX_CALLS + k))
