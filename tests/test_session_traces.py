@@ -98,3 +98,13 @@ def test_token_ids_are_checked_against_the_counts_and_the_vocabulary(tmp_path):
     bad = write(tmp_path / "b.jsonl", [{**AGENTIC[0], "input_toks": 5}])
     with pytest.raises(TraceError, match="b.jsonl:1: input_tok_ids has 4 ids but input_toks is 5"):
         read_trace(bad)
+
+
+def test_sessions_run_on_several_replicas(tmp_path):
+    """A source whose completions add requests never runs as lanes: the later calls still arrive on time."""
+    path = write(tmp_path / "w.jsonl", AGENTIC)
+    result = run(RunConfig(trace=str(path), rate=None, replicas=3, router="round-robin"))
+    cols = result.requests.cols
+    row = {i: k for k, i in enumerate(cols["id"])}
+    assert sorted(row) == [0, 1, 2, 3, 4]
+    assert cols["arrival"][row[3]] == pytest.approx(cols["finish"][row[1]] + 0.5)
