@@ -38,7 +38,7 @@ SETTINGS = {
     "light": ["--rate", "0.5", "--num-requests", "120"],
 }
 TRACE_SCHEDULERS = ("sarathi", "vllm-chunked", "vllm")
-TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces" / "AzureLLMInferenceTrace_conv.csv"
+TRACE = "AzureLLMInferenceTrace_conv.csv"  # found as --trace finds it ($LLMSCHED_DATA, ../shared/data/traces)
 
 
 def configs():
@@ -49,10 +49,15 @@ def configs():
         extra = ["--oracle"] if info["needs_oracle"] else []
         for setting, args in SETTINGS.items():
             out[f"{name}__{setting}"] = ["--scheduler", name, *BASE, *args, *extra]
-    if TRACE.exists():
+    from llmsched.workload.traces import DataFileNotFound, resolve_data_file
+    try:
+        trace = resolve_data_file(TRACE)
+    except DataFileNotFound:  # a checkout without the data: the trace configs are left out
+        trace = None
+    if trace is not None:
         for name in TRACE_SCHEDULERS:
             out[f"{name}__conv-trace"] = ["--scheduler", name, "--model", "llama-3-8b", "--gpu", "a100",
-                                          "--trace", str(TRACE), "--num-requests", "3000", "--no-progress"]
+                                          "--trace", str(trace), "--num-requests", "3000", "--no-progress"]
     return out
 
 
@@ -88,7 +93,7 @@ def digest(run_dir: Path) -> dict:
     return out
 
 
-def digests(out: Path) -> dict:
+def kept_digests(out: Path) -> dict:
     """Each config's digest, computed from its files where they are kept (a digests.json written by an older
     digest would count a wall time), else as digests.json says."""
     saved = json.loads((out / "digests.json").read_text())
@@ -119,7 +124,7 @@ def main(argv=None):
         failed = sum(1 for d in digests.values() if d["rc"] != "0")
         print(f"{len(digests)} configs run into {out} ({failed} refused their configuration)")
         return 0
-    old, new = digests(Path(args.old)), digests(Path(args.new))
+    old, new = kept_digests(Path(args.old)), kept_digests(Path(args.new))
     differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     for k in differ:
         print(f"DIFFERS {k}: {old.get(k)} != {new.get(k)}")
