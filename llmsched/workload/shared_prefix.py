@@ -25,7 +25,7 @@ longer than the model's context is rejected at arrival, with that reason.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -40,8 +40,6 @@ from llmsched.workload.workload import ARRIVAL_KINDS, SessionOpenLoop, StreamedO
 
 NAME = "shared-prefix"
 ALIASES = {"num_unique_system_prompts": "num_groups", "num_users_per_system_prompt": "num_prompts_per_group"}
-DEFAULTS = {"num_groups": 10, "num_prompts_per_group": 10, "system_prompt_len": 100, "question_len": 50,
-            "output_len": 50, "enable_multi_turn_chat": False}
 
 
 @dataclass(frozen=True)
@@ -172,6 +170,9 @@ class SharedPrefix:
             return self.rounds(prompt, (turn_number(s, r) for r in range(rounds)), tier=tier)
 
         return SessionClosedLoop(concurrency, plan, num_requests, think_time, describe=self.describe())
+
+
+DEFAULTS = {f.name: f.default for f in fields(SharedPrefix) if f.name != "seed"}  # the --wl-param names
 
 
 def pieces_of(prompt_lens: np.ndarray, output_len: int, chunk: int):
