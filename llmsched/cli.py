@@ -195,7 +195,7 @@ COMPARE_DEFAULTS = {"rate": 2.8, "tiers": "paid:tbt=0.1:share=0.05,free:tbt=0.5"
 
 
 def cmd_compare(args) -> int:
-    from .metrics.plots import plot_kv_usage, plot_latency_cdfs
+    from .report.run_figures import plot_kv_usage, plot_latency_cdfs
     from .metrics.writers import format_table, write_table
     from .options import TABLE_COLUMNS, base_config, run_configs
     from .schedulers.registry import scheduler_info, scheduler_names
@@ -247,7 +247,7 @@ def cmd_simulate(args) -> int:
         write_run(result, summ, out)
         plots = ""
         if args.plots:
-            from .metrics.plots import plot_kv_usage, plot_latency_cdfs
+            from .report.run_figures import plot_kv_usage, plot_latency_cdfs
             plot_latency_cdfs({name: result}, out / "latency_cdf.png")
             plot_kv_usage({name: result}, out / "kv_usage.png")
             plots = ", latency_cdf.png, kv_usage.png"
@@ -258,7 +258,7 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from .metrics.plots import plot_sweep
+    from .report.run_figures import plot_sweep
     from .metrics.writers import format_table, write_table
     from .options import TABLE_COLUMNS, base_config, run_configs
     base = base_config(args)
