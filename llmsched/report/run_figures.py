@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from matplotlib.ticker import FuncFormatter, LogLocator
 
 from ..metrics.summary import merged_sketch
 from ..metrics.writers import is_time_column
@@ -14,6 +13,7 @@ from ..request import Status
 from .sheet import Sheet
 from .families import display, draw_groups, family_groups, family_order, same_as, titled
 from .style import styles, with_points
+from .ticks import plain_log_ticks
 
 CDF_POINTS = 600  # points per CDF line, whatever the number of samples: under a pixel apart in y on a panel
 TIME_BINS = 600  # time bins of the KV-usage plot
@@ -230,20 +230,6 @@ def metric_value(row: dict, key: str) -> float | None:
 
 def is_time_metric(key: str) -> bool:
     return is_time_column(key) or key.endswith("_ms")
-
-
-def plain(v, _pos=None) -> str:
-    return f"{v:g}"
-
-
-def plain_log_ticks(axis, lo: float, hi: float) -> None:
-    """Log-axis ticks as plain numbers (100, not 10²), minor ticks at 2x and 5x, labelled under ~1.5 decades."""
-    axis.set_major_formatter(FuncFormatter(plain))
-    axis.set_minor_locator(LogLocator(subs=(2, 5)))  # not all eight: a tick is costly, and 2x/5x read as well
-    if lo > 0 and hi / lo < 30:
-        axis.set_minor_formatter(FuncFormatter(plain))
-    else:
-        axis.set_minor_formatter(FuncFormatter(lambda v, p: ""))
 
 
 def metric_label(key: str) -> str:
