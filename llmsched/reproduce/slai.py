@@ -414,6 +414,7 @@ def plot(out: Path, rows, report) -> None:
     drawn with the project's figure style (llmsched/report): the baselines in blues, SLAI's variants in oranges."""
     from ..report.sheet import Sheet
     from ..report.style import family_of, styles, with_points
+    from ..report.ticks import plain_log_ticks
     families = {label: family_of(name) for label, (name, _) in LABELS.items()}
     main = [r for r in rows if r["study"] == "sweep" and r["share"] == 0.05]
     labels = list(dict.fromkeys(r["label"] for r in main))
@@ -430,6 +431,7 @@ def plot(out: Path, rows, report) -> None:
         ax.set_xlabel("arrival rate (req/s)")
         ax.set_ylabel("seconds")
         ax.set_yscale("log")
+        plain_log_ticks(ax.yaxis, *ax.get_ylim())
         ax.grid(True, which="major", alpha=0.3)
     sheet.legend(title="dashed: target")
     sheet.save(out / "fig7.png")
