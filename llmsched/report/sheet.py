@@ -36,15 +36,16 @@ class Sheet:
             row = []
             for c in range(cols):
                 first = self.axes[0][c] if r and share == "col" else None
-                row.append(self.fig.add_axes(self._box(r, c, [1.0] * cols, [0.5] * rows, 0.8), sharex=first))
+                row.append(self.fig.add_axes(self._provisional(r, c), sharex=first))
             self.axes.append(row)
         self.legends: list[tuple[int | None, object]] = []
 
-    def _box(self, r, c, left_pads, row_heights, top) -> list[float]:
-        """Axes position (figure fractions) on the current figure size; the size in inches is always panel."""
+    def _provisional(self, r, c) -> list[float]:
+        """Where a panel sits until ``layout`` places it (figure fractions): a rough spot, but its final size,
+        so that its ticks are the ones it will have."""
         w, h = self.fig.get_size_inches()
-        x = sum(left_pads[:c + 1]) + c * self.panel[0]
-        y = h - top - sum(row_heights[:r]) - self.panel[1] - r * 1.0
+        x = 1.0 + c * (self.panel[0] + 1.2)
+        y = h - (r + 1) * (self.panel[1] + 1.0)
         return [x / w, y / h, self.panel[0] / w, self.panel[1] / h]
 
     def legend(self, handles=None, labels=None, row: int | None = None, title: str | None = None,
