@@ -81,12 +81,16 @@ def add_compare_command(sub) -> None:
     from .options import add_run_options
     c = sub.add_parser("compare", help="every registered scheduler (or --schedulers) on the same workload",
                        description="Run several schedulers on the same workload and print a table; writes "
-                                   "results.json/.csv and latency/KV plots to --out. With no options: Llama-3-8B "
-                                   "on an A100, ShareGPT lengths, Poisson arrivals near the baselines' capacity.")
+                                   "results.json/.csv, latency/KV plots and report.html to --out. With no options: "
+                                   "Llama-3-8B on an A100, ShareGPT lengths, Poisson arrivals near the baselines' "
+                                   "capacity.")
     c.add_argument("--schedulers", help="comma-separated names, or 'all' (default: the config file's scheduler, "
                                         "else all)")
     c.add_argument("--out", default="compare", help="output folder (default: compare/)")
     c.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel runs (default 2)")
+    c.add_argument("--report", metavar="FILE.html",
+                   help="the report page: settings, a sortable table, the figures, a section per scheduler family; "
+                        "one self-contained file (default: report.html in --out)")
     add_run_options(c)
     c.set_defaults(func=cmd_compare)
 
@@ -195,9 +199,10 @@ COMPARE_DEFAULTS = {"rate": 2.8, "tiers": "paid:tbt=0.1:share=0.05,free:tbt=0.5"
 
 
 def cmd_compare(args) -> int:
-    from .metrics.plots import plot_kv_usage, plot_latency_cdfs
     from .metrics.writers import format_table, write_table
     from .options import TABLE_COLUMNS, base_config, run_configs
+    from .report.compare_page import write_compare_report
+    from .report.run_figures import plot_kv_usage, plot_latency_cdfs
     from .schedulers.registry import scheduler_info, scheduler_names
     base = base_config(args)
     chosen = args.schedulers or base.get("scheduler") or "all"
@@ -214,13 +219,13 @@ def cmd_compare(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_table(rows, out / "results.csv", out / "results.json")
     labelled = {cfg.scheduler: res for cfg, (res, _) in zip(configs, outcomes)}
-    plot_latency_cdfs(labelled, out / "latency_cdf.png")
-    plot_kv_usage(labelled, out / "kv_usage.png")
+    figures = [plot_latency_cdfs(labelled, out / "latency_cdf.png"), plot_kv_usage(labelled, out / "kv_usage.png")]
+    report = write_compare_report(args.report or out / "report.html", rows, configs, figures)
     cfg0 = configs[0]
     print(f"{cfg0.model} on {cfg0.gpu}, workload {cfg0.trace or cfg0.workload}, "
           f"rate {cfg0.rate if cfg0.rate else 'as traced'} req/s, seed {cfg0.seed}")
     print(format_table(rows, TABLE_COLUMNS))
-    print(f"wrote {out}/results.csv, results.json, latency_cdf.png, kv_usage.png "
+    print(f"wrote {out}/results.csv, results.json, latency_cdf.png, kv_usage.png and {report} "
           f"({time.perf_counter() - t0:.1f} s)")
     return 0
 
@@ -247,7 +252,7 @@ def cmd_simulate(args) -> int:
         write_run(result, summ, out)
         plots = ""
         if args.plots:
-            from .metrics.plots import plot_kv_usage, plot_latency_cdfs
+            from .report.run_figures import plot_kv_usage, plot_latency_cdfs
             plot_latency_cdfs({name: result}, out / "latency_cdf.png")
             plot_kv_usage({name: result}, out / "kv_usage.png")
             plots = ", latency_cdf.png, kv_usage.png"
@@ -258,7 +263,7 @@ def cmd_simulate(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from .metrics.plots import plot_sweep
+    from .report.run_figures import plot_sweep
     from .metrics.writers import format_table, write_table
     from .options import TABLE_COLUMNS, base_config, run_configs
     base = base_config(args)

@@ -58,39 +58,56 @@ def write(out: Path, results: dict[str, CapacityResult], slos: list[SLO], contex
 
 
 def plot(path: Path, results: dict[str, CapacityResult], slos: list[SLO]) -> None:
-    """Each SLO metric (and the served rate) against the probed rate, the limit dashed, the capacity dotted."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Each SLO metric (and the served rate) against the probed rate: the limit dashed, a failed probe crossed,
+    an unbounded value as a triangle at the top, each scheduler's capacity a dotted vertical in its colour.
+    Past eight schedulers, one row per family (llmsched/report)."""
+    from ..report.families import draw_groups, family_groups, titled
+    from ..report.sheet import Sheet
+    from ..report.style import styles, with_points
+    from ..report.ticks import plain_log_ticks
     panels = [(s.key, s) for s in slos] + [("served/s", None)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.8), squeeze=False)
-    for ax, (name, slo) in zip(axes[0], panels):
-        for i, (label, r) in enumerate(results.items()):
-            color = f"C{i}"
-            probes = sorted(r.probes, key=lambda p: p.rate)
-            xs = [p.rate for p in probes]
-            ys = [p.throughput_rps if slo is None else p.values[slo.key] for p in probes]
-            finite = [(x, y) for x, y in zip(xs, ys) if y is not None and math.isfinite(y)]
-            ax.plot([x for x, _ in finite], [y for _, y in finite], marker="o", color=color, label=label)
-            for p, y in zip(probes, ys):
-                if y is not None and math.isinf(y):
-                    ax.plot([p.rate], [ax.get_ylim()[1]], marker="^", color=color)
-                elif not p.meets and y is not None and math.isfinite(y):
-                    ax.plot([p.rate], [y], marker="x", color="k", ms=8)
-            if r.capacity is not None:
-                ax.axvline(r.capacity, color=color, ls=":", lw=1.2)
-        if slo is None:
-            lim = max((p.rate for r in results.values() for p in r.probes), default=1)
-            ax.plot([0, lim], [0, lim], color="0.6", lw=0.8, ls="--", label="served = offered")
-        else:
-            ax.axhline(slo.limit, color="k", ls="--", lw=0.8)
-            if slo.metric not in RATIOS:
-                ax.set_yscale("log")
-        ax.set_title(f"{name} (x: failed probe, dotted: capacity)" if slo else "served requests/s", fontsize=9)
-        unit = next(iter(results.values())).unit
-        ax.set_xlabel(f"offered {unit}")
-        ax.set_ylabel("" if slo is None or slo.metric in RATIOS else "seconds")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    unit = next(iter(results.values())).unit
+    styled = styles(results)
+    groups = family_groups(styled)
+    sheet = Sheet(len(groups), len(panels), panel=(3.6, 2.6),
+                  title="x: failed probe; ▲: unbounded; dotted vertical: capacity", share="col")
+    marks = []  # drawn once each panel's scale is known
+
+    def draw(ax, c, label, kw, reference):
+        slo = panels[c][1]
+        probes = sorted(results[label].probes, key=lambda p: p.rate)
+        ys = [p.throughput_rps if slo is None else p.values[slo.key] for p in probes]
+        finite = [(p.rate, y) for p, y in zip(probes, ys) if y is not None and math.isfinite(y)]
+        ax.plot([x for x, _ in finite], [y for _, y in finite], **with_points(kw))
+        if not reference:
+            marks.append((ax, kw["color"], probes, ys, results[label].capacity))
+
+    for r, (family, _) in enumerate(groups):  # before the series, so that each row's legend has served = offered
+        for c, (name, slo) in enumerate(panels):
+            ax = sheet.axes[r][c]
+            if slo is None:
+                lim = max((p.rate for res in results.values() for p in res.probes), default=1)
+                ax.plot([0, lim], [0, lim], color="k", lw=0.8, ls="--", label="served = offered")
+            else:
+                ax.axhline(slo.limit, color="k", ls="--", lw=0.8)
+                if slo.metric not in RATIOS:
+                    ax.set_yscale("log")
+            ax.set_title(titled(name if slo else "served requests/s", family), fontsize=9)
+            ax.set_xlabel(f"offered {unit}")
+            ax.set_ylabel("" if slo is None or slo.metric in RATIOS else "seconds")
+            ax.grid(True, alpha=0.3)
+    draw_groups(sheet, styled, groups, len(panels), draw, {})
+    for ax, color, probes, ys, capacity in marks:
+        ax.set_ylim(*ax.get_ylim())  # the marks at the top must not move it
+        top = ax.get_ylim()[1]
+        for p, y in zip(probes, ys):
+            if y is not None and math.isinf(y):
+                ax.plot([p.rate], [top], marker="^", color=color, linestyle="none", clip_on=False)
+            elif not p.meets and y is not None and math.isfinite(y):
+                ax.plot([p.rate], [y], marker="x", color="k", ms=8, linestyle="none")
+        if capacity is not None:
+            ax.axvline(capacity, color=color, ls=":", lw=1.2)
+    for ax in sheet.fig.axes:
+        if ax.get_yscale() == "log":
+            plain_log_ticks(ax.yaxis, *ax.get_ylim())
+    sheet.save(path)

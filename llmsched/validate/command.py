@@ -83,12 +83,11 @@ def format_table(rows: list[dict]) -> str:
 
 
 def plot(pairs: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(pairs), figsize=(4.5 * len(pairs), 4.5), squeeze=False)
-    for ax, (kind, items) in zip(axes[0], pairs.items()):
+    """Predicted against measured step time, one panel per batch-time model: colour by split, marker by phase;
+    the diagonal solid and ±10% dotted. One legend beside the panels (every panel has the same series)."""
+    from ..report.sheet import Sheet
+    sheet = Sheet(1, len(pairs), panel=(3.6, 3.6))
+    for ax, (kind, items) in zip(sheet.axes[0], pairs.items()):
         for phase, marker in (("prefill", "o"), ("decode", "s"), ("mixed", "^"), ("layer", ".")):
             for split, color in (("calibration", "tab:blue"), ("held-out", "tab:red")):
                 sel = [(p.measured, y) for p, y in items if p.phase == phase
@@ -103,7 +102,6 @@ def plot(pairs: dict, path: Path) -> None:
         ax.plot([lo, hi], [lo * 1.1, hi * 1.1], "k:", lw=0.6)
         ax.plot([lo, hi], [lo * 0.9, hi * 0.9], "k:", lw=0.6)
         ax.set(xscale="log", yscale="log", xlabel="measured (ms)", ylabel="predicted (ms)", title=kind)
-        ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+        ax.grid(True, which="major", alpha=0.3)
+    sheet.legend(title="phase, split (line: exact, dotted: ±10%)")
+    sheet.save(path)
