@@ -225,7 +225,7 @@ class RooflineBatchTime(BatchTimeModel):
         self.architecture = ArchitectureTerms(
             m, self.gpu, compute_eff=self.compute_eff, mem_eff=self.mem_eff, attn_compute_eff=self.attn_compute_eff,
             decode_attn_eff=self.decode_attn_eff, comm_eff=self.comm_eff, collective_latency=self.allreduce_latency,
-            hop_latency=self.allreduce_hop_latency, sharpness=self.sharpness, moe_all2all=self.moe_all2all,
+            hop_latency=self.gpu.link_latency, sharpness=self.sharpness, moe_all2all=self.moe_all2all,
             layer_overhead=self.layer_overhead)
         if m.is_mla:
             self._kv_decode = self.architecture.kv_decode
