@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .hardware.gpus import gpu_from_file
 from .workload.arrivals import Piecewise
 from .workload.tiers import parse_tiers
 
@@ -61,8 +62,10 @@ class Field:
 FIELDS: dict[str, Field] = {
     "scheduler": Field("str", hint="see `llmsched presets`"),
     "scheduler_params": Field("params"),
-    "model": Field("str", hint="a model preset, see `llmsched presets`"),
-    "gpu": Field("str", hint="a GPU preset, see `llmsched presets`"),
+    "model": Field("str", hint="a model preset (see `llmsched presets`) or a Hugging Face config.json"),
+    "gpu": Field("str", hint="a GPU preset (see `llmsched presets`) or a GPU spec file"),
+    "gpu_spec": Field("str", optional=True, hint="a GPU spec file (.toml/.json) of datasheet figures",
+                      parse=lambda text: gpu_from_file(text)),
     "tp": Field("int", optional=True, low=1, high=64),
     "batch_time": Field("str"),
     "batch_time_params": Field("params"),
@@ -275,6 +278,9 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
             if a == "trace" and b == "arrival" and data[b] == "poisson":
                 continue
             raise ValueError(f"{origin_of(b).name(b)} does not apply together with {origin_of(a).name(a)}: {why}")
+    if given(data, "gpu_spec") and given(data, "gpu") and data["gpu"] != data["gpu_spec"]:
+        raise ValueError(f"{origin_of('gpu').name('gpu')} does not apply together with "
+                         f"{origin_of('gpu_spec').name('gpu_spec')}: the spec file is the GPU; drop one of them")
     arrival = data.get("arrival") or "poisson"
     if given(data, "cv") and arrival != "gamma":
         raise ValueError(f"{origin_of('cv').name('cv')} applies only to gamma arrivals (--arrival gamma), not "

@@ -36,6 +36,7 @@ class RunConfig:
     scheduler_params: dict = field(default_factory=dict)
     model: str = "llama-3-8b"
     gpu: str = "a100"
+    gpu_spec: str | None = None  # a GPU spec file; becomes the run's gpu
     tp: int | None = None  # tensor parallelism override of the model preset
     batch_time: str = "roofline"
     batch_time_params: dict = field(default_factory=dict)
@@ -81,6 +82,8 @@ class RunConfig:
         defaults = RunConfig.__dataclass_fields__
         check_combination({f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                            if getattr(self, f.name) != _default(defaults[f.name])})
+        if self.gpu_spec:
+            self.gpu = self.gpu_spec  # every reader of the run's GPU resolves the spec file through gpu()
 
     @classmethod
     def from_dict(cls, data: dict, origin: str | Origin | dict = "config") -> "RunConfig":

@@ -12,8 +12,10 @@ from .experiment import RunConfig, read_run_config
 
 RUN_OPTIONS = {
     # name: (type, help)
-    "model": (str, "model preset (see `llmsched presets`), e.g. llama-3-8b"),
-    "gpu": (str, "GPU preset, e.g. a100, h100"),
+    "model": (str, "model preset (see `llmsched presets`), e.g. llama-3-8b, or a Hugging Face config.json (or a "
+                   "folder holding one)"),
+    "gpu": (str, "GPU preset, e.g. a100, h100, rtx-pro-6000 (or a GPU spec file, as --gpu-spec)"),
+    "gpu_spec": (str, "a GPU spec file (.toml/.json) of its datasheet figures, for a card without a preset"),
     "tp": (int, "tensor-parallel degree (overrides the model preset's)"),
     "batch_time": (str, "batch-time model: roofline, roofline-staircase, calibrated, engine, linear"),
     "replicas": (int, "number of replicas behind the router"),

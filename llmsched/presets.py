@@ -17,8 +17,10 @@ def all_presets() -> dict:
         "models": {n: {"layers": m.layers, "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
                        "head_dim": m.head_dim, "ffn": m.ffn, "vocab": m.vocab, "params": m.params, "tp": m.tp,
                        "max_model_len": m.max_model_len, "kv_bytes_per_token": kv_bytes_per_token(m),
+                       "experts": m.experts, "experts_per_token": m.experts_per_token, "expert_ffn": m.expert_ffn,
                        "source": m.source} for n, m in MODELS.items()},
-        "gpus": {n: {"bf16_tflops": g.flops / 1e12, "mem_bw_gbs": g.mem_bw / 1e9, "mem_gib": g.mem_bytes / 2**30,
+        "gpus": {n: {"bf16_tflops": g.flops / 1e12, "fp8_tflops": g.fp8_flops / 1e12, "interconnect": g.interconnect,
+                     "mem_bw_gbs": g.mem_bw / 1e9, "mem_gib": g.mem_bytes / 2**30,
                      "usd_per_gpu_hour": prices.usd_per_hour.get(n), "price_source": prices.sources.get(n),
                      "source": g.source} for n, g in GPUS.items()},
         "workloads": {n: {k: v for k, v in info.items() if k != "path"} for n, info in LENGTH_PRESETS.items()},
@@ -40,14 +42,17 @@ def format_presets(data: dict) -> str:
     lines = []
     lines.append("MODELS")
     for n, m in data["models"].items():
-        lines.append(f"  {n:<18} {m['layers']}L h{m['hidden']} heads {m['heads']}/{m['kv_heads']} ffn {m['ffn']} "
+        mlp = (f"{m['experts']} experts x {m['expert_ffn']}, {m['experts_per_token']} a token" if m["experts"]
+               else f"ffn {m['ffn']}")
+        lines.append(f"  {n:<18} {m['layers']}L h{m['hidden']} heads {m['heads']}/{m['kv_heads']} {mlp} "
                      f"tp{m['tp']} ctx {m['max_model_len']}  KV {m['kv_bytes_per_token'] // 1024} KiB/token")
         lines.append(f"  {'':<18} source: {m['source']}")
     lines.append("\nGPUS")
     for n, g in data["gpus"].items():
         price = f", ${g['usd_per_gpu_hour']:.2f}/GPU-hour" if g.get("usd_per_gpu_hour") else ", no price listed"
-        lines.append(f"  {n:<14} {g['bf16_tflops']:.0f} TFLOP/s bf16, {g['mem_bw_gbs']:.0f} GB/s, "
-                     f"{g['mem_gib']:.0f} GiB{price}   source: {g['source']}")
+        fp8 = f" ({g['fp8_tflops']:.0f} fp8)" if g["fp8_tflops"] else ""
+        lines.append(f"  {n:<14} {g['bf16_tflops']:.0f} TFLOP/s bf16{fp8}, {g['mem_bw_gbs']:.0f} GB/s, "
+                     f"{g['mem_gib']:.0f} GiB, {g['interconnect']}{price}   source: {g['source']}")
     lines.append("\nWORKLOADS (length presets; pair with --rate and --arrival)")
     for n, w in data["workloads"].items():
         lines.append(f"  {n:<22} {w.get('description', '')}")

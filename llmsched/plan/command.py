@@ -29,7 +29,7 @@ DESCRIPTION = (
     "with their cost per hour and per million output tokens, and the cost-vs-latency Pareto frontier. Before "
     "simulating, candidates whose model does not fit the GPU are listed as infeasible with the memory figures, "
     "and the sound throughput bound (`llmsched theory throughput-bound`) gives each candidate its least replicas.")
-EXCLUDED = ("gpu", "tp", "replicas", "router", "rate", "horizon", "rate_schedule", "concurrency")
+EXCLUDED = ("gpu", "gpu_spec", "tp", "replicas", "router", "rate", "horizon", "rate_schedule", "concurrency")
 
 
 def add_plan_command(sub) -> None:

@@ -231,6 +231,9 @@ def busy_time_form(bt: BatchTimeModel):
     """The decomposition of ``bt`` the bound sums (ValueError where none is known to hold)."""
     if type(bt) is LinearBatchTime:          # exact types: a subclass may add terms the bound does not know
         return LinearTerms(dict(bt.coefficients))
+    if type(bt) in (RooflineBatchTime, EngineBatchTime) and bt.architecture is not None:
+        raise ValueError(f"no sound throughput bound for {bt.model.name}: the bound's decomposition covers dense "
+                         f"decoders, not routed experts, latent attention or sliding windows")
     if type(bt) in (RooflineBatchTime, EngineBatchTime):
         terms = roofline_terms(bt)
         lower_only = type(bt) is EngineBatchTime
