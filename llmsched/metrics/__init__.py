@@ -5,7 +5,8 @@ The plot functions load matplotlib on first use, so importing this package stays
 from .requests import TBT_MISS_TOLERANCE, RequestLog
 from .sketch import QuantileSketch
 from .steps import StepLog
-from .summary import merged_sketch, summarize, summary_row
+from .latency_stats import merged_sketch
+from .summary import summarize, summary_row
 from .writers import format_table, to_jsonable, write_json, write_run, write_table
 
 _PLOTS = ("plot_latency_cdfs", "plot_kv_usage", "plot_sweep")

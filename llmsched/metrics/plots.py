@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator
 
 from ..request import Status
-from .summary import merged_sketch
+from .latency_stats import merged_sketch
 from .writers import is_time_column
 
 DPI = 130
