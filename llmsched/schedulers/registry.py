@@ -25,8 +25,8 @@ BUILTIN_MODULES = (
     "llmsched.schedulers.slai",
     "llmsched.schedulers.infermax",
     "llmsched.schedulers.fairbatching",
-    "llmsched.schedulers.wait",
-    "llmsched.schedulers.nested_wait",
+    "llmsched.schedulers.wait.wait",
+    "llmsched.schedulers.wait.nested_wait",
     "llmsched.schedulers.deferred_prefill",
 )
 

@@ -9,8 +9,8 @@ one B = max_num_seqs and one token budget for every policy, as the paper states)
 """
 from __future__ import annotations
 
-from ..capacity import find_capacities, parse_slos
-from ..experiment import RunConfig
+from ...capacity import find_capacities, parse_slos
+from ...experiment import RunConfig
 from .authors import AUTHORS
 
 LMSYS = "lmsys_chat_1m_lengths_sample_input_lt500_output_lt600.csv"

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..experiment import RunConfig, build_replicas
-from ..metrics.summary import summarize
-from ..sim.simulator import simulate
-from ..workload.arrivals import Poisson
-from ..workload.workload import OpenLoop, Workload
-from .fluid import PromptType
-from .ledger import kv_ledger
-from .sim import paper_metrics
+from ...experiment import RunConfig, build_replicas
+from ...metrics.summary import summarize
+from ...schedulers.wait.fluid import PromptType
+from ...sim.simulator import simulate
+from ...workload.arrivals import Poisson
+from ...workload.workload import OpenLoop, Workload
+from .kv_ledger import kv_ledger
+from .paper_model import paper_metrics
 
 VIDUR_A100_LLAMA3_8B_BLOCKS = 29184  # Vidur's memory planner (see the module docstring)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .fluid import PromptType, _check_d
+from .fluid import PromptType, check_iteration_time
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def memory_requirement(prompt: float, segs: list[Segment], n: list[int], d0: flo
                        horizon: float, delta: float) -> dict:
     """Eq. (14): M(n) plus the boundary-queue buffer Σ_{s≥2} (l + l'_{s−1})·(n_s + log(m b/δ)/θ*_s), with
     b = horizon/d0 iterations. Also reports whether (12) holds (strict negative drift)."""
-    _check_d(d0, d1)
+    check_iteration_time(d0, d1)
     if not 0 < delta < 1:
         raise ValueError(f"overflow probability δ must be in (0, 1), got {delta}")
     if horizon <= 0:

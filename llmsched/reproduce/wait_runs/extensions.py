@@ -11,22 +11,22 @@ import math
 
 import numpy as np
 
-from ..batchtime.linear import LinearBatchTime
-from ..batchtime.registry import make_batch_time_model
-from ..engine.replica import Replica, ReplicaConfig
-from ..hardware.gpus import gpu as gpu_preset
-from ..hardware.memory import kv_capacity_blocks
-from ..hardware.models import model as model_preset
-from ..schedulers.registry import create_scheduler
-from ..sim.simulator import simulate
-from ..workload.arrivals import Piecewise, Poisson
-from ..workload.presets import length_preset
-from ..workload.workload import OpenLoop, Workload
-from .classes import length_samples, types_from_lengths
-from .nested import memory_requirement, nested_thresholds, segments
-from .sim import paper_metrics
-from .timing import wait_coefficients
-from .workloads import Mixture
+from ...batchtime.linear import LinearBatchTime
+from ...batchtime.registry import make_batch_time_model
+from ...engine.replica import Replica, ReplicaConfig
+from ...hardware.gpus import gpu as gpu_preset
+from ...hardware.memory import kv_capacity_blocks
+from ...hardware.models import model as model_preset
+from ...schedulers.registry import create_scheduler
+from ...schedulers.wait.iteration_time import wait_coefficients
+from ...schedulers.wait.nested import memory_requirement, nested_thresholds, segments
+from ...schedulers.wait.prompt_types import length_samples, types_from_lengths
+from ...schedulers.wait.synthetic_workloads import Mixture
+from ...sim.simulator import simulate
+from ...workload.arrivals import Piecewise, Poisson
+from ...workload.presets import length_preset
+from ...workload.workload import OpenLoop, Workload
+from .paper_model import paper_metrics
 
 # two short types (λ, l, l') = (2r, 10, 10), (r, 10, 20): per-stage counts of tens, so thresholds can follow the rate
 TV_TYPES = ((2.0, 10, 10), (1.0, 10, 20))

@@ -5,21 +5,21 @@ import math
 
 import numpy as np
 
-from ..batchtime.registry import make_batch_time_model
-from ..experiment import RunConfig, build_replicas
-from ..hardware.gpus import gpu as gpu_preset
-from ..hardware.memory import kv_capacity_blocks
-from ..hardware.models import model as model_preset
-from ..metrics.summary import summarize
-from ..sim.simulator import simulate
-from ..workload.arrivals import Constant, Poisson
-from ..workload.lengths import Empirical
-from ..workload.workload import OpenLoop, Workload
-from .classes import length_samples
-from .fluid import PromptType, batch_cap_thresholds
-from .nested import memory_requirement, nested_thresholds, segment_memory, segments
-from .sim import paper_metrics, run_model
-from .workloads import Mixture
+from ...batchtime.registry import make_batch_time_model
+from ...experiment import RunConfig, build_replicas
+from ...hardware.gpus import gpu as gpu_preset
+from ...hardware.memory import kv_capacity_blocks
+from ...hardware.models import model as model_preset
+from ...metrics.summary import summarize
+from ...schedulers.wait.fluid import PromptType, batch_cap_thresholds
+from ...schedulers.wait.nested import memory_requirement, nested_thresholds, segment_memory, segments
+from ...schedulers.wait.prompt_types import length_samples
+from ...schedulers.wait.synthetic_workloads import Mixture
+from ...sim.simulator import simulate
+from ...workload.arrivals import Constant, Poisson
+from ...workload.lengths import Empirical
+from ...workload.workload import OpenLoop, Workload
+from .paper_model import paper_metrics, run_model
 
 D0, D1 = 0.01, 0.001  # the toy's iteration time (any values: M* = 12 for all, spec §1.8)
 
@@ -45,9 +45,9 @@ def toy(duration: float, seeds: int) -> list[dict]:
 
 
 def _toy_run(name, lengths, lam, duration, seed, arrivals, overflow, params):
-    from ..batchtime.linear import LinearBatchTime
-    from ..engine.replica import Replica, ReplicaConfig
-    from ..schedulers.registry import create_scheduler
+    from ...batchtime.linear import LinearBatchTime
+    from ...engine.replica import Replica, ReplicaConfig
+    from ...schedulers.registry import create_scheduler
     process = Poisson(lam) if arrivals == "poisson" else Constant(lam)
     cfg = ReplicaConfig(num_blocks=12, block_size=1, max_num_seqs=1 << 20, max_num_batched_tokens=1 << 30,
                         max_model_len=1 << 20, oracle=name == "wait", overflow=overflow)
@@ -166,7 +166,7 @@ def compare_setting(setting: str, algo: str, types: list[PromptType], lengths, r
     params = dict(bt.coefficients) if bt is not None else {}
     btp = {k: params[k] for k in ("const", "per_context") if params.get(k)}
     if bt is not None:  # the paper's form: d0 + d1·KV, fitted to the roofline on decode-dominated batches
-        from .timing import wait_coefficients
+        from ...schedulers.wait.iteration_time import wait_coefficients
         d0, d1, _ = wait_coefficients(make_batch_time_model("roofline", model, gpu))
         btp = {"const": d0, "per_context": d1}
     kv = kv_capacity_blocks(model_preset(model), gpu_preset(gpu), gpu_memory_utilization=0.9, block_size=16) * 16
@@ -202,9 +202,9 @@ def compare_setting(setting: str, algo: str, types: list[PromptType], lengths, r
 def reserve_ablation(num_requests: int, model: str = "llama-2-7b", gpu: str = "a100") -> list[dict]:
     """Where the preemptions came from: the paper's Algorithms in the memory-bound setting (eq. (1), B = 2048, the
     A100's KV binds) with the old gate (free KV of this step only, ``reserve=false``) and with memory-feasible
-    admission (``llmsched.wait.reserve``), with the KV ledger of each run."""
-    from .workloads import WAIT_WORKLOADS
-    from .timing import wait_coefficients
+    admission (``llmsched.schedulers.wait.reserve``), with the KV ledger of each run."""
+    from ...schedulers.wait.iteration_time import wait_coefficients
+    from ...schedulers.wait.synthetic_workloads import WAIT_WORKLOADS
     d0, d1, _ = wait_coefficients(make_batch_time_model("roofline", model, gpu))
     kv = kv_capacity_blocks(model_preset(model), gpu_preset(gpu), gpu_memory_utilization=0.9, block_size=16) * 16
     rows = []

@@ -1,9 +1,9 @@
 """Building a WAIT / Nested WAIT batch: whole cohorts join the step or none of their members does."""
 from __future__ import annotations
 
-from ..engine.plan import BatchPlan
-from ..request import Status
-from ..schedulers.decode_pass import add_decodes
+from ...engine.plan import BatchPlan
+from ...request import Status
+from ..decode_pass import add_decodes
 
 RUNNING, WAITING = Status.RUNNING, Status.WAITING
 

@@ -20,7 +20,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from ..request import Request, Status
+from ...request import Request, Status
 from .cohorts import CohortPlan
 
 ID = attrgetter("id")

@@ -13,8 +13,8 @@ Deviations, all options: ``max_wait`` > 0 lets a segment whose oldest waiting pr
 that long run with a partial cohort, so that a finite run drains and low load does not stall (spec §9.5; the
 authors' older code used a 1 s timeout); a segment whose cohort does not fit the token budget, the sequence cap
 or the free KV pauses like one below threshold; ``reserve`` (default) admits a cohort only if every resident
-prompt can still reach the end of its segment (``llmsched.wait.reserve``). Prompts longer than the last bin stay in
-the last segment.
+prompt can still reach the end of its segment (``llmsched.schedulers.wait.reserve``). Prompts longer than the
+last bin stay in the last segment.
 Time-varying rates (§7.1): ``adapt_window`` > 0 rescales the thresholds to the arrival rate seen in that window
 (with rule "fluid"; under "batch-cap" only the rates' ratios matter). Segment design (§7.2): ``bins``/``edges``
 merge the types into S segments.
@@ -26,16 +26,16 @@ import warnings
 from collections import deque
 from dataclasses import dataclass
 
-from ..engine.plan import BatchPlan
-from ..request import Status
-from ..wait.cohorts import CohortPlan
-from ..wait.reserve import ReservingCohortPlan, segment_need
-from ..wait.fluid import Overloaded, fluid
-from ..wait.nested import nested_thresholds, segments
-from ..wait.setup import iteration_coefficients, parse_thresholds, scheduler_types
-from ..wait.thresholds import RandomisedThresholds, fluid_or_memory_means, nested_violations, report_violations
-from .base import Scheduler
-from .registry import register
+from ...engine.plan import BatchPlan
+from ...request import Status
+from ..base import Scheduler
+from ..registry import register
+from .cohorts import CohortPlan
+from .fluid import Overloaded, fluid
+from .nested import nested_thresholds, segments
+from .parameters import iteration_coefficients, parse_thresholds, scheduler_types
+from .reserve import ReservingCohortPlan, segment_need
+from .thresholds import RandomisedThresholds, fluid_or_memory_means, nested_violations, report_violations
 
 
 @register

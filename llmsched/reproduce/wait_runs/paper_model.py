@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import math
 
-from ..batchtime.base import BatchTimeModel
-from ..batchtime.linear import LinearBatchTime
-from ..engine.replica import Replica, ReplicaConfig
-from ..request import Status
-from ..schedulers.registry import create_scheduler
-from ..sim.simulator import simulate
-from ..workload.arrivals import Poisson
-from ..workload.lengths import LengthDist
-from ..workload.workload import OpenLoop, Workload
-from .ledger import kv_ledger
+from ...batchtime.base import BatchTimeModel
+from ...batchtime.linear import LinearBatchTime
+from ...engine.replica import Replica, ReplicaConfig
+from ...request import Status
+from ...schedulers.registry import create_scheduler
+from ...sim.simulator import simulate
+from ...workload.arrivals import Poisson
+from ...workload.lengths import LengthDist
+from ...workload.workload import OpenLoop, Workload
+from .kv_ledger import kv_ledger
 
 
 def run_model(scheduler: str, lengths: LengthDist, rate: float, memory: int, *, d0: float | None = None,

@@ -2,7 +2,7 @@
 into 10 bins of 50 tokens; Nested WAIT's segments are the bins' upper edges).
 
 Lengths here are the engine's (output tokens, the first sampled by the prefill); a bin whose longest output is
-E tokens becomes the paper type with l' = E − 1 decode iterations (see :mod:`llmsched.wait`).
+E tokens becomes the paper type with l' = E − 1 decode iterations (see :mod:`llmsched.schedulers.wait`).
 """
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from .fluid import PromptType
 
 def length_samples(lengths: str, n: int = 20000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(prompts, outputs) drawn from a length preset or this package's workloads, or all rows of a trace file."""
-    from ..workload.presets import LENGTH_PRESETS, length_preset
-    from .workloads import WAIT_WORKLOADS
+    from ...workload.presets import LENGTH_PRESETS, length_preset
+    from .synthetic_workloads import WAIT_WORKLOADS
     if lengths in LENGTH_PRESETS or lengths in WAIT_WORKLOADS:
         dist = length_preset(lengths) if lengths in LENGTH_PRESETS else WAIT_WORKLOADS[lengths]().lengths
         return dist.sample(n, np.random.default_rng(seed))
-    from ..workload.traces import read_trace
+    from ...workload.traces import read_trace
     try:
         trace = read_trace(lengths, zero_lengths="clamp")
     except FileNotFoundError:

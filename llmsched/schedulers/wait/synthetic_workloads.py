@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..workload.lengths import LengthDist, check_count
+from ...workload.lengths import LengthDist, check_count
 from .fluid import PromptType
 
 

@@ -10,7 +10,7 @@ run with a partial cohort, so a finite run drains (the paper has no such rule; i
 leftovers instead, spec §9.5); a type whose cohort would exceed the token budget, the sequence cap or the free
 KV is paused this iteration (the paper assumes (11a) makes that impossible). ``reserve`` (default) makes the
 memory check the one (11a) stands for: a new cohort enters only if the KV of every resident prompt plus the
-cohort stays within M at every future iteration (``llmsched.wait.reserve``), so WAIT does not preempt.
+cohort stays within M at every future iteration (``llmsched.schedulers.wait.reserve``), so WAIT does not preempt.
 """
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ import bisect
 import warnings
 from dataclasses import dataclass
 
-from ..engine.plan import BatchPlan
-from ..wait.cohorts import CohortPlan
-from ..wait.reserve import ProfileCohortPlan
-from ..wait.fluid import batch_cap_thresholds, wait_thresholds
-from ..wait.setup import iteration_coefficients, parse_thresholds, scheduler_types
-from ..wait.thresholds import RandomisedThresholds, fluid_or_memory_means, report_violations, wait_violations
-from .base import Scheduler
-from .registry import register
+from ...engine.plan import BatchPlan
+from ..base import Scheduler
+from ..registry import register
+from .cohorts import CohortPlan
+from .fluid import batch_cap_thresholds, wait_thresholds
+from .parameters import iteration_coefficients, parse_thresholds, scheduler_types
+from .reserve import ProfileCohortPlan
+from .thresholds import RandomisedThresholds, fluid_or_memory_means, report_violations, wait_violations
 
 
 @register

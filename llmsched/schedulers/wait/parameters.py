@@ -1,9 +1,9 @@
 """What WAIT and Nested WAIT derive once from their parameters and the replica: types and iteration time."""
 from __future__ import annotations
 
-from .classes import length_samples, parse_edges, types_from_lengths
 from .fluid import PromptType, parse_types
-from .timing import wait_coefficients
+from .iteration_time import wait_coefficients
+from .prompt_types import length_samples, parse_edges, types_from_lengths
 
 
 def scheduler_types(types: str, lengths: str, bins: int, edges: str, rate: float) -> list[PromptType]:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batchtime.base import Batch, BatchTimeModel
-from ..batchtime.linear import LinearBatchTime, batch_columns
+from ...batchtime.base import Batch, BatchTimeModel
+from ...batchtime.linear import LinearBatchTime, batch_columns
 
 
 def wait_batches(max_decodes: int = 256, max_context: int = 2048, max_prompt: int = 512):

@@ -76,14 +76,14 @@ class Equilibrium:
                 "c": list(self.c)}
 
 
-def _check_d(d0: float, d1: float) -> None:
+def check_iteration_time(d0: float, d1: float) -> None:
     if not (d0 > 0 and math.isfinite(d0)) or not (d1 >= 0 and math.isfinite(d1)):
         raise ValueError(f"iteration time needs d0 > 0 and d1 >= 0 seconds (per token), got d0={d0!r}, d1={d1!r}")
 
 
 def fluid(types: list[PromptType], d0: float, d1: float) -> Equilibrium:
     """The multi-type equilibrium (8)–(10); raises :class:`Overloaded` when ρ ≥ 1."""
-    _check_d(d0, d1)
+    check_iteration_time(d0, d1)
     c = tuple(t.memory for t in types)
     load = sum(t.rate * cj for t, cj in zip(types, c))
     rho = d1 * load
