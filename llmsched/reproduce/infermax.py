@@ -13,17 +13,17 @@ import numpy as np
 
 from ..batchtime.linear import INFERMAX_COEFFICIENTS, LinearBatchTime
 from ..engine.replica import Replica, ReplicaConfig
-from ..infermax.bruteforce import solve_exact
-from ..infermax.csp import min_batches, solve
-from ..infermax.offline import offline_replica, run_offline
-from ..infermax.optimal import run_heuristics
-from ..infermax.schedule import Instance
 from ..request import Request, Status
+from ..results_file import write_results
 from ..schedulers import create_scheduler
 from ..sim.simulator import simulate
+from ..theory.infermax.bruteforce import solve_exact
+from ..theory.infermax.csp import min_batches, solve
+from ..theory.infermax.offline import offline_replica, run_offline
+from ..theory.infermax.optimal import run_heuristics
+from ..theory.infermax.schedule import Instance
 from ..workload.traces import read_trace, resolve_data_file
 from ..workload.workload import OpenLoop
-from ..results_file import write_results
 
 NAME = "infermax"
 HELP = ("seed 001: §4 grid (contention, eviction vs eviction-free, memory M, length ranking), §5.1 optimal schedules "

@@ -23,7 +23,7 @@ BUILTIN_MODULES = (
     # the papers' policies
     "llmsched.schedulers.rad",
     "llmsched.schedulers.slai",
-    "llmsched.schedulers.infermax",
+    "llmsched.schedulers.infermax.infermax",
     "llmsched.schedulers.fairbatching",
     "llmsched.schedulers.wait.wait",
     "llmsched.schedulers.wait.nested_wait",

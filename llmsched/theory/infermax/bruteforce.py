@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import itertools
 
-from ..batchtime.base import Batch, BatchTimeModel
+from ...batchtime.base import Batch, BatchTimeModel
 from .schedule import Instance, Schedule
 
 DONE = -1

@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..batchtime.base import BatchTimeModel
-from ..engine.replica import Replica, ReplicaConfig
-from ..request import Request, Status
-from ..schedulers import create_scheduler
-from ..schedulers.base import Scheduler
+from ...batchtime.base import BatchTimeModel
+from ...engine.replica import Replica, ReplicaConfig
+from ...request import Request, Status
+from ...schedulers import create_scheduler
+from ...schedulers.base import Scheduler
 
 
 @dataclass

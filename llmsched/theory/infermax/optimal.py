@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..batchtime.linear import LinearBatchTime
+from ...batchtime.linear import LinearBatchTime
 from .bruteforce import solve_exact
 from .csp import CspResult, solve
 from .offline import offline_replica, run_offline

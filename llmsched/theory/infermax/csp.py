@@ -26,7 +26,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from ..batchtime.linear import LinearBatchTime
+from ...batchtime.linear import LinearBatchTime
 from .schedule import Instance, Schedule, replay
 
 STATUS = {"OPTIMAL": "optimal", "FEASIBLE": "feasible", "INFEASIBLE": "infeasible", "UNKNOWN": "unknown",

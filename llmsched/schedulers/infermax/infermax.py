@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from operator import attrgetter
 
-from ..engine.plan import BatchPlan
-from ..engine.view import ReplicaView
-from ..infermax.histogram import LengthHistogram
-from ..request import Request, Status
-from .base import Scheduler
-from .registry import register, register_variant
+from ...engine.plan import BatchPlan
+from ...engine.view import ReplicaView
+from ...request import Request, Status
+from ..base import Scheduler
+from ..registry import register, register_variant
+from .histogram import LengthHistogram
 
 GROUPS = ("waiting", "decode", "partial", "running", "all")
 RUNNING_ORDERS = ("arrival", "admission", "kv_desc")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..batchtime.base import BatchTimeModel
-from ..engine.plan import BatchPlan
-from ..engine.view import ReplicaView
-from ..request import Request, Status
-from ..schedulers.base import Scheduler
+from ...batchtime.base import BatchTimeModel
+from ...engine.plan import BatchPlan
+from ...engine.view import ReplicaView
+from ...request import Request, Status
+from ...schedulers.base import Scheduler
 from .offline import offline_replica, run_offline
 
 
