@@ -191,9 +191,9 @@ class PABRouter(Router):
         pab = getattr(replica.scheduler, "pab", None)
         if pab is not None:
             return pab(replica.view, now)
-        from .fairbatching.pab import compute_pab, node_requests
-        from .fairbatching.predictor import StepPredictor
-        from .fairbatching.envelope import DEFAULT_TPOT, DEFAULT_TTFT
+        from .schedulers.fairbatching.envelope import DEFAULT_TPOT, DEFAULT_TTFT
+        from .schedulers.fairbatching.pab import compute_pab, node_requests
+        from .schedulers.fairbatching.predictor import StepPredictor
         p = self._fallback.get(replica.index)
         if p is None:
             p = self._fallback[replica.index] = StepPredictor.fit_to(replica.batch_time)

@@ -38,7 +38,7 @@ either way, rejection when no replica's PAB fits) and, with ``--sweep``, reads t
 the shared criterion off the same grid of runs. Factors that change only FairBatching reuse the reference's
 baselines. The SLO-metric factor re-scores the
 same runs: each probe is measured with the shared ``measure`` and its ``attainment`` recomputed with the
-TPOT check asked for (``llmsched.fairbatching.attainment.slo_met``) over the same window.
+TPOT check asked for (``llmsched.metrics.tpot_attainment.slo_met``) over the same window.
 """
 from __future__ import annotations
 
@@ -51,18 +51,18 @@ from functools import partial
 
 import numpy as np
 
+from ..batchtime import make_batch_time_model
 from ..capacity import find_capacities, parse_slos
 from ..capacity.probe import GRACE_S
-from ..batchtime import make_batch_time_model
 from ..capacity.verdict import measure, window
 from ..executors import make_executor
 from ..experiment import RunConfig, build_replicas, build_source
-from ..fairbatching.attainment import CHECKS, slo_met
+from ..metrics.tpot_attainment import CHECKS, slo_met
+from ..results_file import write_results
 from ..routers import make_router
 from ..sim.simulator import simulate
 from ..workload.presets import LENGTH_PRESETS
 from ..workload.traces import DataFileNotFound, resolve_data_file
-from ..results_file import write_results
 
 NAME = "fairbatching-ablation"
 HELP = "seed 002 FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla with one factor changed at a time"

@@ -24,7 +24,7 @@ BUILTIN_MODULES = (
     "llmsched.schedulers.rad",
     "llmsched.schedulers.slai",
     "llmsched.schedulers.infermax.infermax",
-    "llmsched.schedulers.fairbatching",
+    "llmsched.schedulers.fairbatching.fairbatching",
     "llmsched.schedulers.wait.wait",
     "llmsched.schedulers.wait.nested_wait",
     "llmsched.schedulers.deferred_prefill",

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Callable
 
-from ..batchtime.base import Batch
+from ...batchtime.base import Batch
 
 
 @dataclass(slots=True)

@@ -3,7 +3,7 @@
 Registered as ``fairbatching`` (FB-vanilla), ``fairbatching-pab`` (with PAB admission
 control) and the ablations of §5.4.1: ``fairbatching-fb`` (FB-FB: fixed token budget,
 FB ordering) and ``fairbatching-tb`` (FB-TB: token budget derived from the time budget
-with the token-only predictor). Support code: ``llmsched/fairbatching/``.
+with the token-only predictor). Support code: the modules beside this one.
 """
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ import math
 from dataclasses import dataclass
 from operator import attrgetter
 
-from ..engine.plan import BatchPlan
-from ..engine.view import ReplicaView
-from ..fairbatching.envelope import DEFAULT_TPOT, DEFAULT_TTFT, request_slo
-from ..fairbatching.formation import Task, budget_and_groups, form_batch, form_batch_exact
-from ..fairbatching.pab import compute_pab, node_requests
-from ..fairbatching.predictor import StepPredictor
-from ..request import Request, Status
-from .base import Scheduler
-from .decode_pass import add_decodes
-from .registry import register, register_variant
+from ...engine.plan import BatchPlan
+from ...engine.view import ReplicaView
+from ...request import Request, Status
+from ..base import Scheduler
+from ..decode_pass import add_decodes
+from ..registry import register, register_variant
+from .envelope import DEFAULT_TPOT, DEFAULT_TTFT, request_slo
+from .formation import Task, budget_and_groups, form_batch, form_batch_exact
+from .pab import compute_pab, node_requests
+from .predictor import StepPredictor
 
 CAPACITIES = ("time", "token", "fixed")
 ADMISSIONS = ("none", "pab")
@@ -52,7 +52,7 @@ class FairBatching(Scheduler):
     largest-slack requests preempted by recompute.
     Where the paper is silent or self-contradictory the spec's resolutions are used
     (G3 min over decodes, G4 urgent decodes not forced, G5 line-45 fix, G6 κ = k + q,
-    G7 cap 8192, G9/G10 PAB rule, G22 tie-break); see llmsched/fairbatching/. One place where the paper
+    G7 cap 8192, G9/G10 PAB rule, G22 tie-break); see the modules beside this one. One place where the paper
     contradicts itself matters: §3.3's text "always" includes urgent decodes, Algorithm 1 only while the
     time budget lasts; the default is the algorithm, ``force_urgent_decodes=True`` the text
     (``llmsched reproduce fairbatching-ablation --factors design`` measures both).

@@ -1,4 +1,5 @@
-"""Per-request SLO checks of seed 002 §5.1 (spec §1.6, gap G1), computed from a run's RequestLog.
+"""Per-request SLO checks of FairBatching's evaluation (Lyu et al.; seed 002 §5.1, spec §1.6 gap G1), from a
+run's RequestLog.
 
 A request meets its SLO when it finished, its TTFT is within target, and its TPOT is, by one of:
 
@@ -16,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..metrics.requests import RequestLog
 from ..request import Status
+from .requests import RequestLog
 
 CHECKS = ("envelope", "cumulative", "mean")
 

@@ -13,8 +13,8 @@ from collections import deque
 
 import numpy as np
 
-from ..batchtime.base import BatchTimeModel
-from ..batchtime.linear import LinearBatchTime, nnls
+from ...batchtime.base import BatchTimeModel
+from ...batchtime.linear import LinearBatchTime, nnls
 
 FULL = ("const", "per_token", "per_context")
 TOKEN_ONLY = ("const", "per_token")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..request import Request
+from ...request import Request
 
 
 def pab_from_slacks(slacks: Iterable[float], contexts: Iterable[int], queued_prefill: int, ttft: float, tpot: float,

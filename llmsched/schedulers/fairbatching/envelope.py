@@ -9,7 +9,7 @@ decodes land on one scale: a prefill's slack is its remaining TTFT margin.
 """
 from __future__ import annotations
 
-from ..request import Request
+from ...request import Request
 
 DEFAULT_TTFT = 0.5   # seed 002 Table 2: BurstGPT / QwenTrace (AzureTrace uses 2 s)
 DEFAULT_TPOT = 0.05
