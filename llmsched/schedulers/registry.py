@@ -21,8 +21,8 @@ BUILTIN_MODULES = (
     "llmsched.schedulers.vllm",
     "llmsched.schedulers.vllm_chunked",
     # the papers' policies
-    "llmsched.schedulers.rad",
-    "llmsched.schedulers.slai",
+    "llmsched.schedulers.rad_slai.rad",
+    "llmsched.schedulers.rad_slai.slai",
     "llmsched.schedulers.infermax.infermax",
     "llmsched.schedulers.fairbatching.fairbatching",
     "llmsched.schedulers.wait.wait",

@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..engine.plan import BatchPlan
-from ..engine.view import ReplicaView
-from .base import Scheduler
-from .decode_pass import add_decodes
-from .registry import register
-from .watermark import WatermarkAdmission
+from ...engine.plan import BatchPlan
+from ...engine.view import ReplicaView
+from ..base import Scheduler
+from ..decode_pass import add_decodes
+from ..registry import register
+from ..watermark import WatermarkAdmission
 
 DEFAULT_TILE = (256, 128, 32)  # seed 000 §1.3's A100 tile, when the view has no GPU preset
 

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..batchtime.base import Batch, BatchTimeModel
+from ...batchtime.base import Batch, BatchTimeModel
 
 CONVENTIONS = ("engine", "theory")
 

@@ -25,12 +25,12 @@ import math
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from ..engine.plan import BatchPlan
-from ..engine.view import ReplicaView
-from ..request import Request, Status
-from .base import Scheduler
-from .registry import register, register_variant
-from .watermark import WatermarkAdmission
+from ...engine.plan import BatchPlan
+from ...engine.view import ReplicaView
+from ...request import Request, Status
+from ..base import Scheduler
+from ..registry import register, register_variant
+from ..watermark import WatermarkAdmission
 
 ORDERS = ("fcfs", "spf", "spf-priority")
 PROMPT_LEN = attrgetter("prompt_len")
