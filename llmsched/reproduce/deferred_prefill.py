@@ -29,17 +29,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..deferred.closed_loop import sweep
-from ..deferred.lengths import BenchmarkFiltered
-from ..deferred.throughput import exact_throughput, optimal_K, prop1_throughput
-from ..deferred.timing import Timing, timing_from_batch_time
-from ..deferred.vllm_timing import PROFILE, MeasuredVLLMStepTime, find_profile
-from ..experiment import RunConfig
 from ..batchtime.registry import make_batch_time_model
+from ..experiment import RunConfig
 from ..hardware.models import model as model_preset
+from ..schedulers.deferred.throughput import exact_throughput, optimal_K, prop1_throughput
+from ..schedulers.deferred.timing_constants import Timing, timing_from_batch_time
 from ..theory.deferred_prefill import APPENDIX_A
 from ..workload.lengths import Capped, Geometric
 from ..workload.presets import length_preset
+from .deferred_prefill_runs.closed_loop import sweep
+from .deferred_prefill_runs.measured_step_time import PROFILE, MeasuredVLLMStepTime, find_profile
+from .deferred_prefill_runs.request_model import BenchmarkFiltered
 
 NAME = "deferred-prefill"
 HELP = "seed 004 Table 1: throughput and completion time vs K for Granite (C=331) and Llama-3 (C=410) on A100"

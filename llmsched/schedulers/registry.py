@@ -27,7 +27,7 @@ BUILTIN_MODULES = (
     "llmsched.schedulers.fairbatching.fairbatching",
     "llmsched.schedulers.wait.wait",
     "llmsched.schedulers.wait.nested_wait",
-    "llmsched.schedulers.deferred_prefill",
+    "llmsched.schedulers.deferred.deferred_prefill",
 )
 
 _REGISTRY: dict[str, tuple[type[Scheduler], dict[str, Any], str]] = {}

@@ -35,10 +35,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..batchtime.base import Batch, BatchTimeModel
-from ..batchtime.profiled import LAYER_OPS
-from ..batchtime.roofline import RooflineBatchTime
-from ..hardware.models import ModelSpec, model as model_preset
+from ...batchtime.base import Batch, BatchTimeModel
+from ...batchtime.profiled import LAYER_OPS
+from ...batchtime.roofline import RooflineBatchTime
+from ...hardware.models import ModelSpec, model as model_preset
 
 PROFILE = "vidur_a100_meta-llama_Meta-Llama-3-8B_mlp.csv"
 PROFILE_MODEL = "llama-3-8b"

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..batchtime.base import BatchTimeModel
+from ...batchtime.base import BatchTimeModel
 from .throughput import exact_throughput, optimal_K, prop1_throughput
-from .timing import TimingFit, timing_from_batch_time
+from .timing_constants import TimingFit, timing_from_batch_time
 
 
 def alpha_from_mean_output(mean_output: float) -> float:

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..batchtime.base import Batch, BatchTimeModel
-from ..batchtime.linear import FitReport, LinearBatchTime
+from ...batchtime.base import Batch, BatchTimeModel
+from ...batchtime.linear import FitReport, LinearBatchTime
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..batchtime.base import BatchTimeModel
-from ..experiment import RunConfig, build_replicas
-from ..request import Status
-from ..sim.simulator import RunResult, simulate
-from ..workload.lengths import LengthDist
-from ..workload.workload import ClosedLoop
+from ...batchtime.base import BatchTimeModel
+from ...experiment import RunConfig, build_replicas
+from ...request import Status
+from ...sim.simulator import RunResult, simulate
+from ...workload.lengths import LengthDist
+from ...workload.workload import ClosedLoop
 
 
 @dataclass(frozen=True)

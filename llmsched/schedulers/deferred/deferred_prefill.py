@@ -3,15 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine.plan import BatchPlan
-from ..engine.view import ReplicaView
-from ..request import Status
-from .base import Scheduler
-from .decode_pass import add_decodes
-from .registry import register
-from .vllm import swap_in
-from .whole_prompt import admit_whole_prompts
-from .watermark import WatermarkAdmission
+from ...engine.plan import BatchPlan
+from ...engine.view import ReplicaView
+from ...request import Status
+from ..base import Scheduler
+from ..decode_pass import add_decodes
+from ..registry import register
+from ..vllm import swap_in
+from ..watermark import WatermarkAdmission
+from ..whole_prompt import admit_whole_prompts
 
 MODES = ("to-full", "stateless")
 FINISHED = Status.FINISHED
@@ -166,7 +166,7 @@ class DeferredPrefill(WatermarkAdmission, Scheduler):
         if mean_prompt is None:
             mean_prompt = (prompt_sum / prefills if prefills else
                            sum(r.prompt_len for r in view.waiting) / len(view.waiting))
-        from ..deferred.predict import predict  # the analysis is only needed for K="auto"
+        from .k_star import predict  # the analysis is only needed for K="auto"
         if mean_output <= 1:
             self._K, self._choice = 1, {"K": 1, "reason": f"mean output {mean_output:g} <= 1 token"}
             return

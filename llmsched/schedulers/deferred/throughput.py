@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .renewal import CycleStats, check_batch, cycle_stats, prop1_iterations
-from .timing import Timing
+from .timing_constants import Timing
 
 
 def exact_throughput(C: int, alpha: float, timing: Timing, stats: CycleStats | None = None) -> np.ndarray:
