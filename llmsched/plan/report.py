@@ -16,7 +16,7 @@ from ..capacity.probe import GRACE_S
 from ..capacity.slo import RATIOS
 from ..capacity.verdict import window
 from ..experiment import RunConfig, build_source
-from ..options import RUN_OPTIONS
+from ..run_options import RUN_OPTIONS
 from ..workload.workload import OpenLoop
 from .search import Searched
 

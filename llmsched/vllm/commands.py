@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..options import TABLE_COLUMNS, add_run_options, base_config, parse_params
+from ..options import TABLE_COLUMNS, add_run_options, base_config
+from ..run_options import parse_params
 
 ENGINE_DEFAULTS = {"max_model_len": 2048, "max_num_seqs": 64, "max_num_batched_tokens": 1024, "block_size": 32}
 SIM_ONLY = ("model", "gpu", "tp", "batch_time", "replicas", "router", "gpu_memory_utilization", "num_blocks",
