@@ -22,10 +22,10 @@ from .metrics.streams import open_streams
 from .routers import make_router
 from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.simulator import RunResult, simulate
-from .workload.tiers import parse_tiers
 from .workload.arrivals import Piecewise
+from .workload.length_presets import length_preset
+from .workload.tiers import parse_tiers
 from .workload.workload import ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, trace_workload
-from .workload.presets import length_preset
 
 
 @dataclass

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from llmsched.batchtime import Batch, RooflineBatchTime, make_batch_time_model
-from llmsched.batchtime.engine import engine_params
+from llmsched.batchtime.serving_engine import engine_params
 from llmsched.cli import main
 from llmsched.hardware import gpu, model
 from llmsched.validate.calibrate import fit_engine, is_calibration

@@ -18,7 +18,7 @@ from ..capacity.verdict import window
 from ..experiment import RunConfig, build_source
 from ..run_options import RUN_OPTIONS
 from ..workload.workload import OpenLoop
-from .search import Searched
+from .replica_search import Searched
 
 
 @dataclass

@@ -61,7 +61,7 @@ from ..metrics.tpot_attainment import CHECKS, slo_met
 from ..results_file import write_results
 from ..routers import make_router
 from ..sim.simulator import simulate
-from ..workload.presets import LENGTH_PRESETS
+from ..workload.length_presets import LENGTH_PRESETS
 from ..workload.traces import DataFileNotFound, resolve_data_file
 
 NAME = "fairbatching-ablation"

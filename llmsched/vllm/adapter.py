@@ -41,9 +41,9 @@ from ..metrics.requests import RequestLog
 from ..metrics.steps import StepLog
 from ..request import Request, Status
 from ..schedulers.registry import create_scheduler
+from .batch_time import OnlineBatchTime, resolve_batch_time, stored_profile
+from .live_view import VLLMView
 from .settings import Settings, load_settings, tier_of
-from .timing import OnlineBatchTime, resolve_batch_time, stored_profile
-from .view import VLLMView
 
 logger = logging.getLogger("llmsched.vllm")
 LATE_RECEIPT = 1.0  # s; a request this late into the scheduler is logged (once)

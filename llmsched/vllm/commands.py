@@ -71,7 +71,7 @@ def _add_engine_options(p) -> None:
 
 def _split_config(args, default_scheduler="vllm-chunked"):
     from ..experiment import RunConfig
-    from .engine import EngineConfig
+    from .launch import EngineConfig
     base = base_config(args)
     model = base.pop("model", None)
     if not model or not Path(model).is_dir():
@@ -89,7 +89,7 @@ def _split_config(args, default_scheduler="vllm-chunked"):
 
 
 def _start(args):
-    from .engine import set_in_process_env
+    from .launch import set_in_process_env
     set_in_process_env(args.workdir)
 
 
@@ -112,7 +112,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_profile(args) -> int:
-    from .engine import EngineConfig, make_llm
+    from .launch import EngineConfig, make_llm
     from .profiler import between_steps, profile, save
     if not Path(args.model).is_dir():
         raise ValueError(f"--model {args.model!r}: give a model directory (see `llmsched make-model`)")
@@ -152,7 +152,7 @@ def cmd_fidelity(args) -> int:
     from .profiles import default_profile_path, load_profile_for, model_fingerprint
     cfg, engine = _split_config(args)
     _start(args)
-    from .engine import make_llm
+    from .launch import make_llm
     from .profiler import between_steps, profile, save
     from .runner import replay, workload_requests
     from .settings import load_settings

@@ -29,7 +29,7 @@ from ..batchtime.linear import BASE_TERMS, LinearBatchTime
 from ..batchtime.wake import WakeCost
 from ..metrics.writers import write_json
 from ..request import Request
-from .engine import EngineConfig
+from .launch import EngineConfig
 from .profiles import default_profile_path, hardware_key, model_fingerprint, profile_path, vllm_version
 from .settings import load_settings
 

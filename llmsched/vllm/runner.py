@@ -11,7 +11,7 @@ import time
 
 from ..experiment import RunConfig, build_source
 from ..sim.simulator import RunResult
-from .engine import EngineConfig, make_llm, prompt_ids, scheduler_of
+from .launch import EngineConfig, make_llm, prompt_ids, scheduler_of
 from .settings import TIER_KEY, load_settings
 
 

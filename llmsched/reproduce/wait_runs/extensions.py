@@ -24,7 +24,7 @@ from ...schedulers.wait.prompt_types import length_samples, types_from_lengths
 from ...schedulers.wait.synthetic_workloads import Mixture
 from ...sim.simulator import simulate
 from ...workload.arrivals import Piecewise, Poisson
-from ...workload.presets import length_preset
+from ...workload.length_presets import length_preset
 from ...workload.workload import OpenLoop, Workload
 from .paper_model import paper_metrics
 

@@ -13,7 +13,7 @@ from .fluid import PromptType
 
 def length_samples(lengths: str, n: int = 20000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(prompts, outputs) drawn from a length preset or this package's workloads, or all rows of a trace file."""
-    from ...workload.presets import LENGTH_PRESETS, length_preset
+    from ...workload.length_presets import LENGTH_PRESETS, length_preset
     from .synthetic_workloads import WAIT_WORKLOADS
     if lengths in LENGTH_PRESETS or lengths in WAIT_WORKLOADS:
         dist = length_preset(lengths) if lengths in LENGTH_PRESETS else WAIT_WORKLOADS[lengths]().lengths

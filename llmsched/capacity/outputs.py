@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from .search import CapacityResult
+from .rate_search import CapacityResult
 from .slo import RATIOS, SLO
 
 
