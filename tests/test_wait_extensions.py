@@ -9,7 +9,7 @@ from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.reproduce.wait_runs.experiments import memory_cap
 from llmsched.request import Request
 from llmsched.schedulers.registry import create_scheduler
-from llmsched.schedulers.wait.fluid import PromptType
+from llmsched.schedulers.wait.fluid_model import PromptType
 from llmsched.schedulers.wait.nested import memory_requirement, segments
 from llmsched.schedulers.wait.synthetic_workloads import Mixture
 from llmsched.sim.simulator import simulate

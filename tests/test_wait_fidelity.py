@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from llmsched.reproduce.wait_runs.paper_model import run_model
-from llmsched.schedulers.wait.fluid import PromptType
+from llmsched.schedulers.wait.fluid_model import PromptType
 from llmsched.schedulers.wait.nested import nested_thresholds, segments
 from llmsched.schedulers.wait.synthetic_workloads import WAIT_WORKLOADS, Mixture
 from llmsched.schedulers.wait.thresholds import (RandomisedThresholds, nested_means, nested_violations, wait_means,

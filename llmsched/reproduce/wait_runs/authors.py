@@ -25,7 +25,7 @@ import numpy as np
 
 from ...experiment import RunConfig, build_replicas
 from ...metrics.summary import summarize
-from ...schedulers.wait.fluid import PromptType
+from ...schedulers.wait.fluid_model import PromptType
 from ...sim.simulator import simulate
 from ...workload.arrivals import Poisson
 from ...workload.workload import OpenLoop, Workload

@@ -11,7 +11,7 @@ from ...hardware.gpus import gpu as gpu_preset
 from ...hardware.memory import kv_capacity_blocks
 from ...hardware.models import model as model_preset
 from ...metrics.summary import summarize
-from ...schedulers.wait.fluid import PromptType, batch_cap_thresholds
+from ...schedulers.wait.fluid_model import PromptType, batch_cap_thresholds
 from ...schedulers.wait.nested import memory_requirement, nested_thresholds, segment_memory, segments
 from ...schedulers.wait.prompt_types import length_samples
 from ...schedulers.wait.synthetic_workloads import Mixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .fluid import PromptType, check_iteration_time
+from .fluid_model import PromptType, check_iteration_time
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from ...request import Status
 from ..base import Scheduler
 from ..registry import register
 from .cohorts import CohortPlan
-from .fluid import Overloaded, fluid
+from .fluid_model import Overloaded, fluid
 from .nested import nested_thresholds, segments
 from .parameters import iteration_coefficients, parse_thresholds, scheduler_types
 from .reserve import ReservingCohortPlan, segment_need

@@ -1,7 +1,7 @@
 """What WAIT and Nested WAIT derive once from their parameters and the replica: types and iteration time."""
 from __future__ import annotations
 
-from .fluid import PromptType, parse_types
+from .fluid_model import PromptType, parse_types
 from .iteration_time import wait_coefficients
 from .prompt_types import length_samples, parse_edges, types_from_lengths
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fluid import PromptType
+from .fluid_model import PromptType
 
 
 def length_samples(lengths: str, n: int = 20000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...workload.lengths import LengthDist, check_count
-from .fluid import PromptType
+from .fluid_model import PromptType
 
 
 class Mixture(LengthDist):

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from .fluid import Overloaded, PromptType, fluid
+from .fluid_model import Overloaded, PromptType, fluid
 from .nested import Segment, segment_memory
 
 

@@ -22,7 +22,7 @@ from ...engine.plan import BatchPlan
 from ..base import Scheduler
 from ..registry import register
 from .cohorts import CohortPlan
-from .fluid import batch_cap_thresholds, wait_thresholds
+from .fluid_model import batch_cap_thresholds, wait_thresholds
 from .parameters import iteration_coefficients, parse_thresholds, scheduler_types
 from .reserve import ProfileCohortPlan
 from .thresholds import RandomisedThresholds, fluid_or_memory_means, report_violations, wait_violations

@@ -5,7 +5,7 @@ import json
 
 from ..argtypes import count, non_negative, positive, probability
 from ..batchtime.registry import make_batch_time_model
-from ..schedulers.wait.fluid import batch_cap_thresholds, feasible_cycle_times, fluid, parse_types
+from ..schedulers.wait.fluid_model import batch_cap_thresholds, feasible_cycle_times, fluid, parse_types
 from ..schedulers.wait.iteration_time import wait_coefficients
 from ..schedulers.wait.nested import memory_requirement, nested_thresholds, segments
 from ..schedulers.wait.prompt_types import length_samples, parse_edges, types_from_lengths
