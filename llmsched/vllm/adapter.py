@@ -464,6 +464,10 @@ class Scheduler(VLLMScheduler):
         if self.records is not None:
             self.records[0].record(m)
 
+    def mirrored_ids(self) -> list[str]:
+        """The vLLM ids of the requests the plug-in holds a mirror of (admitted to it and not yet finished)."""
+        return list(self._mirrors)
+
     def describe(self) -> dict:
         return {"policy": self.llmsched_policy.describe(), "settings": self.settings.describe(),
                 "stats": {**self.stats, "tiers_seen": dict(self.stats["tiers_seen"]),
