@@ -11,7 +11,7 @@ A request meets its SLO when it finished, its TTFT is within target, and its TPO
 * **M3, mean**: (t_last − t_0)/(n − 1) ≤ TPOT_slo, the foundation's standard ``tpot`` (for reference).
 
 Token times are rebuilt from the log's first-token column plus its inter-token gaps, so the run must
-keep gaps (not ``--sketch``). Rejected and unfinished requests violate (seed 002 §5.1).
+keep gaps (not ``--sketch``). Rejected and unfinished requests violate (Lyu et al. §5.1).
 """
 from __future__ import annotations
 

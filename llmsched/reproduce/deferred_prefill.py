@@ -1,4 +1,4 @@
-"""``llmsched reproduce deferred-prefill``: seed 004's Table 1 experiment in the simulator.
+"""``llmsched reproduce deferred-prefill``: Mohanty et al.'s Table 1 experiment in the simulator.
 
 Granite-3.1-8B (C = 331) and Llama-3-8B (C = 410) on an A100, max_model_len 1024 (the context at which these C
 are vLLM's maximum concurrency, spec §1.3), an always-backlogged closed loop of 2C requests, and a sweep of K.

@@ -1,4 +1,4 @@
-"""Reproduce seed 002 (FairBatching) in the simulator: single-node capacity, the SLO sweep, the
+"""Reproduce FairBatching (Lyu et al., seed 002) in the simulator: single-node capacity, the SLO sweep, the
 ablation chain, the 8-replica cluster with the PAB router, and the step-time predictor's error.
 
 Two capacities are reported. The paper's (spec §1.6): the peak over a rate sweep of EffRPS = offered rate

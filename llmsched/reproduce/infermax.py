@@ -1,4 +1,4 @@
-"""``llmsched reproduce infermax``: seed 001's §4 analysis grid, §5.1 optimal-schedule finding and §6 headline.
+"""``llmsched reproduce infermax``: Kim et al.'s §4 analysis grid, §5.1 optimal-schedule finding and §6 headline.
 
 Every number is simulated here with InferMax's own cost model (the authors' Vidur-fitted coefficients, spec 001
 §2.2): Llama-2-7B on one A100 (C = 4096) for §4/§5.1, Llama-3-70B with tensor parallelism 4 on A100s

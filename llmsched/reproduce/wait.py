@@ -1,4 +1,4 @@
-"""``llmsched reproduce wait``: seed 003's experiments in the simulator, every number measured here.
+"""``llmsched reproduce wait``: Ao et al.'s experiments in the simulator, every number measured here.
 
 1. Example 2 (toy): one type l = l' = 1 at M = M* = 12 and λ = 4/T*: FCFS with the paper's eviction (newest
    admitted restart from scratch) vs WAIT with n = 4.

@@ -1,4 +1,5 @@
-"""``llmsched theory deferred-prefill``: seed 004's exact ρ(K) (Theorem 1), Prop. 1 and the optimal threshold K*."""
+"""``llmsched theory deferred-prefill``: exact ρ(K) (Theorem 1), Prop. 1 and the optimal threshold K* of deferred
+prefill (Mohanty et al., seed 004)."""
 from __future__ import annotations
 
 import json

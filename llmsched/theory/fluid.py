@@ -1,4 +1,4 @@
-"""``llmsched theory fluid``: seed 003's fluid equilibrium, WAIT's feasible thresholds and Nested WAIT's buffer."""
+"""``llmsched theory fluid``: Ao et al.'s fluid equilibrium, WAIT's feasible thresholds and Nested WAIT's buffer."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
-"""``llmsched theory optimal-schedule``: seed 001 §3's minimum-latency offline schedule of a few requests."""
+"""``llmsched theory optimal-schedule``: the minimum-latency offline schedule of a few requests (Kim et al., seed 001,
+§3)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""``llmsched theory rad-bound``: seed 000's Theorem 1 figure r/T̄ᴿ and Theorem 2's condition on n.
+"""``llmsched theory rad-bound``: Bari et al.'s Theorem 1 figure r/T̄ᴿ and Theorem 2's condition on n.
 
 r/T̄ᴿ bounds every policy only in the paper's cost model (eq. 7, no fixed cost per batch); under the simulator's
 roofline it is the throughput of RAD's own batching regime, which hybrid batchers exceed

@@ -1,4 +1,4 @@
-"""The paper's experiment in the simulator: an always-backlogged closed loop and its measurements (seed 004 §4).
+"""Mohanty et al.'s experiment (seed 004, §4) in the simulator: an always-backlogged closed loop and its measurements.
 
 The client keeps ``concurrency`` requests outstanding (≥ 2C keeps at least C queued, spec §3.6), so the server
 refills to C at every phase. Throughput is measured over the backlogged stretch only: from the C-th completion

@@ -1,6 +1,6 @@
 """The paper's request model exactly: every prompt d_0 tokens, then Geometric(α) decode iterations.
 
-In seed 004's model (§1.4) the prefill phase emits each new prompt's first token and the prompt then stays for
+In Mohanty et al.'s model (§1.4) the prefill phase emits each new prompt's first token and the prompt then stays for
 J ~ Geometric(α) ≥ 1 decode iterations, so no prompt leaves during a prefill. In this engine the first token
 comes from the prefill step too, so the output length is 1 + J. (The foundation's ``Geometric`` draws the
 output length itself from Geometric(α): then a fraction α of prompts leave at their prefill step, the vLLM

@@ -1,6 +1,6 @@
 """Where a run's KV memory went, from its step log: in the batch, resident but paused, and the queue outside.
 
-Seed 003's argument is about memory: WAIT keeps memory feasible by pausing cohorts (KV held, no progress) and by
+Ao et al.'s argument is about memory: WAIT keeps memory feasible by pausing cohorts (KV held, no progress) and by
 holding prompts at stage 0 (no KV). The ledger makes that visible per run, time-weighted over steps:
 ``batch_kv`` (KV tokens the step's requests attend over), ``resident_kv`` (KV tokens held after the step, block
 granular), ``paused_kv`` (resident minus batch: requests holding KV that the step did not advance, plus block

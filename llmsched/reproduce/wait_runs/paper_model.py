@@ -1,4 +1,4 @@
-"""Runs in seed 003's own model: token-granular KV memory M (block size 1), iteration time d0 + d1·KV tokens,
+"""Runs in Ao et al.'s own model: token-granular KV memory M (block size 1), iteration time d0 + d1·KV tokens,
 Poisson arrivals per type, and the paper's metrics (decode tokens of completed prompts per second, mean latency,
 mean TTFT)."""
 from __future__ import annotations

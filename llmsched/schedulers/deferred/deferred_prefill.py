@@ -1,4 +1,4 @@
-"""Deferred prefill (seed 004): refill the batch only after K departures."""
+"""Deferred prefill (Mohanty et al., seed 004): refill the batch only after K departures."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,7 +23,7 @@ class DeferredPrefill(WatermarkAdmission, Scheduler):
     """Deferred prefill: decode until K requests have left since the last refill, then refill the batch to C.
 
     vLLM's non-chunked continuous batching (whole prompts FCFS in prefill-only steps, the same token budget,
-    1% KV watermark, recompute preemption and swap-in rules as ``vllm``) with a prefill gate (seed 004 §3; spec
+    1% KV watermark, recompute preemption and swap-in rules as ``vllm``) with a prefill gate (Mohanty et al. §3; spec
     §3.2). A prefill phase starts once ``K`` requests have left (finished, or been preempted) since the last
     one ended, when nothing runs, or — if the last phase ended because the queue ran dry — once K seats are
     free; it admits over as many steps as the budget needs until nothing more fits (``mode="to-full"``), and

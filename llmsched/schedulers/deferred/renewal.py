@@ -1,4 +1,5 @@
-"""Exact renewal-reward throughput of the departure-threshold policy (seed 004, §3: Lemma 1, Lemma 2, Theorem 1).
+"""Exact renewal-reward throughput of the departure-threshold policy (Mohanty et al., seed 004, §3: Lemma 1, Lemma 2,
+Theorem 1).
 
 After a refill the batch holds C prompts, and by memorylessness each one leaves at every decode iteration with
 probability α, so the resident count is the Markov chain X_j ~ Binomial(X_{j-1}, 1 − α) (Lemma 1), stopped the

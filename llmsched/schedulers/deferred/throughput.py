@@ -1,4 +1,4 @@
-"""Throughput ρ(K) of the departure-threshold policy and the optimal threshold K* (seed 004, §3).
+"""Throughput ρ(K) of the departure-threshold policy and the optimal threshold K* (Mohanty et al., seed 004, §3).
 
 * :func:`exact_throughput` — Theorem 1 with Lemma 2: ρ(K) = E D / (c_p + c_d·E N_1 + (t_d/α + s_p)·E D), from
   the exact per-cycle means of :mod:`.renewal`.

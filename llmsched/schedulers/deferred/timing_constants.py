@@ -1,4 +1,4 @@
-"""The four timing constants of seed 004 §1.5 and where they come from.
+"""The four timing constants of Mohanty et al. (seed 004) §1.5 and where they come from.
 
 A prefill phase admitting n prompts takes c_p + s_p·n seconds (s_p = t_p·d_0/N, the only identifiable part
 of t_p and N; spec §7 row 6) and a decode iteration with X prompts resident takes c_d + t_d·X. The constants

@@ -1,17 +1,17 @@
-"""Per-token envelope deadlines and slack (seed 002 §3.1; spec §1.5).
+"""Per-token envelope deadlines and slack (Lyu et al., seed 002, §3.1; spec §1.5).
 
 Token j (0-indexed; token 0 is the first output token) of request i is due at
 ``d_ij = arrival_i + TTFT_i + j·TPOT_i``. A request's deadline is that of its next
 token, ``j = num_generated``, and its slack is that deadline minus now. The envelope
 does not depend on progress, so a token emitted early is slack banked for later,
-which a TBT (gap) target cannot express (seed 002 §2.4). Prefills (j = 0) and
+which a TBT (gap) target cannot express (Lyu et al. §2.4). Prefills (j = 0) and
 decodes land on one scale: a prefill's slack is its remaining TTFT margin.
 """
 from __future__ import annotations
 
 from ...request import Request
 
-DEFAULT_TTFT = 0.5   # seed 002 Table 2: BurstGPT / QwenTrace (AzureTrace uses 2 s)
+DEFAULT_TTFT = 0.5   # Lyu et al. Table 2: BurstGPT / QwenTrace (AzureTrace uses 2 s)
 DEFAULT_TPOT = 0.05
 
 

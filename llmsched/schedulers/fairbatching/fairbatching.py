@@ -1,4 +1,4 @@
-"""FairBatching (seed 002): envelope deadlines, a time-budgeted step and fair batch formation.
+"""FairBatching (Lyu et al., seed 002): envelope deadlines, a time-budgeted step and fair batch formation.
 
 Registered as ``fairbatching`` (FB-vanilla), ``fairbatching-pab`` (with PAB admission
 control) and the ablations of §5.4.1: ``fairbatching-fb`` (FB-FB: fixed token budget,

@@ -1,4 +1,4 @@
-"""Algorithm 1 of seed 002 (§3.3): fair batch formation under a time (or token) budget.
+"""Algorithm 1 of Lyu et al. (seed 002, §3.3): fair batch formation under a time (or token) budget.
 
 Tasks fall into three groups, each sorted by slack (ties by arrival, then id; spec G22):
 urgent decodes (slack < B0 + min TPOT), then every prefill, then the other decodes. The
@@ -10,7 +10,7 @@ prefills are chunked. ``context`` is the KV length after the step (k + q, spec G
 the default ``literal`` mode a chunk is charged the full prompt's context, in ``exact``
 mode its own (``cp = (budget − c·k)/(b + c)``).
 
-Checked line by line against the paper (issue 12); where this code and seed 002 differ, and why:
+Checked line by line against the paper (issue 12); where this code and Lyu et al. differ, and why:
 
 * lines 13-17 (envelope, slack): identical; ``Task.slack`` is ``arrival + TTFT + j·TPOT − now`` with j the
   next output index (token 0 = the first token).

@@ -1,4 +1,4 @@
-"""Prefill Admission Budget (seed 002 §3.4 and Appendix A; spec §3.4).
+"""Prefill Admission Budget (Lyu et al., seed 002, §3.4 and Appendix A; spec §3.4).
 
 PAB = the extra prefill tokens a node can finish within one TTFT window without breaking
 the SLOs of what it already holds, by a worst-case relaxation: every decode is assumed

@@ -1,4 +1,4 @@
-"""The step-time predictor ``a + b·new_tokens + c·Σcontext`` (seed 002 §3.2; spec §2).
+"""The step-time predictor ``a + b·new_tokens + c·Σcontext`` (Lyu et al., seed 002, §3.2; spec §2).
 
 Fitted offline to the replica's batch-time model (or to measured steps) and, as the
 paper does ("built offline ... and continuously calibrated"), optionally refitted online

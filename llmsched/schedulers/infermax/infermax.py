@@ -453,7 +453,7 @@ class InferMaxOracle(InferMax):
     reserve: str = "max_total"
 
 
-# --- the known schedulers as settings (seed 001 Table 1, §1.6 of spec 001) ----------------------------------
+# --- the known schedulers as settings (Kim et al. Table 1, §1.6 of spec 001) ----------------------------------
 VLLM = dict(groups="waiting,decode", running_order="arrival", hybrid=False, chunked=False, reserve="prompt")
 VLLM_HY = dict(VLLM, hybrid=True)
 SARATHI = dict(groups="decode,partial,waiting", running_order="arrival", hybrid=True, chunked=True,

@@ -1,4 +1,4 @@
-"""RAD (seed 000 Algorithm 1) and its low-TBT mirror (seed 000 Appendix D, the spec's "Algorithm 2").
+"""RAD (Bari et al., seed 000, Algorithm 1) and its low-TBT mirror (Bari et al. Appendix D, the spec's "Algorithm 2").
 
 Both are throughput-optimal in the paper's tile model (Theorem 2): prefills run alone, one request at a time,
 in chunks of t*_lcm = LCM(t*_row, t*_col, t*_red) tokens, and decode batches hold at most t*_col requests,
@@ -17,7 +17,7 @@ from ..decode_pass import add_decodes
 from ..registry import register
 from ..watermark import WatermarkAdmission
 
-DEFAULT_TILE = (256, 128, 32)  # seed 000 §1.3's A100 tile, when the view has no GPU preset
+DEFAULT_TILE = (256, 128, 32)  # Bari et al. §1.3's A100 tile, when the view has no GPU preset
 
 
 def tile_of(view: ReplicaView) -> tuple[int, int, int]:
@@ -81,7 +81,7 @@ class _TiledBase(WatermarkAdmission, Scheduler):
 class RAD(_TiledBase):
     """RAD: whole prefills (t*_lcm chunks) until t*_col requests decode, then decode batches; cycles of n starts.
 
-    Algorithm 1 of seed 000 (§4.1): decode mode when |D| = t*_col, P is empty or the cycle has started n
+    Algorithm 1 of Bari et al. (§4.1): decode mode when |D| = t*_col, P is empty or the cycle has started n
     requests (k = n); otherwise prefill mode runs the FCFS head's whole prompt, one t*_lcm-token chunk per batch
     (the last chunk is the remainder, spec A1), and adds it to D. A cycle ends when D empties (k ← 0). With a
     KV cache smaller than Assumption 4 asks (t*_col requests of maximal length), a prompt whose KV does not fit
@@ -147,7 +147,7 @@ class RAD(_TiledBase):
 class RADLowTBT(_TiledBase):
     """RAD's Appendix D mirror: up to n whole prefills, then decode t*_col at a time until all n are done.
 
-    Seed 000 App. D (the spec's "Algorithm 2"): prefill mode takes up to n requests FCFS (each prefilled whole
+    Bari et al. App. D (the spec's "Algorithm 2"): prefill mode takes up to n requests FCFS (each prefilled whole
     in t*_lcm chunks) into D; decode mode keeps a decode batch of min(t*_col, |D|) requests, refilling it from
     D as requests finish, until D is empty; then the next prefill mode. Active requests decode in consecutive
     batches (low TBT) but wait for the whole prefill mode first (high TTFT). Prefill mode also ends early when

@@ -1,4 +1,4 @@
-"""SLAI: SLO-aware batching with per-request last schedulable times (seed 000 §6, §7.1; spec §2.7).
+"""SLAI: SLO-aware batching with per-request last schedulable times (Bari et al., seed 000, §6, §7.1; spec §2.7).
 
 Each decode-phase request j gets, when its latest token appears at time e, a last schedulable time
 C_j = e + TBT_j − δ·t̄ (t̄ the cumulative mean of every observed step time, δ the offset). A batch built at
@@ -242,7 +242,7 @@ class SLAI(WatermarkAdmission, Scheduler):
 
 def reserved_kv_use(view: ReplicaView) -> float:
     """KV blocks used / total as the paper's engine counts them: held blocks plus the rest of every admitted
-    prompt, which that engine allocates whole at admission (seed 000 §7.1, spec A16); this replica allocates
+    prompt, which that engine allocates whole at admission (Bari et al. §7.1, spec A16); this replica allocates
     blocks as chunks run, so ``view.kv_utilisation`` alone would read low."""
     used = view.total_blocks - view.free_blocks
     for r in view.running:

@@ -1,4 +1,4 @@
-"""The fluid equilibrium of seed 003 §2 (eqs. 4–10) and WAIT's threshold conditions (11).
+"""The fluid equilibrium of Ao et al. (seed 003) §2 (eqs. 4–10) and WAIT's threshold conditions (11).
 
 In equilibrium every stage of type j holds n_j prompts; a full iteration takes T = d0 + d1·M with
 M = Σ n_j c_j, and arrivals per iteration equal completions: n_j = λ_j T. Solving gives
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 
 class Overloaded(ValueError):
-    """ρ = d1·Σ λ_j c_j ≥ 1: no policy keeps latency bounded (seed 003 Prop. 1)."""
+    """ρ = d1·Σ λ_j c_j ≥ 1: no policy keeps latency bounded (Ao et al. Prop. 1)."""
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def wait_thresholds(types: list[PromptType], d0: float, d1: float, M: float, sla
 
 
 def batch_cap_thresholds(types: list[PromptType], batch_cap: int) -> list[int]:
-    """The experiments' rule (seed 003 §6.1, authors' code): n_j = max(⌊B·λ_j / Σ_k λ_k(l'_k+1)⌋, 1), so that
+    """The experiments' rule (Ao et al. §6.1, authors' code): n_j = max(⌊B·λ_j / Σ_k λ_k(l'_k+1)⌋, 1), so that
     the full batch Σ n_j (l'_j+1) is about B prompts."""
     if batch_cap < 1:
         raise ValueError(f"batch cap B must be >= 1 prompts, got {batch_cap}")

@@ -41,7 +41,7 @@ from .thresholds import RandomisedThresholds, fluid_or_memory_means, nested_viol
 @register
 @dataclass
 class NestedWait(Scheduler):
-    """Nested WAIT (seed 003 Alg. 2): segments by output length, descending thresholds, lengths unknown."""
+    """Nested WAIT (Ao et al. Alg. 2): segments by output length, descending thresholds, lengths unknown."""
 
     name = "nested-wait"
     family = "WAIT"

@@ -1,6 +1,6 @@
 """Memory-feasible cohort admission for WAIT / Nested WAIT: admit only what the KV can carry to its next boundary.
 
-Seed 003's guarantee that WAIT never evicts (Thm 1, condition (11a)) rests on peak memory, not on the memory free
+Ao et al.'s guarantee that WAIT never evicts (Thm 1, condition (11a)) rests on peak memory, not on the memory free
 at the moment of admission: a cohort admitted into free KV keeps growing by one token per stage while other
 cohorts grow too, so a gate that checks only the current step's blocks admits past what fits and the replica
 later has to preempt (hundreds of times per run in docs/wait.md before this module). Two admission rules:

@@ -1,4 +1,4 @@
-"""Seed 003's synthetic multi-type workloads: a mixture of fixed (prompt, output) types with rate shares.
+"""Ao et al.'s synthetic multi-type workloads: a mixture of fixed (prompt, output) types with rate shares.
 
 §6.1's parameter values were stripped from the seed text; these are the candidates from the authors' code
 (spec §6, [C]), labelled "paper-inspired". Lengths are engine lengths: a paper type (l, l') has output l' + 1.

@@ -1,6 +1,6 @@
 """Thresholds that honour the fluid model when its per-stage counts are below one, and checks of (11)/(12).
 
-Seed 003's conditions are on per-stage counts: WAIT needs (11a) Σ n_j c_j ≤ M and (11b) λ_j T(n) ≤ n_j; Nested
+Ao et al.'s conditions are on per-stage counts: WAIT needs (11a) Σ n_j c_j ≤ M and (11b) λ_j T(n) ≤ n_j; Nested
 WAIT needs (12a) Λ_1 T(n) < n_1 and (12b) p_s n_{s−1} < n_s (spec §3). At realistic d0, d1 the fluid counts
 n*_j = λ_j T* are 0.01–0.9 (spec §2.3), and integer rounding (n = max(1, ⌈·⌉) or the B rule) breaks (12b): e.g.
 n = 2, 2, 1 with p_3 = 0.75 gives p_3·n_2 = 1.5 > n_3. What the fluid model prescribes at that scale is a
@@ -94,7 +94,7 @@ def nested_violations(segs: list[Segment], n: list[float], prompt: float, d0: fl
 def memory_scaled(means: list[float], stages: list[int], kv: list[float], memory: float, seats: int) -> list[float]:
     """Means ∝ ``means`` scaled so the full batch fills the KV (Σ x·kv = ``memory``) or the sequence cap
     (Σ x·stages = ``seats``), whichever binds first: what is left when ρ ≥ 1 and no equilibrium exists
-    (seed 003 Remark 1: run at the memory limit)."""
+    (Ao et al., seed 003, Remark 1: run at the memory limit)."""
     scale = min(memory / sum(x * k for x, k in zip(means, kv)), seats / sum(x * n for x, n in zip(means, stages)))
     return [x * scale for x in means]
 
@@ -119,7 +119,7 @@ def fluid_or_memory_means(kind: str, types: list[PromptType], segs: list[Segment
 
 def report_violations(policy: str, n: list[float], bad: list[str], d0: float, d1: float, memory: float,
                       strict: bool, conditions: str = "") -> list[str]:
-    """Tell the user about thresholds that break seed 003's conditions: a warning, or (``strict``) an error."""
+    """Tell the user about thresholds that break Ao et al.'s conditions: a warning, or (``strict``) an error."""
     if bad:
         which = f" {conditions}" if conditions else ""
         msg = (f"{policy} thresholds {[round(x, 3) for x in n]} break seed 003's conditions{which} at d0={d0:.4g}, "

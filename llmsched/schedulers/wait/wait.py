@@ -31,7 +31,7 @@ from .thresholds import RandomisedThresholds, fluid_or_memory_means, report_viol
 @register
 @dataclass
 class Wait(Scheduler):
-    """WAIT (seed 003 Alg. 1): a type starts when n_j prompts wait, then advances in lockstep cohorts."""
+    """WAIT (Ao et al. Alg. 1): a type starts when n_j prompts wait, then advances in lockstep cohorts."""
 
     name = "wait"
     family = "WAIT"

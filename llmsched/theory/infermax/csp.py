@@ -1,4 +1,4 @@
-"""Seed 001 §3: the optimal offline schedule as a constraint problem, solved exactly with OR-Tools CP-SAT.
+"""Kim et al. (seed 001) §3: the optimal offline schedule as a constraint problem, solved exactly with OR-Tools CP-SAT.
 
 The paper's formulation (§3.1, solved with Gurobi) completed as spec 001 §3.2 proposes. For requests i and
 batches j = 1..J (state after batch j; j = 0 is S = I, m = 0):

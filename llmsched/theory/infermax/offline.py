@@ -1,4 +1,4 @@
-"""Offline runs (every request present at t = 0), the setting of seed 001 §4-§5.
+"""Offline runs (every request present at t = 0), the setting of Kim et al. (seed 001) §4-§5.
 
 ``simulate()`` starts a step as soon as the first of several simultaneous arrivals is queued, so its
 first batch would hold one request; an offline engine (and the paper's simulator) sees them all. This
@@ -19,7 +19,7 @@ from ...schedulers.base import Scheduler
 
 @dataclass
 class OfflineResult:
-    """Seed 001 §1.7 metrics: total latency (last completion), TPS, mean TTFT/TPOT over requests, evictions."""
+    """Kim et al. §1.7 metrics: total latency (last completion), TPS, mean TTFT/TPOT over requests, evictions."""
 
     latency: float
     steps: int

@@ -1,4 +1,5 @@
-"""Seed 001 §3/§5.1 in one call: heuristic schedules, the CP-SAT optimum warm-started from them, optional brute force.
+"""Kim et al. (seed 001) §3/§5.1 in one call: heuristic schedules, the CP-SAT optimum warm-started from them,
+optional brute force.
 
 The heuristics are InferMax settings run offline on the replica with the same cost model; every one of their
 schedules lies inside the CSP's horizon, so the CSP's answer is never worse than any of them.

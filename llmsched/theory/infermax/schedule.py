@@ -1,4 +1,5 @@
-"""Offline schedules as data (seed 001 §3): which tokens of which request each batch processes, and evictions.
+"""Offline schedules as data (Kim et al., seed 001, §3): which tokens of which request each batch processes, and
+evictions.
 
 A schedule is a list of batches; a batch maps request index → tokens processed (0 with ``evicted``).
 ``replay`` runs one through the real ``Replica`` (block size 1, M blocks, C tokens) with a batch-time model,

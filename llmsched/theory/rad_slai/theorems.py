@@ -1,4 +1,5 @@
-"""Theorem 1 (capacity bound) and Theorem 2 (RAD's cycle condition) of seed 000, from any batch-time model.
+"""Theorem 1 (capacity bound) and Theorem 2 (RAD's cycle condition) of Bari et al. (seed 000), from any batch-time
+model.
 
 The paper's optimal effective completion time of request j (§4, eq. 12-13) charges each of its iterations its
 share of an optimally tiled batch: the prompt as chunks of t*_lcm tokens, each chunk alone in a batch (as RAD
