@@ -92,6 +92,12 @@ def graph(module_level_only: bool) -> dict[str, set[str]]:
     return edges
 
 
+def test_every_folder_of_modules_is_a_package():
+    """A folder of modules without ``__init__.py`` imports (as a namespace package) but is left out of a wheel."""
+    folders = {path.parent for path in PACKAGE.rglob("*.py")}
+    assert not [str(f.relative_to(REPO)) for f in folders if not (f / "__init__.py").exists()]
+
+
 def test_every_module_has_a_layer():
     for m in MODULES:
         layer(m)
