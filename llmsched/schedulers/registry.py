@@ -89,6 +89,6 @@ def _lookup(name: str):
 def _load_builtin():
     global _loaded
     if not _loaded:
-        _loaded = True
         for module in BUILTIN_MODULES:
             importlib.import_module(module)
+        _loaded = True  # only once all imported: a module that failed to import fails every lookup, not one
