@@ -193,7 +193,7 @@ def _run_many(configs: list[RunConfig], jobs: int, progress: bool):
 
 
 # `llmsched compare` with no options: ShareGPT lengths on Llama-3-8B/A100 at 2.8 req/s, just under where vllm,
-# sarathi and vllm-chunked saturate (~2.8-2.9 req/s, measured with `llmsched sweep`), with seed 000's
+# sarathi and vllm-chunked saturate (~2.8-2.9 req/s, measured with `llmsched sweep`), with Bari et al.'s
 # paid (5%, TBT 0.1 s) and free (TBT 0.5 s) tiers so goodput separates the policies.
 COMPARE_DEFAULTS = {"rate": 2.8, "tiers": "paid:tbt=0.1:share=0.05,free:tbt=0.5"}
 

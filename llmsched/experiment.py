@@ -22,10 +22,10 @@ from .metrics.streams import open_streams
 from .routers import make_router
 from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.simulator import RunResult, simulate
-from .workload.tiers import parse_tiers
 from .workload.arrivals import Piecewise
+from .workload.length_presets import length_preset
+from .workload.tiers import parse_tiers
 from .workload.workload import ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, trace_workload
-from .workload.presets import length_preset
 
 
 @dataclass
@@ -63,7 +63,7 @@ class RunConfig:
     gpu_memory_utilization: float = 0.9
     num_blocks: int | None = None  # override the KV capacity derived from the GPU
     preemption_mode: str = "recompute"
-    overflow: str = "error"  # KV overflow: error, evict-newest (restart, seed 003), evict-newest-recompute
+    overflow: str = "error"  # KV overflow: error, evict-newest (restart, Ao et al., seed 003), evict-newest-recompute
     swap_space_gb: float = 4.0
     oracle: bool = False
     # run control
@@ -191,7 +191,7 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
 
 def workload_params(cfg: RunConfig, source) -> dict:
     """``lengths`` and ``rate`` of the run's own workload, for policies whose thresholds are derived from them
-    (WAIT, nested WAIT: seed 003 §5-6); empty for other policies or when the user gave explicit ``types``.
+    (WAIT, nested WAIT: Ao et al. §5-6); empty for other policies or when the user gave explicit ``types``.
 
     The rate is the configured one, or for a trace replayed at its own pace or a rate schedule the mean rate of
     the generated arrivals, divided among the replicas (each policy instance sees its replica's share); a

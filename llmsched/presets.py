@@ -10,7 +10,7 @@ def all_presets() -> dict:
     from .hardware.prices import load_prices
     from .routers import ROUTERS
     from .schedulers.registry import scheduler_info, scheduler_names
-    from .workload.presets import LENGTH_PRESETS
+    from .workload.length_presets import LENGTH_PRESETS
     prices = load_prices()
 
     return {

@@ -25,7 +25,7 @@ def test_bad_settings_name_the_input(env, fragment):
 
 
 def test_server_command_and_environment_carry_the_cpu_settings(tmp_path):
-    from llmsched.vllm.engine import PLUGIN, EngineConfig, serve_command, serve_env
+    from llmsched.vllm.launch import PLUGIN, EngineConfig, serve_command, serve_env
     cmd = serve_command(EngineConfig(model="m", block_size=64, kv_cache_mb=16), 8123)
     args = cmd[3:]
     flags = {a: (b if not b.startswith("--") else True) for a, b in zip(args, [*args[1:], "--"])

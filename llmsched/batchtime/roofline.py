@@ -8,7 +8,7 @@ Per step, on each of the ``tp`` GPUs (every quantity below is that GPU's shard):
   bandwidth, ``e_c``/``e_m`` the compute and memory efficiencies. ``smax(a, b) = (a^p + b^p)^(1/p)`` is a
   smoothed maximum (``sharpness`` p; ``inf`` gives the hard roofline ``max``): GEMMs near the ridge point are
   neither purely compute- nor memory-bound, and p = 2 fits Vidur's per-operator profiles best (docs/batch-time.md).
-  ``τ_c = τ``, or with ``staircase=True`` seed 000's tile staircase ``t_col · ⌈τ / t_col⌉`` (eq. 4/7);
+  ``τ_c = τ``, or with ``staircase=True`` Bari et al.'s tile staircase ``t_col · ⌈τ / t_col⌉`` (eq. 4/7);
 * element-wise ops (norms, residual adds, rotary embedding, the MLP activation): ``τ · E / (B·e_m)``, plus a
   fixed ``layer_overhead`` per layer (kernel launches and minimum kernel latency);
 * LM head for the rows that sample, one per item (decode or prefill chunk): ``smax(rows · F_head / (P·e_c),

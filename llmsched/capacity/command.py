@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..options import add_run_options, run_configs
 from .cache import ProbeCache, default_dir
-from .report import lines, write
-from .search import find_capacities
+from .outputs import lines, write
+from .rate_search import find_capacities
 from .slo import parse_slos, valid_metrics
 
 DESCRIPTION = (

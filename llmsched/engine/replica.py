@@ -43,11 +43,11 @@ class ReplicaConfig:
     swap_seconds_per_block: float = 0.0  # host<->GPU transfer time of one block
     oracle: bool = False  # schedulers may read true output lengths
     # a plan needing more KV blocks than are free: "error" (PlanError), or evict running requests newest
-    # admission first until it fits (seed 003 §1.4): "evict-newest" restarts them from scratch (generated
+    # admission first until it fits (Ao et al., seed 003, §1.4): "evict-newest" restarts them from scratch (generated
     # tokens lost), "evict-newest-recompute" keeps their tokens and re-prefills them (vLLM/Vidur)
     overflow: str = "error"
     # a request evicted when it has been preempted or evicted this many times is rejected: under a policy that
-    # admits beyond the cache, overflow evictions can cycle for ever (seed 003 §2's "vicious cycle", Example 1)
+    # admits beyond the cache, overflow evictions can cycle for ever (Ao et al. §2's "vicious cycle", Example 1)
     max_evictions: int = 1000
     check_invariants: bool = False  # full KV accounting check after every step (tests)
     # advance runs of identical decode-only steps in one go when the policy declares steady_decodes (same results
@@ -564,7 +564,7 @@ class Replica:
                               + 0.0 + self._swap_time, now)
 
     def _evict_and_launch(self, plan: BatchPlan, need: int, now: float, preempted: int) -> float | None:
-        """Seed 003 §1.4: evict running requests, most recently admitted first, until the plan's new
+        """Ao et al. §1.4: evict running requests, most recently admitted first, until the plan's new
         blocks fit; the plan runs without the victims (None if nothing of it is left)."""
         kv = self.kv
         bs = kv.block_size

@@ -22,7 +22,7 @@ class GPUSpec:
     directions together; the PCIe figure for ``pcie``). ``link_latency``: seconds per ring hop of an all-reduce
     over that interconnect (NCCL's own tuning model, src/graph/tuning.cc ``hwLat``, ring/LL protocol:
     0.4 µs over NVLink, 1.0 µs over PCIe). ``sms``: streaming multiprocessors (compute units on AMD).
-    ``t_row, t_col, t_red``: the GeMM tile of seed 000's staircase model (eq. 2/4): ``t_col`` is the tile edge
+    ``t_row, t_col, t_red``: the GeMM tile of Bari et al.'s staircase model (eq. 2/4): ``t_col`` is the tile edge
     along the token dimension, so the linear layers cost the same for every token count in
     (k·t_col, (k+1)·t_col]. ``family``: GPUs sharing a chip, whose fitted efficiencies carry over.
     """
@@ -66,7 +66,7 @@ class GPUSpec:
 
 
 INTERCONNECTS = ("nvlink", "xgmi", "pcie")
-_AMPERE_TILES = dict(t_row=256, t_col=128, t_red=32)   # seed 000 §1.3: 256×128 (or 128×256) / 32 on A100
+_AMPERE_TILES = dict(t_row=256, t_col=128, t_red=32)   # Bari et al. (seed 000) §1.3: 256×128 (or 128×256) / 32 on A100
 _HOPPER_TILES = dict(t_row=256, t_col=128, t_red=64)
 _ADA_TILES = dict(t_row=128, t_col=128, t_red=32)
 

@@ -10,8 +10,8 @@ from ..experiment import RunConfig
 from ..hardware.gpus import GiB, gpu as gpu_preset
 from ..hardware.memory import default_activation_reserve, kv_capacity_tokens
 from ..hardware.models import model as model_preset
-from ..options import parse_params
 from ..routers import ROUTERS
+from ..run_options import parse_params
 from ..schedulers.registry import scheduler_info
 
 

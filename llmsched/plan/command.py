@@ -20,7 +20,7 @@ from .candidates import build_candidates, parse_tps, parse_variations, split_nam
 from .prune import LengthCache, probes_saved, screen
 from .report import candidate_rows, cheapest, deployment_rows, deployments, pareto, simulate_command, table, \
     write_html
-from .search import search_replicas
+from .replica_search import search_replicas
 
 DESCRIPTION = (
     "For a target rate (--target-rate R, a list R1,R2 or a range START:STOP:STEP; or a --trace at its own rate), "

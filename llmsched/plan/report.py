@@ -14,11 +14,11 @@ from ..capacity.probe import GRACE_S
 from ..capacity.slo import RATIOS
 from ..capacity.verdict import window
 from ..experiment import RunConfig, build_source
-from ..options import RUN_OPTIONS
+from ..run_options import RUN_OPTIONS
 from ..report.html import image, page
 from ..report.html import table as table_html
 from ..workload.workload import OpenLoop
-from .search import Searched
+from .replica_search import Searched
 
 
 @dataclass

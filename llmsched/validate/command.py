@@ -7,7 +7,7 @@ from pathlib import Path
 from ..batchtime.registry import BATCH_TIME_MODELS
 from .calibrate import CALIBRATION_SPLIT, is_calibration
 from .datasets import load
-from .errors import predict, summarise
+from .prediction_errors import predict, summarise
 
 DEFAULT_KINDS = ("roofline", "roofline-staircase", "engine")
 

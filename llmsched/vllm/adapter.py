@@ -41,9 +41,9 @@ from ..metrics.requests import RequestLog
 from ..metrics.steps import StepLog
 from ..request import Request, Status
 from ..schedulers.registry import create_scheduler
+from .batch_time import OnlineBatchTime, resolve_batch_time, stored_profile
+from .live_view import VLLMView
 from .settings import Settings, load_settings, tier_of
-from .timing import OnlineBatchTime, resolve_batch_time, stored_profile
-from .view import VLLMView
 
 logger = logging.getLogger("llmsched.vllm")
 LATE_RECEIPT = 1.0  # s; a request this late into the scheduler is logged (once)
@@ -463,6 +463,10 @@ class Scheduler(VLLMScheduler):
     def _record(self, m: Request) -> None:
         if self.records is not None:
             self.records[0].record(m)
+
+    def mirrored_ids(self) -> list[str]:
+        """The vLLM ids of the requests the plug-in holds a mirror of (admitted to it and not yet finished)."""
+        return list(self._mirrors)
 
     def describe(self) -> dict:
         return {"policy": self.llmsched_policy.describe(), "settings": self.settings.describe(),

@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..options import TABLE_COLUMNS, add_run_options, base_config, parse_params
+from ..options import TABLE_COLUMNS, add_run_options, base_config
+from ..run_options import parse_params
 
 ENGINE_DEFAULTS = {"max_model_len": 2048, "max_num_seqs": 64, "max_num_batched_tokens": 1024, "block_size": 32}
 SIM_ONLY = ("model", "gpu", "gpu_spec", "tp", "batch_time", "replicas", "router", "gpu_memory_utilization",
@@ -70,7 +71,7 @@ def _add_engine_options(p) -> None:
 
 def _split_config(args, default_scheduler="vllm-chunked"):
     from ..experiment import RunConfig
-    from .engine import EngineConfig
+    from .launch import EngineConfig
     base = base_config(args)
     model = base.pop("model", None)
     if not model or not Path(model).is_dir():
@@ -88,7 +89,7 @@ def _split_config(args, default_scheduler="vllm-chunked"):
 
 
 def _start(args):
-    from .engine import set_in_process_env
+    from .launch import set_in_process_env
     set_in_process_env(args.workdir)
 
 
@@ -111,7 +112,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_profile(args) -> int:
-    from .engine import EngineConfig, make_llm
+    from .launch import EngineConfig, make_llm
     from .profiler import between_steps, profile, save
     if not Path(args.model).is_dir():
         raise ValueError(f"--model {args.model!r}: give a model directory (see `llmsched make-model`)")
@@ -151,7 +152,7 @@ def cmd_fidelity(args) -> int:
     from .profiles import default_profile_path, load_profile_for, model_fingerprint
     cfg, engine = _split_config(args)
     _start(args)
-    from .engine import make_llm
+    from .launch import make_llm
     from .profiler import between_steps, profile, save
     from .runner import replay, workload_requests
     from .settings import load_settings

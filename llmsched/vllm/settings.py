@@ -82,7 +82,7 @@ def load_settings(env=None, **overrides) -> Settings:
             raise ValueError(f"LLMSCHED_SCHEDULER_PARAMS is not JSON ({e}); write e.g. "
                              f"'{{\"token_budget\": 256}}'") from None
     if env.get("LLMSCHED_PARAMS"):
-        from ..options import parse_params
+        from ..run_options import parse_params
         try:
             given = parse_params(env["LLMSCHED_PARAMS"].split())
         except ValueError as e:
