@@ -3,11 +3,13 @@ swap space).
 
 The simulator needs how many blocks each request holds, not which ones, so the manager counts: a request holding
 KV for ``t`` tokens holds ``ceil(t / block_size)`` blocks, and ``free + Σ held == total`` (``check``). The replica
-asks it in vLLM v1's terms (``KVCacheManager.allocate_slots``, ``free``): how many new blocks a request needs to
-hold so many tokens, then allocate them; release a request's blocks when it finishes or loses its KV; move them to
-host memory and back. Which blocks a request needs is decided here and nowhere else, so a cache that shares blocks
-between requests (prefix caching: block hashes, reference counts, cached free blocks) changes this module, not its
-callers.
+asks it in vLLM v1's terms (``KVCacheManager.allocate_slots``, ``free``): allocate a request's blocks for so many
+tokens (the manager decides how many new blocks that takes), release them when the request finishes or loses its
+KV, move them to host memory and back. A cache that shares blocks between requests (prefix caching: block hashes,
+reference counts, cached free blocks) goes into these verbs. Policies, the plan check and the decode group's launch
+read ``num_blocks`` and predict a plan's new blocks with the same count arithmetic as ``extra_blocks``, inline
+where it is per request and per step; with a prefix cache, an admitted request's need (its cached prefix) is the
+one that changes.
 
 The decode group (engine/decode_group.py) is accounted in bulk: each group step takes the blocks its members cross
 into at once (``take_group``), and a member's own count is written when the group settles it (``settle_member``).
