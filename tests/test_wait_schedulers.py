@@ -57,7 +57,7 @@ def test_evict_newest_on_overflow(mode):
     s.plan = BatchPlan(prefills=[(new, 2)], decodes=list(old))
     rep.start_step(2)
     assert rep.num_evictions == 1 and old[2].status is Status.WAITING  # the newest admission went
-    assert [r for r, _ in rep._plan.prefills] == [new] and rep._plan.decodes == old[:2]
+    assert [r for r, _ in rep.plan.prefills] == [new] and rep.plan.decodes == old[:2]
     if mode == "evict-newest":  # restarted from scratch, queued as a new arrival
         assert old[2].num_generated == 0 and len(old[2].token_times) == 0 and rep.waiting[-1] is old[2]
     else:  # keeps its tokens and re-prefills them, first in line
