@@ -112,12 +112,6 @@ class Replica(GroupSteps):
         return False
 
     @property
-    def _plan(self) -> BatchPlan | None:
-        """``plan`` under its old name, which llmsched/infermax/offline.py still reads (drop it once that reads
-        ``plan``)."""
-        return self.plan
-
-    @property
     def num_outstanding(self) -> int:
         return len(self.waiting) + len(self.running) + len(self.swapped)
 

@@ -56,7 +56,7 @@ def run_offline(replica: Replica, requests: list[Request], record: bool = False,
         if duration is None:
             break
         if record:
-            plan = replica._plan
+            plan = replica.plan
             batches.append({**{r.id: (1, "d") for r in plan.decodes},
                             **{r.id: (n, "p") for r, n in plan.prefills},
                             **{r.id: (0, "e") for r in plan.preempt}})
