@@ -8,10 +8,11 @@ import shlex
 import pytest
 
 from llmsched.capacity import measure, measure_point, parse_slos, run_probe
-from llmsched.cli import build_parser, main
+from llmsched.cli import main
+from llmsched.cli.commands import build_parser
 from llmsched.experiment import RunConfig, run
 from llmsched.hardware.prices import load_prices
-from llmsched.options import run_configs
+from llmsched.cli.run_options import run_configs
 from llmsched.plan.candidates import Candidate, build_candidates, memory_fit, parse_variations
 from llmsched.plan.prune import LengthCache, probes_saved, screen
 from llmsched.plan.report import Deployment, pareto, simulate_command

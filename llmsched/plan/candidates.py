@@ -10,7 +10,7 @@ from ..experiment import RunConfig
 from ..hardware.gpus import GiB, gpu as gpu_preset
 from ..hardware.memory import default_activation_reserve, kv_capacity_tokens
 from ..hardware.models import model as model_preset
-from ..options import parse_params
+from ..config_fields import parse_params
 from ..routers import ROUTERS
 from ..schedulers.registry import scheduler_info
 

@@ -9,18 +9,18 @@ import sys
 import time
 
 from ..capacity.cache import ProbeCache
-from ..capacity.command import add_probe_options, parse_slo_args
 from ..capacity.probe import check_base
 from ..capacity.slo import RATIOS, canonical_metric, valid_metrics
 from ..experiment import build_source
 from ..hardware.models import model as model_preset
 from ..hardware.prices import PRICES_PATH, load_prices
-from ..options import add_run_options, run_configs
-from .candidates import build_candidates, parse_tps, parse_variations, split_names
-from .prune import LengthCache, probes_saved, screen
-from .report import candidate_rows, cheapest, deployment_rows, deployments, pareto, simulate_command, table, \
+from ..plan.candidates import build_candidates, parse_tps, parse_variations, split_names
+from ..plan.prune import LengthCache, probes_saved, screen
+from ..plan.report import candidate_rows, cheapest, deployment_rows, deployments, pareto, simulate_command, table, \
     write_html
-from .search import search_replicas
+from ..plan.search import search_replicas
+from .capacity import add_probe_options, parse_slo_args
+from .run_options import add_run_options, run_configs
 
 DESCRIPTION = (
     "For a target rate (--target-rate R, a list R1,R2 or a range START:STOP:STEP; or a --trace at its own rate), "
@@ -32,7 +32,7 @@ DESCRIPTION = (
 EXCLUDED = ("gpu", "tp", "replicas", "router", "rate", "horizon", "rate_schedule", "concurrency")
 
 
-def add_plan_command(sub) -> None:
+def add(sub) -> None:
     p = sub.add_parser("plan", help="cheapest deployment that meets the SLOs at a target rate, with its Pareto "
                                     "frontier", description=DESCRIPTION)
     p.add_argument("--target-rate", default=None, help="req/s to carry: R, R1,R2,... or START:STOP:STEP "
@@ -59,7 +59,7 @@ def add_plan_command(sub) -> None:
                                                                  "as JSON here")
     add_probe_options(p)
     add_run_options(p, exclude=EXCLUDED)
-    p.set_defaults(func=cmd_plan)
+    p.set_defaults(func=plan)
 
 
 def parse_target_rates(text: str) -> list[float]:
@@ -98,7 +98,7 @@ def pareto_metric(args, slos) -> str:
     return metric
 
 
-def cmd_plan(args) -> int:
+def plan(args) -> int:
     from ..executors import make_executor
     t0 = time.perf_counter()
     slos = parse_slo_args(args)

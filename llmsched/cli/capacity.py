@@ -5,11 +5,11 @@ import dataclasses
 import time
 from pathlib import Path
 
-from ..options import add_run_options, run_configs
-from .cache import ProbeCache, default_dir
-from .report import lines, write
-from .search import find_capacities
-from .slo import parse_slos, valid_metrics
+from ..capacity.cache import ProbeCache, default_dir
+from ..capacity.report import lines, write
+from ..capacity.search import find_capacities
+from ..capacity.slo import parse_slos, valid_metrics
+from .run_options import add_run_options, run_configs
 
 DESCRIPTION = (
     "Find the highest arrival rate (closed loop: concurrency) at which the deployment is stable and meets every "
@@ -19,7 +19,7 @@ DESCRIPTION = (
     "by a hash of their config (and llmsched's code) in --cache.")
 
 
-def add_capacity_command(sub) -> None:
+def add(sub) -> None:
     p = sub.add_parser("capacity", help="highest rate that is stable and meets the SLOs (bisection)",
                        description=DESCRIPTION)
     who = p.add_mutually_exclusive_group()
@@ -38,7 +38,7 @@ def add_capacity_command(sub) -> None:
     add_probe_options(p)
     p.add_argument("--out", default=None, help="write capacity.json, capacity.csv and capacity.png here")
     add_run_options(p, exclude=("horizon", "rate_schedule"))
-    p.set_defaults(func=cmd_capacity)
+    p.set_defaults(func=capacity)
 
 
 def parse_slo_args(args) -> list:
@@ -50,7 +50,7 @@ def parse_slo_args(args) -> list:
     return parse_slos(text)
 
 
-def cmd_capacity(args) -> int:
+def capacity(args) -> int:
     from ..executors import make_executor
     slos = parse_slo_args(args)
     if args.seeds < 1:
