@@ -53,10 +53,12 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
     steps = steps if steps is not None else StepLog()
     params = {**(workload_params or {}), **cfg.scheduler_params}
     try:
-        return [Replica(i, create_scheduler(cfg.scheduler, **params), bt, config, steps)
-                for i in range(cfg.replicas)]
+        policies = [create_scheduler(cfg.scheduler, **params) for _ in range(cfg.replicas)]
     except TypeError as e:
         raise ValueError(f"scheduler {cfg.scheduler!r} parameters {params}: a value has the wrong type ({e})") from None
+    for i, policy in enumerate(policies):  # a budget above the replica's cap: lowered, recorded, warned about once
+        policy.fit_token_budgets(config.max_num_batched_tokens, cfg.scheduler_params if i == 0 else ())
+    return [Replica(i, policy, bt, config, steps) for i, policy in enumerate(policies)]
 
 
 def workload_params(cfg: RunConfig, source) -> dict:

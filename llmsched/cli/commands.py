@@ -5,6 +5,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 
 # Each command's module (in this package), imported only when that command runs (see build_parser): importing
 # them all is most of a short run's start-up. Listed in the order `llmsched --help` shows them; a module adds
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    # a warning is one line on stderr, like an error
+    shown, warnings.formatwarning = warnings.formatwarning, lambda message, *_, **__: \
+        f"{prog(args)}: warning: {one_line(message)}\n"
     try:
         return args.func(args)
     except (ValueError, FileNotFoundError) as e:
@@ -53,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         print(f"{prog(args)}: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
+    finally:
+        warnings.formatwarning = shown
 
 
 def prog(args) -> str:
