@@ -188,14 +188,49 @@ def load_config(path: str | Path) -> dict:
     elif path.suffix in (".yaml", ".yml"):
         import yaml
         try:
-            data = yaml.safe_load(text) or {}
+            data = yaml.load(text, Loader=unique_keys_loader()) or {}
+        except DuplicateKey as e:
+            raise ValueError(f"config file {path}:{e.line}: {e.key} is given twice (first at line {e.first}); "
+                             f"give each key once") from None
         except yaml.YAMLError as e:
             raise ValueError(f"config file {path} is not valid YAML: {e}") from None
     else:
         raise ValueError(f"config file {path}: use a .toml, .yaml or .yml file")
     if not isinstance(data, dict):
         raise ValueError(f"config file {path} must hold a table/mapping of run options")
-    return {k.replace("-", "_"): v for k, v in data.items()}
+    out, spelt = {}, {}
+    for key, value in data.items():
+        name = key.replace("-", "_") if isinstance(key, str) else key
+        if name in out:
+            raise ValueError(f"config file {path}: {name} is given twice (as {spelt[name]} and as {key}); give it "
+                             f"once")
+        out[name], spelt[name] = value, key
+    return out
+
+
+class DuplicateKey(Exception):
+    def __init__(self, key, line: int, first: int):
+        super().__init__(key)
+        self.key, self.line, self.first = key, line, first
+
+
+def unique_keys_loader():
+    """YAML's safe loader refusing a key given twice in one mapping (as TOML does), where plain YAML keeps the
+    last value without a word."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            first = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                if key in first:
+                    raise DuplicateKey(key, line, first[key])
+                first[key] = line
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
 
 
 def read_run_config(path: str | Path) -> tuple[dict, Origin]:
