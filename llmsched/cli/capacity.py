@@ -8,7 +8,7 @@ from pathlib import Path
 from ..capacity.cache import ProbeCache, default_dir
 from ..capacity.report import lines, write
 from ..capacity.search import find_capacities
-from ..capacity.slo import parse_slos, valid_metrics
+from ..capacity.slo import RATIOS, check_tier_slos, parse_slos, valid_metrics
 from .run_options import add_run_options, run_configs
 
 DESCRIPTION = (
@@ -50,6 +50,15 @@ def parse_slo_args(args) -> list:
     return parse_slos(text)
 
 
+def check_slos_apply(args, slos, cfg) -> None:
+    """The SLOs that read tiers against the run's tiers (``--attainment`` without --tiers would always be met)."""
+    def named(slo):
+        if slo.metric in RATIOS and slo.tier is None and args.attainment is not None:
+            return f"--attainment {args.attainment:g}"
+        return f"--slo {slo.text}"
+    check_tier_slos(slos, cfg.tiers.value if cfg.tiers else (), named)
+
+
 def capacity(args) -> int:
     from ..executors import make_executor
     slos = parse_slo_args(args)
@@ -61,6 +70,7 @@ def capacity(args) -> int:
     if not names:
         raise ValueError("--schedulers: no scheduler named")
     configs = run_configs(args, names)
+    check_slos_apply(args, slos, configs[0])
     bases = {cfg.scheduler: cfg for cfg in configs}
     seed0 = configs[0].seed
     seeds = tuple(range(seed0, seed0 + args.seeds))

@@ -19,7 +19,7 @@ from ..plan.prune import LengthCache, probes_saved, screen
 from ..plan.report import candidate_rows, cheapest, deployment_rows, deployments, pareto, simulate_command, table, \
     write_html
 from ..plan.search import search_replicas
-from .capacity import add_probe_options, parse_slo_args
+from .capacity import add_probe_options, check_slos_apply, parse_slo_args
 from .run_options import add_run_options, run_configs
 
 DESCRIPTION = (
@@ -118,6 +118,7 @@ def plan(args) -> int:
     for g in {c.gpu for c in candidates}:
         prices.price(g)                       # a GPU with no price: error before any simulation
     bases = {cfg.scheduler: cfg for cfg in run_configs(args, schedulers)}
+    check_slos_apply(args, slos, next(iter(bases.values())))
     for cfg in bases.values():
         check_base(cfg)                       # options a probe cannot honour (--sketch): errors now
     base0 = next(iter(bases.values()))
