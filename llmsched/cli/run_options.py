@@ -8,6 +8,7 @@ from the checked values without checking them again.
 from __future__ import annotations
 
 import argparse
+import warnings
 
 from ..config_fields import check_combination, conflicts_with, parse_params
 from ..run_config import CLI_FLAGS, RUN_FIELDS, RunConfig, check_field, checked_params, read_run_config
@@ -78,7 +79,19 @@ def read_options(args) -> tuple[dict, dict[str, Origin]]:
         if key not in data and not conflicts_with(key, data):
             data[key] = check_field(key, value)
     check_combination(data, lambda key: origins.get(key, API))
+    warn_router_of_one(data, origins)
     return data, origins
+
+
+def warn_router_of_one(data: dict, origins: dict) -> None:
+    """A router the user chose for a run of one replica picks nothing (PAB's admission control, for one, is the
+    fairbatching-pab scheduler's): said in one line, from the command line and a config file alike."""
+    from ..routers import ROUTERS
+    router, replicas = data.get("router"), data.get("replicas", RunConfig.replicas)
+    if router in ROUTERS and replicas == 1:
+        pab = " (PAB's admission control on one replica: --scheduler fairbatching-pab)" if router == "pab" else ""
+        warnings.warn(f"{origins.get('router', API).at('router', router)}: a router picks among replicas and this "
+                      f"run has one, so it changes nothing{pab}; give --replicas N (N > 1) or drop it", stacklevel=2)
 
 
 def scheduler_params(args, names: list[str], base: dict | None = None) -> dict[str, dict]:

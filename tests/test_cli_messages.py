@@ -1,0 +1,28 @@
+"""What the command line says at the limits (issue 32): warnings and refusals in one line, before any run, as a
+user sees them (a subprocess: stderr exactly as printed)."""
+import subprocess
+import sys
+
+import pytest
+
+
+def llmsched(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "llmsched", *args], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.mark.parametrize("where", ["cli", "config"])
+def test_a_router_for_one_replica_is_said_to_change_nothing(where, tmp_path):
+    if where == "cli":
+        args = ["--router", "pab"]
+    else:
+        (tmp_path / "run.yaml").write_text("router: pab\n")
+        args = ["--config", str(tmp_path / "run.yaml")]
+    p = llmsched("simulate", *args, "--num-requests", "10", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    named = "--router pab" if where == "cli" else f"{tmp_path / 'run.yaml'}:1: router = \"pab\""
+    assert p.stderr.strip().splitlines() == [
+        f"llmsched simulate: warning: {named}: a router picks among replicas and this run has one, so it changes "
+        f"nothing (PAB's admission control on one replica: --scheduler fairbatching-pab); give --replicas N (N > 1) "
+        f"or drop it"]
+    p = llmsched("simulate", *args, "--replicas", "2", "--num-requests", "10", "--no-progress")
+    assert p.returncode == 0 and p.stderr == ""
