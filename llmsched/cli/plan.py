@@ -160,7 +160,7 @@ def plan(args) -> int:
         print("\n".join(table(*deployment_rows(front, slo_keys))))
         print(f"\nreproduce the cheapest: {simulate_command(cheap[0].config)}")
     else:
-        print(f"\nno candidate meets the SLOs up to --max-replicas {args.max_replicas}" + best_reached(searched, slos))
+        print("\n" + none_found(screened, searched, slos, args.max_replicas))
     pruning = summary(screened, searched, seeds)
     wall = time.perf_counter() - t0
     print(f"\n{pruning}")
@@ -187,7 +187,16 @@ def plan(args) -> int:
         with open(args.json_out, "w") as f:
             json.dump(data, f, indent=1, default=str)
         print(f"wrote {args.json_out}")
-    return 0
+    return 0 if cheap else 1  # a plan that found no deployment says so in its exit status too
+
+
+def none_found(screened, searched, slos, max_replicas: int) -> str:
+    """Why no deployment came out: every candidate pruned before a probe (it cannot run), or none met the SLOs."""
+    if all(s.pruned for s in screened):
+        reasons = sorted({s.pruned.split(":")[0] for s in screened})
+        return (f"no candidate can run: all {len(screened)} were pruned before any probe ({', '.join(reasons)}; "
+                f"see the table); change --gpus, --tp or the model")
+    return f"no candidate meets the SLOs up to --max-replicas {max_replicas}" + best_reached(searched, slos)
 
 
 def best_reached(searched, slos) -> str:
