@@ -7,6 +7,7 @@ import json
 import shlex
 import sys
 import time
+from pathlib import Path
 
 from ..capacity.cache import ProbeCache
 from ..capacity.probe import check_base
@@ -49,8 +50,8 @@ def add(sub) -> None:
     p.add_argument("--routers", default="round-robin", help="comma-separated routers (default round-robin)")
     p.add_argument("--max-replicas", type=int, default=16, help="most replicas per deployment (default 16)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per probe; a probe meets only if every seed does")
-    p.add_argument("--prices", default=None, help=f"JSON of USD per GPU-hour on top of {PRICES_PATH.name} "
-                                                  "(e.g. {\"a100\": 1.79})")
+    p.add_argument("--prices", default=None, metavar="FILE", help=f"a JSON file of USD per GPU-hour on top of "
+                                                                  f"{PRICES_PATH.name} (e.g. {{\"a100\": 1.79}})")
     p.add_argument("--pareto-metric", default=None, help="latency for the frontier (default: the first latency "
                                                          "SLO, else e2e_p90)")
     p.add_argument("--top", type=int, default=5, help="cheapest deployments to print (default 5)")
@@ -88,6 +89,21 @@ def trace_rate(cfg) -> float:
     return (len(times) - 1) / span
 
 
+def read_prices(path: str | None):
+    """--prices FILE over the built-in table; a path that is no file is named as what it is."""
+    if path is None or Path(path).exists():
+        return load_prices(path)
+    if not path.lstrip().startswith(("{", "[")):
+        raise ValueError(f"--prices {path}: no such file; give a JSON file of USD per GPU-hour")
+    try:
+        json.loads(path)
+    except ValueError as e:
+        raise ValueError(f"--prices {path!r}: neither a file nor valid JSON ({e}); give a JSON file of USD per "
+                         f"GPU-hour, e.g. one holding {{\"a100\": 1.79}}") from None
+    raise ValueError(f"--prices {path!r}: JSON, not a file; --prices takes a JSON file: write this to one and give "
+                     f"its path")
+
+
 def pareto_metric(args, slos) -> str:
     if args.pareto_metric is None:
         latency = [s.metric for s in slos if s.metric not in RATIOS and s.tier is None]
@@ -114,7 +130,7 @@ def plan(args) -> int:
     routers = split_names(args.routers, "--routers")
     candidates = build_candidates(gpus, parse_tps(args.tps), schedulers, routers,
                                   parse_variations(args.vary, schedulers))
-    prices = load_prices(args.prices)
+    prices = read_prices(args.prices)
     for g in {c.gpu for c in candidates}:
         prices.price(g)                       # a GPU with no price: error before any simulation
     bases = {cfg.scheduler: cfg for cfg in run_configs(args, schedulers)}
