@@ -69,6 +69,8 @@ class RunField:
         if self.must:
             return self.must
         what = "one of " + ", ".join(self.choices) if self.choices else KINDS[self.kind]
+        if self.kind is str and not self.optional and not self.choices:
+            what = "a non-empty string"
         bounds = []
         if self.above is not None:
             bounds.append(f"> {self.above:g}")
@@ -189,8 +191,9 @@ class Origin:
 
     def at(self, key: str, value) -> str:
         """The field and its value as the user wrote them."""
-        if self.kind == "cli":
-            return f"{self.name(key)} {value}"
+        if self.kind == "cli":  # a blank value quoted, so that it shows
+            return f"{self.name(key)} {value!r}" if isinstance(value, str) and not value.strip() else \
+                f"{self.name(key)} {value}"
         if self.kind == "file":
             return f"{self.path}{self.line_of(key)}: {key} = {shown(value)}"
         return f"{key}={value!r}"

@@ -34,3 +34,11 @@ def test_a_plan_with_no_feasible_candidate_exits_non_zero(tmp_path):
     assert p.returncode == 1, p.stderr
     assert "no candidate can run: all 2 were pruned before any probe (memory; see the table)" in p.stdout
     assert "tp=3 must divide the 32 attention heads" in p.stdout
+
+
+def test_capacity_runs_the_config_files_scheduler(tmp_path):
+    (tmp_path / "run.toml").write_text('scheduler = "vllm"\n')
+    p = llmsched("capacity", "--config", str(tmp_path / "run.toml"), "--duration", "20", "--resolution", "0.5",
+                 "--max-rate", "2", "--rate", "1", "--jobs", "1", "--no-cache", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    assert "vllm" in p.stdout and "sarathi" not in p.stdout

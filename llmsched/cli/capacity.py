@@ -9,7 +9,8 @@ from ..capacity.cache import ProbeCache, default_dir
 from ..capacity.report import lines, write
 from ..capacity.search import find_capacities
 from ..capacity.slo import RATIOS, check_tier_slos, parse_slos, valid_metrics
-from .run_options import add_run_options, run_configs
+from .run_options import add_run_options, base_config, run_configs
+from .runs import split_names
 
 DESCRIPTION = (
     "Find the highest arrival rate (closed loop: concurrency) at which the deployment is stable and meets every "
@@ -66,9 +67,10 @@ def capacity(args) -> int:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     if args.no_cache and args.cache:
         raise ValueError("--cache and --no-cache contradict each other; give one")
-    names = [s.strip() for s in (args.schedulers or args.scheduler or "sarathi").split(",") if s.strip()]
-    if not names:
-        raise ValueError("--schedulers: no scheduler named")
+    if args.schedulers is not None:
+        names = split_names(args.schedulers)
+    else:
+        names = [args.scheduler if args.scheduler is not None else base_config(args).get("scheduler", "sarathi")]
     configs = run_configs(args, names)
     check_slos_apply(args, slos, configs[0])
     bases = {cfg.scheduler: cfg for cfg in configs}

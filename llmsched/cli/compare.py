@@ -33,7 +33,7 @@ def compare(args) -> int:
     from .run_options import base_config, run_configs
     from .runs import TABLE_COLUMNS, run_many, split_names, summary_row
     base = base_config(args)
-    chosen = args.schedulers or base.get("scheduler") or "all"
+    chosen = args.schedulers if args.schedulers is not None else base.get("scheduler") or "all"
     if chosen == "all":
         names = [n for n in scheduler_names() if not n.startswith("test-")
                  and (base.get("oracle") or not scheduler_info(n)["needs_oracle"])]

@@ -85,7 +85,7 @@ def _split_config(args, default_scheduler="vllm-chunked"):
         raise ValueError(f"--model {model!r}: give a model directory (write one with `llmsched make-model --out DIR`)")
     engine = EngineConfig(model=model, kv_cache_mb=args.kv_cache_mb,
                           **{k: base.pop(k) for k in ENGINE_LIMITS if k in base})
-    base["scheduler"] = check_field("scheduler", args.scheduler) if args.scheduler else \
+    base["scheduler"] = check_field("scheduler", args.scheduler, CLI) if args.scheduler is not None else \
         base.get("scheduler", default_scheduler)
     base["scheduler_params"] = scheduler_params(args, [base["scheduler"]], base)[base["scheduler"]]
     base["scheduler_params"] = checked_params(base, params_origin(args))

@@ -141,9 +141,9 @@ def run_configs(args, names: list[str], rates=None) -> list[RunConfig]:
     params_origin = CLI if args.scheduler_params else origins.get("scheduler_params", API)
     configs = []
     for name in names:
+        written = origins["scheduler"] if base.get("scheduler") == name and "scheduler" in origins else CLI
+        data = {**base, "scheduler": check_field("scheduler", name, written), "scheduler_params": params[name]}
         scheduler_info(name)  # unknown names fail here, before any run starts
-        data = {**base, "scheduler": check_field("scheduler", name, origins.get("scheduler", API)),
-                "scheduler_params": params[name]}
         data["scheduler_params"] = checked_params(data, params_origin)
         for rate in rates or [None]:
             if rate is not None:

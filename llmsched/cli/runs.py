@@ -39,10 +39,11 @@ def run_many(configs: list[RunConfig], jobs: int, progress: bool):
     return results
 
 
-def split_names(text: str) -> list[str]:
+def split_names(text: str, option: str = "--schedulers") -> list[str]:
     names = [s.strip() for s in text.split(",") if s.strip()]
     if not names:
-        raise ValueError("no scheduler named")
+        raise ValueError(f"{option} {text!r}: the list is empty, no scheduler named; give comma-separated names, "
+                         f"e.g. vllm,sarathi")
     return names
 
 

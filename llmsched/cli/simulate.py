@@ -30,7 +30,7 @@ def simulate(args) -> int:
     from .run_options import base_config, run_configs
     from .runs import TABLE_COLUMNS, summary_row
     base = base_config(args)
-    name = args.scheduler or base.get("scheduler", "sarathi")
+    name = args.scheduler if args.scheduler is not None else base.get("scheduler", "sarathi")
     cfg = run_configs(args, [name])[0]
     if args.stream:
         from ..metrics.stream_summary import check_stream_window

@@ -29,7 +29,8 @@ def sweep(args) -> int:
     from .run_options import base_config, run_configs
     from .runs import TABLE_COLUMNS, run_many, split_names, summary_row
     base = base_config(args)
-    names = split_names(args.schedulers or base.get("scheduler") or "vllm,sarathi")
+    chosen = args.schedulers if args.schedulers is not None else base.get("scheduler") or "vllm,sarathi"
+    names = split_names(chosen)
     for key in ("rate", "concurrency", "rate_schedule"):
         if base.get(key) is not None:
             raise ValueError(f"--{key.replace('_', '-')} does not apply to `llmsched sweep`, which runs each of "
