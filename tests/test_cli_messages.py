@@ -42,3 +42,22 @@ def test_capacity_runs_the_config_files_scheduler(tmp_path):
                  "--max-rate", "2", "--rate", "1", "--jobs", "1", "--no-cache", "--no-progress")
     assert p.returncode == 0, p.stderr
     assert "vllm" in p.stdout and "sarathi" not in p.stdout
+
+
+@pytest.mark.parametrize("command", [["simulate"], ["compare", "--schedulers", "vllm"], ["sweep", "--rates", "1"],
+                                     ["capacity"]])
+def test_an_output_folder_that_is_a_file_is_refused_before_any_run(command, tmp_path, monkeypatch, capsys):
+    import llmsched.experiment
+    from llmsched.cli import main
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("a run started")
+    monkeypatch.setattr(llmsched.experiment, "run", no_run)
+    monkeypatch.setattr(llmsched.experiment, "build_replicas", no_run)
+    taken = tmp_path / "taken"
+    taken.write_text("mine\n")
+    for out, what in ((taken, "a file"), (taken / "sub", f"{taken} is a file")):
+        assert main([*command, "--out", str(out), "--num-requests", "20", "--no-progress"]) == 2
+        assert capsys.readouterr().err == f"llmsched {command[0]}: error: --out {out}: {what}, not a folder; give a " \
+                                          f"folder (made if missing)\n"
+    assert taken.read_text() == "mine\n"

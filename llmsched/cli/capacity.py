@@ -10,7 +10,7 @@ from ..capacity.report import lines, write
 from ..capacity.search import find_capacities
 from ..capacity.slo import RATIOS, check_tier_slos, parse_slos, valid_metrics
 from .run_options import add_run_options, base_config, run_configs
-from .runs import split_names
+from .runs import check_out_dir, split_names
 
 DESCRIPTION = (
     "Find the highest arrival rate (closed loop: concurrency) at which the deployment is stable and meets every "
@@ -62,6 +62,7 @@ def check_slos_apply(args, slos, cfg) -> None:
 
 def capacity(args) -> int:
     from ..executors import make_executor
+    check_out_dir(args.out)
     slos = parse_slo_args(args)
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")

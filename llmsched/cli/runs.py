@@ -1,6 +1,7 @@
 """Running a command's configs (in this process or a process pool, with a progress bar) and their table rows."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -52,3 +53,16 @@ def summary_row(cfg: RunConfig, result, summary: dict) -> dict:
     from ..metrics.summary import summary_row as flat_row
     return flat_row(summary, scheduler=cfg.scheduler, rate=cfg.rate, wall_s=result.wall_time,
                     sim_steps_per_s=len(result.steps) / result.wall_time if result.wall_time else float("nan"))
+
+
+def check_out_dir(path, option: str = "--out") -> None:
+    """An output folder that can be made (or is there): refused before any run when it, or a folder above it, is
+    a file, rather than after the runs when their files are written."""
+    if path is None:
+        return
+    for above in (Path(path), *Path(path).parents):
+        if above.exists():
+            if not above.is_dir():
+                what = "a file" if above == Path(path) else f"{above} is a file"
+                raise ValueError(f"{option} {path}: {what}, not a folder; give a folder (made if missing)")
+            return

@@ -28,7 +28,8 @@ def simulate(args) -> int:
     from ..metrics.summary import summarize
     from ..metrics.writers import format_table, write_run
     from .run_options import base_config, run_configs
-    from .runs import TABLE_COLUMNS, summary_row
+    from .runs import TABLE_COLUMNS, check_out_dir, summary_row
+    check_out_dir(args.out)
     base = base_config(args)
     name = args.scheduler if args.scheduler is not None else base.get("scheduler", "sarathi")
     cfg = run_configs(args, [name])[0]

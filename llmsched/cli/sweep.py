@@ -27,7 +27,8 @@ def sweep(args) -> int:
     from ..metrics.plots import plot_sweep
     from ..metrics.writers import format_table, write_table
     from .run_options import base_config, run_configs
-    from .runs import TABLE_COLUMNS, run_many, split_names, summary_row
+    from .runs import TABLE_COLUMNS, check_out_dir, run_many, split_names, summary_row
+    check_out_dir(args.out)
     base = base_config(args)
     chosen = args.schedulers if args.schedulers is not None else base.get("scheduler") or "vllm,sarathi"
     names = split_names(chosen)
