@@ -1,7 +1,11 @@
 """What the command line says at the limits (issue 32): warnings and refusals in one line, before any run, as a
 user sees them (a subprocess: stderr exactly as printed)."""
+import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +65,19 @@ def test_an_output_folder_that_is_a_file_is_refused_before_any_run(command, tmp_
         assert capsys.readouterr().err == f"llmsched {command[0]}: error: --out {out}: {what}, not a folder; give a " \
                                           f"folder (made if missing)\n"
     assert taken.read_text() == "mine\n"
+
+
+def test_ctrl_c_in_capacity_ends_in_one_line_and_status_130(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "llmsched", "capacity", "--schedulers", "sarathi,vllm",
+                             "--duration", "600", "--jobs", "2", "--no-cache", "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and not children.read_text().split():
+        time.sleep(0.2)  # until the probes' process pool runs
+    assert proc.poll() is None and children.read_text().split(), "the probes never started in their pool"
+    time.sleep(1)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends: the command and its workers
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.splitlines() == ["llmsched capacity: interrupted"]

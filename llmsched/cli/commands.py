@@ -32,6 +32,15 @@ SIMULATOR_COMMANDS = ("simulate", "compare", "sweep")
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv and argv[0] in COMMAND_NAMES else None
+    try:
+        return run_command(argv, command)
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status for it, not a traceback
+        lead = "\n" if sys.stderr.isatty() else ""  # off the line a terminal's ^C (or a progress bar) is on
+        print(f"{lead}llmsched{' ' + command if command else ''}: interrupted", file=sys.stderr)
+        return 130
+
+
+def run_command(argv: list[str], command: str | None) -> int:
     if command in SIMULATOR_COMMANDS and "numpy" not in sys.modules:
         # numpy's OpenBLAS starts a thread per core that spins after start-up and after each BLAS call: CPU time
         # (about 0.1 s a run) for nothing in a simulator of small arrays. Commands that fit or solve (capacity,

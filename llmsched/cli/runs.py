@@ -19,9 +19,9 @@ def run_one(cfg: RunConfig):
 
 
 def run_many(configs: list[RunConfig], jobs: int, progress: bool):
-    from concurrent.futures import ProcessPoolExecutor
-
     from tqdm import tqdm
+
+    from ..executors import worker_pool
     if jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {jobs}")
     bar = tqdm(total=len(configs), unit="run", desc="runs", disable=not progress, leave=False)
@@ -31,7 +31,7 @@ def run_many(configs: list[RunConfig], jobs: int, progress: bool):
             results.append(run_one(cfg))
             bar.update()
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with worker_pool(jobs) as pool:
             futures = [pool.submit(run_one, cfg) for cfg in configs]
             for f in futures:
                 results.append(f.result())
