@@ -81,3 +81,13 @@ def test_ctrl_c_in_capacity_ends_in_one_line_and_status_130(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert err.splitlines() == ["llmsched capacity: interrupted"]
+
+
+@pytest.mark.parametrize("package", ["tokenizers", "transformers"])
+def test_make_model_without_its_optional_packages_says_what_to_install(package, tmp_path, monkeypatch, capsys):
+    from llmsched.cli import main
+    monkeypatch.setitem(sys.modules, package, None)  # as if not installed: importing it fails
+    assert main(["make-model", "--out", str(tmp_path / "tiny")]) == 2
+    assert capsys.readouterr().err == (f"llmsched make-model: error: make-model needs the {package!r} package, which "
+                                       f"comes with vLLM: install it with scripts/install.sh (or pip install "
+                                       f"tokenizers transformers)\n")

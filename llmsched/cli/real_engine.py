@@ -227,7 +227,11 @@ def fidelity(args) -> int:
 
 def make_model(args) -> int:
     from ..vllm.model import write_model
-    out = write_model(args.out, args.shape)
+    try:
+        out = write_model(args.out, args.shape)
+    except ModuleNotFoundError as e:  # the tokenizer and the config class come with vLLM, an optional install
+        raise ValueError(f"make-model needs the {e.name!r} package, which comes with vLLM: install it with "
+                         f"scripts/install.sh (or pip install tokenizers transformers)") from None
     print(f"wrote {out}/config.json and a tokenizer; serve it with load_format='dummy' (random weights)")
     return 0
 
