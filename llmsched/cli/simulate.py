@@ -16,9 +16,10 @@ def add(sub) -> None:
                    help="also draw latency_cdf.png and kv_usage.png into --out (matplotlib; about 1.5 s)")
     s.add_argument("--stream", action="store_true",
                    help="write requests.csv and steps.csv while the run goes and keep only running totals, so "
-                        "memory stays flat however many requests; the files are the same, the summary's TTFT, "
-                        "TPOT and E2E quantiles come from sketches (1%% error); implies --sketch; no --plots, "
-                        "no --warmup or --cooldown")
+                        "memory stays flat however many requests; implies --sketch: the files are those of a "
+                        "--sketch run (no gap array is kept, so requests.csv's gap_offset is 0), the summary's "
+                        "TTFT, TPOT and E2E quantiles come from sketches (1%% error); no --plots, no --warmup or "
+                        "--cooldown")
     add_run_options(s)
     s.set_defaults(func=simulate)
 
