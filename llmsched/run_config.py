@@ -80,7 +80,10 @@ class RunConfig:
     block_size: int = BLOCK_SIZE.field()
     max_num_seqs: int = MAX_NUM_SEQS.field()
     max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS.field()
-    max_model_len: int | None = MAX_MODEL_LEN.field()
+    # a run's default is its model's context length (build_replicas resolves it)
+    max_model_len: int | None = MAX_MODEL_LEN.field(default=None, optional=True, hint="at most the model's context "
+                                                    "length", help="longest prompt+output served (default: the "
+                                                                   "model's context length)")
     gpu_memory_utilization: float = declare(0.9, "fraction of GPU memory for weights+KV (vLLM's, default 0.9)",
                                             above=0, high=1)
     num_blocks: int | None = declare(None, "KV cache size in blocks (overrides the size derived from the GPU)",
@@ -137,7 +140,8 @@ class RunConfig:
         unknown = sorted(set(data) - set(RUN_FIELDS))
         if unknown:
             where = origin_of(unknown[0]).path if origin_of(unknown[0]).kind == "file" else label
-            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(RUN_FIELDS))}")
+            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: "
+                             f"{', '.join(sorted(RUN_FIELDS))}")
         data = {k: check_field(k, v, origin_of(k)) for k, v in data.items()}
         check_combination(data, origin_of)
         if "scheduler_params" in data:

@@ -18,8 +18,7 @@ BLOCK_SIZE = RunField(16, "KV block size in tokens (vLLM's block_size)", low=1, 
 MAX_NUM_SEQS = RunField(256, "most requests running at once (vLLM's max_num_seqs)", low=1, vllm="max_num_seqs")
 MAX_NUM_BATCHED_TOKENS = RunField(8192, "most tokens in one step (vLLM's max_num_batched_tokens)", low=1,
                                   vllm="max_num_batched_tokens")
-MAX_MODEL_LEN = RunField(None, "longest prompt+output served (default: the model's context length)", kind=int,
-                         optional=True, low=2, hint="at most the model's context length", vllm="max_model_len")
+MAX_MODEL_LEN = RunField(8192, "longest prompt+output served", low=2, vllm="max_model_len")
 PREEMPTION_MODE = RunField("recompute", "recompute or swap", choices=PREEMPTION_MODES)
 OVERFLOW = RunField("error", "a plan that overflows the KV cache: error (default), evict-newest (newest admitted "
                              "restart from scratch, seed 003), evict-newest-recompute (they keep their tokens)",

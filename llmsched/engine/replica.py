@@ -38,8 +38,7 @@ class ReplicaConfig:
     block_size: int = BLOCK_SIZE.field()
     max_num_seqs: int = MAX_NUM_SEQS.field()
     max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS.field()
-    # a replica needs a number: a run's default (None) means its model's context length, which it resolves
-    max_model_len: int = MAX_MODEL_LEN.field(default=8192, optional=False)
+    max_model_len: int = MAX_MODEL_LEN.field()
     preemption_mode: str = PREEMPTION_MODE.field()
     swap_blocks: int = 0
     swap_seconds_per_block: float = 0.0  # host<->GPU transfer time of one block

@@ -32,7 +32,7 @@ class EngineConfig:
     sequences, 1024 tokens a step) rather than a GPU's 8192-token steps of 256 sequences."""
 
     model: str  # a model directory (see `llmsched make-model`)
-    max_model_len: int = MAX_MODEL_LEN.field(default=2048, optional=False)
+    max_model_len: int = MAX_MODEL_LEN.field(default=2048)
     max_num_seqs: int = MAX_NUM_SEQS.field(default=64)
     max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS.field(default=1024)
     block_size: int = BLOCK_SIZE.field(default=32)
