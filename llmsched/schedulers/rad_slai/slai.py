@@ -45,6 +45,7 @@ class SLAI(WatermarkAdmission, Scheduler):
     family = "RAD/SLAI"
     source = ("seed 000 (Bari, Hegde, de Veciana, POMACS 2025) §6 (SLAI, eq. 8-9), §7.1 (τ=512, α=β=128, "
               "δ=10 fixed or 5/10 dynamic at 96% KV use); engine semantics from spec §2.7")
+    token_budgets = ("token_budget",)
     token_budget: int = 512
     max_active: int = 128          # α
     max_decodes: int = 128         # β

@@ -5,11 +5,12 @@ import dataclasses
 import time
 from pathlib import Path
 
-from ..options import add_run_options, run_configs
-from .cache import ProbeCache, default_dir
-from .outputs import lines, write
-from .rate_search import find_capacities
-from .slo import parse_slos, valid_metrics
+from ..capacity.cache import ProbeCache, default_dir
+from ..capacity.outputs import lines, write
+from ..capacity.rate_search import find_capacities
+from ..capacity.slo import RATIOS, check_tier_slos, parse_slos, valid_metrics
+from .run_options import add_run_options, base_config, run_configs
+from .runs import check_out_dir, split_names
 
 DESCRIPTION = (
     "Find the highest arrival rate (closed loop: concurrency) at which the deployment is stable and meets every "
@@ -19,7 +20,7 @@ DESCRIPTION = (
     "by a hash of their config (and llmsched's code) in --cache.")
 
 
-def add_capacity_command(sub) -> None:
+def add(sub) -> None:
     p = sub.add_parser("capacity", help="highest rate that is stable and meets the SLOs (bisection)",
                        description=DESCRIPTION)
     who = p.add_mutually_exclusive_group()
@@ -38,7 +39,7 @@ def add_capacity_command(sub) -> None:
     add_probe_options(p)
     p.add_argument("--out", default=None, help="write capacity.json, capacity.csv and capacity.png here")
     add_run_options(p, exclude=("horizon", "rate_schedule"))
-    p.set_defaults(func=cmd_capacity)
+    p.set_defaults(func=capacity)
 
 
 def parse_slo_args(args) -> list:
@@ -50,17 +51,29 @@ def parse_slo_args(args) -> list:
     return parse_slos(text)
 
 
-def cmd_capacity(args) -> int:
+def check_slos_apply(args, slos, cfg) -> None:
+    """The SLOs that read tiers against the run's tiers (``--attainment`` without --tiers would always be met)."""
+    def named(slo):
+        if slo.metric in RATIOS and slo.tier is None and args.attainment is not None:
+            return f"--attainment {args.attainment:g}"
+        return f"--slo {slo.text}"
+    check_tier_slos(slos, cfg.tiers.value if cfg.tiers else (), named)
+
+
+def capacity(args) -> int:
     from ..executors import make_executor
+    check_out_dir(args.out)
     slos = parse_slo_args(args)
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     if args.no_cache and args.cache:
         raise ValueError("--cache and --no-cache contradict each other; give one")
-    names = [s.strip() for s in (args.schedulers or args.scheduler or "sarathi").split(",") if s.strip()]
-    if not names:
-        raise ValueError("--schedulers: no scheduler named")
+    if args.schedulers is not None:
+        names = split_names(args.schedulers)
+    else:
+        names = [args.scheduler if args.scheduler is not None else base_config(args).get("scheduler", "sarathi")]
     configs = run_configs(args, names)
+    check_slos_apply(args, slos, configs[0])
     bases = {cfg.scheduler: cfg for cfg in configs}
     seed0 = configs[0].seed
     seeds = tuple(range(seed0, seed0 + args.seeds))

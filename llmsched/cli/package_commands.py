@@ -23,9 +23,9 @@ def add_package_commands(sub, package: str, title: str, help_text: str) -> None:
         p = inner.add_parser(module.NAME, help=module.HELP, description=module.HELP,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
-        p.set_defaults(func=_runner(module))
+        p.set_defaults(func=runner(module))
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
-def _runner(module):
+def runner(module):
     return lambda args: module.run(args)

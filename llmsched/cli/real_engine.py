@@ -4,15 +4,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..options import TABLE_COLUMNS, add_run_options, base_config
-from ..run_options import parse_params
+from ..run_field import API, declared
+from ..vllm.launch import EngineConfig
+from .run_options import CLI, add_run_options, base_config, config_with_origins, scheduler_params
 
-ENGINE_DEFAULTS = {"max_model_len": 2048, "max_num_seqs": 64, "max_num_batched_tokens": 1024, "block_size": 32}
-SIM_ONLY = ("model", "gpu", "gpu_spec", "tp", "batch_time", "replicas", "router", "gpu_memory_utilization",
-            "num_blocks", "preemption_mode", "swap_space_gb")
+# the run fields a real engine has no use for (the model is a directory, its own engine's limits and KV cache)
+SIM_ONLY = ("gpu", "gpu_spec", "tp", "batch_time", "replicas", "router", "gpu_memory_utilization", "num_blocks",
+            "preemption_mode", "swap_space_gb")
+ENGINE = declared(EngineConfig)
+ENGINE_LIMITS = ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size")  # also run fields
 
 
-def add_vllm_commands(sub) -> None:
+def add(sub) -> None:
     r = sub.add_parser("run", help="replay a workload through a real engine (vLLM) with an llmsched scheduler",
                        description="Replay a workload through vLLM in real time (arrivals as scheduled, outputs "
                                    "forced to the workload's lengths with ignore_eos) with the llmsched plug-in, "
@@ -21,8 +24,8 @@ def add_vllm_commands(sub) -> None:
     r.add_argument("--scheduler", help="llmsched scheduler name (default vllm-chunked)")
     r.add_argument("--out", help="output folder")
     _add_engine_options(r)
-    add_run_options(r, exclude=SIM_ONLY[1:])
-    r.set_defaults(func=cmd_run)
+    add_run_options(r, exclude=SIM_ONLY)
+    r.set_defaults(func=run)
 
     p = sub.add_parser("profile", help="measure a real engine's step times and fit a batch-time profile",
                        description="Run probe batches (prefill chunks, decode counts, context lengths) through "
@@ -34,9 +37,11 @@ def add_vllm_commands(sub) -> None:
     p.add_argument("--repeats", type=int, default=1, help="run the probe grid this many times")
     p.add_argument("--out", help="also write the probe steps.csv here")
     _add_engine_options(p)
-    for name, default in ENGINE_DEFAULTS.items():
-        p.add_argument("--" + name.replace("_", "-"), type=int, default=default)
-    p.set_defaults(func=cmd_profile)
+    for name in ENGINE_LIMITS:
+        spec = ENGINE[name]
+        p.add_argument(spec.flag_of(name), type=spec.kind, default=spec.default, help=f"{spec.help} (default "
+                       f"{spec.default})")
+    p.set_defaults(func=profile)
 
     f = sub.add_parser("fidelity", help="the same workload in vLLM and in the simulator: errors of the headline "
                                         "numbers",
@@ -47,8 +52,8 @@ def add_vllm_commands(sub) -> None:
     f.add_argument("--scheduler", help="llmsched scheduler name (default vllm-chunked)")
     f.add_argument("--out", help="output folder (real/, sim/, fidelity.csv)")
     _add_engine_options(f)
-    add_run_options(f, exclude=SIM_ONLY[1:])
-    f.set_defaults(func=cmd_fidelity)
+    add_run_options(f, exclude=SIM_ONLY)
+    f.set_defaults(func=fidelity)
 
     m = sub.add_parser("make-model", help="write a local model directory (config + tokenizer) for vLLM's dummy "
                                           "weights",
@@ -56,11 +61,12 @@ def add_vllm_commands(sub) -> None:
                                    "CPUs and tests) or any model preset's shape.")
     m.add_argument("--out", required=True, help="directory to write")
     m.add_argument("--shape", default="tiny", help="'tiny' or a model preset (e.g. llama-3-8b)")
-    m.set_defaults(func=cmd_make_model)
+    m.set_defaults(func=make_model)
 
 
 def _add_engine_options(p) -> None:
-    p.add_argument("--kv-cache-mb", type=int, default=64, help="KV cache size in MiB (default 64)")
+    kv = ENGINE["kv_cache_mb"]
+    p.add_argument(kv.flag_of("kv_cache_mb"), type=kv.kind, default=kv.default, help=kv.help)
     p.add_argument("--profile", dest="profile_name", help="step-time profile name: the view's batch-time model "
                                                           "(run), or the simulator's (fidelity)")
     p.add_argument("--workdir", help="folder for vLLM's temp and cache files (default: a new temp folder)")
@@ -70,35 +76,42 @@ def _add_engine_options(p) -> None:
 
 
 def _split_config(args, default_scheduler="vllm-chunked"):
-    from ..experiment import RunConfig
-    from .launch import EngineConfig
-    base = base_config(args)
+    """The run's RunConfig (its workload and policy) and the engine's config (its model directory and limits:
+    the run options given, else the engine's defaults), from the run options checked once."""
+    from ..run_config import RunConfig, check_field, checked_params
+    base = dict(base_config(args))
     model = base.pop("model", None)
     if not model or not Path(model).is_dir():
         raise ValueError(f"--model {model!r}: give a model directory (write one with `llmsched make-model --out DIR`)")
-    engine = {k: base.pop(k, v) for k, v in ENGINE_DEFAULTS.items()}
-    for k in SIM_ONLY:
-        base.pop(k, None)
-    base["scheduler"] = args.scheduler or base.get("scheduler", default_scheduler)
-    base["scheduler_params"] = {**base.get("scheduler_params", {}), **parse_params(args.param)}
+    engine = EngineConfig(model=model, kv_cache_mb=args.kv_cache_mb,
+                          **{k: base.pop(k) for k in ENGINE_LIMITS if k in base})
+    base["scheduler"] = check_field("scheduler", args.scheduler, CLI) if args.scheduler is not None else \
+        base.get("scheduler", default_scheduler)
+    base["scheduler_params"] = scheduler_params(args, [base["scheduler"]], base)[base["scheduler"]]
+    base["scheduler_params"] = checked_params(base, params_origin(args))
     if not base.get("trace") and not base.get("num_requests") and not base.get("duration"):
         base["num_requests"] = 50
-    base["max_model_len"] = engine["max_model_len"]
-    cfg = RunConfig.from_dict(base, origin="run options")
-    return cfg, EngineConfig(model=model, kv_cache_mb=args.kv_cache_mb, **engine)
+    base["max_model_len"] = engine.max_model_len
+    return RunConfig.checked(base), engine
+
+
+def params_origin(args):
+    """Where the run's scheduler parameters were written: the command line if --param was given."""
+    return CLI if args.scheduler_params else config_with_origins(args)[1].get("scheduler_params", API)
 
 
 def _start(args):
-    from .launch import set_in_process_env
+    from ..vllm.launch import set_in_process_env
     set_in_process_env(args.workdir)
 
 
-def cmd_run(args) -> int:
+def run(args) -> int:
     from ..metrics.summary import summarize, summary_row
     from ..metrics.writers import format_table, write_run
+    from .runs import TABLE_COLUMNS
     cfg, engine = _split_config(args)
     _start(args)
-    from .runner import run_vllm
+    from ..vllm.runner import run_vllm
     result, _ = run_vllm(cfg, engine, profile=args.profile_name, scale=args.scale_lengths)
     summ = summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
     print(format_table([summary_row(summ, scheduler=cfg.scheduler, rate=cfg.rate, wall_s=result.wall_time)],
@@ -111,16 +124,16 @@ def cmd_run(args) -> int:
     return 0
 
 
-def cmd_profile(args) -> int:
-    from .launch import EngineConfig, make_llm
-    from .profiler import between_steps, profile, save
+def profile(args) -> int:
+    from ..vllm.launch import make_llm
+    from ..vllm.profiler import between_steps, profile as profile_engine, save
     if not Path(args.model).is_dir():
         raise ValueError(f"--model {args.model!r}: give a model directory (see `llmsched make-model`)")
     engine = EngineConfig(model=args.model, kv_cache_mb=args.kv_cache_mb,
-                          **{k: getattr(args, k) for k in ENGINE_DEFAULTS})
+                          **{k: getattr(args, k) for k in ENGINE_LIMITS})
     _start(args)
     llm = make_llm(engine)
-    cols, model, report = profile(llm, engine, repeats=args.repeats)
+    cols, model, report = profile_engine(llm, engine, repeats=args.repeats)
     path = save(model, report, llm, engine, args.name)
     if args.out:
         import csv
@@ -145,17 +158,17 @@ def cmd_profile(args) -> int:
     return 0
 
 
-def cmd_fidelity(args) -> int:
+def fidelity(args) -> int:
     from ..metrics.summary import summarize
     from ..metrics.writers import format_table, write_run, write_table
-    from .fidelity import compare, overload, run_cycles, simulate_like
-    from .profiles import default_profile_path, load_profile_for, model_fingerprint
+    from ..vllm.fidelity import compare, overload, run_cycles, simulate_like
+    from ..vllm.profiles import default_profile_path, load_profile_for, model_fingerprint
     cfg, engine = _split_config(args)
     _start(args)
-    from .launch import make_llm
-    from .profiler import between_steps, profile, save
-    from .runner import replay, workload_requests
-    from .settings import load_settings
+    from ..vllm.launch import make_llm
+    from ..vllm.profiler import between_steps, profile as profile_engine, save
+    from ..vllm.runner import replay, workload_requests
+    from ..vllm.settings import load_settings
     llm = make_llm(engine)
     hf = llm.llm_engine.vllm_config.model_config.hf_config
     if args.profile_name:
@@ -165,7 +178,7 @@ def cmd_fidelity(args) -> int:
         path = default_profile_path(engine.model, hf)
         print(f"profile {path} (found for this model, hardware and vLLM version)")
     else:
-        cols, model, report = profile(llm, engine)
+        cols, model, report = profile_engine(llm, engine)
         path = save(model, report, llm, engine)
         print(f"fitted a profile ({report}; {between_steps(cols) * 100:.0f}% of a cycle between steps), "
               f"wrote {path}")
@@ -184,7 +197,7 @@ def cmd_fidelity(args) -> int:
     rows = compare(real_summary, sim_summary)
     # The same simulation with the step time fitted to this run's own step cycles (see fidelity.run_cycles).
     from ..batchtime.linear import LinearBatchTime
-    from .profiler import PROFILE_TERMS
+    from ..vllm.profiler import PROFILE_TERMS
     own, own_report = LinearBatchTime.fit(run_cycles(real.steps), PROFILE_TERMS, loss="absolute")
     own.wake = LinearBatchTime.load(path).wake
     own_path = Path(args.workdir or ".") / "run-cycles-profile.json" if not args.out else \
@@ -212,9 +225,13 @@ def cmd_fidelity(args) -> int:
     return 0
 
 
-def cmd_make_model(args) -> int:
-    from .model import write_model
-    out = write_model(args.out, args.shape)
+def make_model(args) -> int:
+    from ..vllm.model import write_model
+    try:
+        out = write_model(args.out, args.shape)
+    except ModuleNotFoundError as e:  # the tokenizer and the config class come with vLLM, an optional install
+        raise ValueError(f"make-model needs the {e.name!r} package, which comes with vLLM: install it with "
+                         f"scripts/install.sh (or pip install tokenizers transformers)") from None
     print(f"wrote {out}/config.json and a tokenizer; serve it with load_format='dummy' (random weights)")
     return 0
 

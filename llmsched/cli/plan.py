@@ -7,20 +7,21 @@ import json
 import shlex
 import sys
 import time
+from pathlib import Path
 
 from ..capacity.cache import ProbeCache
-from ..capacity.command import add_probe_options, parse_slo_args
 from ..capacity.probe import check_base
 from ..capacity.slo import RATIOS, canonical_metric, valid_metrics
 from ..experiment import build_source
 from ..hardware.models import model as model_preset
 from ..hardware.prices import PRICES_PATH, load_prices
-from ..options import add_run_options, run_configs
-from .candidates import build_candidates, parse_tps, parse_variations, split_names
-from .prune import LengthCache, probes_saved, screen
-from .report import candidate_rows, cheapest, deployment_rows, deployments, pareto, simulate_command, table, \
+from ..plan.candidates import build_candidates, parse_tps, parse_variations, split_names
+from ..plan.prune import LengthCache, probes_saved, screen
+from ..plan.report import candidate_rows, cheapest, deployment_rows, deployments, pareto, simulate_command, table, \
     write_html
-from .replica_search import search_replicas
+from ..plan.replica_search import search_replicas
+from .capacity import add_probe_options, check_slos_apply, parse_slo_args
+from .run_options import add_run_options, run_configs
 
 DESCRIPTION = (
     "For a target rate (--target-rate R, a list R1,R2 or a range START:STOP:STEP; or a --trace at its own rate), "
@@ -32,7 +33,7 @@ DESCRIPTION = (
 EXCLUDED = ("gpu", "gpu_spec", "tp", "replicas", "router", "rate", "horizon", "rate_schedule", "concurrency")
 
 
-def add_plan_command(sub) -> None:
+def add(sub) -> None:
     p = sub.add_parser("plan", help="cheapest deployment that meets the SLOs at a target rate, with its Pareto "
                                     "frontier", description=DESCRIPTION)
     p.add_argument("--target-rate", default=None, help="req/s to carry: R, R1,R2,... or START:STOP:STEP "
@@ -49,8 +50,8 @@ def add_plan_command(sub) -> None:
     p.add_argument("--routers", default="round-robin", help="comma-separated routers (default round-robin)")
     p.add_argument("--max-replicas", type=int, default=16, help="most replicas per deployment (default 16)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per probe; a probe meets only if every seed does")
-    p.add_argument("--prices", default=None, help=f"JSON of USD per GPU-hour on top of {PRICES_PATH.name} "
-                                                  "(e.g. {\"a100\": 1.79})")
+    p.add_argument("--prices", default=None, metavar="FILE", help=f"a JSON file of USD per GPU-hour on top of "
+                                                                  f"{PRICES_PATH.name} (e.g. {{\"a100\": 1.79}})")
     p.add_argument("--pareto-metric", default=None, help="latency for the frontier (default: the first latency "
                                                          "SLO, else e2e_p90)")
     p.add_argument("--top", type=int, default=5, help="cheapest deployments to print (default 5)")
@@ -59,7 +60,7 @@ def add_plan_command(sub) -> None:
                                                                  "as JSON here")
     add_probe_options(p)
     add_run_options(p, exclude=EXCLUDED)
-    p.set_defaults(func=cmd_plan)
+    p.set_defaults(func=plan)
 
 
 def parse_target_rates(text: str) -> list[float]:
@@ -88,6 +89,21 @@ def trace_rate(cfg) -> float:
     return (len(times) - 1) / span
 
 
+def read_prices(path: str | None):
+    """--prices FILE over the built-in table; a path that is no file is named as what it is."""
+    if path is None or Path(path).exists():
+        return load_prices(path)
+    if not path.lstrip().startswith(("{", "[")):
+        raise ValueError(f"--prices {path}: no such file; give a JSON file of USD per GPU-hour")
+    try:
+        json.loads(path)
+    except ValueError as e:
+        raise ValueError(f"--prices {path!r}: neither a file nor valid JSON ({e}); give a JSON file of USD per "
+                         f"GPU-hour, e.g. one holding {{\"a100\": 1.79}}") from None
+    raise ValueError(f"--prices {path!r}: JSON, not a file; --prices takes a JSON file: write this to one and give "
+                     f"its path")
+
+
 def pareto_metric(args, slos) -> str:
     if args.pareto_metric is None:
         latency = [s.metric for s in slos if s.metric not in RATIOS and s.tier is None]
@@ -98,7 +114,7 @@ def pareto_metric(args, slos) -> str:
     return metric
 
 
-def cmd_plan(args) -> int:
+def plan(args) -> int:
     from ..executors import make_executor
     t0 = time.perf_counter()
     slos = parse_slo_args(args)
@@ -114,10 +130,11 @@ def cmd_plan(args) -> int:
     routers = split_names(args.routers, "--routers")
     candidates = build_candidates(gpus, parse_tps(args.tps), schedulers, routers,
                                   parse_variations(args.vary, schedulers))
-    prices = load_prices(args.prices)
+    prices = read_prices(args.prices)
     for g in {c.gpu for c in candidates}:
         prices.price(g)                       # a GPU with no price: error before any simulation
     bases = {cfg.scheduler: cfg for cfg in run_configs(args, schedulers)}
+    check_slos_apply(args, slos, next(iter(bases.values())))
     for cfg in bases.values():
         check_base(cfg)                       # options a probe cannot honour (--sketch): errors now
     base0 = next(iter(bases.values()))
@@ -159,7 +176,7 @@ def cmd_plan(args) -> int:
         print("\n".join(table(*deployment_rows(front, slo_keys))))
         print(f"\nreproduce the cheapest: {simulate_command(cheap[0].config)}")
     else:
-        print(f"\nno candidate meets the SLOs up to --max-replicas {args.max_replicas}" + best_reached(searched, slos))
+        print("\n" + none_found(screened, searched, slos, args.max_replicas))
     pruning = summary(screened, searched, seeds)
     wall = time.perf_counter() - t0
     print(f"\n{pruning}")
@@ -186,7 +203,16 @@ def cmd_plan(args) -> int:
         with open(args.json_out, "w") as f:
             json.dump(data, f, indent=1, default=str)
         print(f"wrote {args.json_out}")
-    return 0
+    return 0 if cheap else 1  # a plan that found no deployment says so in its exit status too
+
+
+def none_found(screened, searched, slos, max_replicas: int) -> str:
+    """Why no deployment came out: every candidate pruned before a probe (it cannot run), or none met the SLOs."""
+    if all(s.pruned for s in screened):
+        reasons = sorted({s.pruned.split(":")[0] for s in screened})
+        return (f"no candidate can run: all {len(screened)} were pruned before any probe ({', '.join(reasons)}; "
+                f"see the table); change --gpus, --tp or the model")
+    return f"no candidate meets the SLOs up to --max-replicas {max_replicas}" + best_reached(searched, slos)
 
 
 def best_reached(searched, slos) -> str:

@@ -1,16 +1,30 @@
-"""Everything a run can name, with where it comes from: what `llmsched presets` prints."""
+"""``llmsched presets``: everything a run can name (models, GPUs, workloads, schedulers, routers, batch-time
+models), with where it comes from."""
 from __future__ import annotations
 
 
+def add(sub) -> None:
+    r = sub.add_parser("presets", help="list models, GPUs, workloads, schedulers, routers and their sources")
+    r.add_argument("--json", action="store_true", help="print as JSON")
+    r.set_defaults(func=presets)
+
+
+def presets(args) -> int:
+    import json
+    data = all_presets()
+    print(json.dumps(data, indent=2, default=str) if args.json else format_presets(data))
+    return 0
+
+
 def all_presets() -> dict:
-    from .batchtime.registry import BATCH_TIME_MODELS
-    from .hardware.gpus import GPUS
-    from .hardware.memory import kv_bytes_per_token
-    from .hardware.models import MODELS
-    from .hardware.prices import load_prices
-    from .routers import ROUTERS
-    from .schedulers.registry import scheduler_info, scheduler_names
-    from .workload.length_presets import LENGTH_PRESETS
+    from ..batchtime.registry import BATCH_TIME_MODELS
+    from ..hardware.gpus import GPUS
+    from ..hardware.memory import kv_bytes_per_token
+    from ..hardware.models import MODELS
+    from ..hardware.prices import load_prices
+    from ..routers import ROUTERS
+    from ..schedulers.registry import scheduler_info, scheduler_names
+    from ..workload.length_presets import LENGTH_PRESETS
     prices = load_prices()
 
     return {

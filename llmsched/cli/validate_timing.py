@@ -5,14 +5,14 @@ import json
 from pathlib import Path
 
 from ..batchtime.registry import BATCH_TIME_MODELS
-from .calibrate import CALIBRATION_SPLIT, is_calibration
-from .datasets import load
-from .prediction_errors import predict, summarise
+from ..validate.calibrate import CALIBRATION_SPLIT, is_calibration
+from ..validate.datasets import load
+from ..validate.prediction_errors import predict, summarise
 
 DEFAULT_KINDS = ("roofline", "roofline-staircase", "engine")
 
 
-def add_command(sub) -> None:
+def add(sub) -> None:
     p = sub.add_parser("validate-timing", help="batch-time models vs measured GPU step times (Splitwise, Vidur, "
                                                "steps.csv)",
                        description="Predict every measured step with each batch-time model and report, per data "
@@ -28,10 +28,10 @@ def add_command(sub) -> None:
     p.add_argument("--model", help="model preset of a steps.csv (e.g. llama-3-8b, llama-2-70b-tp4)")
     p.add_argument("--gpu", help="GPU preset of a steps.csv (e.g. a100)")
     p.add_argument("--out", required=True, help="output folder")
-    p.set_defaults(func=cmd_validate_timing)
+    p.set_defaults(func=validate_timing)
 
 
-def cmd_validate_timing(args) -> int:
+def validate_timing(args) -> int:
     kinds = list(args.batch_time or DEFAULT_KINDS)
     unknown = [k for k in kinds if k not in BATCH_TIME_MODELS]
     if unknown:
