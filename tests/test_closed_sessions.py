@@ -4,7 +4,7 @@ import pytest
 
 from llmsched.experiment import RunConfig, build_source, run
 from llmsched.workload.closed_sessions import DrawnSessions, SessionClosedLoop
-from llmsched.workload.presets import length_preset
+from llmsched.workload.length_presets import length_preset
 from llmsched.workload.workload import ClosedLoop
 
 
