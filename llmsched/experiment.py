@@ -14,6 +14,7 @@ from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.memory import kv_capacity_blocks
 from .hardware.models import model as model_preset
+from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
 from .routers import make_router
@@ -22,6 +23,7 @@ from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.simulator import RunResult, simulate
 from .workload.workload import ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, trace_workload
 from .workload.length_presets import length_preset
+from .workload.traces import JSONL, DataFileNotFound, resolve_data_file, trace_kind
 from .workload.closed_sessions import DrawnSessions, SessionClosedLoop
 from .workload.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, open_loop_rate
 
@@ -51,7 +53,8 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
         max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len or m.max_model_len,
         preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow,
-        fast_forward=cfg.fast_forward, check_invariants=cfg.check_invariants)
+        fast_forward=cfg.fast_forward, check_invariants=cfg.check_invariants,
+        prefix_caching=cfg.prefix_caching and carries_content(cfg))
     steps = steps if steps is not None else StepLog()
     params = {**(workload_params or {}), **cfg.scheduler_params}
     try:
@@ -97,6 +100,19 @@ def length_dist(cfg: RunConfig):
     if cfg.lengths:
         return lengths_file(cfg.lengths)
     return length_preset(cfg.workload)
+
+
+def carries_content(cfg: RunConfig) -> bool:
+    """Whether the run's requests name their prompts' content (a prefix cache can find what they share): a
+    JSONL trace (Mooncake, LLMServingSim, sessions), --workload shared-prefix, or closed-loop sessions."""
+    if cfg.trace:
+        try:
+            return trace_kind(resolve_data_file(cfg.trace)) in JSONL
+        except (DataFileNotFound, OSError, ValueError):
+            return False  # trace_workload says what is wrong with it
+    if cfg.workload == SHARED_PREFIX and not cfg.lengths:
+        return True
+    return cfg.concurrency is not None and (cfg.turns or 1) > 1
 
 
 def vocab_size(cfg: RunConfig) -> int | None:
@@ -162,11 +178,14 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     """One simulation. ``stream``: write ``out``/requests.csv and steps.csv during the run (no ``out``: keep
     totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False``."""
     source = build_source(cfg)
+    caching = cfg.prefix_caching and carries_content(cfg)
     log = steps = None
     if stream:
         if cfg.keep_gaps:
             raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
-        log, steps = open_streams(out)
+        log, steps = open_streams(out, caching)
+    elif caching:
+        log = RequestLog(cfg.keep_gaps, cached=True)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
     result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed, lanes=cfg.lanes,
                       progress=progress, keep_gaps=cfg.keep_gaps, log=log)

@@ -21,3 +21,4 @@ cdef class Request:
     cdef public object mark
     cdef public object lag
     cdef public object order
+    cdef public object num_cached

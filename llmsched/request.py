@@ -72,7 +72,7 @@ class Request:
         # state (mutated only by the replica)
         "status", "num_computed", "num_generated", "num_blocks", "replica",
         "first_scheduled", "first_token", "last_token", "finish", "preemptions",
-        "reject_reason", "token_times", "mark", "lag", "order",
+        "reject_reason", "token_times", "mark", "lag", "order", "num_cached",
     )
 
     def __init__(self, id: int, arrival: float, prompt_len: int, output_len: int,
@@ -110,6 +110,7 @@ class Request:
         # num_generated, num_blocks, token_times and last_token are exact, -1 when not a member (always exact)
         self.lag = -1
         self.order = -1  # position in the replica's running order (admission or swap-in sequence)
+        self.num_cached = 0  # prompt tokens a prefix cache held at its first admission (vLLM's num_cached_tokens)
 
     @property
     def num_tokens(self) -> int:

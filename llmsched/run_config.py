@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .config_fields import MAX_REQUESTS, MAX_SECONDS, MIN_RATE, check_combination, check_params, parse_rate_schedule
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
-                            MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE)
+                            MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
 from .hardware.gpus import gpu_from_file
 from .run_field import API, Origin, declare, declared, default_of
 from .workload.arrivals import Piecewise
@@ -114,6 +114,7 @@ class RunConfig:
     swap_space_gb: float = declare(4.0, "host swap space per replica in GiB (for --preemption-mode swap)", low=0,
                                    high=1e6)
     oracle: bool = ORACLE.field()
+    prefix_caching: bool = PREFIX_CACHING.field()
     # run control
     horizon: float | None = declare(None, "stop simulating at this time (s); requests in flight end unfinished",
                                     kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..request import Status
-from .requests import FLOAT_FIELDS, INT_FIELDS
+from .requests import CACHED_FIELD, FLOAT_FIELDS, INT_FIELDS
 from .steps import STEP_FIELDS
 
 REQUEST_COLUMNS = INT_FIELDS[:3] + ("tier_name", "status", "status_name") + INT_FIELDS[4:] + FLOAT_FIELDS + (
@@ -79,9 +79,14 @@ def write_run(result, summary: dict, out_dir) -> Path:
     return out
 
 
+def request_columns(log) -> tuple:
+    """requests.csv's columns: REQUEST_COLUMNS, then ``cached_tokens`` in a run with a prefix cache."""
+    return REQUEST_COLUMNS + ((CACHED_FIELD,) if CACHED_FIELD in log.cols else ())
+
+
 def _write_requests(log, path: Path) -> None:
     with open(path, "w", newline="") as f:
-        f.write(csv_line(REQUEST_COLUMNS))
+        f.write(csv_line(request_columns(log)))
         write_request_rows(f, log)
 
 
@@ -89,12 +94,12 @@ def write_request_rows(f, log) -> None:
     """The rows of ``log`` (a RequestLog), without the header, to the text file ``f``."""
     names = {int(s): s.name for s in Status}
     for i in range(0, len(log.cols["id"]), CHUNK_ROWS):
-        cols = {name: _array(log.cols[name][i:i + CHUNK_ROWS]) for name in INT_FIELDS + FLOAT_FIELDS}
+        cols = {name: _array(log.cols[name][i:i + CHUNK_ROWS]) for name in log.cols}
         cols["tier_name"] = [log.tiers[t] for t in cols["tier"].tolist()]
         cols["status_name"] = [names.get(s, str(s)) for s in cols["status"].tolist()]
         reasons = log.reasons
         cols["reason"] = [reasons.get(r, "") for r in cols["id"].tolist()] if reasons else [""] * len(cols["id"])
-        f.write(csv_rows([cols[c] for c in REQUEST_COLUMNS]))
+        f.write(csv_rows([cols[c] for c in request_columns(log)]))
 
 
 def _write_steps(steps, path: Path) -> None:

@@ -114,8 +114,9 @@ class Sarathi(WatermarkAdmission, Scheduler):
         if self.order == "spf":
             waiting = sorted(waiting, key=PROMPT_LEN)
         for r in waiting:
-            n = min(r.prompt_len + r.num_generated, budget)
-            need = view.blocks_for(r.prompt_len + r.num_generated)
+            left = r.prompt_len + r.num_generated - view.cached_tokens(r)  # after its cached prefix
+            n = min(left, budget)
+            need = view.admission_blocks(r, left)
             if n <= 0 or room < 1 or need > free:
                 break
             plan.prefills.append((r, n))

@@ -59,7 +59,7 @@ class VLLMChunked(Scheduler):
                 end -= 1
                 victim = running[end]
                 plan.preempt.append(victim)
-                free += victim.num_blocks
+                free += view.preempt_frees(victim)
             if end == i:
                 break
             if need > 0:
@@ -110,8 +110,8 @@ class VLLMChunked(Scheduler):
         for r in view.waiting:
             if budget <= 0 or room < 1:
                 break
-            n = min(r.prompt_len + r.num_generated, budget)
-            need = view.blocks_for(n)
+            n = min(r.prompt_len + r.num_generated - view.cached_tokens(r), budget)  # after its cached prefix
+            need = view.admission_blocks(r, n)
             if need > free:
                 break
             plan.prefills.append((r, n))

@@ -219,6 +219,9 @@ def _finish(replicas: list[Replica], log, shared_steps, stream: bool, cut_at: fl
         shared_steps.close(log.arrival_min, log.span_end(stop_time))
     stats = [{"replica": rep.index, "steps": rep.num_steps, "busy_time": rep.busy_time,
               "preemptions": rep.num_preemptions, "swap_fallbacks": rep.swap_fallbacks} for rep in replicas]
+    for rep, row in zip(replicas, stats):
+        if rep.caching:  # every admission's hits, re-admissions after preemption included
+            row["cached_tokens"] = rep.kv.hit_tokens
     return RunResult(log, shared_steps, stop_time, time.perf_counter() - wall0, {}, stats)
 
 

@@ -316,7 +316,7 @@ def _make_room(ordered: list[Task], tasks: list[Task], book: "_Booking", plan: B
             if v is t:
                 continue
             gone.append(v.req)
-            book.free += v.req.num_blocks
+            book.free += book.view.preempt_frees(v.req)
             book.room += 1
             if book.accept(t, n):
                 plan.preempt.extend(gone)
@@ -328,9 +328,10 @@ def _make_room(ordered: list[Task], tasks: list[Task], book: "_Booking", plan: B
 class _Booking:
     """KV blocks and sequence slots taken by the batch so far."""
 
-    __slots__ = ("bs", "free", "room")
+    __slots__ = ("bs", "free", "room", "view")
 
     def __init__(self, view: ReplicaView, free: int):
+        self.view = view
         self.bs = view.block_size
         self.free = free
         self.room = view.max_num_seqs - len(view.running)

@@ -168,7 +168,7 @@ class SLAI(WatermarkAdmission, Scheduler):
                 free -= need
                 ok = True
             else:
-                free, ok = self._seat(r, free, bs, victims, plan)
+                free, ok = self._seat(view, r, free, bs, victims, plan)
             if ok:
                 chosen.append(r)
                 tokens += 1
@@ -193,7 +193,7 @@ class SLAI(WatermarkAdmission, Scheduler):
                 free -= need
                 ok = True
             else:
-                free, ok = self._seat(r, free, bs, [], plan)
+                free, ok = self._seat(view, r, free, bs, [], plan)
             if ok:
                 chosen.append(r)
                 tokens += 1
@@ -201,7 +201,8 @@ class SLAI(WatermarkAdmission, Scheduler):
             return BatchPlan()
         return plan
 
-    def _seat(self, r: Request, free: int, bs: int, victims: list, plan: BatchPlan) -> tuple[int, bool]:
+    def _seat(self, view: ReplicaView, r: Request, free: int, bs: int, victims: list,
+              plan: BatchPlan) -> tuple[int, bool]:
         """A KV slot for r's next token: preempt the most recently paused prefill, else r itself."""
         need = 1 if r.num_computed + 1 > r.num_blocks * bs else 0
         while need > free and victims:
@@ -210,7 +211,7 @@ class SLAI(WatermarkAdmission, Scheduler):
             free += -(-v.num_tokens // bs)  # its blocks and its reservation
         if need > free:
             plan.preempt.append(r)
-            return free + r.num_blocks, False
+            return free + view.preempt_frees(r), False
         return free - need, True
 
     def _admit(self, view: ReplicaView, plan: BatchPlan, free: int, tokens: int, budget: int) -> tuple[int, int]:
