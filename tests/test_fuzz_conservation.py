@@ -109,7 +109,30 @@ def random_config(seed: int) -> RunConfig:
             cfg["cv"] = float(pick((0.5, 2.0, 4.0)))
     if rng.random() < 0.15:
         cfg["horizon"] = float(pick((0.5, 2.0, 10.0)))
+    with_prefixes(cfg, np.random.default_rng([34, seed]))
     return RunConfig(**cfg)
+
+
+def with_prefixes(cfg: dict, rng) -> None:
+    """A third of the seeds (drawn apart, so the other seeds keep their configs) give the prompts identities and
+    the replicas a prefix cache: inference-perf's shared-prefix generator (groups sharing system prompts, multi-turn
+    chat) in an open or closed loop, or closed-loop sessions whose turns carry the conversation so far."""
+    if rng.random() >= 1 / 3 or cfg.get("horizon") is not None:
+        return
+    pick = lambda xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
+    closed = cfg.get("concurrency") is not None
+    if closed and rng.random() < 0.5:
+        cfg["turns"] = int(rng.integers(2, 5))
+        cfg["think_time"] = float(pick((0.0, 0.5)))
+        return
+    cfg.pop("max_total_tokens", None)
+    if not closed:
+        cfg.pop("rate_schedule", None)
+        cfg.setdefault("rate", float(rng.uniform(1, 50)))
+    cfg["workload"] = "shared-prefix"
+    cfg["workload_params"] = {"num_groups": int(rng.integers(1, 5)), "num_prompts_per_group": int(rng.integers(1, 6)),
+                              "system_prompt_len": int(pick((8, 100, 600))), "question_len": int(pick((1, 30, 300))),
+                              "output_len": int(pick((1, 20, 200))), "enable_multi_turn_chat": bool(rng.random() < 0.5)}
 
 
 def check_seed(seed: int) -> str | None:
