@@ -22,7 +22,11 @@ from .registry import register
 @register
 @dataclass
 class FCFS(Scheduler):
-    """Ao et al.'s naive FCFS: admit while prompts fit free memory, decode everything, evict on overflow."""
+    """Ao et al.'s naive FCFS: admit while prompts fit free memory, decode everything, evict on overflow.
+
+    With a prefix cache: a prompt counts only its tokens after the cached prefix (``view.tokens_to_compute``,
+    ``view.admission_blocks``).
+    """
 
     name = "fcfs"
     family = "WAIT"

@@ -29,6 +29,9 @@ class Sarathi(WatermarkAdmission, Scheduler):
     that does not fit stops admission. Decodes are never left out, so the budget binds
     prompt tokens: a step holds at most ``max(token_budget, #decodes)`` tokens. A prompt
     needing more than the whole cache less the watermark is rejected (schedulers/watermark.py).
+
+    With a prefix cache: an admission's chunk and the prompt it reserves count only tokens after its cached prefix
+    (``view.tokens_to_compute``, ``view.admission_blocks``).
     """
 
     name = "sarathi"

@@ -19,6 +19,9 @@ class VLLMChunked(Scheduler):
     preempted by recompute (itself last). If nothing was preempted, waiting requests are
     admitted FCFS with a chunk of what budget is left, stopping at the first that does
     not fit (head-of-line blocking). ``token_budget`` is vLLM's ``max_num_batched_tokens``.
+
+    With a prefix cache, as vLLM v1: an admission's chunk counts only tokens after its cached prefix, and its blocks
+    are the chunk's plus the cached blocks no request holds (``view.admission_blocks``).
     """
 
     name = "vllm-chunked"

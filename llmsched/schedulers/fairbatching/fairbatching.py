@@ -58,6 +58,10 @@ class FairBatching(Scheduler):
     (``llmsched reproduce fairbatching-ablation --factors design`` measures both).
     ``prediction="exact"`` (an oracle for that ablation, not the paper's) fills B0 with the replica's own
     batch-time model instead of the linear predictor (``form_batch_exact``).
+
+    With a prefix cache: plans as without one; the replica starts each admission after its cached blocks, so the
+    step-time predictor, fitted on the tokens steps computed, sees the shorter chunks it ran; preempting to make
+    room credits only the blocks a preemption frees (``view.preempt_frees``).
     """
 
     name = "fairbatching"
