@@ -15,6 +15,9 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
   replayed at 2 req/s on 8 replicas of Llama-3.1-8B on H100s, round-robin, vllm-chunked, ``--sketch --stream``:
   each request's content is read from the file as the run reaches it, so peak RSS should grow only by the
   trace's arrival and length columns (24 bytes a request); this checkout only (older ones cannot read JSONL);
+* ``prefix``: the Mooncake conversation trace (12,031 requests) at 2 req/s on 8 replicas of Llama-3.1-8B on H100s,
+  vllm-chunked, with vLLM v1's prefix cache on and off (llmsched/engine/prefix_cache.py): simulation CPU of the
+  same run with and without it (issue 34's target: at most 1.25x); this checkout only;
 * ``replicas``: simulation CPU per step with 1, 8 and 32 replicas (round-robin, 4 req/s and 2,000 requests per
   replica; the 1-replica row, a tenth of a second, is the median of five runs; several replicas run as lanes,
   llmsched/sim/lanes.py);
@@ -33,7 +36,7 @@ and prints after/before ratios measured in the same run; ``--baseline pure`` run
 The machine is shared: compare ratios, not absolutes.
 
     python benchmarks/bench_simulator.py [--rows conv,x10,replicas,routers,running256,configjson,200k,1m,
-        mooncake200k,mooncake1m] [--baseline PATH|pure]
+        mooncake200k,mooncake1m,prefix] [--baseline PATH|pure]
 """
 from __future__ import annotations
 
@@ -189,6 +192,12 @@ def rows(names: list[str], tmp: Path):
             yield f"Mooncake x{n / 12031:.0f}, 8 replicas, --stream", "cli-now", [
                 "simulate", "--scheduler", "vllm-chunked", "--trace", str(trace), "--rate", "2", "--model",
                 "llama-3.1-8b", "--gpu", "h100", "--replicas", "8", "--sketch", "--stream"]
+        elif name == "prefix":
+            for caching in (True, False):
+                yield f"Mooncake conv, prefix cache {'on' if caching else 'off'}", "sim-now", {
+                    "scheduler": "vllm-chunked", "trace": str(resolve_data_file("conversation_trace.jsonl")),
+                    "rate": 2.0, "model": "llama-3.1-8b", "gpu": "h100", "replicas": 8, "keep_gaps": False,
+                    "prefix_caching": caching}
         elif name == "replicas":
             for n in (1, 8, 32):
                 yield f"{n} replica(s), sarathi", "sim", {
@@ -219,8 +228,8 @@ def rows(names: list[str], tmp: Path):
                         "workload": "sharegpt", "rate": 4.0, "num_requests": 4000, "max_num_seqs": 128,
                         "max_num_batched_tokens": 2048, "repeat": 3}
         else:
-            raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, mooncake200k, mooncake1m, replicas, "
-                             f"routers, running256, configjson")
+            raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, mooncake200k, mooncake1m, prefix, "
+                             f"replicas, routers, running256, configjson")
 
 
 def main() -> int:
@@ -236,7 +245,7 @@ def main() -> int:
         for label, kind, spec in rows(args.rows.split(","), Path(tmp)):
             got = {}
             for side, path in sides:
-                if kind == "cli-now" and side == "before":
+                if kind.endswith("-now") and side == "before":
                     print(f"{label:<36}{side:>7}  (this checkout only)", flush=True)
                     continue
                 got[side] = run_cli(spec, path) if kind.startswith("cli") else run_sim(spec, path)
