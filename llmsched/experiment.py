@@ -24,7 +24,9 @@ from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.simulator import RunResult, simulate
 from .workload.tiers import parse_tiers
 from .workload.arrivals import Piecewise
-from .workload.workload import ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, trace_workload
+from .workload.tenants import parse_tenants, tenant_workloads, trace_tenants
+from .workload.workload import (ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, read_arrival_trace,
+                                replay)
 from .workload.presets import length_preset
 
 
@@ -53,6 +55,7 @@ class RunConfig:
     rate_schedule: str | None = None  # piecewise-constant rate, "T0:RATE0,T1:RATE1,..." (seconds:req/s)
     concurrency: int | None = None  # closed loop: this many requests in flight
     tiers: str | None = None  # e.g. "paid:tbt=0.1:share=0.05,free:tbt=0.5"
+    tenants: str | None = None  # e.g. "heavy:rate=8,light:rate=0.5:weight=2": each its own arrival stream
     max_total_tokens: int | None = None
     # replica limits, named as in vLLM
     block_size: int = 16
@@ -198,7 +201,7 @@ def workload_params(cfg: RunConfig, source) -> dict:
         return {}
     out = {"lengths": cfg.lengths or cfg.trace or cfg.workload}
     if cfg.concurrency is None:
-        rate = cfg.rate if cfg.rate and not cfg.rate_schedule else mean_rate(source)
+        rate = cfg.rate if cfg.rate and not (cfg.rate_schedule or cfg.tenants) else mean_rate(source)
         if rate:
             out["rate"] = rate / cfg.replicas  # each replica's share (the routers spread arrivals evenly)
     return out
@@ -223,6 +226,17 @@ def length_dist(cfg: RunConfig):
 def build_source(cfg: RunConfig):
     tiers = parse_tiers(cfg.tiers) if cfg.tiers else None
     extra = {"tiers": tiers} if tiers else {}
+    if cfg.trace:
+        return trace_source(cfg, extra)
+    if cfg.tenants:
+        if cfg.concurrency is not None or cfg.rate_schedule:
+            raise ValueError("tenants are open-loop arrival streams, each at its own rate: drop --concurrency and "
+                             "--rate-schedule")
+        n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
+        return tenant_workloads(parse_tenants(cfg.tenants), lambda preset: tenant_lengths(cfg, preset),
+                                num_requests=None if cfg.duration else n, duration=cfg.duration,
+                                arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
+                                seed=cfg.seed, **extra)
     if cfg.concurrency is not None:
         if cfg.num_requests is None:
             raise ValueError("concurrency (a closed loop) needs num_requests, how many requests it sends in all")
@@ -235,9 +249,6 @@ def build_source(cfg: RunConfig):
         wl = Workload(Piecewise(parse_rate_schedule(cfg.rate_schedule)), length_dist(cfg),
                       num_requests=cfg.num_requests, duration=cfg.duration, max_total_tokens=cfg.max_total_tokens,
                       seed=cfg.seed, **extra)
-    elif cfg.trace:
-        wl = trace_workload(cfg.trace, target_rate=cfg.rate, num_requests=cfg.num_requests,
-                            max_total_tokens=cfg.max_total_tokens, seed=cfg.seed, **extra)
     else:
         if cfg.rate is None:
             raise ValueError("a generated workload needs rate (--rate, requests/s)")
@@ -246,6 +257,26 @@ def build_source(cfg: RunConfig):
                                 arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
                                 seed=cfg.seed, **extra)
     return wl.source()
+
+
+def trace_source(cfg: RunConfig, extra: dict):
+    """A trace replay; when the trace names each row's tenant (a ``tenant`` column) its requests carry them, with
+    the weights and priorities ``tenants`` gives (weight 1 each without it)."""
+    trace = read_arrival_trace(cfg.trace)
+    source = replay(trace, target_rate=cfg.rate, num_requests=cfg.num_requests, max_total_tokens=cfg.max_total_tokens,
+                    seed=cfg.seed, **extra).source()
+    if trace.tenants is None:
+        if cfg.tenants:
+            raise ValueError(f"--tenants {cfg.tenants}: the trace {trace.source} has no tenant column to say whose "
+                             f"each request is; add one (a column named tenant) or drop --tenants")
+        return source
+    return trace_tenants(source, trace.tenants, parse_tenants(cfg.tenants) if cfg.tenants else None,
+                         str(trace.source))
+
+
+def tenant_lengths(cfg: RunConfig, preset: str | None):
+    """A tenant's length distribution: its own preset, else the run's."""
+    return length_preset(preset) if preset else length_dist(cfg)
 
 
 def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) -> RunResult:

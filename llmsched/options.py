@@ -30,7 +30,11 @@ RUN_OPTIONS = {
     "cv": (float, "coefficient of variation of gamma inter-arrival times (>1 is burstier than Poisson)"),
     "rate_schedule": (str, "piecewise-constant arrival rate 'START:RATE,...', e.g. '0:2,300:4' (with --workload)"),
     "concurrency": (int, "closed loop: keep this many requests in flight (a new one arrives as one finishes)"),
-    "tiers": (str, "SLO tiers, e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5' (keys ttft, tbt, tpot in seconds)"),
+    "tiers": (str, "SLO tiers, e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5' (keys ttft, tbt, tpot in seconds; share; "
+                   "priority, an integer class, lower more urgent)"),
+    "tenants": (str, "tenants, each its own arrival stream: 'heavy:rate=8,light:rate=0.5:weight=2' (keys rate, "
+                     "weight, workload, priority; with --trace its tenant column names them: weight and priority "
+                     "only)"),
     "max_total_tokens": (int, "cap prompt+output tokens of generated requests"),
     "block_size": (int, "KV block size in tokens (vLLM's block_size)"),
     "max_num_seqs": (int, "most requests running at once (vLLM's max_num_seqs)"),
@@ -125,8 +129,8 @@ def config_with_origins(args) -> tuple[dict, dict[str, Origin]]:
     if args.bt_param:
         data["batch_time_params"] = {**data.get("batch_time_params", {}), **parse_params(args.bt_param, "--bt-param")}
         origins["batch_time_params"] = CLI
-    if (data.get("trace") or data.get("concurrency")) and "rate" not in data:
-        data["rate"] = None  # a trace replays at its own rate; a closed loop has none
+    if (data.get("trace") or data.get("concurrency") or data.get("tenants")) and "rate" not in data:
+        data["rate"] = None  # a trace replays at its own rate; a closed loop has none; tenants have their own
     check_combination(data, lambda key: origins.get(key, API))
     return data, origins
 

@@ -20,7 +20,8 @@ from llmsched.workload.chunks import CHUNK, check_chunk, pieces
 from llmsched.workload.lengths import Capped, Empirical, LengthDist, positive_int
 from llmsched.workload.presets import LENGTH_PRESETS, length_preset
 from llmsched.workload.tiers import assign_tiers, check_tiers, tier_chunks
-from llmsched.workload.traces import AZURE, VIDUR, TraceError, read_header, read_trace, resolve_data_file, trace_kind
+from llmsched.workload.traces import (AZURE, VIDUR, Trace, TraceError, read_header, read_trace, resolve_data_file,
+                                      trace_kind)
 
 ARRIVAL_KINDS = ("poisson", "gamma", "constant")
 
@@ -124,8 +125,10 @@ class Workload:
 
 
 def tier_dict(tier: Tier) -> dict:
-    return {"name": tier.name, "share": tier.share, "ttft": tier.slo.ttft, "tbt": tier.slo.tbt,
-            "tpot": tier.slo.tpot}
+    out = {"name": tier.name, "share": tier.share, "ttft": tier.slo.ttft, "tbt": tier.slo.tbt, "tpot": tier.slo.tpot}
+    if tier.priority is not None:
+        out["priority"] = tier.priority
+    return out
 
 
 @runtime_checkable
@@ -297,10 +300,22 @@ def trace_workload(path, target_rate: float | None = None, num_requests: int | N
                    tiers: Sequence[Tier] | str = (DEFAULT_TIER,), max_total_tokens: int | None = None,
                    seed: int = 0, zero_lengths: str = "error") -> Workload:
     """Replays a trace with arrival times (Azure or Vidur format): its arrivals, and each row's own lengths."""
+    return replay(read_arrival_trace(path, zero_lengths), target_rate=target_rate, num_requests=num_requests,
+                  tiers=tiers, max_total_tokens=max_total_tokens, seed=seed)
+
+
+def read_arrival_trace(path, zero_lengths: str = "error") -> Trace:
+    """A trace with arrival times (a length-only file is refused with what to use instead)."""
     resolved = resolve_data_file(path)
     if trace_kind(resolved) == "lengths":
         raise TraceError(length_file_as_trace(resolved))
-    trace = read_trace(resolved, zero_lengths=zero_lengths)
+    return read_trace(resolved, zero_lengths=zero_lengths)
+
+
+def replay(trace: Trace, target_rate: float | None = None, num_requests: int | None = None,
+           tiers: Sequence[Tier] | str = (DEFAULT_TIER,), max_total_tokens: int | None = None,
+           seed: int = 0) -> Workload:
+    """``trace_workload`` of a trace already read."""
     if len(trace) == 0:
         raise TraceError(f"{trace.source}:1: the trace has a header but no requests")
     if num_requests is not None and num_requests > len(trace):
