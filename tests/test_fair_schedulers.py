@@ -2,7 +2,7 @@
 that comes back from idling, and serve weights in proportion."""
 import pytest
 
-from llmsched.experiment import RunConfig, run
+from llmsched.experiment import RunConfig, build_replicas, run
 from llmsched.metrics.summary import summarize
 from llmsched.request import Request, Tenant
 from llmsched.schedulers.registry import create_scheduler
@@ -65,3 +65,14 @@ def test_vtc_lifts_a_tenant_back_from_idling_to_the_least_served_backlogged_one(
     vtc.counters["d"] = 3.0
     vtc.on_arrival(waiting(3, Tenant("d")), None)  # the queue is empty: lifted to the one that left last
     assert vtc.counters["d"] == 900.0
+
+
+@pytest.mark.parametrize("name, first", [("vtc", "long"), ("wfq", "short")])
+def test_wfq_weighs_the_next_prompt_in_and_vtc_does_not(name, first):
+    """Two tenants equally served, one seat: vtc takes the first backlogged tenant whatever its prompt, wfq the
+    request that finishes first in virtual time."""
+    rep = build_replicas(RunConfig(scheduler=name, max_num_seqs=1))[0]
+    rep.add(Request(0, 0.0, 1500, 10, tenant=Tenant("long")), 0.0)
+    rep.add(Request(1, 0.0, 120, 10, tenant=Tenant("short")), 0.0)
+    rep.start_step(0.0)
+    assert [r.tenant.name for r in rep.running] == [first]

@@ -14,6 +14,7 @@ from llmsched.experiment import RunConfig, build_replicas, build_source
 from llmsched.request import Status
 from llmsched.routers import make_router
 from llmsched.sim.simulator import simulate
+from llmsched.workload.tenants import parse_tenants
 
 EPS = 1e-6
 SEEDS = range(int(os.environ.get("LLMSCHED_FUZZ_FIRST", "0")),
@@ -58,8 +59,12 @@ def charges(plan, weights) -> dict:
 class Watch:
     """Everything the bound needs, recorded decision by decision."""
 
-    def __init__(self, policy, clock):
+    def __init__(self, policy, clock, head_term: bool = False):
         self.policy = policy
+        self.head_term = head_term  # wfq: a tenant is admitted up to the largest head's L / w above the floor
+        self.largest_admission = 0.0  # the most one admission charged (unweighted)
+        self.head = 0.0  # wfq: A / w_min, A = input_weight * min(B, the longest prefill of the workload)
+        self.min_weight = min(s.tenant.weight for s in parse_tenants(policy_tenants(policy)))
         self.weights = (policy.input_weight, policy.output_weight)
         self.clock = clock  # the tenant's virtual clock: vtc's counter, wfq's finish tag of its last admission
         self.bound = {}  # tenant -> U_h at its last admission
@@ -84,6 +89,7 @@ class Watch:
             mine += [x for x in view.swapped if x.tenant.name == key]
             mine += [x for x in admitted if x.tenant.name == key]
             rest = sum(owed(x, weights) - billed.get(x, 0.0) for x in mine)
+            self.largest_admission = max(self.largest_admission, billed[r])
             self.bound[key] = (billed[r] + rest) / r.tenant.weight
             self.u = max(self.u, self.bound[key])
         waiting = [r for r in view.waiting if r not in admitted]
@@ -93,10 +99,11 @@ class Watch:
             m = min(clocks[k] for k in backlogged)
             assert m >= self.floor - EPS, f"the smallest backlogged clock fell from {self.floor} to {m}"
             self.floor = m
+            head = self.head
             for k in backlogged:
-                assert clocks[k] - m <= self.bound.get(k, 0.0) + EPS, (
+                assert clocks[k] - m <= self.bound.get(k, 0.0) + head + EPS, (
                     f"decision {self.decisions}: tenant {k} is {clocks[k] - m} above the floor, bound "
-                    f"{self.bound.get(k, 0.0)}")
+                    f"{self.bound.get(k, 0.0)} + {head}")
         if self.prev is not None:
             pclocks, pserved, pback = self.prev
             still = [k for k in backlogged if k in pback]
@@ -111,9 +118,10 @@ class Watch:
                         lo, hi = self.worst.get((f, g), (d, d))
                         lo, hi = min(lo, d), max(hi, d)
                         self.worst[(f, g)] = (lo, hi)
-                        assert hi - lo <= 2 * self.u + EPS, (
+                        u = self.u + self.head
+                        assert hi - lo <= 2 * u + EPS, (
                             f"tenants {f} and {g}: weighted service difference moved {hi - lo} while both stayed "
-                            f"backlogged, bound 2U = {2 * self.u}")
+                            f"backlogged, bound 2U = {2 * u}")
                         self.checked_pairs += 1
             for pair in list(self.worst):
                 if not (pair[0] in still and pair[1] in still):
@@ -131,11 +139,16 @@ class Watch:
             f"tenant {key}: counter moved {moved} while backlogged, its plans charged {paid}")
 
 
-def run_watched(cfg: RunConfig, clock, watch_cls=Watch):
+def run_watched(cfg: RunConfig, clock=None):
     source = build_source(cfg)
     replicas = build_replicas(cfg)
     policy = replicas[0].scheduler
-    watch = watch_cls(policy, clock)
+    policy.run_tenants = cfg.tenants
+    watch = Watch(policy, clock or vtc_clock, head_term=cfg.scheduler == "wfq")
+    if watch.head_term:
+        longest = max(r.prompt_len + r.output_len - 1 for r in build_source(cfg).initial())
+        budget = min(policy.token_budget, replicas[0].config.max_num_batched_tokens)
+        watch.head = policy.input_weight * min(budget, longest) / watch.min_weight
     inner = policy.schedule
 
     def schedule(view):
@@ -152,15 +165,21 @@ def vtc_clock(policy, key):
     return policy.counters.get(key, 0.0)
 
 
+def policy_tenants(policy):
+    return policy.run_tenants
+
+
+@pytest.mark.parametrize("name", ["vtc", "wfq"])
 @pytest.mark.parametrize("seed", SEEDS)
-def test_vtc_bound_holds_at_every_decision(seed):
-    cfg = random_config(seed, "vtc")
-    watch, result = run_watched(cfg, vtc_clock)
+def test_bound_holds_at_every_decision(seed, name):
+    cfg = random_config(seed, name)
+    watch, result = run_watched(cfg)
     assert watch.decisions > 50
     assert len(result.requests) == cfg.num_requests
 
 
-def test_vtc_bound_holds_while_two_overloading_tenants_compete():
-    cfg = RunConfig(scheduler="vtc", tenants="a:rate=6,b:rate=3:weight=2", num_requests=300, num_blocks=2000, seed=5)
-    watch, _ = run_watched(cfg, vtc_clock)
+@pytest.mark.parametrize("name", ["vtc", "wfq"])
+def test_bound_holds_while_two_overloading_tenants_compete(name):
+    cfg = RunConfig(scheduler=name, tenants="a:rate=6,b:rate=3:weight=2", num_requests=300, num_blocks=2000, seed=5)
+    watch, _ = run_watched(cfg)
     assert watch.checked_pairs > 200  # both backlogged for most of the run

@@ -143,13 +143,12 @@ class VTC(Scheduler):
 
     def _admit(self, view: ReplicaView, plan: BatchPlan, budget: int, free: int, room: int) -> None:
         """Waiting requests, each the oldest of the least-served backlogged tenant, while the first fits."""
-        queues, counters = self.queues, self.counters
+        queues = self.queues
         while budget > 0 and room > 0:
-            backlogged = [k for k in queues.backlogged() if queues.head(k) is not None]
-            if not backlogged:
+            heads = [(k, h) for k in queues.backlogged() if (h := queues.head(k)) is not None]
+            if not heads:
                 return
-            key = min(backlogged, key=lambda k: counters.get(k, 0.0))
-            r = queues.head(key)
+            key, r = min(heads, key=self._turn)
             n = min(r.prompt_len + r.num_generated, budget)
             need = view.blocks_for(n)
             if need > free:
@@ -160,6 +159,10 @@ class VTC(Scheduler):
             free -= need
             budget -= n
             room -= 1
+
+    def _turn(self, head: tuple) -> float:
+        """Whose turn it is: the tenant with the smallest counter (its first waiting request whatever its size)."""
+        return self.counters.get(head[0], 0.0)
 
     def stats(self) -> dict:
         return {"preemptions": self.ledger.stats()}
