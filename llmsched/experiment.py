@@ -20,7 +20,6 @@ from .hardware.models import model as model_preset
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
 from .routers import make_router
-from .schedulers.preemption_ledger import merge_stats
 from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.simulator import RunResult, simulate
 from .workload.tiers import parse_tiers
@@ -293,7 +292,6 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed, lanes=cfg.lanes,
                       progress=progress, keep_gaps=cfg.keep_gaps, log=log)
     rep = replicas[0]
-    stats = [s for s in (r.scheduler.stats() for r in replicas) if s]
     result.meta = {
         "config": dataclasses.asdict(cfg),
         "scheduler": rep.scheduler.describe(),
@@ -304,6 +302,4 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         "wall_time_s": result.wall_time,
         "simulated_s": result.end_time,
     }
-    if stats:
-        result.meta["policy_stats"] = merge_stats(stats)
     return result

@@ -15,7 +15,7 @@ import numpy as np
 
 from .request_stream import FINISHED, LATENCIES, REJECTED, UNFINISHED, RequestStream
 from .step_stream import StepStream
-from .summary import NAN, QUANTILES, TOP_REASONS, _sketch_stats, _stats, merged_sketch
+from .summary import NAN, QUANTILES, TOP_REASONS, _sketch_stats, _stats, merged_sketch, summed
 
 
 def check_stream_window(warmup: float, cooldown: float) -> None:
@@ -65,6 +65,9 @@ def summarize_stream(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict
     out["littles_law"] = _littles_law(log, steps, n, s0, s1, result.end_time)
     out["run"] = {"end_time": float(result.end_time), "wall_time": float(result.wall_time), "keep_gaps": False,
                   "tiers": list(log.tiers), "streamed": True}
+    policy = [row["policy"] for row in result.replica_stats if row.get("policy")]
+    if policy:
+        out["policy"] = summed(policy)
     return out
 
 

@@ -47,7 +47,8 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
 
     Keys: window, counts, latency (ttft, tbt, tpot, e2e), throughput, goodput, tiers, preemptions, steps,
     littles_law, run; with tenants also tenants and fairness (``fairness.py``), and policy when the run's policy
-    reports its own figures (``policy_stats`` in the run's meta: priority preemptions, work thrown away). Values
+    reports its own figures (``Scheduler.stats``, summed over the replicas: its preemptions and the work they threw
+    away). Values
     are Python floats/ints/strings (NaN where undefined).
     """
     for name, v in (("warmup", warmup), ("cooldown", cooldown)):
@@ -118,9 +119,23 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
                   "keep_gaps": bool(log.keep_gaps), "tiers": list(log.tiers)}
     if log.tenants:
         out["tenants"], out["fairness"] = _tenants(log, win, finished, meets, end, s0, s1)
-    policy = result.meta.get("policy_stats") if isinstance(result.meta, dict) else None
+    policy = [row["policy"] for row in result.replica_stats if row.get("policy")]
     if policy:
-        out["policy"] = policy
+        out["policy"] = summed(policy)
+    return out
+
+
+def summed(parts: list[dict]) -> dict:
+    """The replicas' policy figures added key by key (numbers add, tables merge)."""
+    out: dict = {}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, dict):
+                out[key] = summed([out.get(key, {}), value])
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[key] = out.get(key, 0) + value
+            else:
+                out.setdefault(key, value)
     return out
 
 

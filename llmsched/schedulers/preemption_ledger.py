@@ -47,16 +47,3 @@ class PreemptionLedger:
         return {"by_group": {k: dict(v) for k, v in self.by_group.items()},
                 "by_priority": {str(k): dict(v) for k, v in sorted(self.by_priority.items())}}
 
-
-def merge_stats(parts: list[dict]) -> dict:
-    """The replicas' policy figures summed key by key (numbers add, tables merge)."""
-    out: dict = {}
-    for part in parts:
-        for key, value in part.items():
-            if isinstance(value, dict):
-                out[key] = merge_stats([out.get(key, {}), value])
-            elif isinstance(value, (int, float)) and not isinstance(value, bool):
-                out[key] = out.get(key, 0) + value
-            else:
-                out.setdefault(key, value)
-    return out

@@ -10,7 +10,7 @@ from ..request import Request
 from .base import Scheduler
 from .preemption_ledger import PreemptionLedger
 from .registry import register
-from .tenant_queues import TenantQueues, tenant_key, tenant_weight
+from .waiting_queues import WaitingQueues, tenant_key, tenant_weight
 
 
 @register
@@ -69,7 +69,7 @@ class VTC(Scheduler):
                 raise ValueError(f"{self.name}: {key} must be a positive number, got {value}")
         self.counters: dict[str | None, float] = {}
         self.last_left: str | None = None  # the tenant whose queue emptied last
-        self.queues = TenantQueues(self._lift, self._left)
+        self.queues = WaitingQueues(self._lift, self._left)
         self.ledger = PreemptionLedger()
         self._victims: list[Request] = []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .registry import register
-from .tenant_queues import tenant_weight
+from .waiting_queues import tenant_weight
 from .vtc import VTC
 
 

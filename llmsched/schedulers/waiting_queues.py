@@ -1,11 +1,11 @@
-"""The view's waiting requests split by tenant, for policies that serve tenants in turn (vtc, wfq).
+"""The view's waiting requests split by tenant (vtc, wfq) or by priority class (priority), each part in queue order.
 
 Scanning ``view.waiting`` at every step costs O(waiting), thousands of requests under overload; these queues are
 kept in step with it instead: a request joins at arrival (``Scheduler.on_arrival``) or, when the policy preempts it
 back to the waiting queue, at its tenant's front (where the replica puts it), and leaves when the policy admits it.
 Anything else that changes the waiting queue (an overflow eviction, a rejection by the mechanism, vLLM preempting
 on its own) shows as a queue whose length or ends the queues do not know; they are then rebuilt from the view in
-one pass. A tenant is *backlogged* while its queue holds a request.
+one pass. A tenant (or class) is *backlogged* while its queue holds a request.
 """
 from __future__ import annotations
 
@@ -28,13 +28,19 @@ def tenant_weight(r: Request) -> float:
     return 1.0 if t is None else t.weight
 
 
-class TenantQueues:
-    """Per tenant, its waiting requests in queue order. ``on_backlogged(key)`` is called when a tenant's queue
-    turns non-empty (before the request is added), ``on_idle(key)`` when it empties."""
+def priority_key(r: Request) -> int:
+    return r.priority
 
-    def __init__(self, on_backlogged: Callable[[str | None], None] = lambda key: None,
-                 on_idle: Callable[[str | None], None] = lambda key: None):
-        self.queues: dict[str | None, deque[Request]] = {}
+
+class WaitingQueues:
+    """Per key (``key(request)``: its tenant by default), the waiting requests in queue order.
+    ``on_backlogged(key)`` is called when a key's queue turns non-empty (before the request is added),
+    ``on_idle(key)`` when it empties."""
+
+    def __init__(self, on_backlogged: Callable[[object], None] = lambda key: None,
+                 on_idle: Callable[[object], None] = lambda key: None, key: Callable[[Request], object] = tenant_key):
+        self.key = key
+        self.queues: dict[object, deque[Request]] = {}
         self.known: set[Request] = set()
         self.on_backlogged = on_backlogged
         self.on_idle = on_idle
@@ -42,12 +48,12 @@ class TenantQueues:
     def __len__(self) -> int:
         return len(self.known)
 
-    def backlogged(self) -> list[str | None]:
-        """Tenants with a waiting request, in the order they first queued."""
+    def backlogged(self) -> list:
+        """Keys with a waiting request, in the order they first queued."""
         return [k for k, q in self.queues.items() if q]
 
     def add(self, r: Request, front: bool = False) -> None:
-        key = tenant_key(r)
+        key = self.key(r)
         q = self.queues.get(key)
         if q is None:
             q = self.queues[key] = deque()
@@ -60,7 +66,7 @@ class TenantQueues:
         self.known.add(r)
 
     def head(self, key) -> Request | None:
-        """The tenant's first request still waiting (requests that left the queue unseen are dropped)."""
+        """The key's first request still waiting (requests that left the queue unseen are dropped)."""
         q = self.queues[key]
         while q and q[0].status is not WAITING:
             self.known.discard(q.popleft())
@@ -69,7 +75,7 @@ class TenantQueues:
         return q[0] if q else None
 
     def pop(self, key) -> Request:
-        """Take the tenant's first request (the policy admits it)."""
+        """Take the key's first request (the policy admits it)."""
         q = self.queues[key]
         r = q.popleft()
         self.known.discard(r)
@@ -79,7 +85,7 @@ class TenantQueues:
 
     def sync(self, waiting: list[Request], preempted: list[Request]) -> None:
         """Bring the queues in step with the view's ``waiting`` before a decision: the policy's last victims that
-        went back to the waiting queue join their tenants' fronts (each the newest front, as the replica inserts
+        went back to the waiting queue join their keys' fronts (each the newest front, as the replica inserts
         them); any other change rebuilds the queues."""
         for r in preempted:
             if r.status is WAITING and r not in self.known:
@@ -92,9 +98,10 @@ class TenantQueues:
         """The queues anew from ``waiting``; tenants that emptied go idle first, then those newly backlogged join
         one by one, in queue order (each hears of the tenants already backlogged, as at an arrival)."""
         before = {k for k, q in self.queues.items() if q}
-        fresh: dict[str | None, deque[Request]] = {}
+        fresh: dict[object, deque[Request]] = {}
+        key_of = self.key
         for r in waiting:
-            key = tenant_key(r)
+            key = key_of(r)
             q = fresh.get(key)
             if q is None:
                 q = fresh[key] = deque()
