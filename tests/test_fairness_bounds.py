@@ -64,6 +64,7 @@ class Watch:
         self.head_term = head_term  # wfq: a tenant is admitted up to the largest head's L / w above the floor
         self.largest_admission = 0.0  # the most one admission charged (unweighted)
         self.head = 0.0  # wfq: A / w_min, A = input_weight * min(B, the longest prefill of the workload)
+        self.step_term = 0.0  # one plan's charges to a tenant, taken back when the plan preempts its requests
         self.min_weight = min(s.tenant.weight for s in parse_tenants(policy_tenants(policy)))
         self.weights = (policy.input_weight, policy.output_weight)
         self.clock = clock  # the tenant's virtual clock: vtc's counter, wfq's finish tag of its last admission
@@ -99,7 +100,7 @@ class Watch:
             m = min(clocks[k] for k in backlogged)
             assert m >= self.floor - EPS, f"the smallest backlogged clock fell from {self.floor} to {m}"
             self.floor = m
-            head = self.head
+            head = self.head + self.step_term
             for k in backlogged:
                 assert clocks[k] - m <= self.bound.get(k, 0.0) + head + EPS, (
                     f"decision {self.decisions}: tenant {k} is {clocks[k] - m} above the floor, bound "
@@ -118,7 +119,7 @@ class Watch:
                         lo, hi = self.worst.get((f, g), (d, d))
                         lo, hi = min(lo, d), max(hi, d)
                         self.worst[(f, g)] = (lo, hi)
-                        u = self.u + self.head
+                        u = self.u + self.head + self.step_term
                         assert hi - lo <= 2 * u + EPS, (
                             f"tenants {f} and {g}: weighted service difference moved {hi - lo} while both stayed "
                             f"backlogged, bound 2U = {2 * u}")
@@ -145,9 +146,10 @@ def run_watched(cfg: RunConfig, clock=None):
     policy = replicas[0].scheduler
     policy.run_tenants = cfg.tenants
     watch = Watch(policy, clock or vtc_clock, head_term=cfg.scheduler == "wfq")
+    budget = min(policy.token_budget, replicas[0].config.max_num_batched_tokens)
+    watch.step_term = max(policy.input_weight, policy.output_weight) * budget / watch.min_weight
     if watch.head_term:
         longest = max(r.prompt_len + r.output_len - 1 for r in build_source(cfg).initial())
-        budget = min(policy.token_budget, replicas[0].config.max_num_batched_tokens)
         watch.head = policy.input_weight * min(budget, longest) / watch.min_weight
     inner = policy.schedule
 

@@ -6,13 +6,16 @@ known only after the replica applied the plan (a swap with no host space left fa
 victim is noted when planned and settled at the policy's next decision: its KV was thrown away when it holds fewer
 computed tokens than it did (the replica sets a recomputed request's to 0, and nothing recomputes before the
 policy decides again; a swapped request, even one swapped back in, keeps them). ``reason`` says why the policy preempted:
-``kv`` (a running request needed a block) or ``priority`` (a more urgent request waited).
+``kv`` (a running request needed a block), ``priority`` (a more urgent request waited) or ``fair`` (a tenant
+holding less than its share of the KV cache waited: vtc and wfq's ``reclaim``).
 """
 from __future__ import annotations
 
 from ..request import Request
 
-FIELDS = ("preemptions", "kv_preemptions", "priority_preemptions", "thrown_away_tokens", "swapped_tokens")
+REASONS = ("kv", "priority", "fair")
+FIELDS = ("preemptions", *(f"{r}_preemptions" for r in REASONS), "thrown_away_tokens",
+          *(f"{r}_thrown_away_tokens" for r in REASONS), "swapped_tokens")
 
 
 def group_of(r: Request) -> str:
@@ -39,7 +42,11 @@ class PreemptionLedger:
                     row = table[key] = dict.fromkeys(FIELDS, 0)
                 row["preemptions"] += 1
                 row[f"{reason}_preemptions"] += 1
-                row["swapped_tokens" if r.num_computed >= computed else "thrown_away_tokens"] += computed
+                if r.num_computed >= computed:
+                    row["swapped_tokens"] += computed
+                else:
+                    row["thrown_away_tokens"] += computed
+                    row[f"{reason}_thrown_away_tokens"] += computed
         self.pending.clear()
 
     def stats(self) -> dict:

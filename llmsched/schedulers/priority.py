@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import attrgetter
-
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from ..request import Request
@@ -11,8 +9,6 @@ from .base import Scheduler
 from .preemption_ledger import PreemptionLedger
 from .registry import register
 from .waiting_queues import WaitingQueues, priority_key
-
-URGENCY = attrgetter("priority", "order")  # running requests: most urgent class first, admission order within it
 
 
 @register
@@ -68,7 +64,11 @@ class Priority(Scheduler):
         free = view.free_blocks
         seats = view.max_num_seqs - len(view.running)
         bs = view.block_size
-        todo = sorted(view.running, key=URGENCY)
+        age = {x: i for i, x in enumerate(view.running)}  # running order: admission order (later is newer)
+
+        def urgency(x):  # most urgent class first, admission order within it
+            return x.priority, age[x]
+        todo = sorted(view.running, key=urgency)
         kv_victims: list[Request] = []
         admitting = True
         i = 0
@@ -79,7 +79,7 @@ class Priority(Scheduler):
                 n = min(known - computed, budget)
                 need = -(-(computed + n) // bs) - r.num_blocks
                 while need > free:
-                    victim = max(todo[i:], key=URGENCY)
+                    victim = max(todo[i:], key=urgency)
                     todo.remove(victim)
                     kv_victims.append(victim)
                     free += victim.num_blocks
@@ -103,7 +103,7 @@ class Priority(Scheduler):
                 n = min(h.prompt_len + h.num_generated, budget)
                 need = view.blocks_for(n)
                 if need > free or seats < 1:
-                    victims = self._room(todo[i:], p, need - free, 1 - seats)
+                    victims = self._room(todo[i:], p, need - free, 1 - seats, urgency)
                     if victims is None:
                         admitting = False  # nothing less urgent to give way: later classes wait too
                         break
@@ -124,13 +124,13 @@ class Priority(Scheduler):
         self._victims = plan.preempt
         return plan
 
-    def _room(self, later: list[Request], p: int, blocks: int, seats: int) -> list[Request] | None:
+    def _room(self, later: list[Request], p: int, blocks: int, seats: int, urgency) -> list[Request] | None:
         """The fewest less urgent running requests (least urgent, newest first; not yet preempted
         ``max_preemptions`` times) whose preemption frees ``blocks`` blocks and ``seats`` seats; None if all of
         them would not."""
         limit = self.max_preemptions
         candidates = [r for r in later if r.priority > p and self.preempted.get(r.id, 0) < limit]
-        candidates.sort(key=URGENCY, reverse=True)
+        candidates.sort(key=urgency, reverse=True)
         taken = []
         for r in candidates:
             if blocks <= 0 and seats <= 0:
@@ -141,4 +141,7 @@ class Priority(Scheduler):
         return taken if blocks <= 0 and seats <= 0 else None
 
     def stats(self) -> dict:
-        return {"preemptions": self.ledger.stats()}
+        times: dict[str, int] = {}
+        for n in self.preempted.values():
+            times[str(n)] = times.get(str(n), 0) + 1
+        return {"preemptions": self.ledger.stats(), "priority_preemptions_per_request": times}

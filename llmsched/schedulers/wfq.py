@@ -22,14 +22,16 @@ class WFQ(VTC):
     step can charge) and a request's output is charged as it is produced, as a packet whose length shows only while
     it is sent. A tenant whose queue turns non-empty starts at
     the system's virtual time: the smallest clock among backlogged tenants (self-clocked, as Golestani's SCFQ), or
-    with none the clock of the tenant that left last. Steps, budgets and KV preemption are vtc's; what differs is
-    whose turn it is: vtc takes the least-served tenant whatever its next request's size, wfq weighs the size in,
-    so a short prompt goes before a long one from a tenant as far ahead. Without tenants it decides as vllm-chunked.
+    with none the clock of the tenant that left last. Steps (decodes, then prompt chunks by turn), the KV reserve,
+    preemption and reclaiming are vtc's; what differs is whose turn it is: vtc takes the least-served tenant
+    whatever its next request's size, wfq weighs the size in, so a short prompt goes before a long one from a
+    tenant as far ahead. Without tenants it admits first come, first served.
 
-    **Fairness bound.** With vtc's ``A`` (``input_weight · min(B, P)``, the most one admission charges), ``R_h`` (the
-    work still owed to tenant ``h``'s admitted requests at its admission) and ``w_min`` the smallest weight, let
-    ``U = max_h (A + R_h) / w_h + A / w_min``. Then the clocks of any two backlogged tenants differ by at most
-    ``U`` at every decision, and for tenants ``f``, ``g`` backlogged throughout ``[t1, t2]``
+    **Fairness bound.** With vtc's ``A`` (``input_weight · min(B, P)``, the most one admission charges), ``C`` (one
+    plan's charges to one tenant), ``R_h`` (the work still owed to tenant ``h``'s admitted requests at its
+    admission) and ``w_min`` the smallest weight, let ``U = max_h (A + R_h) / w_h + C + A / w_min``. Then the clocks
+    of any two backlogged tenants differ by at most ``U`` at every decision, and for tenants ``f``, ``g``
+    backlogged throughout ``[t1, t2]``
 
         | W_f(t1, t2) / w_f  -  W_g(t1, t2) / w_g |  <=  2 U.
 
@@ -44,9 +46,12 @@ class WFQ(VTC):
               "INFOCOM 1994), on vLLM v1's chunked step; vLLM PR #31909 (closed) proposed WFQ for vLLM")
     family = "baselines"
 
-    def _turn(self, head: tuple) -> float:
-        """The virtual finish time of a tenant's first waiting request: its clock plus its prefill (at most one
-        budget: what one step can charge) over its weight."""
-        key, r = head
-        prefill = min(r.prompt_len + r.num_generated, self.token_budget)
-        return self.counters.get(key, 0.0) + self.input_weight * prefill / tenant_weight(r)
+    def _turn(self, item: tuple) -> float:
+        """The virtual finish time of a waiting request: its tenant's clock plus its prompt (at most one budget: what
+        one step can charge) over its weight; a running prompt's next chunk keeps the time it was admitted with."""
+        key, r = item
+        tag = self.tags.get(r)
+        if tag is not None:  # a running prompt's next chunk: the finish time it was admitted with
+            return tag
+        left = min(r.prompt_len + r.num_generated - r.num_computed, self.token_budget)
+        return self.counters.get(key, 0.0) + self.input_weight * left / tenant_weight(r)
