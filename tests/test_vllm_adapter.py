@@ -296,7 +296,7 @@ def run_tenants(llm, scheduler, prompts, max_tokens, names, tenants=None, priori
                         SamplingParams(max_tokens=max_tokens, ignore_eos=True, extra_args=args),
                         priority=priorities[i] if priorities else 0)
     outputs = {}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while eng.has_unfinished_requests() and time.monotonic() < deadline:
         for o in eng.step():
             if o.finished:
@@ -307,16 +307,16 @@ def run_tenants(llm, scheduler, prompts, max_tokens, names, tenants=None, priori
 
 @pytest.mark.parametrize("name", ["vtc", "wfq", "priority"])
 def test_tenant_policies_run_their_plans_exactly_in_vllm(llm, name):
-    """Two tenants, one of weight 2 and more urgent, on 31 KV blocks: the policies preempt and vLLM runs every
-    plan as planned; the records carry each request's tenant."""
-    names = ["a", "b"] * 8
-    s, outs = run_tenants(llm, name, [60 + 7 * i for i in range(16)], 40, names,
+    """Two tenants, one of weight 2 and more urgent, their prompts and outputs more than 31 KV blocks of 32 tokens
+    hold: vLLM runs every plan as planned; the records carry each request's tenant."""
+    names = ["a", "b"] * 5
+    s, outs = run_tenants(llm, name, [90 + 20 * i for i in range(10)], 16, names,
                           tenants="a:priority=1,b:weight=2:priority=0")
-    assert len(outs) == 16 and s.stats["finished"] == 16
+    assert len(outs) == 10 and s.stats["finished"] == 10
     assert s.stats["mismatch_steps"] == 0, s.stats["mismatches"]
     log, _ = records(s)
     assert {int(i): log.tenants[t] for i, t in zip(log.column("id"), log.column("tenant"))} == dict(enumerate(names))
-    assert s.stats["tenants_seen"] == {"a": 8, "b": 8}
+    assert s.stats["tenants_seen"] == {"a": 5, "b": 5}
 
 
 def test_unknown_tenants_are_rejected_naming_the_valid_ones(llm):
