@@ -59,6 +59,11 @@ class Priority(Scheduler):
     def schedule(self, view: ReplicaView) -> BatchPlan:
         self.ledger.settle()
         self.queues.sync(view.waiting, self._victims)
+        self._victims = []
+        if not len(self.queues) and len(view.running) <= min(self.token_budget, view.max_num_batched_tokens):
+            plan = all_decode(view.running, view.block_size, view.free_blocks)
+            if plan is not None:
+                return plan  # nothing waits and every running request decodes: the class order changes nothing
         plan = BatchPlan()
         budget = min(self.token_budget, view.max_num_batched_tokens)
         free = view.free_blocks
@@ -145,3 +150,15 @@ class Priority(Scheduler):
         for n in self.preempted.values():
             times[str(n)] = times.get(str(n), 0) + 1
         return {"preemptions": self.ledger.stats(), "priority_preemptions_per_request": times}
+
+
+def all_decode(running: list[Request], bs: int, free: int) -> BatchPlan | None:
+    """Every running request's decode, when each is in decode phase and their new blocks fit; else None."""
+    need = 0
+    for r in running:
+        computed = r.num_computed
+        if not (r.num_generated and computed + 1 == r.prompt_len + r.num_generated):
+            return None
+        if computed + 1 > r.num_blocks * bs:
+            need += 1
+    return BatchPlan(decodes=list(running)) if need <= free else None
