@@ -180,12 +180,27 @@ def rows(names: list[str], tmp: Path):
             raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, replicas, routers, running256")
 
 
+def refuse_stale_build(allowed: bool) -> None:
+    """Figures of a build that an edit has made stale are the sources' figures under the build's name: refuse
+    them, unless asked (a checkout with no build at all measures its sources, and says so in the build column)."""
+    from llmsched import compiled
+    kind, why = compiled.state()
+    if kind == "partial" or kind == "pure" and any(compiled.extension(m) for m in compiled.MODULES):
+        if not allowed and not os.environ.get("LLMSCHED_PURE"):
+            raise SystemExit(f"this checkout's build is stale ({why}); rebuild with `pip install -e . --no-deps` "
+                             f"(or pass --allow-stale)")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", default="conv,replicas,running256")
     p.add_argument("--baseline", default=None,
                    help="PYTHONPATH of an older llmsched to compare with, or 'pure': this one's Python sources")
+    p.add_argument("--allow-stale", action="store_true",
+                   help="measure even when this checkout's build is not current for every module (the figures are "
+                        "then of its sources, in part or whole)")
     args = p.parse_args()
+    refuse_stale_build(args.allow_stale)
     sides = [("now", None)] + ([("before", args.baseline)] if args.baseline else [])
     print(f"{'row':<36}{'side':>7}{'build':>9}{'CPU s':>8}{'steps':>10}{'us/step':>9}{'running':>9}{'peak MB':>9}"
           f"{'now/before':>12}")
