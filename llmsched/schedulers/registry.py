@@ -29,9 +29,9 @@ BUILTIN_MODULES = (
     "llmsched.schedulers.wait.nested_wait",
     "llmsched.schedulers.deferred.deferred_prefill",
     # tenants and priorities
-    "llmsched.schedulers.vtc",
-    "llmsched.schedulers.wfq",
-    "llmsched.schedulers.priority",
+    "llmsched.schedulers.fairness.vtc",
+    "llmsched.schedulers.fairness.wfq",
+    "llmsched.schedulers.fairness.priority",
 )
 
 _REGISTRY: dict[str, tuple[type[Scheduler], dict[str, Any], str]] = {}

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from ..engine.plan import BatchPlan
-from ..engine.view import ReplicaView
-from ..request import Request
-from .base import Scheduler
+from ...engine.plan import BatchPlan
+from ...engine.view import ReplicaView
+from ...request import Request
+from ..base import Scheduler
+from ..registry import register
 from .preemption_ledger import PreemptionLedger
-from .registry import register
 from .waiting_queues import WaitingQueues, priority_key
 
 

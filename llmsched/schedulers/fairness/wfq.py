@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .registry import register
+from ..registry import register
 from .waiting_queues import tenant_weight
 from .vtc import VTC
 

@@ -11,7 +11,7 @@ holding less than its share of the KV cache waited: vtc and wfq's ``reclaim``).
 """
 from __future__ import annotations
 
-from ..request import Request
+from ...request import Request
 
 REASONS = ("kv", "priority", "fair")
 FIELDS = ("preemptions", *(f"{r}_preemptions" for r in REASONS), "thrown_away_tokens",

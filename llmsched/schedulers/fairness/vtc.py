@@ -4,12 +4,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..engine.plan import BatchPlan
-from ..engine.view import ReplicaView
-from ..request import Request, Status
-from .base import Scheduler
+from ...engine.plan import BatchPlan
+from ...engine.view import ReplicaView
+from ...request import Request, Status
+from ..base import Scheduler
+from ..registry import register
 from .preemption_ledger import PreemptionLedger
-from .registry import register
 from .waiting_queues import WaitingQueues, tenant_key, tenant_weight
 
 RUNNING = Status.RUNNING

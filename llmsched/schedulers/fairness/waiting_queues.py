@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from ..request import Request, Status
+from ...request import Request, Status
 
 WAITING = Status.WAITING
 
