@@ -68,6 +68,8 @@ FIELDS: dict[str, Field] = {
     "batch_time_params": Field("params"),
     "replicas": Field("int", low=1, high=4096),
     "router": Field("str"),
+    "dp": Field("int", low=1, high=1024, hint="vLLM's data_parallel_size"),
+    "expert_parallel": Field("bool"),
     "workload": Field("str", hint="a length preset, see `llmsched presets`"),
     "lengths": Field("str", optional=True, hint="a length CSV (num_prefill_tokens,num_decode_tokens or "
                                                 "question_length,answer_length)"),
@@ -288,6 +290,10 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
     if given(data, "concurrency") and not given(data, "num_requests"):
         raise ValueError(f"{origin_of('concurrency').name('concurrency')} (a closed loop) needs --num-requests, how "
                          f"many requests it sends in all")
+    dp, replicas = data.get("dp"), data.get("replicas")
+    if isinstance(dp, int) and dp > 1 and isinstance(replicas, int) and replicas > 1:
+        raise ValueError(f"{origin_of('dp').name('dp')} {dp} with {origin_of('replicas').name('replicas')} "
+                         f"{replicas}: a DP group is one server of {dp} ranks; give --dp or --replicas, not both")
     rate = data.get("rate")
     if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0:
         n, duration = data.get("num_requests"), data.get("duration")

@@ -11,16 +11,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .batchtime.registry import make_batch_time_model
+from .batchtime.registry import BATCH_TIME_MODELS, make_batch_time_model, resolve_kind
 from .config_fields import API, FIELDS, Origin, check_combination, check_field, check_params, parse_rate_schedule
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.memory import kv_capacity_blocks
+from .hardware.vllm_memory import no_room, vllm_kv_budget
 from .hardware.models import model as model_preset
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
 from .routers import make_router
 from .schedulers.registry import create_scheduler, scheduler_info
+from .sim.dp_lockstep import in_lockstep, simulate_lockstep
 from .sim.simulator import RunResult, simulate
 from .workload.tiers import parse_tiers
 from .workload.arrivals import Piecewise
@@ -41,6 +43,11 @@ class RunConfig:
     batch_time_params: dict = field(default_factory=dict)
     replicas: int = 1
     router: str = "round-robin"
+    # vLLM's data parallelism: dp engines (attention ranks), each with its own scheduler and KV cache, behind
+    # vLLM's DP load balancer (the router, unless one is named); expert_parallel shards a MoE model's experts
+    # over them, and a MoE model's ranks step in lockstep (sim/dp_lockstep.py)
+    dp: int = 1
+    expert_parallel: bool = False
     # workload: a named length preset with an arrival process, a real trace, or a closed loop
     workload: str = "sharegpt"
     trace: str | None = None
@@ -151,39 +158,74 @@ def read_run_config(path: str | Path) -> tuple[dict, Origin]:
     return {k: check_field(k, v, origin) for k, v in data.items()}, origin
 
 
+DP_ROUTER = "vllm-dp-latest"  # the DP ranks' balancer unless the run names a router
+
+
 def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
                    steps: StepLog | None = None) -> list[Replica]:
     """The run's replicas, sharing ``steps`` (default a new StepLog); ``workload_params`` (from
     ``workload_params(cfg, source)``) tunes workload-aware policies to the run's own workload where the user did
     not set those parameters."""
-    m = model_preset(cfg.model)
-    if cfg.tp is not None:
-        m = m.with_tp(cfg.tp)
+    m = run_model(cfg)
     if cfg.max_model_len is not None and cfg.max_model_len > m.max_model_len:
         raise ValueError(f"max_model_len {cfg.max_model_len} is above {cfg.model}'s context length "
                          f"{m.max_model_len}; lower --max-model-len or leave it out to use the model's")
     g = gpu_preset(cfg.gpu)
     try:
-        bt = make_batch_time_model(cfg.batch_time, m, g, **cfg.batch_time_params)
+        bt = make_batch_time_model(cfg.batch_time, m, g, **run_params(cfg, m), **cfg.batch_time_params)
     except TypeError as e:  # a value of the wrong type deep in the model's arithmetic
         raise ValueError(f"batch_time_params {cfg.batch_time_params}: a value has the wrong type for batch-time "
                          f"model {cfg.batch_time!r} ({e}); give numbers (and a path for file=)") from None
-    num_blocks = cfg.num_blocks or kv_capacity_blocks(m, g, gpu_memory_utilization=cfg.gpu_memory_utilization,
-                                                        block_size=cfg.block_size)
+    num_blocks = cfg.num_blocks or kv_blocks(cfg, m, g, bt)
     block_bytes = m.kv_bytes_per_token * cfg.block_size
     config = ReplicaConfig(
         num_blocks=num_blocks, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
         max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len or m.max_model_len,
         preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow,
-        fast_forward=cfg.fast_forward, check_invariants=cfg.check_invariants)
+        fast_forward=cfg.fast_forward and not in_lockstep(cfg.dp, cfg.expert_parallel, m),
+        check_invariants=cfg.check_invariants)
     steps = steps if steps is not None else StepLog()
     params = {**(workload_params or {}), **cfg.scheduler_params}
     try:
         return [Replica(i, create_scheduler(cfg.scheduler, **params), bt, config, steps)
-                for i in range(cfg.replicas)]
+                for i in range(cfg.replicas if cfg.dp == 1 else cfg.dp)]
     except TypeError as e:
         raise ValueError(f"scheduler {cfg.scheduler!r} parameters {params}: a value has the wrong type ({e})") from None
+
+
+def run_model(cfg: RunConfig):
+    """The run's model spec: the preset (or config.json) at the run's tensor parallelism."""
+    m = model_preset(cfg.model)
+    return m.with_tp(cfg.tp) if cfg.tp is not None else m
+
+
+def run_params(cfg: RunConfig, spec) -> dict:
+    """The run settings the batch-time kind takes from the run (its ``run_fields``, and the expert- and
+    data-parallel sizes ``ep``/``dp`` where the kind has such parameters), where not given in
+    ``batch_time_params``."""
+    kind, _ = resolve_kind(cfg.batch_time)
+    entry = BATCH_TIME_MODELS[kind]
+    given = {name: getattr(cfg, name) for name in entry.get("run_fields", ())}
+    if "ep" in entry["params"]:
+        given["ep"] = spec.tp * cfg.dp if cfg.expert_parallel else 1
+    if "dp" in entry["params"]:
+        given["dp"] = cfg.dp
+    return {k: v for k, v in given.items() if k not in cfg.batch_time_params}
+
+
+def kv_blocks(cfg: RunConfig, spec, device, bt) -> int:
+    """KV blocks per replica (per DP rank): sized as vLLM v1 does (hardware/vllm_memory.py) for the vllm-v1
+    batch-time kind, else the weights-and-activation reserve of hardware/memory.py."""
+    if resolve_kind(cfg.batch_time)[0] != "vllm-v1":
+        return kv_capacity_blocks(spec, device, gpu_memory_utilization=cfg.gpu_memory_utilization,
+                                  block_size=cfg.block_size)
+    budget = vllm_kv_budget(spec, device, max_num_batched_tokens=cfg.max_num_batched_tokens,
+                            max_num_seqs=cfg.max_num_seqs, gpu_memory_utilization=cfg.gpu_memory_utilization,
+                            capture_sizes=len(getattr(bt, "capture_sizes", ())), block_size=cfg.block_size)
+    if budget.blocks < 1:
+        raise ValueError(no_room(spec, device, budget, cfg.gpu_memory_utilization))
+    return budget.blocks
 
 
 def workload_params(cfg: RunConfig, source) -> dict:
@@ -258,8 +300,15 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
             raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
         log, steps = open_streams(out)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
-    result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed, lanes=cfg.lanes,
-                      progress=progress, keep_gaps=cfg.keep_gaps, log=log)
+    router = make_router(DP_ROUTER if cfg.dp > 1 and cfg.router == "round-robin" else cfg.router)
+    if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
+        if stream:
+            raise ValueError("--stream does not run DP ranks in lockstep (a MoE model with --dp); drop --stream")
+        result = simulate_lockstep(source, replicas, router, horizon=cfg.horizon, seed=cfg.seed,
+                                   keep_gaps=cfg.keep_gaps)
+    else:
+        result = simulate(source, replicas, router, horizon=cfg.horizon, seed=cfg.seed, lanes=cfg.lanes,
+                          progress=progress, keep_gaps=cfg.keep_gaps, log=log)
     rep = replicas[0]
     result.meta = {
         "config": dataclasses.asdict(cfg),

@@ -18,6 +18,8 @@ RUN_OPTIONS = {
     "batch_time": (str, "batch-time model: roofline, roofline-staircase, calibrated, engine, linear"),
     "replicas": (int, "number of replicas behind the router"),
     "router": (str, "router for several replicas: random, round-robin, least-outstanding, least-load"),
+    "dp": (int, "vLLM's data_parallel_size: DP ranks, each with its own scheduler and KV cache, fed by vLLM's DP "
+                "load balancer (vllm-dp-latest, unless --router names another)"),
     "workload": (str, "named length preset paired with --arrival at --rate (sharegpt, azure-conv, ...)"),
     "lengths": (str, "your own length file (CSV with num_prefill_tokens,num_decode_tokens or question_length,"
                      "answer_length; or any trace, its arrivals unused) as the length distribution, with --rate"),
@@ -67,6 +69,8 @@ def add_run_options(p: argparse.ArgumentParser, exclude=()) -> None:
                    help="scheduler parameter (repeatable); in compare/sweep use SCHEDULER.KEY=VALUE")
     g.add_argument("--bt-param", action="append", default=[], metavar="KEY=VALUE",
                    help="batch-time model parameter (repeatable)")
+    g.add_argument("--expert-parallel", dest="expert_parallel", action="store_true", default=None,
+                   help="vLLM's enable_expert_parallel: a MoE model's experts sharded over the --dp ranks")
     g.add_argument("--oracle", action="store_true", default=None,
                    help="let schedulers read true output lengths (off by default)")
     g.add_argument("--sketch", action="store_true",
@@ -110,6 +114,9 @@ def config_with_origins(args) -> tuple[dict, dict[str, Origin]]:
     if args.oracle:
         data["oracle"] = True
         origins["oracle"] = CLI
+    if getattr(args, "expert_parallel", None):
+        data["expert_parallel"] = True
+        origins["expert_parallel"] = CLI
     if args.sketch:
         data["keep_gaps"] = False
         origins["keep_gaps"] = CLI

@@ -96,7 +96,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     if lanes and len(replicas) > 1 and getattr(router, "routes_ahead", False) and replicas[0].quiet_finishes:
         now, cut = run_lanes(arrivals, pending, replicas, router, rng, horizon, log, on_done, router_left, bar,
                              shared_steps, stream, out_of_order)
-        return _finish(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)
+        return finish_run(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)
 
     def drain(rep: Replica, t: float):
         """Record the requests ``rep`` completed (callers check ``rep.completed`` first: the common case is none)."""
@@ -193,10 +193,10 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         elif not x.busy:  # WAKE
             start(x, t)
     cut = horizon is not None and (heap or pending is not None)
-    return _finish(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)
+    return finish_run(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)
 
 
-def _finish(replicas: list[Replica], log, shared_steps, stream: bool, cut_at: float | None, now: float, bar,
+def finish_run(replicas: list[Replica], log, shared_steps, stream: bool, cut_at: float | None, now: float, bar,
             wall0: float) -> RunResult:
     """End the run at the horizon ``cut_at`` (requests in flight end unfinished) or, with None, at ``now``, the
     last event (requests left end rejected: the scheduler stalled)."""
