@@ -172,3 +172,45 @@ def test_dp_ranks_of_a_moe_run_step_in_lockstep():
     assert len(free.steps) > 0
     tpot = lambda res: float(np.median(res.requests.column("tpot")))
     assert tpot(result) > tpot(free)  # waiting for the slower rank costs decode time
+
+
+# --- async scheduling's admission ------------------------------------------------------------------------------
+def _one_replica_run(async_scheduling: bool, arrivals: list[tuple[float, int, int]]):
+    from llmsched.engine.replica import Replica, ReplicaConfig
+    from llmsched.metrics.steps import StepLog
+    from llmsched.schedulers.registry import create_scheduler
+    from llmsched.sim.simulator import simulate
+    from llmsched.workload.workload import OpenLoop
+    bt = make_batch_time_model("vllm-v1", "llama-3.1-8b", "h200", max_num_seqs=128, max_num_batched_tokens=2048,
+                               async_scheduling=async_scheduling)
+    rep = Replica(0, create_scheduler("vllm-chunked"), bt,
+                  ReplicaConfig(num_blocks=4096, block_size=16, max_num_seqs=128, max_num_batched_tokens=2048,
+                                max_model_len=8192, check_invariants=True), StepLog())
+    reqs = [Request(i, t, p, o) for i, (t, p, o) in enumerate(arrivals)]
+    result = simulate(OpenLoop(reqs), [rep])
+    return reqs, result
+
+
+def test_async_scheduling_queues_an_arrival_at_the_step_end_and_schedules_it_a_step_later():
+    arrivals = [(0.0, 100, 50), (0.0101, 100, 5)]
+
+    def step_ends(result):
+        steps = result.steps.arrays()
+        ends = steps["start"] + steps["duration"]
+        return ends, int(np.flatnonzero((steps["start"] <= 0.0101) & (ends > 0.0101))[0])
+
+    sync, sync_result = _one_replica_run(False, arrivals)
+    late, result = _one_replica_run(True, arrivals)
+    ends, during = step_ends(result)
+    assert late[1].arrival == float(ends[during])  # queued (vLLM's queued_ts) when the step in flight ended
+    assert late[1].first_scheduled == float(ends[during + 1])  # and scheduled in the step after the next
+    ends, during = step_ends(sync_result)
+    assert sync[1].arrival == 0.0101 and sync[1].first_scheduled == float(ends[during])  # sync: the next step
+    assert late[0].first_scheduled == sync[0].first_scheduled == 0.0  # an idle engine takes an arrival at once
+    assert all(r.num_generated == r.output_len for r in late)
+
+
+def test_async_admission_holds_no_request_past_the_end_of_a_run():
+    arrivals = [(0.001 * i, 300 + i, 20) for i in range(40)]
+    reqs, result = _one_replica_run(True, arrivals)
+    assert len(result.requests.column("id")) == 40 and all(r.num_generated == r.output_len for r in reqs)

@@ -20,6 +20,13 @@ changes that time in three ways, each from vLLM's source (v0.32.0, read in this 
   (benchmarks/bench_vllm_overhead.py, vLLM 0.32.0 on this project's 2-core machine, docs/vllm.md). ``cpu_step``
   (the engine loop, input preparation and output serialisation that do not grow with the batch) is not measured
   and defaults to 0: at GPU steps of 4 ms and more it is hidden anyway.
+* **Async scheduling admits a step late.** With two batches in flight (vllm/v1/engine/core.py
+  ``step_with_batch_queue``) the engine core plans step N+1 before it waits for step N, and reads new requests
+  only after step N's outputs: a request arriving during step N is queued (its ``queued_ts``) at N's end and first
+  scheduled in step N+2. The H200 runs show it: ``scheduled_ts`` is 0.01 ms after ``queued_ts`` for every
+  request, and a request's first token comes a whole step after the step it was queued at. ``async_admission``
+  tells the simulator so (sim/simulator.py): such a request waits for the step in flight, is queued at its end
+  and joins after the next step was planned.
 * **The GPU model's own host terms are the engine's**: the roofline's ``step_overhead`` (2 ms of "scheduling,
   input preparation, sampling", a documented default, not a vLLM figure) is replaced by the terms above, so the
   inner model is built with ``step_overhead=0``.
@@ -72,7 +79,7 @@ class VLLMV1BatchTime(BatchTimeModel):
                 raise ValueError(f"vllm-v1: {label} must be a number of seconds >= 0, got {value!r}")
         self.gpu_model = gpu_model
         self.capture_sizes = tuple(sizes)
-        self.async_scheduling = bool(async_scheduling)
+        self.async_scheduling = self.async_admission = bool(async_scheduling)
         self.cpu_step, self.cpu_per_seq = float(cpu_step), float(cpu_per_seq)
         self.source = source
         self.decode_sum_only = gpu_model.decode_sum_only

@@ -78,6 +78,18 @@ def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | 
             log.record(r)
             push(source.on_done(r, t))
 
+    held = [[] for _ in replicas] if replicas[0].batch_time.async_admission else None
+
+    def admit_held(t: float) -> None:
+        """Arrivals held during the group's step join their ranks, queued at its end ``t`` (simulator.py)."""
+        for rep in replicas:
+            for r in held[rep.index]:
+                r.arrival = t
+                rep.add(r, t)
+            held[rep.index].clear()
+            if rep.completed:
+                drain(rep, t)
+
     def start_group(t: float) -> float | None:
         """Every rank asked for a step at ``t``; the group's end, or None when no rank has work."""
         end = None
@@ -107,6 +119,10 @@ def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | 
                     if rep.completed:
                         drain(rep, t)
             group_end = start_group(t)
+            if held is not None and any(held):
+                admit_held(t)
+                if group_end is None:
+                    group_end = start_group(t)
             continue
         wakes = [w for rep in replicas if (w := getattr(rep, "wake_at", None)) is not None] if group_end is None else []
         t_wake = min(wakes) if wakes else math.inf
@@ -120,6 +136,9 @@ def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | 
         if t_arrival <= t_wake:
             req = heapq.heappop(heap)[2]
             rep = replicas[router.route(req, replicas, rng)]
+            if held is not None and group_end is not None:
+                held[rep.index].append(req)
+                continue
             rep.add(req, t)
             if rep.completed:
                 drain(rep, t)
@@ -127,4 +146,7 @@ def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | 
                 group_end = start_group(t)
         else:
             group_end = start_group(t)
+    for rep in replicas if held is not None else ():  # arrivals held at the horizon leave unfinished
+        for r in held[rep.index]:
+            rep.add(r, r.arrival)
     return finish_run(replicas, log, replicas[0].steps, False, horizon if cut else None, now, None, wall0)
