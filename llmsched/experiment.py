@@ -290,6 +290,20 @@ def build_source(cfg: RunConfig):
     return wl.source()
 
 
+def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: float | None = None,
+                    progress: bool = False, log=None, keep_gaps: bool | None = None) -> RunResult:
+    """Simulate ``replicas`` (from ``build_replicas(cfg)``) on ``source`` the way ``cfg`` says: its router (vLLM's
+    DP balancer for DP ranks unless one is named), a MoE model's DP ranks in lockstep."""
+    keep_gaps = cfg.keep_gaps if keep_gaps is None else keep_gaps
+    router = make_router(DP_ROUTER if cfg.dp > 1 and cfg.router == "round-robin" else cfg.router)
+    if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
+        if log is not None:
+            raise ValueError("--stream does not run DP ranks in lockstep (a MoE model with --dp); drop --stream")
+        return simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps)
+    return simulate(source, replicas, router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes, progress=progress,
+                    keep_gaps=keep_gaps, log=log)
+
+
 def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) -> RunResult:
     """One simulation. ``stream``: write ``out``/requests.csv and steps.csv during the run (no ``out``: keep
     totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False``."""
@@ -300,15 +314,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
             raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
         log, steps = open_streams(out)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
-    router = make_router(DP_ROUTER if cfg.dp > 1 and cfg.router == "round-robin" else cfg.router)
-    if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
-        if stream:
-            raise ValueError("--stream does not run DP ranks in lockstep (a MoE model with --dp); drop --stream")
-        result = simulate_lockstep(source, replicas, router, horizon=cfg.horizon, seed=cfg.seed,
-                                   keep_gaps=cfg.keep_gaps)
-    else:
-        result = simulate(source, replicas, router, horizon=cfg.horizon, seed=cfg.seed, lanes=cfg.lanes,
-                          progress=progress, keep_gaps=cfg.keep_gaps, log=log)
+    result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
     rep = replicas[0]
     result.meta = {
         "config": dataclasses.asdict(cfg),

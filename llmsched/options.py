@@ -57,7 +57,7 @@ TABLE_COLUMNS = ["scheduler", "finished", "rejected", "ttft_p50", "ttft_p99", "t
 def add_run_options(p: argparse.ArgumentParser, exclude=()) -> None:
     """The run options on ``p``, except ``exclude`` (options that do not apply to the command: a config file
     that sets one of them is an error too)."""
-    unknown = sorted(set(exclude) - set(RUN_OPTIONS))
+    unknown = sorted(set(exclude) - set(RUN_OPTIONS) - {"expert_parallel"})
     if unknown:
         raise ValueError(f"add_run_options: no run option(s) {', '.join(unknown)}")
     g = p.add_argument_group("run options (also settable in --config; CLI wins)")
@@ -69,8 +69,9 @@ def add_run_options(p: argparse.ArgumentParser, exclude=()) -> None:
                    help="scheduler parameter (repeatable); in compare/sweep use SCHEDULER.KEY=VALUE")
     g.add_argument("--bt-param", action="append", default=[], metavar="KEY=VALUE",
                    help="batch-time model parameter (repeatable)")
-    g.add_argument("--expert-parallel", dest="expert_parallel", action="store_true", default=None,
-                   help="vLLM's enable_expert_parallel: a MoE model's experts sharded over the --dp ranks")
+    if "expert_parallel" not in exclude:
+        g.add_argument("--expert-parallel", dest="expert_parallel", action="store_true", default=None,
+                       help="vLLM's enable_expert_parallel: a MoE model's experts sharded over the --dp ranks")
     g.add_argument("--oracle", action="store_true", default=None,
                    help="let schedulers read true output lengths (off by default)")
     g.add_argument("--sketch", action="store_true",

@@ -8,7 +8,7 @@ from ..options import TABLE_COLUMNS, add_run_options, base_config, parse_params
 
 ENGINE_DEFAULTS = {"max_model_len": 2048, "max_num_seqs": 64, "max_num_batched_tokens": 1024, "block_size": 32}
 SIM_ONLY = ("model", "gpu", "tp", "batch_time", "replicas", "router", "gpu_memory_utilization", "num_blocks",
-            "preemption_mode", "swap_space_gb")
+            "preemption_mode", "swap_space_gb", "dp", "expert_parallel")
 
 
 def add_vllm_commands(sub) -> None:
