@@ -158,3 +158,6 @@ def test_calibrate_stores_a_profile_and_labels_the_runs(tmp_path, monkeypatch, c
     assert "held (validation)" in printed and "fit (calibration)" in printed and "batch time h200-test" in printed
     assert main(["simulate", "--batch-time", "h200-test", "--model", "llama-3.1-8b", "--gpu", "h200", "--rate", "2",
                  "--num-requests", "20", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["presets"]) == 0
+    assert "h200-test            stored profile: vllm-v1 with mem_eff=" in capsys.readouterr().out
