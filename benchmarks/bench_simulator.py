@@ -15,6 +15,9 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
   llmsched/sim/lanes.py);
 * ``routers``: the 32-replica row routed by ``least-outstanding`` (an index) and ``least-load`` (loads kept per
   replica version) instead of round-robin (both read replica state: the one event loop);
+* ``configjson``: Llama-3.1-8B and Qwen3-30B-A3B (MoE) each as a preset and from its config.json
+  (tests/data/gpu_runs), vllm-chunked on an RTX PRO 6000, ShareGPT at 4 req/s, 4,000 requests; the median of
+  three runs: a config.json model must simulate as fast as its preset twin;
 * ``running256``: simulation CPU per step in a closed loop of 256 users (ShareGPT lengths, 8,000 requests),
   sarathi (~80 of them running: its 512-token budget binds) and vllm-chunked (~240 running); the ``running``
   column is the mean over steps; the median of three runs.
@@ -26,7 +29,8 @@ and prints after/before ratios measured in the same run; ``--baseline pure`` run
 (``LLMSCHED_PURE=1``) against its compiled modules (llmsched/compiled.py; the ``build`` column says which ran).
 The machine is shared: compare ratios, not absolutes.
 
-    python benchmarks/bench_simulator.py [--rows conv,x10,replicas,routers,running256,200k,1m] [--baseline PATH|pure]
+    python benchmarks/bench_simulator.py [--rows conv,x10,replicas,routers,running256,configjson,200k,1m]
+        [--baseline PATH|pure]
 """
 from __future__ import annotations
 
@@ -186,9 +190,20 @@ def rows(names: list[str], tmp: Path):
                     "scheduler": "vllm-chunked", "workload": "sharegpt", "concurrency": 256, "rate": None,
                     "num_requests": 8000, "max_num_seqs": 256, "num_blocks": 200_000, "batch_time": kind,
                     "repeat": 3}
+        elif name == "configjson":
+            # a model from its config.json against its preset twin: the same shapes, so the same steps; the
+            # MoE one runs the roofline's expert terms every step
+            runs = Path(REPO) / "tests" / "data" / "gpu_runs"
+            for preset, folder in (("llama-3.1-8b", "h200-llama-3.1-8b"), ("qwen3-30b-a3b", "h200-qwen3-30b-a3b")):
+                for label, name_or_path in ((f"preset {preset}", preset), (f"config.json {preset}",
+                                                                            str(runs / folder))):
+                    yield label, "sim", {
+                        "scheduler": "vllm-chunked", "model": name_or_path, "gpu": "rtx-pro-6000",
+                        "workload": "sharegpt", "rate": 4.0, "num_requests": 4000, "max_num_seqs": 128,
+                        "max_num_batched_tokens": 2048, "repeat": 3}
         else:
             raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, replicas, routers, running256, "
-                             f"vllm-v1")
+                             f"vllm-v1, configjson")
 
 
 def main() -> int:

@@ -26,11 +26,15 @@ from pathlib import Path
 
 MODULES = (
     "llmsched.request",
-    "llmsched.engine.blocks",
+    "llmsched.engine.kv_cache",
     "llmsched.engine.decode_group",
     "llmsched.engine.decode_run",
+    "llmsched.engine.group_steps",
     "llmsched.engine.plan",
+    "llmsched.engine.plan_check",
+    "llmsched.engine.preemption",
     "llmsched.engine.replica",
+    "llmsched.engine.tokens",
     "llmsched.engine.view",
     "llmsched.batchtime.roofline",
     "llmsched.metrics.requests",

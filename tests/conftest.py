@@ -10,6 +10,10 @@ from llmsched.request import Request
 from llmsched.schedulers import create_scheduler
 from llmsched.sim.simulator import simulate
 
+# Every figure a test makes, in this process or a command it starts, is checked for readability when written
+# (llmsched/report/readable.py); an unreadable one fails the test that wrote it.
+os.environ.setdefault("LLMSCHED_CHECK_FIGURES", "1")
+
 
 def shared_data_dir() -> Path | None:
     env = os.environ.get("LLMSCHED_DATA")

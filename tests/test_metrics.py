@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from conftest import make_requests, run_sim
 
-from llmsched.metrics import (RequestLog, StepLog, format_table, plot_kv_usage, plot_latency_cdfs, plot_sweep,
-                              summarize, summary_row, to_jsonable, write_run, write_table)
+from llmsched.metrics import (RequestLog, StepLog, format_table, summarize, summary_row, to_jsonable, write_run,
+                              write_table)
+from llmsched.report.run_figures import metric_value, plot_kv_usage, plot_latency_cdfs, plot_sweep
 from llmsched.request import SLO, Request, Status, Tier
 from llmsched.sim.simulator import RunResult
 
@@ -274,9 +275,8 @@ def test_plots_write_pngs(real_runs, tmp_path):
 
 
 def test_sweep_rows_may_hold_latencies_in_ms():
-    from llmsched.metrics.plots import _metric_value
-    assert _metric_value({"ttft_p99": 0.25}, "ttft_p99") == 250
-    assert _metric_value({"ttft_p99_ms": 250.0}, "ttft_p99") == 250
-    assert _metric_value({"latency": {"tbt": {"p99": 0.05}}}, "latency.tbt.p99") == pytest.approx(50)
-    assert _metric_value({"throughput_rps": 3.0}, "throughput_rps") == 3.0
-    assert _metric_value({}, "goodput_rps") is None
+    assert metric_value({"ttft_p99": 0.25}, "ttft_p99") == 250
+    assert metric_value({"ttft_p99_ms": 250.0}, "ttft_p99") == 250
+    assert metric_value({"latency": {"tbt": {"p99": 0.05}}}, "latency.tbt.p99") == pytest.approx(50)
+    assert metric_value({"throughput_rps": 3.0}, "throughput_rps") == 3.0
+    assert metric_value({}, "goodput_rps") is None

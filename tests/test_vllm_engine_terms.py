@@ -7,7 +7,8 @@ import pytest
 
 from llmsched.batchtime import Batch, make_batch_time_model
 from llmsched.batchtime.vllm_v1 import VLLMV1BatchTime, cudagraph_capture_sizes
-from llmsched.experiment import RunConfig, build_replicas, run
+from llmsched.experiment import build_replicas, run
+from llmsched.run_config import RunConfig
 from llmsched.hardware.gpus import GiB
 from llmsched.hardware.vllm_memory import activation_peak, default_utilization, vllm_kv_budget
 from llmsched.hardware.models import model
@@ -157,7 +158,10 @@ def test_latest_balancer_weighs_waiting_by_kv_pressure_and_counts_in_flight():
 
 
 def test_dp_ranks_of_a_moe_run_step_in_lockstep():
-    cfg = RunConfig(model="llama-3.1-8b", gpu="h200", batch_time="vllm-v1", scheduler="vllm-chunked", dp=2,
+    from llmsched.experiment import build_source
+    from llmsched.routers import make_router
+    from llmsched.sim.simulator import simulate
+    cfg = RunConfig(model="qwen3-30b-a3b", gpu="h200", batch_time="vllm-v1", scheduler="vllm-chunked", dp=2,
                     expert_parallel=True, max_num_seqs=128, max_num_batched_tokens=2048, rate=8.0,
                     num_requests=60, check_invariants=True)
     result = run(cfg)
@@ -168,10 +172,16 @@ def test_dp_ranks_of_a_moe_run_step_in_lockstep():
     assert all(len(d) == 1 for d in by_start.values())  # ranks stepping together end together
     assert set(cols["replica"].tolist()) == {0, 1}
     assert len(result.requests.column("ttft")) == 60
-    free = run(RunConfig(**{**cfg.__dict__, "expert_parallel": False}))
+    # the same ranks, each stepping on its own
+    free = simulate(build_source(cfg), build_replicas(cfg), make_router("vllm-dp-latest"), seed=cfg.seed)
     assert len(free.steps) > 0
     tpot = lambda res: float(np.median(res.requests.column("tpot")))
     assert tpot(result) > tpot(free)  # waiting for the slower rank costs decode time
+
+
+def test_expert_parallel_needs_a_moe_model():
+    with pytest.raises(ValueError, match="expert parallelism needs a mixture-of-experts model"):
+        build_replicas(RunConfig(model="llama-3.1-8b", gpu="h200", dp=2, expert_parallel=True))
 
 
 # --- async scheduling's admission ------------------------------------------------------------------------------

@@ -6,10 +6,10 @@ import inspect
 from ..hardware.gpus import GPUSpec
 from ..hardware.models import ModelSpec
 from .base import BatchTimeModel
-from .engine import DEFAULT_ENGINE, EngineBatchTime
 from .linear import LinearBatchTime
 from .named import load_profile, profile_names
 from .roofline import RooflineBatchTime
+from .serving_engine import DEFAULT_ENGINE, EngineBatchTime
 from .vllm_v1 import CPU_PER_SEQ, DEFAULT_MAX_CAPTURE, VLLMV1BatchTime, cudagraph_capture_sizes
 
 _ROOFLINE_PARAMS = tuple(p for p in inspect.signature(RooflineBatchTime.__init__).parameters

@@ -2,10 +2,8 @@
 candidate's verdicts, and one self-contained HTML page (plots embedded as base64 PNG)."""
 from __future__ import annotations
 
-import base64
 import dataclasses
 import html
-import io
 import math
 import shlex
 from dataclasses import dataclass
@@ -16,9 +14,11 @@ from ..capacity.probe import GRACE_S
 from ..capacity.slo import RATIOS
 from ..capacity.verdict import window
 from ..experiment import RunConfig, build_source
-from ..options import RUN_OPTIONS
+from ..report.html import image, page
+from ..report.html import table as table_html
+from ..run_config import RUN_FIELDS
 from ..workload.workload import OpenLoop
-from .search import Searched
+from .replica_search import Searched
 
 
 @dataclass
@@ -86,11 +86,12 @@ def simulate_command(cfg: RunConfig) -> str:
     plan judges that run with the capacity definition (docs/capacity.md)."""
     default = RunConfig()
     args = ["llmsched", "simulate", "--scheduler", cfg.scheduler]
-    for name in RUN_OPTIONS:
+    for name, spec in RUN_FIELDS.items():
         value = getattr(cfg, name, None)
-        if value is None or name == "horizon" or (name != "rate" and value == getattr(default, name, None)):
+        if spec.switch or spec.kind is dict or name in ("scheduler", "horizon") or value is None \
+                or (name != "rate" and value == getattr(default, name, None)):
             continue
-        args += ["--" + name.replace("_", "-"), repr(value) if isinstance(value, float) else str(value)]
+        args += [spec.flag_of(name), repr(value) if isinstance(value, float) else str(value)]
     for key, value in cfg.scheduler_params.items():
         args += ["--param", f"{key}={value}"]
     for key, value in cfg.batch_time_params.items():
@@ -162,18 +163,10 @@ def candidate_rows(screened, searched: list[Searched], price_of) -> tuple[list[s
 
 # --- HTML ------------------------------------------------------------------------------------------------------
 
-def _png(fig) -> str:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-def pareto_png(deps: list[Deployment], front: list[Deployment], winner: Deployment | None, metric: str) -> str:
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(7, 4.2))
-    ax = fig.add_subplot()
+def pareto_png(deps: list[Deployment], front: list[Deployment], winner: Deployment | None, metric: str) -> bytes:
+    from ..report.sheet import Sheet
+    sheet = Sheet(1, 1, panel=(6.0, 3.6))
+    ax = sheet.axes[0][0]
     ax.scatter([d.usd_per_hour for d in deps], [d.latency * 1e3 for d in deps], s=18, color="0.6",
                label="deployments that meet the SLOs")
     if front:
@@ -185,27 +178,21 @@ def pareto_png(deps: list[Deployment], front: list[Deployment], winner: Deployme
     ax.set_xlabel("cost, USD per hour")
     ax.set_ylabel(f"{metric} (ms)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _png(fig)
+    sheet.legend()
+    return sheet.png()
 
 
-def cost_png(cheap: list[Deployment]) -> str:
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(7, 0.35 * max(len(cheap), 3) + 1))
-    ax = fig.add_subplot()
+def cost_png(cheap: list[Deployment]) -> bytes:
+    from ..report.sheet import Sheet
+    sheet = Sheet(1, 1, panel=(6.0, max(1.9, 0.28 * len(cheap))))
+    ax = sheet.axes[0][0]
     labels = [f"{d.label} x{d.replicas} @{d.rate:g}" for d in cheap]
     ax.barh(range(len(cheap)), [d.usd_per_hour for d in cheap], color="C0")
     ax.set_yticks(range(len(cheap)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("USD per hour (fewest replicas that meet the SLOs)")
     ax.grid(axis="x", alpha=0.3)
-    return _png(fig)
-
-
-def _html_table(head, rows) -> str:
-    th = "".join(f"<th>{html.escape(str(h))}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    return sheet.png()
 
 
 def write_html(path, context: dict) -> None:
@@ -217,27 +204,20 @@ def write_html(path, context: dict) -> None:
              f"<p>SLOs: <code>{html.escape(context['slo_text'])}</code>; prices: {html.escape(context['prices'])}"
              f"</p><p>Command: <code>{html.escape(context['command'])}</code></p>"]
     if winner is not None:
-        parts.append("<h2 id='winner'>Cheapest deployment</h2>" + _html_table(*deployment_rows([winner], slo_keys)) +
+        parts.append("<h2 id='winner'>Cheapest deployment</h2>" + table_html(*deployment_rows([winner], slo_keys)) +
                      f"<p>Reproduce this point: <code>{html.escape(simulate_command(winner.config))}</code></p>")
     else:
         parts.append("<h2 id='winner'>No deployment meets the SLOs</h2>")
     if deps:
         parts.append(f"<h2 id='pareto'>Cost vs {html.escape(context['pareto_metric'])}: Pareto frontier</h2>"
-                     f"<img alt='Pareto frontier' src='data:image/png;base64,"
-                     f"{pareto_png(deps, front, winner, context['pareto_metric'])}'>")
+                     + image(pareto_png(deps, front, winner, context["pareto_metric"]), "Pareto frontier"))
         head, rows = deployment_rows(front, slo_keys)
-        parts.append(_html_table(head + ["reproduce"], [row + [simulate_command(d.config)]
+        parts.append(table_html(head + ["reproduce"], [row + [simulate_command(d.config)]
                                                           for row, d in zip(rows, front)]))
         parts.append("<h2 id='cheapest'>Each candidate's cheapest deployment</h2>"
-                     f"<img alt='cost per candidate' src='data:image/png;base64,{cost_png(cheap)}'>"
-                     + _html_table(*deployment_rows(cheap, slo_keys)))
+                     + image(cost_png(cheap), "cost per candidate") + table_html(*deployment_rows(cheap, slo_keys)))
     parts.append("<h2 id='candidates'>Every candidate: memory, bound, replicas, verdicts</h2>"
-                 + _html_table(*context["candidate_table"]))
+                 + table_html(*context["candidate_table"]))
     parts.append(f"<h2>Pruning</h2><p>{html.escape(context['pruning'])}</p>")
-    style = ("body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0;"
-             "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#eee}"
-             "code{background:#f4f4f4;padding:1px 3px;word-break:break-all}")
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>llmsched plan</title><style>{style}</style>"
-            f"</head><body>{''.join(parts)}</body></html>")
     with open(path, "w", encoding="utf-8") as f:
-        f.write(page)
+        f.write(page("llmsched plan", parts))

@@ -1,6 +1,6 @@
-"""``llmsched reproduce slai``: seed 000's Fig. 7, Fig. 8, capacities and App. F.3 in the simulator.
+"""``llmsched reproduce slai``: Bari et al.'s Fig. 7, Fig. 8, capacities and App. F.3 in the simulator.
 
-Setting (seed 000 §7, spec §5): Mistral-7B on one RTX 6000 Ada, the sharegpt length preset capped at 8192
+Setting (Bari et al., seed 000, §7, spec §5): Mistral-7B on one RTX 6000 Ada, the sharegpt length preset capped at 8192
 tokens, Poisson arrivals at 0.2 … 1.6 req/s for 2100 s, 5% paying users (TBT 0.1 s) and free users (0.5 s),
 max_num_seqs 128, token budget 512 (vLLM: 8192-token prefill batches). Batch times: ``roofline-staircase``
 (the tile staircase of the paper's eq. 7 on the roofline), which matches the paper's Fig. 6a measurements on
@@ -37,7 +37,7 @@ from ..executors import make_executor
 from ..experiment import RunConfig, build_replicas, build_source
 from ..metrics.summary import summarize
 from ..routers import make_router
-from ..schedulers.slai import reserved_kv_use
+from ..schedulers.rad_slai.slai import reserved_kv_use
 from ..sim.simulator import simulate
 
 NAME = "slai"
@@ -63,7 +63,7 @@ CAPACITY_START = 1.0  # req/s where each capacity search starts
 RATE_STEP = 0.2
 VARIANT_MIN_RATE = 0.8
 PAPER_HIGH_RATE = 1.6          # the paper's "high load" and Fig. 8 rate (spec A14)
-PAPER = {  # seed 000 §7 / App. F.3 (spec §6.1): median TTFT at high load and capacity, Sarathi (FCFS) → SLAI
+PAPER = {  # Bari et al. §7 / App. F.3 (spec §6.1): median TTFT at high load and capacity, Sarathi (FCFS) → SLAI
     0.05: {"ttft": (1.5, 0.7), "capacity": (1.15, 1.45)},
     0.5: {"ttft": (1.5, 0.73), "capacity": (1.15, 1.4)},
     0.95: {"ttft": (2.0, 0.75), "capacity": (1.15, 1.25)},
@@ -410,29 +410,34 @@ def print_report(report, rows) -> None:
 
 
 def plot(out: Path, rows, report) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Fig. 7 (per-tier P99 TBT and median TTFT against rate) and Fig. 8 (KV use and waiting requests over time),
+    drawn with the project's figure style (llmsched/report): the baselines in blues, SLAI's variants in oranges."""
+    from ..report.sheet import Sheet
+    from ..report.style import family_of, styles, with_points
+    from ..report.ticks import plain_log_ticks
+    families = {label: family_of(name) for label, (name, _) in LABELS.items()}
     main = [r for r in rows if r["study"] == "sweep" and r["share"] == 0.05]
     labels = list(dict.fromkeys(r["label"] for r in main))
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for ax, metric, title, target in ((axes[0], "paid_tbt_p99", "(a) P99 TBT, paying users", 0.1),
-                                      (axes[1], "free_tbt_p99", "(b) P99 TBT, free users", 0.5),
-                                      (axes[2], "ttft_p50", "(c) median TTFT", TTFT_TARGET)):
+    styled = styles(labels, families)
+    sheet = Sheet(1, 3, panel=(4.2, 3.0))
+    for ax, metric, title, target in ((sheet.axes[0][0], "paid_tbt_p99", "(a) P99 TBT, paying users", 0.1),
+                                      (sheet.axes[0][1], "free_tbt_p99", "(b) P99 TBT, free users", 0.5),
+                                      (sheet.axes[0][2], "ttft_p50", "(c) median TTFT", TTFT_TARGET)):
         for label in labels:
             group = sorted((r for r in main if r["label"] == label), key=lambda r: r["rate"])
-            ax.plot([r["rate"] for r in group], [r[metric] for r in group], marker="o", label=label)
+            ax.plot([r["rate"] for r in group], [r[metric] for r in group], **with_points(styled[label].line()))
         ax.axhline(target, color="k", ls="--", lw=0.8)
         ax.set_title(title)
         ax.set_xlabel("arrival rate (req/s)")
         ax.set_ylabel("seconds")
         ax.set_yscale("log")
-    axes[2].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "fig7.png", dpi=110)
-    plt.close(fig)
+        plain_log_ticks(ax.yaxis, *ax.get_ylim())
+        ax.grid(True, which="major", alpha=0.3)
+    sheet.legend(title="dashed: target")
+    sheet.save(out / "fig7.png")
     panels = report["fig8"]
-    fig, axes = plt.subplots(2, max(1, len(panels)), figsize=(4.6 * max(1, len(panels)), 6.5), squeeze=False)
+    offsets = styles([short for short, _ in OFFSETS], {short: families[label] for short, label in OFFSETS})
+    sheet = Sheet(2, max(1, len(panels)), panel=(3.8, 2.4), share="col")
     for col, f8 in enumerate(panels):
         studies = ("equal",) if f8["kind"] == "equal relative load" else ("sweep", "fig8")
         for short, label in OFFSETS:
@@ -440,14 +445,12 @@ def plot(out: Path, rows, report) -> None:
                       and r["share"] == 0.05 and "kv_t" in r), None)
             if r is None:
                 continue
-            axes[0, col].plot(r["kv_t"], r["kv_use"], label=short, lw=0.6)
-            axes[1, col].plot(r["kv_t"], r["kv_waiting"], label=short, lw=0.8)
-        axes[0, col].axhline(0.96, color="k", ls="--", lw=0.6)
-        axes[0, col].set_title(f"{f8['rate']:g} req/s ({f8['kind']})", fontsize=10)
-        axes[1, col].set_xlabel("time (s)")
-        axes[0, col].legend(fontsize=8)
-    axes[0, 0].set_ylabel("KV blocks used or reserved / total")
-    axes[1, 0].set_ylabel("waiting requests")
-    fig.tight_layout()
-    fig.savefig(out / "fig8.png", dpi=110)
-    plt.close(fig)
+            sheet.axes[0][col].plot(r["kv_t"], r["kv_use"], **offsets[short].line(linewidth=0.7))
+            sheet.axes[1][col].plot(r["kv_t"], r["kv_waiting"], **offsets[short].line(linewidth=0.9))
+        sheet.axes[0][col].axhline(0.96, color="k", ls="--", lw=0.6)
+        sheet.axes[0][col].set_title(f"{f8['rate']:g} req/s ({f8['kind']})", fontsize=10)
+        sheet.axes[1][col].set_xlabel("time (s)")
+        sheet.axes[0][col].set_ylabel("KV blocks used or reserved / total")
+        sheet.axes[1][col].set_ylabel("waiting requests")
+    sheet.legend(title="SLAI (SPF) offset")
+    sheet.save(out / "fig8.png")

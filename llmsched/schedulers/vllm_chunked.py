@@ -27,6 +27,7 @@ class VLLMChunked(Scheduler):
     steady_decodes = True  # decides from queues and blocks only
     steady_after_finishes = True  # after a finish, with nothing waiting, every remaining decode fits its budget
     plans_decode_group = True  # when the decodes come first in running order and all fit, they are the group
+    token_budgets = ("token_budget",)
     token_budget: int = 2048
 
     def __post_init__(self):

@@ -26,15 +26,10 @@ from ..metrics.requests import RequestLog
 from .simulator import RunResult, finish_run
 
 
-def moe_experts(spec) -> int:
-    """The routed experts of a model spec (0 for a dense model): MoE specs carry ``num_experts``."""
-    return int(getattr(spec, "num_experts", 0) or 0)
-
-
 def in_lockstep(dp: int, expert_parallel: bool, spec) -> bool:
     """Whether vLLM steps the DP ranks together: several ranks of a MoE model (with or without expert
     parallelism; expert parallelism needs a MoE model)."""
-    return dp > 1 and (expert_parallel or moe_experts(spec) > 1)
+    return dp > 1 and (expert_parallel or spec.is_moe)
 
 
 def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | None = None, seed: int = 0,

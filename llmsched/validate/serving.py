@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..experiment import RunConfig, run as run_config
+from ..experiment import run as run_config
+from ..run_config import RunConfig
 from ..hardware.gpus import gpu as gpu_preset
 from ..hardware.vllm_memory import default_utilization, no_room, parse_version, vllm_kv_budget
 from ..batchtime.registry import resolve_kind

@@ -54,7 +54,7 @@ class ServingRun:
     config: Path | None
 
     def model_spec(self, given: str | None = None) -> tuple[ModelSpec, str]:
-        """The model at the run's tensor parallelism, and the name a RunConfig takes: ``given``, else the
+        """The model at the run's tensor, data and expert parallelism, and the name a RunConfig takes: ``given``, else the
         ``config.json`` (where llmsched reads config files), else the preset named like meta.json's model."""
         tried = []
         for name in ([given] if given else []) + ([str(self.config)] if self.config else []) + [self.args.model]:
@@ -63,7 +63,10 @@ class ServingRun:
             except ValueError:
                 tried.append(name)
                 continue
-            return spec.with_tp(self.args.tensor_parallel_size), name
+            args = self.args
+            ep = args.enable_expert_parallel and spec.is_moe
+            return spec.with_parallel(tp=args.tensor_parallel_size, dp=args.data_parallel_size,
+                                      expert_parallel=ep), name
         where = self.config or self.folder / "meta.json"
         raise ValueError(f"{where}: model {self.args.model!r} is neither a config.json llmsched reads nor a preset "
                          f"(tried {', '.join(map(repr, tried))}); give --model PRESET")

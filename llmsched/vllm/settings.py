@@ -42,7 +42,8 @@ PLUGIN_VARIABLES = ("LLMSCHED_CONFIG", "LLMSCHED_SCHEDULER", "LLMSCHED_PARAMS", 
 # plug-in's, but not typos either
 OTHER_VARIABLES = ("LLMSCHED_DATA", "LLMSCHED_CACHE", "LLMSCHED_PROFILES", "LLMSCHED_PURE", "LLMSCHED_NO_COMPILE",
                    "LLMSCHED_FUZZ_COUNT", "LLMSCHED_FUZZ_SEED", "LLMSCHED_FUZZ_FIRST", "LLMSCHED_REQUIRE_VLLM",
-                   "LLMSCHED_REQUIRE_RAY", "LLMSCHED_REQUIRE_COMPILED", "LLMSCHED_VLLM_ALL_SCHEDULERS")
+                   "LLMSCHED_REQUIRE_RAY", "LLMSCHED_REQUIRE_COMPILED", "LLMSCHED_VLLM_ALL_SCHEDULERS",
+                   "LLMSCHED_CHECK_FIGURES")
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -69,7 +70,7 @@ def load_settings(env=None, **overrides) -> Settings:
     check_variable_names(env)
     data: dict = {}
     if env.get("LLMSCHED_CONFIG"):
-        from ..experiment import load_config
+        from ..run_config import load_config
         data.update(load_config(env["LLMSCHED_CONFIG"]))
     for key in ("scheduler", "tiers", "default_tier", "profile", "record_dir", "arrival"):
         if env.get("LLMSCHED_" + key.upper()):
@@ -81,7 +82,7 @@ def load_settings(env=None, **overrides) -> Settings:
             raise ValueError(f"LLMSCHED_SCHEDULER_PARAMS is not JSON ({e}); write e.g. "
                              f"'{{\"token_budget\": 256}}'") from None
     if env.get("LLMSCHED_PARAMS"):
-        from ..options import parse_params
+        from ..config_fields import parse_params
         try:
             given = parse_params(env["LLMSCHED_PARAMS"].split())
         except ValueError as e:
