@@ -72,7 +72,7 @@ class ArchitectureTerms:
             pairs = k * dp / group if ep else k * dp
             self._a = m.moe_layers * pairs * (2 * m.hidden + 3 * width) * b / bw
             self._elem = m.moe_layers * pairs * (3 * width + m.hidden) * b / bw
-            link = g.interconnect_bw / 2 * comm_eff
+            link = g.collective_bw(comm_eff)
             if dp > 1 and moe_all2all == "allgather_reducescatter":
                 self._comm_const = m.moe_layers * 2 * (collective_latency + (dp - 1) * hop_latency)
                 self._comm_tok = m.moe_layers * 2 * (dp - 1) * m.hidden * b / link

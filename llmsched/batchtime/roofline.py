@@ -17,7 +17,9 @@ Per step, on each of the ``tp`` GPUs (every quantity below is that GPU's shard):
   ``max(4·layers·q_dim·(c·m + c(c+1)/2) / (P·e_attn),  (m + c)·KV / (B·e_m))``;
 * decode attention, memory-bound: ``Σ ctx · KV / (B·e_m)`` (KV = KV bytes per token on one GPU);
 * with tp > 1, two ring all-reduces of the hidden states per layer:
-  ``2·layers·(latency + 2(tp−1)/tp · τ·hidden·dtype / (interconnect/2 · e_comm))``;
+  ``2·layers·(latency + 2(tp−1)/tp · τ·hidden·dtype / C)`` with ``C`` the GPU's measured all-reduce bus
+  bandwidth where it has one (``GPUSpec.allreduce_busbw``: PCIe cards without NVLink reach far less than their
+  link's rate), else ``interconnect/2 · e_comm``;
 * a fixed ``step_overhead`` (scheduling, input preparation, sampling) plus ``per_seq_overhead`` per item;
 * for a mixture-of-experts, MLA or sliding-window model, :mod:`.architecture`'s terms: the layers' shared part
   (attention projections, dense layers, shared experts, router) takes the linear layers' place above, the
@@ -185,7 +187,7 @@ class RooflineBatchTime(BatchTimeModel):
         self._const = self.step_overhead + L * self.layer_overhead
         self._layers_const = L * self.layer_overhead
         if tp > 1:
-            link = g.interconnect_bw / 2 * self.comm_eff               # one direction
+            link = g.collective_bw(self.comm_eff)                      # one direction
             self._ar_const = 2 * L * (self.allreduce_latency + 2 * (tp - 1) * self.allreduce_hop_latency)
             self._ar_tok = 2 * L * 2 * (tp - 1) / tp * m.hidden * b / link
         else:
