@@ -103,7 +103,7 @@ class RooflineBatchTime(BatchTimeModel):
                  calibration: str = "auto", allreduce_hop_latency: float = 0.0, host_step: float = 0.0,
                  host_layer: float = 0.0, host_prefill_layer: float = 0.0, host_per_seq: float = 0.0,
                  host_sharpness: float = math.inf, decode_attn_eff: float | None = None, decode_gqa: bool = True,
-                 moe_all2all: str = "allgather_reducescatter"):
+                 moe_all2all: str = "allgather_reducescatter", moe_tile_padding: bool = True):
         self.model, self.gpu = _model(model), _gpu(gpu)
         self.staircase = bool(staircase)
         if staircase:
@@ -134,6 +134,7 @@ class RooflineBatchTime(BatchTimeModel):
         self.decode_attn_eff = self.mem_eff if decode_attn_eff is None else decode_attn_eff
         self.decode_gqa = bool(decode_gqa)
         self.moe_all2all = moe_all2all
+        self.moe_tile_padding = bool(moe_tile_padding)
         for label, value in (("compute_eff", self.compute_eff), ("mem_eff", self.mem_eff),
                              ("attn_compute_eff", attn_compute_eff), ("comm_eff", comm_eff),
                              ("decode_attn_eff", self.decode_attn_eff)):
@@ -228,7 +229,7 @@ class RooflineBatchTime(BatchTimeModel):
             m, self.gpu, compute_eff=self.compute_eff, mem_eff=self.mem_eff, attn_compute_eff=self.attn_compute_eff,
             decode_attn_eff=self.decode_attn_eff, comm_eff=self.comm_eff, collective_latency=self.allreduce_latency,
             hop_latency=self.gpu.link_latency, sharpness=self.sharpness, moe_all2all=self.moe_all2all,
-            layer_overhead=self.layer_overhead)
+            layer_overhead=self.layer_overhead, moe_tile_padding=self.moe_tile_padding)
         if m.is_mla:
             self._kv_decode = self.architecture.kv_decode
         if m.sliding_window:
@@ -341,5 +342,5 @@ class RooflineBatchTime(BatchTimeModel):
                 "host_layer": self.host_layer, "host_prefill_layer": self.host_prefill_layer,
                 "host_per_seq": self.host_per_seq, "host_sharpness": self.host_sharpness,
                 "decode_attn_eff": self.decode_attn_eff, "decode_gqa": self.decode_gqa,
-                "moe_all2all": self.moe_all2all,
+                "moe_all2all": self.moe_all2all, "moe_tile_padding": self.moe_tile_padding,
                 "model_source": self.model.source, "gpu_source": self.gpu.source}

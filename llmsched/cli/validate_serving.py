@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shlex
 from pathlib import Path
 
 from ..validate.serving import METRICS, STATS, validate
@@ -41,6 +42,21 @@ def add(sub) -> None:
     p.set_defaults(func=cmd_validate_serving)
 
 
+def fit_command(args) -> str:
+    """The command that fits the profile again: the calibration runs and every option the fit depends on."""
+    words = ["llmsched", "validate-serving", *(args.fit or args.runs[:1]), "--calibrate", args.calibrate]
+    for flag, value in (("--gpu", args.gpu), ("--model", args.model), ("--log", args.log)):
+        if value:
+            words += [flag, value]
+    if args.batch_time != DEFAULT_BATCH_TIME:
+        words += ["--batch-time", args.batch_time]
+    for param in args.bt_param:
+        words += ["--bt-param", param]
+    if args.fit_terms != "compute_eff,mem_eff":
+        words += ["--fit-terms", args.fit_terms]
+    return shlex.join(words)
+
+
 def cmd_validate_serving(args) -> int:
     from ..batchtime.named import check_name, load_profile, save_profile
     from ..config_fields import parse_params
@@ -58,6 +74,7 @@ def cmd_validate_serving(args) -> int:
         if not terms:
             raise ValueError("--fit-terms: name at least one term (e.g. compute_eff,mem_eff)")
         fitted, fit_record = calibrate(fit, args.gpu, batch_time, params, terms, args.model)
+        fit_record["command"] = fit_command(args)
         path = save_profile(args.calibrate, profile_payload(args.calibrate, params, fitted, fit_record),
                             Path(args.profiles) if args.profiles else None)
         print(f"calibrated {', '.join(f'{k} = {v:g}' for k, v in fitted.items())} on {', '.join(r.name for r in fit)} "

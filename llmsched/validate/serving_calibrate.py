@@ -80,6 +80,7 @@ def profile_payload(name: str, params: dict, fitted: dict, record: dict) -> dict
     """The stored profile: the kind, every parameter (given and fitted) and where the fitted ones came from."""
     return {"name": name, "kind": record["kind"], "params": {**params, **fitted},
             "calibrated_on": record["calibrated_on"], "gpus": record["gpus"],
+            **({"command": record["command"]} if record.get("command") else {}),
             "method": f"llmsched validate-serving --calibrate: {', '.join(record['terms'])} fitted (Nelder-Mead in "
                       f"log space) to minimise the mean squared log ratio simulated/real of "
                       f"{', '.join(record['fitted_on'])} over the calibration runs",
