@@ -105,6 +105,10 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
                          f"many requests it sends in all")
     if given(data, "tenants") and isinstance(data["tenants"], str):
         check_tenant_combination(data, origin_of)
+    dp, replicas = data.get("dp"), data.get("replicas")
+    if isinstance(dp, int) and dp > 1 and isinstance(replicas, int) and replicas > 1:
+        raise ValueError(f"{origin_of('dp').name('dp')} {dp} with {origin_of('replicas').name('replicas')} "
+                         f"{replicas}: a DP group is one server of {dp} ranks; give --dp or --replicas, not both")
     rate = data.get("rate")
     if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0:
         n, duration = data.get("num_requests"), data.get("duration")

@@ -49,12 +49,21 @@ class RunConfig:
     tp: int | None = declare(None, "tensor-parallel degree (overrides the model preset's)", kind=int, optional=True,
                              low=1, high=64)
     batch_time: str = declare("roofline", "batch-time model: roofline, roofline-staircase, calibrated, engine, "
-                                          "linear")
+                                          "linear, vllm-v1 (vLLM v1's engine terms around the roofline), or a "
+                                          "stored profile")
     batch_time_params: dict = declare({}, "batch-time model parameter (repeatable)", flag="--bt-param",
                                       metavar="KEY=VALUE")
     replicas: int = declare(1, "number of replicas behind the router", low=1, high=4096)
     router: str = declare("round-robin", "router for several replicas: random, round-robin, least-outstanding, "
                                          "least-load")
+    # vLLM's data parallelism: dp engines (attention ranks), each with its own scheduler and KV cache, behind
+    # vLLM's DP load balancer (the router, unless one is named); expert_parallel shards a MoE model's experts
+    # over them, and a MoE model's ranks step in lockstep (sim/dp_lockstep.py)
+    dp: int = declare(1, "vLLM's data_parallel_size: DP ranks, each with its own scheduler and KV cache, fed by "
+                         "vLLM's DP load balancer (vllm-dp-latest, unless --router names another)", low=1, high=1024,
+                      hint="vLLM's data_parallel_size")
+    expert_parallel: bool = declare(False, "vLLM's enable_expert_parallel: a MoE model's experts sharded over the "
+                                           "--dp ranks (and their tensor-parallel GPUs)", switch=True)
     # workload: a named length preset with an arrival process, a real trace, or a closed loop
     workload: str = declare("sharegpt", "named length preset paired with --arrival at --rate (sharegpt, "
                                         "azure-conv, ...)", hint="a length preset, see `llmsched presets`")
