@@ -5,8 +5,8 @@ returns); one by swap moves the KV to host memory and back (nothing thrown away)
 known only after the replica applied the plan (a swap with no host space left falls back to recompute), so each
 victim is noted when planned and settled at the policy's next decision: its KV was thrown away when it holds fewer
 computed tokens than it did (the replica sets a recomputed request's to 0, and nothing recomputes before the
-policy decides again; a swapped request, even one swapped back in, keeps them). ``reason`` says why the policy preempted:
-``kv`` (a running request needed a block), ``priority`` (a more urgent request waited) or ``fair`` (a tenant
+policy decides again; a swapped request, even one swapped back in, keeps them). ``reason`` says why the policy
+preempted: ``kv`` (a running request needed a block), ``priority`` (a more urgent request waited) or ``fair`` (a tenant
 holding less than its share of the KV cache waited: vtc and wfq's ``reclaim``).
 """
 from __future__ import annotations

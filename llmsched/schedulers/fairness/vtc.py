@@ -39,9 +39,10 @@ class VTC(Scheduler):
     KV (over its weight; with one tenant, the newest: vllm-chunked's choice), taking it out of the plan if planned
     already; admission keeps ``kv_reserve`` of the cache free for running requests to grow into (vllm-chunked
     admits to the last block and then preempts: about 1,000 recompute preemptions in 300 s of ShareGPT at 3x the
-    capacity of Llama-3-8B on an A100; with the reserve none, and 18% more output tokens/s); and a waiting request of a tenant holding less than ``reclaim`` times its weighted share of
-    the KV cache, whose turn it is but which does not fit, preempts requests of tenants above their share (the
-    furthest above first, newest first) when that frees enough (``reclaim=0`` and ``kv_reserve=0``: the paper's
+    capacity of Llama-3-8B on an A100; with the reserve none, and 18% more output tokens/s); and a waiting
+    request of a tenant holding less than ``reclaim`` times its weighted share of the KV cache, whose turn it is
+    but which does not fit, preempts requests of tenants above their share (the furthest above first, newest
+    first) when that frees enough (``reclaim=0`` and ``kv_reserve=0``: the paper's
     admission, never preempting to admit). Without tenants it admits first come, first served.
 
     **Fairness bound** (the paper's Theorem 4.4, derived again for this token model). Let ``A = input_weight ·
