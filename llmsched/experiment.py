@@ -22,7 +22,9 @@ from .run_config import RunConfig
 from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.dp_lockstep import in_lockstep, simulate_lockstep
 from .sim.simulator import RunResult, simulate
-from .workload.workload import ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, trace_workload
+from .workload.tenants import tenant_workloads, trace_tenants
+from .workload.workload import (ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, read_arrival_trace,
+                                replay)
 from .workload.length_presets import length_preset
 
 
@@ -104,7 +106,7 @@ def workload_params(cfg: RunConfig, source) -> dict:
         return {}
     out = {"lengths": cfg.lengths or cfg.trace or cfg.workload}
     if cfg.concurrency is None:
-        rate = cfg.rate if cfg.rate and not cfg.rate_schedule else mean_rate(source)
+        rate = cfg.rate if cfg.rate and not (cfg.rate_schedule or cfg.tenants) else mean_rate(source)
         if rate:
             out["rate"] = rate / max(cfg.replicas, cfg.dp)  # each replica's (DP rank's) share: spread evenly
     return out
@@ -128,6 +130,14 @@ def length_dist(cfg: RunConfig):
 
 def build_source(cfg: RunConfig):
     extra = {"tiers": cfg.tiers.value} if cfg.tiers else {}
+    if cfg.trace:
+        return trace_source(cfg, extra)
+    if cfg.tenants:
+        n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
+        return tenant_workloads(cfg.tenants.value, lambda preset: tenant_lengths(cfg, preset),
+                                num_requests=None if cfg.duration else n, duration=cfg.duration,
+                                arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
+                                seed=cfg.seed, **extra)
     if cfg.concurrency is not None:
         if cfg.num_requests is None:
             raise ValueError("concurrency (a closed loop) needs num_requests, how many requests it sends in all")
@@ -140,9 +150,6 @@ def build_source(cfg: RunConfig):
         wl = Workload(cfg.rate_schedule.value, length_dist(cfg),
                       num_requests=cfg.num_requests, duration=cfg.duration, max_total_tokens=cfg.max_total_tokens,
                       seed=cfg.seed, **extra)
-    elif cfg.trace:
-        wl = trace_workload(cfg.trace, target_rate=cfg.rate, num_requests=cfg.num_requests,
-                            max_total_tokens=cfg.max_total_tokens, seed=cfg.seed, **extra)
     else:
         if cfg.rate is None:
             raise ValueError("a generated workload needs rate (--rate, requests/s)")
@@ -151,6 +158,26 @@ def build_source(cfg: RunConfig):
                                 arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
                                 seed=cfg.seed, **extra)
     return wl.source()
+
+
+def trace_source(cfg: RunConfig, extra: dict):
+    """A trace replay; when the trace names each row's tenant (a ``tenant`` column) its requests carry them, with
+    the weights and priorities ``tenants`` gives (weight 1 each without it)."""
+    trace = read_arrival_trace(cfg.trace)
+    source = replay(trace, target_rate=cfg.rate, num_requests=cfg.num_requests, max_total_tokens=cfg.max_total_tokens,
+                    seed=cfg.seed, **extra).source()
+    if trace.tenants is None:
+        if cfg.tenants:
+            raise ValueError(f"--tenants {cfg.tenants}: the trace {trace.source} has no tenant column to say whose "
+                             f"each request is; add one (a column named tenant) or drop --tenants")
+        return source
+    return trace_tenants(source, trace.tenants, cfg.tenants.value if cfg.tenants else None,
+                         str(trace.source))
+
+
+def tenant_lengths(cfg: RunConfig, preset: str | None):
+    """A tenant's length distribution: its own preset, else the run's."""
+    return length_preset(preset) if preset else length_dist(cfg)
 
 
 DP_ROUTER = "vllm-dp-latest"  # the DP ranks' balancer unless the run names a router

@@ -18,6 +18,7 @@ from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODE
 from .hardware.gpus import gpu_from_file
 from .run_field import API, Origin, declare, declared, default_of
 from .workload.arrivals import Piecewise
+from .workload.tenants import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
 from .workload.tiers import parse_tiers
 
 
@@ -92,8 +93,14 @@ class RunConfig:
     concurrency: int | None = declare(None, "closed loop: keep this many requests in flight (a new one arrives as "
                                             "one finishes)", kind=int, optional=True, low=1, high=MAX_REQUESTS)
     tiers: str | None = declare(None, "SLO tiers, e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5' (keys ttft, tbt, "
-                                      "tpot in seconds)", kind=str, optional=True,
-                                hint="e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5'", parse=parse_tiers)
+                                      "tpot in seconds; share; priority, an integer class, lower more urgent)",
+                                kind=str, optional=True, hint="e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5'",
+                                parse=parse_tiers)
+    tenants: str | None = declare(None, "tenants, each its own arrival stream: 'heavy:rate=8,light:rate=0.5:weight=2' "
+                                        "(keys rate, weight, workload, priority; with --trace its tenant column names "
+                                        "them: weight and priority only)", kind=str, optional=True,
+                                  hint=f"e.g. {TENANTS_EXAMPLE} (keys rate, weight, workload, priority)",
+                                  parse=parse_tenants)
     max_total_tokens: int | None = declare(None, "cap prompt+output tokens of generated requests", kind=int,
                                            optional=True, low=2)
     # replica limits, named as in vLLM

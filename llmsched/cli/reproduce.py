@@ -5,7 +5,8 @@ from __future__ import annotations
 from .package_commands import add_package_commands
 
 # the modules of llmsched.reproduce that are sub-commands, in the order --help lists them
-REPRODUCE_COMMANDS = ("deferred_prefill", "fairbatching", "fairbatching_ablation", "infermax", "slai", "wait")
+REPRODUCE_COMMANDS = ("deferred_prefill", "fairbatching", "fairbatching_ablation", "fairness", "infermax", "slai",
+                      "wait")
 
 
 def add(sub) -> None:

@@ -250,6 +250,11 @@ def finish_run(replicas: list[Replica], log, shared_steps, stream: bool, cut_at:
         shared_steps.close(log.arrival_min, log.span_end(stop_time))
     stats = [{"replica": rep.index, "steps": rep.num_steps, "busy_time": rep.busy_time,
               "preemptions": rep.num_preemptions, "swap_fallbacks": rep.swap_fallbacks} for rep in replicas]
+    for rep, row in zip(replicas, stats):
+        policy = getattr(rep.scheduler, "stats", None)
+        figures = policy() if policy is not None else None
+        if figures:
+            row["policy"] = figures  # the policy's own figures (Scheduler.stats), summed in the summary
     return RunResult(log, shared_steps, stop_time, time.perf_counter() - wall0, {}, stats)
 
 

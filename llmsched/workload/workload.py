@@ -126,8 +126,10 @@ class Workload:
 
 
 def tier_dict(tier: Tier) -> dict:
-    return {"name": tier.name, "share": tier.share, "ttft": tier.slo.ttft, "tbt": tier.slo.tbt,
-            "tpot": tier.slo.tpot}
+    out = {"name": tier.name, "share": tier.share, "ttft": tier.slo.ttft, "tbt": tier.slo.tbt, "tpot": tier.slo.tpot}
+    if tier.priority is not None:
+        out["priority"] = tier.priority
+    return out
 
 
 @runtime_checkable
@@ -300,13 +302,25 @@ def trace_workload(path, target_rate: float | None = None, num_requests: int | N
                    seed: int = 0, zero_lengths: str = "error") -> Workload:
     """Replays a trace with arrival times (Azure or Vidur format, or a real server's per-request log: a
     requests.jsonl or a vllm bench serve result .json): its arrivals, and each row's own lengths."""
+    return replay(read_arrival_trace(path, zero_lengths), target_rate=target_rate, num_requests=num_requests,
+                  tiers=tiers, max_total_tokens=max_total_tokens, seed=seed)
+
+
+def read_arrival_trace(path, zero_lengths: str = "error") -> Trace:
+    """A trace with arrival times, or a server's per-request log read as one (a length-only file is refused with
+    what to use instead)."""
     resolved = resolve_data_file(path)
     if resolved.suffix in (".jsonl", ".json"):
-        trace = server_log_trace(resolved)
-    elif trace_kind(resolved) == "lengths":
+        return server_log_trace(resolved)
+    if trace_kind(resolved) == "lengths":
         raise TraceError(length_file_as_trace(resolved))
-    else:
-        trace = read_trace(resolved, zero_lengths=zero_lengths)
+    return read_trace(resolved, zero_lengths=zero_lengths)
+
+
+def replay(trace: Trace, target_rate: float | None = None, num_requests: int | None = None,
+           tiers: Sequence[Tier] | str = (DEFAULT_TIER,), max_total_tokens: int | None = None,
+           seed: int = 0) -> Workload:
+    """``trace_workload`` of a trace already read."""
     if len(trace) == 0:
         raise TraceError(f"{trace.source}:1: the trace has a header but no requests")
     if num_requests is not None and num_requests > len(trace):
