@@ -216,12 +216,13 @@ def trace_source(cfg: RunConfig, extra: dict):
     trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg))
     source = replay(trace, target_rate=cfg.rate, num_requests=cfg.num_requests, max_total_tokens=cfg.max_total_tokens,
                     seed=cfg.seed, block_size=cfg.block_size, **extra).source()
-    if trace.tenants is None:
+    tenants = getattr(trace, "tenants", None)  # a JSONL trace of prompts has no tenant column
+    if tenants is None:
         if cfg.tenants:
             raise ValueError(f"--tenants {cfg.tenants}: the trace {trace.source} has no tenant column to say whose "
                              f"each request is; add one (a column named tenant) or drop --tenants")
         return source
-    return trace_tenants(source, trace.tenants, cfg.tenants.value if cfg.tenants else None,
+    return trace_tenants(source, tenants, cfg.tenants.value if cfg.tenants else None,
                          str(trace.source))
 
 

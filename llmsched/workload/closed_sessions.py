@@ -63,7 +63,7 @@ class SessionClosedLoop:
         return self._issue(next(turns), turns, at)
 
     def _issue(self, turn: Turn, rest: Iterator, at: float) -> Request:
-        req = Request(self.issued, at, turn.prompt_len, turn.output_len, turn.tier, turn.content)
+        req = Request(self.issued, at, turn.prompt_len, turn.output_len, turn.tier, content=turn.content)
         self.issued += 1
         self.live[req.id] = rest
         return req

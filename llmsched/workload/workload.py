@@ -256,7 +256,7 @@ class StreamedOpenLoop(OpenLoop):
             columns = (np.asarray(times, np.float64).tolist(), np.asarray(prompts, np.int64).tolist(),
                        np.asarray(outputs, np.int64).tolist(), tiers, contents)
             for t, p, o, tier, content in zip(*columns, strict=True):
-                yield Request(i, t, p, o, tier, content)
+                yield Request(i, t, p, o, tier, content=content)
                 i += 1
         if i != self.n:
             raise ValueError(f"StreamedOpenLoop: its columns gave {i} requests, not the {self.n} it was built for")
@@ -299,7 +299,7 @@ class SessionOpenLoop(StreamedOpenLoop):
         if turn is None:
             return []
         nxt = Request(self.issued, max(now + turn.delay, turn.not_before), turn.prompt_len, turn.output_len,
-                      turn.tier, turn.content)
+                      turn.tier, content=turn.content)
         self.issued += 1
         self.sessions[nxt.id] = rest
         return [nxt]
