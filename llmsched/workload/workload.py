@@ -21,7 +21,8 @@ from llmsched.workload.length_presets import LENGTH_PRESETS, length_preset
 from llmsched.workload.lengths import Capped, Empirical, LengthDist, positive_int
 from llmsched.workload.tiers import assign_tiers, check_tiers, tier_chunks
 from llmsched.workload.server_log import read_server_log
-from llmsched.workload.traces import (AZURE, JSONL, VIDUR, Trace, TraceError, read_header, read_trace,
+from llmsched.workload.jsonl import first_keys
+from llmsched.workload.traces import (AZURE, JSONL, JSONL_SUPPORTED, VIDUR, Trace, TraceError, read_header, read_trace,
                                      resolve_data_file, trace_kind)
 
 ARRIVAL_KINDS = ("poisson", "gamma", "constant")
@@ -390,11 +391,18 @@ def trace_workload(path, target_rate: float | None = None, num_requests: int | N
                   block_size=block_size)
 
 
+SERVER_LOG_KEYS = ("input_toks", "output_toks", "arrival_time")  # workload/server_log.py's per-request log
+
+
 def read_arrival_trace(path, zero_lengths: str = "error", vocab_size: int | None = None) -> Trace:
     """A trace with arrival times, or a server's per-request log read as one (a length-only file is refused with
     what to use instead)."""
     resolved = resolve_data_file(path)
     prompts = resolved.suffix == ".jsonl" and trace_kind(resolved) in JSONL  # Mooncake, LLMServingSim, sessions
+    if resolved.suffix == ".jsonl" and not prompts and not set(SERVER_LOG_KEYS) <= first_keys(resolved):
+        raise TraceError(f"{resolved}:1: unknown JSONL trace format, the first line has keys "
+                         f"{', '.join(sorted(first_keys(resolved)))}. Supported: {JSONL_SUPPORTED}; or a server's "
+                         f"per-request log ({', '.join(SERVER_LOG_KEYS)})")
     if resolved.suffix in (".jsonl", ".json") and not prompts:
         return server_log_trace(resolved)
     if trace_kind(resolved) == "lengths":
