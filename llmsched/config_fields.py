@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 
 from .run_field import API, shown
+from .workload.arrivals import MAX_SECONDS
 
 # A run must mean something: a mean gap longer than MIN_RATE's (about 11.6 days) or more than MAX_REQUESTS
 # requests is a typo (1e-300, 1e30), not an experiment; such a run would never end or never start.
 MIN_RATE = 1e-6
 MAX_REQUESTS = 100_000_000
-MAX_SECONDS = 1e9  # about 32 years of simulated time
 
 
 def parse_rate_schedule(text: str) -> list[tuple[float, float]]:
