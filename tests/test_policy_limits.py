@@ -2,6 +2,7 @@
 every preemption mode, or its configuration is refused before the run; the replica's plan check is the safety
 net, and a plan it rejects is a bug of the policy. Each configuration that showed a bug is kept here."""
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +46,17 @@ def test_slai_swap_ins_do_not_take_blocks_reserved_for_paused_prefills():
                        batch_time="roofline-staircase", workload="lmsys", rate=27.73, num_blocks=64,
                        max_num_batched_tokens=64, preemption_mode="swap")
     assert Status.FINISHED in status
+
+
+def test_fairbatching_under_kv_pressure_decodes_within_the_token_budget():
+    """Fuzz seed 1237: 'max_num_batched_tokens exceeded (6 > 5)': under KV pressure FairBatching planned every
+    decode, whatever the budget."""
+    model = str(Path(__file__).parent / "data" / "configs" / "codellama-34b")
+    accounted(scheduler="fairbatching", model=model, gpu="h200", router="least-load", workload="lmsys",
+              rate=3.728280579824054, num_requests=30, arrival="constant",
+              tiers="gold:ttft=1:tpot=0.05:share=0.5,bronze:ttft=5", max_total_tokens=512, block_size=32,
+              max_num_seqs=64, max_num_batched_tokens=5, max_model_len=4096, num_blocks=19, preemption_mode="swap",
+              swap_space_gb=0.0, seed=444027839)
 
 
 @pytest.mark.parametrize("mode", ["recompute", "swap"])
