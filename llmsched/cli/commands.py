@@ -19,6 +19,7 @@ COMMANDS = {
     "capacity": "capacity",
     "plan": "plan",
     "validate-timing": "validate_timing",
+    "validate-serving": "validate_serving",
     "run": "real_engine",  # a real vLLM engine (llmsched/vllm): its threads are its own
     "profile": "real_engine",
     "fidelity": "real_engine",
