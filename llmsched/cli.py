@@ -156,6 +156,7 @@ COMMANDS = (
                                        "experiment and write its figures and tables")),
     (("capacity",), _command_of(".capacity.command", "add_capacity_command")),
     (("plan",), _command_of(".plan.command", "add_plan_command")),
+    (("tune",), _command_of(".tune.command", "add_tune_command")),
     (("validate-timing",), _command_of(".validate.command", "add_command")),
     (ENGINE_COMMANDS, _command_of(".vllm.commands", "add_vllm_commands")),  # the real engine (llmsched/vllm)
     (("presets",), add_presets_command),

@@ -67,6 +67,10 @@ def add_run_options(p: argparse.ArgumentParser, exclude=()) -> None:
                    help="scheduler parameter (repeatable); in compare/sweep use SCHEDULER.KEY=VALUE")
     g.add_argument("--bt-param", action="append", default=[], metavar="KEY=VALUE",
                    help="batch-time model parameter (repeatable)")
+    g.add_argument("--tuned", "--params-file", dest="tuned", action="append", default=[], metavar="FILE",
+                   help="a best.json from `llmsched tune`: its scheduler's tuned parameters and run fields apply to "
+                        "that scheduler's runs (repeatable, one file per scheduler; --param and run options given "
+                        "here win)")
     g.add_argument("--oracle", action="store_true", default=None,
                    help="let schedulers read true output lengths (off by default)")
     g.add_argument("--sketch", action="store_true",
@@ -210,12 +214,55 @@ def run_configs(args, names: list[str], rates=None, defaults=None) -> list[RunCo
         origins["scheduler_params"] = origins["scheduler_params"] if not args.param else CLI
     elif args.param:
         origins["scheduler_params"] = CLI
+    tuned = tuned_settings(args, names)
     configs = []
     for name in names:
         scheduler_info(name)  # unknown names fail here, before any run starts
         for rate in rates or [None]:
             data = {**base, "scheduler": name, "scheduler_params": params[name]}
+            where = origins
+            if name in tuned:
+                data, where = with_tuned(data, origins, tuned[name])
             if rate is not None:
                 data["rate"] = rate
-            configs.append(RunConfig.from_dict(data, origin=origins))
+            configs.append(RunConfig.from_dict(data, origin=where))
     return configs
+
+
+def tuned_names(args) -> list[str]:
+    """The schedulers of the --tuned files, in the order given (a command's default when none is named)."""
+    from .tuned_file import read_tuned
+    return list(dict.fromkeys(read_tuned(path)["scheduler"] for path in getattr(args, "tuned", None) or ()))
+
+
+def tuned_settings(args, names: list[str]) -> dict[str, dict]:
+    """Per scheduler of this run, its --tuned file's record; a file for a scheduler not in the run, or two files
+    for one scheduler, is an error."""
+    from .tuned_file import read_tuned
+    out: dict[str, dict] = {}
+    for path in getattr(args, "tuned", None) or ():
+        record = read_tuned(path)
+        name = record["scheduler"]
+        if name not in names:
+            raise ValueError(f"--tuned {path} is for scheduler {name!r}, which is not among this run's "
+                             f"({', '.join(names)}); add it (--scheduler/--schedulers) or drop the file")
+        if name in out:
+            raise ValueError(f"--tuned: two files for scheduler {name!r} ({out[name]['path']}, {path}); give one")
+        out[name] = record
+    return out
+
+
+def with_tuned(data: dict, origins: dict, record: dict) -> tuple[dict, dict]:
+    """``data`` with the tuned record's scheduler parameters and run fields under what the user gave (on the command
+    line or in --config): those win."""
+    where = Origin.file(record["path"])
+    data = {**data, "scheduler_params": {**record["scheduler_params"], **data["scheduler_params"]}}
+    origins = dict(origins)
+    for key, value in record["run"].items():
+        if key in ("scheduler", "scheduler_params") or key in data:
+            continue  # the user's own setting wins
+        data[key] = value
+        origins[key] = where
+    if record["scheduler_params"] and "scheduler_params" not in origins:
+        origins["scheduler_params"] = where
+    return data, origins

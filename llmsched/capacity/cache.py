@@ -18,7 +18,8 @@ from pathlib import Path
 SCHEMA = 1
 PACKAGE = Path(__file__).resolve().parent.parent
 # code that cannot change a probe's record: commands, reports, other back-ends, the search around the probes
-NOT_SIMULATION = ("vllm", "reproduce", "theory", "plan", "validate", "report", "cli.py", "commands.py", "options.py",
+NOT_SIMULATION = ("vllm", "reproduce", "theory", "plan", "tune", "validate", "report", "cli.py", "commands.py",
+                  "options.py", "tuned_file.py",
                   "capacity/command.py", "capacity/report.py", "capacity/search.py", "capacity/cache.py")
 
 

@@ -5,7 +5,7 @@ import dataclasses
 import time
 from pathlib import Path
 
-from ..options import add_run_options, run_configs
+from ..options import add_run_options, run_configs, tuned_names
 from .cache import ProbeCache, default_dir
 from .report import lines, write
 from .search import find_capacities
@@ -23,7 +23,7 @@ def add_capacity_command(sub) -> None:
     p = sub.add_parser("capacity", help="highest rate that is stable and meets the SLOs (bisection)",
                        description=DESCRIPTION)
     who = p.add_mutually_exclusive_group()
-    who.add_argument("--scheduler", help="scheduler name (default sarathi)")
+    who.add_argument("--scheduler", help="scheduler name (default: the --tuned files' schedulers, else sarathi)")
     who.add_argument("--schedulers", help="comma-separated names: a search for each, run side by side")
     p.add_argument("--slo", default="", help="comma-separated METRIC<=LIMIT, e.g. 'ttft_p50<=2s,tbt_p99<=200ms'; "
                                             f"metrics: {', '.join(valid_metrics())} (vLLM's itl, e2el, median "
@@ -57,7 +57,8 @@ def cmd_capacity(args) -> int:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     if args.no_cache and args.cache:
         raise ValueError("--cache and --no-cache contradict each other; give one")
-    names = [s.strip() for s in (args.schedulers or args.scheduler or "sarathi").split(",") if s.strip()]
+    chosen = args.schedulers or args.scheduler or ",".join(tuned_names(args)) or "sarathi"
+    names = [s.strip() for s in chosen.split(",") if s.strip()]
     if not names:
         raise ValueError("--schedulers: no scheduler named")
     configs = run_configs(args, names)

@@ -4,7 +4,7 @@ import pkgutil
 
 from . import __path__ as _package_path
 
-_INFRASTRUCTURE = {"base", "builtin", "registry", "decode_pass", "whole_prompt"}
+_INFRASTRUCTURE = {"base", "builtin", "registry", "decode_pass", "whole_prompt", "tunable"}
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(_package_path)):
     if _module not in _INFRASTRUCTURE and not _module.startswith("_"):

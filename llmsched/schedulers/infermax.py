@@ -15,6 +15,7 @@ from ..infermax.histogram import LengthHistogram
 from ..request import Request, Status
 from .base import Scheduler
 from .registry import register, register_variant
+from .tunable import IntRange
 
 GROUPS = ("waiting", "decode", "partial", "running", "all")
 RUNNING_ORDERS = ("arrival", "admission", "kv_desc")
@@ -81,6 +82,8 @@ class InferMax(Scheduler):
     watermark: float = 0.0
     static: bool = False
     max_batch: int | None = None
+    tunable = {"batch_tokens": IntRange(64, 8192, log=True), "prefill_tokens": IntRange(64, 8192, log=True),
+               "max_num_seqs": IntRange(16, 1024, log=True)}
 
     def __post_init__(self):
         who = f"{type(self).name}"

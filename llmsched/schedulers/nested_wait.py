@@ -36,6 +36,7 @@ from ..wait.setup import iteration_coefficients, parse_thresholds, scheduler_typ
 from ..wait.thresholds import RandomisedThresholds, fluid_or_memory_means, nested_violations, report_violations
 from .base import Scheduler
 from .registry import register
+from .tunable import IntRange, FloatRange
 
 
 @register
@@ -68,6 +69,9 @@ class NestedWait(Scheduler):
     #                            the authors' per-segment budgets (vidur_or general_nested_booking_limit)
     seed: int = 0              # rule fluid-random: the draws' generator
     strict: bool = False       # thresholds that break (12) or M(n) <= M: error instead of a warning
+    # cohorts prefill whole: the engine's token cap is its prefill budget, max_num_seqs its batch cap B
+    tunable = {"bins": IntRange(1, 20), "max_wait": FloatRange(0.005, 2.0, log=True),
+               "max_num_seqs": IntRange(16, 1024, log=True), "max_num_batched_tokens": IntRange(2048, 32768, log=True)}
 
     def __post_init__(self):
         if self.rule not in ("batch-cap", "fluid", "fluid-random"):

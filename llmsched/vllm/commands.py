@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..options import TABLE_COLUMNS, add_run_options, base_config, parse_params
+from ..options import TABLE_COLUMNS, add_run_options, base_config, parse_params, tuned_names, tuned_settings
 
 ENGINE_DEFAULTS = {"max_model_len": 2048, "max_num_seqs": 64, "max_num_batched_tokens": 1024, "block_size": 32}
 SIM_ONLY = ("model", "gpu", "tp", "batch_time", "replicas", "router", "gpu_memory_utilization", "num_blocks",
@@ -75,11 +75,17 @@ def _split_config(args, default_scheduler="vllm-chunked"):
     model = base.pop("model", None)
     if not model or not Path(model).is_dir():
         raise ValueError(f"--model {model!r}: give a model directory (write one with `llmsched make-model --out DIR`)")
+    given = set(base)
     engine = {k: base.pop(k, v) for k, v in ENGINE_DEFAULTS.items()}
     for k in SIM_ONLY:
         base.pop(k, None)
-    base["scheduler"] = args.scheduler or base.get("scheduler", default_scheduler)
+    base["scheduler"] = args.scheduler or base.get("scheduler") or (tuned_names(args) or [default_scheduler])[0]
     base["scheduler_params"] = {**base.get("scheduler_params", {}), **parse_params(args.param)}
+    for record in tuned_settings(args, [base["scheduler"]]).values():  # what the user gave wins
+        base["scheduler_params"] = {**record["scheduler_params"], **base["scheduler_params"]}
+        for k, v in record["run"].items():
+            if k not in given:
+                (engine if k in engine else base)[k] = v
     if not base.get("trace") and not base.get("num_requests") and not base.get("duration"):
         base["num_requests"] = 50
     base["max_model_len"] = engine["max_model_len"]
