@@ -101,6 +101,9 @@ def add_arguments(p) -> None:
     p.add_argument("--jobs", type=int, default=None, help="parallel probes (default: CPU count)")
     p.add_argument("--cache", default=None, help=f"probe cache folder (default {default_dir()})")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the probe cache")
+    p.add_argument("--reuse", default=None, metavar="BEYOND.json",
+                   help="take each (setting, scheduler)'s tuned setting from this earlier run's beyond.json instead of "
+                        "tuning it again (the held-out and other-workload capacities are measured anew)")
     p.add_argument("--out", default="reproduce-beyond", help="output folder (default reproduce-beyond/)")
 
 
@@ -131,6 +134,19 @@ class Row:
     other: dict = field(default_factory=dict)
     best_values: dict = field(default_factory=dict)
     tune_wall_s: float = 0.0
+    reused: bool = False  # the tuned setting came from an earlier run (--reuse)
+
+
+def reusable(path: str | None) -> dict:
+    """(setting, scheduler) -> an earlier run's row, from its beyond.json."""
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text())
+        return {(r["setting"], r["scheduler"]): r for r in data["rows"] if r["tuned_on"].get("tuned") is not None
+                or r["tuned_on"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ValueError(f"--reuse {path}: not a beyond.json written by `llmsched reproduce beyond`") from None
 
 
 def chosen_settings(text: str) -> list[Setting]:
@@ -166,6 +182,7 @@ def run(args) -> int:
     cache = None if args.no_cache else ProbeCache(args.cache)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    reused = reusable(args.reuse)
     rows: list[Row] = []
     bounds = {}
     t0 = time.perf_counter()
@@ -179,14 +196,20 @@ def run(args) -> int:
                                  **setting.run)
                 params = search_space(base)
                 t1 = time.perf_counter()
-                res = tune(base, slos, params, args.budget, args.search_seed, (0,), args.resolution, executor, cache)
-                best = apply(base, res.best.values, params)
-                row = Row(setting.name, name, {"untuned": res.untuned.capacity, "tuned": res.best.capacity},
-                          best_values=res.best.values, tune_wall_s=time.perf_counter() - t1)
+                earlier = reused.get((setting.name, name))
+                if earlier is not None:
+                    row = Row(setting.name, name, dict(earlier["tuned_on"]), best_values=earlier["best_values"],
+                              tune_wall_s=earlier["tune_wall_s"], reused=True)
+                else:
+                    res = tune(base, slos, params, args.budget, args.search_seed, (0,), args.resolution, executor,
+                               cache)
+                    row = Row(setting.name, name, {"untuned": res.untuned.capacity, "tuned": res.best.capacity},
+                              best_values=res.best.values, tune_wall_s=time.perf_counter() - t1)
                 rows.append(row)
-                configs[name] = (base, best, res.best.capacity)
-                print(f"{setting.name}: {name} tuned {_cap(res.untuned.capacity)} -> {_cap(res.best.capacity)} "
-                      f"({_values(res.best.values)}; {row.tune_wall_s:.0f} s)", flush=True)
+                configs[name] = (base, apply(base, row.best_values, params), row.tuned_on["tuned"])
+                print(f"{setting.name}: {name} tuned {_cap(row.tuned_on['untuned'])} -> {_cap(row.tuned_on['tuned'])} "
+                      f"({_values(row.best_values)}; {row.tune_wall_s:.0f} s{', reused' if row.reused else ''})",
+                      flush=True)
             for column, changes in (("held_out", {}), ("other", setting.other)):
                 bases = {}
                 for name, (base, best, cap) in configs.items():
