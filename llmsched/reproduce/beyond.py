@@ -78,6 +78,9 @@ SETTINGS = (
             dict(model="llama-3-8b", gpu="h100", workload="azure-conv", rate=6.0),
             "ttft_p99<=0.5s,tbt_p99<=50ms", dict(arrival="gamma", cv=3.0), "bursty arrivals (gamma, CV 3)",
             named=False),
+    Setting("sharegpt-llama2-a100-kv", "ShareGPT / Llama-2-7B (no GQA: 4x the KV) / A100, KV-bound",
+            dict(model="llama-2-7b", gpu="a100", workload="sharegpt", rate=1.5, max_total_tokens=4096),
+            "ttft_p90<=2s,tbt_p99<=100ms", dict(workload="azure-conv", rate=3.0), "azure-conv lengths", named=False),
     Setting("sharegpt-l20-median", "ShareGPT / Llama-3-8B / L20, median TTFT and TPOT",
             dict(model="llama-3-8b", gpu="l20", workload="sharegpt", rate=0.5),
             "ttft_p50<=3s,tpot_p50<=80ms", dict(workload="azure-conv", rate=1.0), "azure-conv lengths", named=False),
@@ -143,8 +146,7 @@ def reusable(path: str | None) -> dict:
         return {}
     try:
         data = json.loads(Path(path).read_text())
-        return {(r["setting"], r["scheduler"]): r for r in data["rows"] if r["tuned_on"].get("tuned") is not None
-                or r["tuned_on"]}
+        return {(r["setting"], r["scheduler"]): r for r in data["rows"] if r["tuned_on"]}
     except (OSError, ValueError, KeyError, TypeError):
         raise ValueError(f"--reuse {path}: not a beyond.json written by `llmsched reproduce beyond`") from None
 
