@@ -73,6 +73,19 @@ def test_the_step_lasts_at_most_the_fill_of_the_tightest_decode_slack():
     assert sum(n for _, n in rep2.scheduler.schedule(rep2.view).prefills) < chunk / 2
 
 
+def test_prompts_are_never_starved_by_a_spent_or_infeasible_time_budget():
+    from llmsched.schedulers.goodput import MIN_CHUNK
+    rep = replica(tbt_target=0.1, step_fill=0.9, online=False, token_budget=300)
+    reqs, t = decoding(rep, 10)
+    rep.now = t + 0.088  # the decodes' slack is nearly spent: the budget leaves no time for a prompt
+    rep.add(Request(20, rep.now, 5000, 5), rep.now)
+    assert rep.scheduler.schedule(rep.view).prefills[0][1] == MIN_CHUNK
+    slow = replica(tbt_target=0.011, step_fill=0.9, online=False, token_budget=300)
+    reqs, t = decoding(slow, 10)  # 10 ms + 10 decodes: more than 90% of an 11 ms target, whatever is added
+    slow.add(Request(20, t, 5000, 5), t)
+    assert slow.scheduler.schedule(slow.view).prefills[0][1] == 300 - 10  # the fixed budget
+
+
 def test_without_decodes_the_engine_token_cap_is_the_budget_and_a_fixed_budget_ablation_caps_it():
     rep = replica()
     rep.add(Request(0, 0.0, 6000, 5), 0.0)

@@ -9,8 +9,10 @@ A step is built in four moves.
    TPOT: its envelope first token + j·TPOT, so early tokens bank slack), predicted by a linear step-time model
    ``a + b·tokens + c·context`` fitted to the replica's batch-time model and corrected online by the ratio of
    observed to predicted step times (the view's recent step times; in vLLM, the engine's real ones). With no
-   decode running there is no TBT at stake and the engine's token cap is the budget. ``time_budget=False`` uses
-   a fixed ``token_budget`` instead (the ablation).
+   decode running there is no TBT at stake and the engine's token cap is the budget. Where the decodes alone
+   overrun the target (a device too slow for it) it cannot be met this step and prompts get ``token_budget``;
+   otherwise the first prompt still advances ``MIN_CHUNK`` tokens, so prompts are never starved.
+   ``time_budget=False`` uses a fixed ``token_budget`` instead (the ablation).
 3. **Prefills in an SLO-aware shortest-first order** (RAD/SLAI's shortest-prefill-first, seed 000 §6-7; InferMax
    Rank_I): by uncached prompt tokens left (a prefix cache makes a hit cost nothing: the view's cached tokens,
    where it has them, are subtracted). A request that has already missed its TTFT target, or cannot make it even
@@ -56,6 +58,9 @@ WAITING = Status.WAITING
 # tracks a high quantile of the error rather than its mean: a TBT target is met by the tail of the steps.
 RATIO_UP, RATIO_DOWN = 0.3, 0.02
 RATIO_BOUNDS = (0.5, 2.0)
+# The first prompt of a step advances by at least this many tokens even when the time budget is spent, so a decode
+# batch that fills the budget cannot starve prompts: on a GPU that is a few ms, inside step_fill's margin.
+MIN_CHUNK = 64
 
 
 @register
@@ -154,7 +159,7 @@ class Goodput(Scheduler):
         bs = view.block_size
         decodes, partial = plan.decodes, []
         context = grow = 0
-        slack = math.inf
+        slack = tightest = math.inf
         slo = t = None  # the last request's SLO object and targets: most requests share their tier's
         for r in running:
             g = r.num_generated
@@ -167,6 +172,8 @@ class Goodput(Scheduler):
                 if r.slo is not slo:
                     slo = r.slo
                     t = self.targets(r)
+                    if t[1] < tightest:
+                        tightest = t[1]
                 s = (r.first_token + t[1] * g if t[2] else r.last_token + t[1]) - now
                 if s < slack:
                     slack = s
@@ -187,6 +194,9 @@ class Goodput(Scheduler):
             per_token, per_context = pred.b * ratio, pred.c * ratio
             spent = pred.a * ratio + per_token * len(decodes) + per_context * context
             left = slack * self.step_fill - spent if decodes else math.inf
+            if spent >= tightest * self.step_fill:  # these decodes alone overrun the target: it cannot be met
+                left = math.inf                      # this step, so prompts get the fixed budget, not nothing
+                cap = min(cap, self.token_budget - len(decodes))
         waiting = view.waiting
         if cap > 0 and (partial or waiting):
             self._prefills(view, plan, partial, waiting, cap, left, per_token, per_context, free, now)
@@ -212,7 +222,7 @@ class Goodput(Scheduler):
         limit = self.kv_admit * total
         seats = view.max_num_seqs - len(view.running)
         for _, r in pending:
-            if cap <= 0 or left <= 0:
+            if cap <= 0 or (left <= 0 and plan.prefills):
                 break
             k = r.num_computed
             n = r.prompt_len + r.num_generated - k
@@ -220,6 +230,8 @@ class Goodput(Scheduler):
                 n = cap
             if left < math.inf:
                 fit = int((left - per_context * k) / (per_token + per_context))
+                if not plan.prefills and fit < MIN_CHUNK:
+                    fit = MIN_CHUNK
                 if fit < n:
                     n = fit
             if n < 1:
