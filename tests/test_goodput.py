@@ -56,7 +56,7 @@ def test_every_decode_runs_in_every_step_of_a_loaded_run():
 
 def test_the_step_lasts_at_most_the_fill_of_the_tightest_decode_slack():
     # 10 ms + 50 us/token: a 100 ms TBT target and step_fill 0.8 leave 80 ms, i.e. about 1,400 tokens of prompt
-    rep = replica(tbt_target=0.1, step_fill=0.8, online=False)
+    rep = replica(tbt_target=0.1, step_fill=0.8, online=False, token_budget=8192)
     reqs, t = decoding(rep, 4)
     rep.add(Request(10, t, 5000, 5), t)
     plan = rep.scheduler.schedule(rep.view)
@@ -65,7 +65,7 @@ def test_the_step_lasts_at_most_the_fill_of_the_tightest_decode_slack():
     seconds = predicted.predict(4 + chunk, sum(r.num_computed + 1 for r in reqs) + chunk)
     assert 0.07 < seconds <= 0.08 + 1e-9 and 1000 < chunk < 1600
     # a tighter target in the request's own SLO shrinks the step
-    rep2 = replica(tbt_target=0.1, step_fill=0.8, online=False)
+    rep2 = replica(tbt_target=0.1, step_fill=0.8, online=False, token_budget=8192)
     for i in range(4):
         rep2.add(Request(i, 0.0, 16, 400, Tier("paid", SLO(tbt=0.04))), 0.0)
     t2 = step(rep2, 0.0)
@@ -86,10 +86,10 @@ def test_prompts_are_never_starved_by_a_spent_or_infeasible_time_budget():
     assert slow.scheduler.schedule(slow.view).prefills[0][1] == 300 - 10  # the fixed budget
 
 
-def test_without_decodes_the_engine_token_cap_is_the_budget_and_a_fixed_budget_ablation_caps_it():
-    rep = replica()
+def test_without_decodes_only_the_token_budget_caps_the_step_and_a_fixed_budget_ablation_caps_it_too():
+    rep = replica(token_budget=8192)
     rep.add(Request(0, 0.0, 6000, 5), 0.0)
-    assert rep.scheduler.schedule(rep.view).prefills[0][1] == 6000  # max_num_batched_tokens 8192
+    assert rep.scheduler.schedule(rep.view).prefills[0][1] == 6000  # no decode: no TBT at stake
     fixed = replica(time_budget=False, token_budget=512)
     fixed.add(Request(0, 0.0, 6000, 5), 0.0)
     assert fixed.scheduler.schedule(fixed.view).prefills[0][1] == 512

@@ -93,12 +93,16 @@ def add_arguments(p) -> None:
     p.add_argument("--settings", default="named",
                    help="named (the issue's six), unnamed (others), all, or comma-separated setting names: "
                         + ", ".join(s.name for s in SETTINGS))
-    p.add_argument("--schedulers", default=",".join(COMPETITORS), help="competitors (default: the issue's eight)")
+    p.add_argument("--schedulers", default=None, help="competitors (default: the issue's eight; --fast: "
+                                                       f"{', '.join(FAST_COMPETITORS)})")
     p.add_argument("--budget", type=int, default=24, help="capacity searches per tuning (default 24)")
     p.add_argument("--duration", type=float, default=600.0, help="seconds of arrivals per probe (default 600)")
     p.add_argument("--resolution", type=float, default=0.02, help="capacity resolution (default 0.02)")
     p.add_argument("--held-out", type=int, default=1, help=f"held-out seeds ({HELD_OUT_SEED}, ...; default 1)")
     p.add_argument("--search-seed", type=int, default=0, help="TPE's seed")
+    p.add_argument("--no-untuned-checks", dest="untuned_checks", action="store_false",
+                   help="measure only the tuned settings on the held-out seeds and the other workload (half the "
+                        "probes; the untuned capacity on the tuning seed is still reported)")
     p.add_argument("--fast", action="store_true",
                    help="CI size: sharegpt-a100 only, sarathi/slai/goodput, 60 s probes, budget 2, resolution 20%%")
     p.add_argument("--jobs", type=int, default=None, help="parallel probes (default: CPU count)")
@@ -171,8 +175,10 @@ def run(args) -> int:
     from ..tune.space import apply, search_space
     from ..tune.study import tune
     if args.fast:
-        args.settings, args.schedulers = ",".join(FAST), ",".join(FAST_COMPETITORS)
+        args.settings = ",".join(FAST)
+        args.schedulers = args.schedulers or ",".join(FAST_COMPETITORS)
         args.budget, args.duration, args.resolution = 2, 60.0, 0.2
+    args.schedulers = args.schedulers or ",".join(COMPETITORS)
     settings = chosen_settings(args.settings)
     names = [n.strip() for n in args.schedulers.split(",") if n.strip()]
     for n in names:
@@ -216,14 +222,14 @@ def run(args) -> int:
                 bases = {}
                 for name, (base, best, cap) in configs.items():
                     start = changes.get("rate") or cap or base.rate  # a good place to start the search
-                    for which, cfg in (("untuned", base), ("tuned", best)):
+                    for which, cfg in (("untuned", base), ("tuned", best))[0 if args.untuned_checks else 1:]:
                         bases[f"{name}|{which}"] = dataclasses.replace(cfg, **{**changes, "rate": start},
                                                                        seed=held[0])
                 found = find_capacities(bases, slos, args.resolution, held, executor, cache)
                 for row in rows:
                     if row.setting == setting.name:
                         getattr(row, column).update({w: found[f"{row.scheduler}|{w}"].capacity
-                                                     for w in ("untuned", "tuned")})
+                                                     for w in ("untuned", "tuned") if f"{row.scheduler}|{w}" in found})
             bounds[setting.name] = sound_bound(next(iter(configs.values()))[0])
             write(out, rows, settings, bounds, args)
     table = format_table(rows, settings, bounds)

@@ -184,9 +184,8 @@ class Goodput(Scheduler):
             return self._evict(view, plan, running)
         free -= grow
         pred = self.predictor(view)
-        cap = view.max_num_batched_tokens - len(decodes)
+        cap = min(view.max_num_batched_tokens, self.token_budget) - len(decodes)
         if pred is None:
-            cap = min(cap, self.token_budget - len(decodes))
             per_token = per_context = 0.0
             left = math.inf
         else:
@@ -195,8 +194,7 @@ class Goodput(Scheduler):
             spent = pred.a * ratio + per_token * len(decodes) + per_context * context
             left = slack * self.step_fill - spent if decodes else math.inf
             if spent >= tightest * self.step_fill:  # these decodes alone overrun the target: it cannot be met
-                left = math.inf                      # this step, so prompts get the fixed budget, not nothing
-                cap = min(cap, self.token_budget - len(decodes))
+                left = math.inf                      # this step, so prompts get the token budget, not nothing
         waiting = view.waiting
         if cap > 0 and (partial or waiting):
             self._prefills(view, plan, partial, waiting, cap, left, per_token, per_context, free, now)
