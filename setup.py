@@ -1,8 +1,8 @@
 """Installs llmsched, compiling the simulator's hot modules with Cython where it can (llmsched/compiled.py).
 
-Without Cython or a C compiler, or with LLMSCHED_NO_COMPILE=1, the install is pure Python: same results, 1.2-1.6x
-the CPU time per simulated step. A build that fails part-way leaves no record (compiled.json), so the
-package then imports every source rather than a mix.
+Cython's generated C goes to build/cython, not beside the sources. Without Cython or a C compiler, or with
+LLMSCHED_NO_COMPILE=1, the install is pure Python: same results, 1.2-1.6x the CPU time per simulated step. A build
+that fails part-way leaves no record (compiled.json), so the package then imports every source rather than a mix.
 """
 import importlib.util
 import os
@@ -27,7 +27,7 @@ def extensions() -> list:
         modules = [Extension(m, [str(compiled.sources(m)[0].relative_to(HERE))]) for m in compiled.MODULES]
         # annotations stay hints: typed by them, a compiled `n: int` would refuse a numpy integer the source takes
         return cythonize(modules, language_level=3, quiet=True, nthreads=os.cpu_count() or 1,
-                         compiler_directives={"annotation_typing": False})
+                         build_dir=str(HERE / "build" / "cython"), compiler_directives={"annotation_typing": False})
     except Exception as e:  # no Cython, or a source it cannot translate: the Python sources serve
         print(f"llmsched: not compiling the simulator ({type(e).__name__}: {e}): pure-Python install")
         return []

@@ -15,6 +15,9 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
   llmsched/sim/lanes.py);
 * ``routers``: the 32-replica row routed by ``least-outstanding`` (an index) and ``least-load`` (loads kept per
   replica version) instead of round-robin (both read replica state: the one event loop);
+* ``configjson``: Llama-3.1-8B and Qwen3-30B-A3B (MoE) each as a preset and from its config.json
+  (tests/data/gpu_runs), vllm-chunked on an RTX PRO 6000, ShareGPT at 4 req/s, 4,000 requests; the median of
+  three runs: a config.json model must simulate as fast as its preset twin;
 * ``running256``: simulation CPU per step in a closed loop of 256 users (ShareGPT lengths, 8,000 requests),
   sarathi (~80 of them running: its 512-token budget binds) and vllm-chunked (~240 running); the ``running``
   column is the mean over steps; the median of three runs.
@@ -24,7 +27,8 @@ and prints after/before ratios measured in the same run; ``--baseline pure`` run
 (``LLMSCHED_PURE=1``) against its compiled modules (llmsched/compiled.py; the ``build`` column says which ran).
 The machine is shared: compare ratios, not absolutes.
 
-    python benchmarks/bench_simulator.py [--rows conv,x10,replicas,routers,running256,200k,1m] [--baseline PATH|pure]
+    python benchmarks/bench_simulator.py [--rows conv,x10,replicas,routers,running256,configjson,200k,1m]
+        [--baseline PATH|pure]
 """
 from __future__ import annotations
 
@@ -40,6 +44,12 @@ from pathlib import Path
 # process's own VmHWM (ru_maxrss carries over the parent's RSS at fork: the bench itself, ~100 MB once pandas is
 # loaded, which would floor every row at it).
 CHILD_HELPERS = r"""
+import os as _os, sys as _sys
+if _os.environ.get("BENCH_FROM_SOURCE"):  # --per-module: these modules (and their declared dependents) from source
+    import llmsched.compiled as _c
+    _sys.meta_path.insert(0, _c.SourceFirst(_c.dependents(set(_os.environ["BENCH_FROM_SOURCE"].split(","))),
+                                            _c.ROOT))
+
 def build():
     import llmsched  # a checkout older than llmsched/compiled.py is pure Python
     return llmsched.compiled.STATE[0] if hasattr(llmsched, "compiled") else "pure"
@@ -78,11 +88,15 @@ REPO = str(Path(__file__).resolve().parents[1])  # the "now" side: this checkout
 
 
 def child_env(pythonpath: str | None) -> dict:
-    """The child imports llmsched from ``pythonpath`` (None: this checkout; "pure": its Python sources). Children
-    run in a scratch directory: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH."""
-    env = {k: v for k, v in os.environ.items() if k != "LLMSCHED_PURE"}
+    """The child imports llmsched from ``pythonpath`` (None: this checkout; "pure": its Python sources;
+    "source:M1,M2": this checkout with those compiled modules from source). Children run in a scratch directory:
+    ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LLMSCHED_PURE", "BENCH_FROM_SOURCE")}
     if pythonpath == "pure":
         env["LLMSCHED_PURE"] = "1"
+    if pythonpath and pythonpath.startswith("source:"):
+        env["BENCH_FROM_SOURCE"] = pythonpath[len("source:"):]
+        pythonpath = None
     env["PYTHONPATH"] = REPO if pythonpath in (None, "pure") else pythonpath
     return env
 
@@ -101,7 +115,7 @@ print(json.dumps({"code": code, "cpu_s": use.ru_utime + use.ru_stime, "peak_mb":
 def run_cli(argv: list[str], pythonpath: str | None) -> dict:
     """CPU seconds (user + system, the interpreter's start-up included) and peak RSS of one ``llmsched``
     command, measured by the command's own process. A baseline runs without ``--stream``."""
-    if pythonpath not in (None, "pure"):
+    if pythonpath not in (None, "pure") and not pythonpath.startswith("source:"):
         argv = [a for a in argv if a != "--stream"]
     with tempfile.TemporaryDirectory() as out:
         proc = subprocess.run([sys.executable, "-c", CLI_CHILD, *argv, "--out", out, "--no-progress"],
@@ -176,8 +190,31 @@ def rows(names: list[str], tmp: Path):
                 yield f"256 users, {sched}", "sim", {
                     "scheduler": sched, "workload": "sharegpt", "concurrency": 256, "rate": None,
                     "num_requests": 8000, "max_num_seqs": 256, "num_blocks": 200_000, "repeat": 3}
+        elif name == "configjson":
+            # a model from its config.json against its preset twin: the same shapes, so the same steps; the
+            # MoE one runs the roofline's expert terms every step
+            runs = Path(REPO) / "tests" / "data" / "gpu_runs"
+            for preset, folder in (("llama-3.1-8b", "h200-llama-3.1-8b"), ("qwen3-30b-a3b", "h200-qwen3-30b-a3b")):
+                for label, name_or_path in ((f"preset {preset}", preset), (f"config.json {preset}",
+                                                                            str(runs / folder))):
+                    yield label, "sim", {
+                        "scheduler": "vllm-chunked", "model": name_or_path, "gpu": "rtx-pro-6000",
+                        "workload": "sharegpt", "rate": 4.0, "num_requests": 4000, "max_num_seqs": 128,
+                        "max_num_batched_tokens": 2048, "repeat": 3}
         else:
-            raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, replicas, routers, running256")
+            raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, replicas, routers, running256, "
+                             f"configjson")
+
+
+def refuse_stale_build(allowed: bool) -> None:
+    """Figures of a build that an edit has made stale are the sources' figures under the build's name: refuse
+    them, unless asked (a checkout with no build at all measures its sources, and says so in the build column)."""
+    from llmsched import compiled
+    kind, why = compiled.state()
+    if kind == "partial" or kind == "pure" and any(compiled.extension(m) for m in compiled.MODULES):
+        if not allowed and not os.environ.get("LLMSCHED_PURE"):
+            raise SystemExit(f"this checkout's build is stale ({why}); rebuild with `pip install -e . --no-deps` "
+                             f"(or pass --allow-stale)")
 
 
 def main() -> int:
@@ -185,7 +222,16 @@ def main() -> int:
     p.add_argument("--rows", default="conv,replicas,running256")
     p.add_argument("--baseline", default=None,
                    help="PYTHONPATH of an older llmsched to compare with, or 'pure': this one's Python sources")
+    p.add_argument("--per-module", action="store_true",
+                   help="each row with one compiled module at a time from source (with the modules whose "
+                        "declarations cimport it), against all compiled: what compiling each module earns")
+    p.add_argument("--allow-stale", action="store_true",
+                   help="measure even when this checkout's build is not current for every module (the figures are "
+                        "then of its sources, in part or whole)")
     args = p.parse_args()
+    refuse_stale_build(args.allow_stale)
+    if args.per_module:
+        return per_module(args.rows.split(","))
     sides = [("now", None)] + ([("before", args.baseline)] if args.baseline else [])
     print(f"{'row':<36}{'side':>7}{'build':>9}{'CPU s':>8}{'steps':>10}{'us/step':>9}{'running':>9}{'peak MB':>9}"
           f"{'now/before':>12}")
@@ -202,6 +248,28 @@ def main() -> int:
                 running = f"{r['running']:.0f}" if "running" in r else ""
                 print(f"{label:<36}{side:>7}{r['build']:>9}{r['cpu_s']:>8.2f}{r['steps']:>10}"
                       f"{1e6 * r['cpu_s'] / r['steps']:>9.1f}{running:>9}{r['peak_mb']:>9.0f}{ratio:>12}", flush=True)
+    return 0
+
+
+def per_module(names: list[str]) -> int:
+    """For each row: CPU with every module compiled, then with each compiled module from source in turn (the
+    all-compiled run repeated between them, as the machine's load drifts): the ratio is what compiling it earns."""
+    from llmsched import compiled
+    groups = []
+    for m in compiled.MODULES:
+        group = compiled.dependents({m})
+        if group not in groups:
+            groups.append(group)
+    print(f"{'row':<36}{'from source':<44}{'CPU s':>8}{'all compiled':>14}{'ratio':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, kind, spec in rows(names, Path(tmp)):
+            run = (lambda path: run_cli(list(spec), path)) if kind == "cli" else (lambda path: run_sim(dict(spec), path))
+            for group in groups:
+                base = run(None)["cpu_s"]
+                got = run("source:" + ",".join(sorted(group)))["cpu_s"]
+                base = (base + run(None)["cpu_s"]) / 2
+                name = ",".join(m.replace("llmsched.", "") for m in sorted(group))
+                print(f"{label:<36}{name:<44}{got:>8.2f}{base:>14.2f}{got / base:>7.2f}x", flush=True)
     return 0
 
 

@@ -48,7 +48,7 @@ GIVE_UP = 30.0  # s; a row's round ends after this long even if the policy sched
 
 def engines(max_seqs: int):
     """(stock LLM, plug-in LLM) in this process."""
-    from llmsched.vllm.engine import PLUGIN, EngineConfig, make_llm, set_in_process_env
+    from llmsched.vllm.launch import PLUGIN, EngineConfig, make_llm, set_in_process_env
     from llmsched.vllm.model import write_model
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     work = set_in_process_env(tempfile.mkdtemp(prefix="bench-vllm-"))
@@ -64,7 +64,7 @@ def measure(sizes: list[int], steps: int, policies: list[str], rounds: int = 1, 
     from vllm.v1.core.sched.scheduler import Scheduler as VLLMScheduler
 
     from llmsched.vllm import adapter
-    from llmsched.vllm.engine import prompt_ids, scheduler_of
+    from llmsched.vllm.launch import prompt_ids, scheduler_of
     from llmsched.vllm.settings import load_settings
 
     if not idle_sleep:

@@ -1,16 +1,22 @@
 """Which modules the install compiles with Cython, and the guard that keeps a compiled module from hiding its source.
 
 The Python sources are the reference. ``setup.py`` compiles the simulator's hot modules when Cython and a C
-compiler are there (``LLMSCHED_NO_COMPILE=1`` skips it); a ``.pxd`` file beside some of them declares their
-classes as extension types with object fields (the same values in struct slots instead of dict or slot lookups), so
-a compiled run computes exactly what the source computes (tests/test_compiled.py compares the files byte for byte)
-in about two thirds of the CPU time.
+compiler are there (``LLMSCHED_NO_COMPILE=1`` skips it); Cython's generated C goes to ``build/cython``, never beside
+the sources. A ``.pxd`` file beside some modules declares their classes as extension types with object fields (the
+same values in struct slots instead of dict or slot lookups), so a compiled run computes exactly what the source
+computes (tests/test_compiled.py compares the files byte for byte) in about two thirds of the CPU time.
 
 Python imports an extension module in preference to its ``.py``, so an edited source would be silently ignored until
-the next build. The build records each compiled module's source hash (``compiled.json``); at import, if any source
-differs, or extension files lie there without a record, every compiled module is imported from its source instead
-(they declare each other's types: all or none) and a warning says how to rebuild. ``LLMSCHED_PURE=1`` always imports
-the sources. Standard library only: ``setup.py`` reads ``MODULES`` before anything is installed.
+the next build. The build records each compiled module's source hash (``compiled.json``). At import, a module whose
+source (``.py`` or ``.pxd``) changed since the build, or whose extension is missing, is imported from its source,
+and so is every module whose declarations ``cimport`` it (their compiled code relies on its struct layout); the
+others stay compiled, and a warning names the modules running from source and how to rebuild. Extension files
+without a record, or ``LLMSCHED_PURE=1``, mean every module runs from source. Standard library only: ``setup.py``
+reads ``MODULES`` before anything is installed.
+
+What is compiled is what earns it (docs/simulator.md, "Compiled modules", has the measurement): the request, the
+replica and its KV/decode-group machinery, the view, the step and request logs, the event loop and lanes, the
+roofline and the workload source. Policies are not compiled, so editing one never changes what else runs.
 """
 from __future__ import annotations
 
@@ -20,17 +26,22 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
 
 MODULES = (
     "llmsched.request",
-    "llmsched.engine.blocks",
+    "llmsched.engine.kv_cache",
     "llmsched.engine.decode_group",
     "llmsched.engine.decode_run",
+    "llmsched.engine.group_steps",
     "llmsched.engine.plan",
+    "llmsched.engine.plan_check",
+    "llmsched.engine.preemption",
     "llmsched.engine.replica",
+    "llmsched.engine.tokens",
     "llmsched.engine.view",
     "llmsched.batchtime.roofline",
     "llmsched.metrics.requests",
@@ -49,6 +60,7 @@ MODULES = (
 )
 MANIFEST = "compiled.json"
 ROOT = Path(__file__).resolve().parent  # the llmsched package directory
+CIMPORT = re.compile(r"^\s*(?:from\s+(llmsched(?:\.\w+)+)\s+cimport|cimport\s+(llmsched(?:\.\w+)+))", re.M)
 
 
 def sources(module: str, root: Path = ROOT) -> list[Path]:
@@ -75,29 +87,70 @@ def extension(module: str, root: Path = ROOT) -> Path | None:
     return None
 
 
+def cimports(module: str, root: Path = ROOT) -> set[str]:
+    """The compiled modules whose declarations ``module``'s own ``.pxd`` cimports."""
+    files = sources(module, root)[1:]
+    found = {a or b for pxd in files for a, b in CIMPORT.findall(pxd.read_text())}
+    return found & set(MODULES)
+
+
+def dependents(stale: set[str], root: Path = ROOT) -> set[str]:
+    """``stale`` and every module whose declarations cimport one of them, directly or through others."""
+    out = set(stale)
+    grew = True
+    while grew:
+        grew = False
+        for m in MODULES:
+            if m not in out and cimports(m, root) & out:
+                out.add(m)
+                grew = True
+    return out
+
+
 def write_manifest(package_dir: Path, root: Path = ROOT) -> None:
     """Record the source hash of every module under ``root`` in ``package_dir`` (where the build put them)."""
     record = {module: digest(module, root) for module in MODULES}
     (package_dir / MANIFEST).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
-def state(root: Path = ROOT, environ=os.environ) -> tuple[str, str]:
-    """("compiled" | "pure", why): what ``guard`` decides for the package at ``root``."""
+def plan(root: Path = ROOT, environ=os.environ) -> tuple[str, str, frozenset[str]]:
+    """(kind, why, modules to import from source): kind is "compiled" (all built and current), "partial" (the
+    modules listed run from source, the rest compiled) or "pure" (every module from source)."""
+    everything = frozenset(MODULES)
     if environ.get("LLMSCHED_PURE"):
-        return "pure", "LLMSCHED_PURE is set"
+        return "pure", "LLMSCHED_PURE is set", everything
     manifest = root / MANIFEST
     if not manifest.exists():
         if any(extension(m, root) for m in MODULES):
-            return "pure", f"compiled modules lie in {root} without {MANIFEST} (not built by setup.py)"
-        return "pure", "not compiled (no Cython or no C compiler at install, or LLMSCHED_NO_COMPILE=1)"
+            return "pure", f"compiled modules lie in {root} without {MANIFEST} (not built by setup.py)", everything
+        return "pure", "not compiled (no Cython or no C compiler at install, or LLMSCHED_NO_COMPILE=1)", everything
     record = json.loads(manifest.read_text())
-    changed = [m for m in MODULES if record.get(m) != digest(m, root)]
+    changed = {m for m in MODULES if record.get(m) != digest(m, root)}
+    missing = {m for m in MODULES if extension(m, root) is None}
+    if not changed and not missing:
+        return "compiled", "built from these sources", frozenset()
+    source = dependents(changed | missing, root)
+    if source == everything:
+        return "pure", _reasons(changed, missing, source), everything
+    return "partial", _reasons(changed, missing, source), frozenset(source)
+
+
+def _reasons(changed: set[str], missing: set[str], source: set[str]) -> str:
+    parts = []
     if changed:
-        return "pure", f"source changed since the build: {', '.join(changed)}"
-    missing = [m for m in MODULES if extension(m, root) is None]
+        parts.append(f"source changed since the build: {', '.join(sorted(changed))}")
     if missing:
-        return "pure", f"not every module compiled ({', '.join(missing)} missing): rebuild"
-    return "compiled", "built from these sources"
+        parts.append(f"not compiled ({', '.join(sorted(missing))} missing)")
+    rest = source - changed - missing
+    if rest:
+        parts.append(f"their declarations' dependents run from source too: {', '.join(sorted(rest))}")
+    return "; ".join(parts)
+
+
+def state(root: Path = ROOT, environ=os.environ) -> tuple[str, str]:
+    """("compiled" | "partial" | "pure", why): what ``guard`` decides for the package at ``root``."""
+    kind, why, _ = plan(root, environ)
+    return kind, why
 
 
 class SourceFirst(importlib.abc.MetaPathFinder):
@@ -114,17 +167,20 @@ class SourceFirst(importlib.abc.MetaPathFinder):
 
 
 STATE: tuple[str, str] = ("pure", "guard not run")
+FROM_SOURCE: frozenset[str] = frozenset(MODULES)
 
 
 def guard() -> None:
-    """Run by ``llmsched/__init__`` before any compiled module can load: sources win unless the build is current."""
-    global STATE
-    STATE = state()
-    kind, why = STATE
+    """Run by ``llmsched/__init__`` before any compiled module can load: a module's source wins over a build that
+    is not current for it."""
+    global STATE, FROM_SOURCE
+    kind, why, FROM_SOURCE = plan()
+    STATE = (kind, why)
     if kind == "compiled":
         return
-    sys.meta_path.insert(0, SourceFirst(MODULES, ROOT))
+    sys.meta_path.insert(0, SourceFirst(FROM_SOURCE, ROOT))
     if any(extension(m) for m in MODULES) and not os.environ.get("LLMSCHED_PURE"):
-        warnings.warn(f"llmsched: running the Python sources, not the compiled modules: {why}; rebuild with "
+        which = "every compiled module" if kind == "pure" else f"{len(FROM_SOURCE)} of {len(MODULES)} modules"
+        warnings.warn(f"llmsched: running {which} from source, not the build: {why}; rebuild with "
                       f"`pip install -e . --no-deps` or scripts/install.sh, or set LLMSCHED_PURE=1 to silence this",
                       stacklevel=2)

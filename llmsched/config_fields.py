@@ -1,180 +1,21 @@
-"""The one schema of a run's fields: type and range of every RunConfig field, and which fields go together.
+"""The rules of a run config beyond one field's declaration: which fields go together, ranges over two fields,
+scheduler parameters (``KEY=VALUE`` text and their check against the scheduler's defaults).
 
-Config files (TOML/YAML), the command line and the Python API all pass through ``check_field`` and
-``check_combination``, so a wrong value gets the same error wherever it comes from, naming the field, the value
-and where it was written (the option, or the file and line).
+Config files (TOML/YAML), the command line and the Python API all pass through ``check_combination``, so a wrong
+combination gets the same error wherever it comes from, naming the fields as the user wrote them. Each field's
+own type and range are declared with it (``run_config.RunConfig``).
 """
 from __future__ import annotations
 
-import json
 import math
-import re
-from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
-
-from .workload.arrivals import Piecewise
-from .workload.tiers import parse_tiers
+from .run_field import API, shown
 
 # A run must mean something: a mean gap longer than MIN_RATE's (about 11.6 days) or more than MAX_REQUESTS
 # requests is a typo (1e-300, 1e30), not an experiment; such a run would never end or never start.
 MIN_RATE = 1e-6
 MAX_REQUESTS = 100_000_000
 MAX_SECONDS = 1e9  # about 32 years of simulated time
-
-
-@dataclass(frozen=True)
-class Field:
-    """What one field accepts: ``kind`` is int, float, str, bool or params (a table of scheduler/model params)."""
-
-    kind: str
-    optional: bool = False
-    low: float | None = None     # inclusive
-    above: float | None = None   # exclusive lower bound
-    high: float | None = None    # inclusive
-    choices: tuple[str, ...] = ()
-    hint: str = ""
-    must: str = ""  # the whole expectation, where the generated one would read badly
-    parse: object = None  # a str field's parser (raises ValueError on a bad value)
-
-    def expectation(self) -> str:
-        if self.must:
-            return self.must
-        what = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
-                "params": "a table of KEY = VALUE"}[self.kind]
-        if self.choices:
-            what = "one of " + ", ".join(self.choices)
-        bounds = []
-        if self.above is not None:
-            bounds.append(f"> {self.above:g}")
-        if self.low is not None:
-            bounds.append(f">= {self.low:g}")
-        if self.high is not None:
-            bounds.append(f"<= {self.high:g}")
-        text = what + (" " + " and ".join(bounds) if bounds else "")
-        if self.optional:
-            text += " (or leave it out)"
-        return text + (f"; {self.hint}" if self.hint else "")
-
-
-FIELDS: dict[str, Field] = {
-    "scheduler": Field("str", hint="see `llmsched presets`"),
-    "scheduler_params": Field("params"),
-    "model": Field("str", hint="a model preset, see `llmsched presets`"),
-    "gpu": Field("str", hint="a GPU preset, see `llmsched presets`"),
-    "tp": Field("int", optional=True, low=1, high=64),
-    "batch_time": Field("str"),
-    "batch_time_params": Field("params"),
-    "replicas": Field("int", low=1, high=4096),
-    "router": Field("str"),
-    "workload": Field("str", hint="a length preset, see `llmsched presets`"),
-    "lengths": Field("str", optional=True, hint="a length CSV (num_prefill_tokens,num_decode_tokens or "
-                                                "question_length,answer_length)"),
-    "trace": Field("str", optional=True),
-    "rate": Field("float", optional=True, low=MIN_RATE,
-                  must=f"a positive number of requests/s, at least {MIN_RATE:g} (a mean gap of at most 11.6 days)"),
-    "num_requests": Field("int", optional=True, low=1, high=MAX_REQUESTS),
-    "duration": Field("float", optional=True, above=0, high=MAX_SECONDS, hint="seconds"),
-    "arrival": Field("str", choices=("poisson", "gamma", "constant")),
-    "cv": Field("float", optional=True, above=0, high=1e3),
-    "rate_schedule": Field("str", optional=True, hint="'START:RATE,...', e.g. '0:2,300:4'",
-                           parse=lambda text: Piecewise(parse_rate_schedule(text))),
-    "concurrency": Field("int", optional=True, low=1, high=MAX_REQUESTS),
-    "tiers": Field("str", optional=True, hint="e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5'",
-                   parse=lambda text: parse_tiers(text)),
-    "max_total_tokens": Field("int", optional=True, low=2),
-    "block_size": Field("int", low=1, high=4096),
-    "max_num_seqs": Field("int", low=1),
-    "max_num_batched_tokens": Field("int", low=1),
-    "max_model_len": Field("int", optional=True, low=2, hint="at most the model's context length"),
-    "gpu_memory_utilization": Field("float", above=0, high=1),
-    "num_blocks": Field("int", optional=True, low=1, hint="leave it out to size the KV cache from the GPU"),
-    "preemption_mode": Field("str", choices=("recompute", "swap")),
-    "overflow": Field("str", choices=("error", "evict-newest", "evict-newest-recompute")),
-    "swap_space_gb": Field("float", low=0, high=1e6),
-    "oracle": Field("bool"),
-    "horizon": Field("float", optional=True, above=0, high=MAX_SECONDS, hint="seconds"),
-    "warmup": Field("float", low=0, high=MAX_SECONDS, hint="seconds"),
-    "cooldown": Field("float", low=0, high=MAX_SECONDS, hint="seconds"),
-    "keep_gaps": Field("bool"),
-    "fast_forward": Field("bool"),
-    "lanes": Field("bool"),
-    "check_invariants": Field("bool"),
-    "seed": Field("int", low=0, high=2**63 - 1),
-}
-
-
-class Origin:
-    """Where values were written, for error messages: the command line, a config file, or Python code."""
-
-    def __init__(self, kind: str = "api", path: str | Path | None = None, text: str | None = None):
-        self.kind = kind
-        self.path = path
-        self.text = text
-
-    @classmethod
-    def file(cls, path, text: str | None = None) -> "Origin":
-        return cls("file", path, text)
-
-    def name(self, key: str) -> str:
-        """How the user wrote the field's name."""
-        if self.kind == "cli":
-            return CLI_NAMES.get(key, "--" + key.replace("_", "-"))
-        if self.kind == "file":
-            return f"{key} (in {self.path})"
-        return key
-
-    def at(self, key: str, value) -> str:
-        """The field and its value as the user wrote them."""
-        if self.kind == "cli":
-            return f"{self.name(key)} {value}"
-        if self.kind == "file":
-            return f"{self.path}{self.line_of(key)}: {key} = {shown(value)}"
-        return f"{key}={value!r}"
-
-    def line_of(self, key: str) -> str:
-        """':N' for the line of a file that sets ``key`` (found by its text), else ''."""
-        if not self.text:
-            return ""
-        pattern = re.compile(r"^\s*['\"]?" + "[-_]".join(map(re.escape, key.split("_"))) + r"['\"]?\s*[=:]")
-        for i, line in enumerate(self.text.splitlines(), 1):
-            if pattern.match(line):
-                return f":{i}"
-        return ""
-
-
-API = Origin()
-CLI_NAMES = {"scheduler_params": "--param", "batch_time_params": "--bt-param", "keep_gaps": "--sketch", "fast_forward": "--no-fast-forward",
-             "lanes": "--no-lanes",
-             "check_invariants": "--check-invariants"}
-
-
-def shown(value) -> str:
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def check_field(key: str, value, origin: Origin = API):
-    """``value`` as the field's type (an int stays an int; a whole float for an int field is refused)."""
-    if key not in FIELDS:
-        raise ValueError(f"{origin.name(key)}: unknown field; valid fields: {', '.join(sorted(FIELDS))}")
-    spec = FIELDS[key]
-    if value is None:
-        if spec.optional:
-            return None
-        raise ValueError(f"{origin.at(key, value)}: must be {spec.expectation()}")
-    typed = _typed(spec, value)
-    if typed is _WRONG or not _in_range(spec, typed):
-        raise ValueError(f"{origin.at(key, value)}: must be {spec.expectation()}")
-    if spec.parse and typed:
-        try:
-            spec.parse(typed)
-        except ValueError as e:
-            raise ValueError(f"{origin.at(key, value)}: {e}") from None
-    return typed
 
 
 def parse_rate_schedule(text: str) -> list[tuple[float, float]]:
@@ -186,42 +27,6 @@ def parse_rate_schedule(text: str) -> list[tuple[float, float]]:
     except ValueError:
         raise ValueError(f"rate_schedule {text!r}: write START:RATE pairs, e.g. '0:2,300:4,600:1'") from None
     return segments
-
-
-_WRONG = object()
-
-
-def _typed(spec: Field, value):
-    if spec.kind == "bool":
-        return value if isinstance(value, (bool, np.bool_)) else _WRONG
-    if spec.kind == "str":
-        return value if isinstance(value, str) and (value.strip() or spec.optional) else _WRONG
-    if spec.kind == "params":
-        if not isinstance(value, dict):
-            return _WRONG
-        return dict(value)
-    if isinstance(value, (bool, np.bool_)):
-        return _WRONG
-    if spec.kind == "int":
-        if isinstance(value, (int, np.integer)):
-            return int(value)
-        return _WRONG
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else _WRONG
-    return _WRONG
-
-
-def _in_range(spec: Field, value) -> bool:
-    if spec.choices and value not in spec.choices:
-        return False
-    if spec.kind not in ("int", "float"):
-        return True
-    if spec.low is not None and value < spec.low:
-        return False
-    if spec.above is not None and value <= spec.above:
-        return False
-    return spec.high is None or value <= spec.high
 
 
 # (field, other field, why they do not go together and what to do instead)
@@ -275,6 +80,9 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
             if a == "trace" and b == "arrival" and data[b] == "poisson":
                 continue
             raise ValueError(f"{origin_of(b).name(b)} does not apply together with {origin_of(a).name(a)}: {why}")
+    if given(data, "gpu_spec") and given(data, "gpu") and data["gpu"] != data["gpu_spec"]:
+        raise ValueError(f"{origin_of('gpu').name('gpu')} does not apply together with "
+                         f"{origin_of('gpu_spec').name('gpu_spec')}: the spec file is the GPU; drop one of them")
     arrival = data.get("arrival") or "poisson"
     if given(data, "cv") and arrival != "gamma":
         raise ValueError(f"{origin_of('cv').name('cv')} applies only to gamma arrivals (--arrival gamma), not "
@@ -339,3 +147,31 @@ def _param_kind(default) -> str | None:
     if isinstance(default, str):
         return "str"
     return None  # None or a structured default: the scheduler checks it
+
+
+def parse_params(items: list[str], option: str = "--param") -> dict:
+    """``KEY=VALUE`` texts as a table, each value as the type it reads as (see ``parse_value``)."""
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"{option} {item!r}: expected KEY=VALUE")
+        key, value = item.split("=", 1)
+        key = key.strip().replace("-", "_")
+        if not key:
+            raise ValueError(f"{option} {item!r}: the KEY before '=' is empty; expected KEY=VALUE")
+        out[key] = parse_value(value.strip())
+    return out
+
+
+def parse_value(v: str):
+    low = v.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    return v

@@ -6,6 +6,7 @@ a seed determine the result), so which executor ran them never changes a byte of
 from __future__ import annotations
 
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from urllib.parse import urlparse
 
@@ -13,6 +14,16 @@ CONNECT_TIMEOUT_S = 3.0
 EXECUTORS = ("local", "ray")
 RAY_GCS_METHOD = "/ray.rpc.NodeInfoGcsService/GetClusterId"
 RAY_CLIENT_METHOD = "/ray.rpc.RayletDriver/ClusterInfo"
+
+
+def quiet_worker() -> None:
+    """A pool worker's start: Ctrl-C ends it at once, without a traceback of its own (the command, which gets
+    the same Ctrl-C, says it was interrupted)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def worker_pool(jobs: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=jobs, initializer=quiet_worker)
 
 
 class LocalExecutor:
@@ -30,7 +41,7 @@ class LocalExecutor:
         if self.jobs == 1 or len(items) <= 1:
             return [fn(x) for x in items]
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.jobs)
+            self._pool = worker_pool(self.jobs)
         return list(self._pool.map(fn, items))
 
     def close(self) -> None:

@@ -6,13 +6,10 @@ through a registry, never through an import path, so a config file cannot load c
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from .batchtime.registry import make_batch_time_model
-from .config_fields import API, FIELDS, Origin, check_combination, check_field, check_params, parse_rate_schedule
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.memory import kv_capacity_blocks
@@ -20,135 +17,11 @@ from .hardware.models import model as model_preset
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
 from .routers import make_router
+from .run_config import RunConfig
 from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.simulator import RunResult, simulate
-from .workload.tiers import parse_tiers
-from .workload.arrivals import Piecewise
 from .workload.workload import ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, trace_workload
-from .workload.presets import length_preset
-
-
-@dataclass
-class RunConfig:
-    """Everything one run needs. Field names match the CLI options and config-file keys."""
-
-    scheduler: str = "sarathi"
-    scheduler_params: dict = field(default_factory=dict)
-    model: str = "llama-3-8b"
-    gpu: str = "a100"
-    tp: int | None = None  # tensor parallelism override of the model preset
-    batch_time: str = "roofline"
-    batch_time_params: dict = field(default_factory=dict)
-    replicas: int = 1
-    router: str = "round-robin"
-    # workload: a named length preset with an arrival process, a real trace, or a closed loop
-    workload: str = "sharegpt"
-    trace: str | None = None
-    lengths: str | None = None  # a user's own length CSV instead of the named preset `workload`
-    rate: float | None = 2.0
-    num_requests: int | None = None
-    duration: float | None = None
-    arrival: str = "poisson"
-    cv: float | None = None
-    rate_schedule: str | None = None  # piecewise-constant rate, "T0:RATE0,T1:RATE1,..." (seconds:req/s)
-    concurrency: int | None = None  # closed loop: this many requests in flight
-    tiers: str | None = None  # e.g. "paid:tbt=0.1:share=0.05,free:tbt=0.5"
-    max_total_tokens: int | None = None
-    # replica limits, named as in vLLM
-    block_size: int = 16
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    max_model_len: int | None = None
-    gpu_memory_utilization: float = 0.9
-    num_blocks: int | None = None  # override the KV capacity derived from the GPU
-    preemption_mode: str = "recompute"
-    overflow: str = "error"  # KV overflow: error, evict-newest (restart, seed 003), evict-newest-recompute
-    swap_space_gb: float = 4.0
-    oracle: bool = False
-    # run control
-    horizon: float | None = None
-    warmup: float = 0.0
-    cooldown: float = 0.0
-    keep_gaps: bool = True
-    fast_forward: bool = True  # fast-forward runs of decode-only steps (identical results; docs/simulator.md)
-    lanes: bool = True  # run replicas that cannot affect each other one at a time (docs/simulator.md)
-    check_invariants: bool = False  # the full KV and decode-group accounting check after every step (slow)
-    seed: int = 0
-
-    def __post_init__(self):
-        for f in dataclasses.fields(self):
-            setattr(self, f.name, check_field(f.name, getattr(self, f.name)))
-        defaults = RunConfig.__dataclass_fields__
-        check_combination({f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                           if getattr(self, f.name) != _default(defaults[f.name])})
-
-    @classmethod
-    def from_dict(cls, data: dict, origin: str | Origin | dict = "config") -> "RunConfig":
-        """A config from user-written values; ``origin`` says where each was written (one Origin, or one per
-        key), so an error names the option or the file and line."""
-        def origin_of(key):
-            if isinstance(origin, dict):
-                return origin.get(key, API)
-            return origin if isinstance(origin, Origin) else API
-        label = origin if isinstance(origin, str) else "config"
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            where = origin_of(unknown[0]).path if origin_of(unknown[0]).kind == "file" else label
-            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(sorted(known))}")
-        data = {k: check_field(k, v, origin_of(k)) for k, v in data.items()}
-        check_combination(data, origin_of)
-        if "scheduler_params" in data:
-            name = data.get("scheduler", cls.scheduler)
-            data["scheduler_params"] = check_params(
-                f"scheduler {name!r}", data["scheduler_params"], scheduler_info(name)["params"],
-                origin_of("scheduler_params").name("scheduler_params"))
-        return cls(**data)
-
-
-def _default(f):
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-
-
-if {f.name for f in dataclasses.fields(RunConfig)} != set(FIELDS):
-    raise RuntimeError("RunConfig's fields and config_fields.FIELDS differ: give every field a schema entry")
-
-
-def load_config(path: str | Path) -> dict:
-    """Read a TOML or YAML run config safely (data only, no code, no tags)."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ValueError(f"cannot read config file {path}: {e.strerror}") from None
-    if path.suffix == ".toml":
-        import tomllib  # here: most runs have no config file
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise ValueError(f"config file {path} is not valid TOML: {e}") from None
-    elif path.suffix in (".yaml", ".yml"):
-        import yaml
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as e:
-            raise ValueError(f"config file {path} is not valid YAML: {e}") from None
-    else:
-        raise ValueError(f"config file {path}: use a .toml, .yaml or .yml file")
-    if not isinstance(data, dict):
-        raise ValueError(f"config file {path} must hold a table/mapping of run options")
-    return {k.replace("-", "_"): v for k, v in data.items()}
-
-
-def read_run_config(path: str | Path) -> tuple[dict, Origin]:
-    """A run config file's keys, each checked against RunConfig's schema, and its Origin for later errors."""
-    data = load_config(path)
-    origin = Origin.file(path, Path(path).read_text())
-    unknown = sorted(set(data) - set(FIELDS))
-    if unknown:
-        raise ValueError(f"config file {path}{origin.line_of(unknown[0])}: unknown key(s) {', '.join(unknown)}; "
-                         f"valid keys: {', '.join(sorted(FIELDS))}")
-    return {k: check_field(k, v, origin) for k, v in data.items()}, origin
+from .workload.length_presets import length_preset
 
 
 def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
@@ -180,15 +53,17 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
     steps = steps if steps is not None else StepLog()
     params = {**(workload_params or {}), **cfg.scheduler_params}
     try:
-        return [Replica(i, create_scheduler(cfg.scheduler, **params), bt, config, steps)
-                for i in range(cfg.replicas)]
+        policies = [create_scheduler(cfg.scheduler, **params) for _ in range(cfg.replicas)]
     except TypeError as e:
         raise ValueError(f"scheduler {cfg.scheduler!r} parameters {params}: a value has the wrong type ({e})") from None
+    for i, policy in enumerate(policies):  # a budget above the replica's cap: lowered, recorded, warned about once
+        policy.fit_token_budgets(config.max_num_batched_tokens, cfg.scheduler_params if i == 0 else ())
+    return [Replica(i, policy, bt, config, steps) for i, policy in enumerate(policies)]
 
 
 def workload_params(cfg: RunConfig, source) -> dict:
     """``lengths`` and ``rate`` of the run's own workload, for policies whose thresholds are derived from them
-    (WAIT, nested WAIT: seed 003 §5-6); empty for other policies or when the user gave explicit ``types``.
+    (WAIT, nested WAIT: Ao et al. §5-6); empty for other policies or when the user gave explicit ``types``.
 
     The rate is the configured one, or for a trace replayed at its own pace or a rate schedule the mean rate of
     the generated arrivals, divided among the replicas (each policy instance sees its replica's share); a
@@ -221,8 +96,7 @@ def length_dist(cfg: RunConfig):
 
 
 def build_source(cfg: RunConfig):
-    tiers = parse_tiers(cfg.tiers) if cfg.tiers else None
-    extra = {"tiers": tiers} if tiers else {}
+    extra = {"tiers": cfg.tiers.value} if cfg.tiers else {}
     if cfg.concurrency is not None:
         if cfg.num_requests is None:
             raise ValueError("concurrency (a closed loop) needs num_requests, how many requests it sends in all")
@@ -232,7 +106,7 @@ def build_source(cfg: RunConfig):
         if cfg.num_requests is None and cfg.duration is None:
             raise ValueError(f"rate_schedule {cfg.rate_schedule!r} needs num_requests or duration (--num-requests "
                              f"or --duration)")
-        wl = Workload(Piecewise(parse_rate_schedule(cfg.rate_schedule)), length_dist(cfg),
+        wl = Workload(cfg.rate_schedule.value, length_dist(cfg),
                       num_requests=cfg.num_requests, duration=cfg.duration, max_total_tokens=cfg.max_total_tokens,
                       seed=cfg.seed, **extra)
     elif cfg.trace:

@@ -150,7 +150,7 @@ def make_router(name: str) -> Router:
 
 @register_router
 class PABRouter(Router):
-    """Seed 002 §3.4 PAB-LB: each replica reports its Prefill Admission Budget; the router sends a
+    """Lyu et al. (seed 002) §3.4 PAB-LB: each replica reports its Prefill Admission Budget; the router sends a
     request to a replica whose budget covers its prompt and decrements its view of that budget.
 
     ``selection``: ``max_pab`` (most headroom, spec §3.6), ``first_fit`` or ``best_fit`` (least
@@ -158,7 +158,7 @@ class PABRouter(Router):
     rejection). ``report_delay`` (s): a replica's report is refreshed only that long after the last
     one, the dispatches in between only decrement it (0: fresh at every arrival; vLLM's DP coordinator
     publishes every 0.1 s). Replicas whose scheduler has no ``pab(view, now)`` (non-FairBatching) are
-    measured with seed 002's default SLOs.
+    measured with Lyu et al.'s default SLOs.
 
     Against the paper (§3.4, §4, §5.3, §5.5; re-read for issue 12):
     * Which node: "a suitable node with sufficient budget", rule not given; ``max_pab`` is our choice.
@@ -191,9 +191,9 @@ class PABRouter(Router):
         pab = getattr(replica.scheduler, "pab", None)
         if pab is not None:
             return pab(replica.view, now)
-        from .fairbatching.pab import compute_pab, node_requests
-        from .fairbatching.predictor import StepPredictor
-        from .fairbatching.envelope import DEFAULT_TPOT, DEFAULT_TTFT
+        from .schedulers.fairbatching.envelope import DEFAULT_TPOT, DEFAULT_TTFT
+        from .schedulers.fairbatching.pab import compute_pab, node_requests
+        from .schedulers.fairbatching.predictor import StepPredictor
         p = self._fallback.get(replica.index)
         if p is None:
             p = self._fallback[replica.index] = StepPredictor.fit_to(replica.batch_time)
@@ -247,7 +247,7 @@ class PABDelayed(PABRouter):
 
 @register_router
 class VLLMDataParallel(Router):
-    """vLLM v0.10's data-parallel load balancer (DPLBAsyncMPClient.get_core_engine_for_request; seed 002
+    """vLLM v0.10's data-parallel load balancer (DPLBAsyncMPClient.get_core_engine_for_request; Lyu et al.
     §3.4, spec §3.7): the lowest 4·waiting + running, scanning from a rotating start with strict ``<``;
     the chosen engine's local waiting count is incremented at once, and the counts are refreshed from
     the engines every ``publish_interval`` seconds (the coordinator's 100 ms)."""

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from llmsched.batchtime.engine import ENGINE_CALIBRATION_PATH  # noqa: E402
+from llmsched.batchtime.serving_engine import ENGINE_CALIBRATION_PATH  # noqa: E402
 from llmsched.validate.calibrate import calibration_payload, fit_engine, is_calibration  # noqa: E402
 from llmsched.validate.datasets import load_splitwise  # noqa: E402
 

@@ -12,7 +12,7 @@ import pytest
 from llmsched.cli import main
 
 TABLE = tomllib.loads((Path(__file__).parent / "data" / "bad_inputs.toml").read_text())
-KINDS = ("cli", "config", "trace", "settings")
+KINDS = ("cli", "config", "trace", "model", "gpu", "settings")
 
 
 def cases():
@@ -38,8 +38,9 @@ def write_input(case, tmp_path: Path) -> Path | None:
 def test_the_table_is_large_and_covers_every_kind():
     assert sum(len(TABLE[k]) for k in KINDS) >= 150
     assert all(TABLE[k] for k in KINDS)
-    args = [c["args"] for k in ("cli", "config", "trace") for c in TABLE[k]]
-    texts = [(c["args"], c["name"], c.get("text")) for k in ("config", "trace") for c in TABLE[k]]
+    args = [c["args"] for k in ("cli", "config", "trace", "model", "gpu") for c in TABLE[k]]
+    texts = [(c["args"], c["name"], c.get("text")) for k in ("config", "trace", "model", "gpu") for c in TABLE[k]
+             if "name" in c]
     assert len(set(a for a in args if "{file}" not in a)) == len([a for a in args if "{file}" not in a])
     assert len(set(texts)) == len(texts)
 

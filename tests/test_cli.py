@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from llmsched.cli import main, parse_rates
+from llmsched.cli import main
+from llmsched.cli.sweep import parse_rates
 
 
 def run_cli(*args):
@@ -109,7 +110,7 @@ def test_help_explains_every_option():
 def test_parser_of_one_command_is_that_of_all():
     """main builds only the named command's parser (the others' modules are not imported): every command has
     an entry in COMMANDS, and its parser alone parses as the whole one does."""
-    from llmsched.cli import COMMAND_NAMES, build_parser
+    from llmsched.cli.commands import COMMAND_NAMES, build_parser
     whole = build_parser()
     choices = next(a.choices for a in whole._actions if isinstance(a, argparse._SubParsersAction))
     assert set(choices) == COMMAND_NAMES

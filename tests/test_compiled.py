@@ -104,28 +104,41 @@ def test_no_build_means_the_sources(package):
     assert kind == "pure" and "not compiled" in why
 
 
-def test_an_edited_source_wins_over_its_build(package):
+def test_an_edited_source_runs_alone_from_source(package):
+    """Editing one module runs that module from source and leaves the rest compiled."""
     _built(package)
-    py = compiled.sources("llmsched.engine.replica", package)[0]
+    py = compiled.sources("llmsched.sim.simulator", package)[0]
     py.write_text(py.read_text() + "\n# edited\n")
-    kind, why = compiled.state(package, environ={})
-    assert kind == "pure" and "llmsched.engine.replica" in why and "llmsched.request" not in why
+    kind, why, source = compiled.plan(package, environ={})
+    assert kind == "partial" and source == {"llmsched.sim.simulator"}
+    assert "llmsched.sim.simulator" in why and "llmsched.request" not in why
 
 
-def test_an_edited_declaration_wins_over_its_build(package):
+def test_an_edited_declaration_takes_its_dependents_along(package):
+    """The view's declarations cimport the replica's: a replica running from source takes the view with it."""
     _built(package)
-    pxd = compiled.sources("llmsched.request", package)[1]
+    assert "llmsched.engine.replica" in compiled.cimports("llmsched.engine.view", package)
+    pxd = compiled.sources("llmsched.engine.replica", package)[1]
     assert pxd.suffix == ".pxd"
     pxd.write_text(pxd.read_text() + "\n")
-    kind, why = compiled.state(package, environ={})
-    assert kind == "pure" and "llmsched.request" in why
+    kind, why, source = compiled.plan(package, environ={})
+    assert kind == "partial" and source == {"llmsched.engine.replica", "llmsched.engine.view"}
+    assert "dependents" in why
 
 
-def test_a_partial_build_is_not_used(package):
+def test_a_missing_extension_runs_from_source(package):
     _built(package)
     compiled.extension("llmsched.sim.simulator", package).unlink()
-    kind, why = compiled.state(package, environ={})
-    assert kind == "pure" and "llmsched.sim.simulator" in why
+    kind, why, source = compiled.plan(package, environ={})
+    assert kind == "partial" and source == {"llmsched.sim.simulator"} and "missing" in why
+
+
+def test_every_module_changed_means_pure(package):
+    _built(package)
+    for module in compiled.MODULES:
+        py = compiled.sources(module, package)[0]
+        py.write_text(py.read_text() + "\n# edited\n")
+    assert compiled.state(package, environ={})[0] == "pure"
 
 
 def test_extensions_without_a_record_are_not_used(package):
@@ -167,7 +180,10 @@ def _declared(module: str) -> dict[str, set[str]]:
     return fields
 
 
-@pytest.mark.parametrize("module", [m for m in compiled.MODULES if len(compiled.sources(m)) == 2])
+DECLARED = [m for m in compiled.MODULES if len(compiled.sources(m)) == 2]
+
+
+@pytest.mark.parametrize("module", DECLARED)
 def test_declarations_match_the_classes(module):
     """A field the .py sets but the .pxd does not declare would be an AttributeError only once compiled."""
     import importlib
@@ -176,6 +192,36 @@ def test_declarations_match_the_classes(module):
         cls = getattr(importlib.import_module(module), name)
         if "__slots__" in cls.__dict__:
             assert set(cls.__slots__) == fields, f"{module}.{name}: __slots__ and the .pxd differ"
-        else:  # Replica: every attribute its methods set (it keeps a __dict__ for anything else)
+        else:  # Replica and its base: every attribute their methods set, declared on the class or a base
+            inherited = set().union(*(_declared(base.__module__).get(base.__name__, set())
+                                      for base in cls.__mro__[1:] if base.__module__ in DECLARED))
             body = source[source.index(f"class {name}"):]
-            assert set(re.findall(r"self\.(\w+) *(?::[^=\n]*)?= ", body)) <= fields, f"{module}.{name}"
+            assert set(re.findall(r"self\.(\w+) *(?::[^=\n]*)?= ", body)) <= fields | inherited, f"{module}.{name}"
+
+
+def test_no_generated_c_beside_the_sources():
+    """The build writes Cython's C into build/cython: the package holds sources (and, once built, extensions)."""
+    assert not list(compiled.ROOT.rglob("*.c"))
+
+
+def test_an_edited_module_in_a_real_build_runs_from_source_alone(tmp_path):
+    """In a fresh process, with this checkout's build: a changed record for one module (as an edit makes it)
+    imports that module from its .py and keeps the others compiled."""
+    kind, why = compiled.state()
+    if kind != "compiled":
+        pytest.skip(f"llmsched is not compiled here: {why}")
+    child = r"""
+import importlib.abc, json, sys
+import llmsched.compiled as c
+real = c.digest
+c.digest = lambda m, root=c.ROOT: "edited" if m == "llmsched.sim.simulator" else real(m, root)
+c.guard()
+import llmsched.sim.simulator, llmsched.engine.replica
+print(json.dumps([c.STATE[0], llmsched.sim.simulator.__file__, llmsched.engine.replica.__file__]))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "LLMSCHED_PURE"}
+    env["PYTHONWARNINGS"] = "ignore"
+    proc = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    kind, simulator, replica = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert kind == "partial" and simulator.endswith(".py") and not replica.endswith(".py")

@@ -13,6 +13,7 @@ import random
 import pytest
 
 from llmsched.engine.decode_group import DecodeGroup
+from llmsched.engine.kv_cache import KVCacheManager
 from llmsched.engine.replica import Replica
 from llmsched.experiment import RunConfig
 from llmsched.request import Request
@@ -121,7 +122,7 @@ def test_group_accounting_matches_writing_every_step():
     every step gives, and the totals (size, context sum, block crossings) stay those of the members."""
     rng = random.Random(5)
     bs = 16
-    g = DecodeGroup(bs)
+    g = DecodeGroup(KVCacheManager(1 << 20, bs))
     exact: dict[Request, list] = {}  # request -> [computed, generated, token times]
     next_id = 0
     for step in range(3000):

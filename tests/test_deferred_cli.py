@@ -4,9 +4,9 @@ import json
 import pytest
 
 from llmsched.cli import main
-from llmsched.deferred.closed_loop import run_closed_loop
-from llmsched.deferred.lengths import DecodeGeometric
 from llmsched.metrics.writers import _write_steps
+from llmsched.reproduce.deferred_prefill_runs.closed_loop import run_closed_loop
+from llmsched.reproduce.deferred_prefill_runs.request_model import DecodeGeometric
 
 from test_deferred_scheduler import SPEC, linear_cfg
 

@@ -1,5 +1,6 @@
 """Seed 004 Table 1 from measured step times: Vidur's A100 operator profile + roofline attention + vLLM's public
-per-step host cost (llmsched/deferred/vllm_timing.py), and `reproduce deferred-prefill --parts sensitivity`."""
+per-step host cost (llmsched/reproduce/deferred_prefill_runs/measured_step_time.py), and `reproduce deferred-prefill
+--parts sensitivity`."""
 import csv
 import json
 
@@ -9,8 +10,9 @@ import pytest
 from llmsched.batchtime.base import Batch
 from llmsched.batchtime.profiled import LAYER_OPS
 from llmsched.cli import main
-from llmsched.deferred.timing import timing_from_batch_time
-from llmsched.deferred.vllm_timing import HOST_PER_SEQ, HOST_STEP, PROFILE, MeasuredVLLMStepTime, layer_profile
+from llmsched.reproduce.deferred_prefill_runs.measured_step_time import (HOST_PER_SEQ, HOST_STEP, PROFILE,
+                                                                         MeasuredVLLMStepTime, layer_profile)
+from llmsched.schedulers.deferred.timing_constants import timing_from_batch_time
 
 
 @pytest.fixture
@@ -46,7 +48,7 @@ def test_step_time_adds_host_cost_per_step_and_sequence(profile):
 
 
 def test_fitted_constants_are_affine_like_figs_2_3_and_give_a_positive_K_star(profile):
-    from llmsched.deferred import exact_throughput, optimal_K
+    from llmsched.schedulers.deferred.throughput import exact_throughput, optimal_K
     fit = timing_from_batch_time(MeasuredVLLMStepTime("granite-3.1-8b", profile), 331, 285, 1 / 201, 331 * 1024)
     assert fit.prefill.r2 > 0.999 and fit.decode.r2 > 0.98      # the paper: affine in batch size (§4.4)
     t = fit.timing

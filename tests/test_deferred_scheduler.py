@@ -5,11 +5,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from llmsched.deferred import Timing, exact_throughput, optimal_K
-from llmsched.deferred.closed_loop import run_closed_loop, sweep
-from llmsched.deferred.lengths import DecodeGeometric
 from llmsched.experiment import RunConfig, build_replicas, run
 from llmsched.metrics.steps import STEP_FIELDS
+from llmsched.reproduce.deferred_prefill_runs.closed_loop import run_closed_loop, sweep
+from llmsched.reproduce.deferred_prefill_runs.request_model import DecodeGeometric
+from llmsched.schedulers.deferred.throughput import exact_throughput, optimal_K
+from llmsched.schedulers.deferred.timing_constants import Timing
 from llmsched.sim.simulator import simulate
 from llmsched.workload.lengths import Geometric, Uniform
 from llmsched.workload.workload import ClosedLoop

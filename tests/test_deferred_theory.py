@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 
 from llmsched.batchtime.roofline import RooflineBatchTime
-from llmsched.deferred import (Timing, cycle_stats, exact_throughput, optimal_K, prop1_iterations, prop1_throughput,
-                               r_interval, timing_from_batch_time, timing_from_steps)
+from llmsched.schedulers.deferred.renewal import cycle_stats, prop1_iterations
+from llmsched.schedulers.deferred.throughput import exact_throughput, optimal_K, prop1_throughput, r_interval
+from llmsched.schedulers.deferred.timing_constants import Timing, timing_from_batch_time, timing_from_steps
 
 ALPHA = 1 / 201
 

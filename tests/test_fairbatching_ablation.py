@@ -96,7 +96,7 @@ def test_bad_arguments_are_clear_errors():
 def test_exact_prediction_fills_the_time_budget_with_the_true_step_time():
     """form_batch_exact: the chosen step's true time is within the budget, and one more token of the chunked
     prompt would not be."""
-    from llmsched.fairbatching.formation import Task, form_batch_exact
+    from llmsched.schedulers.fairbatching.formation import Task, form_batch_exact
     bt = make_batch_time_model("roofline", "llama-3.1-8b", "a800")
     decodes = [Task(object(), 0.01 * i, 0.0, i, True, 1, 900 + 10 * i, 0.05) for i in range(20)]
     prompt = Task(object(), 0.3, 0.0, 99, False, 3000, 0, 0.05)
@@ -109,7 +109,7 @@ def test_exact_prediction_fills_the_time_budget_with_the_true_step_time():
 
 
 def test_exact_prediction_needs_the_time_capacity():
-    from llmsched.schedulers.fairbatching import FairBatching
+    from llmsched.schedulers.fairbatching.fairbatching import FairBatching
     with pytest.raises(ValueError, match="prediction"):
         FairBatching(prediction="exact", capacity="token")
     with pytest.raises(ValueError, match="prediction"):

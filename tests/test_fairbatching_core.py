@@ -7,14 +7,16 @@ import pytest
 
 from llmsched.batchtime.linear import LinearBatchTime
 from llmsched.engine.replica import Replica, ReplicaConfig
-from llmsched.fairbatching import (StepPredictor, Task, budget_and_groups, compute_pab, form_batch,
-                                   pab_from_slacks, request_slo, slack, token_deadline)
-from llmsched.fairbatching.attainment import attainment, slo_met, tpot_values
 from llmsched.metrics.requests import RequestLog
 from llmsched.metrics.steps import StepLog
+from llmsched.metrics.tpot_attainment import attainment, slo_met, tpot_values
 from llmsched.request import SLO, Request, Status, Tier
 from llmsched.routers import make_router
 from llmsched.schedulers import create_scheduler
+from llmsched.schedulers.fairbatching.envelope import request_slo, slack, token_deadline
+from llmsched.schedulers.fairbatching.formation import Task, budget_and_groups, form_batch
+from llmsched.schedulers.fairbatching.pab import compute_pab, pab_from_slacks
+from llmsched.schedulers.fairbatching.predictor import StepPredictor
 from llmsched.sim.simulator import simulate
 
 from conftest import ListSource, make_requests, run_sim
@@ -267,7 +269,7 @@ def test_bad_parameters_are_clear_errors():
 def test_decodes_only_step_plans_as_the_general_path():
     """The all-running-decodes shortcut returns the general path's plan (time, token and KV limits, tied slacks,
     two tiers), or defers to it; budget_and_groups' sort gives (slack, arrival, id) order."""
-    from llmsched.fairbatching.formation import in_order
+    from llmsched.schedulers.fairbatching.formation import in_order
     rng = np.random.default_rng(7)
     tiers = [TIER, Tier("loose", SLO(ttft=2.0, tpot=0.1))]
     shortcuts = 0

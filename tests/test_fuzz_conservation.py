@@ -166,9 +166,9 @@ def _check(cfg: RunConfig) -> str | None:
         else:
             problems.append(f"request {rid} left the run {st.name}")
     for rep in replicas:
-        if rep.kv.free != rep.kv.total or rep.swap.free != rep.swap.total:
+        if rep.kv.free != rep.kv.total or rep.kv.swap_free != rep.kv.swap_total:
             problems.append(f"replica {rep.index}: {rep.kv.total - rep.kv.free} KV / "
-                            f"{rep.swap.total - rep.swap.free} swap blocks still held at the end")
+                            f"{rep.kv.swap_total - rep.kv.swap_free} swap blocks still held at the end")
         if rep.num_outstanding:
             problems.append(f"replica {rep.index}: {rep.num_outstanding} requests still queued at the end")
     steps = result.steps.columns()

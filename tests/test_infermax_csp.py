@@ -4,10 +4,10 @@ import time
 import pytest
 
 from llmsched.batchtime.linear import INFERMAX_COEFFICIENTS, LinearBatchTime
-from llmsched.infermax.bruteforce import solve_exact
-from llmsched.infermax.csp import min_batches, solve
-from llmsched.infermax.optimal import optimal_schedule, run_heuristics
-from llmsched.infermax.schedule import Instance, replay
+from llmsched.theory.infermax.bruteforce import solve_exact
+from llmsched.theory.infermax.csp import min_batches, solve
+from llmsched.theory.infermax.optimal import optimal_schedule, run_heuristics
+from llmsched.theory.infermax.schedule import Instance, replay
 
 pytest.importorskip("ortools")
 SEVEN_B = LinearBatchTime.from_infermax(**INFERMAX_COEFFICIENTS["llama-2-7b/a100"])

@@ -4,11 +4,11 @@ import pytest
 
 from llmsched.batchtime.linear import INFERMAX_COEFFICIENTS, LinearBatchTime
 from llmsched.engine.replica import Replica, ReplicaConfig
-from llmsched.infermax.histogram import LengthHistogram
-from llmsched.infermax.offline import offline_replica, run_offline
 from llmsched.request import Request, Status
 from llmsched.schedulers import create_scheduler, scheduler_info
+from llmsched.schedulers.infermax.histogram import LengthHistogram
 from llmsched.sim.simulator import simulate
+from llmsched.theory.infermax.offline import offline_replica, run_offline
 
 from conftest import AffineStepTime, ListSource, make_requests
 

@@ -8,8 +8,8 @@ from llmsched.experiment import RunConfig, build_source
 from llmsched.request import SLO, Tier
 from llmsched.workload.arrivals import Constant, Gamma, Piecewise, Poisson, TraceReplay, TruncatedPoisson
 from llmsched.workload.chunks import drawn_columns
+from llmsched.workload.length_presets import LENGTH_PRESETS, length_preset
 from llmsched.workload.lengths import Capped, Empirical, Fixed, Geometric, Lognormal, Uniform, Zipf
-from llmsched.workload.presets import LENGTH_PRESETS, length_preset
 from llmsched.workload.tiers import assign_tiers, tier_chunks
 from llmsched.workload.workload import ClosedLoop, Workload, streams
 

@@ -4,16 +4,18 @@ import json
 
 import pytest
 
-from llmsched.cli import COMPARE_DEFAULTS, build_parser, main
+from llmsched.cli import main
+from llmsched.cli.commands import build_parser
+from llmsched.cli.compare import COMPARE_DEFAULTS
+from llmsched.cli.run_options import run_configs
 from llmsched.experiment import RunConfig, run
-from llmsched.options import run_configs
 
 TIERS = COMPARE_DEFAULTS["tiers"]
 
 
-def configs(argv, names, defaults=None):
+def configs(argv, names):
     args = build_parser().parse_args(argv)
-    return run_configs(args, names, defaults=defaults)
+    return run_configs(args, names)  # compare's parser carries its defaults (COMPARE_DEFAULTS)
 
 
 def write_trace(tmp_path, rows=6, gap=0.5):
@@ -25,11 +27,11 @@ def write_trace(tmp_path, rows=6, gap=0.5):
 
 def test_compare_keeps_its_slo_tiers_for_traces_and_closed_loops(tmp_path):
     trace = write_trace(tmp_path)
-    cfg = configs(["compare", "--trace", str(trace)], ["vllm"], COMPARE_DEFAULTS)[0]
+    cfg = configs(["compare", "--trace", str(trace)], ["vllm"])[0]
     assert cfg.tiers == TIERS and cfg.rate is None  # replayed at its own pace, tiers kept
-    cfg = configs(["compare", "--concurrency", "4", "--num-requests", "8"], ["vllm"], COMPARE_DEFAULTS)[0]
+    cfg = configs(["compare", "--concurrency", "4", "--num-requests", "8"], ["vllm"])[0]
     assert cfg.tiers == TIERS and cfg.rate is None
-    cfg = configs(["compare"], ["vllm"], COMPARE_DEFAULTS)[0]
+    cfg = configs(["compare"], ["vllm"])[0]
     assert cfg.tiers == TIERS and cfg.rate == COMPARE_DEFAULTS["rate"]
 
 

@@ -8,10 +8,11 @@ import shlex
 import pytest
 
 from llmsched.capacity import measure, measure_point, parse_slos, run_probe
-from llmsched.cli import build_parser, main
+from llmsched.cli import main
+from llmsched.cli.commands import build_parser
 from llmsched.experiment import RunConfig, run
 from llmsched.hardware.prices import load_prices
-from llmsched.options import run_configs
+from llmsched.cli.run_options import run_configs
 from llmsched.plan.candidates import Candidate, build_candidates, memory_fit, parse_variations
 from llmsched.plan.prune import LengthCache, probes_saved, screen
 from llmsched.plan.report import Deployment, pareto, simulate_command
@@ -25,9 +26,9 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LLMSCHED_CACHE", str(tmp_path / "cache"))
 
 
-def run_plan(tmp_path, capsys, *extra):
+def run_plan(tmp_path, capsys, *extra, status=0):
     out = tmp_path / "plan.json"
-    assert main(SMALL + ["--json", str(out), *extra]) == 0
+    assert main(SMALL + ["--json", str(out), *extra]) == status
     return json.loads(out.read_text()), capsys.readouterr().out
 
 
@@ -76,10 +77,10 @@ def test_memory_infeasible_candidates_are_listed_with_figures(tmp_path, capsys):
     assert memory_fit("llama-3-70b", "h200", 2)["fits"]
     assert not memory_fit("llama-3-8b", "a100", 3)["fits"]          # 3 does not divide 32 heads
     data, text = run_plan(tmp_path, capsys, "--model", "llama-3-70b", "--gpus", "rtx-6000-ada", "--tp", "1",
-                          "--target-rate", "1", "--prices", _price_file(tmp_path, {"rtx-6000-ada": 1.0}))
+                          "--target-rate", "1", "--prices", _price_file(tmp_path, {"rtx-6000-ada": 1.0}), status=1)
     assert "pruned (memory: llama-3-70b does not fit on rtx-6000-ada" in text
     assert data["candidates"][0]["memory"]["weights_gib_per_gpu"] > 100
-    assert "no candidate meets the SLOs" in text
+    assert "no candidate can run: all 1 were pruned before any probe (memory; see the table)" in text
 
 
 def test_reproduce_command_is_the_probe_run(tmp_path, capsys):
@@ -197,7 +198,7 @@ def test_unmeetable_slo_names_the_best_value_reached(tmp_path, capsys):
     out = tmp_path / "plan.json"
     argv = ["plan", "--slo", "ttft_p90<=1ms,tbt_p99<=0.2s", "--duration", "60", "--no-progress", "--jobs", "1",
             "--target-rate", "2", "--gpus", "h100", "--max-replicas", "2", "--json", str(out)]
-    assert main(argv) == 0
+    assert main(argv) == 1  # no deployment found: said, and in the exit status
     text = capsys.readouterr().out
     assert "no candidate meets the SLOs up to --max-replicas 2: ttft_p90 best" in text and "(limit 0.001 s)" in text
     assert json.loads(out.read_text())["cheapest"] == []

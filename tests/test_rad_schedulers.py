@@ -122,7 +122,7 @@ def test_rad_defaults_and_bad_parameters():
 def test_rad_reads_the_tiles_of_the_gpu_preset():
     from llmsched.batchtime import make_batch_time_model
     from llmsched.engine.replica import Replica, ReplicaConfig
-    from llmsched.schedulers.rad import tile_of
+    from llmsched.schedulers.rad_slai.rad import tile_of
     rep = Replica(0, create_scheduler("rad"), make_batch_time_model("roofline-staircase", "mistral-7b",
                                                                      "rtx-6000-ada"), ReplicaConfig(num_blocks=100))
     assert tile_of(rep.view) == (128, 128, 32)

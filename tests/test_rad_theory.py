@@ -5,8 +5,8 @@ import pytest
 from llmsched.batchtime import make_batch_time_model
 from llmsched.batchtime.linear import LinearBatchTime
 from llmsched.cli import main
-from llmsched.rad import TileCosts, rad_bound, saturated_throughput, theorem2_holds, theorem2_min_n
-from llmsched.rad.stability import TiledPrompts, queue_trace
+from llmsched.theory.rad_slai.bound_check import TiledPrompts, queue_trace
+from llmsched.theory.rad_slai.theorems import TileCosts, rad_bound, saturated_throughput, theorem2_holds, theorem2_min_n
 from llmsched.workload.lengths import Uniform
 
 C1, C3 = 5e-5, 2e-8  # eq. (7) world: c1 per token of staircase compute, c3 per decode context token

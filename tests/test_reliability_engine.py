@@ -208,7 +208,7 @@ def test_policy_that_ignores_swapped_requests_still_gets_them_back():
                                 check_invariants=True))
     result = simulate(ListSource([a, b]), [rep])
     assert a.status is Status.FINISHED and b.status is Status.FINISHED and b.preemptions == 1
-    assert rep.swap.free == rep.swap.total and not rep.swapped
+    assert rep.kv.swap_free == rep.kv.swap_total and not rep.swapped
     assert result.steps.columns()["duration"][2] >= 1.0  # the step after the swap-in carries its two blocks
 
 

@@ -119,11 +119,11 @@ def test_swap_preemption_keeps_progress_and_charges_transfer():
     rep.add(b, 0.0)
     t = step(rep, 0.0)
     t = step(rep, t)
-    assert b.status is Status.SWAPPED and b.num_computed == 30 and rep.swap.free == 8
+    assert b.status is Status.SWAPPED and b.num_computed == 30 and rep.kv.swap_free == 8
     d = rep.start_step(t)
     assert d >= 2 * 0.5  # two blocks swapped back in
     rep.end_step(t + d)
-    assert b.status is Status.RUNNING and b.num_generated == 2 and rep.swap.free == 10
+    assert b.status is Status.RUNNING and b.num_generated == 2 and rep.kv.swap_free == 10
 
 
 def test_swap_without_host_space_falls_back_to_recompute_and_counts_it():

@@ -130,6 +130,26 @@ def test_unknown_scheduler_and_parameter_are_clear_errors():
         create_scheduler("sarathi", order="lifo")
 
 
+def test_registry_table_names_exactly_the_modules_that_register():
+    """BUILTIN_MODULES is the one list of built-in scheduler modules: every module under schedulers/ that registers
+    a scheduler is in it, and nothing else is (a helper module beside the policies is never imported for it)."""
+    import ast
+    from pathlib import Path
+
+    import llmsched.schedulers as package
+    from llmsched.schedulers.registry import BUILTIN_MODULES
+    root = Path(package.__file__).parent
+    registering = set()
+    for path in root.rglob("*.py"):
+        nodes = list(ast.walk(ast.parse(path.read_text())))
+        calls = {n.func.id for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        decorators = {d.id for n in nodes if isinstance(n, ast.ClassDef)
+                      for d in n.decorator_list if isinstance(d, ast.Name)}
+        if "register_variant" in calls or "register" in decorators:
+            registering.add(".".join(["llmsched.schedulers", *path.relative_to(root).with_suffix("").parts]))
+    assert registering == set(BUILTIN_MODULES)
+
+
 def test_registry_lists_baselines_with_defaults():
     assert set(BASELINES) <= set(scheduler_names())
     assert scheduler_info("sarathi")["params"]["token_budget"] == 512

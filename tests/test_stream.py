@@ -113,6 +113,13 @@ def test_stream_cli_writes_the_files_and_refuses_what_it_cannot_do(tmp_path, cap
     assert main([*args, "--stream", "--out", str(tmp_path / "b")]) == 0
     for name in ("requests.csv", "steps.csv"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    # what --help says it writes (issue 32: it said "the files are the same", of a run that keeps the gaps)
+    rows = (tmp_path / "b" / "requests.csv").read_text().splitlines()
+    offset = rows[0].split(",").index("gap_offset")
+    assert {row.split(",")[offset] for row in rows[1:]} == {"0"}
+    assert main(["simulate", "--help"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "the files are those of a --sketch run (no gap array is kept, so requests.csv's gap_offset is 0)" in said
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["run"]["streamed"] is True
     assert main([*args, "--stream"]) == 0  # totals only, no files
     for extra in (["--warmup", "5"], ["--cooldown", "5"], ["--plots", "--out", str(tmp_path / "c")]):

@@ -9,7 +9,7 @@ import pytest
 
 from llmsched.capacity import ProbeCache, parse_slos
 from llmsched.executors import make_executor
-from llmsched.experiment import RunConfig
+from llmsched.run_config import RunConfig
 from llmsched.tune.space import parse_ranges, search_space
 from llmsched.tune.study import tune
 
@@ -78,8 +78,8 @@ def test_cli_writes_best_history_and_plot_and_other_commands_read_the_best(tmp_p
     used = cap["base_configs"]["sarathi"]["scheduler_params"]["token_budget"]
     assert used == budget
     # in compare, the file applies to its scheduler only, and --param on the command line wins over it
-    from llmsched.cli import build_parser
-    from llmsched.options import run_configs
+    from llmsched.cli.commands import build_parser
+    from llmsched.cli.run_options import run_configs
     args = build_parser("compare").parse_args(["compare", "--schedulers", "sarathi,vllm", "--tuned",
                                                str(out / "best.json"), "--param", "sarathi.watermark=0.02"])
     cfgs = {c.scheduler: c for c in run_configs(args, ["sarathi", "vllm"])}

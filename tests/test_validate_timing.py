@@ -6,12 +6,12 @@ from pathlib import Path
 import pytest
 
 from llmsched.batchtime import Batch, RooflineBatchTime, make_batch_time_model
-from llmsched.batchtime.engine import engine_params
+from llmsched.batchtime.serving_engine import engine_params
 from llmsched.cli import main
 from llmsched.hardware import gpu, model
 from llmsched.validate.calibrate import fit_engine, is_calibration
 from llmsched.validate.datasets import load
-from llmsched.validate.errors import predict, summarise
+from llmsched.validate.prediction_errors import predict, summarise
 
 HEADER = ["model", "hardware", "prompt_size", "batch_size", "token_size", "peak_power", "average_power",
           "prompt_time", "token_time", "e2e_time", "tensor_parallel"]

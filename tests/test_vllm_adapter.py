@@ -18,9 +18,9 @@ require_vllm()
 from llmsched.engine.plan import BatchPlan  # noqa: E402
 from llmsched.request import Status  # noqa: E402
 from llmsched.schedulers import Scheduler, register  # noqa: E402
-from llmsched.schedulers.registry import create_scheduler, scheduler_names  # noqa: E402
 from llmsched.schedulers.decode_pass import add_decodes  # noqa: E402
-from llmsched.vllm.engine import EngineConfig, make_llm, prompt_ids, scheduler_of, set_in_process_env  # noqa: E402
+from llmsched.schedulers.registry import create_scheduler, scheduler_names  # noqa: E402
+from llmsched.vllm.launch import EngineConfig, make_llm, prompt_ids, scheduler_of, set_in_process_env  # noqa: E402
 from llmsched.vllm.model import write_model  # noqa: E402
 from llmsched.vllm.settings import load_settings  # noqa: E402
 

@@ -25,7 +25,7 @@ def test_bad_settings_name_the_input(env, fragment):
 
 
 def test_server_command_and_environment_carry_the_cpu_settings(tmp_path):
-    from llmsched.vllm.engine import PLUGIN, EngineConfig, serve_command, serve_env
+    from llmsched.vllm.launch import PLUGIN, EngineConfig, serve_command, serve_env
     cmd = serve_command(EngineConfig(model="m", block_size=64, kv_cache_mb=16), 8123)
     args = cmd[3:]
     flags = {a: (b if not b.startswith("--") else True) for a, b in zip(args, [*args[1:], "--"])
@@ -55,3 +55,16 @@ def test_the_api_server_check_names_the_valid_tiers():
     assert tier_error(b'{"prompt": "x"}', tiers) is None and tier_error(b"not json", tiers) is None
     msg = tier_error(b'{"vllm_xargs": {"tier": "gold"}}', tiers)
     assert "unknown tier 'gold'" in msg and "valid tiers: paid, free" in msg
+
+
+def test_every_llmsched_variable_the_repository_reads_is_known_to_the_plugin_check():
+    """The plug-in refuses unknown ``LLMSCHED_*`` variables as typos, so a switch set by the test suite or CI
+    (``LLMSCHED_CHECK_FIGURES`` once was not) must be listed, or every real-engine test fails at start-up."""
+    import re
+    from pathlib import Path
+    from llmsched.vllm.settings import OTHER_VARIABLES, PLUGIN_VARIABLES
+    root = Path(__file__).resolve().parents[1]
+    files = [*root.glob("llmsched/**/*.py"), *root.glob("tests/**/*.py"), *root.glob("scripts/*"), root / ".ci/run"]
+    used = {name for path in files if path.is_file()
+            for name in re.findall(r"\bLLMSCHED_[A-Z_]*[A-Z]\b", path.read_text(errors="ignore"))}
+    assert used - set(PLUGIN_VARIABLES + OTHER_VARIABLES) == set()

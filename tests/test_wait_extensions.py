@@ -6,12 +6,13 @@ import pytest
 from llmsched.batchtime.linear import LinearBatchTime
 from llmsched.engine.plan import BatchPlan
 from llmsched.engine.replica import Replica, ReplicaConfig
+from llmsched.reproduce.wait_runs.experiments import memory_cap
 from llmsched.request import Request
 from llmsched.schedulers.registry import create_scheduler
+from llmsched.schedulers.wait.fluid_model import PromptType
+from llmsched.schedulers.wait.nested import memory_requirement, segments
+from llmsched.schedulers.wait.synthetic_workloads import Mixture
 from llmsched.sim.simulator import simulate
-from llmsched.wait import PromptType, memory_requirement, segments
-from llmsched.wait.experiments import memory_cap
-from llmsched.wait.workloads import Mixture
 from test_wait_schedulers import Scripted
 from llmsched.workload.arrivals import Piecewise
 from llmsched.workload.workload import OpenLoop, Workload

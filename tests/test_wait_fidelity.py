@@ -5,12 +5,12 @@ import warnings
 import numpy as np
 import pytest
 
-from llmsched.wait.fluid import PromptType
-from llmsched.wait.nested import nested_thresholds, segments
-from llmsched.wait.sim import run_model
-from llmsched.wait.thresholds import (RandomisedThresholds, nested_means, nested_violations, wait_means,
-                                      wait_violations)
-from llmsched.wait.workloads import WAIT_WORKLOADS, Mixture
+from llmsched.reproduce.wait_runs.paper_model import run_model
+from llmsched.schedulers.wait.fluid_model import PromptType
+from llmsched.schedulers.wait.nested import nested_thresholds, segments
+from llmsched.schedulers.wait.synthetic_workloads import WAIT_WORKLOADS, Mixture
+from llmsched.schedulers.wait.thresholds import (RandomisedThresholds, nested_means, nested_violations, wait_means,
+                                                 wait_violations)
 
 TYPES = [(3.0, 4, 4), (2.0, 4, 9), (1.0, 4, 14)]  # (λ, l, l') paper units
 SPEC = ",".join(f"{r}:{l}:{lp}" for r, l, lp in TYPES)
@@ -95,8 +95,8 @@ def test_kv_ledger_shows_algorithm_1_pausing_and_the_entry_gate_not():
 
 
 def test_wait_budget_gate_keeps_in_flight_within_the_batch_cap():
-    from llmsched.engine.replica import Replica, ReplicaConfig
     from llmsched.batchtime.linear import LinearBatchTime
+    from llmsched.engine.replica import Replica, ReplicaConfig
     from llmsched.schedulers.registry import create_scheduler
     from llmsched.sim.simulator import simulate
     from llmsched.workload.arrivals import Poisson
@@ -115,8 +115,8 @@ def test_wait_budget_gate_keeps_in_flight_within_the_batch_cap():
 
 
 def test_overloaded_fluid_random_fills_the_memory_instead():
-    from llmsched.wait.thresholds import fluid_or_memory_means
-    from llmsched.wait.nested import segment_memory
+    from llmsched.schedulers.wait.nested import segment_memory
+    from llmsched.schedulers.wait.thresholds import fluid_or_memory_means
     types = [PromptType(2000.0, 10, 10), PromptType(1000.0, 10, 20)]
     means, over = fluid_or_memory_means("wait", types, None, 0.01, 1e-3, 0.0, memory=5000, seats=10_000)
     assert over and abs(sum(x * t.memory for x, t in zip(means, types)) - 5000) < 1e-6
@@ -144,7 +144,7 @@ def test_authors_kv_is_vidurs_memory_planner_for_llama3_8b_on_an_a100():
     # vidur/scheduler/utils/memory_planner.py: slots = ⌊(0.9·80 GiB − 2 bytes·params) / (max_tokens·KV/token)⌋,
     # num_blocks = slots · max_tokens / block_size, with the custom generator's max_tokens = 4096
     from llmsched.hardware.models import model
-    from llmsched.wait.authors import VIDUR_A100_LLAMA3_8B_BLOCKS
+    from llmsched.reproduce.wait_runs.authors import VIDUR_A100_LLAMA3_8B_BLOCKS
     m = model("llama-3-8b")
     slots = int((0.9 * 80 * 2**30 - m.weight_bytes) // (4096 * m.kv_bytes_per_token))
     assert slots * 4096 // 16 == VIDUR_A100_LLAMA3_8B_BLOCKS

@@ -5,7 +5,7 @@ import pytest
 from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.request import Request, Status
 from llmsched.schedulers.registry import create_scheduler
-from llmsched.wait.reserve import ProfileCohortPlan
+from llmsched.schedulers.wait.reserve import ProfileCohortPlan
 
 from conftest import AffineStepTime
 

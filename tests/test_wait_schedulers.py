@@ -5,12 +5,12 @@ from llmsched.batchtime.linear import LinearBatchTime
 from llmsched.engine.errors import PlanError
 from llmsched.engine.plan import BatchPlan
 from llmsched.engine.replica import Replica, ReplicaConfig
+from llmsched.reproduce.wait_runs.paper_model import run_model
 from llmsched.request import Request, Status
 from llmsched.schedulers.base import Scheduler
 from llmsched.schedulers.registry import create_scheduler
-from llmsched.wait import fluid, parse_types
-from llmsched.wait.sim import run_model
-from llmsched.wait.workloads import WAIT_WORKLOADS, Mixture
+from llmsched.schedulers.wait.fluid_model import fluid, parse_types
+from llmsched.schedulers.wait.synthetic_workloads import WAIT_WORKLOADS, Mixture
 
 BT = LinearBatchTime.from_wait(0.01, 0.001)
 
@@ -57,7 +57,7 @@ def test_evict_newest_on_overflow(mode):
     s.plan = BatchPlan(prefills=[(new, 2)], decodes=list(old))
     rep.start_step(2)
     assert rep.num_evictions == 1 and old[2].status is Status.WAITING  # the newest admission went
-    assert [r for r, _ in rep._plan.prefills] == [new] and rep._plan.decodes == old[:2]
+    assert [r for r, _ in rep.plan.prefills] == [new] and rep.plan.decodes == old[:2]
     if mode == "evict-newest":  # restarted from scratch, queued as a new arrival
         assert old[2].num_generated == 0 and len(old[2].token_times) == 0 and rep.waiting[-1] is old[2]
     else:  # keeps its tokens and re-prefills them, first in line
@@ -136,7 +136,7 @@ def test_nested_wait_pauses_a_segment_below_threshold_and_every_later_one():
 
 def test_nested_wait_never_reads_output_length():
     import inspect
-    import llmsched.schedulers.nested_wait as m
+    import llmsched.schedulers.wait.nested_wait as m
     assert "output_len" not in inspect.getsource(m).replace("oracle_output_len", "")
 
 
@@ -144,7 +144,7 @@ def test_no_eviction_under_wait_when_memory_meets_the_bound():
     wl = WAIT_WORKLOADS["wait-low"]()
     d0, d1 = 0.01, 1e-5
     types = ",".join(f"{t.rate}:{t.prompt}:{t.decode}" for t in wl.types)
-    from llmsched.wait import wait_thresholds
+    from llmsched.schedulers.wait.fluid_model import wait_thresholds
     n = wait_thresholds(list(wl.types), d0, d1, 10_000)
     bound = sum(nj * t.memory for nj, t in zip(n, wl.types))
     r = run_model("wait", wl.lengths, wl.rate, bound, d0=d0, d1=d1, duration=30, types=types,

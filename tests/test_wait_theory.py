@@ -4,9 +4,10 @@ import math
 import pytest
 
 from llmsched.cli import main
-from llmsched.wait import (Overloaded, PromptType, batch_cap_thresholds, check_wait_thresholds, feasible_cycle_times,
-                           fluid, memory_requirement, nested_thresholds, parse_types, segment_memory, segments,
-                           theta_star_binomial, theta_star_poisson, wait_thresholds)
+from llmsched.schedulers.wait.fluid_model import (Overloaded, PromptType, batch_cap_thresholds, check_wait_thresholds,
+                                                  feasible_cycle_times, fluid, parse_types, wait_thresholds)
+from llmsched.schedulers.wait.nested import (memory_requirement, nested_thresholds, segment_memory, segments,
+                                             theta_star_binomial, theta_star_poisson)
 
 
 def test_single_type_unit_vector():

@@ -126,7 +126,7 @@ _started: list[Server] = []
 
 def launch_server(workdir, policy: str = SERVE_FAMILIES[0]) -> Server:
     """Start the plug-in's server with ``policy`` on the tiny model in ``workdir`` (model, records, logs, temp)."""
-    from llmsched.vllm.engine import EngineConfig, serve_command, serve_env
+    from llmsched.vllm.launch import EngineConfig, serve_command, serve_env
     from llmsched.vllm.model import write_model
     model = write_model(workdir / "tiny")
     cfg = EngineConfig(model=str(model), max_model_len=512, max_num_seqs=16, max_num_batched_tokens=256,

@@ -2,15 +2,14 @@
 
 The five papers' step-time forms are all special cases (the ``from_*`` constructors spell them out):
 
-==================  ===========================================================================================
-seed 000 (RAD/SLAI)  c0 + c1·τ (or c1·t_col·⌈τ/t_col⌉) + c2·Σ c_j(m_j+c_j) + c3·Σ decode ctx + c4·#decodes (§1.6)
-seed 001 (InferMax)  L·[b_o + a_o·τ + 1[P]·(b_p + s_p·#P + a_p·Σ(c²+2mc) + m_p·Σm) + 1[D]·(b_d + a_d·Σ ctx
-                     + s_d·#D)] (§2.1)
-seed 002 (FairBatching)  a + b·Σ new tokens + c·Σ context (KV after the step) (§2.1)
-seed 003 (WAIT)      d0 + d1·Σ KV tokens (§1.3)
-seed 004 (deferred prefill)  prefill steps c_p + s_p·#prompts (+ t_p/N·Σ prompt tokens); decode steps
-                     c_d + t_d·#decodes (§1.5)
-==================  ===========================================================================================
+* RAD/SLAI, Bari et al. (seed 000): c0 + c1·τ (or c1·t_col·⌈τ/t_col⌉) + c2·Σ c_j(m_j+c_j) + c3·Σ decode ctx
+  + c4·#decodes (§1.6)
+* InferMax, Kim et al. (seed 001): L·[b_o + a_o·τ + 1[P]·(b_p + s_p·#P + a_p·Σ(c²+2mc) + m_p·Σm)
+  + 1[D]·(b_d + a_d·Σ ctx + s_d·#D)] (§2.1)
+* FairBatching, Lyu et al. (seed 002): a + b·Σ new tokens + c·Σ context (KV after the step) (§2.1)
+* WAIT, Ao et al. (seed 003): d0 + d1·Σ KV tokens (§1.3)
+* deferred prefill, Mohanty et al. (seed 004): prefill steps c_p + s_p·#prompts (+ t_p/N·Σ prompt tokens);
+  decode steps c_d + t_d·#decodes (§1.5)
 
 Terms, per step (``c``/``m`` a prefill chunk's new/cached tokens, ``ctx`` a decode's KV tokens):
 
@@ -46,7 +45,7 @@ TERMS = BASE_TERMS + EXTRA_TERMS
 NEEDS_COLUMN = ("decode_context", "prefill_attention", "prefill_cached_attention", "prefill_context")
 STEP_COLUMNS = ("duration", "prefill_tokens", "num_prefills", "num_decodes", "context_sum")
 
-# Seed 001 §2.2 [C]: InferMax's per-layer coefficients (seconds), hard-coded in the authors' code
+# Kim et al. §2.2 [C]: InferMax's per-layer coefficients (seconds), hard-coded in the authors' code
 # (vidur/execution_time_predictor/sklearn_execution_time_predictor.py), fitted to Vidur's A100 profiles.
 # Use with LinearBatchTime.from_infermax(**INFERMAX_COEFFICIENTS[name]).
 INFERMAX_COEFFICIENTS = {
@@ -146,7 +145,7 @@ class LinearBatchTime(BatchTimeModel):
     @classmethod
     def from_rad(cls, c0: float, c1: float, c2: float = 0.0, c3: float = 0.0, c4: float = 0.0,
                  staircase_t_col: int | None = None) -> "LinearBatchTime":
-        """Seed 000 §1.6: c0 + c1·τ + c2·Σ c_j(i_j+c_j−1) + c3·Σ decode ctx + c4·#decodes (seconds); with
+        """Bari et al. §1.6: c0 + c1·τ + c2·Σ c_j(i_j+c_j−1) + c3·Σ decode ctx + c4·#decodes (seconds); with
         ``staircase_t_col`` τ becomes t_col·⌈τ/t_col⌉."""
         token_term = {"staircase_tokens": c1} if staircase_t_col else {}
         return cls(const=c0, per_token=0.0 if staircase_t_col else c1,
@@ -156,7 +155,7 @@ class LinearBatchTime(BatchTimeModel):
     @classmethod
     def from_infermax(cls, layers: int, a_o: float, b_o: float, a_d: float, b_d: float, a_p: float, b_p: float,
                       s_p: float = 0.0, s_d: float = 0.0, m_p: float = 0.0) -> "LinearBatchTime":
-        """Seed 001 §2.1, per-layer coefficients (seconds) times ``layers``:
+        """Kim et al. §2.1, per-layer coefficients (seconds) times ``layers``:
         L·[b_o + a_o·Σc + 1[P](b_p + s_p·#P + a_p·Σ(c²+2mc) + m_p·Σm) + 1[D](b_d + a_d·Σctx + s_d·#D)].
         c² + 2mc = c(m+c) + c·m, so a_p goes on both prefill-attention terms."""
         L = layers
@@ -168,18 +167,18 @@ class LinearBatchTime(BatchTimeModel):
 
     @classmethod
     def from_fairbatching(cls, a: float, b: float, c: float) -> "LinearBatchTime":
-        """Seed 002 §2.1: a + b·Σ new tokens + c·Σ context (KV after the step)."""
+        """Lyu et al. §2.1: a + b·Σ new tokens + c·Σ context (KV after the step)."""
         return cls(const=a, per_token=b, per_context=c, source="seed 002 §2.1 (FairBatching step-time predictor)")
 
     @classmethod
     def from_wait(cls, d0: float, d1: float) -> "LinearBatchTime":
-        """Seed 003 §1.3 eq. (1): d0 + d1·Σ KV tokens of the batch's prompts."""
+        """Ao et al. §1.3 eq. (1): d0 + d1·Σ KV tokens of the batch's prompts."""
         return cls(const=d0, per_context=d1, source="seed 003 §1.3 (WAIT iteration time)")
 
     @classmethod
     def from_deferred_prefill(cls, c_p: float, c_d: float, t_d: float, s_p: float = 0.0,
                               t_p_per_token: float = 0.0) -> "LinearBatchTime":
-        """Seed 004 §1.5: a prefill step costs c_p + s_p·#prompts (+ t_p/N·Σ prompt tokens as
+        """Mohanty et al. §1.5: a prefill step costs c_p + s_p·#prompts (+ t_p/N·Σ prompt tokens as
         ``t_p_per_token``), a decode step c_d + t_d·#decodes (the engine never mixes them)."""
         return cls(per_prefill=s_p, extra={"has_prefill": c_p, "prefill_tokens": t_p_per_token, "has_decode": c_d,
                                            "per_decode": t_d},

@@ -6,9 +6,9 @@ import inspect
 from ..hardware.gpus import GPUSpec
 from ..hardware.models import ModelSpec
 from .base import BatchTimeModel
-from .engine import DEFAULT_ENGINE, EngineBatchTime
 from .linear import LinearBatchTime
 from .roofline import RooflineBatchTime
+from .serving_engine import DEFAULT_ENGINE, EngineBatchTime
 
 _ROOFLINE_PARAMS = tuple(p for p in inspect.signature(RooflineBatchTime.__init__).parameters
                          if p not in ("self", "model", "gpu", "staircase"))

@@ -8,7 +8,7 @@ Per step, on each of the ``tp`` GPUs (every quantity below is that GPU's shard):
   bandwidth, ``e_c``/``e_m`` the compute and memory efficiencies. ``smax(a, b) = (a^p + b^p)^(1/p)`` is a
   smoothed maximum (``sharpness`` p; ``inf`` gives the hard roofline ``max``): GEMMs near the ridge point are
   neither purely compute- nor memory-bound, and p = 2 fits Vidur's per-operator profiles best (docs/batch-time.md).
-  ``τ_c = τ``, or with ``staircase=True`` seed 000's tile staircase ``t_col · ⌈τ / t_col⌉`` (eq. 4/7);
+  ``τ_c = τ``, or with ``staircase=True`` Bari et al.'s tile staircase ``t_col · ⌈τ / t_col⌉`` (eq. 4/7);
 * element-wise ops (norms, residual adds, rotary embedding, the MLP activation): ``τ · E / (B·e_m)``, plus a
   fixed ``layer_overhead`` per layer (kernel launches and minimum kernel latency);
 * LM head for the rows that sample, one per item (decode or prefill chunk): ``smax(rows · F_head / (P·e_c),
@@ -18,7 +18,12 @@ Per step, on each of the ``tp`` GPUs (every quantity below is that GPU's shard):
 * decode attention, memory-bound: ``Σ ctx · KV / (B·e_m)`` (KV = KV bytes per token on one GPU);
 * with tp > 1, two ring all-reduces of the hidden states per layer:
   ``2·layers·(latency + 2(tp−1)/tp · τ·hidden·dtype / (interconnect/2 · e_comm))``;
-* a fixed ``step_overhead`` (scheduling, input preparation, sampling) plus ``per_seq_overhead`` per item.
+* a fixed ``step_overhead`` (scheduling, input preparation, sampling) plus ``per_seq_overhead`` per item;
+* for a mixture-of-experts, MLA or sliding-window model, :mod:`.architecture`'s terms: the layers' shared part
+  (attention projections, dense layers, shared experts, router) takes the linear layers' place above, the
+  routed experts add ``smax(FLOPs of tokens × experts a token, weights of the distinct experts touched)`` and,
+  across data-parallel ranks, their all-gather/reduce-scatter (or all-to-all); MLA decodes read the latent;
+  sliding layers attend over their window. fp8 weights stream at one byte and multiply at the GPU's FP8 rate.
 
 Engine terms (all off by default; the ``engine`` kind turns them on with figures fitted by
 ``scripts/calibrate_timing.py``, see docs/batch-time.md):
@@ -46,6 +51,7 @@ from pathlib import Path
 
 from ..hardware.gpus import GPUSpec, gpu as _gpu
 from ..hardware.models import ModelSpec, model as _model
+from .architecture import ArchitectureTerms
 from .base import Batch, BatchTimeModel
 
 CALIBRATION_PATH = Path(__file__).with_name("calibration.json")
@@ -94,7 +100,8 @@ class RooflineBatchTime(BatchTimeModel):
                  sharpness: float = DEFAULT_PARAMS["sharpness"], staircase: bool = False, t_col: int | None = None,
                  calibration: str = "auto", allreduce_hop_latency: float = 0.0, host_step: float = 0.0,
                  host_layer: float = 0.0, host_prefill_layer: float = 0.0, host_per_seq: float = 0.0,
-                 host_sharpness: float = math.inf, decode_attn_eff: float | None = None, decode_gqa: bool = True):
+                 host_sharpness: float = math.inf, decode_attn_eff: float | None = None, decode_gqa: bool = True,
+                 moe_all2all: str = "allgather_reducescatter"):
         self.model, self.gpu = _model(model), _gpu(gpu)
         self.staircase = bool(staircase)
         if staircase:
@@ -124,6 +131,7 @@ class RooflineBatchTime(BatchTimeModel):
         self.host_per_seq, self.host_sharpness = host_per_seq, float(host_sharpness)
         self.decode_attn_eff = self.mem_eff if decode_attn_eff is None else decode_attn_eff
         self.decode_gqa = bool(decode_gqa)
+        self.moe_all2all = moe_all2all
         for label, value in (("compute_eff", self.compute_eff), ("mem_eff", self.mem_eff),
                              ("attn_compute_eff", attn_compute_eff), ("comm_eff", comm_eff),
                              ("decode_attn_eff", self.decode_attn_eff)):
@@ -147,7 +155,8 @@ class RooflineBatchTime(BatchTimeModel):
     def _precompute(self) -> None:
         m, g = self.model, self.gpu
         tp, b = m.tp, m.dtype_bytes
-        flops, bw = g.flops * self.compute_eff, g.mem_bw * self.mem_eff
+        flops, bw = g.gemm_flops(m.weight_dtype_bytes) * self.compute_eff, g.mem_bw * self.mem_eff
+        head_flops = g.flops * self.compute_eff
         # Per layer and GPU, in elements per token. GEMM inputs and outputs: the hidden-sized ones (QKV and
         # up-projection inputs, attention-output and down-projection outputs) are whole on every GPU, the
         # head- and ffn-sized ones sharded. Element-wise: two fused add+RMSNorm (read and write hidden and
@@ -157,19 +166,22 @@ class RooflineBatchTime(BatchTimeModel):
         gemm_io = 4 * m.hidden + (2 * m.q_dim + 2 * m.kv_dim + ffn_mats * m.ffn) / tp
         elementwise = 8 * m.hidden + (2 * (m.q_dim + m.kv_dim) + ffn_mats * m.ffn) / tp
         self._layer_c = m.layer_linear_params * 2 / tp / flops            # s per token (compute)
-        self._layer_w = m.layer_linear_params * b / tp / bw               # s (weights)
+        self._layer_w = m.layer_linear_params * m.weight_dtype_bytes / tp / bw   # s (weights)
         self._layer_a = gemm_io * b / bw                                  # s per token (GEMM activations)
         self._layer_e = elementwise * b / bw                              # s per token (element-wise ops)
         L = m.layers
         self._lin_c, self._lin_w, self._lin_a = L * self._layer_c, L * self._layer_w, L * self._layer_a
         self._elem = L * self._layer_e
-        self._head_c = m.lm_head_flops_per_token / tp / flops
+        self._head_c = m.lm_head_flops_per_token / tp / head_flops
         self._head_m = m.hidden * m.vocab * b / tp / bw
         self._kv_read = m.kv_bytes_per_token_per_gpu / bw
         decode_kv = m.kv_bytes_per_token_per_gpu if self.decode_gqa else \
-            2 * L * max(1, m.heads // tp) * m.head_dim * b
+            2 * L * max(1, m.heads // tp) * m.head_dim * m.kv_dtype_bytes
         self._kv_decode = decode_kv / (g.mem_bw * self.decode_attn_eff)
         self._attn_c = 4.0 * L * m.q_dim / tp / (g.flops * self.attn_compute_eff)
+        self.architecture = None
+        if m.is_moe or m.is_mla or m.sliding_window:
+            self._precompute_architecture(flops, bw)
         self._const = self.step_overhead + L * self.layer_overhead
         self._layers_const = L * self.layer_overhead
         if tp > 1:
@@ -182,6 +194,43 @@ class RooflineBatchTime(BatchTimeModel):
         self._host = self.host_step > 0 or self.host_layer > 0 or self.host_prefill_layer > 0 or self.host_per_seq > 0
         self._host_decode = L * self.host_layer
         self._host_prefill = self._host_decode + L * self.host_prefill_layer
+
+    def _precompute_architecture(self, flops: float, bw: float) -> None:
+        """The shared part of a MoE or MLA model's layers (attention, dense layers, shared experts, router) in
+        the dense formula's place, and :class:`ArchitectureTerms` for routed experts, MLA and windows."""
+        m, tp, b = self.model, self.model.tp, self.model.dtype_bytes
+        L, h = m.layers, m.hidden
+        if m.is_moe or m.is_mla:
+            sharded = L * m.attention_params + m.dense_layers * m.dense_mlp_params + \
+                m.moe_layers * m.shared_expert_params
+            replicated = m.moe_layers * m.router_params
+            if m.is_mla:     # vLLM replicates the latent down-projections on every GPU
+                down = h * (m.q_lora_rank + m.kv_width)
+                sharded, replicated = sharded - L * down, replicated + L * down
+            per_gpu = sharded / tp + replicated
+            if m.is_mla:
+                attn_io = 2 * h + m.q_lora_rank + m.kv_width + 2 * (m.q_dim + m.heads * m.v_head_dim) / tp
+            else:
+                attn_io = 2 * h + (2 * m.q_dim + 2 * m.kv_dim) / tp
+            mats, shared = m.mlp_mats, m.shared_expert_ffn
+            gemm_io = L * attn_io + m.dense_layers * (2 * h + mats * m.ffn / tp) + \
+                (m.moe_layers * (2 * h + mats * shared / tp) if shared else 0)
+            elementwise = L * (8 * h + 2 * (m.q_dim + m.kv_dim) / tp) + m.dense_layers * mats * m.ffn / tp + \
+                m.moe_layers * mats * shared / tp
+            self._lin_c = per_gpu * 2 / flops
+            self._lin_w = per_gpu * m.weight_dtype_bytes / bw
+            self._lin_a, self._elem = gemm_io * b / bw, elementwise * b / bw
+            self._layer_c, self._layer_w = self._lin_c / L, self._lin_w / L
+            self._layer_a, self._layer_e = self._lin_a / L, self._elem / L
+        self.architecture = ArchitectureTerms(
+            m, self.gpu, compute_eff=self.compute_eff, mem_eff=self.mem_eff, attn_compute_eff=self.attn_compute_eff,
+            decode_attn_eff=self.decode_attn_eff, comm_eff=self.comm_eff, collective_latency=self.allreduce_latency,
+            hop_latency=self.gpu.link_latency, sharpness=self.sharpness, moe_all2all=self.moe_all2all,
+            layer_overhead=self.layer_overhead)
+        if m.is_mla:
+            self._kv_decode = self.architecture.kv_decode
+        if m.sliding_window:
+            self.decode_sum_only = False     # a decode's cost depends on its own context, not only the sum
 
     def _smax(self, a: float, b: float) -> float:
         p = self._p
@@ -196,8 +245,12 @@ class RooflineBatchTime(BatchTimeModel):
     def step_time(self, batch: Batch) -> float:
         prefill_new, decode_ctx = batch.prefill_new, batch.decode_ctx
         n_decodes = len(decode_ctx)
-        return self._time(n_decodes + len(prefill_new), sum(prefill_new) + n_decodes, n_decodes,
-                          sum(decode_ctx) if n_decodes else 0, prefill_new, batch.prefill_ctx)
+        if n_decodes and self.architecture is not None and self.architecture.sliding:
+            context = self.architecture.decode_context(decode_ctx)
+        else:
+            context = sum(decode_ctx) if n_decodes else 0
+        return self._time(n_decodes + len(prefill_new), sum(prefill_new) + n_decodes, n_decodes, context,
+                          prefill_new, batch.prefill_ctx)
 
     def decode_sum_time(self, num_decodes: int, context_sum: int) -> float:
         return self._time(num_decodes, num_decodes, num_decodes, context_sum, (), ())
@@ -222,18 +275,40 @@ class RooflineBatchTime(BatchTimeModel):
         if n_decodes:
             t += decode_ctx_sum * self._kv_decode
         if prefill_new:
-            attn_c, kv_read = self._attn_c, self._kv_read
-            for c, ctx in zip(prefill_new, prefill_ctx):
-                f = (c * ctx + c * (c + 1) * 0.5) * attn_c
-                r = (ctx + c) * kv_read
-                t += f if f > r else r
+            if self.architecture is None:
+                attn_c, kv_read = self._attn_c, self._kv_read
+                for c, ctx in zip(prefill_new, prefill_ctx):
+                    f = (c * ctx + c * (c + 1) * 0.5) * attn_c
+                    r = (ctx + c) * kv_read
+                    t += f if f > r else r
+            else:
+                for c, ctx in zip(prefill_new, prefill_ctx):
+                    t += self.architecture.prefill_attention(c, ctx)
         if self._ar_const:
             t += self._ar_const + tokens * self._ar_tok
+        if self.architecture is not None and self.architecture.moe:
+            t += self.architecture.experts(tokens)
         if self._host:
             host = self._host_prefill if prefill_new else self._host_decode
             q = self.host_sharpness
             t = (t if t > host else host) if q == math.inf else (t ** q + host ** q) ** (1.0 / q)
             t += self.step_overhead + self.host_step + rows * self.host_per_seq
+        return t
+
+    def attention_time(self, batch: Batch) -> float:
+        """The attention terms of ``batch``'s step on one GPU (decode KV reads, prefill attention): what a step
+        without attention would not spend."""
+        t, arch = 0.0, self.architecture
+        if batch.decode_ctx:
+            windowed = arch is not None and arch.sliding
+            t += (arch.decode_context(batch.decode_ctx) if windowed else sum(batch.decode_ctx)) * self._kv_decode
+        for c, ctx in zip(batch.prefill_new, batch.prefill_ctx):
+            if arch is not None:
+                t += arch.prefill_attention(c, ctx)
+            else:
+                f = (c * ctx + c * (c + 1) * 0.5) * self._attn_c
+                r = (ctx + c) * self._kv_read
+                t += f if f > r else r
         return t
 
     def layer_components(self, tokens):
@@ -264,4 +339,5 @@ class RooflineBatchTime(BatchTimeModel):
                 "host_layer": self.host_layer, "host_prefill_layer": self.host_prefill_layer,
                 "host_per_seq": self.host_per_seq, "host_sharpness": self.host_sharpness,
                 "decode_attn_eff": self.decode_attn_eff, "decode_gqa": self.decode_gqa,
+                "moe_all2all": self.moe_all2all,
                 "model_source": self.model.source, "gpu_source": self.gpu.source}

@@ -1,6 +1,7 @@
 """Probe results on disk, keyed by a hash of everything that determines them.
 
-The key covers the run's config (seed included), the bytes of a trace it replays, and a fingerprint of the
+The key covers the run's config (seed included), the bytes of a trace it replays and of a model's config.json
+or a GPU spec file it names, and a fingerprint of the
 llmsched source that a simulation runs (everything but ``NOT_SIMULATION``), so an edit to any scheduler, model
 or the verdict can never serve a stale result. Records are stored
 as the JSON they are computed as (``probe.measure_point`` round-trips through JSON too), so a reused result is
@@ -18,9 +19,8 @@ from pathlib import Path
 SCHEMA = 1
 PACKAGE = Path(__file__).resolve().parent.parent
 # code that cannot change a probe's record: commands, reports, other back-ends, the search around the probes
-NOT_SIMULATION = ("vllm", "reproduce", "theory", "plan", "tune", "validate", "report", "cli.py", "commands.py",
-                  "options.py", "tuned_file.py",
-                  "capacity/command.py", "capacity/report.py", "capacity/search.py", "capacity/cache.py")
+NOT_SIMULATION = ("vllm", "reproduce", "theory", "plan", "validate", "report", "tune", "cli", "capacity/outputs.py",
+                  "capacity/rate_search.py", "capacity/cache.py")
 
 
 def default_dir() -> Path:
@@ -51,8 +51,25 @@ def config_key(cfg) -> str:
         path = resolve_data_file(cfg.trace)
         st = path.stat()
         data["trace_sha256"] = _file_digest(str(path), st.st_size, st.st_mtime_ns)
+    for key, file in (("model", _model_file(cfg.model)), ("gpu", _gpu_file(cfg.gpu))):
+        if file is not None:    # a config.json or GPU spec file: its content, not only its name, decides
+            st = file.stat()
+            data[f"{key}_sha256"] = _file_digest(str(file), st.st_size, st.st_mtime_ns)
     text = json.dumps({"schema": SCHEMA, "code": code_fingerprint(), "config": data}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _model_file(name: str) -> Path | None:
+    from ..hardware.hf_config import config_file, looks_like_path
+    from ..hardware.models import MODELS
+    if name.lower() in MODELS or not looks_like_path(name):
+        return None
+    return config_file(name)
+
+
+def _gpu_file(name: str) -> Path | None:
+    path = Path(name).expanduser()
+    return path if name.endswith((".toml", ".json")) and path.is_file() else None
 
 
 class ProbeCache:

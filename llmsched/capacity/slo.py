@@ -108,3 +108,20 @@ def parse_slos(text: str) -> list[SLO]:
     if dup:
         raise ValueError(f"SLOs {text!r}: {', '.join(dup)} given twice")
     return slos
+
+
+def check_tier_slos(slos: list[SLO], tiers, named=lambda slo: f"SLO {slo.text}") -> None:
+    """SLOs that read the run's tiers (``tiers``: its Tier objects): ``attainment`` is the share of requests that
+    meet their tier's targets, so it needs a tier with a target (else every request meets it); a tier's SLO
+    (``paid.tbt_p99``) needs a tier of that name (else it is never measured). ``named(slo)``: how the user wrote it."""
+    names = [t.name for t in tiers or ()]
+    targets = any(t.slo.ttft or t.slo.tbt or t.slo.tpot for t in tiers or ())
+    for slo in slos:
+        if slo.tier is not None and slo.tier not in names:
+            raise ValueError(f"{named(slo)}: no tier {slo.tier!r} in the run's tiers "
+                             f"({', '.join(names) if names else 'none given: add --tiers'})")
+        if slo.metric in RATIOS and not targets:
+            why = "none of the run's tiers has a target" if names else "no --tiers are given"
+            raise ValueError(f"{named(slo)}: attainment is the share of requests that meet their tier's targets, "
+                             f"and {why}, so every request would meet it; give --tiers with targets (e.g. "
+                             f"'paid:tbt=0.1:share=0.05,free:tbt=0.5') or drop it")

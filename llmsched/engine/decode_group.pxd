@@ -1,4 +1,5 @@
 cdef class DecodeGroup:
+    cdef public object kv
     cdef public object block_size
     cdef public object clock
     cdef public object ends

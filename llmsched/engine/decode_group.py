@@ -22,11 +22,12 @@ TRIM_AT = 1 << 16  # end times kept before the older ones nobody still needs are
 
 
 class DecodeGroup:
-    __slots__ = ("block_size", "clock", "ends", "base", "members", "size", "partials", "hist", "context_sum",
+    __slots__ = ("kv", "block_size", "clock", "ends", "base", "members", "size", "partials", "hist", "context_sum",
                  "finish_at", "due", "max_order")
 
-    def __init__(self, block_size: int):
-        self.block_size = block_size
+    def __init__(self, kv):
+        self.kv = kv  # the replica's KVCacheManager: the members' blocks are taken and written through it
+        block_size = self.block_size = kv.block_size
         self.clock = 0  # group steps ended
         self.ends = array("d")  # ends[i - base]: end time of group step i + 1
         self.base = 0
@@ -84,7 +85,7 @@ class DecodeGroup:
             r.num_generated += k
             r.token_times.extend(self.ends[r.lag - base:self.clock - base])
             r.last_token = self.ends[self.clock - 1 - base]
-            r.num_blocks = -(-r.num_computed // self.block_size)
+            self.kv.settle_member(r, r.num_computed)
             r.lag = self.clock
 
     def leave(self, r) -> None:

@@ -36,7 +36,7 @@ def fast_forward_decodes(rep, until: float, horizon: float | None, through_finis
     left = [r.output_len - r.num_generated for r in running]  # the step (1 = the one in flight) each finishes in
     first_finish = min(left)
     if first_finish < 2 and not through_finishes:  # the step in flight finishes one: nothing to fold
-        return rep.step_end - rep._step_start
+        return rep.step_end - rep.step_start
     kv = rep.kv
     bs = kv.block_size
     computed = [r.num_computed for r in running]  # before the step in flight
@@ -46,11 +46,11 @@ def fast_forward_decodes(rep, until: float, horizon: float | None, through_finis
     nxt = 0  # next of ``order`` to finish
     finished_at: list[tuple[int, list[int]]] = []  # (step, running indices finishing in it)
     bt, steps, index, total = rep.batch_time, rep.steps, rep.index, kv.total
-    context_sum = rep._row[3]  # of the step in flight: Σ (ctx + 1)
+    context_sum = rep.row[3]  # of the step in flight: Σ (ctx + 1)
     waiting, busy_time, recent = len(rep.waiting), rep.busy_time, rep.recent_steps
     free = kv.free
-    start, end = rep._step_start, rep.step_end
-    preempted = rep._step_preempted
+    start, end = rep.step_start, rep.step_end
+    preempted = rep.step_preempted
     alive = n
     ends = array("d")
     j = 1  # the step in flight
@@ -111,28 +111,26 @@ def fast_forward_decodes(rep, until: float, horizon: float | None, through_finis
                 r.token_times.extend(ends[:step])
                 r.last_token = r.finish = t
                 r.status = FINISHED
-                r.num_blocks = 0
+                kv.release(r)  # the blocks it held before the run (the fold counted those it took since)
                 rep.completed.append(r)
                 gone.add(i)
         if gone:
             running[:] = [r for i, r in enumerate(running) if i not in gone]
-            rep._plan = BatchPlan(decodes=list(running))
+            rep.plan = BatchPlan(decodes=list(running))
         for r in running:
             r.num_computed += done
             r.num_generated += done
             r.token_times.extend(ends)
             r.last_token = ends[-1]
-            blocks = -(-(r.num_computed + 1) // bs)
-            if blocks > r.num_blocks:
-                r.num_blocks = blocks
-        kv.free = free
+        kv.allocate_decodes(running)  # the block of the step in flight's token
+        assert kv.free == free, f"fast-forward KV count {free} != the manager's {kv.free}"
         rep.num_steps += done
         rep.busy_time = busy_time
         rep.now = start
-        rep._step_start = start
+        rep.step_start = start
         rep.step_end = end
-        rep._step_preempted = 0
-        rep._row = (0, 0, len(running), sum(r.num_computed + 1 for r in running))
+        rep.step_preempted = 0
+        rep.row = (0, 0, len(running), sum(r.num_computed + 1 for r in running))
     return end - start
 
 
@@ -148,9 +146,11 @@ def fast_forward_group(rep, until: float, horizon: float | None, through_finishe
     decode_sum_time = rep.batch_time.decode_sum_time
     add, recent = rep.steps.add, rep.recent_steps
     index, total, waiting = rep.index, kv.total, len(rep.waiting)
-    start, end = rep._step_start, rep.step_end
-    context = rep._row[3]  # of the step in flight
+    start, end = rep.step_start, rep.step_end
+    context = rep.row[3]  # of the step in flight
     busy, folded, advanced = rep.busy_time, 0, False
+    free = kv.free  # the manager's count less ``taken``: the blocks the folded steps took, handed to it in one call
+    taken = 0
     finish = g.next_finish()
     while end < until and (horizon is None or end <= horizon):
         nxt = g.clock + 1
@@ -165,17 +165,20 @@ def fast_forward_group(rep, until: float, horizon: float | None, through_finishe
                 if (r.num_computed - r.lag) % bs == key:
                     need -= 1
                 freed += -(-(g.exact(r)[0] + 1) // bs)
-            if need > kv.free + freed:
+            if need > free + freed:
                 break
+            kv.take_group(taken)
+            taken = 0
             rep.busy_time, rep.num_steps, folded = busy, rep.num_steps + folded, 0
-            rep._row = (0, 0, g.size, context)
-            rep._step_start = start
-            rep._end_group_step(end)
+            rep.row = (0, 0, g.size, context)
+            rep.step_start = start
+            rep.end_group_step(end)
             busy = rep.busy_time
+            free = kv.free
             finish = g.next_finish()
         else:
             need = hist[-nxt % bs]
-            if need > kv.free:
+            if need > free:
                 break
             n = g.size
             ends.append(end)
@@ -185,17 +188,20 @@ def fast_forward_group(rep, until: float, horizon: float | None, through_finishe
             busy += duration
             recent.append(duration)
             folded += 1
-            add(index, start, duration, 0, 0, n, context, total - kv.free, total, waiting, n, 0)
+            add(index, start, duration, 0, 0, n, context, total - free, total, waiting, n, 0)
             if len(ends) >= 2 * TRIM_AT:
                 g.trim()
-        kv.free -= need
+        free -= need
+        taken += need
         n, context = g.size, g.context_sum
         advanced = True
         start = end
         end = start + decode_sum_time(n, context)
+    if taken:
+        kv.take_group(taken)
     if advanced:
         rep.busy_time, rep.num_steps = busy, rep.num_steps + folded
-        rep._last_end = rep.now = rep._step_start = start
+        rep.last_end = rep.now = rep.step_start = start
         rep.step_end = end
-        rep._row = (0, 0, g.size, context)
+        rep.row = (0, 0, g.size, context)
     return end - start

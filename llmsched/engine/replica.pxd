@@ -1,47 +1,13 @@
-cdef class Replica:
+from llmsched.engine.group_steps cimport GroupSteps
+
+
+cdef class Replica(GroupSteps):
     cdef dict __dict__
-    cdef public object _add_row
-    cdef public object _arrivals
-    cdef public object _asked_at
-    cdef public object _backoff
-    cdef public object _folds
-    cdef public object _folds_finishes
-    cdef public object _form_wait
-    cdef public object _formed_at
-    cdef public object _group_step
-    cdef public object _groups
-    cdef public object _last_end
     cdef public object _order
-    cdef public object _plan
-    cdef public object _repeat_plan
-    cdef public object _row
-    cdef public object _steady
-    cdef public object _step_preempted
-    cdef public object _step_start
-    cdef public object _swap_time
-    cdef public object batch_time
-    cdef public object busy
-    cdef public object busy_time
-    cdef public object completed
-    cdef public object config
-    cdef public object group
-    cdef public object index
-    cdef public object kv
-    cdef public object max_blocks
-    cdef public object now
+    cdef public object folds
     cdef public object num_evictions
     cdef public object num_preemptions
-    cdef public object num_steps
-    cdef public object quiet_finishes
-    cdef public object recent_steps
-    cdef public object running
     cdef public object scheduler
-    cdef public object step_end
     cdef public object steps
-    cdef public object swap
     cdef public object swap_fallbacks
-    cdef public object swapped
-    cdef public object version
     cdef public object view
-    cdef public object waiting
-    cdef public object wake_at

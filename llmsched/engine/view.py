@@ -89,7 +89,7 @@ class ReplicaView:
 
     @property
     def swap_free_blocks(self) -> int:
-        return self._r.swap.free
+        return self._r.kv.swap_free
 
     def blocks_for(self, tokens: int) -> int:
         return self._r.kv.blocks_for(tokens)

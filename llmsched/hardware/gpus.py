@@ -1,7 +1,9 @@
 """GPU presets: the datasheet figures a batch-time model needs, each with its source."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 GiB = 1 << 30
 
@@ -10,14 +12,17 @@ GiB = 1 << 30
 class GPUSpec:
     """One GPU. Rates are datasheet peaks; the batch-time models apply efficiency factors.
 
-    ``flops``: peak dense BF16/FP16 tensor FLOP/s (no sparsity). ``mem_bw``: HBM/GDDR bytes/s.
+    ``flops``: peak dense BF16/FP16 tensor FLOP/s with FP32 accumulation (no sparsity). ``fp8_flops``: the same
+    for FP8 (0: no FP8 tensor cores; fp8 weights then run at ``flops``). ``mem_bw``: HBM/GDDR bytes/s.
     ``mem_bytes``: memory capacity; datasheet "GB" of GPU memory are binary (80 GB = 80 GiB).
     ``host_bw``: PCIe bytes/s (datasheet figure, both directions together), used for swap.
-    ``interconnect_bw``: GPU-to-GPU bytes/s for tensor-parallel all-reduce (NVLink datasheet figure, both
-    directions together; the PCIe figure for cards without NVLink). ``link_latency``: seconds per ring hop of an
-    all-reduce over that interconnect (NCCL's own tuning model, src/graph/tuning.cc ``hwLat``, ring/LL protocol:
-    0.4 µs over NVLink, 1.0 µs over PCIe). ``sms``: streaming multiprocessors.
-    ``t_row, t_col, t_red``: the GeMM tile of seed 000's staircase model (eq. 2/4): ``t_col`` is the tile edge
+    ``interconnect``: how the GPUs of a tensor-parallel group reach each other: ``nvlink`` (NVLink/NVSwitch),
+    ``xgmi`` (AMD Infinity Fabric) or ``pcie`` (no GPU link: through the PCIe switch or host).
+    ``interconnect_bw``: GPU-to-GPU bytes/s for tensor-parallel all-reduce over that link (datasheet figure, both
+    directions together; the PCIe figure for ``pcie``). ``link_latency``: seconds per ring hop of an all-reduce
+    over that interconnect (NCCL's own tuning model, src/graph/tuning.cc ``hwLat``, ring/LL protocol:
+    0.4 µs over NVLink, 1.0 µs over PCIe). ``sms``: streaming multiprocessors (compute units on AMD).
+    ``t_row, t_col, t_red``: the GeMM tile of Bari et al.'s staircase model (eq. 2/4): ``t_col`` is the tile edge
     along the token dimension, so the linear layers cost the same for every token count in
     (k·t_col, (k+1)·t_col]. ``family``: GPUs sharing a chip, whose fitted efficiencies carry over.
     """
@@ -35,6 +40,8 @@ class GPUSpec:
     source: str
     family: str = ""
     link_latency: float = 0.4e-6
+    fp8_flops: float = 0.0
+    interconnect: str = ""
 
     def __post_init__(self):
         for field_name in ("flops", "mem_bw", "mem_bytes", "host_bw", "interconnect_bw", "sms",
@@ -43,21 +50,35 @@ class GPUSpec:
                 raise ValueError(f"GPU {self.name!r}: {field_name} must be positive, got {getattr(self, field_name)}")
         if self.link_latency < 0:
             raise ValueError(f"GPU {self.name!r}: link_latency must be >= 0 seconds, got {self.link_latency}")
+        if self.fp8_flops < 0:
+            raise ValueError(f"GPU {self.name!r}: fp8_flops must be >= 0 (0: no FP8 tensor cores), got "
+                             f"{self.fp8_flops}")
+        if not self.interconnect:
+            object.__setattr__(self, "interconnect", "pcie" if self.interconnect_bw <= self.host_bw else "nvlink")
+        if self.interconnect not in INTERCONNECTS:
+            raise ValueError(f"GPU {self.name!r}: interconnect must be one of {', '.join(INTERCONNECTS)}, got "
+                             f"{self.interconnect!r}")
+
+    def gemm_flops(self, weight_bytes: int) -> float:
+        """Peak FLOP/s of a GEMM whose weights have ``weight_bytes`` bytes an element: FP8 tensor cores for fp8
+        weights where the GPU has them (activations quantised on the fly, as vLLM's fp8 does), else BF16."""
+        return self.fp8_flops if weight_bytes == 1 and self.fp8_flops else self.flops
 
 
-_AMPERE_TILES = dict(t_row=256, t_col=128, t_red=32)   # seed 000 §1.3: 256×128 (or 128×256) / 32 on A100
+INTERCONNECTS = ("nvlink", "xgmi", "pcie")
+_AMPERE_TILES = dict(t_row=256, t_col=128, t_red=32)   # Bari et al. (seed 000) §1.3: 256×128 (or 128×256) / 32 on A100
 _HOPPER_TILES = dict(t_row=256, t_col=128, t_red=64)
 _ADA_TILES = dict(t_row=128, t_col=128, t_red=32)
 
 GPUS: dict[str, GPUSpec] = {g.name: g for g in (
     GPUSpec("a100", flops=312e12, mem_bw=2039e9, mem_bytes=80 * GiB, host_bw=64e9, interconnect_bw=600e9,
-            sms=108, **_AMPERE_TILES, family="a100",
+            sms=108, **_AMPERE_TILES, family="a100", interconnect="nvlink",
             source="NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM): BF16 312 TFLOPS dense, HBM2e 2,039 GB/s, "
                    "NVLink 600 GB/s, PCIe Gen4 64 GB/s; 108 SMs per the NVIDIA Ampere GA100 whitepaper. Tiles: "
                    "seed 000 §1.3 (optimal A100 output tile 128×256/256×128, t_red 32); the token edge t_col=128 "
                    "matches the steps at 136/264/392/520 tokens in Vidur's A100 profiles."),
     GPUSpec("a100-pcie", flops=312e12, mem_bw=1935e9, mem_bytes=80 * GiB, host_bw=64e9, interconnect_bw=64e9,
-            sms=108, **_AMPERE_TILES, family="a100", link_latency=1.0e-6,
+            sms=108, **_AMPERE_TILES, family="a100", link_latency=1.0e-6, interconnect="pcie",
             source="NVIDIA A100 Tensor Core GPU datasheet (A100 80GB PCIe): BF16 312 TFLOPS dense at the 1,410 MHz "
                    "boost clock, HBM2e 1,935 GB/s (1,512 MHz memory clock), 300 W TDP (SXM: 400 W, 2,039 GB/s), "
                    "PCIe Gen4 64 GB/s; NVLink only through an optional two-card bridge, so tensor-parallel "
@@ -65,51 +86,196 @@ GPUS: dict[str, GPUSpec] = {g.name: g for g in (
                    "004 (clocks locked at 1,380 MHz SM / 1,512 MHz memory: pass compute scaling yourself if "
                    "needed, 1380/1410 = 0.979)."),
     GPUSpec("h100", flops=989e12, mem_bw=3350e9, mem_bytes=80 * GiB, host_bw=128e9, interconnect_bw=900e9,
-            sms=132, **_HOPPER_TILES, family="h100",
+            sms=132, **_HOPPER_TILES, family="h100", fp8_flops=1979e12, interconnect="nvlink",
             source="NVIDIA H100 Tensor Core GPU datasheet (H100 SXM 80GB): BF16 1,979 TFLOPS with sparsity = 989 "
-                   "dense, HBM3 3.35 TB/s, NVLink 900 GB/s, PCIe Gen5 128 GB/s; 132 SMs (Hopper whitepaper). "
+                   "dense, FP8 3,958 with sparsity = 1,979 dense, HBM3 3.35 TB/s, NVLink 900 GB/s, PCIe Gen5 128 "
+                   "GB/s; 132 SMs (Hopper whitepaper). "
                    "Tiles: CUTLASS Hopper 128×256×64 warp-group tile, token edge 128 (steps at 136/264/392/520 "
                    "in Vidur's H100 profile)."),
     GPUSpec("h200", flops=989e12, mem_bw=4800e9, mem_bytes=141 * GiB, host_bw=128e9, interconnect_bw=900e9,
-            sms=132, **_HOPPER_TILES, family="h100",
+            sms=132, **_HOPPER_TILES, family="h100", fp8_flops=1979e12, interconnect="nvlink",
             source="NVIDIA H200 Tensor Core GPU datasheet (H200 SXM): BF16 1,979 TFLOPS with sparsity = 989 dense, "
+                   "FP8 3,958 with sparsity = 1,979 dense, "
                    "141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s, PCIe Gen5 128 GB/s; same GH100 chip as H100 "
                    "(132 SMs)."),
     GPUSpec("rtx-6000-ada", flops=364.2e12, mem_bw=960e9, mem_bytes=48 * GiB, host_bw=64e9, interconnect_bw=64e9,
-            sms=142, **_ADA_TILES, family="ada", link_latency=1.0e-6,
+            sms=142, **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=728.5e12, interconnect="pcie",
             source="NVIDIA RTX 6000 Ada Generation datasheet: 48 GB GDDR6 at 960 GB/s, PCIe Gen4 x16 (64 GB/s), "
-                   "no NVLink (all-reduce over PCIe), 142 SMs; tensor 1,457 TFLOPS = FP8 with sparsity, so BF16 "
-                   "dense = 364.2 TFLOPS (Ada Lovelace architecture whitepaper, appendix). The GPU of seed 000's "
-                   "experiments."),
+                   "no NVLink (all-reduce over PCIe), 142 SMs; tensor 1,457 TFLOPS = FP8 with sparsity, so FP8 dense "
+                   "= 728.5 and BF16 dense = 364.2 TFLOPS (Ada Lovelace architecture whitepaper, appendix). The "
+                   "GPU of seed 000's experiments."),
     GPUSpec("a800", flops=312e12, mem_bw=1935e9, mem_bytes=80 * GiB, host_bw=64e9, interconnect_bw=400e9,
-            sms=108, **_AMPERE_TILES, family="a100",
+            sms=108, **_AMPERE_TILES, family="a100", interconnect="nvlink",
             source="NVIDIA A800 80GB PCIe datasheet: BF16 312 TFLOPS dense (624 with sparsity), HBM2e 1,935 GB/s, "
                    "NVLink bridge 400 GB/s, PCIe Gen4 64 GB/s; GA100 chip, 108 SMs. The GPU of seed 002 "
                    "(Llama-3.1-8B)."),
     GPUSpec("h20", flops=148e12, mem_bw=4000e9, mem_bytes=96 * GiB, host_bw=128e9, interconnect_bw=900e9,
-            sms=78, **_HOPPER_TILES, family="h20",
+            sms=78, **_HOPPER_TILES, family="h20", fp8_flops=296e12, interconnect="nvlink",
             source="NVIDIA HGX H20 as published for the China market (no public NVIDIA datasheet): 96 GB HBM3 at "
-                   "4.0 TB/s, FP16/BF16 148 TFLOPS dense, NVLink 900 GB/s, PCIe Gen5; 78 SMs as reported by "
-                   "Geekbench listings. The GPU of seed 002 (Qwen3-14B, Qwen3-32B, Llama-3.3-70B)."),
+                   "4.0 TB/s, FP16/BF16 148 TFLOPS dense, FP8 296 dense, NVLink 900 GB/s, PCIe Gen5; 78 SMs as "
+                   "reported by Geekbench listings. The GPU of seed 002 (Qwen3-14B, Qwen3-32B, Llama-3.3-70B)."),
     GPUSpec("l20", flops=119.5e12, mem_bw=864e9, mem_bytes=48 * GiB, host_bw=64e9, interconnect_bw=64e9,
-            sms=92, **_ADA_TILES, family="ada", link_latency=1.0e-6,
+            sms=92, **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=239e12, interconnect="pcie",
             source="NVIDIA L20 (AD102, China-market data-centre card) product brief: 48 GB GDDR6 at 864 GB/s, "
                    "FP16/BF16 tensor 119.5 TFLOPS dense (FP8 239), PCIe Gen4 x16, no NVLink, 92 SMs. The GPU of "
                    "seed 003's Fig. 3."),
+    # --- today's cards (issue 29) ---
+    GPUSpec("rtx-4090", flops=165.2e12, mem_bw=1008e9, mem_bytes=24 * GiB, host_bw=64e9, interconnect_bw=64e9,
+            sms=128, **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=330.3e12, interconnect="pcie",
+            source="NVIDIA Ada Lovelace architecture whitepaper, appendix (GeForce RTX 4090): 128 SMs, 24 GB GDDR6X "
+                   "at 1,008 GB/s, peak BF16 tensor 165.2 TFLOPS dense with FP32 accumulate (330.4 with "
+                   "sparsity; GeForce runs FP16/BF16 with FP32 accumulate at half the FP16-accumulate rate), FP8 "
+                   "330.3 dense with FP32 accumulate; PCIe Gen4 x16 (64 GB/s), no NVLink and no peer-to-peer, so "
+                   "all-reduce goes through host memory over PCIe."),
+    GPUSpec("rtx-pro-6000", flops=503.8e12, mem_bw=1792e9, mem_bytes=96 * GiB, host_bw=128e9,
+            interconnect_bw=128e9, sms=188, **_ADA_TILES, family="blackwell-rtx", link_latency=1.0e-6,
+            fp8_flops=1007.6e12, interconnect="pcie",
+            source="NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet and RTX Blackwell GPU architecture "
+                   "whitepaper (GB202, 188 SMs): 96 GB GDDR7 ECC at 1,792 GB/s (512-bit, 28 Gbps), 4,000 AI TOPS "
+                   "= FP4 with sparsity, so FP4 dense 2,015, FP8 dense 1,007.6 and BF16 dense 503.8 TFLOPS with FP32 "
+                   "accumulate (the professional card runs FP32 accumulate at full rate), 600 W; PCIe Gen5 x16 "
+                   "(128 GB/s), no NVLink: tensor-parallel all-reduce over PCIe. Tiles as Ada's (sm_120 has no "
+                   "Hopper wgmma or datacenter-Blackwell tcgen05). The GPU of the shared ground-truth runs."),
+    GPUSpec("l4", flops=121e12, mem_bw=300e9, mem_bytes=24 * GiB, host_bw=64e9, interconnect_bw=64e9, sms=58,
+            **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=242.5e12, interconnect="pcie",
+            source="NVIDIA L4 Tensor Core GPU datasheet: 24 GB GDDR6 at 300 GB/s, BF16 242 TFLOPS with sparsity = "
+                   "121 dense, FP8 485 with sparsity = 242.5 dense, 72 W, PCIe Gen4 x16 (64 GB/s), no NVLink; "
+                   "AD104, 58 SMs."),
+    GPUSpec("l40s", flops=362.05e12, mem_bw=864e9, mem_bytes=48 * GiB, host_bw=64e9, interconnect_bw=64e9,
+            sms=142, **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=733e12, interconnect="pcie",
+            source="NVIDIA L40S datasheet: 48 GB GDDR6 ECC at 864 GB/s, BF16 362.05 TFLOPS dense (733 with "
+                   "sparsity), FP8 733 dense (1,466 with sparsity), 350 W, PCIe Gen4 x16 (64 GB/s bidirectional), "
+                   "no NVLink; AD102, 142 SMs (142 RT cores, 568 tensor cores)."),
+    GPUSpec("h100-pcie", flops=756e12, mem_bw=2000e9, mem_bytes=80 * GiB, host_bw=128e9, interconnect_bw=128e9,
+            sms=114, **_HOPPER_TILES, family="h100", link_latency=1.0e-6, fp8_flops=1513e12, interconnect="pcie",
+            source="NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe 80GB): BF16 1,513 TFLOPS with sparsity = 756 "
+                   "dense, FP8 3,026 with sparsity = 1,513 dense, HBM2e 2 TB/s, 350 W, PCIe Gen5 128 GB/s; NVLink "
+                   "only through two-card bridges (600 GB/s), so a group of more than two goes over PCIe, as "
+                   "here (a bridged pair: a spec file with interconnect = \"nvlink\"). GH100 with 114 SMs."),
+    GPUSpec("b200", flops=2.25e15, mem_bw=8000e9, mem_bytes=180 * GiB, host_bw=128e9, interconnect_bw=1800e9,
+            sms=148, **_HOPPER_TILES, family="b200", fp8_flops=4.5e15, interconnect="nvlink",
+            source="NVIDIA HGX B200 datasheet (per GPU, 1,000 W): FP16/BF16 4.5 PFLOPS with sparsity = 2.25 dense, "
+                   "FP8 9 with sparsity = 4.5 dense, 180 GB HBM3e (1,440 GB per 8-GPU board) at 8 TB/s, fifth-"
+                   "generation NVLink 1.8 TB/s through NVSwitch; PCIe Gen5 x16 to the host in HGX/DGX B200 "
+                   "systems (128 GB/s). NVIDIA publishes no SM count: 148 as CUDA reports it. Tiles as Hopper's "
+                   "(tcgen05 MMA up to 256 x 256 per CTA pair; the staircase's token edge kept at 128)."),
+    GPUSpec("mi300x", flops=1307.4e12, mem_bw=5300e9, mem_bytes=192 * GiB, host_bw=128e9, interconnect_bw=896e9,
+            sms=304, **_HOPPER_TILES, family="mi300", fp8_flops=2614.9e12, interconnect="xgmi",
+            source="AMD Instinct MI300X data sheet: peak BF16/FP16 matrix 1,307.4 TFLOPS dense (2,614.9 with "
+                   "sparsity), FP8 2,614.9 dense, 192 GB HBM3 at 5.3 TB/s, 304 compute units (counted as sms), "
+                   "750 W; AMD Infinity Fabric: 7 links of 128 GB/s to the other seven GPUs of an 8-GPU platform, "
+                   "896 GB/s aggregate; PCIe Gen5 x16 128 GB/s. RCCL (an NCCL fork) keeps NCCL's tuning model, so "
+                   "the per-hop latency is NCCL's NVLink figure. Tiles: hipBLASLt's common 256 x 128 macro tile "
+                   "(not a datasheet figure)."),
 )}
 
 _ALIASES = {"a100-80gb": "a100", "a100-sxm": "a100", "a100-80gb-pcie": "a100-pcie", "a100-pcie-80gb": "a100-pcie", "h100-sxm": "h100", "h100-80gb": "h100",
             "h200-sxm": "h200", "rtx6000ada": "rtx-6000-ada", "rtx-6000": "rtx-6000-ada", "l20-48gb": "l20",
-            "a800-80gb": "a800", "h20-96gb": "h20"}
+            "a800-80gb": "a800", "h20-96gb": "h20", "rtx4090": "rtx-4090", "geforce-rtx-4090": "rtx-4090",
+            "rtx-pro-6000-blackwell": "rtx-pro-6000", "rtxpro6000": "rtx-pro-6000", "rtx-6000-pro": "rtx-pro-6000",
+            "l40s-48gb": "l40s", "l4-24gb": "l4", "h100-pcie-80gb": "h100-pcie", "b200-sxm": "b200",
+            "instinct-mi300x": "mi300x"}
 
 
 def gpu(name: str | GPUSpec) -> GPUSpec:
-    """The preset called ``name`` (case-insensitive; a GPUSpec passes through)."""
+    """The preset called ``name`` (case-insensitive; a GPUSpec passes through), or the GPU of a spec file
+    (``.toml`` or ``.json``, see :func:`gpu_from_file`)."""
     if isinstance(name, GPUSpec):
         return name
-    key = str(name).strip().lower().replace("_", "-").replace(" ", "-")
+    text = str(name).strip()
+    key = text.lower().replace("_", "-").replace(" ", "-")
     key = _ALIASES.get(key, key)
-    try:
+    if key in GPUS:
         return GPUS[key]
-    except KeyError:
-        raise ValueError(f"unknown GPU {name!r}; valid GPUs: {', '.join(sorted(GPUS))}") from None
+    if text.endswith(SPEC_SUFFIXES) or Path(text).expanduser().is_file():
+        return gpu_from_file(text)
+    raise ValueError(f"unknown GPU {name!r}; valid GPUs: {', '.join(sorted(GPUS))}, or a GPU spec file "
+                     f"(.toml/.json)")
+
+
+SPEC_SUFFIXES = (".toml", ".json")
+# fields of a spec file: GPUSpec's own names and units (FLOP/s, bytes/s, bytes, seconds)
+SPEC_REQUIRED = ("flops", "mem_bw", "host_bw", "sms")
+SPEC_NUMBERS = ("flops", "fp8_flops", "mem_bw", "mem_bytes", "mem_gib", "host_bw", "interconnect_bw", "sms",
+                "t_row", "t_col", "t_red", "link_latency")
+SPEC_TEXTS = ("name", "source", "family", "interconnect")
+_LINK_LATENCY = {"nvlink": 0.4e-6, "xgmi": 0.4e-6, "pcie": 1.0e-6}
+
+
+def gpu_from_file(path: str | Path) -> GPUSpec:
+    """A GPU from a spec file of its datasheet figures, in GPUSpec's names and SI units::
+
+        name = "my-card"              # default: the file's name
+        flops = 503.8e12              # dense BF16 tensor FLOP/s;  fp8_flops = 1007.6e12 (0 or absent: no FP8)
+        mem_bw = 1792e9               # bytes/s
+        mem_gib = 96                  # or mem_bytes = 103079215104
+        host_bw = 128e9               # PCIe, both directions
+        interconnect = "pcie"         # nvlink, xgmi or pcie (default pcie)
+        interconnect_bw = 128e9       # default: host_bw for pcie
+        sms = 188
+        source = "vendor datasheet, ..."
+
+    Optional: ``t_row``/``t_col``/``t_red`` (default 128/128/32), ``family`` (whose fitted efficiencies to use;
+    default none), ``link_latency`` (seconds per all-reduce ring hop; default NCCL's figure for the
+    interconnect). Every figure is checked: an unknown key, a missing, non-numeric, zero or negative figure is a
+    one-line error naming the file and the field."""
+    file = Path(path).expanduser()
+    data = _read_spec(file)
+    unknown = sorted(set(data) - set(SPEC_NUMBERS) - set(SPEC_TEXTS))
+    if unknown:
+        raise ValueError(f"GPU spec {file}: unknown field {unknown[0]!r}; fields: "
+                         f"{', '.join(SPEC_NUMBERS + SPEC_TEXTS)}")
+    for key in SPEC_TEXTS:
+        if key in data and not (isinstance(data[key], str) and data[key].strip()):
+            raise ValueError(f"GPU spec {file}: {key} = {data[key]!r} must be a non-empty string")
+    for key in SPEC_NUMBERS:
+        if key in data:
+            value = data[key]
+            floor_ok = key in ("fp8_flops", "link_latency")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or \
+                    value in (float("inf"), float("-inf")) or value < 0 or (value == 0 and not floor_ok):
+                need = ">= 0" if floor_ok else "> 0"
+                raise ValueError(f"GPU spec {file}: {key} = {value!r} must be a finite number {need}")
+    missing = [k for k in SPEC_REQUIRED if k not in data]
+    if ("mem_bytes" in data) == ("mem_gib" in data):
+        missing.append("mem_bytes (or mem_gib)" if "mem_bytes" not in data else "only one of mem_bytes, mem_gib")
+    if missing:
+        raise ValueError(f"GPU spec {file}: needs {', '.join(missing)}")
+    interconnect = data.get("interconnect", "pcie")
+    if interconnect not in _LINK_LATENCY:
+        raise ValueError(f"GPU spec {file}: interconnect = {interconnect!r} must be one of "
+                         f"{', '.join(_LINK_LATENCY)}")
+    if interconnect != "pcie" and "interconnect_bw" not in data:
+        raise ValueError(f"GPU spec {file}: interconnect = {interconnect!r} needs interconnect_bw (bytes/s)")
+    for key in ("sms", "t_row", "t_col", "t_red"):
+        if key in data and data[key] != int(data[key]):
+            raise ValueError(f"GPU spec {file}: {key} = {data[key]!r} must be a whole number")
+    mem = int(data["mem_gib"] * GiB) if "mem_gib" in data else int(data["mem_bytes"])
+    return GPUSpec(
+        data.get("name", file.stem), flops=float(data["flops"]), mem_bw=float(data["mem_bw"]), mem_bytes=mem,
+        host_bw=float(data["host_bw"]), interconnect_bw=float(data.get("interconnect_bw", data["host_bw"])),
+        sms=int(data["sms"]), t_row=int(data.get("t_row", 128)), t_col=int(data.get("t_col", 128)),
+        t_red=int(data.get("t_red", 32)), source=data.get("source", f"GPU spec file {file}"),
+        family=data.get("family", ""), link_latency=float(data.get("link_latency", _LINK_LATENCY[interconnect])),
+        fp8_flops=float(data.get("fp8_flops", 0.0)), interconnect=interconnect)
+
+
+def _read_spec(file: Path) -> dict:
+    if not file.is_file():
+        raise ValueError(f"GPU spec {file}: no such file; give a .toml or .json file of the GPU's figures")
+    if file.suffix not in SPEC_SUFFIXES:
+        raise ValueError(f"GPU spec {file}: use a .toml or .json file")
+    try:
+        text = file.read_text()
+        if file.suffix == ".toml":
+            import tomllib
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"GPU spec {file}: cannot read it ({e})") from None
+    except ValueError as e:  # TOMLDecodeError and JSONDecodeError are ValueErrors
+        raise ValueError(f"GPU spec {file}: not valid {file.suffix[1:].upper()} ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"GPU spec {file}: must hold a table of fields")
+    return data

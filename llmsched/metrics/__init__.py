@@ -2,7 +2,8 @@
 from .requests import TBT_MISS_TOLERANCE, RequestLog
 from .sketch import QuantileSketch
 from .steps import StepLog
-from .summary import merged_sketch, summarize, summary_row
+from .latency_stats import merged_sketch
+from .summary import summarize, summary_row
 from .writers import format_table, to_jsonable, write_json, write_run, write_table
 
 __all__ = ["RequestLog", "StepLog", "QuantileSketch", "TBT_MISS_TOLERANCE", "summarize", "summary_row",

@@ -15,7 +15,7 @@ import numpy as np
 
 from .request_stream import FINISHED, LATENCIES, REJECTED, UNFINISHED, RequestStream
 from .step_stream import StepStream
-from .summary import NAN, QUANTILES, TOP_REASONS, _sketch_stats, _stats, merged_sketch
+from .latency_stats import NAN, QUANTILES, TOP_REASONS, merged_sketch, sketch_stats, value_stats
 
 
 def check_stream_window(warmup: float, cooldown: float) -> None:
@@ -51,7 +51,7 @@ def summarize_stream(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict
                                for k, c in log.reason_counts.most_common(TOP_REASONS)]},
     }
     latency = {m: _latency(log.latency[m]) for m in LATENCIES}
-    out["latency"] = {"ttft": latency["ttft"], "tbt": {**_sketch_stats(merged_sketch(log)), "source": "sketch"},
+    out["latency"] = {"ttft": latency["ttft"], "tbt": {**sketch_stats(merged_sketch(log)), "source": "sketch"},
                       "tpot": latency["tpot"], "e2e": latency["e2e"]}
     out["throughput"] = {"requests_per_s": per_s(n_fin), "output_tokens_per_s": per_s(float(log.generated)),
                          "input_tokens_per_s": per_s(float(log.prompt)), "span": span}
@@ -70,7 +70,7 @@ def summarize_stream(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict
 
 def _latency(lat) -> dict:
     if not lat.count:
-        return {**_stats(np.empty(0)), "source": "sketch"}
+        return {**value_stats(np.empty(0)), "source": "sketch"}
     return {"count": lat.count, "mean": lat.total / lat.count,
             **{f"p{q}": float(lat.sketch.quantile(q / 100)) for q in QUANTILES}, "max": lat.max, "source": "sketch"}
 

@@ -15,16 +15,16 @@ Conventions (all times in seconds):
   inter-token gap of the measured requests, whatever their status (a stalled, unfinished request's gaps are
   what its user saw). ``tpot`` is undefined (skipped) for one-token outputs.
 * **SLO attainment** is per tier, over the tier's measured (offered) requests. A request meets a metric's
-  target when it finished and its value is within the target; TBT uses the tolerance rule of seed 000/SLAI: at
-  most ``TBT_MISS_TOLERANCE`` (1%) of its gaps above the target. A metric without a target is met by every
-  finished request; its attainment is reported as NaN (no target) per metric, and "all" needs every target
-  the request has. A rejected or unfinished request violates every target (as seed 002 counts it).
+  target when it finished and its value is within the target; TBT uses the tolerance rule of SLAI (Bari et al.,
+  seed 000): at most ``TBT_MISS_TOLERANCE`` (1%) of its gaps above the target. A metric without a target is met
+  by every finished request; its attainment is reported as NaN (no target) per metric, and "all" needs every
+  target the request has. A rejected or unfinished request violates every target (as Lyu et al., seed 002,
+  counts it).
 * **Goodput** = measured requests that met every target they have, per second of span.
 * Empty results give NaN for every statistic, never an exception.
 """
 from __future__ import annotations
 
-import copy
 import math
 import re
 from collections import Counter
@@ -33,12 +33,9 @@ import numpy as np
 
 from ..request import Status
 from .requests import TBT_MISS_TOLERANCE, RequestLog
-from .sketch import QuantileSketch
+from .latency_stats import NAN, QUANTILES, TOP_REASONS, merged_sketch, sketch_stats, value_stats
 
-QUANTILES = (50, 90, 99)
 LATENCY_METRICS = ("ttft", "tbt", "tpot", "e2e")
-TOP_REASONS = 5
-NAN = math.nan
 
 
 def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
@@ -90,8 +87,9 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
         "counts": {"offered": n_win, "finished": n_fin, "rejected": int(rejected.sum()),
                    "unfinished": int(unfinished.sum()), "reasons": _top_reasons(log, win & ~finished)},
     }
-    out["latency"] = {"ttft": _stats(log.column("ttft")[finished]), "tbt": _tbt_stats(log, win),
-                      "tpot": _stats(log.column("tpot")[finished]), "e2e": _stats(log.column("e2e")[finished])}
+    out["latency"] = {"ttft": value_stats(log.column("ttft")[finished]), "tbt": _tbt_stats(log, win),
+                      "tpot": value_stats(log.column("tpot")[finished]),
+                      "e2e": value_stats(log.column("e2e")[finished])}
 
     prompt, generated = log.column("prompt_len"), log.column("generated")
     out["throughput"] = {"requests_per_s": per_s(n_fin),
@@ -120,42 +118,11 @@ def _finite_or(x: np.ndarray, fill: float) -> np.ndarray:
     return np.where(np.isfinite(x), x, fill)
 
 
-def _stats(values: np.ndarray, scratch: bool = False) -> dict:
-    """Count, mean, quantiles and max of the finite values; ``scratch``: ``values`` may be reordered in place
-    (a copy the caller made; saves a second copy of millions of TBT gaps)."""
-    finite = np.isfinite(values)
-    v = values if finite.all() else values[finite]
-    if not len(v):
-        return {"count": 0, "mean": NAN, **{f"p{q}": NAN for q in QUANTILES}, "max": NAN}
-    mean, top = float(v.mean()), float(v.max())  # before the quantiles may reorder v
-    ps = np.percentile(v, QUANTILES, overwrite_input=scratch or v is not values)
-    return {"count": int(len(v)), "mean": mean, **{f"p{q}": float(p) for q, p in zip(QUANTILES, ps)}, "max": top}
-
-
-def _sketch_stats(sk: QuantileSketch | None) -> dict:
-    if sk is None or not sk.count:
-        return _stats(np.empty(0))
-    return {"count": int(sk.count), "mean": float(sk.mean),
-            **{f"p{q}": float(sk.quantile(q / 100)) for q in QUANTILES}, "max": float(sk.max)}
-
-
-def merged_sketch(log: RequestLog, tiers=None) -> QuantileSketch | None:
-    """The TBT sketch of the named tiers (all when None) merged into one; None if there is none."""
-    names = log.tiers if tiers is None else tiers
-    sks = [log.sketches[t] for t in names if t in log.sketches]
-    if not sks:
-        return None
-    merged = copy.deepcopy(sks[0])
-    for sk in sks[1:]:
-        merged.merge(sk)
-    return merged
-
-
 def _tbt_stats(log: RequestLog, win: np.ndarray) -> dict:
     if log.keep_gaps:
-        gaps = log.gaps_of(None).copy() if win.all() else log.gaps_of(win)  # a copy: _stats reorders it
-        return {**_stats(gaps, scratch=True), "source": "gaps"}
-    return {**_sketch_stats(merged_sketch(log)), "source": "sketch"}
+        gaps = log.gaps_of(None).copy() if win.all() else log.gaps_of(win)  # a copy: value_stats reorders it
+        return {**value_stats(gaps, scratch=True), "source": "gaps"}
+    return {**sketch_stats(merged_sketch(log)), "source": "sketch"}
 
 
 def _meets(log: RequestLog, finished: np.ndarray) -> dict[str, np.ndarray]:

@@ -10,7 +10,7 @@ from ..experiment import RunConfig
 from ..hardware.gpus import GiB, gpu as gpu_preset
 from ..hardware.memory import default_activation_reserve, kv_capacity_tokens
 from ..hardware.models import model as model_preset
-from ..options import parse_params
+from ..config_fields import check_params, parse_params
 from ..routers import ROUTERS
 from ..schedulers.registry import scheduler_info
 
@@ -66,7 +66,8 @@ def parse_variations(items: list[str], schedulers: list[str]) -> dict[str, list[
         if key not in known:
             raise ValueError(f"--vary {item!r}: scheduler {name!r} has no parameter {key!r}; its parameters: "
                              f"{', '.join(sorted(known)) or '(none)'}")
-        parsed = [parse_params([f"{key}={v}"], "--vary")[key] for v in values.split(",") if v.strip()]
+        parsed = [check_params(f"scheduler {name!r}", parse_params([f"{key}={v}"], "--vary"), known,
+                               f"--vary {item!r}")[key] for v in values.split(",") if v.strip()]
         if not parsed:
             raise ValueError(f"--vary {item!r}: give one or more values")
         per.setdefault(name, {})[key] = parsed

@@ -14,11 +14,11 @@ from ..capacity.probe import GRACE_S
 from ..capacity.slo import RATIOS
 from ..capacity.verdict import window
 from ..experiment import RunConfig, build_source
-from ..options import RUN_OPTIONS
 from ..report.html import image, page
 from ..report.html import table as table_html
+from ..run_config import RUN_FIELDS
 from ..workload.workload import OpenLoop
-from .search import Searched
+from .replica_search import Searched
 
 
 @dataclass
@@ -86,11 +86,12 @@ def simulate_command(cfg: RunConfig) -> str:
     plan judges that run with the capacity definition (docs/capacity.md)."""
     default = RunConfig()
     args = ["llmsched", "simulate", "--scheduler", cfg.scheduler]
-    for name in RUN_OPTIONS:
+    for name, spec in RUN_FIELDS.items():
         value = getattr(cfg, name, None)
-        if value is None or name == "horizon" or (name != "rate" and value == getattr(default, name, None)):
+        if spec.switch or spec.kind is dict or name in ("scheduler", "horizon") or value is None \
+                or (name != "rate" and value == getattr(default, name, None)):
             continue
-        args += ["--" + name.replace("_", "-"), repr(value) if isinstance(value, float) else str(value)]
+        args += [spec.flag_of(name), repr(value) if isinstance(value, float) else str(value)]
     for key, value in cfg.scheduler_params.items():
         args += ["--param", f"{key}={value}"]
     for key, value in cfg.batch_time_params.items():

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..metrics.summary import merged_sketch
+from ..metrics.latency_stats import merged_sketch
 from ..metrics.writers import is_time_column
 from ..request import Status
 from .sheet import Sheet

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..capacity import ProbeCache, find_capacities, parse_slos
 from ..capacity.cache import default_dir
 from ..executors import make_executor
-from ..experiment import RunConfig
+from ..run_config import RunConfig
 
 NAME = "beyond"
 HELP = ("every competitor tuned for the same SLOs and traffic (llmsched tune), then its capacity on held-out seeds "

@@ -1,4 +1,4 @@
-"""``llmsched reproduce deferred-prefill``: seed 004's Table 1 experiment in the simulator.
+"""``llmsched reproduce deferred-prefill``: Mohanty et al.'s Table 1 experiment in the simulator.
 
 Granite-3.1-8B (C = 331) and Llama-3-8B (C = 410) on an A100, max_model_len 1024 (the context at which these C
 are vLLM's maximum concurrency, spec §1.3), an always-backlogged closed loop of 2C requests, and a sweep of K.
@@ -29,17 +29,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..deferred.closed_loop import sweep
-from ..deferred.lengths import BenchmarkFiltered
-from ..deferred.throughput import exact_throughput, optimal_K, prop1_throughput
-from ..deferred.timing import Timing, timing_from_batch_time
-from ..deferred.vllm_timing import PROFILE, MeasuredVLLMStepTime, find_profile
-from ..experiment import RunConfig
 from ..batchtime.registry import make_batch_time_model
+from ..experiment import RunConfig
 from ..hardware.models import model as model_preset
+from ..schedulers.deferred.throughput import exact_throughput, optimal_K, prop1_throughput
+from ..schedulers.deferred.timing_constants import Timing, timing_from_batch_time
 from ..theory.deferred_prefill import APPENDIX_A
+from ..workload.length_presets import length_preset
 from ..workload.lengths import Capped, Geometric
-from ..workload.presets import length_preset
+from .deferred_prefill_runs.closed_loop import sweep
+from .deferred_prefill_runs.measured_step_time import PROFILE, MeasuredVLLMStepTime, find_profile
+from .deferred_prefill_runs.request_model import BenchmarkFiltered
 
 NAME = "deferred-prefill"
 HELP = "seed 004 Table 1: throughput and completion time vs K for Granite (C=331) and Llama-3 (C=410) on A100"

@@ -1,4 +1,4 @@
-"""Reproduce seed 002 (FairBatching) in the simulator: single-node capacity, the SLO sweep, the
+"""Reproduce FairBatching (Lyu et al., seed 002) in the simulator: single-node capacity, the SLO sweep, the
 ablation chain, the 8-replica cluster with the PAB router, and the step-time predictor's error.
 
 Two capacities are reported. The paper's (spec §1.6): the peak over a rate sweep of EffRPS = offered rate
@@ -24,15 +24,15 @@ import numpy as np
 from ..capacity import find_capacities, parse_slos
 from ..executors import make_executor
 from ..experiment import RunConfig, build_replicas
-from ..fairbatching.attainment import attainment, tpot_values
-from ..fairbatching.predictor import StepPredictor, prediction_errors
+from ..metrics.tpot_attainment import attainment, tpot_values
 from ..request import SLO, Request, Status, Tier
+from ..results_file import write_results
 from ..routers import make_router
+from ..schedulers.fairbatching.predictor import StepPredictor, prediction_errors
 from ..sim.simulator import simulate
 from ..workload.arrivals import TraceReplay
 from ..workload.traces import DataFileNotFound, read_trace
 from ..workload.workload import OpenLoop, named_workload
-from ..results_file import write_results
 
 NAME = "fairbatching"
 HELP = "seed 002 FairBatching: single-node and cluster capacity, SLO sweep, ablations (simulated)"

@@ -8,7 +8,7 @@ non-A100 GPUs: vllm/engine/arg_utils.py ``get_batch_defaults``, OpenAI server co
 Levels change one thing against the reference (roofline, the Azure conversation trace at its own
 burstiness, online predictor refit, TPOT by the envelope check, the spec's §3.3 resolutions):
 
-* ``overhead``: per-step host cost. The roofline already charges 2 ms per step (seed 000's fit); a vLLM
+* ``overhead``: per-step host cost. The roofline already charges 2 ms per step (Bari et al.'s fit); a vLLM
   engine without async scheduling (off by default in v0.10.1.1, the paper's version) leaves the GPU idle
   between steps for its CPU work: ~4 ms per decode step and 5-13 ms overall in vLLM V0's profile
   (vllm-project/vllm#6854), 5-6 ms at batch 256 for Llama-2-7B in the V1-era engine
@@ -22,7 +22,7 @@ burstiness, online predictor refit, TPOT by the envelope check, the spec's §3.3
   measured steps: an eager engine's per-layer and per-sequence cost, an upper bound for vLLM's).
 * ``arrivals``: gamma arrivals with CV 1 (Poisson), 2, 4 and the trace's own length mix instead of its
   timestamps.
-* ``metric``: which TPOT the attainment checks (seed 002 §5.1, spec G1): M2 envelope (reference, what
+* ``metric``: which TPOT the attainment checks (Lyu et al., seed 002, §5.1, spec G1): M2 envelope (reference, what
   FairBatching schedules for), M1 cumulative max from the first token (the paper's words), M3 mean (the
   shared capacity's own check).
 * ``predictor``: FairBatching's step-time predictor fitted offline only (no refit), or exact (an oracle: the
@@ -38,7 +38,7 @@ either way, rejection when no replica's PAB fits) and, with ``--sweep``, reads t
 the shared criterion off the same grid of runs. Factors that change only FairBatching reuse the reference's
 baselines. The SLO-metric factor re-scores the
 same runs: each probe is measured with the shared ``measure`` and its ``attainment`` recomputed with the
-TPOT check asked for (``llmsched.fairbatching.attainment.slo_met``) over the same window.
+TPOT check asked for (``llmsched.metrics.tpot_attainment.slo_met``) over the same window.
 """
 from __future__ import annotations
 
@@ -51,18 +51,18 @@ from functools import partial
 
 import numpy as np
 
+from ..batchtime import make_batch_time_model
 from ..capacity import find_capacities, parse_slos
 from ..capacity.probe import GRACE_S
-from ..batchtime import make_batch_time_model
 from ..capacity.verdict import measure, window
 from ..executors import make_executor
 from ..experiment import RunConfig, build_replicas, build_source
-from ..fairbatching.attainment import CHECKS, slo_met
+from ..metrics.tpot_attainment import CHECKS, slo_met
+from ..results_file import write_results
 from ..routers import make_router
 from ..sim.simulator import simulate
-from ..workload.presets import LENGTH_PRESETS
+from ..workload.length_presets import LENGTH_PRESETS
 from ..workload.traces import DataFileNotFound, resolve_data_file
-from ..results_file import write_results
 
 NAME = "fairbatching-ablation"
 HELP = "seed 002 FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla with one factor changed at a time"
@@ -70,7 +70,7 @@ HELP = "seed 002 FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla 
 CASES = {"qwen3-14b/h20": ("qwen3-14b", "h20", 0.8), "llama-3.1-8b/a800": ("llama-3.1-8b", "a800", 4.0)}
 TRACE_FILE = "AzureLLMInferenceTrace_conv.csv"
 PRESET = "azure-conv"
-TTFT, TPOT = 0.5, 0.05  # seed 002 Table 2, the short-prompt traces
+TTFT, TPOT = 0.5, 0.05  # Lyu et al. Table 2, the short-prompt traces
 ATTAINMENT = 0.9
 BUDGETS = (128, 256, 512, 1024, 2048)
 VLLM_V1_DEFAULT_BUDGET = 8192

@@ -1,4 +1,4 @@
-"""``llmsched reproduce infermax``: seed 001's §4 analysis grid, §5.1 optimal-schedule finding and §6 headline.
+"""``llmsched reproduce infermax``: Kim et al.'s §4 analysis grid, §5.1 optimal-schedule finding and §6 headline.
 
 Every number is simulated here with InferMax's own cost model (the authors' Vidur-fitted coefficients, spec 001
 §2.2): Llama-2-7B on one A100 (C = 4096) for §4/§5.1, Llama-3-70B with tensor parallelism 4 on A100s
@@ -13,17 +13,17 @@ import numpy as np
 
 from ..batchtime.linear import INFERMAX_COEFFICIENTS, LinearBatchTime
 from ..engine.replica import Replica, ReplicaConfig
-from ..infermax.bruteforce import solve_exact
-from ..infermax.csp import min_batches, solve
-from ..infermax.offline import offline_replica, run_offline
-from ..infermax.optimal import run_heuristics
-from ..infermax.schedule import Instance
 from ..request import Request, Status
+from ..results_file import write_results
 from ..schedulers import create_scheduler
 from ..sim.simulator import simulate
+from ..theory.infermax.bruteforce import solve_exact
+from ..theory.infermax.csp import min_batches, solve
+from ..theory.infermax.offline import offline_replica, run_offline
+from ..theory.infermax.optimal import run_heuristics
+from ..theory.infermax.schedule import Instance
 from ..workload.traces import read_trace, resolve_data_file
 from ..workload.workload import OpenLoop
-from ..results_file import write_results
 
 NAME = "infermax"
 HELP = ("seed 001: §4 grid (contention, eviction vs eviction-free, memory M, length ranking), §5.1 optimal schedules "

@@ -1,4 +1,4 @@
-"""``llmsched reproduce wait``: seed 003's experiments in the simulator, every number measured here.
+"""``llmsched reproduce wait``: Ao et al.'s experiments in the simulator, every number measured here.
 
 1. Example 2 (toy): one type l = l' = 1 at M = M* = 12 and λ = 4/T*: FCFS with the paper's eviction (newest
    admitted restart from scratch) vs WAIT with n = 4.
@@ -13,21 +13,21 @@
    B = 2048 so the A100's KV binds and the baselines preempt); each with the paper's Algorithm and the authors'-
    code entry gate.
    ``--settings authors`` (in the default list) is the authors' own configuration, read from their Vidur fork
-   (``llmsched.wait.authors``): Llama-3-8B on an A100 with Vidur's KV and timing fitted to Vidur's profiles, vLLM
-   with a 4096-token batch, Sarathi with 512-token chunks, WAIT / Nested WAIT with the B rule and per-type /
-   per-segment budgets and no token or sequence cap, at the rates and B of their scripts.
+   (``llmsched.reproduce.wait_runs.authors``): Llama-3-8B on an A100 with Vidur's KV and timing fitted to Vidur's
+   profiles, vLLM with a 4096-token batch, Sarathi with 512-token chunks, WAIT / Nested WAIT with the B rule and
+   per-type / per-segment budgets and no token or sequence cap, at the rates and B of their scripts.
 6. §7: time-varying rates (static vs adaptive thresholds) and segment design (S segments).
 """
 from __future__ import annotations
 
-from ..wait.authors import compare_authors
-from ..wait.capacities import lmsys_capacities
-from ..wait.experiments import (SETTINGS, compare_setting, lmsys_lengths, overflow_rate, reserve_ablation, scaling,
-                                toy)
-from ..wait.extensions import segment_design, time_varying
-from ..wait.setup import scheduler_types
-from ..wait.workloads import WAIT_WORKLOADS
 from ..results_file import write_results
+from ..schedulers.wait.parameters import scheduler_types
+from ..schedulers.wait.synthetic_workloads import WAIT_WORKLOADS
+from .wait_runs.authors import compare_authors
+from .wait_runs.capacities import lmsys_capacities
+from .wait_runs.experiments import (SETTINGS, compare_setting, lmsys_lengths, overflow_rate, reserve_ablation, scaling,
+                                    toy)
+from .wait_runs.extensions import segment_design, time_varying
 
 NAME = "wait"
 HELP = "seed 003: Example 2, Thm 1 scaling, Nested WAIT overflow ≤ δ, WAIT/Nested WAIT vs vLLM and Sarathi"
@@ -67,7 +67,7 @@ def run(args) -> int:
     if only:
         if "authors" in only:
             out["authors"] = authors(n, args.skip_lmsys, fast)
-            print("## §6 in the authors' setting (vidur_or configuration; llmsched.wait.authors)\n")
+            print("## §6 in the authors' setting (vidur_or configuration; llmsched.reproduce.wait_runs.authors)\n")
             print(_table(out["authors"], AUTHORS_KEYS))
         if "reserve" in only:
             out["reserve"] = reserve_ablation(n, args.model, args.gpu)
@@ -181,7 +181,7 @@ def _print(out: dict) -> None:
     print(_table(out["overflow"], ["memory", "M", "runs", "delta", "runs_with_overflow", "overflow_rate"]))
     keys = ["setting", "workload", "scheduler", "finished", "throughput_tok_s", "window_tok_s", "latency_s",
             "ttft_s", "preemptions", "decodes_per_step", "prefill_only_steps", "resident_kv", "paused_kv"]
-    print("\n## §6 in the authors' setting (vidur_or configuration; llmsched.wait.authors)\n")
+    print("\n## §6 in the authors' setting (vidur_or configuration; llmsched.reproduce.wait_runs.authors)\n")
     print(_table(out["authors"], AUTHORS_KEYS))
     print("\n## §6.1: WAIT vs vLLM and Sarathi (same B, same M, same timing)\n")
     print(_table(out["wait_synthetic"], keys))

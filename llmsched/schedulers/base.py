@@ -6,6 +6,7 @@ list them with their defaults and build one from a config file or the CLI.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
@@ -37,6 +38,10 @@ class Scheduler:
     # True: ``load(view)`` depends only on the replica's queues and requests, not on the clock, so a router may
     # keep it until the replica next changes (``Replica.version``); a subclass with its own ``load`` declares it
     load_from_state: ClassVar[bool] = True
+    # the parameters that are this policy's own per-step token budgets (None: the replica's cap); see
+    # fit_token_budgets
+    token_budgets: ClassVar[tuple[str, ...]] = ()
+    lowered_token_budgets: ClassVar[dict] = {}  # what fit_token_budgets lowered (an instance's own, once set)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -98,6 +103,31 @@ class Scheduler:
     def params(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def fit_token_budgets(self, cap: int, given=()) -> dict:
+        """Lower each of this policy's ``token_budgets`` above ``cap`` (the replica's max_num_batched_tokens) to
+        it, before a run: a step never holds more than the cap, so such a budget could never be used. A
+        documented choice, not a silent one: ``describe()`` (the run's meta.json) records what was lowered
+        (``{parameter: {"given": value, "used": cap}}``, also returned), the policy's parameters show what is used,
+        and a budget the user set (``given``: the parameters set) is warned about. With the defaults (cap 8192)
+        none is lowered."""
+        lowered = {}
+        for name in self.token_budgets:
+            value = getattr(self, name)
+            if value is not None and value > cap:
+                lowered[name] = {"given": value, "used": cap}
+                setattr(self, name, cap)
+        if lowered:
+            self.lowered_token_budgets = {**self.lowered_token_budgets, **lowered}
+        told = [f"{name} {lowered[name]['given']}" for name in lowered if name in given]
+        if told:
+            warnings.warn(f"scheduler {self.name!r}: {', '.join(told)} above max_num_batched_tokens {cap}: each "
+                          f"step uses at most {cap} (lower the parameter or raise --max-num-batched-tokens)",
+                          stacklevel=2)
+        return lowered
+
     def describe(self) -> dict:
-        return {"name": self.name, "source": self.source, "params": self.params()}
+        out = {"name": self.name, "source": self.source, "params": self.params()}
+        if self.lowered_token_budgets:
+            out["token_budgets"] = self.lowered_token_budgets
+        return out
 

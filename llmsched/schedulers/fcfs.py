@@ -1,4 +1,4 @@
-"""The naive FCFS policy seed 003 shows failing (Example 2, Prop. 3): admit waiting prompts in arrival order
+"""The naive FCFS policy Ao et al. (seed 003) shows failing (Example 2, Prop. 3): admit waiting prompts in arrival order
 while their prompts fit the memory free now, and decode every running prompt, ignoring that decodes grow.
 
 This reading reproduces Example 2 exactly (6 decodes holding 6 units, 4 arrivals: 4 prefills + 4 decodes run, 2
@@ -22,7 +22,7 @@ from .registry import register
 @register
 @dataclass
 class FCFS(Scheduler):
-    """Seed 003's naive FCFS: admit while prompts fit free memory, decode everything, evict on overflow."""
+    """Ao et al.'s naive FCFS: admit while prompts fit free memory, decode everything, evict on overflow."""
 
     name = "fcfs"
     family = "WAIT"

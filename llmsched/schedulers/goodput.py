@@ -42,7 +42,7 @@ from operator import attrgetter
 
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
-from ..fairbatching.predictor import StepPredictor
+from .fairbatching.predictor import StepPredictor
 from ..request import Request, Status
 from .base import Scheduler
 from .decode_pass import add_decodes
@@ -85,6 +85,7 @@ class Goodput(Scheduler):
     evict: str = "cheapest"
     online: bool = True
     defer_tokens: int = 0
+    token_budgets = ("token_budget",)  # above the replica's cap it is lowered to it before the run
     tunable = {"step_fill": FloatRange(0.3, 1.0), "kv_admit": FloatRange(0.5, 1.0),
                "ttft_target": FloatRange(0.1, 10.0, log=True), "max_num_seqs": IntRange(16, 1024, log=True),
                "token_budget": IntRange(64, 4096, log=True)}
@@ -184,7 +185,7 @@ class Goodput(Scheduler):
             return self._evict(view, plan, running)
         free -= grow
         pred = self.predictor(view)
-        cap = min(view.max_num_batched_tokens, self.token_budget) - len(decodes)
+        cap = self.token_budget - len(decodes)
         if pred is None:
             per_token = per_context = 0.0
             left = math.inf

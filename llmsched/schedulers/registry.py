@@ -1,12 +1,39 @@
-"""Schedulers by name: the only way configs and the CLI reach a policy (no import paths)."""
+"""Schedulers by name: the only way configs and the CLI reach a policy (no import paths).
+
+A scheduler module registers its classes when it is imported (``@register``, ``register_variant``);
+``BUILTIN_MODULES`` names the modules that hold the built-in ones, imported on the first lookup. A new built-in
+scheduler module is added to that table; a helper module beside the policies is simply not listed.
+"""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from typing import Any
 
 from .base import Scheduler
 
+BUILTIN_MODULES = (
+    # baselines
+    "llmsched.schedulers.fastertransformer",
+    "llmsched.schedulers.fcfs",
+    "llmsched.schedulers.orca",
+    "llmsched.schedulers.sarathi",
+    "llmsched.schedulers.vllm",
+    "llmsched.schedulers.vllm_chunked",
+    # the papers' policies
+    "llmsched.schedulers.rad_slai.rad",
+    "llmsched.schedulers.rad_slai.slai",
+    "llmsched.schedulers.infermax.infermax",
+    "llmsched.schedulers.fairbatching.fairbatching",
+    "llmsched.schedulers.wait.wait",
+    "llmsched.schedulers.wait.nested_wait",
+    "llmsched.schedulers.deferred.deferred_prefill",
+    # beyond the papers: their levers combined (docs/goodput.md)
+    "llmsched.schedulers.goodput",
+)
+
 _REGISTRY: dict[str, tuple[type[Scheduler], dict[str, Any], str]] = {}
+_loaded = False
 
 
 def register(cls: type[Scheduler]) -> type[Scheduler]:
@@ -62,4 +89,8 @@ def _lookup(name: str):
 
 
 def _load_builtin():
-    from . import builtin  # noqa: F401  (registers the built-in schedulers on import)
+    global _loaded
+    if not _loaded:
+        for module in BUILTIN_MODULES:
+            importlib.import_module(module)
+        _loaded = True  # only once all imported: a module that failed to import fails every lookup, not one

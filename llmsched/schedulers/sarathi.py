@@ -38,6 +38,7 @@ class Sarathi(WatermarkAdmission, Scheduler):
     steady_decodes = True  # decides from queues and blocks only
     steady_after_finishes = True  # after a finish, with nothing waiting, every remaining decode fits its budget
     plans_decode_group = True  # when every decode fits, the plan is the decode group plus prompt chunks
+    token_budgets = ("token_budget",)
     token_budget: int = 512
     order: str = "fcfs"
     watermark: float = 0.01

@@ -1,4 +1,5 @@
-"""``llmsched theory deferred-prefill``: seed 004's exact ρ(K) (Theorem 1), Prop. 1 and the optimal threshold K*."""
+"""``llmsched theory deferred-prefill``: exact ρ(K) (Theorem 1), Prop. 1 and the optimal threshold K* of deferred
+prefill (Mohanty et al., seed 004)."""
 from __future__ import annotations
 
 import json
@@ -7,11 +8,11 @@ import numpy as np
 
 from ..argtypes import count
 from ..batchtime.registry import make_batch_time_model
-from ..deferred.predict import alpha_from_mean_output
-from ..deferred.renewal import check_K, cycle_stats
-from ..deferred.throughput import exact_throughput, optimal_K, prop1_throughput, r_interval
-from ..deferred.timing import Timing, timing_from_batch_time, timing_from_steps
 from ..hardware.models import model as model_preset
+from ..schedulers.deferred.k_star import alpha_from_mean_output
+from ..schedulers.deferred.renewal import check_K, cycle_stats
+from ..schedulers.deferred.throughput import exact_throughput, optimal_K, prop1_throughput, r_interval
+from ..schedulers.deferred.timing_constants import Timing, timing_from_batch_time, timing_from_steps
 
 NAME = "deferred-prefill"
 HELP = "seed 004: throughput ρ(K) of refilling after K departures (Theorem 1, Prop. 1) and the optimal K*"

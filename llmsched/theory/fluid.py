@@ -1,15 +1,15 @@
-"""``llmsched theory fluid``: seed 003's fluid equilibrium, WAIT's feasible thresholds and Nested WAIT's buffer."""
+"""``llmsched theory fluid``: Ao et al.'s fluid equilibrium, WAIT's feasible thresholds and Nested WAIT's buffer."""
 from __future__ import annotations
 
 import json
 
 from ..argtypes import count, non_negative, positive, probability
 from ..batchtime.registry import make_batch_time_model
-from ..wait.classes import length_samples, parse_edges, types_from_lengths
-from ..wait.fluid import batch_cap_thresholds, feasible_cycle_times, fluid, parse_types
-from ..wait.nested import memory_requirement, nested_thresholds, segments
-from ..wait.timing import wait_coefficients
-from ..wait.workloads import WAIT_WORKLOADS
+from ..schedulers.wait.fluid_model import batch_cap_thresholds, feasible_cycle_times, fluid, parse_types
+from ..schedulers.wait.iteration_time import wait_coefficients
+from ..schedulers.wait.nested import memory_requirement, nested_thresholds, segments
+from ..schedulers.wait.prompt_types import length_samples, parse_edges, types_from_lengths
+from ..schedulers.wait.synthetic_workloads import WAIT_WORKLOADS
 
 NAME = "fluid"
 HELP = ("seed 003: fluid equilibrium T*, M*, n*_j, Thp* and stability (d1·Σλc < 1); WAIT's feasible thresholds "

@@ -1,12 +1,13 @@
-"""``llmsched theory optimal-schedule``: seed 001 §3's minimum-latency offline schedule of a few requests."""
+"""``llmsched theory optimal-schedule``: the minimum-latency offline schedule of a few requests (Kim et al., seed 001,
+§3)."""
 from __future__ import annotations
 
 import json
 
 from ..argtypes import count, positive
 from ..batchtime.linear import INFERMAX_COEFFICIENTS, LinearBatchTime
-from ..infermax.optimal import optimal_schedule
-from ..infermax.schedule import Instance
+from .infermax.optimal import optimal_schedule
+from .infermax.schedule import Instance
 
 NAME = "optimal-schedule"
 HELP = ("seed 001 §3: the optimal offline schedule of a few requests (OR-Tools CP-SAT), its total latency and a proof "

@@ -1,8 +1,9 @@
-"""``llmsched theory rad-bound``: seed 000's Theorem 1 figure r/T̄ᴿ and Theorem 2's condition on n.
+"""``llmsched theory rad-bound``: Bari et al.'s Theorem 1 figure r/T̄ᴿ and Theorem 2's condition on n.
 
 r/T̄ᴿ bounds every policy only in the paper's cost model (eq. 7, no fixed cost per batch); under the simulator's
-roofline it is the throughput of RAD's own batching regime, which hybrid batchers exceed (llmsched/rad/theory.py).
-The output says so and prints the sound bound of llmsched/theory/throughput_bound.py beside it.
+roofline it is the throughput of RAD's own batching regime, which hybrid batchers exceed
+(llmsched/theory/rad_slai/theorems.py). The output says so and prints the sound bound of
+llmsched/theory/throughput_bound.py beside it.
 """
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ import numpy as np
 
 from ..argtypes import count, positive
 from ..batchtime.registry import make_batch_time_model
+from ..experiment import RunConfig
 from ..hardware.gpus import gpu as gpu_preset
 from ..hardware.models import model as model_preset
-from ..rad.stability import TiledPrompts
-from ..experiment import RunConfig
-from ..rad.theory import rad_bound, saturated_throughput, theorem2_holds, theorem2_min_n
-from .throughput_bound import engine_limits, throughput_bound
+from ..workload.length_presets import length_preset
 from ..workload.lengths import Capped
-from ..workload.presets import length_preset
+from .rad_slai.bound_check import TiledPrompts
+from .rad_slai.theorems import rad_bound, saturated_throughput, theorem2_holds, theorem2_min_n
+from .throughput_bound import engine_limits, throughput_bound
 
 NAME = "rad-bound"
 HELP = ("seed 000 Theorem 1: mean optimal service time T̄ᴿ and r/T̄ᴿ, RAD's regime (a bound only in the paper's "

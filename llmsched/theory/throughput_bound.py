@@ -26,7 +26,7 @@ max(Σf_k, Σr_k) per request. A linear model (llmsched/batchtime/linear.py) has
 such totals, so it is the same argument with no norm. The replica runs one step at a time, so a replica's
 busy time is at least this sum; r replicas serve at most r / (bound seconds per request) requests/s.
 
-The ``engine`` model (llmsched/batchtime/engine.py) is the roofline with engine terms: per-hop all-reduce
+The ``engine`` model (llmsched/batchtime/serving_engine.py) is the roofline with engine terms: per-hop all-reduce
 latency and a separate decode-attention bandwidth (both linear in the totals above, so exact), and the host's
 kernel launches overlapped with the GPU's work as a smoothed maximum ``(gpu^q + host^q)^(1/q)``, q ≥ 1, which
 is ≥ ``gpu``, plus serial host work per step and per row. Dropping the launch term leaves a lower bound on
@@ -52,9 +52,9 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ..batchtime.base import Batch, BatchTimeModel
-from ..batchtime.engine import EngineBatchTime
 from ..batchtime.linear import LinearBatchTime
 from ..batchtime.roofline import RooflineBatchTime
+from ..batchtime.serving_engine import EngineBatchTime
 
 NAME = "throughput-bound"
 HELP = ("a sound upper bound on the requests/s any scheduler can serve for a model/GPU/workload under the "
@@ -231,6 +231,9 @@ def busy_time_form(bt: BatchTimeModel):
     """The decomposition of ``bt`` the bound sums (ValueError where none is known to hold)."""
     if type(bt) is LinearBatchTime:          # exact types: a subclass may add terms the bound does not know
         return LinearTerms(dict(bt.coefficients))
+    if type(bt) in (RooflineBatchTime, EngineBatchTime) and bt.architecture is not None:
+        raise ValueError(f"no sound throughput bound for {bt.model.name}: the bound's decomposition covers dense "
+                         f"decoders, not routed experts, latent attention or sliding windows")
     if type(bt) in (RooflineBatchTime, EngineBatchTime):
         terms = roofline_terms(bt)
         lower_only = type(bt) is EngineBatchTime

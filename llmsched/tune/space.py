@@ -10,8 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..config_fields import FIELDS, check_field
-from ..experiment import RunConfig
+from ..run_config import RUN_FIELDS, RunConfig, check_field
 from ..schedulers.registry import create_scheduler, scheduler_info
 from ..schedulers.tunable import Choice, FloatRange, IntRange, Range
 
@@ -64,7 +63,7 @@ def search_space(base: RunConfig, only: list[str] | None = None,
     for key in list(chosen) + list(ranges or {}):
         if key not in table:
             what = (f"a parameter of {name!r} but not a tunable one" if key in own else
-                    f"a run field {name!r} does not declare tunable" if key in FIELDS else
+                    f"a run field {name!r} does not declare tunable" if key in RUN_FIELDS else
                     f"not a parameter of {name!r} nor a run field")
             raise ValueError(f"{key!r} is {what}; its tunable parameters: {', '.join(table)}")
     params = []

@@ -16,9 +16,9 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from ..capacity.search import CapacityResult, find_capacities
+from ..capacity.rate_search import CapacityResult, find_capacities
 from ..capacity.slo import RATIOS, SLO
-from ..experiment import RunConfig
+from ..run_config import RunConfig
 from ..schedulers.tunable import Choice, FloatRange, IntRange
 from .space import Param, apply
 

@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from ..batchtime.engine import FITTED_TERMS
 from ..batchtime.profiled import nelder_mead
 from ..batchtime.roofline import RooflineBatchTime
+from ..batchtime.serving_engine import FITTED_TERMS
 from ..hardware.gpus import gpu as gpu_preset
 from ..hardware.models import model as model_preset
 from .datasets import Point

@@ -41,9 +41,9 @@ from ..metrics.requests import RequestLog
 from ..metrics.steps import StepLog
 from ..request import Request, Status
 from ..schedulers.registry import create_scheduler
+from .batch_time import OnlineBatchTime, resolve_batch_time, stored_profile
+from .live_view import VLLMView
 from .settings import Settings, load_settings, tier_of
-from .timing import OnlineBatchTime, resolve_batch_time, stored_profile
-from .view import VLLMView
 
 logger = logging.getLogger("llmsched.vllm")
 LATE_RECEIPT = 1.0  # s; a request this late into the scheduler is logged (once)
@@ -101,6 +101,8 @@ class Scheduler(VLLMScheduler):
         if self.requests:
             raise ValueError("llmsched: change the policy only while no request is in flight")
         policy = create_scheduler(settings.scheduler, **settings.scheduler_params)
+        # a budget of the policy's own above vLLM's max_num_batched_tokens: the engine's cap is used (logged below)
+        policy.fit_token_budgets(self.max_num_scheduled_tokens, settings.scheduler_params)
         if policy.needs_oracle and not settings.oracle:
             raise ValueError(f"scheduler {policy.name!r} decides from true output lengths: set LLMSCHED_ORACLE=1 "
                              f"(the adapter then tells it each request's max_tokens)")
@@ -140,6 +142,9 @@ class Scheduler(VLLMScheduler):
         policy.schedule(self.view)
         logger.info("llmsched: policy %s %s, tiers %s (default %s)", policy.name, policy.params(),
                     ", ".join(t.name for t in settings.tiers), settings.default_tier.name)
+        if policy.lowered_token_budgets:
+            logger.info("llmsched: token budgets above vLLM's max_num_batched_tokens, lowered to it: %s",
+                        policy.lowered_token_budgets)
         logger.info("llmsched: batch-time model: %s", about)
 
     def set_clock_origin(self, wall_time: float) -> None:
@@ -463,6 +468,10 @@ class Scheduler(VLLMScheduler):
     def _record(self, m: Request) -> None:
         if self.records is not None:
             self.records[0].record(m)
+
+    def mirrored_ids(self) -> list[str]:
+        """The vLLM ids of the requests the plug-in holds a mirror of (admitted to it and not yet finished)."""
+        return list(self._mirrors)
 
     def describe(self) -> dict:
         return {"policy": self.llmsched_policy.describe(), "settings": self.settings.describe(),

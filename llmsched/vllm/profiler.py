@@ -6,7 +6,7 @@ cached context from 0 upwards), mixed steps, and decode steps of ``n`` requests 
 step is recorded with its composition (steps.csv's columns), and ``LinearBatchTime.fit`` fits
 ``const + per_token·tokens + per_context·Σcontext + per_prefill·#prefills + per_decode·#decodes +
 has_prefill·[any prefill]``: the per-decode term is each decode's own sampling and input preparation, the
-prefill term a step's fixed cost of running prompts (seed 001's b_p); without them the fit, dominated by long
+prefill term a step's fixed cost of running prompts (Kim et al.'s b_p); without them the fit, dominated by long
 prefill steps, put a one-decode step 18% above its measured cycle (11% with both; R² 0.981 -> 0.984 on the
 same probes). Then one-request probes after pauses of 0 to 0.5 s measure the slowdown of a step after the engine
 sat idle (``batchtime/wake.py``), saved with the fit.
@@ -29,7 +29,7 @@ from ..batchtime.linear import BASE_TERMS, LinearBatchTime
 from ..batchtime.wake import WakeCost
 from ..metrics.writers import write_json
 from ..request import Request
-from .engine import EngineConfig
+from .launch import EngineConfig
 from .profiles import default_profile_path, hardware_key, model_fingerprint, profile_path, vllm_version
 from .settings import load_settings
 

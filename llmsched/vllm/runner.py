@@ -11,7 +11,7 @@ import time
 
 from ..experiment import RunConfig, build_source
 from ..sim.simulator import RunResult
-from .engine import EngineConfig, make_llm, prompt_ids, scheduler_of
+from .launch import EngineConfig, make_llm, prompt_ids, scheduler_of
 from .settings import TIER_KEY, load_settings
 
 
@@ -46,7 +46,7 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
             time.sleep(max(0.0, min(pending[i].arrival - (time.time() - t0), 0.05)))
     end = time.time() - t0
     if eng.has_unfinished_requests():  # stopped at the horizon
-        for vid in list(sched._mirrors):
+        for vid in sched.mirrored_ids():
             eng.abort_request([vid.rsplit("-", 1)[0]])
         while eng.has_unfinished_requests():
             eng.step()

@@ -70,7 +70,7 @@ def load_settings(env=None, **overrides) -> Settings:
     check_variable_names(env)
     data: dict = {}
     if env.get("LLMSCHED_CONFIG"):
-        from ..experiment import load_config
+        from ..run_config import load_config
         data.update(load_config(env["LLMSCHED_CONFIG"]))
     for key in ("scheduler", "tiers", "default_tier", "profile", "record_dir", "arrival"):
         if env.get("LLMSCHED_" + key.upper()):
@@ -82,7 +82,7 @@ def load_settings(env=None, **overrides) -> Settings:
             raise ValueError(f"LLMSCHED_SCHEDULER_PARAMS is not JSON ({e}); write e.g. "
                              f"'{{\"token_budget\": 256}}'") from None
     if env.get("LLMSCHED_PARAMS"):
-        from ..options import parse_params
+        from ..config_fields import parse_params
         try:
             given = parse_params(env["LLMSCHED_PARAMS"].split())
         except ValueError as e:

@@ -17,8 +17,8 @@ import numpy as np
 from llmsched.request import DEFAULT_TIER, Request, Status, Tier
 from llmsched.workload.arrivals import ArrivalProcess, Constant, Gamma, Poisson, TraceReplay
 from llmsched.workload.chunks import CHUNK, check_chunk, pieces
+from llmsched.workload.length_presets import LENGTH_PRESETS, length_preset
 from llmsched.workload.lengths import Capped, Empirical, LengthDist, positive_int
-from llmsched.workload.presets import LENGTH_PRESETS, length_preset
 from llmsched.workload.tiers import assign_tiers, check_tiers, tier_chunks
 from llmsched.workload.traces import AZURE, VIDUR, TraceError, read_header, read_trace, resolve_data_file, trace_kind
 

@@ -1,0 +1,111 @@
+"""``llmsched capacity``: the highest arrival rate a deployment carries, stable and within the SLOs."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+from ..capacity.cache import ProbeCache, default_dir
+from ..capacity.outputs import lines, write
+from ..capacity.rate_search import find_capacities
+from ..capacity.slo import RATIOS, check_tier_slos, parse_slos, valid_metrics
+from .run_options import add_run_options, base_config, run_configs, tuned_names
+from .runs import check_out_dir, split_names
+
+DESCRIPTION = (
+    "Find the highest arrival rate (closed loop: concurrency) at which the deployment is stable and meets every "
+    "SLO, by bracket expansion and bisection to --resolution. Every request arriving in a probe's measurement "
+    "window counts; unfinished ones are misses (+inf); a run whose outstanding work grows is never within its "
+    "SLOs (docs/capacity.md). --rate (or --concurrency) is where the search starts. Probe results are cached "
+    "by a hash of their config (and llmsched's code) in --cache.")
+
+
+def add(sub) -> None:
+    p = sub.add_parser("capacity", help="highest rate that is stable and meets the SLOs (bisection)",
+                       description=DESCRIPTION)
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--scheduler", help="scheduler name (default: the --tuned files' schedulers, else sarathi)")
+    who.add_argument("--schedulers", help="comma-separated names: a search for each, run side by side")
+    p.add_argument("--slo", default="", help="comma-separated METRIC<=LIMIT, e.g. 'ttft_p50<=2s,tbt_p99<=200ms'; "
+                                            f"metrics: {', '.join(valid_metrics())} (vLLM's itl, e2el, median "
+                                            "also), TIER.METRIC for one tier. Default: none (stability only)")
+    p.add_argument("--attainment", type=float, default=None,
+                   help="also require this fraction of requests to meet their tier's targets (--tiers)")
+    p.add_argument("--resolution", type=float, default=0.02, help="relative width of the final interval "
+                                                                   "(default 0.02)")
+    p.add_argument("--seeds", type=int, default=1, help="seeds per probe (--seed, --seed+1, ...); a probe meets "
+                                                        "only if every seed does (default 1)")
+    p.add_argument("--max-rate", type=float, default=None, help="never probe above this rate (default 1024x start)")
+    add_probe_options(p)
+    p.add_argument("--out", default=None, help="write capacity.json, capacity.csv and capacity.png here")
+    add_run_options(p, exclude=("horizon", "rate_schedule"))
+    p.set_defaults(func=capacity)
+
+
+def parse_slo_args(args) -> list:
+    text = args.slo
+    if args.attainment is not None:
+        if not 0 < args.attainment <= 1:
+            raise ValueError(f"--attainment {args.attainment:g}: give a fraction in (0, 1], e.g. 0.9")
+        text = ",".join(t for t in (text, f"attainment>={args.attainment:g}") if t)
+    return parse_slos(text)
+
+
+def check_slos_apply(args, slos, cfg) -> None:
+    """The SLOs that read tiers against the run's tiers (``--attainment`` without --tiers would always be met)."""
+    def named(slo):
+        if slo.metric in RATIOS and slo.tier is None and args.attainment is not None:
+            return f"--attainment {args.attainment:g}"
+        return f"--slo {slo.text}"
+    check_tier_slos(slos, cfg.tiers.value if cfg.tiers else (), named)
+
+
+def capacity(args) -> int:
+    from ..executors import make_executor
+    check_out_dir(args.out)
+    slos = parse_slo_args(args)
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.no_cache and args.cache:
+        raise ValueError("--cache and --no-cache contradict each other; give one")
+    if args.schedulers is not None:
+        names = split_names(args.schedulers)
+    elif args.scheduler is None and tuned_names(args):
+        names = tuned_names(args)
+    else:
+        names = [args.scheduler if args.scheduler is not None else base_config(args).get("scheduler", "sarathi")]
+    configs = run_configs(args, names)
+    check_slos_apply(args, slos, configs[0])
+    bases = {cfg.scheduler: cfg for cfg in configs}
+    seed0 = configs[0].seed
+    seeds = tuple(range(seed0, seed0 + args.seeds))
+    cache = None if args.no_cache else ProbeCache(args.cache)
+    t0 = time.perf_counter()
+    with make_executor(args.executor, jobs=args.jobs, ray_address=args.ray_address) as executor:
+        results = find_capacities(bases, slos, args.resolution, seeds, executor, cache,
+                                  progress=not args.no_progress, max_rate=args.max_rate)
+    cfg0 = configs[0]
+    where = cfg0.trace or cfg0.workload
+    print(f"{cfg0.model} on {cfg0.gpu} (x{cfg0.replicas}, router {cfg0.router}), {where}; SLOs: "
+          f"{', '.join(s.text for s in slos) or 'none (stability only)'}; seeds {', '.join(map(str, seeds))}")
+    for r in results.values():
+        print("\n".join(lines(r, slos)))
+    wall = time.perf_counter() - t0
+    cached = f", {cache.hits} probe runs from the cache" if cache is not None else ""
+    print(f"{sum(len(r.probes) for r in results.values())} probes in {wall:.1f} s{cached}")
+    if args.out:
+        context = {"base_configs": {k: dataclasses.asdict(v) for k, v in bases.items()}, "seeds": list(seeds),
+                   "resolution": args.resolution}
+        files = write(Path(args.out), results, slos, context)
+        print(f"wrote {', '.join(f'{args.out}/{f}' for f in files)}")
+    return 0
+
+
+def add_probe_options(p) -> None:
+    """Where probes run and whether they are cached: the same options for `capacity` and `plan`."""
+    p.add_argument("--jobs", type=int, default=None, help="parallel probes (default: CPU count)")
+    p.add_argument("--executor", default="local", choices=("local", "ray"), help="local process pool or Ray tasks")
+    p.add_argument("--ray-address", default=None, help="Ray cluster address (HOST:PORT, ray://HOST:10001, auto); "
+                                                       "default: start a local Ray")
+    p.add_argument("--cache", default=None, help=f"probe cache folder (default {default_dir()})")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the probe cache")

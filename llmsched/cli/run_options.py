@@ -1,0 +1,198 @@
+"""The run options every command takes the same way (compare, simulate, sweep, capacity, plan, run, fidelity).
+
+The options are generated from RunConfig's declarations (``llmsched/run_config.py``): one option per field, with
+its declared flag, type and help. A --config file and the command line merge (CLI wins); each value is checked
+once where it is read, the fields together once; ``--param KEY=VALUE`` is split by scheduler; RunConfigs are made
+from the checked values without checking them again.
+"""
+from __future__ import annotations
+
+import argparse
+import warnings
+
+from ..config_fields import check_combination, conflicts_with, parse_params
+from ..run_config import CLI_FLAGS, RUN_FIELDS, RunConfig, check_field, checked_params, read_run_config
+from ..run_field import API, Origin
+
+COMMAND_GIVEN = ("scheduler",)  # each command names its scheduler(s) its own way: --scheduler or --schedulers
+CLI = Origin("cli", flags=CLI_FLAGS)
+
+
+def add_run_options(p: argparse.ArgumentParser, exclude=(), defaults: dict | None = None) -> None:
+    """The run options on ``p``, except ``exclude`` (options that do not apply to the command: a config file
+    that sets one of them is an error too); ``defaults``: the command's own defaults for fields the user leaves
+    out (a default that does not apply to the run, such as a rate for a trace replay, is left out)."""
+    unknown = sorted(set(exclude) - set(RUN_FIELDS))
+    if unknown:
+        raise ValueError(f"add_run_options: no run option(s) {', '.join(unknown)}")
+    g = p.add_argument_group("run options (also settable in --config; CLI wins)")
+    g.add_argument("--config", help="TOML or YAML file whose keys are these options (with _ or -)")
+    options = [(n, s) for n, s in RUN_FIELDS.items() if n not in exclude and n not in COMMAND_GIVEN]
+    for name, spec in options:  # the options that take a value, then the repeatable and the switches
+        if not spec.switch and spec.kind is not dict:
+            g.add_argument(spec.flag_of(name), dest=name, type=spec.kind, default=None, help=spec.help)
+    for name, spec in options:
+        if spec.kind is dict:
+            g.add_argument(spec.flag_of(name), dest=name, action="append", default=[], metavar=spec.metavar,
+                           help=spec.help)
+        elif spec.switch:
+            g.add_argument(spec.flag_of(name), dest=name, action="store_const", const=not spec.default,
+                           default=None, help=spec.help)
+    g.add_argument("--tuned", "--params-file", dest="tuned", action="append", default=[], metavar="FILE",
+                   help="a best.json from `llmsched tune`: its scheduler's tuned parameters and run fields apply to "
+                        "that scheduler's runs (repeatable, one file per scheduler; --param, run options and --config "
+                        "given here win)")
+    g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(excluded_run_options=tuple(exclude), run_defaults=dict(defaults or {}), run_options=None)
+
+
+def base_config(args) -> dict:
+    """The --config file's keys overridden by the options given on the command line, each checked."""
+    return config_with_origins(args)[0]
+
+
+def config_with_origins(args) -> tuple[dict, dict[str, Origin]]:
+    """``base_config`` and, per key, where it was written (for errors that name the option or file and line):
+    read and checked at the first call, kept on ``args`` for the rest of the command."""
+    if args.run_options is None:
+        args.run_options = read_options(args)
+    return args.run_options
+
+
+def read_options(args) -> tuple[dict, dict[str, Origin]]:
+    data, origins = {}, {}
+    if args.config:
+        data, file_origin = read_run_config(args.config)
+        origins = dict.fromkeys(data, file_origin)
+    command = getattr(args, "command", None) or "this command"
+    for key in args.excluded_run_options:
+        if key in data:
+            raise ValueError(f"{origins[key].name(key)} does not apply to `llmsched {command}`; remove it")
+    for name, spec in RUN_FIELDS.items():
+        value = getattr(args, name, None)
+        if value is not None and spec.kind is not dict and name not in COMMAND_GIVEN:
+            data[name] = check_field(name, value, CLI)
+            origins[name] = CLI
+    if getattr(args, "batch_time_params", None):
+        data["batch_time_params"] = {**data.get("batch_time_params", {}),
+                                     **parse_params(args.batch_time_params, CLI_FLAGS["batch_time_params"])}
+        origins["batch_time_params"] = CLI
+    if (data.get("trace") or data.get("concurrency")) and "rate" not in data:
+        data["rate"] = None  # a trace replays at its own rate; a closed loop has none
+    for key, value in args.run_defaults.items():
+        if key not in data and not conflicts_with(key, data):
+            data[key] = check_field(key, value)
+    check_combination(data, lambda key: origins.get(key, API))
+    warn_router_of_one(data, origins)
+    return data, origins
+
+
+def warn_router_of_one(data: dict, origins: dict) -> None:
+    """A router the user chose for a run of one replica picks nothing (PAB's admission control, for one, is the
+    fairbatching-pab scheduler's): said in one line, from the command line and a config file alike."""
+    from ..routers import ROUTERS
+    router, replicas = data.get("router"), data.get("replicas", RunConfig.replicas)
+    if router in ROUTERS and replicas == 1:
+        pab = " (PAB's admission control on one replica: --scheduler fairbatching-pab)" if router == "pab" else ""
+        warnings.warn(f"{origins.get('router', API).at('router', router)}: a router picks among replicas and this "
+                      f"run has one, so it changes nothing{pab}; give --replicas N (N > 1) or drop it", stacklevel=2)
+
+
+def scheduler_params(args, names: list[str], base: dict | None = None) -> dict[str, dict]:
+    """Per scheduler, its parameters from the --config file's ``scheduler_params`` and from ``--param``.
+
+    Both take the same forms: ``SCHEDULER.KEY=VALUE`` (or a ``[scheduler_params.SCHEDULER]`` table in the file)
+    for one scheduler of several, plain ``KEY=VALUE`` when the run has one scheduler. CLI values win. A file's
+    table for a scheduler that is not in this run is kept for runs that have it (one file serves every command).
+    """
+    from ..schedulers.registry import scheduler_names
+    if base is None:
+        base = base_config(args)
+    where = f"scheduler_params (in {args.config})" if args.config else "scheduler_params"
+    option = CLI_FLAGS["scheduler_params"]
+    per = {n: {} for n in names}
+    for source, given_as in ((base.get("scheduler_params") or {}, where),
+                             (parse_params(args.scheduler_params, option), option)):
+        for key, value in source.items():
+            if isinstance(value, dict) and key in per:
+                per[key].update(value)
+            elif isinstance(value, dict):
+                if key not in scheduler_names():
+                    raise ValueError(f"{given_as}: [{key}] is not a scheduler (see `llmsched presets`)")
+                if given_as == option:
+                    raise ValueError(f"{given_as}: [{key}] is not among the schedulers of this run "
+                                     f"({', '.join(names)})")
+                # a config file's table for another scheduler: it applies to runs of that scheduler
+            elif "." in key:
+                name, sub = key.split(".", 1)
+                if name not in per:
+                    raise ValueError(f"{given_as} {name}.{sub}: {name!r} is not among the schedulers of this run "
+                                     f"({', '.join(names)})")
+                per[name][sub] = value
+            elif len(names) == 1:
+                per[names[0]][key] = value
+            else:
+                raise ValueError(f"{given_as} {key}: with several schedulers write SCHEDULER.{key}=VALUE (in a "
+                                 f"config file: a [scheduler_params.SCHEDULER] table)")
+    return per
+
+
+def run_configs(args, names: list[str], rates=None) -> list[RunConfig]:
+    """One RunConfig per scheduler (and per rate): the command's defaults < --config < CLI options."""
+    from ..schedulers.registry import scheduler_info
+    base, origins = config_with_origins(args)
+    params = scheduler_params(args, names, base)
+    params_origin = CLI if args.scheduler_params else origins.get("scheduler_params", API)
+    tuned = tuned_settings(args, names)
+    configs = []
+    for name in names:
+        written = origins["scheduler"] if base.get("scheduler") == name and "scheduler" in origins else CLI
+        data = {**base, "scheduler": check_field("scheduler", name, written), "scheduler_params": params[name]}
+        scheduler_info(name)  # unknown names fail here, before any run starts
+        data["scheduler_params"] = checked_params(data, params_origin)
+        if name in tuned:
+            data = with_tuned(data, tuned[name], lambda key: origins.get(key, API))
+        for rate in rates or [None]:
+            if rate is not None:
+                data = {**data, "rate": check_field("rate", rate)}
+                check_combination(data, lambda key: origins.get(key, API))  # the run's own rate with the rest
+            configs.append(RunConfig.checked(data))
+    return configs
+
+
+def tuned_names(args) -> list[str]:
+    """The schedulers of the --tuned files, in the order given (a command's default when none is named)."""
+    from ..tune.tuned_file import read_tuned
+    return list(dict.fromkeys(read_tuned(path)["scheduler"] for path in getattr(args, "tuned", None) or ()))
+
+
+def tuned_settings(args, names: list[str]) -> dict[str, dict]:
+    """Per scheduler of this run, its --tuned file's record; a file for a scheduler not in the run, or two files
+    for one scheduler, is an error."""
+    from ..tune.tuned_file import read_tuned
+    out: dict[str, dict] = {}
+    for path in getattr(args, "tuned", None) or ():
+        record = read_tuned(path)
+        name = record["scheduler"]
+        if name not in names:
+            raise ValueError(f"--tuned {path} is for scheduler {name!r}, which is not among this run's "
+                             f"({', '.join(names)}); add it (--scheduler/--schedulers) or drop the file")
+        if name in out:
+            raise ValueError(f"--tuned: two files for scheduler {name!r} ({out[name]['path']}, {path}); give one")
+        out[name] = record
+    return out
+
+
+def with_tuned(data: dict, record: dict, origin_of) -> dict:
+    """``data`` (checked) with the tuned record's scheduler parameters and run fields under what the user gave
+    (on the command line or in --config): those win. The file's values are checked here, naming the file."""
+    where = Origin.file(record["path"])
+    mine = {k: v for k, v in record["scheduler_params"].items() if k not in data["scheduler_params"]}
+    params = checked_params({"scheduler": data["scheduler"], "scheduler_params": mine}, where)
+    out = {**data, "scheduler_params": {**params, **data["scheduler_params"]}}
+    for key, value in record["run"].items():
+        if key in ("scheduler", "scheduler_params") or key in data:
+            continue  # the user's own setting wins
+        out[key] = check_field(key, value, where)
+    check_combination(out, lambda key: where if key in record["run"] else origin_of(key))
+    return out

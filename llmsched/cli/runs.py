@@ -1,0 +1,68 @@
+"""Running a command's configs (in this process or a process pool, with a progress bar) and their table rows."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..run_config import RunConfig
+
+TABLE_COLUMNS = ["scheduler", "finished", "rejected", "ttft_p50", "ttft_p99", "tbt_p99", "tpot_p50", "e2e_p50",
+                 "throughput_rps", "output_tps", "goodput_rps", "slo_attainment", "preemptions", "wall_s"]
+
+
+def run_one(cfg: RunConfig):
+    from ..experiment import run
+    from ..metrics.summary import summarize
+    result = run(cfg)
+    return result, summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
+
+
+def run_many(configs: list[RunConfig], jobs: int, progress: bool):
+    from tqdm import tqdm
+
+    from ..executors import worker_pool
+    if jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {jobs}")
+    bar = tqdm(total=len(configs), unit="run", desc="runs", disable=not progress, leave=False)
+    results = []
+    if jobs == 1 or len(configs) == 1:
+        for cfg in configs:
+            results.append(run_one(cfg))
+            bar.update()
+    else:
+        with worker_pool(jobs) as pool:
+            futures = [pool.submit(run_one, cfg) for cfg in configs]
+            for f in futures:
+                results.append(f.result())
+                bar.update()
+    bar.close()
+    return results
+
+
+def split_names(text: str, option: str = "--schedulers") -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise ValueError(f"{option} {text!r}: the list is empty, no scheduler named; give comma-separated names, "
+                         f"e.g. vllm,sarathi")
+    return names
+
+
+def summary_row(cfg: RunConfig, result, summary: dict) -> dict:
+    """One table row: the run's labels, its flat summary, and the simulator's own speed."""
+    from ..metrics.summary import summary_row as flat_row
+    return flat_row(summary, scheduler=cfg.scheduler, rate=cfg.rate, wall_s=result.wall_time,
+                    sim_steps_per_s=len(result.steps) / result.wall_time if result.wall_time else float("nan"))
+
+
+def check_out_dir(path, option: str = "--out") -> None:
+    """An output folder that can be made (or is there): refused before any run when it, or a folder above it, is
+    a file, rather than after the runs when their files are written."""
+    if path is None:
+        return
+    for above in (Path(path), *Path(path).parents):
+        if above.exists():
+            if not above.is_dir():
+                what = "a file" if above == Path(path) else f"{above} is a file"
+                raise ValueError(f"{option} {path}: {what}, not a folder; give a folder (made if missing)")
+            return

@@ -1,0 +1,58 @@
+"""``llmsched simulate``: one scheduler on one workload; its table row and, with --out, its files."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .run_options import add_run_options
+
+
+def add(sub) -> None:
+    s = sub.add_parser("simulate", help="one scheduler on one workload",
+                       description="Simulate one scheduler and write summary.json, requests.csv, steps.csv "
+                                   "and meta.json (and with --plots, latency_cdf.png and kv_usage.png) to --out.")
+    s.add_argument("--scheduler", help="scheduler name (see `llmsched presets`); default sarathi")
+    s.add_argument("--out", default=None, help="output folder (default: print only)")
+    s.add_argument("--plots", action="store_true",
+                   help="also draw latency_cdf.png and kv_usage.png into --out (matplotlib; about 1.5 s)")
+    s.add_argument("--stream", action="store_true",
+                   help="write requests.csv and steps.csv while the run goes and keep only running totals, so "
+                        "memory stays flat however many requests; implies --sketch: the files are those of a "
+                        "--sketch run (no gap array is kept, so requests.csv's gap_offset is 0), the summary's "
+                        "TTFT, TPOT and E2E quantiles come from sketches (1%% error); no --plots, no --warmup or "
+                        "--cooldown")
+    add_run_options(s)
+    s.set_defaults(func=simulate)
+
+
+def simulate(args) -> int:
+    from ..experiment import run
+    from ..metrics.summary import summarize
+    from ..metrics.writers import format_table, write_run
+    from .run_options import base_config, run_configs
+    from .runs import TABLE_COLUMNS, check_out_dir, summary_row
+    check_out_dir(args.out)
+    base = base_config(args)
+    name = args.scheduler if args.scheduler is not None else base.get("scheduler", "sarathi")
+    cfg = run_configs(args, [name])[0]
+    if args.stream:
+        from ..metrics.stream_summary import check_stream_window
+        if args.plots:
+            raise ValueError("--plots draws from rows a streamed run does not keep: drop --plots or --stream")
+        check_stream_window(cfg.warmup, cfg.cooldown)
+        cfg = cfg.with_values(keep_gaps=False)
+    result = run(cfg, progress=not args.no_progress, stream=args.stream, out=args.out)
+    summ = summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
+    print(format_table([summary_row(cfg, result, summ)], TABLE_COLUMNS))
+    if args.out:
+        out = Path(args.out)
+        write_run(result, summ, out)
+        plots = ""
+        if args.plots:
+            from ..report.run_figures import plot_kv_usage, plot_latency_cdfs
+            plot_latency_cdfs({name: result}, out / "latency_cdf.png")
+            plot_kv_usage({name: result}, out / "kv_usage.png")
+            plots = ", latency_cdf.png, kv_usage.png"
+        print(f"wrote {out}/summary.json, requests.csv, steps.csv, meta.json{plots}")
+    elif args.plots:
+        raise ValueError("--plots draws into --out: give --out DIR")
+    return 0

@@ -1,0 +1,71 @@
+"""``llmsched sweep``: schedulers over a range of arrival rates."""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from .run_options import add_run_options
+
+MAX_RATES = 1000
+
+
+def add(sub) -> None:
+    w = sub.add_parser("sweep", help="schedulers over a range of arrival rates",
+                       description="Run each scheduler at each rate; print a table and write sweep.csv/.json "
+                                   "and sweep.png to --out.")
+    w.add_argument("--schedulers", help="comma-separated names (default: the config file's scheduler, else "
+                                        "vllm,sarathi)")
+    w.add_argument("--rates", required=True, help="START:STOP:STEP (inclusive), or a comma-separated list")
+    w.add_argument("--out", default="sweep", help="output folder (default: sweep/)")
+    w.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel runs (default 2)")
+    add_run_options(w)
+    w.set_defaults(func=sweep)
+
+
+def sweep(args) -> int:
+    from ..report.run_figures import plot_sweep
+    from ..metrics.writers import format_table, write_table
+    from .run_options import base_config, run_configs
+    from .runs import TABLE_COLUMNS, check_out_dir, run_many, split_names, summary_row
+    check_out_dir(args.out)
+    base = base_config(args)
+    chosen = args.schedulers if args.schedulers is not None else base.get("scheduler") or "vllm,sarathi"
+    names = split_names(chosen)
+    for key in ("rate", "concurrency", "rate_schedule"):
+        if base.get(key) is not None:
+            raise ValueError(f"--{key.replace('_', '-')} does not apply to `llmsched sweep`, which runs each of "
+                             f"--rates; remove it")
+    rates = parse_rates(args.rates)
+    configs = run_configs(args, names, rates)
+    outcomes = run_many(configs, args.jobs, not args.no_progress)
+    rows = [summary_row(cfg, res, summ) for cfg, (res, summ) in zip(configs, outcomes)]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_table(rows, out / "sweep.csv", out / "sweep.json")
+    plot_sweep(rows, x="rate", path=out / "sweep.png")
+    print(format_table(rows, ["scheduler", "rate"] + TABLE_COLUMNS[1:]))
+    print(f"wrote {out}/sweep.csv, sweep.json, sweep.png")
+    return 0
+
+
+def parse_rates(text: str) -> list[float]:
+    usage = f"--rates {text!r}: use START:STOP:STEP with STEP > 0 (e.g. 1:8:1) or a list like 1,2,4"
+    try:
+        if ":" in text:
+            start, stop, step = (float(x) for x in text.split(":"))
+            n = (stop - start) / step + 1 if step > 0 and stop >= start else None
+        else:
+            rates = [float(x) for x in text.split(",")]
+            n = len(rates)
+    except ValueError:
+        raise ValueError(usage) from None
+    if n is None or not math.isfinite(n):
+        raise ValueError(usage)
+    if n > MAX_RATES:
+        raise ValueError(f"--rates {text!r}: {int(n)} rates; a sweep takes at most {MAX_RATES} (raise STEP)")
+    if ":" in text:
+        rates = [round(start + i * step, 10) for i in range(int(round(n - 1)) + 1) if start + i * step <= stop + 1e-9]
+    if not rates or any(not (r > 0 and math.isfinite(r)) for r in rates):
+        raise ValueError(f"--rates {text!r}: rates must be positive")
+    return rates

@@ -1,0 +1,123 @@
+"""Checking a scheduler's plan against the replica's hard limits, and what the plan needs.
+
+A plan may list a request once; it decodes running (or swapped) requests in decode phase, prefills waiting,
+running or swapped requests of this replica by chunks of 1 to their remaining tokens, and stays within
+``max_num_batched_tokens``, ``max_num_seqs`` and the free KV blocks (after its own preemptions). A violation raises
+``PlanError`` naming the scheduler, the replica and the limit. ``check_work`` also says what the plan needs: new KV
+blocks, the requests it admits and swaps in, the decodes that grow by a block, and the step's ``Batch``.
+"""
+from __future__ import annotations
+
+from ..batchtime.base import Batch
+from ..request import Request, Status
+from .errors import PlanError
+from .plan import BatchPlan
+
+WAITING, RUNNING, SWAPPED = Status.WAITING, Status.RUNNING, Status.SWAPPED
+
+
+def fail(rep, limit: str, detail: str):
+    raise PlanError(f"scheduler {rep.scheduler.name!r} on replica {rep.index}: {limit} ({detail})")
+
+
+def check_reject(rep, req: Request) -> None:
+    if req.status is not WAITING or req.replica != rep.index:
+        fail(rep, "only waiting requests can be rejected", f"request {req.id} is {req.status.name}")
+
+
+def check_idle(rep, plan: BatchPlan, now: float) -> None:
+    """A plan without work may only ask to be woken later."""
+    if plan.preempt:
+        fail(rep, "preempt requires work in the same plan", "plan.preempt without decodes or prefills")
+    if plan.wait_until is not None and not plan.wait_until > now:
+        fail(rep, "wait_until must lie in the future", f"wait_until={plan.wait_until} at now={now}")
+
+
+def check_listed(rep, plan: BatchPlan) -> None:
+    """A plan that lists its decodes (the group's fast path did not take it) cannot also claim the group."""
+    if plan.decode_group:
+        fail(rep, "decode_group needs the view's decode group and no decodes or preemptions listed",
+             "group formed" if rep.group is not None else "no group formed")
+
+
+def check_preempt(rep, r: Request, stamp: int) -> None:
+    """``r`` may be preempted by this plan (marked listed in step ``stamp``)."""
+    if r.status is not RUNNING or r.replica != rep.index:
+        fail(rep, "only running requests can be preempted", f"request {r.id} is {r.status.name}")
+    if r.mark == stamp:
+        fail(rep, "a request may appear once per plan", f"request {r.id} listed twice")
+    r.mark = stamp
+
+
+def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
+    """The plan's decodes and prefills against the limits, after its preemptions. Returns ``(need, admit, swap_in,
+    grow, batch, prefill_tokens)``: new KV blocks (more than are free only when the replica evicts on overflow),
+    the waiting requests admitted, the swapped ones brought back, the decodes that cross into a new block, the
+    step's ``Batch`` and its prompt tokens."""
+    kv = rep.kv
+    bs = kv.block_size
+    index = rep.index
+    need = 0
+    swap_in: list[Request] = []
+    grow: list[Request] = []
+    decode_ctx = []
+    append_ctx = decode_ctx.append
+    for r in plan.decodes:
+        if r.status is not RUNNING:
+            if r.status is not SWAPPED or r.replica != index:
+                fail(rep, "decodes must be running requests", f"request {r.id} is {r.status.name}")
+            swap_in.append(r)
+            need += r.num_blocks
+        if r.mark == stamp:
+            fail(rep, "a request may appear once per plan", f"request {r.id} listed twice or preempted")
+        r.mark = stamp
+        ctx = r.num_computed + 1
+        g = r.num_generated
+        if ctx != r.prompt_len + g or not g:
+            fail(rep, "a decode needs a request whose prompt is done and one token pending",
+                 f"request {r.id}: computed {r.num_computed} of {r.num_tokens} tokens")
+        append_ctx(ctx)
+        held = r.num_blocks
+        if ctx > held * bs:
+            need += -(-ctx // bs) - held
+            grow.append(r)
+
+    admit: list[Request] = []
+    prefill_new = []
+    prefill_ctx = []
+    prefill_tokens = 0
+    for r, n in plan.prefills:
+        st = r.status
+        if r.replica != index or st is not RUNNING:
+            if st is WAITING and r.replica == index:
+                admit.append(r)
+            elif st is SWAPPED and r.replica == index:
+                swap_in.append(r)
+                need += r.num_blocks
+            else:
+                fail(rep, "prefills must be waiting, running or swapped requests of this replica",
+                     f"request {r.id} is {st.name}")
+        if r.mark == stamp:
+            fail(rep, "a request may appear once per plan", f"request {r.id} listed twice or preempted")
+        r.mark = stamp
+        remaining = r.prompt_len + r.num_generated - r.num_computed
+        if not (isinstance(n, int) and 1 <= n <= remaining):
+            fail(rep, "a prefill chunk must be between 1 and the request's remaining tokens",
+                 f"request {r.id}: chunk {n!r}, {remaining} remaining")
+        prefill_new.append(n)
+        prefill_ctx.append(r.num_computed)
+        prefill_tokens += n
+        extra = -(-(r.num_computed + n) // bs) - r.num_blocks
+        if extra > 0:
+            need += extra
+
+    tokens = prefill_tokens + len(decode_ctx)
+    cfg = rep.config
+    if tokens > cfg.max_num_batched_tokens:
+        fail(rep, "max_num_batched_tokens exceeded", f"{tokens} > {cfg.max_num_batched_tokens}")
+    seqs = len(rep.running) + len(admit) + len(swap_in)
+    if seqs > cfg.max_num_seqs:
+        fail(rep, "max_num_seqs exceeded", f"{seqs} running > {cfg.max_num_seqs}")
+    if need > kv.free and cfg.overflow == "error":
+        fail(rep, "KV cache capacity exceeded (preempt first)", f"plan needs {need} more blocks, {kv.free} free")
+    return need, admit, swap_in, grow, Batch(prefill_new, prefill_ctx, decode_ctx), prefill_tokens

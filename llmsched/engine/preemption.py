@@ -1,0 +1,118 @@
+"""A running request losing its place, and a swapped one getting it back.
+
+Preemption is the policy's (``BatchPlan.preempt``): by recompute (the KV dropped, the request back at the front of
+the queue with its generated tokens) or by swap (the blocks to host memory; recompute, counted, when host memory is
+full), as the replica is configured. Overflow eviction is the mechanism's, for a plan needing more blocks than are
+free under ``overflow`` "evict-newest" (restart from scratch) or "evict-newest-recompute" (Ao et al., seed 003, §1.4). Swapped
+requests return before the policy decides, so no policy can strand one.
+"""
+from __future__ import annotations
+
+import math
+from array import array
+
+from ..request import Request, Status
+from .plan import BatchPlan
+
+WAITING, RUNNING, SWAPPED = Status.WAITING, Status.RUNNING, Status.SWAPPED
+
+
+def preempt(rep, r: Request) -> None:
+    rep.num_preemptions += 1
+    r.preemptions += 1
+    kv = rep.kv
+    if rep.config.preemption_mode == "swap":
+        if kv.swap_out(r):
+            r.status = SWAPPED
+            rep.swapped.append(r)
+            return
+        rep.swap_fallbacks += 1  # no host space: recompute instead, counted
+    kv.release(r)
+    r.num_computed = 0
+    r.status = WAITING
+    if not reject_unservable(rep, r):
+        rep.waiting.insert(0, r)
+
+
+def evict_for(rep, plan: BatchPlan, need: int) -> tuple[BatchPlan | None, int]:
+    """Ao et al. §1.4: evict running requests, most recently admitted first, until the plan's ``need`` new blocks
+    fit. Returns the plan without the victims (None if nothing of it is left) and how many were evicted."""
+    kv = rep.kv
+    grows = {}
+    for r in plan.decodes:
+        if r.status is RUNNING:
+            grows[r] = kv.extra_blocks(r, r.num_computed + 1)
+    for r, n in plan.prefills:
+        if r.status is RUNNING:
+            grows[r] = kv.extra_blocks(r, r.num_computed + n)
+    victims = set()
+    running = rep.running
+    for r in reversed(running):
+        if need <= kv.free:
+            break
+        need -= grows.get(r, 0)
+        evict(rep, r)
+        victims.add(r)
+    running[:] = [r for r in running if r.status is RUNNING]
+    for r in plan.decodes:
+        r.mark = -1
+    for r, _ in plan.prefills:
+        r.mark = -1
+    kept = BatchPlan(decodes=[r for r in plan.decodes if r not in victims],
+                     prefills=[(r, n) for r, n in plan.prefills if r not in victims])
+    while need > kv.free:  # the plan's own admissions overflow: the newest stay waiting
+        r, n = next((r, n) for r, n in reversed(kept.prefills) if r.status is WAITING)
+        kept.prefills.remove((r, n))
+        need -= kv.blocks_for(n)
+    return (kept if kept.has_work else None), len(victims)
+
+
+def evict(rep, r: Request) -> None:
+    rep.num_evictions += 1
+    rep.num_preemptions += 1
+    r.preemptions += 1
+    rep.kv.release(r)
+    r.num_computed = 0
+    r.status = WAITING
+    cfg = rep.config
+    if r.preemptions >= cfg.max_evictions:
+        rep.reject(r, f"preempted or evicted {r.preemptions} times, the last by KV overflow ({cfg.overflow}): "
+                      f"the policy admits more than the cache holds and evictions cycle (seed 003 §2, cascading "
+                      f"eviction); use a policy that guards memory, more KV blocks or a higher max_evictions")
+    elif cfg.overflow == "evict-newest":  # back to stage 0, re-queued as a new arrival
+        r.num_generated = 0
+        r.token_times = array("d")
+        r.first_token = r.last_token = math.nan
+        rep.waiting.append(r)
+    elif not reject_unservable(rep, r):
+        rep.waiting.insert(0, r)
+
+
+def reject_unservable(rep, r: Request) -> bool:
+    """After a recompute preemption the prefill is prompt + generated: reject ``r`` if its policy can never run
+    that (as vLLM ignores a re-prefill over its limit). True if rejected."""
+    scheduler = rep.scheduler
+    reason = scheduler.unservable(r, rep.view)
+    if reason:
+        rep.reject(r, f"{scheduler.name}: preempted by recompute, then {reason}")
+    return bool(reason)
+
+
+def swap_in(rep) -> None:
+    """Swapped requests return, oldest first, while their blocks fit beside the next token of every running decode
+    and a seat is free (vLLM v0 serves swapped before waiting); a policy then sees them as running. The transfer
+    time is charged to the next step."""
+    kv = rep.kv
+    bs = kv.block_size
+    running, swapped = rep.running, rep.swapped
+    free = kv.free - sum(1 for r in running if r.is_decode and r.num_computed + 1 > r.num_blocks * bs)
+    while swapped and len(running) < rep.config.max_num_seqs:
+        r = swapped[0]
+        need = r.num_blocks + kv.extra_blocks(r, r.num_computed + 1)
+        if need > free:
+            break
+        free -= need
+        del swapped[0]
+        rep.swap_time += kv.swap_in(r) * rep.config.swap_seconds_per_block
+        r.status = RUNNING
+        rep.append_running(r)

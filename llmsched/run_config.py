@@ -1,0 +1,263 @@
+"""What one run is: every field declared once (type, default, range, help, CLI flag), and the config files.
+
+The command line's run options, a config file's keys and the checks of both are generated from RunConfig's
+declarations (``llmsched/run_field.py``); a replica's limits are declared in ``engine/limits.py`` and shared with
+``ReplicaConfig`` and the vLLM engine. Each value is checked once, where it is written (a config file, the command
+line, Python code), and an error names it as the user wrote it: the option, the file and line, or the keyword.
+A text that needs parsing (tiers, a rate schedule) is parsed by that check and kept parsed (``Parsed``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config_fields import MAX_REQUESTS, MAX_SECONDS, MIN_RATE, check_combination, check_params, parse_rate_schedule
+from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
+                            MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE)
+from .hardware.gpus import gpu_from_file
+from .run_field import API, Origin, declare, declared, default_of
+from .workload.arrivals import Piecewise
+from .workload.tiers import parse_tiers
+
+
+def parse_rate_schedule_text(text: str) -> Piecewise:
+    return Piecewise(parse_rate_schedule(text))
+
+
+def gpu_spec_file(text: str):
+    return gpu_from_file(text)
+
+
+@dataclass
+class RunConfig:
+    """Everything one run needs. Field names match the CLI options and config-file keys."""
+
+    scheduler: str = declare("sarathi", "scheduler name (see `llmsched presets`)", hint="see `llmsched presets`")
+    scheduler_params: dict = declare({}, "scheduler parameter (repeatable); in compare/sweep use "
+                                         "SCHEDULER.KEY=VALUE", flag="--param", metavar="KEY=VALUE")
+    model: str = declare("llama-3-8b", "model preset (see `llmsched presets`), e.g. llama-3-8b, or a Hugging Face "
+                                       "config.json (or a folder holding one)",
+                         hint="a model preset (see `llmsched presets`) or a Hugging Face config.json")
+    gpu: str = declare("a100", "GPU preset, e.g. a100, h100, rtx-pro-6000 (or a GPU spec file, as --gpu-spec)",
+                       hint="a GPU preset (see `llmsched presets`) or a GPU spec file")
+    # a GPU spec file; becomes the run's gpu
+    gpu_spec: str | None = declare(None, "a GPU spec file (.toml/.json) of its datasheet figures, for a card "
+                                         "without a preset", kind=str, optional=True,
+                                   hint="a GPU spec file (.toml/.json) of datasheet figures", parse=gpu_spec_file)
+    tp: int | None = declare(None, "tensor-parallel degree (overrides the model preset's)", kind=int, optional=True,
+                             low=1, high=64)
+    batch_time: str = declare("roofline", "batch-time model: roofline, roofline-staircase, calibrated, engine, "
+                                          "linear")
+    batch_time_params: dict = declare({}, "batch-time model parameter (repeatable)", flag="--bt-param",
+                                      metavar="KEY=VALUE")
+    replicas: int = declare(1, "number of replicas behind the router", low=1, high=4096)
+    router: str = declare("round-robin", "router for several replicas: random, round-robin, least-outstanding, "
+                                         "least-load")
+    # workload: a named length preset with an arrival process, a real trace, or a closed loop
+    workload: str = declare("sharegpt", "named length preset paired with --arrival at --rate (sharegpt, "
+                                        "azure-conv, ...)", hint="a length preset, see `llmsched presets`")
+    trace: str | None = declare(None, "replay a real trace file with arrival times (Azure 2023 CSV, Vidur CSV); a "
+                                      "bare name is looked up in $LLMSCHED_DATA and ../shared/data/traces "
+                                      "(length-only files go to --lengths)", kind=str, optional=True)
+    lengths: str | None = declare(None, "your own length file (CSV with num_prefill_tokens,num_decode_tokens or "
+                                        "question_length,answer_length; or any trace, its arrivals unused) as the "
+                                        "length distribution, with --rate", kind=str, optional=True,
+                                  hint="a length CSV (num_prefill_tokens,num_decode_tokens or question_length,"
+                                       "answer_length)")
+    rate: float | None = declare(2.0, "arrival rate in requests/s (for --trace: rescale its arrivals to this mean "
+                                      "rate)", kind=float, optional=True, low=MIN_RATE,
+                                 must=f"a positive number of requests/s, at least {MIN_RATE:g} (a mean gap of at "
+                                      f"most 11.6 days)")
+    num_requests: int | None = declare(None, "number of requests (default 1000 for named workloads, the whole trace "
+                                             "for --trace)", kind=int, optional=True, low=1, high=MAX_REQUESTS)
+    duration: float | None = declare(None, "generate arrivals for this many seconds instead of a request count",
+                                     kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")
+    arrival: str = declare("poisson", "arrival process for named workloads: poisson, gamma (bursty, see --cv), "
+                                      "constant", choices=("poisson", "gamma", "constant"))
+    cv: float | None = declare(None, "coefficient of variation of gamma inter-arrival times (>1 is burstier than "
+                                     "Poisson)", kind=float, optional=True, above=0, high=1e3)
+    rate_schedule: str | None = declare(None, "piecewise-constant arrival rate 'START:RATE,...', e.g. '0:2,300:4' "
+                                              "(with --workload)", kind=str, optional=True,
+                                        hint="'START:RATE,...', e.g. '0:2,300:4'", parse=parse_rate_schedule_text)
+    concurrency: int | None = declare(None, "closed loop: keep this many requests in flight (a new one arrives as "
+                                            "one finishes)", kind=int, optional=True, low=1, high=MAX_REQUESTS)
+    tiers: str | None = declare(None, "SLO tiers, e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5' (keys ttft, tbt, "
+                                      "tpot in seconds)", kind=str, optional=True,
+                                hint="e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5'", parse=parse_tiers)
+    max_total_tokens: int | None = declare(None, "cap prompt+output tokens of generated requests", kind=int,
+                                           optional=True, low=2)
+    # replica limits, named as in vLLM
+    block_size: int = BLOCK_SIZE.field()
+    max_num_seqs: int = MAX_NUM_SEQS.field()
+    max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS.field()
+    # a run's default is its model's context length (build_replicas resolves it)
+    max_model_len: int | None = MAX_MODEL_LEN.field(default=None, optional=True, hint="at most the model's context "
+                                                    "length", help="longest prompt+output served (default: the "
+                                                                   "model's context length)")
+    gpu_memory_utilization: float = declare(0.9, "fraction of GPU memory for weights+KV (vLLM's, default 0.9)",
+                                            above=0, high=1)
+    num_blocks: int | None = declare(None, "KV cache size in blocks (overrides the size derived from the GPU)",
+                                     kind=int, optional=True, low=1,
+                                     hint="leave it out to size the KV cache from the GPU")
+    preemption_mode: str = PREEMPTION_MODE.field()
+    overflow: str = OVERFLOW.field()
+    swap_space_gb: float = declare(4.0, "host swap space per replica in GiB (for --preemption-mode swap)", low=0,
+                                   high=1e6)
+    oracle: bool = ORACLE.field()
+    # run control
+    horizon: float | None = declare(None, "stop simulating at this time (s); requests in flight end unfinished",
+                                    kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")
+    warmup: float = declare(0.0, "exclude requests arriving in the first WARMUP seconds from the summary", low=0,
+                            high=MAX_SECONDS, hint="seconds")
+    cooldown: float = declare(0.0, "exclude requests arriving in the last COOLDOWN seconds from the summary", low=0,
+                              high=MAX_SECONDS, hint="seconds")
+    keep_gaps: bool = declare(True, "keep TBT samples only as quantile sketches (for runs of millions of requests)",
+                              flag="--sketch", switch=True)
+    # fast-forward runs of decode-only steps (identical results; docs/simulator.md)
+    fast_forward: bool = FAST_FORWARD.field()
+    # run replicas that cannot affect each other one at a time (docs/simulator.md)
+    lanes: bool = declare(True, "run every replica in the one event loop instead of one at a time where routing "
+                                "and source allow it (the same rows; rows tied across replicas in event order, not "
+                                "by replica)", flag="--no-lanes", switch=True)
+    check_invariants: bool = CHECK_INVARIANTS.field()  # the full KV and decode-group accounting after every step
+    seed: int = declare(0, "random seed: same seed, same result", low=0, high=2**63 - 1)
+
+    def __post_init__(self):
+        """A config written in Python: every field checked here (the CLI and config files check theirs where
+        they read them, and build through ``checked``)."""
+        for name in RUN_FIELDS:
+            setattr(self, name, check_field(name, getattr(self, name)))
+        check_combination({name: value for name, value in self.__dict__.items() if value != DEFAULTS[name]})
+        if self.gpu_spec:
+            self.gpu = self.gpu_spec  # every reader of the run's GPU resolves the spec file through gpu()
+
+    @classmethod
+    def checked(cls, data: dict) -> "RunConfig":
+        """A config of values each already checked where it was read (``check_field``) and checked together
+        (``check_combination``): not checked again."""
+        cfg = cls.__new__(cls)
+        cfg.__dict__.update({name: default_of(f) for name, f in FIELD_OF.items()})
+        cfg.__dict__.update({k: dict(v) if isinstance(v, dict) else v for k, v in data.items()})
+        if cfg.gpu_spec:
+            cfg.gpu = cfg.gpu_spec
+        return cfg
+
+    @classmethod
+    def from_dict(cls, data: dict, origin: str | Origin | dict = "config") -> "RunConfig":
+        """A config from user-written values; ``origin`` says where each was written (one Origin, or one per
+        key), so an error names the option or the file and line."""
+        def origin_of(key):
+            if isinstance(origin, dict):
+                return origin.get(key, API)
+            return origin if isinstance(origin, Origin) else API
+        label = origin if isinstance(origin, str) else "config"
+        unknown = sorted(set(data) - set(RUN_FIELDS))
+        if unknown:
+            where = origin_of(unknown[0]).path if origin_of(unknown[0]).kind == "file" else label
+            raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: "
+                             f"{', '.join(sorted(RUN_FIELDS))}")
+        data = {k: check_field(k, v, origin_of(k)) for k, v in data.items()}
+        check_combination(data, origin_of)
+        if "scheduler_params" in data:
+            data["scheduler_params"] = checked_params(data, origin_of("scheduler_params"))
+        return cls.checked(data)
+
+    def with_values(self, **changes) -> "RunConfig":
+        """This config with ``changes``, each checked (the other values were checked when this one was made)."""
+        data = {**self.__dict__, **{k: check_field(k, v) for k, v in changes.items()}}
+        check_combination({name: value for name, value in data.items() if value != DEFAULTS[name]})
+        return RunConfig.checked(data)
+
+
+RUN_FIELDS = declared(RunConfig)
+FIELD_OF = {f.name: f for f in dataclasses.fields(RunConfig)}
+DEFAULTS = {name: default_of(f) for name, f in FIELD_OF.items()}
+CLI_FLAGS = {name: spec.flag_of(name) for name, spec in RUN_FIELDS.items()}
+
+
+def check_field(key: str, value, origin: Origin = API):
+    """``value`` checked against field ``key``'s declaration, as that field's type (see ``RunField.check``)."""
+    if key not in RUN_FIELDS:
+        raise ValueError(f"{origin.name(key)}: unknown field; valid fields: {', '.join(sorted(RUN_FIELDS))}")
+    return RUN_FIELDS[key].check(key, value, origin)
+
+
+def checked_params(data: dict, origin: Origin) -> dict:
+    """``data``'s scheduler parameters checked against its scheduler's (by name and by their defaults' types)."""
+    from .schedulers.registry import scheduler_info
+    name = data.get("scheduler", DEFAULTS["scheduler"])
+    return check_params(f"scheduler {name!r}", data["scheduler_params"], scheduler_info(name)["params"],
+                        origin.name("scheduler_params"))
+
+
+def load_config(path: str | Path) -> dict:
+    """Read a TOML or YAML run config safely (data only, no code, no tags)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ValueError(f"cannot read config file {path}: {e.strerror}") from None
+    if path.suffix == ".toml":
+        import tomllib  # here: most runs have no config file
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ValueError(f"config file {path} is not valid TOML: {e}") from None
+    elif path.suffix in (".yaml", ".yml"):
+        import yaml
+        try:
+            data = yaml.load(text, Loader=unique_keys_loader()) or {}
+        except DuplicateKey as e:
+            raise ValueError(f"config file {path}:{e.line}: {e.key} is given twice (first at line {e.first}); "
+                             f"give each key once") from None
+        except yaml.YAMLError as e:
+            raise ValueError(f"config file {path} is not valid YAML: {e}") from None
+    else:
+        raise ValueError(f"config file {path}: use a .toml, .yaml or .yml file")
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {path} must hold a table/mapping of run options")
+    out, spelt = {}, {}
+    for key, value in data.items():
+        name = key.replace("-", "_") if isinstance(key, str) else key
+        if name in out:
+            raise ValueError(f"config file {path}: {name} is given twice (as {spelt[name]} and as {key}); give it "
+                             f"once")
+        out[name], spelt[name] = value, key
+    return out
+
+
+class DuplicateKey(Exception):
+    def __init__(self, key, line: int, first: int):
+        super().__init__(key)
+        self.key, self.line, self.first = key, line, first
+
+
+def unique_keys_loader():
+    """YAML's safe loader refusing a key given twice in one mapping (as TOML does), where plain YAML keeps the
+    last value without a word."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            first = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                if key in first:
+                    raise DuplicateKey(key, line, first[key])
+                first[key] = line
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
+
+
+def read_run_config(path: str | Path) -> tuple[dict, Origin]:
+    """A run config file's keys, each checked against RunConfig's declarations, and its Origin for later errors."""
+    data = load_config(path)
+    origin = Origin.file(path, Path(path).read_text())
+    unknown = sorted(set(data) - set(RUN_FIELDS))
+    if unknown:
+        raise ValueError(f"config file {path}{origin.line_of(unknown[0])}: unknown key(s) {', '.join(unknown)}; "
+                         f"valid keys: {', '.join(sorted(RUN_FIELDS))}")
+    return {k: check_field(k, v, origin) for k, v in data.items()}, origin

@@ -1,0 +1,213 @@
+"""RAD (Bari et al., seed 000, Algorithm 1) and its low-TBT mirror (Bari et al. Appendix D, the spec's "Algorithm 2").
+
+Both are throughput-optimal in the paper's tile model (Theorem 2): prefills run alone, one request at a time,
+in chunks of t*_lcm = LCM(t*_row, t*_col, t*_red) tokens, and decode batches hold at most t*_col requests,
+so every batch is optimally tiled when the queues are full. They never mix prefill and decode work
+(spec A28). The tile sizes default to the replica's GPU preset (read from the view's batch-time model).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ...engine.plan import BatchPlan
+from ...engine.view import ReplicaView
+from ..base import Scheduler
+from ..decode_pass import add_decodes
+from ..registry import register
+from ..watermark import WatermarkAdmission
+
+DEFAULT_TILE = (256, 128, 32)  # Bari et al. §1.3's A100 tile, when the view has no GPU preset
+
+
+def tile_of(view: ReplicaView) -> tuple[int, int, int]:
+    """(t_row, t_col, t_red) of the replica's GPU, from its batch-time model (else the A100 tile)."""
+    gpu = getattr(view.batch_time, "gpu", None)
+    return (gpu.t_row, gpu.t_col, gpu.t_red) if gpu is not None else DEFAULT_TILE
+
+
+class _TiledBase(WatermarkAdmission, Scheduler):
+    """Shared parts: tile constants, the prefill in progress, KV-safe admission of the FCFS head."""
+
+    family = "RAD/SLAI"
+    def _tiles(self, view: ReplicaView) -> tuple[int, int]:
+        if self._lcm is None:
+            t_row, t_col, t_red = tile_of(view)
+            t_row = self.t_row or t_row
+            t_col = self.t_col or t_col
+            t_red = self.t_red or t_red
+            self._lcm = math.lcm(t_row, t_col, t_red)
+            self._col = t_col
+        return self._col, self._lcm
+
+    def _check(self):
+        if self.n < 1:
+            raise ValueError(f"{self.name}: cycle parameter n must be >= 1, got {self.n}")
+        for label in ("t_row", "t_col", "t_red"):
+            v = getattr(self, label)
+            if v is not None and (v < 1 or v & (v - 1)):
+                raise ValueError(f"{self.name}: {label} must be a power of two (a GPU tile size), got {v}")
+
+    @staticmethod
+    def _prefilling(view: ReplicaView):
+        for r in view.running:
+            if not r.is_decode:
+                return r
+        return None
+
+    def _chunk(self, view: ReplicaView, r, lcm: int) -> BatchPlan | None:
+        """One prefill chunk of ``r`` (at most t*_lcm tokens), or None when the KV cache cannot take it."""
+        n = min(lcm, r.remaining_prefill, view.max_num_batched_tokens)
+        if view.extra_blocks(r, r.num_computed + n) > view.free_blocks:
+            return None
+        return BatchPlan(prefills=[(r, n)])
+
+    def _can_start(self, view: ReplicaView, active: int, t_col: int) -> bool:
+        """The FCFS head may start: a seat under t*_col (and max_num_seqs), and KV for its whole prompt."""
+        head = view.waiting[0]
+        if active >= min(t_col, view.max_num_seqs) or view.num_running >= view.max_num_seqs:
+            return False
+        return view.blocks_for(head.num_tokens) <= view.free_blocks - self._watermark(view)
+
+    def _watermark(self, view: ReplicaView) -> int:
+        return int(self.watermark * view.total_blocks)
+
+    def params(self) -> dict:
+        return {k: v for k, v in super().params().items() if not k.startswith("_")}
+
+
+@register
+@dataclass
+class RAD(_TiledBase):
+    """RAD: whole prefills (t*_lcm chunks) until t*_col requests decode, then decode batches; cycles of n starts.
+
+    Algorithm 1 of Bari et al. (§4.1): decode mode when |D| = t*_col, P is empty or the cycle has started n
+    requests (k = n); otherwise prefill mode runs the FCFS head's whole prompt, one t*_lcm-token chunk per batch
+    (the last chunk is the remainder, spec A1), and adds it to D. A cycle ends when D empties (k ← 0). With a
+    KV cache smaller than Assumption 4 asks (t*_col requests of maximal length), a prompt whose KV does not fit
+    waits as if D were full, and a decode short of a block preempts the newest request (recompute), which
+    rejoins the front of P. Use with ``--router random`` for the paper's multi-node setting (§4.1).
+    """
+
+    name = "rad"
+    steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
+    plans_decode_group = True  # a decode batch is every decode-phase request: the group, when its blocks fit
+    source = "seed 000 (Bari, Hegde, de Veciana, POMACS 2025) §4.1 Algorithm 1, Theorem 2; spec §2.1"
+    n: int = 1024
+    t_row: int | None = None
+    t_col: int | None = None
+    t_red: int | None = None
+    watermark: float = 0.0
+    _k: int = field(default=0, init=False, repr=False)
+    _lcm: int | None = field(default=None, init=False, repr=False)
+    _col: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self):
+        self._check()
+
+    @property
+    def requests_in_cycle(self) -> int:
+        return self._k
+
+    def schedule(self, view: ReplicaView) -> BatchPlan:
+        t_col, lcm = self._tiles(view)
+        group = view.decode_group  # D is the group and P's request in progress its first partial, when formed
+        if group is not None:
+            current = group.partials[0] if group.partials else None
+        else:
+            current = self._prefilling(view)
+        if current is not None:  # a prefill is never interrupted (non-preemptive, Algorithm 1 lines 10-14)
+            plan = self._chunk(view, current, lcm)
+            if plan is not None:
+                return plan
+        decoding = None if group is not None else [r for r in view.running if r.is_decode]
+        num_decoding = group.size if group is not None else len(decoding)
+        if not num_decoding and current is None:
+            self._k = 0  # D is empty: the cycle is over
+        if current is None and view.waiting and self._k < self.n and num_decoding < t_col \
+                and self._can_start(view, view.num_running, t_col):
+            plan = self._chunk(view, view.waiting[0], lcm)
+            if plan is not None:
+                self._k += 1
+                return plan
+        if group is not None:
+            if group.blocks_needed <= view.free_blocks:  # every decode finds its block: no preemption
+                return BatchPlan(decode_group=num_decoding > 0)
+            decoding = [r for r in view.running if r.is_decode]  # settles the group: add_decodes preempts
+        plan = BatchPlan()
+        if decoding:
+            add_decodes(view, plan, decoding)
+            if plan.preempt and not plan.decodes:
+                return BatchPlan()
+        return plan
+
+
+@register
+@dataclass
+class RADLowTBT(_TiledBase):
+    """RAD's Appendix D mirror: up to n whole prefills, then decode t*_col at a time until all n are done.
+
+    Bari et al. App. D (the spec's "Algorithm 2"): prefill mode takes up to n requests FCFS (each prefilled whole
+    in t*_lcm chunks) into D; decode mode keeps a decode batch of min(t*_col, |D|) requests, refilling it from
+    D as requests finish, until D is empty; then the next prefill mode. Active requests decode in consecutive
+    batches (low TBT) but wait for the whole prefill mode first (high TTFT). Prefill mode also ends early when
+    the queue empties or the KV cache cannot hold the next prompt.
+    """
+
+    name = "rad-lowtbt"
+    source = "seed 000 Appendix D (throughput-optimal scheduler with low TBT); spec §2.2"
+    n: int = 256
+    t_row: int | None = None
+    t_col: int | None = None
+    t_red: int | None = None
+    watermark: float = 0.0
+    _k: int = field(default=0, init=False, repr=False)
+    _decoding: bool = field(default=False, init=False, repr=False)
+    _active: list = field(default_factory=list, init=False, repr=False)
+    _lcm: int | None = field(default=None, init=False, repr=False)
+    _col: int = field(default=0, init=False, repr=False)
+
+    def __post_init__(self):
+        self._check()
+
+    def schedule(self, view: ReplicaView) -> BatchPlan:
+        t_col, lcm = self._tiles(view)
+        current = self._prefilling(view)
+        if current is not None:
+            plan = self._chunk(view, current, lcm)
+            if plan is not None:
+                return plan
+        if not self._decoding and current is None:
+            plan = self._start(view, lcm)
+            if plan is not None:
+                return plan
+            self._decoding = True
+        decoding = [r for r in view.running if r.is_decode]
+        ids = {r.id for r in decoding}
+        self._active = [r for r in self._active if r.id in ids]
+        if len(self._active) < t_col:
+            chosen = {r.id for r in self._active}
+            spare = sorted((r for r in decoding if r.id not in chosen), key=_first_token)
+            self._active += spare[:t_col - len(self._active)]
+        if not self._active:  # D is empty: back to prefill mode
+            self._decoding, self._k = False, 0
+            plan = self._start(view, lcm) if current is None else None
+            return plan if plan is not None else BatchPlan()
+        plan = BatchPlan()
+        add_decodes(view, plan, self._active)
+        if plan.preempt and not plan.decodes:
+            return BatchPlan()
+        return plan
+
+    def _start(self, view: ReplicaView, lcm: int) -> BatchPlan | None:
+        """The first chunk of the FCFS head, when this prefill mode may start another request."""
+        if view.waiting and self._k < self.n and self._can_start(view, 0, view.max_num_seqs):
+            plan = self._chunk(view, view.waiting[0], lcm)
+            if plan is not None:
+                self._k += 1
+                return plan
+        return None
+
+
+def _first_token(r) -> float:
+    return r.first_token

@@ -1,0 +1,78 @@
+"""Building a WAIT / Nested WAIT batch: whole cohorts join the step or none of their members does."""
+from __future__ import annotations
+
+from ...engine.plan import BatchPlan
+from ...request import Status
+from ..decode_pass import add_decodes
+
+RUNNING, WAITING = Status.RUNNING, Status.WAITING
+
+
+class CohortPlan:
+    """Adds groups of requests to one plan while the token budget, the sequence cap and the free KV allow.
+
+    A waiting request is prefilled whole (admitted); a running one decodes, or finishes its prefill."""
+
+    def __init__(self, view, guard: bool = True):
+        self.view = view
+        self.guard = guard  # False: ignore free KV (the replica's overflow rule, e.g. evict-newest, resolves it)
+        self.plan = BatchPlan()
+        self.budget = view.max_num_batched_tokens
+        self.seats = view.max_num_seqs - len(view.running)
+        self.free = view.free_blocks
+        self.refused = False  # some group did not fit
+
+    def add(self, group) -> bool:
+        bs = self.view.block_size
+        tokens = seats = blocks = 0
+        decodes, prefills = [], []
+        for r in group:  # per request: is_decode, remaining_prefill and the view's block counts, inlined
+            status, g, c = r.status, r.num_generated, r.num_computed
+            if status is RUNNING and g and c == r.prompt_len + g - 1:
+                decodes.append(r)
+                tokens += 1
+                need = -(-(c + 1) // bs) - r.num_blocks  # view.decode_blocks(r)
+            elif status is WAITING or status is RUNNING:
+                n = r.prompt_len + g - c
+                prefills.append((r, n))
+                tokens += n
+                seats += status is WAITING
+                need = -(-(c + n) // bs) - r.num_blocks  # view.extra_blocks(r, c + n)
+            else:
+                continue
+            if need > 0:
+                blocks += need
+        if tokens > self.budget or seats > self.seats or (self.guard and blocks > self.free):
+            self.refused = True
+            return False
+        self.plan.decodes.extend(decodes)
+        self.plan.prefills.extend(prefills)
+        self.budget -= tokens
+        self.seats -= seats
+        self.free -= blocks
+        return True
+
+    def finish(self) -> BatchPlan:
+        """The plan; when a group was refused and nothing else runs, every decode runs vLLM-style (preempting the
+        newest on block shortage) so that a too-small cache cannot deadlock the replica. On an idle replica (the
+        state in which anything fits best) the waiting requests are tried one at a time: the first that fits alone
+        runs, and one that does not fit even alone can never run under this admission rule and is rejected."""
+        plan = self.plan
+        if not plan.has_work and self.refused:
+            if self.view.running:
+                add_decodes(self.view, plan)
+                if not plan.decodes:
+                    plan.preempt.clear()
+            else:
+                self._admit_one_alone()
+        return plan
+
+    def _admit_one_alone(self) -> None:
+        view = self.view
+        for r in view.waiting:
+            if self.add([r]):
+                return
+            self.plan.reject.append((r, (
+                f"its cohort admission ({type(self).__name__}) refuses it even alone on an idle replica (prompt "
+                f"{r.prompt_len} tokens; KV cache {view.total_blocks} blocks of {view.block_size} tokens, token "
+                f"budget {view.max_num_batched_tokens}, {view.max_num_seqs} seats): it can never be scheduled")))
