@@ -1,5 +1,5 @@
 """`llmsched reproduce beyond --fast`: competitors tuned, then measured on held-out seeds and another workload;
-the table, JSON, CSV and figure written; a second run reusing the first's tuned settings skips the tuning."""
+the table, JSON, CSV and figure written, goodput's ablation measured; a second run reusing the first's tuned settings skips the tuning."""
 import json
 import os
 import subprocess
@@ -18,7 +18,7 @@ def run_cli(*args):
 def test_fast_run_tunes_measures_and_reports(tmp_path):
     out, cache = tmp_path / "b", tmp_path / "cache"
     p = run_cli("reproduce", "beyond", "--fast", "--schedulers", "sarathi,goodput", "--out", str(out), "--cache",
-                str(cache), "--jobs", "2")
+                str(cache), "--jobs", "2", "--ablation")
     assert p.returncode == 0, p.stderr
     data = json.loads((out / "beyond.json").read_text())
     rows = {r["scheduler"]: r for r in data["rows"]}
@@ -27,6 +27,9 @@ def test_fast_run_tunes_measures_and_reports(tmp_path):
         assert r["tuned_on"]["tuned"] >= r["tuned_on"]["untuned"] > 0  # trial 0 is the untuned setting
         assert r["held_out"]["tuned"] > 0 and r["other"]["tuned"] > 0
     assert rows["goodput"]["best_values"]["ttft_target"] > 0
+    ablation = rows["goodput"]["ablation"]  # goodput with each lever removed, measured on the held-out seeds
+    assert len(ablation) == 7 and all(c is None or c > 0 for c in ablation.values()) and not rows["sarathi"]["ablation"]
+    assert "| lever removed | sharegpt-a100 |" in (out / "beyond.md").read_text()
     assert data["bounds"]["sharegpt-a100"] > rows["sarathi"]["tuned_on"]["tuned"]  # the sound bound is above
     assert "goodput / best tuned competitor (sarathi) on the held-out seeds" in p.stdout
     for name in ("beyond.csv", "beyond.md", "beyond.png"):

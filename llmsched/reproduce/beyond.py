@@ -85,6 +85,17 @@ SETTINGS = (
             dict(model="llama-3-8b", gpu="l20", workload="sharegpt", rate=0.5),
             "ttft_p50<=3s,tpot_p50<=80ms", dict(workload="azure-conv", rate=1.0), "azure-conv lengths", named=False),
 )
+# goodput with one lever removed at a time (its tuned setting otherwise), measured on the held-out seeds: what each
+# lever is worth where it is used. The last adds the lever goodput leaves off by default.
+ABLATION = (
+    ("time budget (a fixed token_budget)", {"time_budget": False}),
+    ("online correction of the predictor", {"online": False}),
+    ("missed-TTFT rule (plain shortest-first)", {"order": "spf"}),
+    ("shortest-first order (FCFS)", {"order": "fcfs"}),
+    ("KV admission threshold", {"kv_admit": 1.0}),
+    ("cheapest-first eviction (vLLM's newest)", {"evict": "newest"}),
+    ("+ deferred prefill (defer_tokens=512)", {"defer_tokens": 512}),
+)
 FAST = ("sharegpt-a100",)
 FAST_COMPETITORS = ("sarathi", "slai", "goodput")
 
@@ -103,6 +114,8 @@ def add_arguments(p) -> None:
     p.add_argument("--no-untuned-checks", dest="untuned_checks", action="store_false",
                    help="measure only the tuned settings on the held-out seeds and the other workload (half the "
                         "probes; the untuned capacity on the tuning seed is still reported)")
+    p.add_argument("--ablation", action="store_true",
+                   help="also measure goodput (at its tuned setting) with each lever removed on the held-out seeds")
     p.add_argument("--fast", action="store_true",
                    help="CI size: sharegpt-a100 only, sarathi/slai/goodput, 60 s probes, budget 2, resolution 20%%")
     p.add_argument("--jobs", type=int, default=None, help="parallel probes (default: CPU count)")
@@ -142,6 +155,7 @@ class Row:
     best_values: dict = field(default_factory=dict)
     tune_wall_s: float = 0.0
     reused: bool = False  # the tuned setting came from an earlier run (--reuse)
+    ablation: dict = field(default_factory=dict)  # goodput's rows: lever removed -> held-out capacity
 
 
 def reusable(path: str | None) -> dict:
@@ -230,12 +244,27 @@ def run(args) -> int:
                     if row.setting == setting.name:
                         getattr(row, column).update({w: found[f"{row.scheduler}|{w}"].capacity
                                                      for w in ("untuned", "tuned") if f"{row.scheduler}|{w}" in found})
+            if args.ablation and PROPOSED in configs:
+                ablate(rows, setting, configs[PROPOSED], slos, held, args.resolution, executor, cache)
             bounds[setting.name] = sound_bound(next(iter(configs.values()))[0])
             write(out, rows, settings, bounds, args)
     table = format_table(rows, settings, bounds)
     print(table)
     print(f"wrote {out}/beyond.json, beyond.csv, beyond.md, beyond.png ({time.perf_counter() - t0:.0f} s)")
     return 0
+
+
+def ablate(rows, setting, goodput, slos, held, resolution, executor, cache) -> None:
+    """goodput's held-out capacity with each lever of ABLATION removed from its tuned setting."""
+    base, best, cap = goodput
+    row = next(r for r in rows if r.setting == setting.name and r.scheduler == PROPOSED)
+    start = row.held_out.get("tuned") or cap or base.rate
+    configs = {what: dataclasses.replace(best, scheduler_params={**best.scheduler_params, **change}, rate=start,
+                                         seed=held[0]) for what, change in ABLATION}
+    found = find_capacities(configs, slos, resolution, held, executor, cache)
+    row.ablation = {what: found[what].capacity for what, _ in ABLATION}
+    print(f"{setting.name}: goodput ablation (held-out): "
+          + ", ".join(f"{what} {_cap(c)}" for what, c in row.ablation.items()), flush=True)
 
 
 def sound_bound(base: RunConfig) -> float:
@@ -278,6 +307,38 @@ def format_table(rows: list[Row], settings: list[Setting], bounds: dict) -> str:
     return "\n".join(lines)
 
 
+def markdown_tables(rows: list[Row], settings: list[Setting], bounds: dict) -> str:
+    """The summary (goodput against the best tuned competitor per setting) and, where measured, the ablation
+    (goodput's held-out capacity with each lever removed, relative to goodput with all of them), as Markdown."""
+    shown = [s for s in settings if any(r.setting == s.name for r in rows)]
+    out = ["| setting | named | SLOs | goodput tuned (held-out) | best competitor tuned (held-out) | ratio | "
+           "ratio, other workload | sound bound |", "|---|---|---|---|---|---|---|---|"]
+    for s in shown:
+        mine = next((r for r in rows if r.setting == s.name and r.scheduler == PROPOSED), None)
+        ratio, who = ratios(rows, s.name, "held_out")
+        other, other_who = ratios(rows, s.name, "other")
+        best = next((r for r in rows if r.setting == s.name and r.scheduler == who), None)
+        theirs = f"{who} {_cap(best.held_out.get('tuned'))}" if best else "-"
+        out.append(f"| {s.name} | {'yes' if s.named else 'no'} | `{s.slo}` | "
+                   f"{_cap(mine.held_out.get('tuned')) if mine else '-'} | {theirs} | "
+                   f"{'-' if ratio is None else f'{ratio:.2f}x'} | "
+                   f"{'-' if other is None else f'{other:.2f}x ({other_who})'} | {bounds.get(s.name, math.nan):.3g} |")
+    ablated = [r for r in rows if r.ablation]
+    if ablated:
+        levers = [what for what, _ in ABLATION]
+        out += ["", "goodput's held-out capacity with each lever removed, relative to goodput with all of them "
+                "(tuned setting; < 1: the lever pays)", "",
+                "| lever removed | " + " | ".join(r.setting for r in ablated) + " |",
+                "|---|" + "---|" * len(ablated)]
+        for what in levers:
+            cells = []
+            for r in ablated:
+                full, c = r.held_out.get("tuned"), r.ablation.get(what)
+                cells.append("-" if not full or c is None else f"{c / full:.2f}")
+            out.append(f"| {what} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def write(out: Path, rows: list[Row], settings: list[Setting], bounds: dict, args) -> None:
     data = {"settings": [dataclasses.asdict(s) for s in settings], "bounds": bounds,
             "sizes": {"budget": args.budget, "duration": args.duration, "resolution": args.resolution,
@@ -294,7 +355,8 @@ def write(out: Path, rows: list[Row], settings: list[Setting], bounds: dict, arg
             w.writerow([r.setting, r.scheduler, r.tuned_on.get("untuned"), r.tuned_on.get("tuned"),
                         r.held_out.get("untuned"), r.held_out.get("tuned"), r.other.get("untuned"),
                         r.other.get("tuned"), _values(r.best_values)])
-    (out / "beyond.md").write_text(format_table(rows, settings, bounds).lstrip() + "\n")
+    (out / "beyond.md").write_text(markdown_tables(rows, settings, bounds) + "\n" + "```\n"
+                                   + format_table(rows, settings, bounds).lstrip() + "\n```\n")
     plot(out / "beyond.png", rows, settings, bounds)
 
 
