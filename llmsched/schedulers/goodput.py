@@ -8,11 +8,12 @@ A step is built in four moves.
    ``step_fill`` times the least time any decode has left before its target (TBT: its last token + the target;
    TPOT: its envelope first token + j·TPOT, so early tokens bank slack), predicted by a linear step-time model
    ``a + b·tokens + c·context`` fitted to the replica's batch-time model and corrected online by the ratio of
-   observed to predicted step times (the view's recent step times; in vLLM, the engine's real ones). With no
-   decode running there is no TBT at stake and the engine's token cap is the budget. Where the decodes alone
-   overrun the target (a device too slow for it) it cannot be met this step and prompts get ``token_budget``;
-   otherwise the first prompt still advances ``MIN_CHUNK`` tokens, so prompts are never starved.
-   ``time_budget=False`` uses a fixed ``token_budget`` instead (the ablation).
+   observed to predicted step times (the view's recent step times; in vLLM, the engine's real ones). The time
+   budget works inside ``token_budget`` (tokens a step, lowered to the replica's cap before a run), which alone
+   bounds a step with no decode running (no TBT at stake). Where the decodes alone overrun the target (a device
+   too slow for it) it cannot be met this step and prompts get ``token_budget``; otherwise the first prompt still
+   advances ``MIN_CHUNK`` tokens, so prompts are never starved. ``time_budget=False`` leaves ``token_budget``
+   alone (the ablation).
 3. **Prefills in an SLO-aware shortest-first order** (RAD/SLAI's shortest-prefill-first, seed 000 §6-7; InferMax
    Rank_I): by uncached prompt tokens left (a prefix cache makes a hit cost nothing: the view's cached tokens,
    where it has them, are subtracted). A request that has already missed its TTFT target, or cannot make it even
@@ -79,7 +80,9 @@ class Goodput(Scheduler):
     tpot_target: float | None = None
     step_fill: float = 0.9
     time_budget: bool = True
-    token_budget: int = 512
+    # the step's token cap, inside which the time budget works: large, so that on a fast device the time budget is
+    # what binds (Sarathi's 512 cut goodput's capacity under a tight TTFT target: docs/goodput.md)
+    token_budget: int = 2048
     order: str = "slo-spf"
     kv_admit: float = 0.95
     evict: str = "cheapest"
@@ -88,7 +91,7 @@ class Goodput(Scheduler):
     token_budgets = ("token_budget",)  # above the replica's cap it is lowered to it before the run
     tunable = {"step_fill": FloatRange(0.3, 1.0), "kv_admit": FloatRange(0.5, 1.0),
                "ttft_target": FloatRange(0.1, 10.0, log=True), "max_num_seqs": IntRange(16, 1024, log=True),
-               "token_budget": IntRange(64, 4096, log=True)}
+               "token_budget": IntRange(64, 8192, log=True)}
 
     def __post_init__(self):
         for label in ("ttft_target", "tbt_target", "tpot_target"):
