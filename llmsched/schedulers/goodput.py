@@ -163,8 +163,6 @@ class Goodput(Scheduler):
         bs = view.block_size
         decodes, partial = plan.decodes, []
         context = grow = 0
-        slack = tightest = math.inf
-        slo = t = None  # the last request's SLO object and targets: most requests share their tier's
         for r in running:
             g = r.num_generated
             k = r.num_computed
@@ -173,14 +171,6 @@ class Goodput(Scheduler):
                 context += k + 1
                 if k >= r.num_blocks * bs:
                     grow += 1
-                if r.slo is not slo:
-                    slo = r.slo
-                    t = self.targets(r)
-                    if t[1] < tightest:
-                        tightest = t[1]
-                s = (r.first_token + t[1] * g if t[2] else r.last_token + t[1]) - now
-                if s < slack:
-                    slack = s
             else:
                 partial.append(r)
         free = view.free_blocks
@@ -189,24 +179,40 @@ class Goodput(Scheduler):
         free -= grow
         pred = self.predictor(view)
         cap = self.token_budget - len(decodes)
-        if pred is None:
-            per_token = per_context = 0.0
-            left = math.inf
-        else:
-            ratio = self._ratio[1]  # the step is planned as one with prompt chunks
-            per_token, per_context = pred.b * ratio, pred.c * ratio
-            spent = pred.a * ratio + per_token * len(decodes) + per_context * context
-            left = slack * self.step_fill - spent if decodes else math.inf
-            if spent >= tightest * self.step_fill:  # these decodes alone overrun the target: it cannot be met
-                left = math.inf                      # this step, so prompts get the token budget, not nothing
         waiting = view.waiting
-        if cap > 0 and (partial or waiting):
+        if cap > 0 and (partial or waiting):  # only a step with prompts needs the decodes' slack
+            if pred is None:
+                per_token = per_context = 0.0
+                left = math.inf
+            else:
+                slack, tightest = self._slack(decodes, now)
+                ratio = self._ratio[1]  # the step is planned as one with prompt chunks
+                per_token, per_context = pred.b * ratio, pred.c * ratio
+                spent = pred.a * ratio + per_token * len(decodes) + per_context * context
+                left = slack * self.step_fill - spent if decodes else math.inf
+                if spent >= tightest * self.step_fill:  # these decodes alone overrun the target: it cannot be
+                    left = math.inf                      # met this step, so prompts get the token budget
             self._prefills(view, plan, partial, waiting, cap, left, per_token, per_context, free, now)
         if pred is not None and plan.has_work:
             tokens = len(decodes) + sum(n for _, n in plan.prefills)
             ctx = context + sum(r.num_computed + n for r, n in plan.prefills)
             self._pending = (pred.a + pred.b * tokens + pred.c * ctx) * self._ratio[1 if plan.prefills else 0]
         return plan
+
+    def _slack(self, decodes, now: float) -> tuple[float, float]:
+        """(the least time any decode has before its target, the tightest decode target among them)."""
+        slack = tightest = math.inf
+        slo = t = None  # the last request's SLO object and targets: most requests share their tier's
+        for r in decodes:
+            if r.slo is not slo:
+                slo = r.slo
+                t = self.targets(r)
+                if t[1] < tightest:
+                    tightest = t[1]
+            s = (r.first_token + t[1] * r.num_generated if t[2] else r.last_token + t[1]) - now
+            if s < slack:
+                slack = s
+        return slack, tightest
 
     def _prefills(self, view, plan, partial, waiting, cap, left, per_token, per_context, free, now) -> None:
         """Prompt chunks in priority order while tokens, time, seats and KV (below the admission threshold) last."""
