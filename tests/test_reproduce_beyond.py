@@ -1,5 +1,6 @@
 """`llmsched reproduce beyond --fast`: competitors tuned, then measured on held-out seeds and another workload;
-the table, JSON, CSV and figure written, goodput's ablation measured; a second run reusing the first's tuned settings skips the tuning."""
+the table, JSON, CSV and figure written, goodput's ablation measured; a second run reusing the first's tuned
+settings skips the tuning."""
 import json
 import os
 import subprocess

@@ -214,8 +214,8 @@ def run(args) -> int:
             held = tuple(range(HELD_OUT_SEED, HELD_OUT_SEED + args.held_out))
             configs = {}
             for name in names:
-                base = RunConfig(scheduler=name, duration=args.duration, seed=0, scheduler_params=slo_params(name, slos),
-                                 **setting.run)
+                base = RunConfig(scheduler=name, duration=args.duration, seed=0,
+                                 scheduler_params=slo_params(name, slos), **setting.run)
                 params = search_space(base)
                 t1 = time.perf_counter()
                 earlier = reused.get((setting.name, name))
@@ -298,7 +298,8 @@ def format_table(rows: list[Row], settings: list[Setting], bounds: dict) -> str:
         for r in mine:
             lines.append(f"  {r.scheduler:18} {_cap(r.tuned_on.get('untuned')):>16} {_cap(r.tuned_on.get('tuned')):>8} "
                          f"{_cap(r.held_out.get('untuned')):>16} {_cap(r.held_out.get('tuned')):>8} "
-                         f"{_cap(r.other.get('untuned')):>13} {_cap(r.other.get('tuned')):>8}  {_values(r.best_values)}")
+                         f"{_cap(r.other.get('untuned')):>13} {_cap(r.other.get('tuned')):>8}  "
+                         f"{_values(r.best_values)}")
         for column, what in (("tuned_on", "tuning seed"), ("held_out", "held-out seeds"), ("other", "other workload")):
             ratio, who = ratios(rows, s.name, column)
             if ratio is not None:

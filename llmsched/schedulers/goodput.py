@@ -2,35 +2,35 @@
 
 A step is built in four moves.
 
-1. **Every running decode, always** (Sarathi-Serve's stall-free rule): a TBT or TPOT target is a constraint, so
-   no decode is ever deferred to make room; the only freedom is how long the step is.
-2. **A time budget from the tightest decode slack** (FairBatching, seed 002 §3.2): the step may last
-   ``step_fill`` times the least time any decode has left before its target (TBT: its last token + the target;
-   TPOT: its envelope first token + j·TPOT, so early tokens bank slack), predicted by a linear step-time model
-   ``a + b·tokens + c·context`` fitted to the replica's batch-time model and corrected online by the ratio of
-   observed to predicted step times (the view's recent step times; in vLLM, the engine's real ones). The time
-   budget works inside ``token_budget`` (tokens a step, lowered to the replica's cap before a run), which alone
-   bounds a step with no decode running (no TBT at stake). Where the decodes alone overrun the target (a device
-   too slow for it) it cannot be met this step and prompts get ``token_budget``; otherwise the first prompt still
-   advances ``MIN_CHUNK`` tokens, so prompts are never starved. ``time_budget=False`` leaves ``token_budget``
-   alone (the ablation).
-3. **Prefills in an SLO-aware shortest-first order** (RAD/SLAI's shortest-prefill-first, seed 000 §6-7; InferMax
-   Rank_I): by uncached prompt tokens left (a prefix cache makes a hit cost nothing: the view's cached tokens,
-   where it has them, are subtracted). A request that has already missed its TTFT target, or cannot make it even
-   if started now, no longer changes the TTFT percentile it counts in: it goes behind every request that still
-   can, oldest first, so it is served (the capacity verdict counts a backlog) but never at the expense of one
-   that can still meet. Requests resuming after a preemption come first (their TTFT is spent, their gap is
-   growing). ``order="spf"`` drops the missed-target rule, ``"fcfs"`` the shortest-first order.
-4. **Memory-aware admission** (WAIT's thresholds, seed 003; SLAI's watermark): a new prompt is admitted only
-   while the KV held plus every admitted prompt's remaining blocks plus this one stays under ``kv_admit`` of the
-   cache, so that decodes growing into the rest do not cascade into evictions. When a decode still finds no
-   block, the victim is the **cheapest to recompute** (InferMax's cost-aware eviction, seed 001 §6: least KV
-   computed first), not the newest. ``evict="newest"`` is vLLM's rule (the ablation).
+1. **Every running decode, always** (Sarathi-Serve's stall-free rule): a TBT or TPOT target is a constraint, so no
+   decode is ever deferred to make room; the only freedom is how long the step is.
+2. **A time budget from the tightest decode slack** (FairBatching, Lyu et al., seed 002 §3.2): the step may last
+   ``step_fill`` times the least time any decode has left before its target (TBT: its last token + the target; TPOT:
+   its envelope first token + j·TPOT, so early tokens bank slack), predicted by a linear step-time model ``a +
+   b·tokens + c·context`` fitted to the replica's batch-time model and corrected online by the ratio of observed to
+   predicted step times (the view's recent step times; in vLLM, the engine's real ones). The time budget works
+   inside ``token_budget`` (tokens a step, lowered to the replica's cap before a run), which alone bounds a step
+   with no decode running (no TBT at stake). Where the decodes alone overrun the target (a device too slow for it)
+   it cannot be met this step and prompts get ``token_budget``; otherwise the first prompt still advances
+   ``MIN_CHUNK`` tokens, so prompts are never starved. ``time_budget=False`` leaves ``token_budget`` alone (the
+   ablation).
+3. **Prefills in an SLO-aware shortest-first order** (RAD/SLAI's shortest-prefill-first, Bari et al., seed 000 §6-7;
+   InferMax Rank_I): by uncached prompt tokens left (a prefix cache makes a hit cost nothing: the view's cached
+   tokens, where it has them, are subtracted). A request that has already missed its TTFT target, or cannot make it
+   even if started now, no longer changes the TTFT percentile it counts in: it goes behind every request that still
+   can, oldest first, so it is served (the capacity verdict counts a backlog) but never at the expense of one that
+   can still meet. Requests resuming after a preemption come first (their TTFT is spent, their gap is growing).
+   ``order="spf"`` drops the missed-target rule, ``"fcfs"`` the shortest-first order.
+4. **Memory-aware admission** (WAIT's thresholds, Ao et al., seed 003; SLAI's watermark): a new prompt is admitted
+   only while the KV held plus every admitted prompt's remaining blocks plus this one stays under ``kv_admit`` of
+   the cache, so that decodes growing into the rest do not cascade into evictions. When a decode still finds no
+   block, the victim is the **cheapest to recompute** (InferMax's cost-aware eviction, Kim et al., seed 001 §6:
+   least KV computed first), not the newest. ``evict="newest"`` is vLLM's rule (the ablation).
 
-Deferred prefill's lever (seed 004: amortise a step's fixed cost over more prefills) is ``defer_tokens``: with no
-decode running, a prefill of fewer tokens than that waits (while every waiting request still has TTFT slack) for
-more to arrive. Mixed steps already share their fixed cost with the decodes, so it only acts at low load; off by
-default (docs/goodput.md has the measurement).
+Deferred prefill's lever (Mohanty et al., seed 004: amortise a step's fixed cost over more prefills) is
+``defer_tokens``: with no decode running, a prefill of fewer tokens than that waits (while every waiting request
+still has TTFT slack) for more to arrive. Mixed steps already share their fixed cost with the decodes, so it only
+acts at low load; off by default (docs/goodput.md has the measurement).
 
 Requests without their own targets use ``ttft_target``, ``tbt_target`` and ``tpot_target`` (seconds; a TPOT target,
 when set, paces decodes by the envelope instead of the gap). The policy never reads true output lengths.
@@ -120,7 +120,8 @@ class Goodput(Scheduler):
     def describe(self) -> dict:
         pred = self._pred
         return {**super().describe(), "predictor": None if pred is None else
-                {"a": pred.a, "b": pred.b, "c": pred.c, "ratio_decode": self._ratio[0], "ratio_prefill": self._ratio[1]}}
+                {"a": pred.a, "b": pred.b, "c": pred.c, "ratio_decode": self._ratio[0],
+                 "ratio_prefill": self._ratio[1]}}
 
     # --- targets and prediction ---------------------------------------------------------------------------
     def targets(self, r: Request) -> tuple[float, float, bool]:
