@@ -17,6 +17,9 @@ compiled = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(compiled)
 
 
+SOURCES: dict[str, str] = {}  # the sources' hashes as Cython read them
+
+
 def extensions() -> list:
     if os.environ.get("LLMSCHED_NO_COMPILE"):
         print("llmsched: LLMSCHED_NO_COMPILE is set: pure-Python install")
@@ -24,6 +27,7 @@ def extensions() -> list:
     try:
         from Cython.Build import cythonize
         from setuptools import Extension
+        SOURCES.update(compiled.source_record())
         modules = [Extension(m, [str(compiled.sources(m)[0].relative_to(HERE))]) for m in compiled.MODULES]
         # annotations stay hints: typed by them, a compiled `n: int` would refuse a numpy integer the source takes
         return cythonize(modules, language_level=3, quiet=True, nthreads=os.cpu_count() or 1,
@@ -51,7 +55,7 @@ class OptionalBuildExt(build_ext):
         except Exception as e:
             print(f"llmsched: compiling the simulator failed ({type(e).__name__}: {e}): pure-Python install")
             return
-        compiled.write_manifest(package_dir)
+        compiled.write_manifest(package_dir, SOURCES)
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

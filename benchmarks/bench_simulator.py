@@ -21,6 +21,8 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
 * ``running256``: simulation CPU per step in a closed loop of 256 users (ShareGPT lengths, 8,000 requests),
   sarathi (~80 of them running: its 512-token budget binds) and vllm-chunked (~240 running); the ``running``
   column is the mean over steps; the median of three runs.
+* ``vllm-v1``: running256's vllm-chunked row with ``--batch-time roofline`` and with ``vllm-v1`` (the engine
+  terms around the same roofline): what vLLM v1's terms cost a step (no baseline: older checkouts lack the kind).
 
 ``--baseline PATH`` runs every row a second time with ``PYTHONPATH=PATH`` (e.g. a worktree of an older commit)
 and prints after/before ratios measured in the same run; ``--baseline pure`` runs this checkout's Python sources
@@ -190,6 +192,14 @@ def rows(names: list[str], tmp: Path):
                 yield f"256 users, {sched}", "sim", {
                     "scheduler": sched, "workload": "sharegpt", "concurrency": 256, "rate": None,
                     "num_requests": 8000, "max_num_seqs": 256, "num_blocks": 200_000, "repeat": 3}
+        elif name == "vllm-v1":
+            # running256's vllm-chunked row through vLLM v1's engine terms (batchtime/vllm_v1.py: CUDA-graph
+            # padding, async scheduling's overlap and late admission) around the same roofline
+            for kind in ("roofline", "vllm-v1"):
+                yield f"256 users, vllm-chunked, {kind}", "sim", {
+                    "scheduler": "vllm-chunked", "workload": "sharegpt", "concurrency": 256, "rate": None,
+                    "num_requests": 8000, "max_num_seqs": 256, "num_blocks": 200_000, "batch_time": kind,
+                    "repeat": 3}
         elif name == "configjson":
             # a model from its config.json against its preset twin: the same shapes, so the same steps; the
             # MoE one runs the roofline's expert terms every step
@@ -203,7 +213,7 @@ def rows(names: list[str], tmp: Path):
                         "max_num_batched_tokens": 2048, "repeat": 3}
         else:
             raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, replicas, routers, running256, "
-                             f"configjson")
+                             f"vllm-v1, configjson")
 
 
 def refuse_stale_build(allowed: bool) -> None:

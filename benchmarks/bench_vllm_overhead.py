@@ -37,9 +37,13 @@ import tempfile
 import time
 
 # One policy per scheduler family, each with its defaults (FairBatching's predictor from the plug-in's online
-# batch-time fit), except SLAI's seat caps, raised so that every request runs.
-DEFAULT_POLICIES = "vllm-chunked,vllm,sarathi,slai,fairbatching,rad,deferred-prefill,infermax,nested-wait"
+# batch-time fit), except SLAI's seat caps, raised so that every request runs; vtc, wfq and priority with tenants.
+DEFAULT_POLICIES = ("vllm-chunked,vllm,sarathi,slai,fairbatching,rad,deferred-prefill,infermax,nested-wait,vtc,wfq,"
+                    "priority")
 POLICY_PARAMS = {"slai": {"max_active": 256, "max_decodes": 256}}
+# the tenant policies get four tenants (requests take them in turn), with weights or priority classes
+POLICY_TENANTS = {"vtc": "a,b:weight=2,c,d:weight=0.5", "wfq": "a,b:weight=2,c,d:weight=0.5",
+                  "priority": "a:priority=0,b:priority=1,c:priority=1,d:priority=2"}
 PROMPT = 16
 MAX_LEN = 256
 KEYS = ("stock", "stock_update", "total", "vllm", "policy", "update")
@@ -127,8 +131,10 @@ def measure(sizes: list[int], steps: int, policies: list[str], rounds: int = 1, 
     try:
         for rnd in range(rounds):
             for policy in policies:
-                plug.configure(load_settings({}, scheduler=policy, scheduler_params=POLICY_PARAMS.get(policy, {})),
-                               record=False)
+                tenants = POLICY_TENANTS.get(policy)
+                plug.configure(load_settings({}, scheduler=policy, scheduler_params=POLICY_PARAMS.get(policy, {}),
+                                             tenants=tenants), record=False)
+                names = [t.split(":")[0] for t in tenants.split(",")] if tenants else []
                 pol = plug.llmsched_policy
                 pol.schedule = part(pol.schedule, "policy")
                 for n in sizes:
@@ -137,8 +143,10 @@ def measure(sizes: list[int], steps: int, policies: list[str], rounds: int = 1, 
                     for llm in (stock_llm, plug_llm):
                         eng = llm.llm_engine
                         for i in ids:
+                            extra = {"tenant": names[int(i) % len(names)]} if names else None
                             eng.add_request(i, {"prompt_token_ids": prompt_ids(PROMPT, int(i))},
-                                            SamplingParams(max_tokens=MAX_LEN - PROMPT, ignore_eos=True))
+                                            SamplingParams(max_tokens=MAX_LEN - PROMPT, ignore_eos=True,
+                                                           extra_args=extra))
                         s = scheduler_of(llm)
                         for _ in range(300):  # until every request decodes (or the policy's own caps hold some back)
                             eng.step()

@@ -107,9 +107,14 @@ def dependents(stale: set[str], root: Path = ROOT) -> set[str]:
     return out
 
 
-def write_manifest(package_dir: Path, root: Path = ROOT) -> None:
-    """Record the source hash of every module under ``root`` in ``package_dir`` (where the build put them)."""
-    record = {module: digest(module, root) for module in MODULES}
+def source_record(root: Path = ROOT) -> dict[str, str]:
+    """The source hash of every compiled module, taken when Cython reads the sources."""
+    return {module: digest(module, root) for module in MODULES}
+
+
+def write_manifest(package_dir: Path, record: dict[str, str]) -> None:
+    """Write ``record`` (``source_record`` taken before translating) in ``package_dir``, where the build put the
+    modules: a source edited while the build ran then reads as changed, not as built."""
     (package_dir / MANIFEST).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 

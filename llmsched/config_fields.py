@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 
 from .run_field import API, shown
+from .workload.tenants import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
+from .workload.tiers import parse_tiers
 
 # A run must mean something: a mean gap longer than MIN_RATE's (about 11.6 days) or more than MAX_REQUESTS
 # requests is a typo (1e-300, 1e30), not an experiment; such a run would never end or never start.
@@ -50,6 +52,9 @@ CONFLICTS = (
     ("rate_schedule", "rate", "the schedule gives the rate of each period; drop --rate"),
     ("rate_schedule", "cv", "a rate schedule draws Poisson arrivals; drop --cv"),
     ("num_requests", "duration", "give the number of requests or the duration of arrivals, not both"),
+    ("tenants", "rate", "each tenant has its own rate (--tenants NAME:rate=R,...); drop --rate"),
+    ("tenants", "concurrency", "each tenant is an open-loop arrival stream; drop --concurrency or --tenants"),
+    ("tenants", "rate_schedule", "each tenant has its own rate (--tenants NAME:rate=R,...); drop --rate-schedule"),
 )
 
 # what the rest of a run is, for defaults that would not apply to it
@@ -79,6 +84,8 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
                 continue
             if a == "trace" and b == "arrival" and data[b] == "poisson":
                 continue
+            if (a, b) == ("tenants", "rate") and given(data, "trace"):
+                continue  # --rate rescales a trace whose rows name their tenants
             raise ValueError(f"{origin_of(b).name(b)} does not apply together with {origin_of(a).name(a)}: {why}")
     if given(data, "gpu_spec") and given(data, "gpu") and data["gpu"] != data["gpu_spec"]:
         raise ValueError(f"{origin_of('gpu').name('gpu')} does not apply together with "
@@ -96,6 +103,12 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
     if given(data, "concurrency") and not given(data, "num_requests"):
         raise ValueError(f"{origin_of('concurrency').name('concurrency')} (a closed loop) needs --num-requests, how "
                          f"many requests it sends in all")
+    if given(data, "tenants") and isinstance(data["tenants"], str):
+        check_tenant_combination(data, origin_of)
+    dp, replicas = data.get("dp"), data.get("replicas")
+    if isinstance(dp, int) and dp > 1 and isinstance(replicas, int) and replicas > 1:
+        raise ValueError(f"{origin_of('dp').name('dp')} {dp} with {origin_of('replicas').name('replicas')} "
+                         f"{replicas}: a DP group is one server of {dp} ranks; give --dp or --replicas, not both")
     rate = data.get("rate")
     if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0:
         n, duration = data.get("num_requests"), data.get("duration")
@@ -105,6 +118,30 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
         if isinstance(duration, (int, float)) and duration * rate > MAX_REQUESTS:
             raise ValueError(f"{origin_of('duration').name('duration')} {duration:g} at rate {rate:g} means about "
                              f"{duration * rate:.3g} requests (more than {MAX_REQUESTS:,}); shorten the duration")
+
+
+def check_tenant_combination(data: dict, origin_of) -> None:
+    """Tenants with a trace take weight and priority only; without one each needs its rate; a priority is given by
+    the tenants or by the tiers, not both."""
+    streams = parse_tenants(data["tenants"])
+    where = origin_of("tenants").at("tenants", data["tenants"])
+    if given(data, "trace"):
+        for s in streams:
+            for key in ("rate", "workload"):
+                if getattr(s, key) is not None:
+                    raise ValueError(f"{where}: tenant {s.name!r}: {key}= does not apply with --trace (the trace "
+                                     f"gives arrivals and lengths, its tenant column whose each request is); give "
+                                     f"weight= and priority= only")
+    else:
+        for s in streams:
+            if s.rate is None:
+                raise ValueError(f"{where}: tenant {s.name!r} needs rate=R (requests/s): each tenant is its own "
+                                 f"arrival stream, e.g. {TENANTS_EXAMPLE}")
+    tiers = data.get("tiers")
+    if isinstance(tiers, str) and tiers.strip() and any(s.tenant.priority is not None for s in streams):
+        if any(t.priority is not None for t in parse_tiers(tiers)):
+            raise ValueError(f"{where}: both the tenants and the tiers ({origin_of('tiers').name('tiers')}) give "
+                             f"priorities; give priority= in one of them")
 
 
 def check_params(owner: str, params: dict, defaults: dict, where: str) -> dict:

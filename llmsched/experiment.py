@@ -9,18 +9,22 @@ import dataclasses
 
 import numpy as np
 
-from .batchtime.registry import make_batch_time_model
+from .batchtime.registry import BATCH_TIME_MODELS, make_batch_time_model, resolve_kind
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.memory import kv_capacity_blocks
+from .hardware.vllm_memory import no_room, vllm_kv_budget
 from .hardware.models import model as model_preset
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
 from .routers import make_router
 from .run_config import RunConfig
 from .schedulers.registry import create_scheduler, scheduler_info
+from .sim.dp_lockstep import in_lockstep, simulate_lockstep
 from .sim.simulator import RunResult, simulate
-from .workload.workload import ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, trace_workload
+from .workload.tenants import tenant_workloads, trace_tenants
+from .workload.workload import (ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, read_arrival_trace,
+                                replay)
 from .workload.length_presets import length_preset
 
 
@@ -29,36 +33,65 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
     """The run's replicas, sharing ``steps`` (default a new StepLog); ``workload_params`` (from
     ``workload_params(cfg, source)``) tunes workload-aware policies to the run's own workload where the user did
     not set those parameters."""
-    m = model_preset(cfg.model)
-    if cfg.tp is not None:
-        m = m.with_tp(cfg.tp)
+    m = run_model(cfg)
     if cfg.max_model_len is not None and cfg.max_model_len > m.max_model_len:
         raise ValueError(f"max_model_len {cfg.max_model_len} is above {cfg.model}'s context length "
                          f"{m.max_model_len}; lower --max-model-len or leave it out to use the model's")
     g = gpu_preset(cfg.gpu)
     try:
-        bt = make_batch_time_model(cfg.batch_time, m, g, **cfg.batch_time_params)
+        bt = make_batch_time_model(cfg.batch_time, m, g, **run_params(cfg), **cfg.batch_time_params)
     except TypeError as e:  # a value of the wrong type deep in the model's arithmetic
         raise ValueError(f"batch_time_params {cfg.batch_time_params}: a value has the wrong type for batch-time "
                          f"model {cfg.batch_time!r} ({e}); give numbers (and a path for file=)") from None
-    num_blocks = cfg.num_blocks or kv_capacity_blocks(m, g, gpu_memory_utilization=cfg.gpu_memory_utilization,
-                                                        block_size=cfg.block_size)
+    num_blocks = cfg.num_blocks or kv_blocks(cfg, m, g, bt)
     block_bytes = m.kv_bytes_per_token * cfg.block_size
     config = ReplicaConfig(
         num_blocks=num_blocks, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
         max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len or m.max_model_len,
         preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow,
-        fast_forward=cfg.fast_forward, check_invariants=cfg.check_invariants)
+        fast_forward=cfg.fast_forward and not in_lockstep(cfg.dp, cfg.expert_parallel, m),
+        check_invariants=cfg.check_invariants)
     steps = steps if steps is not None else StepLog()
     params = {**(workload_params or {}), **cfg.scheduler_params}
     try:
-        policies = [create_scheduler(cfg.scheduler, **params) for _ in range(cfg.replicas)]
+        policies = [create_scheduler(cfg.scheduler, **params) for _ in range(cfg.replicas if cfg.dp == 1 else cfg.dp)]
     except TypeError as e:
         raise ValueError(f"scheduler {cfg.scheduler!r} parameters {params}: a value has the wrong type ({e})") from None
     for i, policy in enumerate(policies):  # a budget above the replica's cap: lowered, recorded, warned about once
         policy.fit_token_budgets(config.max_num_batched_tokens, cfg.scheduler_params if i == 0 else ())
     return [Replica(i, policy, bt, config, steps) for i, policy in enumerate(policies)]
+
+
+def run_model(cfg: RunConfig):
+    """The run's model spec: the preset (or config.json) at the run's tensor and data parallelism, its experts
+    sharded by expert parallelism where the run asks (the batch-time models read all three from the spec)."""
+    m = model_preset(cfg.model)
+    if cfg.tp is None and cfg.dp == 1 and not cfg.expert_parallel:
+        return m
+    return m.with_parallel(tp=cfg.tp, dp=cfg.dp, expert_parallel=cfg.expert_parallel or None)
+
+
+def run_params(cfg: RunConfig) -> dict:
+    """The run settings the batch-time kind takes from the run (its ``run_fields``), where not given in
+    ``batch_time_params``."""
+    kind, _ = resolve_kind(cfg.batch_time)
+    fields = BATCH_TIME_MODELS[kind].get("run_fields", ())
+    return {name: getattr(cfg, name) for name in fields if name not in cfg.batch_time_params}
+
+
+def kv_blocks(cfg: RunConfig, spec, device, bt) -> int:
+    """KV blocks per replica (per DP rank): sized as vLLM v1 does (hardware/vllm_memory.py) for the vllm-v1
+    batch-time kind, else the weights-and-activation reserve of hardware/memory.py."""
+    if resolve_kind(cfg.batch_time)[0] != "vllm-v1":
+        return kv_capacity_blocks(spec, device, gpu_memory_utilization=cfg.gpu_memory_utilization,
+                                  block_size=cfg.block_size)
+    budget = vllm_kv_budget(spec, device, max_num_batched_tokens=cfg.max_num_batched_tokens,
+                            max_num_seqs=cfg.max_num_seqs, gpu_memory_utilization=cfg.gpu_memory_utilization,
+                            capture_sizes=len(getattr(bt, "capture_sizes", ())), block_size=cfg.block_size)
+    if budget.blocks < 1:
+        raise ValueError(no_room(spec, device, budget, cfg.gpu_memory_utilization))
+    return budget.blocks
 
 
 def workload_params(cfg: RunConfig, source) -> dict:
@@ -73,9 +106,9 @@ def workload_params(cfg: RunConfig, source) -> dict:
         return {}
     out = {"lengths": cfg.lengths or cfg.trace or cfg.workload}
     if cfg.concurrency is None:
-        rate = cfg.rate if cfg.rate and not cfg.rate_schedule else mean_rate(source)
+        rate = cfg.rate if cfg.rate and not (cfg.rate_schedule or cfg.tenants) else mean_rate(source)
         if rate:
-            out["rate"] = rate / cfg.replicas  # each replica's share (the routers spread arrivals evenly)
+            out["rate"] = rate / max(cfg.replicas, cfg.dp)  # each replica's (DP rank's) share: spread evenly
     return out
 
 
@@ -97,6 +130,14 @@ def length_dist(cfg: RunConfig):
 
 def build_source(cfg: RunConfig):
     extra = {"tiers": cfg.tiers.value} if cfg.tiers else {}
+    if cfg.trace:
+        return trace_source(cfg, extra)
+    if cfg.tenants:
+        n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
+        return tenant_workloads(cfg.tenants.value, lambda preset: tenant_lengths(cfg, preset),
+                                num_requests=None if cfg.duration else n, duration=cfg.duration,
+                                arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
+                                seed=cfg.seed, **extra)
     if cfg.concurrency is not None:
         if cfg.num_requests is None:
             raise ValueError("concurrency (a closed loop) needs num_requests, how many requests it sends in all")
@@ -109,9 +150,6 @@ def build_source(cfg: RunConfig):
         wl = Workload(cfg.rate_schedule.value, length_dist(cfg),
                       num_requests=cfg.num_requests, duration=cfg.duration, max_total_tokens=cfg.max_total_tokens,
                       seed=cfg.seed, **extra)
-    elif cfg.trace:
-        wl = trace_workload(cfg.trace, target_rate=cfg.rate, num_requests=cfg.num_requests,
-                            max_total_tokens=cfg.max_total_tokens, seed=cfg.seed, **extra)
     else:
         if cfg.rate is None:
             raise ValueError("a generated workload needs rate (--rate, requests/s)")
@@ -120,6 +158,43 @@ def build_source(cfg: RunConfig):
                                 arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
                                 seed=cfg.seed, **extra)
     return wl.source()
+
+
+def trace_source(cfg: RunConfig, extra: dict):
+    """A trace replay; when the trace names each row's tenant (a ``tenant`` column) its requests carry them, with
+    the weights and priorities ``tenants`` gives (weight 1 each without it)."""
+    trace = read_arrival_trace(cfg.trace)
+    source = replay(trace, target_rate=cfg.rate, num_requests=cfg.num_requests, max_total_tokens=cfg.max_total_tokens,
+                    seed=cfg.seed, **extra).source()
+    if trace.tenants is None:
+        if cfg.tenants:
+            raise ValueError(f"--tenants {cfg.tenants}: the trace {trace.source} has no tenant column to say whose "
+                             f"each request is; add one (a column named tenant) or drop --tenants")
+        return source
+    return trace_tenants(source, trace.tenants, cfg.tenants.value if cfg.tenants else None,
+                         str(trace.source))
+
+
+def tenant_lengths(cfg: RunConfig, preset: str | None):
+    """A tenant's length distribution: its own preset, else the run's."""
+    return length_preset(preset) if preset else length_dist(cfg)
+
+
+DP_ROUTER = "vllm-dp-latest"  # the DP ranks' balancer unless the run names a router
+
+
+def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: float | None = None,
+                    progress: bool = False, log=None, keep_gaps: bool | None = None) -> RunResult:
+    """Simulate ``replicas`` (from ``build_replicas(cfg)``) on ``source`` the way ``cfg`` says: its router (vLLM's
+    DP balancer for DP ranks unless one is named), a MoE model's DP ranks in lockstep."""
+    keep_gaps = cfg.keep_gaps if keep_gaps is None else keep_gaps
+    router = make_router(DP_ROUTER if cfg.dp > 1 and cfg.router == "round-robin" else cfg.router)
+    if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
+        if log is not None:
+            raise ValueError("--stream does not run DP ranks in lockstep (a MoE model with --dp); drop --stream")
+        return simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps)
+    return simulate(source, replicas, router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes, progress=progress,
+                    keep_gaps=keep_gaps, log=log)
 
 
 def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) -> RunResult:
@@ -132,8 +207,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
             raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
         log, steps = open_streams(out)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
-    result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed, lanes=cfg.lanes,
-                      progress=progress, keep_gaps=cfg.keep_gaps, log=log)
+    result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
     rep = replicas[0]
     result.meta = {
         "config": dataclasses.asdict(cfg),

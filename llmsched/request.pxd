@@ -5,6 +5,8 @@ cdef class Request:
     cdef public object output_len
     cdef public object tier
     cdef public object slo
+    cdef public object tenant
+    cdef public object priority
     cdef public object status
     cdef public object num_computed
     cdef public object num_generated

@@ -33,22 +33,56 @@ class SLO:
                 raise ValueError(f"SLO {name} target must be a positive number of seconds, got {v!r}")
 
 
+def check_priority(owner: str, priority) -> None:
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+        raise ValueError(f"{owner}: priority must be an integer (lower is more urgent, as in vLLM), got "
+                         f"{priority!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class Tier:
-    """A class of users with its SLO, drawn with probability ``share`` among a run's tiers."""
+    """A class of users with its SLO, drawn with probability ``share`` among a run's tiers; ``priority``: its
+    priority class (lower is more urgent, as in vLLM), None when the tier has none."""
 
     name: str
     slo: SLO = SLO()
     share: float = 1.0
+    priority: int | None = None
 
     def __post_init__(self):
         if not self.name:
             raise ValueError("tier name must be non-empty")
         if not (0 < self.share <= 1):
             raise ValueError(f"tier {self.name!r}: share must be in (0, 1], got {self.share}")
+        check_priority(f"tier {self.name!r}", self.priority)
 
 
 DEFAULT_TIER = Tier("default")
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """A client of a shared endpoint: its ``weight`` in fair sharing (a tenant of weight 2 is owed twice the
+    service of one of weight 1) and, optionally, its priority class (lower is more urgent, as in vLLM)."""
+
+    name: str
+    weight: float = 1.0
+    priority: int | None = None
+
+    def __post_init__(self):
+        if not self.name:
+            raise ValueError("tenant name must be non-empty")
+        w = self.weight
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not (w > 0 and math.isfinite(w)):
+            raise ValueError(f"tenant {self.name!r}: weight must be a positive finite number, got {w!r}")
+        check_priority(f"tenant {self.name!r}", self.priority)
+
+
+def priority_of(tier: Tier, tenant: Tenant | None) -> int:
+    """A request's priority class: its tenant's, else its tier's, else 0 (vLLM's default)."""
+    if tenant is not None and tenant.priority is not None:
+        return tenant.priority
+    return tier.priority if tier.priority is not None else 0
 
 
 class Status(IntEnum):
@@ -65,7 +99,7 @@ class Request:
 
     __slots__ = (
         # spec
-        "id", "arrival", "prompt_len", "output_len", "tier", "slo",
+        "id", "arrival", "prompt_len", "output_len", "tier", "slo", "tenant", "priority",
         # state (mutated only by the replica)
         "status", "num_computed", "num_generated", "num_blocks", "replica",
         "first_scheduled", "first_token", "last_token", "finish", "preemptions",
@@ -73,7 +107,7 @@ class Request:
     )
 
     def __init__(self, id: int, arrival: float, prompt_len: int, output_len: int,
-                 tier: Tier = DEFAULT_TIER):
+                 tier: Tier = DEFAULT_TIER, tenant: Tenant | None = None):
         if prompt_len < 1:
             raise ValueError(f"request {id}: prompt_len must be >= 1, got {prompt_len}")
         if output_len < 1:
@@ -86,6 +120,8 @@ class Request:
         self.output_len = int(output_len)
         self.tier = tier
         self.slo = tier.slo
+        self.tenant = tenant  # None: the run has no tenants
+        self.priority = priority_of(tier, tenant)  # lower is more urgent
         self.status = Status.WAITING
         self.num_computed = 0
         self.num_generated = 0
@@ -126,5 +162,6 @@ class Request:
 
     def __repr__(self) -> str:
         return (f"Request(id={self.id}, arrival={self.arrival:.3f}, prompt={self.prompt_len}, "
-                f"output={self.output_len}, tier={self.tier.name}, status={self.status.name}, "
+                f"output={self.output_len}, tier={self.tier.name}, "
+                f"{f'tenant={self.tenant.name}, ' if self.tenant is not None else ''}status={self.status.name}, "
                 f"computed={self.num_computed}, generated={self.num_generated})")

@@ -18,6 +18,7 @@ from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODE
 from .hardware.gpus import gpu_from_file
 from .run_field import API, Origin, declare, declared, default_of
 from .workload.arrivals import Piecewise
+from .workload.tenants import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
 from .workload.tiers import parse_tiers
 
 
@@ -48,12 +49,21 @@ class RunConfig:
     tp: int | None = declare(None, "tensor-parallel degree (overrides the model preset's)", kind=int, optional=True,
                              low=1, high=64)
     batch_time: str = declare("roofline", "batch-time model: roofline, roofline-staircase, calibrated, engine, "
-                                          "linear")
+                                          "linear, vllm-v1 (vLLM v1's engine terms around the roofline), or a "
+                                          "stored profile")
     batch_time_params: dict = declare({}, "batch-time model parameter (repeatable)", flag="--bt-param",
                                       metavar="KEY=VALUE")
     replicas: int = declare(1, "number of replicas behind the router", low=1, high=4096)
     router: str = declare("round-robin", "router for several replicas: random, round-robin, least-outstanding, "
                                          "least-load")
+    # vLLM's data parallelism: dp engines (attention ranks), each with its own scheduler and KV cache, behind
+    # vLLM's DP load balancer (the router, unless one is named); expert_parallel shards a MoE model's experts
+    # over them, and a MoE model's ranks step in lockstep (sim/dp_lockstep.py)
+    dp: int = declare(1, "vLLM's data_parallel_size: DP ranks, each with its own scheduler and KV cache, fed by "
+                         "vLLM's DP load balancer (vllm-dp-latest, unless --router names another)", low=1, high=1024,
+                      hint="vLLM's data_parallel_size")
+    expert_parallel: bool = declare(False, "vLLM's enable_expert_parallel: a MoE model's experts sharded over the "
+                                           "--dp ranks (and their tensor-parallel GPUs)", switch=True)
     # workload: a named length preset with an arrival process, a real trace, or a closed loop
     workload: str = declare("sharegpt", "named length preset paired with --arrival at --rate (sharegpt, "
                                         "azure-conv, ...)", hint="a length preset, see `llmsched presets`")
@@ -83,8 +93,14 @@ class RunConfig:
     concurrency: int | None = declare(None, "closed loop: keep this many requests in flight (a new one arrives as "
                                             "one finishes)", kind=int, optional=True, low=1, high=MAX_REQUESTS)
     tiers: str | None = declare(None, "SLO tiers, e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5' (keys ttft, tbt, "
-                                      "tpot in seconds)", kind=str, optional=True,
-                                hint="e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5'", parse=parse_tiers)
+                                      "tpot in seconds; share; priority, an integer class, lower more urgent)",
+                                kind=str, optional=True, hint="e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5'",
+                                parse=parse_tiers)
+    tenants: str | None = declare(None, "tenants, each its own arrival stream: 'heavy:rate=8,light:rate=0.5:weight=2' "
+                                        "(keys rate, weight, workload, priority; with --trace its tenant column names "
+                                        "them: weight and priority only)", kind=str, optional=True,
+                                  hint=f"e.g. {TENANTS_EXAMPLE} (keys rate, weight, workload, priority)",
+                                  parse=parse_tenants)
     max_total_tokens: int | None = declare(None, "cap prompt+output tokens of generated requests", kind=int,
                                            optional=True, low=2)
     # replica limits, named as in vLLM

@@ -12,7 +12,7 @@ import pytest
 from llmsched.cli import main
 
 TABLE = tomllib.loads((Path(__file__).parent / "data" / "bad_inputs.toml").read_text())
-KINDS = ("cli", "config", "trace", "model", "gpu", "settings")
+KINDS = ("cli", "config", "trace", "model", "gpu", "settings", "serving")
 
 
 def cases():
@@ -28,6 +28,12 @@ def expected(case, file: Path | None) -> list[str]:
 
 
 def write_input(case, tmp_path: Path) -> Path | None:
+    if "files" in case:  # a run folder: {file} is the folder
+        folder = tmp_path / case.get("folder", "run")
+        folder.mkdir()
+        for name, text in case["files"].items():
+            (folder / name).write_text(text)
+        return folder
     if "name" not in case:
         return None
     path = tmp_path / case["name"]

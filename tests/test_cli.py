@@ -133,3 +133,23 @@ def test_simulate_draws_plots_only_when_asked(tmp_path, capsys):
     assert main(["simulate", "--workload", "azure-conv", "--rate", "4", "--num-requests", "30", "--plots",
                  "--no-progress"]) == 2
     assert "--plots draws into --out" in capsys.readouterr().err
+
+
+def test_the_theory_and_reproduce_tables_name_every_command_module():
+    """The sub-commands come from explicit tables: a module of theory/ or reproduce/ that defines a command
+    (``NAME`` and ``run``) but is missing from its table would never be offered."""
+    import ast
+    from pathlib import Path
+    import llmsched
+    from llmsched.cli.reproduce import REPRODUCE_COMMANDS
+    from llmsched.cli.theory import THEORY_COMMANDS
+    root = Path(llmsched.__file__).parent
+    for package, table in (("theory", THEORY_COMMANDS), ("reproduce", REPRODUCE_COMMANDS)):
+        commands = set()
+        for path in (root / package).glob("*.py"):
+            names = {t.id for node in ast.parse(path.read_text()).body if isinstance(node, ast.Assign)
+                     for t in node.targets if isinstance(t, ast.Name)}
+            functions = {node.name for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef)}
+            if "NAME" in names and "run" in functions:
+                commands.add(path.stem)
+        assert set(table) == commands, package

@@ -91,7 +91,7 @@ def _built(root: Path) -> None:
     for module in compiled.MODULES:
         py = compiled.sources(module, root)[0]
         py.with_name(py.stem + suffix).touch()
-    compiled.write_manifest(root, root)
+    compiled.write_manifest(root, compiled.source_record(root))
 
 
 def test_a_current_build_is_used(package):

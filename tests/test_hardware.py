@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -131,3 +132,22 @@ def test_attention_flops_causal():
     assert m.attention_flops(1, 0) == 4 * m.layers * m.q_dim
     assert m.attention_flops(512, 1024) > m.attention_flops(512, 0) > 0
     assert math.isclose(m.attention_flops(2, 0), 4 * m.layers * m.q_dim * 3)
+
+
+def test_a_measured_allreduce_bus_bandwidth_replaces_the_link_rate_times_comm_eff(tmp_path):
+    from llmsched.batchtime.roofline import RooflineBatchTime
+    from llmsched.hardware.gpus import gpu_from_file
+    pro = gpu("rtx-pro-6000")
+    assert pro.collective_bw(0.7) == pro.allreduce_busbw == 22.2e9       # measured: comm_eff does not apply
+    assert gpu("h100").collective_bw(0.7) == 900e9 / 2 * 0.7            # none measured: datasheet x comm_eff
+    m = model("qwen3-32b").with_tp(2)
+    bt = RooflineBatchTime(m, pro, step_overhead=0.0)
+    per_token = bt.decode_time(65, 0) - bt.decode_time(64, 0)
+    unmeasured = RooflineBatchTime(m, replace(pro, allreduce_busbw=0.0), step_overhead=0.0)
+    # two ring all-reduces a layer, each 2(tp-1)/tp of a token's hidden state per token
+    extra = 2 * m.layers * m.hidden * 2 * (1 / 22.2e9 - 1 / (128e9 / 2 * 0.7))
+    assert per_token - (unmeasured.decode_time(65, 0) - unmeasured.decode_time(64, 0)) == pytest.approx(extra, rel=1e-6)
+    spec = tmp_path / "card.toml"
+    spec.write_text("flops = 503.8e12\nmem_bw = 1792e9\nmem_gib = 96\nhost_bw = 128e9\nsms = 188\n"
+                    "allreduce_busbw = 20e9\n")
+    assert gpu_from_file(spec).collective_bw(0.7) == 20e9

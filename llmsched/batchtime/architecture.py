@@ -34,6 +34,7 @@ import math
 
 from ..hardware.gpus import GPUSpec
 from ..hardware.models import ModelSpec
+from .fused_moe_tiles import padding_factor
 
 MOE_ALL2ALL = ("allgather_reducescatter", "dispatch_combine")
 # Kernels a MoE layer runs beyond a dense MLP's three (gate/up GEMM, activation, down GEMM) in vLLM's fused MoE
@@ -49,7 +50,8 @@ class ArchitectureTerms:
 
     def __init__(self, model: ModelSpec, gpu: GPUSpec, *, compute_eff: float, mem_eff: float,
                  attn_compute_eff: float, decode_attn_eff: float, comm_eff: float, collective_latency: float,
-                 hop_latency: float, sharpness: float, moe_all2all: str, layer_overhead: float):
+                 hop_latency: float, sharpness: float, moe_all2all: str, layer_overhead: float,
+                 moe_tile_padding: bool = True):
         if moe_all2all not in MOE_ALL2ALL:
             raise ValueError(f"moe_all2all must be one of {', '.join(MOE_ALL2ALL)}, got {moe_all2all!r}")
         m, g = model, gpu
@@ -58,6 +60,7 @@ class ArchitectureTerms:
         flops = g.gemm_flops(wb) * compute_eff
         bw = g.mem_bw * mem_eff
         self.moe = m.is_moe
+        self.tile_padding = bool(moe_tile_padding)
         if self.moe:
             group, dp, k, f = m.moe_group, m.dp, m.experts_per_token, m.expert_ffn
             ep = m.expert_parallel
@@ -72,7 +75,7 @@ class ArchitectureTerms:
             pairs = k * dp / group if ep else k * dp
             self._a = m.moe_layers * pairs * (2 * m.hidden + 3 * width) * b / bw
             self._elem = m.moe_layers * pairs * (3 * width + m.hidden) * b / bw
-            link = g.interconnect_bw / 2 * comm_eff
+            link = g.collective_bw(comm_eff)
             if dp > 1 and moe_all2all == "allgather_reducescatter":
                 self._comm_const = m.moe_layers * 2 * (collective_latency + (dp - 1) * hop_latency)
                 self._comm_tok = m.moe_layers * 2 * (dp - 1) * m.hidden * b / link
@@ -100,8 +103,13 @@ class ArchitectureTerms:
         """The routed experts' time for a step of ``tokens`` tokens on this DP rank (0 for a dense model)."""
         if not self.moe or not tokens:
             return 0.0
-        active = self.model.expected_active_experts(tokens * self._dp)
-        a, w = tokens * self._c, active * self._w + tokens * self._a
+        m = self.model
+        group_tokens = tokens * self._dp
+        active = m.expected_active_experts(group_tokens)
+        a = tokens * self._c
+        if self.tile_padding:
+            a *= padding_factor(group_tokens, m.experts, m.experts_per_token)
+        w = active * self._w + tokens * self._a
         p = self.p
         if p == math.inf:
             gemm = a if a > w else w

@@ -50,6 +50,9 @@ class BatchTimeModel(ABC):
     decode_sum_only: bool = False
     # slowdown of a step that starts after the engine sat idle (batchtime/wake.py); None: no such cost
     wake: "WakeCost | None" = None
+    # the engine plans a step while the one before runs (vLLM's async scheduling): a request arriving during a
+    # step is queued at its end and first scheduled in the step after the next (sim/simulator.py)
+    async_admission: bool = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

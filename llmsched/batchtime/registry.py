@@ -7,8 +7,10 @@ from ..hardware.gpus import GPUSpec
 from ..hardware.models import ModelSpec
 from .base import BatchTimeModel
 from .linear import LinearBatchTime
+from .named import load_profile, profile_names
 from .roofline import RooflineBatchTime
 from .serving_engine import DEFAULT_ENGINE, EngineBatchTime
+from .vllm_v1 import CPU_PER_SEQ, DEFAULT_MAX_CAPTURE, VLLMV1BatchTime, cudagraph_capture_sizes
 
 _ROOFLINE_PARAMS = tuple(p for p in inspect.signature(RooflineBatchTime.__init__).parameters
                          if p not in ("self", "model", "gpu", "staircase"))
@@ -53,8 +55,32 @@ def _linear(model=None, gpu=None, *, file=None, steps_csv=None, terms=None, loss
     return LinearBatchTime.approximate(RooflineBatchTime(model, gpu), **fit_args)[0]
 
 
-def _kind(factory, summary: str, params: tuple[str, ...], needs_hardware: bool = True) -> dict:
-    return {"factory": factory, "summary": summary, "params": params, "needs_hardware": needs_hardware}
+_VLLM_V1_OWN = ("gpu_model", "capture_sizes", "max_num_seqs", "max_num_batched_tokens", "max_capture",
+                "async_scheduling", "cpu_step", "cpu_per_seq", "source")
+
+
+def _vllm_v1(model, gpu, *, gpu_model="roofline", capture_sizes=None, max_num_seqs=256,
+             max_num_batched_tokens=8192, max_capture=DEFAULT_MAX_CAPTURE, async_scheduling=True, cpu_step=0.0,
+             cpu_per_seq=CPU_PER_SEQ, source="", **gpu_params) -> BatchTimeModel:
+    entry = BATCH_TIME_MODELS.get(gpu_model)
+    if entry is None or gpu_model == "vllm-v1":
+        inner = [k for k in BATCH_TIME_MODELS if k != "vllm-v1"]
+        raise ValueError(f"vllm-v1: gpu_model {gpu_model!r} is not a GPU batch-time model; valid: {', '.join(inner)}")
+    if "step_overhead" in entry["params"]:
+        gpu_params.setdefault("step_overhead", 0.0)  # the engine's host terms replace the roofline's default
+    inner = make_batch_time_model(gpu_model, model, gpu, **gpu_params)
+    sizes = capture_sizes if capture_sizes is not None else \
+        cudagraph_capture_sizes(int(max_num_seqs), int(max_num_batched_tokens), int(max_capture))
+    return VLLMV1BatchTime(inner, capture_sizes=sizes, async_scheduling=async_scheduling, cpu_step=cpu_step,
+                           cpu_per_seq=cpu_per_seq, source=source)
+
+
+def _kind(factory, summary: str, params: tuple[str, ...], needs_hardware: bool = True,
+          run_fields: tuple[str, ...] = ()) -> dict:
+    """``run_fields``: run settings (RunConfig field names) the kind takes as parameters of the same name, filled
+    from the run unless given."""
+    return {"factory": factory, "summary": summary, "params": params, "needs_hardware": needs_hardware,
+            "run_fields": run_fields}
 
 
 # name → {"factory", "summary" (one line for `llmsched presets`), "params" (accepted keywords), "needs_hardware"}
@@ -71,15 +97,33 @@ BATCH_TIME_MODELS: dict[str, dict] = {
     "linear": _kind(_linear, "a + b·tokens + c·Σcontext + d·#prefills (+ extra terms): from coefficients, a saved "
                              "JSON (file=), a fit to steps.csv (steps_csv=), or approximating model/gpu's roofline",
                     _LINEAR_PARAMS, needs_hardware=False),
+    "vllm-v1": _kind(_vllm_v1, "vLLM v1's engine around a GPU model (gpu_model=, default roofline): decode and "
+                               "mixed steps padded to CUDA-graph sizes, host work overlapped by async scheduling",
+                     _VLLM_V1_OWN + tuple(dict.fromkeys(_ROOFLINE_PARAMS + _ENGINE_PARAMS + _LINEAR_PARAMS)),
+                     run_fields=("max_num_seqs", "max_num_batched_tokens")),
 }
+
+
+def resolve_kind(name: str) -> tuple[str, dict]:
+    """A kind's name, or a stored profile's (batchtime/named.py): the kind and the profile's parameters."""
+    if name in BATCH_TIME_MODELS:
+        return name, {}
+    profile = load_profile(name)
+    if profile is None or profile["kind"] not in BATCH_TIME_MODELS:
+        profiles = profile_names()
+        where = f" (profile {profile['path']} names kind {profile['kind']!r})" if profile else ""
+        raise ValueError(f"unknown batch-time model {name!r}{where}; valid kinds: {', '.join(BATCH_TIME_MODELS)}"
+                         + (f"; stored profiles: {', '.join(profiles)}" if profiles else ""))
+    return profile["kind"], dict(profile["params"])
 
 
 def make_batch_time_model(kind: str = "roofline", model: ModelSpec | str | None = None,
                           gpu: GPUSpec | str | None = None, **params) -> BatchTimeModel:
-    """Build a batch-time model of ``kind`` (see :data:`BATCH_TIME_MODELS`) for ``model`` on ``gpu``."""
-    entry = BATCH_TIME_MODELS.get(kind)
-    if entry is None:
-        raise ValueError(f"unknown batch-time model {kind!r}; valid kinds: {', '.join(BATCH_TIME_MODELS)}")
+    """Build a batch-time model of ``kind`` (see :data:`BATCH_TIME_MODELS`, or a stored profile's name) for
+    ``model`` on ``gpu``; ``params`` override a profile's."""
+    kind, stored = resolve_kind(kind)
+    params = {**stored, **params}
+    entry = BATCH_TIME_MODELS[kind]
     unknown = sorted(set(params) - set(entry["params"]))
     if unknown:
         raise ValueError(f"unknown parameter(s) {', '.join(unknown)} for batch-time model {kind!r}; valid: "

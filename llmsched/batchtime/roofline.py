@@ -17,7 +17,9 @@ Per step, on each of the ``tp`` GPUs (every quantity below is that GPU's shard):
   ``max(4·layers·q_dim·(c·m + c(c+1)/2) / (P·e_attn),  (m + c)·KV / (B·e_m))``;
 * decode attention, memory-bound: ``Σ ctx · KV / (B·e_m)`` (KV = KV bytes per token on one GPU);
 * with tp > 1, two ring all-reduces of the hidden states per layer:
-  ``2·layers·(latency + 2(tp−1)/tp · τ·hidden·dtype / (interconnect/2 · e_comm))``;
+  ``2·layers·(latency + 2(tp−1)/tp · τ·hidden·dtype / C)`` with ``C`` the GPU's measured all-reduce bus
+  bandwidth where it has one (``GPUSpec.allreduce_busbw``: PCIe cards without NVLink reach far less than their
+  link's rate), else ``interconnect/2 · e_comm``;
 * a fixed ``step_overhead`` (scheduling, input preparation, sampling) plus ``per_seq_overhead`` per item;
 * for a mixture-of-experts, MLA or sliding-window model, :mod:`.architecture`'s terms: the layers' shared part
   (attention projections, dense layers, shared experts, router) takes the linear layers' place above, the
@@ -101,7 +103,7 @@ class RooflineBatchTime(BatchTimeModel):
                  calibration: str = "auto", allreduce_hop_latency: float = 0.0, host_step: float = 0.0,
                  host_layer: float = 0.0, host_prefill_layer: float = 0.0, host_per_seq: float = 0.0,
                  host_sharpness: float = math.inf, decode_attn_eff: float | None = None, decode_gqa: bool = True,
-                 moe_all2all: str = "allgather_reducescatter"):
+                 moe_all2all: str = "allgather_reducescatter", moe_tile_padding: bool = True):
         self.model, self.gpu = _model(model), _gpu(gpu)
         self.staircase = bool(staircase)
         if staircase:
@@ -132,6 +134,7 @@ class RooflineBatchTime(BatchTimeModel):
         self.decode_attn_eff = self.mem_eff if decode_attn_eff is None else decode_attn_eff
         self.decode_gqa = bool(decode_gqa)
         self.moe_all2all = moe_all2all
+        self.moe_tile_padding = bool(moe_tile_padding)
         for label, value in (("compute_eff", self.compute_eff), ("mem_eff", self.mem_eff),
                              ("attn_compute_eff", attn_compute_eff), ("comm_eff", comm_eff),
                              ("decode_attn_eff", self.decode_attn_eff)):
@@ -185,7 +188,7 @@ class RooflineBatchTime(BatchTimeModel):
         self._const = self.step_overhead + L * self.layer_overhead
         self._layers_const = L * self.layer_overhead
         if tp > 1:
-            link = g.interconnect_bw / 2 * self.comm_eff               # one direction
+            link = g.collective_bw(self.comm_eff)                      # one direction
             self._ar_const = 2 * L * (self.allreduce_latency + 2 * (tp - 1) * self.allreduce_hop_latency)
             self._ar_tok = 2 * L * 2 * (tp - 1) / tp * m.hidden * b / link
         else:
@@ -226,7 +229,7 @@ class RooflineBatchTime(BatchTimeModel):
             m, self.gpu, compute_eff=self.compute_eff, mem_eff=self.mem_eff, attn_compute_eff=self.attn_compute_eff,
             decode_attn_eff=self.decode_attn_eff, comm_eff=self.comm_eff, collective_latency=self.allreduce_latency,
             hop_latency=self.gpu.link_latency, sharpness=self.sharpness, moe_all2all=self.moe_all2all,
-            layer_overhead=self.layer_overhead)
+            layer_overhead=self.layer_overhead, moe_tile_padding=self.moe_tile_padding)
         if m.is_mla:
             self._kv_decode = self.architecture.kv_decode
         if m.sliding_window:
@@ -339,5 +342,5 @@ class RooflineBatchTime(BatchTimeModel):
                 "host_layer": self.host_layer, "host_prefill_layer": self.host_prefill_layer,
                 "host_per_seq": self.host_per_seq, "host_sharpness": self.host_sharpness,
                 "decode_attn_eff": self.decode_attn_eff, "decode_gqa": self.decode_gqa,
-                "moe_all2all": self.moe_all2all,
+                "moe_all2all": self.moe_all2all, "moe_tile_padding": self.moe_tile_padding,
                 "model_source": self.model.source, "gpu_source": self.gpu.source}

@@ -14,9 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 
-from ..experiment import RunConfig, build_replicas, build_source
-from ..routers import make_router
-from ..sim.simulator import simulate
+from ..experiment import RunConfig, build_replicas, build_source, simulate_config
 from ..workload.workload import OpenLoop
 from .slo import RATIOS, SLO
 from .stability import worst
@@ -68,8 +66,7 @@ def measure_point(cfg: RunConfig) -> dict:
         arrivals = source.arrival_times
         _, end = window(arrivals, cfg.warmup, cfg.cooldown)
         horizon = max(float(arrivals.max()), end + GRACE_S) or None
-    result = simulate(source, replicas, make_router(cfg.router), horizon=horizon, seed=cfg.seed, keep_gaps=True,
-                      lanes=cfg.lanes)
+    result = simulate_config(cfg, source, replicas, horizon=horizon, keep_gaps=True)
     return json.loads(json.dumps(measure(result, cfg.warmup, cfg.cooldown)))
 
 

@@ -20,6 +20,7 @@ COMMANDS = {
     "plan": "plan",
     "tune": "tune",
     "validate-timing": "validate_timing",
+    "validate-serving": "validate_serving",
     "run": "real_engine",  # a real vLLM engine (llmsched/vllm): its threads are its own
     "profile": "real_engine",
     "fidelity": "real_engine",

@@ -17,6 +17,7 @@ def presets(args) -> int:
 
 
 def all_presets() -> dict:
+    from ..batchtime.named import profile_names
     from ..batchtime.registry import BATCH_TIME_MODELS
     from ..hardware.gpus import GPUS
     from ..hardware.memory import kv_bytes_per_token
@@ -41,10 +42,20 @@ def all_presets() -> dict:
         "arrivals": {"poisson": "Poisson arrivals at --rate", "gamma": "gamma inter-arrivals, --cv burstiness",
                      "constant": "evenly spaced at --rate", "trace": "--trace FILE replays real arrival times",
                      "closed-loop": "--concurrency N: a new request when one finishes"},
-        "batch_time_models": {n: info["summary"] for n, info in BATCH_TIME_MODELS.items()},
+        "batch_time_models": {**{n: info["summary"] for n, info in BATCH_TIME_MODELS.items()},
+                              **{n: stored_profile(n) for n in profile_names() if n not in BATCH_TIME_MODELS}},
         "schedulers": {n: public(scheduler_info(n)) for n in scheduler_names() if not n.startswith("test-")},
         "routers": {n: cls.summary for n, cls in ROUTERS.items()},
     }
+
+
+def stored_profile(name: str) -> str:
+    """A stored batch-time profile's line: its kind, parameters and calibration runs."""
+    from ..batchtime.named import load_profile
+    profile = load_profile(name)
+    params = ", ".join(f"{k}={v}" for k, v in profile["params"].items())
+    runs = ", ".join(profile.get("calibrated_on", [])) or "not recorded"
+    return f"stored profile: {profile['kind']} with {params or 'its defaults'} (calibrated on {runs}; {profile['path']})"
 
 
 def public(info: dict) -> dict:

@@ -11,7 +11,7 @@ from .run_options import (CLI, add_run_options, base_config, config_with_origins
 
 # the run fields a real engine has no use for (the model is a directory, its own engine's limits and KV cache)
 SIM_ONLY = ("gpu", "gpu_spec", "tp", "batch_time", "replicas", "router", "gpu_memory_utilization", "num_blocks",
-            "preemption_mode", "swap_space_gb")
+            "preemption_mode", "swap_space_gb", "dp", "expert_parallel")
 ENGINE = declared(EngineConfig)
 ENGINE_LIMITS = ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size")  # also run fields
 
@@ -172,7 +172,7 @@ def fidelity(args) -> int:
     _start(args)
     from ..vllm.launch import make_llm
     from ..vllm.profiler import between_steps, profile as profile_engine, save
-    from ..vllm.runner import replay, workload_requests
+    from ..vllm.runner import replay, request_tenants, workload_requests
     from ..vllm.settings import load_settings
     llm = make_llm(engine)
     hf = llm.llm_engine.vllm_config.model_config.hf_config
@@ -189,7 +189,7 @@ def fidelity(args) -> int:
               f"wrote {path}")
     requests = workload_requests(cfg, engine.max_model_len, args.scale_lengths)
     real = replay(llm, requests, load_settings({}, scheduler=cfg.scheduler, scheduler_params=cfg.scheduler_params,
-                                               tiers=cfg.tiers, oracle=cfg.oracle))
+                                               tiers=cfg.tiers, tenants=request_tenants(requests), oracle=cfg.oracle))
     real_summary = summarize(real, warmup=cfg.warmup, cooldown=cfg.cooldown)
     behind = overload(requests, real)
     if behind:

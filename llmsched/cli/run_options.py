@@ -77,8 +77,8 @@ def read_options(args) -> tuple[dict, dict[str, Origin]]:
         data["batch_time_params"] = {**data.get("batch_time_params", {}),
                                      **parse_params(args.batch_time_params, CLI_FLAGS["batch_time_params"])}
         origins["batch_time_params"] = CLI
-    if (data.get("trace") or data.get("concurrency")) and "rate" not in data:
-        data["rate"] = None  # a trace replays at its own rate; a closed loop has none
+    if (data.get("trace") or data.get("concurrency") or data.get("tenants")) and "rate" not in data:
+        data["rate"] = None  # a trace replays at its own rate; a closed loop has none; tenants have their own
     for key, value in args.run_defaults.items():
         if key not in data and not conflicts_with(key, data):
             data[key] = check_field(key, value)

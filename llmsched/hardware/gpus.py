@@ -21,7 +21,10 @@ class GPUSpec:
     ``interconnect_bw``: GPU-to-GPU bytes/s for tensor-parallel all-reduce over that link (datasheet figure, both
     directions together; the PCIe figure for ``pcie``). ``link_latency``: seconds per ring hop of an all-reduce
     over that interconnect (NCCL's own tuning model, src/graph/tuning.cc ``hwLat``, ring/LL protocol:
-    0.4 µs over NVLink, 1.0 µs over PCIe). ``sms``: streaming multiprocessors (compute units on AMD).
+    0.4 µs over NVLink, 1.0 µs over PCIe). ``allreduce_busbw``: the bus bandwidth (bytes/s, nccl-tests'
+    ``busbw``) NCCL's all-reduce was *measured* to reach among such cards with NCCL's default settings (vLLM's),
+    where a measurement exists; 0: the datasheet's one-way rate × the batch-time model's ``comm_eff`` (see
+    :meth:`collective_bw`). ``sms``: streaming multiprocessors (compute units on AMD).
     ``t_row, t_col, t_red``: the GeMM tile of Bari et al.'s staircase model (eq. 2/4): ``t_col`` is the tile edge
     along the token dimension, so the linear layers cost the same for every token count in
     (k·t_col, (k+1)·t_col]. ``family``: GPUs sharing a chip, whose fitted efficiencies carry over.
@@ -42,6 +45,7 @@ class GPUSpec:
     link_latency: float = 0.4e-6
     fp8_flops: float = 0.0
     interconnect: str = ""
+    allreduce_busbw: float = 0.0
 
     def __post_init__(self):
         for field_name in ("flops", "mem_bw", "mem_bytes", "host_bw", "interconnect_bw", "sms",
@@ -50,6 +54,9 @@ class GPUSpec:
                 raise ValueError(f"GPU {self.name!r}: {field_name} must be positive, got {getattr(self, field_name)}")
         if self.link_latency < 0:
             raise ValueError(f"GPU {self.name!r}: link_latency must be >= 0 seconds, got {self.link_latency}")
+        if self.allreduce_busbw < 0:
+            raise ValueError(f"GPU {self.name!r}: allreduce_busbw must be >= 0 bytes/s (0: not measured), got "
+                             f"{self.allreduce_busbw}")
         if self.fp8_flops < 0:
             raise ValueError(f"GPU {self.name!r}: fp8_flops must be >= 0 (0: no FP8 tensor cores), got "
                              f"{self.fp8_flops}")
@@ -59,6 +66,12 @@ class GPUSpec:
             raise ValueError(f"GPU {self.name!r}: interconnect must be one of {', '.join(INTERCONNECTS)}, got "
                              f"{self.interconnect!r}")
 
+    def collective_bw(self, comm_eff: float) -> float:
+        """Bytes/s a ring collective among these GPUs moves per GPU and direction (its bus bandwidth): the
+        measured ``allreduce_busbw`` where there is one, else the link's one-way datasheet rate × ``comm_eff``.
+        A ring all-reduce of S bytes over n GPUs then takes 2(n−1)/n · S / collective_bw."""
+        return self.allreduce_busbw or self.interconnect_bw / 2 * comm_eff
+
     def gemm_flops(self, weight_bytes: int) -> float:
         """Peak FLOP/s of a GEMM whose weights have ``weight_bytes`` bytes an element: FP8 tensor cores for fp8
         weights where the GPU has them (activations quantised on the fly, as vLLM's fp8 does), else BF16."""
@@ -66,6 +79,14 @@ class GPUSpec:
 
 
 INTERCONNECTS = ("nvlink", "xgmi", "pcie")
+# NCCL's all-reduce among RTX PRO 6000 Blackwell cards over PCIe 5 x16 (no NVLink), measured with nccl-tests'
+# all_reduce_perf: 22.2 GB/s bus bandwidth with NCCL's default settings (32 MB messages) on cards attached
+# directly to the CPUs' root ports, 40.1 GB/s behind PCIe switches, 37.6-41.1 GB/s only with
+# NCCL_MIN_NCHANNELS=8 (github.com/voipmonitor/rtx6kpro, hardware/pcie-bandwidth.md, "NCCL AllReduce Bus
+# Bandwidth"). vLLM leaves NCCL at its defaults and a two-card workstation has no switch, so the direct-attach
+# default figure applies; it is 0.41 of the 54-56 GB/s those cards' P2P copies reach one way (same page,
+# p2pBandwidthLatencyTest), and half the 44.8 GB/s the datasheet × the NVLink-fitted comm_eff 0.7 would give.
+RTX_PRO_6000_ALLREDUCE_BUSBW = 22.2e9
 _AMPERE_TILES = dict(t_row=256, t_col=128, t_red=32)   # Bari et al. (seed 000) §1.3: 256×128 (or 128×256) / 32 on A100
 _HOPPER_TILES = dict(t_row=256, t_col=128, t_red=64)
 _ADA_TILES = dict(t_row=128, t_col=128, t_red=32)
@@ -129,13 +150,17 @@ GPUS: dict[str, GPUSpec] = {g.name: g for g in (
                    "all-reduce goes through host memory over PCIe."),
     GPUSpec("rtx-pro-6000", flops=503.8e12, mem_bw=1792e9, mem_bytes=96 * GiB, host_bw=128e9,
             interconnect_bw=128e9, sms=188, **_ADA_TILES, family="blackwell-rtx", link_latency=1.0e-6,
-            fp8_flops=1007.6e12, interconnect="pcie",
+            fp8_flops=1007.6e12, interconnect="pcie", allreduce_busbw=RTX_PRO_6000_ALLREDUCE_BUSBW,
             source="NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet and RTX Blackwell GPU architecture "
                    "whitepaper (GB202, 188 SMs): 96 GB GDDR7 ECC at 1,792 GB/s (512-bit, 28 Gbps), 4,000 AI TOPS "
                    "= FP4 with sparsity, so FP4 dense 2,015, FP8 dense 1,007.6 and BF16 dense 503.8 TFLOPS with FP32 "
                    "accumulate (the professional card runs FP32 accumulate at full rate), 600 W; PCIe Gen5 x16 "
                    "(128 GB/s), no NVLink: tensor-parallel all-reduce over PCIe. Tiles as Ada's (sm_120 has no "
-                   "Hopper wgmma or datacenter-Blackwell tcgen05). The GPU of the shared ground-truth runs."),
+                   "Hopper wgmma or datacenter-Blackwell tcgen05). The GPU of the shared ground-truth runs. "
+                   "All-reduce: 22.2 GB/s bus bandwidth, NCCL's all_reduce_perf at its defaults on RTX PRO 6000 "
+                   "Blackwell cards attached directly to the CPUs (no PCIe switch), as measured in the "
+                   "voipmonitor/rtx6kpro knowledge base, hardware/pcie-bandwidth.md (see "
+                   "RTX_PRO_6000_ALLREDUCE_BUSBW)."),
     GPUSpec("l4", flops=121e12, mem_bw=300e9, mem_bytes=24 * GiB, host_bw=64e9, interconnect_bw=64e9, sms=58,
             **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=242.5e12, interconnect="pcie",
             source="NVIDIA L4 Tensor Core GPU datasheet: 24 GB GDDR6 at 300 GB/s, BF16 242 TFLOPS with sparsity = "
@@ -197,7 +222,7 @@ SPEC_SUFFIXES = (".toml", ".json")
 # fields of a spec file: GPUSpec's own names and units (FLOP/s, bytes/s, bytes, seconds)
 SPEC_REQUIRED = ("flops", "mem_bw", "host_bw", "sms")
 SPEC_NUMBERS = ("flops", "fp8_flops", "mem_bw", "mem_bytes", "mem_gib", "host_bw", "interconnect_bw", "sms",
-                "t_row", "t_col", "t_red", "link_latency")
+                "t_row", "t_col", "t_red", "link_latency", "allreduce_busbw")
 SPEC_TEXTS = ("name", "source", "family", "interconnect")
 _LINK_LATENCY = {"nvlink": 0.4e-6, "xgmi": 0.4e-6, "pcie": 1.0e-6}
 
@@ -217,7 +242,8 @@ def gpu_from_file(path: str | Path) -> GPUSpec:
 
     Optional: ``t_row``/``t_col``/``t_red`` (default 128/128/32), ``family`` (whose fitted efficiencies to use;
     default none), ``link_latency`` (seconds per all-reduce ring hop; default NCCL's figure for the
-    interconnect). Every figure is checked: an unknown key, a missing, non-numeric, zero or negative figure is a
+    interconnect), ``allreduce_busbw`` (bytes/s NCCL's all-reduce was measured to reach among such cards,
+    nccl-tests' busbw; default: not measured, the link's rate × comm_eff). Every figure is checked: an unknown key, a missing, non-numeric, zero or negative figure is a
     one-line error naming the file and the field."""
     file = Path(path).expanduser()
     data = _read_spec(file)
@@ -231,7 +257,7 @@ def gpu_from_file(path: str | Path) -> GPUSpec:
     for key in SPEC_NUMBERS:
         if key in data:
             value = data[key]
-            floor_ok = key in ("fp8_flops", "link_latency")
+            floor_ok = key in ("fp8_flops", "link_latency", "allreduce_busbw")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or \
                     value in (float("inf"), float("-inf")) or value < 0 or (value == 0 and not floor_ok):
                 need = ">= 0" if floor_ok else "> 0"
@@ -257,7 +283,8 @@ def gpu_from_file(path: str | Path) -> GPUSpec:
         sms=int(data["sms"]), t_row=int(data.get("t_row", 128)), t_col=int(data.get("t_col", 128)),
         t_red=int(data.get("t_red", 32)), source=data.get("source", f"GPU spec file {file}"),
         family=data.get("family", ""), link_latency=float(data.get("link_latency", _LINK_LATENCY[interconnect])),
-        fp8_flops=float(data.get("fp8_flops", 0.0)), interconnect=interconnect)
+        fp8_flops=float(data.get("fp8_flops", 0.0)), interconnect=interconnect,
+        allreduce_busbw=float(data.get("allreduce_busbw", 0.0)))
 
 
 def _read_spec(file: Path) -> dict:

@@ -17,7 +17,7 @@ import numpy as np
 from ..request import Status
 from .requests import FLOAT_FIELDS, TBT_MISS_TOLERANCE, RequestLog
 from .sketch import QuantileSketch
-from .writers import CHUNK_ROWS, REQUEST_COLUMNS, csv_line, write_request_rows
+from .writers import CHUNK_ROWS, csv_line, request_columns, write_request_rows
 
 LATENCIES = ("ttft", "tpot", "e2e")
 TARGETS = ("ttft", "tbt", "tpot")
@@ -60,8 +60,8 @@ class RequestStream(RequestLog):
         super().__init__(keep_gaps=False)
         self.path = path
         self._file = open(path, "w", newline="") if path is not None else None
-        if self._file is not None:
-            self._file.write(csv_line(REQUEST_COLUMNS))
+        self._header: tuple[str, ...] | None = None  # written with the first rows: it has a tenant column when
+        # the run has tenants, which its first request tells
         self.recorded = 0
         self.arrival_min, self.arrival_max = math.inf, -math.inf
         self.end_max = -math.inf  # latest finish recorded so far: no later request leaves before it
@@ -103,8 +103,18 @@ class RequestStream(RequestLog):
         raise ValueError(f"column {name!r}: a streamed run (--stream) keeps no request rows in memory; read "
                          f"{self.path or 'requests.csv'} or run without --stream")
 
+    def _write_header(self) -> None:
+        if self._header is None:
+            self._header = request_columns(self)
+            if self._file is not None:
+                self._file.write(csv_line(self._header))
+        elif self._header != request_columns(self):
+            raise ValueError(f"{self.path}: a request with a tenant came after {self.recorded} without one; a "
+                             f"streamed run's requests either all have tenants or none does")
+
     def _flush(self) -> None:
         n = len(self.cols["id"])
+        self._write_header()
         if not n:
             return
         if self._file is not None:

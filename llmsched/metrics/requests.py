@@ -38,6 +38,13 @@ class RequestLog:
         self._append_gap = tuple(self._cols[name].append for name in GAP_FIELDS)
         self.tiers: list[str] = []
         self._tier_index: dict[str, int] = {}
+        # tenants (runs that have them): each tenant's name, weight and priority, and per row its index in
+        # ``tenants`` (-1: a request without one); the column stays empty in a run without tenants
+        self.tenants: list[str] = []
+        self.tenant_info: dict[str, dict] = {}
+        self._tenant_index: dict[str, int] = {}
+        self._cols["tenant"] = array("q")
+        self._tenant_append = self._cols["tenant"].append
         self._gaps = array("d")
         self.sketches: dict[str, QuantileSketch] = {}
         self.reasons: dict[int, str] = {}  # request id -> why it was rejected or unfinished
@@ -64,6 +71,12 @@ class RequestLog:
         return len(self._cols["id"])
 
     def record(self, r: Request) -> None:
+        tenant = r.tenant
+        if tenant is not None:
+            k = self._tenant_index.get(tenant.name)
+            self._tenant_append(self._add_tenant(tenant) if k is None else k)
+        elif self.tenants:
+            self._tenant_append(-1)
         tier = self._tier_index.get(r.tier.name)
         if tier is None:
             tier = self._tier_index[r.tier.name] = len(self.tiers)
@@ -119,6 +132,15 @@ class RequestLog:
             sk = self.sketches[r.tier.name] = QuantileSketch()
         sk.add_many(gaps, owned=True, peak=max_gap)  # gaps is this call's own array
         r.token_times = array("d")  # the run keeps no per-token data in sketch mode
+
+    def _add_tenant(self, tenant) -> int:
+        """A tenant's index, from its first request; rows recorded before any tenant get -1."""
+        k = self._tenant_index[tenant.name] = len(self.tenants)
+        self.tenants.append(tenant.name)
+        self.tenant_info[tenant.name] = {"weight": float(tenant.weight), "priority": tenant.priority}
+        column = self._cols["tenant"]
+        column.extend([-1] * (len(self._cols["id"]) - len(column)))
+        return k
 
     def _settle(self) -> None:
         """The gap columns of the pending requests, in record order: each request's gaps are the differences of

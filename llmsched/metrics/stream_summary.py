@@ -16,6 +16,7 @@ import numpy as np
 from .request_stream import FINISHED, LATENCIES, REJECTED, UNFINISHED, RequestStream
 from .step_stream import StepStream
 from .latency_stats import NAN, QUANTILES, TOP_REASONS, merged_sketch, sketch_stats, value_stats
+from .policy_stats import summed
 
 
 def check_stream_window(warmup: float, cooldown: float) -> None:
@@ -65,6 +66,9 @@ def summarize_stream(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict
     out["littles_law"] = _littles_law(log, steps, n, s0, s1, result.end_time)
     out["run"] = {"end_time": float(result.end_time), "wall_time": float(result.wall_time), "keep_gaps": False,
                   "tiers": list(log.tiers), "streamed": True}
+    policy = [row["policy"] for row in result.replica_stats if row.get("policy")]
+    if policy:
+        out["policy"] = summed(policy)
     return out
 
 

@@ -32,8 +32,10 @@ from collections import Counter
 import numpy as np
 
 from ..request import Status
+from .fairness import INPUT_WEIGHT, OUTPUT_WEIGHT, SERIES_BINS, backlogged, inside, intersect, jain, service_events
 from .requests import TBT_MISS_TOLERANCE, RequestLog
 from .latency_stats import NAN, QUANTILES, TOP_REASONS, merged_sketch, sketch_stats, value_stats
+from .policy_stats import summed
 
 LATENCY_METRICS = ("ttft", "tbt", "tpot", "e2e")
 
@@ -42,7 +44,10 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     """A JSON-ready nested dict of the run's metrics over the measurement window (see module docstring).
 
     Keys: window, counts, latency (ttft, tbt, tpot, e2e), throughput, goodput, tiers, preemptions, steps,
-    littles_law, run. Values are Python floats/ints/strings (NaN where undefined).
+    littles_law, run; with tenants also tenants and fairness (``fairness.py``), and policy when the run's policy
+    reports its own figures (``Scheduler.stats``, summed over the replicas: its preemptions and the work they threw
+    away). Values
+    are Python floats/ints/strings (NaN where undefined).
     """
     for name, v in (("warmup", warmup), ("cooldown", cooldown)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
@@ -111,6 +116,11 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     out["littles_law"] = _littles_law(arrival, end, win, result.steps, s0, s1)
     out["run"] = {"end_time": float(result.end_time), "wall_time": float(result.wall_time),
                   "keep_gaps": bool(log.keep_gaps), "tiers": list(log.tiers)}
+    if log.tenants:
+        out["tenants"], out["fairness"] = _tenants(log, win, finished, meets, end, s0, s1)
+    policy = [row["policy"] for row in result.replica_stats if row.get("policy")]
+    if policy:
+        out["policy"] = summed(policy)
     return out
 
 
@@ -168,6 +178,62 @@ def _tiers(log: RequestLog, win, finished, meets, tbt: dict) -> dict:
                      "targets": targets, "attainment": attain, "tbt_p99": p99,
                      "tbt_p99_ok": None if target is None or math.isnan(p99) else bool(p99 <= target)}
     return out
+
+
+def _tenants(log: RequestLog, win, finished, meets, end, s0: float, s1: float) -> tuple[dict, dict]:
+    """Per tenant: counts, latencies, tokens and weighted service (``fairness.py``), SLO attainment; and the
+    fairness of the service: Jain's index over the window and over the periods every tenant was backlogged, and
+    each tenant's service in ``SERIES_BINS`` equal bins of the window."""
+    tenant = log.column("tenant")
+    status = log.column("status")
+    prompt, generated, first = log.column("prompt_len"), log.column("generated"), log.column("first_token")
+    span = s1 - s0
+    per_s = (lambda x: x / span) if span > 0 else (lambda x: NAN)
+    out, events, periods = {}, {}, []
+    for i, name in enumerate(log.tenants):
+        sel = win & (tenant == i)
+        done = sel & finished
+        n = int(sel.sum())
+        info = log.tenant_info[name]
+        gaps = log.gaps_of(sel) if log.keep_gaps else None
+        times, amounts = service_events(prompt[sel], generated[sel], first[sel], gaps, log.column("num_gaps")[sel])
+        events[name] = (times, amounts)
+        periods.append(backlogged(log.column("arrival")[sel], log.column("first_scheduled")[sel], end[sel]))
+        served = np.isfinite(first) & sel
+        service = float(amounts.sum())
+        out[name] = {"weight": info["weight"], "priority": info["priority"], "offered": n,
+                     "finished": int(done.sum()), "rejected": int((sel & (status == int(Status.REJECTED))).sum()),
+                     "unfinished": int((sel & (status == int(Status.UNFINISHED))).sum()),
+                     "latency": {"ttft": value_stats(log.column("ttft")[done]),
+                                 "tbt": ({**value_stats(gaps.copy(), scratch=True), "source": "gaps"} if gaps is not None
+                                         else {**value_stats(np.empty(0)), "source": "none (sketch mode)"}),
+                                 "tpot": value_stats(log.column("tpot")[done]), "e2e": value_stats(log.column("e2e")[done])},
+                     "input_tokens": int(prompt[served].sum()), "output_tokens": int(generated[sel].sum()),
+                     "service": service, "service_per_s": per_s(service),
+                     "weighted_service": service / info["weight"],
+                     "throughput": {"requests_per_s": per_s(int(done.sum())),
+                                    "output_tokens_per_s": per_s(float(generated[done].sum()))},
+                     "attainment": float(meets["all"][sel].mean()) if n else NAN,
+                     "backlogged_s": float((periods[-1][:, 1] - periods[-1][:, 0]).sum())}
+    both = periods[0]
+    for p in periods[1:]:
+        both = intersect(both, p)
+    weights = [log.tenant_info[name]["weight"] for name in log.tenants]
+    during = [float(a[inside(t, both)].sum()) for t, a in events.values()]
+    edges = np.linspace(s0, s1, SERIES_BINS + 1) if span > 0 else np.zeros(0)
+    # a token time rebuilt from the gaps may land a rounding error past the window's end: clipped into it
+    series = {name: (np.histogram(np.clip(t, s0, s1), bins=edges, weights=a)[0].tolist() if len(edges) else [])
+              for name, (t, a) in events.items()}
+    fairness = {
+        "service_weights": {"input": INPUT_WEIGHT, "output": OUTPUT_WEIGHT},
+        "jain": jain([out[name]["weighted_service"] for name in log.tenants]),
+        "all_backlogged_s": float((both[:, 1] - both[:, 0]).sum()),
+        "service_while_all_backlogged": dict(zip(log.tenants, during)),
+        "jain_while_all_backlogged": jain([x / w for x, w in zip(during, weights)]),
+        "service_over_time": {"start": s0, "bin_s": span / SERIES_BINS if span > 0 else NAN,
+                              "exact_times": bool(log.keep_gaps), "service": series},
+    }
+    return out, fairness
 
 
 def _top_reasons(log: RequestLog, sel: np.ndarray) -> list[dict]:
@@ -253,7 +319,8 @@ def summary_row(summary: dict, **labels) -> dict:
 
     Keys: offered, finished, rejected, unfinished, {ttft,tbt,tpot,e2e}_{mean,p50,p90,p99,max} (seconds),
     throughput_rps and goodput_rps (requests/s), output_tps, input_tps (tokens/s), slo_attainment (fraction good),
-    preemptions, kv_util_mean, and per tier ``attain_<tier>`` and ``tbt_p99_<tier>``.
+    preemptions, kv_util_mean, and per tier ``attain_<tier>`` and ``tbt_p99_<tier>``; with tenants, per tenant
+    ``ttft_p50_<tenant>``, ``ttft_p99_<tenant>`` and ``service_<tenant>``, and ``jain`` and ``jain_backlogged``.
     """
     row = dict(labels)
     c = summary["counts"]
@@ -271,4 +338,11 @@ def summary_row(summary: dict, **labels) -> dict:
     for name, t in summary["tiers"].items():
         row[f"attain_{name}"] = t["attainment"]["all"]
         row[f"tbt_p99_{name}"] = t["tbt_p99"]
+    for name, t in summary.get("tenants", {}).items():
+        row[f"ttft_p50_{name}"] = t["latency"]["ttft"]["p50"]
+        row[f"ttft_p99_{name}"] = t["latency"]["ttft"]["p99"]
+        row[f"service_{name}"] = t["service"]
+    if "fairness" in summary:
+        row["jain"] = summary["fairness"]["jain"]
+        row["jain_backlogged"] = summary["fairness"]["jain_while_all_backlogged"]
     return row

@@ -23,6 +23,7 @@ from .steps import STEP_FIELDS
 
 REQUEST_COLUMNS = INT_FIELDS[:3] + ("tier_name", "status", "status_name") + INT_FIELDS[4:] + FLOAT_FIELDS + (
     "reason",)
+TENANT_COLUMNS = REQUEST_COLUMNS[:4] + ("tenant",) + REQUEST_COLUMNS[4:]  # a run with tenants: each row's tenant
 CHUNK_ROWS = 20_000  # rows turned into Python objects at a time: memory stays flat however long the run
 TIME_METRICS = ("ttft", "tbt", "tpot", "e2e", "itl")
 NEEDS_QUOTES = re.compile(r'[,"\r\n]')  # a field holding one of these is quoted by csv.writer
@@ -81,20 +82,29 @@ def write_run(result, summary: dict, out_dir) -> Path:
 
 def _write_requests(log, path: Path) -> None:
     with open(path, "w", newline="") as f:
-        f.write(csv_line(REQUEST_COLUMNS))
+        f.write(csv_line(request_columns(log)))
         write_request_rows(f, log)
+
+
+def request_columns(log) -> tuple[str, ...]:
+    """requests.csv's columns: a ``tenant`` column after ``tier_name`` only when the run has tenants."""
+    return TENANT_COLUMNS if log.tenants else REQUEST_COLUMNS
 
 
 def write_request_rows(f, log) -> None:
     """The rows of ``log`` (a RequestLog), without the header, to the text file ``f``."""
     names = {int(s): s.name for s in Status}
+    columns = request_columns(log)
+    tenant_names = log.tenants + [""]  # index -1: a request without a tenant
     for i in range(0, len(log.cols["id"]), CHUNK_ROWS):
         cols = {name: _array(log.cols[name][i:i + CHUNK_ROWS]) for name in INT_FIELDS + FLOAT_FIELDS}
         cols["tier_name"] = [log.tiers[t] for t in cols["tier"].tolist()]
         cols["status_name"] = [names.get(s, str(s)) for s in cols["status"].tolist()]
         reasons = log.reasons
         cols["reason"] = [reasons.get(r, "") for r in cols["id"].tolist()] if reasons else [""] * len(cols["id"])
-        f.write(csv_rows([cols[c] for c in REQUEST_COLUMNS]))
+        if log.tenants:
+            cols["tenant"] = [tenant_names[t] for t in log.cols["tenant"][i:i + CHUNK_ROWS].tolist()]
+        f.write(csv_rows([cols[c] for c in columns]))
 
 
 def _write_steps(steps, path: Path) -> None:

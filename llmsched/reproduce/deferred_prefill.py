@@ -42,7 +42,8 @@ from .deferred_prefill_runs.measured_step_time import PROFILE, MeasuredVLLMStepT
 from .deferred_prefill_runs.request_model import BenchmarkFiltered
 
 NAME = "deferred-prefill"
-HELP = "seed 004 Table 1: throughput and completion time vs K for Granite (C=331) and Llama-3 (C=410) on A100"
+HELP = ("Mohanty et al. (seed 004) Table 1: throughput and completion time vs K for Granite (C=331) and "
+        "Llama-3 (C=410) on A100")
 
 MAX_MODEL_LEN = 1024
 MODELS = {"granite": ("granite-3.1-8b", 331, "g-exact"), "llama": ("llama-3-8b", 410, "l-exact")}

@@ -35,7 +35,7 @@ from ..workload.traces import DataFileNotFound, read_trace
 from ..workload.workload import OpenLoop, named_workload
 
 NAME = "fairbatching"
-HELP = "seed 002 FairBatching: single-node and cluster capacity, SLO sweep, ablations (simulated)"
+HELP = "Lyu et al. (seed 002) FairBatching: single-node and cluster capacity, SLO sweep, ablations (simulated)"
 
 MODELS = {"llama-3.1-8b/a800": ("llama-3.1-8b", "a800"), "qwen3-14b/h20": ("qwen3-14b", "h20")}
 # trace -> (Azure trace file or None, length preset, TTFT SLO s). The paper gives 500 ms to its two

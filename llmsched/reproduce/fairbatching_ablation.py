@@ -65,7 +65,8 @@ from ..workload.length_presets import LENGTH_PRESETS
 from ..workload.traces import DataFileNotFound, resolve_data_file
 
 NAME = "fairbatching-ablation"
-HELP = "seed 002 FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla with one factor changed at a time"
+HELP = ("Lyu et al. (seed 002) FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla with one factor "
+        "changed at a time")
 
 CASES = {"qwen3-14b/h20": ("qwen3-14b", "h20", 0.8), "llama-3.1-8b/a800": ("llama-3.1-8b", "a800", 4.0)}
 TRACE_FILE = "AzureLLMInferenceTrace_conv.csv"

@@ -26,8 +26,8 @@ from ..workload.traces import read_trace, resolve_data_file
 from ..workload.workload import OpenLoop
 
 NAME = "infermax"
-HELP = ("seed 001: §4 grid (contention, eviction vs eviction-free, memory M, length ranking), §5.1 optimal schedules "
-        "(CP-SAT) and §6 Azure conversation trace with Llama-3-70B/4×A100 (M = 100K)")
+HELP = ("Kim et al. (seed 001): §4 grid (contention, eviction vs eviction-free, memory M, length ranking), "
+        "§5.1 optimal schedules (CP-SAT) and §6 Azure conversation trace with Llama-3-70B/4×A100 (M = 100K)")
 PARTS = ("grid", "memory", "eviction", "rank", "csp", "trace")
 SEVEN_B = "llama-2-7b/a100"
 SEVENTY_B = "llama-3-70b-tp4/a100"

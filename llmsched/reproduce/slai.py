@@ -41,7 +41,8 @@ from ..schedulers.rad_slai.slai import reserved_kv_use
 from ..sim.simulator import simulate
 
 NAME = "slai"
-HELP = "seed 000 Fig. 7/8 and capacities: vLLM, Sarathi and SLAI on Mistral-7B / RTX 6000 Ada, paid and free tiers"
+HELP = ("Bari et al. (seed 000) Fig. 7/8 and capacities: vLLM, Sarathi and SLAI on Mistral-7B / RTX 6000 Ada, "
+        "paid and free tiers")
 
 SCHEDULERS = (  # (registered name, label, params)
     ("vllm", "vLLM", {}),

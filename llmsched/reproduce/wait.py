@@ -30,7 +30,7 @@ from .wait_runs.experiments import (SETTINGS, compare_setting, lmsys_lengths, ov
 from .wait_runs.extensions import segment_design, time_varying
 
 NAME = "wait"
-HELP = "seed 003: Example 2, Thm 1 scaling, Nested WAIT overflow ≤ δ, WAIT/Nested WAIT vs vLLM and Sarathi"
+HELP = "Ao et al. (seed 003): Example 2, Thm 1 scaling, Nested WAIT overflow ≤ δ, WAIT/Nested WAIT vs vLLM and Sarathi"
 LMSYS = "lmsys_chat_1m_lengths_sample_input_lt500_output_lt600.csv"
 
 

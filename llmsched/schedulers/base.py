@@ -86,6 +86,11 @@ class Scheduler:
     def on_step_end(self, view: ReplicaView, plan: BatchPlan, duration: float) -> None:
         """Called after every step with what ran and how long it took (observed, not predicted)."""
 
+    def stats(self) -> dict | None:
+        """Figures the policy keeps about its own decisions (its preemptions and the work they threw away), summed
+        over the replicas into the run summary's ``policy`` section; None when it keeps none."""
+        return None
+
     def load(self, view: ReplicaView) -> float:
         """Load estimate for routers; default: tokens of work outstanding (prefill left + one per decode)."""
         pending = 0

@@ -28,6 +28,10 @@ BUILTIN_MODULES = (
     "llmsched.schedulers.wait.wait",
     "llmsched.schedulers.wait.nested_wait",
     "llmsched.schedulers.deferred.deferred_prefill",
+    # tenants and priorities
+    "llmsched.schedulers.fairness.vtc",
+    "llmsched.schedulers.fairness.wfq",
+    "llmsched.schedulers.fairness.priority",
     # beyond the papers: their levers combined (docs/goodput.md)
     "llmsched.schedulers.goodput",
 )

@@ -93,10 +93,14 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         raise ValueError(f"source {type(source).__name__}: initial() must give requests in arrival "
                          f"order; request {nxt.id} arrives at {nxt.arrival} after one at {t}")
 
-    if lanes and len(replicas) > 1 and getattr(router, "routes_ahead", False) and replicas[0].quiet_finishes:
+    # vLLM's async scheduling: a request arriving during a step is queued at its end and first scheduled in the
+    # step after the next (batchtime/vllm_v1.py); such arrivals wait here, per replica, until their step ends
+    held = [[] for _ in replicas] if any(rep.batch_time.async_admission for rep in replicas) else None
+    if (lanes and len(replicas) > 1 and getattr(router, "routes_ahead", False) and replicas[0].quiet_finishes
+            and held is None):
         now, cut = run_lanes(arrivals, pending, replicas, router, rng, horizon, log, on_done, router_left, bar,
                              shared_steps, stream, out_of_order)
-        return _finish(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)
+        return finish_run(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)
 
     def drain(rep: Replica, t: float):
         """Record the requests ``rep`` completed (callers check ``rep.completed`` first: the common case is none)."""
@@ -117,10 +121,10 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         t_arrival = pending.arrival if pending is not None else math.inf
         return min(t_arrival, heap[0][0]) if heap else t_arrival
 
-    def start(rep: Replica, t: float):
+    def start(rep: Replica, t: float, until: float | None = None):
         """Ask ``rep`` for a step; requests its policy rejected leave now (their callbacks may refill a loop)."""
         nonlocal seq
-        d = rep.start_step(t, next_event(), horizon)
+        d = rep.start_step(t, next_event() if until is None else until, horizon)
         if d is not None:
             heapq.heappush(heap, (rep.step_end, seq, STEP_END, rep))
             seq += 1
@@ -129,6 +133,19 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
             seq += 1
         if rep.completed:
             drain(rep, t)
+
+    def admit_held(rep: Replica, t: float):
+        """The arrivals held during ``rep``'s step that ended at ``t`` join it, queued at ``t``: after the next
+        step was planned without them. An idle replica starts at once."""
+        waiting = held[rep.index]
+        for r in waiting:
+            r.arrival = t
+            rep.add(r, t)
+        waiting.clear()
+        if rep.completed:
+            drain(rep, t)
+        if not rep.busy:
+            start(rep, t)
 
     heappop, heapreplace = heapq.heappop, heapq.heapreplace
     while heap or pending is not None:
@@ -155,7 +172,8 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
                 now = t
                 end = x.step_end
                 size = len(heap)
-                if ((size < 2 or end < heap[1][0]) and (size < 3 or end < heap[2][0])
+                waiting = held is not None and held[x.index]
+                if (not waiting and (size < 2 or end < heap[1][0]) and (size < 3 or end < heap[2][0])
                         and (pending is None or end < pending.arrival)):
                     until = pending.arrival if pending is not None else math.inf
                     if size > 1 and heap[1][0] < until:
@@ -167,6 +185,8 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
                 seq += 1
                 if x.completed:
                     drain(x, t)  # requests a fold past finishes completed
+                if waiting:
+                    admit_held(x, t)
                 if stream and shared_steps.full:
                     shared_steps.flush(log.end_max)
                 continue
@@ -176,11 +196,18 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
             x.end_step(t)
             if x.completed:
                 drain(x, t)
-            start(x, t)
+            if held is not None and held[x.index]:
+                start(x, t, t)  # no fast-forward: the held arrivals join after this step is planned
+                admit_held(x, t)
+            else:
+                start(x, t)
             if stream and shared_steps.full:
                 shared_steps.flush(log.end_max)
         elif kind == ARRIVAL:
             rep = replicas[router.route(x, replicas, rng)]
+            if held is not None and rep.busy:
+                held[rep.index].append(x)
+                continue
             rep.add(x, t)
             if rep.completed:
                 drain(rep, t)
@@ -193,10 +220,14 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         elif not x.busy:  # WAKE
             start(x, t)
     cut = horizon is not None and (heap or pending is not None)
-    return _finish(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)
+    if held is not None:  # arrivals held when the horizon cut the run leave it unfinished
+        for rep in replicas:
+            for r in held[rep.index]:
+                rep.add(r, r.arrival)
+    return finish_run(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)
 
 
-def _finish(replicas: list[Replica], log, shared_steps, stream: bool, cut_at: float | None, now: float, bar,
+def finish_run(replicas: list[Replica], log, shared_steps, stream: bool, cut_at: float | None, now: float, bar,
             wall0: float) -> RunResult:
     """End the run at the horizon ``cut_at`` (requests in flight end unfinished) or, with None, at ``now``, the
     last event (requests left end rejected: the scheduler stalled)."""
@@ -219,6 +250,11 @@ def _finish(replicas: list[Replica], log, shared_steps, stream: bool, cut_at: fl
         shared_steps.close(log.arrival_min, log.span_end(stop_time))
     stats = [{"replica": rep.index, "steps": rep.num_steps, "busy_time": rep.busy_time,
               "preemptions": rep.num_preemptions, "swap_fallbacks": rep.swap_fallbacks} for rep in replicas]
+    for rep, row in zip(replicas, stats):
+        policy = getattr(rep.scheduler, "stats", None)
+        figures = policy() if policy is not None else None
+        if figures:
+            row["policy"] = figures  # the policy's own figures (Scheduler.stats), summed in the summary
     return RunResult(log, shared_steps, stop_time, time.perf_counter() - wall0, {}, stats)
 
 

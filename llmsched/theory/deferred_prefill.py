@@ -15,7 +15,8 @@ from ..schedulers.deferred.throughput import exact_throughput, optimal_K, prop1_
 from ..schedulers.deferred.timing_constants import Timing, timing_from_batch_time, timing_from_steps
 
 NAME = "deferred-prefill"
-HELP = "seed 004: throughput ρ(K) of refilling after K departures (Theorem 1, Prop. 1) and the optimal K*"
+HELP = ("Mohanty et al. (seed 004): throughput ρ(K) of refilling after K departures (Theorem 1, Prop. 1) and "
+        "the optimal K*")
 
 # Spec Appendix A: constants back-solved from the paper's Table 1 (not published by the paper). (C, c_p, c_d, A)
 APPENDIX_A = {"g-exact": (331, 0.02725, 0.03733, 0.05183), "g-approx": (331, 0.01239, 0.01797, 0.06458),

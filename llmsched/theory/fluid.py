@@ -12,8 +12,9 @@ from ..schedulers.wait.prompt_types import length_samples, parse_edges, types_fr
 from ..schedulers.wait.synthetic_workloads import WAIT_WORKLOADS
 
 NAME = "fluid"
-HELP = ("seed 003: fluid equilibrium T*, M*, n*_j, Thp* and stability (d1·Σλc < 1); WAIT's feasible thresholds "
-        "for a memory M; Nested WAIT's segments, thresholds, θ*_s and safety buffer for overflow probability δ")
+HELP = ("Ao et al. (seed 003): fluid equilibrium T*, M*, n*_j, Thp* and stability (d1·Σλc < 1); WAIT's "
+        "feasible thresholds for a memory M; Nested WAIT's segments, thresholds, θ*_s and safety buffer for "
+        "overflow probability δ")
 
 
 def add_arguments(p) -> None:

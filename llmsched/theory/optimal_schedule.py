@@ -10,8 +10,9 @@ from .infermax.optimal import optimal_schedule
 from .infermax.schedule import Instance
 
 NAME = "optimal-schedule"
-HELP = ("seed 001 §3: the optimal offline schedule of a few requests (OR-Tools CP-SAT), its total latency and a proof "
-        "of optimality or the gap, next to vLLM, Sarathi and their eviction-free variants")
+HELP = ("Kim et al. (seed 001) §3: the optimal offline schedule of a few requests (OR-Tools CP-SAT), its "
+        "total latency and a proof of optimality or the gap, next to vLLM, Sarathi and their eviction-free "
+        "variants")
 
 
 def add_arguments(p) -> None:

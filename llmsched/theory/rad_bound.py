@@ -24,8 +24,8 @@ from .rad_slai.theorems import rad_bound, saturated_throughput, theorem2_holds, 
 from .throughput_bound import engine_limits, throughput_bound
 
 NAME = "rad-bound"
-HELP = ("seed 000 Theorem 1: mean optimal service time T̄ᴿ and r/T̄ᴿ, RAD's regime (a bound only in the paper's "
-        "cost model), beside the sound throughput bound; Theorem 2's n")
+HELP = ("Bari et al. (seed 000) Theorem 1: mean optimal service time T̄ᴿ and r/T̄ᴿ, RAD's regime (a bound "
+        "only in the paper's cost model), beside the sound throughput bound; Theorem 2's n")
 
 
 def add_arguments(p) -> None:

@@ -188,7 +188,7 @@ def roofline_terms(bt: RooflineBatchTime) -> RooflineTerms:
     elementwise = 8 * m.hidden + (2 * (m.q_dim + m.kv_dim) + ffn_mats * m.ffn) / tp
     L = m.layers
     if tp > 1:
-        link = g.interconnect_bw / 2 * bt.comm_eff
+        link = g.collective_bw(bt.comm_eff)
         ar_const = 2 * L * (bt.allreduce_latency + 2 * (tp - 1) * bt.allreduce_hop_latency)
         ar_tok = 2 * L * 2 * (tp - 1) / tp * m.hidden * b / link
     else:

@@ -43,7 +43,7 @@ from ..request import Request, Status
 from ..schedulers.registry import create_scheduler
 from .batch_time import OnlineBatchTime, resolve_batch_time, stored_profile
 from .live_view import VLLMView
-from .settings import Settings, load_settings, tier_of
+from .settings import TENANT_KEY, Settings, load_settings, tenant_of, tier_of
 
 logger = logging.getLogger("llmsched.vllm")
 LATE_RECEIPT = 1.0  # s; a request this late into the scheduler is logged (once)
@@ -135,7 +135,8 @@ class Scheduler(VLLMScheduler):
         self.records = (RequestLog(), StepLog()) if keep else None
         self.stats = {"steps": 0, "mismatch_steps": 0, "mismatches": [], "plan_preemptions": 0,
                       "vllm_preemptions": 0, "rejected": 0, "aborted": 0, "finished": 0,
-                      "unknown_tiers": 0, "tiers_seen": Counter(), "tiers_scheduled": Counter()}
+                      "unknown_tiers": 0, "tiers_seen": Counter(), "tiers_scheduled": Counter(),
+                      "unknown_tenants": 0, "tenants_seen": Counter()}
         # Ask the policy once on the empty engine: what it derives from the engine's limits and batch-time model
         # (deferred-prefill's C and K, WAIT's thresholds, FairBatching's predictor) fails now, not at a request.
         self.view.now = 0.0
@@ -166,6 +167,9 @@ class Scheduler(VLLMScheduler):
             self.stats["unknown_tiers"] += 1
             asked = (params.extra_args or {}).get("tier")
         self.stats["tiers_seen"][tier.name] += 1
+        name = (params.extra_args or {}).get(TENANT_KEY) if params is not None else None
+        if name is not None:
+            self.stats["tenants_seen"][str(name)] += 1
         head = vid.rsplit("-", 1)[0]  # vLLM appends "-<random>" to the client's id
         mid = int(head) if head.isdecimal() and int(head) not in self._vid else self._auto_id()
         output_len = max(1, (params.max_tokens if params is not None and params.max_tokens else 1))
@@ -177,7 +181,10 @@ class Scheduler(VLLMScheduler):
                 logger.info("llmsched: a request reached the scheduler %.1f s after vLLM stamped its arrival; "
                             "policies count from receipt (LLMSCHED_ARRIVAL=receipt)", now - arrival)
             arrival = now
-        m = Request(mid, arrival, request.num_prompt_tokens, output_len, tier)
+        tenant, refused = tenant_of(params.extra_args if params is not None else None, self.settings)
+        m = Request(mid, arrival, request.num_prompt_tokens, output_len, tier, tenant)
+        if getattr(request, "priority", 0):
+            m.priority = int(request.priority)  # vLLM's own field (lower is more urgent) wins over the tenant's
         m.replica = 0
         self._mirrors[vid] = (request, m)
         self._vid[mid] = vid
@@ -186,6 +193,9 @@ class Scheduler(VLLMScheduler):
         if not known:
             reason = (f"unknown tier {asked!r}; valid tiers: {', '.join(t.name for t in self.settings.tiers)} "
                       f"(extra_body={{\"vllm_xargs\": {{\"tier\": NAME}}}})")
+        elif refused:
+            self.stats["unknown_tenants"] += 1
+            reason = refused
         elif m.prompt_len + m.output_len > self.max_model_len:
             reason = (f"prompt {m.prompt_len} + max_tokens {m.output_len} exceed max_model_len {self.max_model_len}")
         elif view.blocks_for(m.max_kv_tokens) > view.total_blocks:
@@ -476,7 +486,8 @@ class Scheduler(VLLMScheduler):
     def describe(self) -> dict:
         return {"policy": self.llmsched_policy.describe(), "settings": self.settings.describe(),
                 "stats": {**self.stats, "tiers_seen": dict(self.stats["tiers_seen"]),
-                          "tiers_scheduled": dict(self.stats["tiers_scheduled"])},
+                          "tiers_scheduled": dict(self.stats["tiers_scheduled"]),
+                          "tenants_seen": dict(self.stats["tenants_seen"])},
                 "batch_time": {"source": self.batch_time_source, **(self.view.batch_time.describe()
                                                                      if self.view.batch_time else {})},
                 "kv_blocks": self.view.total_blocks, "block_size": self.block_size,

@@ -12,7 +12,7 @@ import time
 from ..experiment import RunConfig, build_source
 from ..sim.simulator import RunResult
 from .launch import EngineConfig, make_llm, prompt_ids, scheduler_of
-from .settings import TIER_KEY, load_settings
+from .settings import TENANT_KEY, TIER_KEY, load_settings
 
 
 def replay(llm, requests, settings, horizon: float | None = None, progress=None) -> RunResult:
@@ -33,8 +33,10 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
             break
         while i < len(pending) and pending[i].arrival <= now:
             r = pending[i]
-            params = SamplingParams(max_tokens=r.output_len, ignore_eos=True, temperature=0.0,
-                                    extra_args={TIER_KEY: r.tier.name})
+            extra = {TIER_KEY: r.tier.name}
+            if r.tenant is not None:
+                extra[TENANT_KEY] = r.tenant.name
+            params = SamplingParams(max_tokens=r.output_len, ignore_eos=True, temperature=0.0, extra_args=extra)
             eng.add_request(str(r.id), {"prompt_token_ids": prompt_ids(r.prompt_len, r.id)}, params,
                             arrival_time=t0 + r.arrival)
             i += 1
@@ -51,9 +53,20 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
         while eng.has_unfinished_requests():
             eng.step()
     log, steps = sched.records
-    result = RunResult(log, steps, end, time.perf_counter() - wall0)
+    figures = sched.llmsched_policy.stats()
+    result = RunResult(log, steps, end, time.perf_counter() - wall0,
+                       replica_stats=[{"replica": 0, "policy": figures}] if figures else [])
     result.meta = {"backend": "vllm", "adapter": sched.describe()}
     return result
+
+
+def request_tenants(requests) -> tuple:
+    """The distinct tenants of ``requests``, in order of first appearance (the plug-in's settings for a replay)."""
+    seen = {}
+    for r in requests:
+        if r.tenant is not None:
+            seen.setdefault(r.tenant.name, r.tenant)
+    return tuple(seen.values())
 
 
 def workload_requests(cfg: RunConfig, max_model_len: int, scale: float = 1.0):
@@ -65,12 +78,12 @@ def workload_requests(cfg: RunConfig, max_model_len: int, scale: float = 1.0):
     reqs = build_source(cfg).initial()
     if scale != 1.0:
         reqs = [Request(r.id, r.arrival, max(1, round(r.prompt_len * scale)), max(1, round(r.output_len * scale)),
-                        r.tier) for r in reqs]
+                        r.tier, r.tenant) for r in reqs]
     out = []
     for r in reqs:
         if r.prompt_len + r.output_len > max_model_len:
             prompt = max(1, min(r.prompt_len, max_model_len // 2))
-            r = Request(r.id, r.arrival, prompt, max(1, min(r.output_len, max_model_len - prompt)), r.tier)
+            r = Request(r.id, r.arrival, prompt, max(1, min(r.output_len, max_model_len - prompt)), r.tier, r.tenant)
         out.append(r)
     return out
 
@@ -79,8 +92,9 @@ def run_vllm(cfg: RunConfig, engine: EngineConfig, llm=None, horizon: float | No
              profile: str | None = None, scale: float = 1.0) -> tuple[RunResult, object]:
     """One real-engine run of ``cfg``'s scheduler and workload; returns the records and the LLM (for reuse)."""
     llm = llm or make_llm(engine)
+    requests = workload_requests(cfg, engine.max_model_len, scale)
     settings = load_settings({}, scheduler=cfg.scheduler, scheduler_params=cfg.scheduler_params,
-                             tiers=cfg.tiers, oracle=cfg.oracle, profile=profile)
-    result = replay(llm, workload_requests(cfg, engine.max_model_len, scale), settings, horizon=horizon)
+                             tiers=cfg.tiers, tenants=request_tenants(requests), oracle=cfg.oracle, profile=profile)
+    result = replay(llm, requests, settings, horizon=horizon)
     result.meta.update({"config": {k: v for k, v in vars(cfg).items()}, "engine": vars(engine)})
     return result, llm

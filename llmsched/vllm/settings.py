@@ -10,6 +10,9 @@ variable                    file key                                      exampl
 ``LLMSCHED_SCHEDULER_PARAMS``  ``scheduler_params`` (a table)             ``{"token_budget": 256}`` (JSON)
 ``LLMSCHED_TIERS``          ``tiers``                                     ``paid:tbt=0.1:share=0.05,free:tbt=0.5``
 ``LLMSCHED_DEFAULT_TIER``   ``default_tier``                              ``free`` (default: the last tier)
+``LLMSCHED_TENANTS``        ``tenants``                                   ``a:weight=2,b:priority=0`` (weights and
+                                                                          priorities of the tenants requests
+                                                                          may name)
 ``LLMSCHED_ORACLE``         ``oracle``                                    ``1``: policies may read max_tokens
 ``LLMSCHED_PROFILE``        ``profile``                                   a profile name or JSON file (the view's
                                                                           batch-time model, for predicting policies)
@@ -22,8 +25,9 @@ variable                    file key                                      exampl
 ``LLMSCHED_PARAMS`` and ``LLMSCHED_SCHEDULER_PARAMS`` merge (``LLMSCHED_PARAMS`` wins); the policy is built at
 start-up, so an unknown parameter or a bad value stops the server before it serves, with a line naming it.
 Every name resolves through llmsched's registries; the files are read as data only. Nothing a client sends can
-select a policy or load code: a request only picks one of these tiers (see ``tier_of``); an unknown tier is
-rejected with the valid names.
+select a policy or load code: a request only picks one of these tiers (see ``tier_of``) and tenants (``tenant_of``: in
+``extra_args["tenant"]``); an unknown tier or tenant is rejected with the valid names. A request's priority class is
+vLLM's own ``priority`` field when it is not 0, else its tenant's, else its tier's.
 """
 from __future__ import annotations
 
@@ -31,12 +35,14 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from ..request import DEFAULT_TIER, Tier
+from ..request import DEFAULT_TIER, Tenant, Tier
+from ..workload.tenants import check_tenants
 from ..workload.tiers import parse_tiers
 
 TIER_KEY = "tier"  # SamplingParams.extra_args key (OpenAI API: extra_body={"vllm_xargs": {"tier": "paid"}})
+TENANT_KEY = "tenant"  # SamplingParams.extra_args key (extra_body={"vllm_xargs": {"tenant": "acme"}})
 PLUGIN_VARIABLES = ("LLMSCHED_CONFIG", "LLMSCHED_SCHEDULER", "LLMSCHED_PARAMS", "LLMSCHED_SCHEDULER_PARAMS",
-                    "LLMSCHED_TIERS", "LLMSCHED_DEFAULT_TIER", "LLMSCHED_ORACLE", "LLMSCHED_PROFILE",
+                    "LLMSCHED_TIERS", "LLMSCHED_DEFAULT_TIER", "LLMSCHED_TENANTS", "LLMSCHED_ORACLE", "LLMSCHED_PROFILE",
                     "LLMSCHED_RECORD_DIR", "LLMSCHED_ARRIVAL")
 # llmsched's other variables (data and cache folders, the compiled build's switches, test switches): not the
 # plug-in's, but not typos either
@@ -53,6 +59,7 @@ class Settings:
     scheduler_params: dict = field(default_factory=dict)
     tiers: tuple[Tier, ...] = (DEFAULT_TIER,)
     default_tier: Tier = DEFAULT_TIER
+    tenants: tuple[Tenant, ...] = ()  # none: requests carry no tenant
     oracle: bool = False
     profile: str | None = None
     record_dir: str | None = None
@@ -61,6 +68,7 @@ class Settings:
     def describe(self) -> dict:
         return {"scheduler": self.scheduler, "scheduler_params": self.scheduler_params,
                 "tiers": [t.name for t in self.tiers], "default_tier": self.default_tier.name,
+                "tenants": {t.name: {"weight": t.weight, "priority": t.priority} for t in self.tenants},
                 "oracle": self.oracle, "profile": self.profile, "arrival": self.arrival}
 
 
@@ -72,7 +80,7 @@ def load_settings(env=None, **overrides) -> Settings:
     if env.get("LLMSCHED_CONFIG"):
         from ..run_config import load_config
         data.update(load_config(env["LLMSCHED_CONFIG"]))
-    for key in ("scheduler", "tiers", "default_tier", "profile", "record_dir", "arrival"):
+    for key in ("scheduler", "tiers", "default_tier", "tenants", "profile", "record_dir", "arrival"):
         if env.get("LLMSCHED_" + key.upper()):
             data[key] = env["LLMSCHED_" + key.upper()]
     if env.get("LLMSCHED_SCHEDULER_PARAMS"):
@@ -91,7 +99,8 @@ def load_settings(env=None, **overrides) -> Settings:
     if env.get("LLMSCHED_ORACLE"):
         data["oracle"] = parse_switch("LLMSCHED_ORACLE", env["LLMSCHED_ORACLE"])
     data.update({k: v for k, v in overrides.items() if v is not None})
-    known = {"scheduler", "scheduler_params", "tiers", "default_tier", "oracle", "profile", "record_dir", "arrival"}
+    known = {"scheduler", "scheduler_params", "tiers", "default_tier", "tenants", "oracle", "profile", "record_dir",
+             "arrival"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"llmsched vLLM settings: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
@@ -117,7 +126,8 @@ def load_settings(env=None, **overrides) -> Settings:
     if default not in by_name:
         raise ValueError(f"default tier {default!r} is not among the configured tiers {', '.join(by_name)}")
     return Settings(scheduler=scheduler, scheduler_params=params, tiers=tiers,
-                    default_tier=by_name[default], oracle=data.get("oracle", False),
+                    default_tier=by_name[default], tenants=plugin_tenants(data.get("tenants"), tiers),
+                    oracle=data.get("oracle", False),
                     profile=data.get("profile"), record_dir=data.get("record_dir"), arrival=arrival)
 
 
@@ -130,6 +140,38 @@ def tier_of(extra_args: dict | None, settings: Settings) -> tuple[Tier, bool]:
         if t.name == name:
             return t, True
     return settings.default_tier, False
+
+
+def plugin_tenants(spec, tiers) -> tuple[Tenant, ...]:
+    """The tenants requests may name: a spec of names with weights and priorities (a rate or workload is the
+    simulator's and has no meaning here), or Tenant objects."""
+    if not spec:
+        return ()
+    streams = check_tenants(spec)
+    for s in streams:
+        for key in ("rate", "workload"):
+            if getattr(s, key) is not None:
+                raise ValueError(f"LLMSCHED_TENANTS: tenant {s.name!r}: {key}= has no meaning in a server (requests "
+                                 f"arrive as clients send them); give weight= and priority= only")
+    if any(s.tenant.priority is not None for s in streams) and any(t.priority is not None for t in tiers):
+        raise ValueError("LLMSCHED_TENANTS and LLMSCHED_TIERS both give priorities; give priority= in one of them")
+    return tuple(s.tenant for s in streams)
+
+
+def tenant_of(extra_args: dict | None, settings: Settings) -> tuple[Tenant | None, str | None]:
+    """The tenant a request names in ``extra_args["tenant"]`` (None when it names none), and why it is refused
+    (an unknown name), else None."""
+    name = extra_args.get(TENANT_KEY) if extra_args else None
+    if name is None:
+        if settings.tenants:
+            return None, (f"no tenant named; this server's tenants are {', '.join(t.name for t in settings.tenants)} "
+                          f"(extra_body={{\"vllm_xargs\": {{\"{TENANT_KEY}\": NAME}}}})")
+        return None, None
+    for t in settings.tenants:
+        if t.name == name:
+            return t, None
+    valid = ", ".join(t.name for t in settings.tenants) or "none (set LLMSCHED_TENANTS)"
+    return None, f"unknown tenant {name!r}; valid tenants: {valid}"
 
 
 def check_variable_names(env) -> None:

@@ -1,7 +1,8 @@
 """User tiers from a one-line spec, and their random assignment to requests.
 
 The spec is what a command line can carry: ``paid:tbt=0.1:share=0.05,free:tbt=0.5`` is SLAI's setting (Bari et al.,
-seed 000, §5): 5% paying users with a 0.1 s TBT target, the rest free with 0.5 s.
+seed 000, §5): 5% paying users with a 0.1 s TBT target, the rest free with 0.5 s. ``priority=P`` (an integer, lower
+is more urgent, as in vLLM) makes a tier a priority class: ``high:priority=0:share=0.1,low:priority=1``.
 """
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from llmsched.request import SLO, Tier
 from llmsched.workload.chunks import CHUNK, check_chunk
 
 SLO_KEYS = ("ttft", "tbt", "tpot")
-KEYS = SLO_KEYS + ("share",)
+KEYS = SLO_KEYS + ("share", "priority")
 SHARE_TOLERANCE = 1e-6
 
 
 def parse_tiers(spec: str) -> tuple[Tier, ...]:
-    """``name[:key=value]...`` separated by commas; keys ttft, tbt, tpot (seconds) and share.
+    """``name[:key=value]...`` separated by commas; keys ttft, tbt, tpot (seconds), share and priority (an integer).
 
     Tiers without a share split what the others leave equally; the shares must sum to 1.
     """
@@ -41,6 +42,9 @@ def parse_tiers(spec: str) -> tuple[Tier, ...]:
                 raise ValueError(f"tier {name!r}: {field!r} is not key=value with key one of {', '.join(KEYS)}")
             if key in values:
                 raise ValueError(f"tier {name!r}: {key} is given twice")
+            if key == "priority":
+                values[key] = parse_priority(f"tier {name!r}", text)
+                continue
             try:
                 value = float(text)
             except ValueError:
@@ -63,8 +67,17 @@ def parse_tiers(spec: str) -> tuple[Tier, ...]:
     total = sum(v["share"] for _, v in parsed)
     if abs(total - 1.0) > SHARE_TOLERANCE:
         raise ValueError(f"tier spec {spec!r}: shares sum to {total:g}, they must sum to 1")
-    return tuple(Tier(name, SLO(**{k: v[k] for k in SLO_KEYS if k in v}), min(v["share"], 1.0))
+    return tuple(Tier(name, SLO(**{k: v[k] for k in SLO_KEYS if k in v}), min(v["share"], 1.0), v.get("priority"))
                  for name, v in parsed)
+
+
+def parse_priority(owner: str, text: str) -> int:
+    """An integer priority class from a spec's ``priority=P``."""
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"{owner}: priority={text.strip()!r} is not an integer (a priority class: lower is more "
+                         f"urgent, as in vLLM)") from None
 
 
 def check_tiers(tiers) -> tuple[Tier, ...]:

@@ -22,6 +22,7 @@ AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 VIDUR = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
 LENGTHS = ("num_prefill_tokens", "num_decode_tokens")
 LMSYS = ("question_length", "answer_length")
+TENANT = "tenant"  # an optional column naming each row's tenant (any format with arrival times)
 ZERO_POLICIES = ("error", "drop", "clamp")
 SUPPORTED = (f"Azure LLM inference trace ({', '.join(AZURE)}); Vidur processed trace ({', '.join(VIDUR)}); "
              f"length-only ({', '.join(LENGTHS)}) or ({', '.join(LMSYS)})")
@@ -46,6 +47,8 @@ class Trace:
     format: str = ""
     dropped: int = 0
     clamped: int = 0
+    tenants: list[str] | None = None  # each row's tenant, from a ``tenant`` column
+
 
     def __len__(self) -> int:
         return len(self.prompt_lens)
@@ -227,7 +230,21 @@ def _read(path, fmt: str, time_column: str | None, names, zero_lengths: str) -> 
     keep, prompts, outputs, dropped, clamped = _zeros(path, names, prompts, outputs, lines, zero_lengths)
     if arrivals is not None:
         arrivals = arrivals[keep]
-    return Trace(arrivals, prompts, outputs, path, fmt, dropped, clamped)
+    tenants = None
+    if time_column and TENANT in header:
+        column = _columns(path, header, rows, lines, (TENANT,))[0]
+        tenants = _tenant_names(path, column, lines)
+        tenants = [t for t, k in zip(tenants, keep.tolist()) if k] if dropped else tenants
+    return Trace(arrivals, prompts, outputs, path, fmt, dropped, clamped, tenants)
+
+
+def _tenant_names(path: Path, values: list[str], lines: list[int]) -> list[str]:
+    names = [v.strip() for v in values]
+    for name, line in zip(names, lines):
+        if not name:
+            raise TraceError(f"{path}:{line}: {TENANT} is empty; a trace with a {TENANT} column names every row's "
+                             f"tenant: fill it in (or remove the column to replay the trace without tenants)")
+    return names
 
 
 def read_azure(path, zero_lengths: str = "error") -> Trace:

@@ -20,7 +20,9 @@ from llmsched.workload.chunks import CHUNK, check_chunk, pieces
 from llmsched.workload.length_presets import LENGTH_PRESETS, length_preset
 from llmsched.workload.lengths import Capped, Empirical, LengthDist, positive_int
 from llmsched.workload.tiers import assign_tiers, check_tiers, tier_chunks
-from llmsched.workload.traces import AZURE, VIDUR, TraceError, read_header, read_trace, resolve_data_file, trace_kind
+from llmsched.workload.server_log import read_server_log
+from llmsched.workload.traces import (AZURE, VIDUR, Trace, TraceError, read_header, read_trace, resolve_data_file,
+                                     trace_kind)
 
 ARRIVAL_KINDS = ("poisson", "gamma", "constant")
 
@@ -124,8 +126,10 @@ class Workload:
 
 
 def tier_dict(tier: Tier) -> dict:
-    return {"name": tier.name, "share": tier.share, "ttft": tier.slo.ttft, "tbt": tier.slo.tbt,
-            "tpot": tier.slo.tpot}
+    out = {"name": tier.name, "share": tier.share, "ttft": tier.slo.ttft, "tbt": tier.slo.tbt, "tpot": tier.slo.tpot}
+    if tier.priority is not None:
+        out["priority"] = tier.priority
+    return out
 
 
 @runtime_checkable
@@ -296,11 +300,27 @@ class ClosedLoop:
 def trace_workload(path, target_rate: float | None = None, num_requests: int | None = None,
                    tiers: Sequence[Tier] | str = (DEFAULT_TIER,), max_total_tokens: int | None = None,
                    seed: int = 0, zero_lengths: str = "error") -> Workload:
-    """Replays a trace with arrival times (Azure or Vidur format): its arrivals, and each row's own lengths."""
+    """Replays a trace with arrival times (Azure or Vidur format, or a real server's per-request log: a
+    requests.jsonl or a vllm bench serve result .json): its arrivals, and each row's own lengths."""
+    return replay(read_arrival_trace(path, zero_lengths), target_rate=target_rate, num_requests=num_requests,
+                  tiers=tiers, max_total_tokens=max_total_tokens, seed=seed)
+
+
+def read_arrival_trace(path, zero_lengths: str = "error") -> Trace:
+    """A trace with arrival times, or a server's per-request log read as one (a length-only file is refused with
+    what to use instead)."""
     resolved = resolve_data_file(path)
+    if resolved.suffix in (".jsonl", ".json"):
+        return server_log_trace(resolved)
     if trace_kind(resolved) == "lengths":
         raise TraceError(length_file_as_trace(resolved))
-    trace = read_trace(resolved, zero_lengths=zero_lengths)
+    return read_trace(resolved, zero_lengths=zero_lengths)
+
+
+def replay(trace: Trace, target_rate: float | None = None, num_requests: int | None = None,
+           tiers: Sequence[Tier] | str = (DEFAULT_TIER,), max_total_tokens: int | None = None,
+           seed: int = 0) -> Workload:
+    """``trace_workload`` of a trace already read."""
     if len(trace) == 0:
         raise TraceError(f"{trace.source}:1: the trace has a header but no requests")
     if num_requests is not None and num_requests > len(trace):
@@ -315,6 +335,12 @@ def trace_workload(path, target_rate: float | None = None, num_requests: int | N
         raise TraceError(f"{trace.source}: {e} (--rate rescales a trace's arrivals; leave it out)") from None
     return Workload(arrivals, Empirical.from_trace(trace, draw="sequential"), num_requests=num_requests, tiers=tiers,
                     max_total_tokens=max_total_tokens, seed=seed)
+
+
+def server_log_trace(path: Path) -> Trace:
+    """A server's per-request log (workload/server_log.py) as a trace: its arrivals and lengths."""
+    log = read_server_log(path)
+    return Trace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format)
 
 
 def length_file_as_trace(path: Path) -> str:

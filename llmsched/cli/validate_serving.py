@@ -1,0 +1,167 @@
+"""``llmsched validate-serving``: replay real serving runs in the simulator and say how far it is from them."""
+from __future__ import annotations
+
+import csv
+import json
+import shlex
+from pathlib import Path
+
+from ..validate.serving import METRICS, STATS, validate
+from ..validate.serving_run import load_run
+
+DEFAULT_BATCH_TIME = "vllm-v1"
+
+
+def add(sub) -> None:
+    p = sub.add_parser(
+        "validate-serving", help="replay real vLLM runs (per-request logs) and report the simulator's error",
+        description="Replay each run folder (requests.jsonl or a `vllm bench serve --save-result --save-detailed` "
+                    "JSON, meta.json with the engine arguments, config.json) with exactly its arrivals and "
+                    "lengths through vllm-chunked and the vllm-v1 engine model; print and write real vs simulated "
+                    "mean/P50/P90/P99 TTFT, TPOT, ITL and E2E, throughput, and each error (validation.json, "
+                    "validation.csv, cdf.png in --out). --calibrate NAME first fits efficiency terms on the "
+                    "--fit runs (default the first), stores them as a profile --batch-time NAME takes, and "
+                    "labels every run calibration or validation.")
+    p.add_argument("runs", nargs="+", metavar="DIR", help="a run's folder (repeatable)")
+    p.add_argument("--out", help="output folder (default: print only)")
+    p.add_argument("--gpu", help="GPU preset of the runs whose meta.json names none (e.g. h200)")
+    p.add_argument("--model", help="model preset, where config.json / meta.json's model is not one llmsched reads")
+    p.add_argument("--log", help="the per-request log's file name in each folder (default requests.jsonl, else "
+                                 "the one bench-result .json)")
+    p.add_argument("--batch-time", default=DEFAULT_BATCH_TIME,
+                   help=f"batch-time kind or stored profile (default {DEFAULT_BATCH_TIME})")
+    p.add_argument("--bt-param", action="append", default=[], metavar="KEY=VALUE",
+                   help="batch-time model parameter (repeatable)")
+    p.add_argument("--calibrate", metavar="NAME", help="fit --fit-terms on the --fit runs and store profile NAME")
+    p.add_argument("--fit", action="append", default=[], metavar="DIR",
+                   help="a calibration run (repeatable; default the first run)")
+    p.add_argument("--fit-terms", default="compute_eff,mem_eff",
+                   help="comma-separated terms of the GPU model to fit (default compute_eff,mem_eff)")
+    p.add_argument("--profiles", metavar="DIR", help="where --calibrate writes the profile (default "
+                                                     "$LLMSCHED_BATCH_TIME_PROFILES or ~/.llmsched/batch-time)")
+    p.set_defaults(func=cmd_validate_serving)
+
+
+def fit_command(args) -> str:
+    """The command that fits the profile again: the calibration runs and every option the fit depends on."""
+    words = ["llmsched", "validate-serving", *(args.fit or args.runs[:1]), "--calibrate", args.calibrate]
+    for flag, value in (("--gpu", args.gpu), ("--model", args.model), ("--log", args.log)):
+        if value:
+            words += [flag, value]
+    if args.batch_time != DEFAULT_BATCH_TIME:
+        words += ["--batch-time", args.batch_time]
+    for param in args.bt_param:
+        words += ["--bt-param", param]
+    if args.fit_terms != "compute_eff,mem_eff":
+        words += ["--fit-terms", args.fit_terms]
+    return shlex.join(words)
+
+
+def cmd_validate_serving(args) -> int:
+    from ..batchtime.named import check_name, load_profile, save_profile
+    from ..config_fields import parse_params
+    params = parse_params(args.bt_param, "--bt-param") if args.bt_param else {}
+    runs = [load_run(folder, args.log) for folder in args.runs]
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two runs have the same folder name ({', '.join(names)}); give each its own name")
+    batch_time, calibrated_on, fit_record = args.batch_time, [], None
+    if args.calibrate:
+        from ..validate.serving_calibrate import calibrate, profile_payload
+        check_name(args.calibrate)
+        fit = [load_run(folder, args.log) for folder in args.fit] if args.fit else runs[:1]
+        terms = tuple(t.strip() for t in args.fit_terms.split(",") if t.strip())
+        if not terms:
+            raise ValueError("--fit-terms: name at least one term (e.g. compute_eff,mem_eff)")
+        fitted, fit_record = calibrate(fit, args.gpu, batch_time, params, terms, args.model)
+        fit_record["command"] = fit_command(args)
+        path = save_profile(args.calibrate, profile_payload(args.calibrate, params, fitted, fit_record),
+                            Path(args.profiles) if args.profiles else None)
+        print(f"calibrated {', '.join(f'{k} = {v:g}' for k, v in fitted.items())} on {', '.join(r.name for r in fit)} "
+              f"(rms log error {fit_record['rms_log_error_before']:.4f} -> {fit_record['rms_log_error_after']:.4f}); "
+              f"wrote {path}")
+        batch_time, calibrated_on = fit_record["kind"], fit_record["calibrated_on"]
+        params = {**params, **fitted}
+    else:
+        profile = load_profile(batch_time)
+        calibrated_on = list(profile.get("calibrated_on", [])) if profile else []
+    rows = []
+    for run in runs:
+        row = validate(run, args.gpu, batch_time, params, args.model)
+        row["split"] = "calibration" if run.name in calibrated_on else "validation"
+        row["profile"] = args.calibrate or (args.batch_time if args.batch_time != batch_time else None)
+        rows.append(row)
+    print(format_report(rows))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_report(rows, out, fit_record)
+        plot_cdfs(rows, out / "cdf.png")
+        print(f"wrote {out / 'validation.json'}, {out / 'validation.csv'}, {out / 'cdf.png'}")
+    return 0
+
+
+def format_report(rows: list[dict]) -> str:
+    lines = []
+    for row in rows:
+        lines.append(f"{row['run']} ({row['split']}): {row['model']} on {row['gpu']}, tp {row['tp']}, dp {row['dp']}"
+                     f"{' + EP' if row['expert_parallel'] else ''}, vLLM {row['vllm_version']}, {row['requests']} "
+                     f"requests, batch time {row['profile'] or row['batch_time']}")
+        lines.append(f"  {'metric':<14}" + "".join(f"{s:>26}" for s in STATS))
+        for metric in METRICS:
+            real, sim, err = row["real"][metric], row["simulated"][metric], row["errors"][metric]
+            if real["p50"] is None:
+                continue
+            cells = "".join(f"{real[s] * 1e3:>9.1f} {sim[s] * 1e3:>8.1f} {err[s]:>+6.1f}%" for s in STATS)
+            lines.append(f"  {metric + ' (ms)':<14}{cells}")
+        real, sim, err = row["real"]["throughput"], row["simulated"]["throughput"], row["errors"]["throughput"]
+        lines.append(f"  throughput     {real['output_tps']:.0f} -> {sim['output_tps']:.0f} tok/s "
+                     f"({err['output_tps']:+.1f}%), {real['rps']:.3f} -> {sim['rps']:.3f} req/s ({err['rps']:+.1f}%)")
+        met = [f"{name} {t['error_pct']:+.1f}% {'ok' if t['met'] else 'MISS'} (±{t['bound_pct']:g}%)"
+               for name, t in row["targets"].items()]
+        lines.append("  targets: " + "; ".join(met))
+    lines.append("(each cell: real, simulated, error)")
+    return "\n".join(lines)
+
+
+def write_report(rows: list[dict], out: Path, fit_record: dict | None) -> None:
+    payload = {"runs": [{k: v for k, v in row.items() if k != "samples"} for row in rows]}
+    if fit_record:
+        payload["calibration"] = fit_record
+    (out / "validation.json").write_text(json.dumps(payload, indent=2) + "\n")
+    with (out / "validation.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["run", "split", "metric", "statistic", "real", "simulated", "error_pct"])
+        for row in rows:
+            for metric in METRICS + ("throughput",):
+                keys = ("output_tps", "rps") if metric == "throughput" else STATS
+                for k in keys:
+                    real, sim = row["real"][metric][k], row["simulated"][metric][k]
+                    if real is None:
+                        continue
+                    err = row["errors"][metric][k]
+                    w.writerow([row["run"], row["split"], metric, k, f"{real:.6g}", f"{sim:.6g}",
+                                "" if err is None else f"{err:.2f}"])
+
+
+def plot_cdfs(rows: list[dict], path: Path) -> None:
+    """Real vs simulated CDFs of TTFT, TPOT and E2E, one row of panels per run (plain matplotlib: the shared
+    plotting module is being rewritten)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(len(rows), 3, figsize=(12, 3.2 * len(rows)), squeeze=False)
+    for ax_row, row in zip(axes, rows):
+        for ax, metric in zip(ax_row, ("ttft", "tpot", "e2e")):
+            for side, style in (("real", "k-"), ("simulated", "r--")):
+                values = np.asarray(row["samples"][side][metric]) * 1e3
+                ax.plot(values, np.arange(1, len(values) + 1) / len(values), style, label=side)
+            ax.set(xlabel=f"{metric} (ms)", ylabel="CDF", title=f"{row['run']}: {metric} "
+                   f"(P50 {row['errors'][metric]['p50']:+.1f}%)")
+            ax.title.set_fontsize(8)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

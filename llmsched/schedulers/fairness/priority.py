@@ -1,0 +1,164 @@
+"""Priority classes that preempt, with chunked prefill: the most urgent class's work first in every step."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from ...engine.plan import BatchPlan
+from ...engine.view import ReplicaView
+from ...request import Request
+from ..base import Scheduler
+from ..registry import register
+from .preemption_ledger import PreemptionLedger
+from .waiting_queues import WaitingQueues, priority_key
+
+
+@register
+@dataclass
+class Priority(Scheduler):
+    """priority: classes by urgency (lower value first, as vLLM), preempting less urgent running requests.
+
+    A request's class is its tenant's priority, else its tier's, else 0. Each step walks the classes from the
+    most urgent: first the class's running requests in admission order (a decode, or a chunk of what is left of a
+    prompt), then its waiting requests in queue order (a chunk of the budget left), and only then the next class,
+    so less urgent work gets what budget the more urgent leaves (it pauses, keeping its KV, when none is left).
+    A waiting request that finds no free KV block or no seat preempts running requests of less urgent classes,
+    least urgent and newest first (vLLM's ``max(priority, arrival)``), by recompute or swap as the run's
+    ``preemption_mode`` says, but only when those victims free enough for it; otherwise admissions stop there.
+    A running request short of a block preempts as vLLM v1 does under its priority policy: the least urgent,
+    newest running request, itself last; such a step admits nothing.
+
+    ``max_preemptions`` bounds the work thrown away: a request is preempted for a more urgent one at most that
+    many times (0: never, vLLM v1's behaviour: order only), so a request loses at most ``max_preemptions`` times
+    its KV (at most ``prompt + output - 1`` tokens each time) to priority preemption, by recompute, and none by
+    swap, and it is never preempted for priority for ever (no livelock: once exempt it runs to its end, short of
+    the KV preemptions every policy makes). The summary's ``policy`` section counts both kinds and the KV tokens
+    thrown away, by tenant (else tier) and class. With one class it decides as vllm-chunked.
+    """
+
+    name = "priority"
+    source = ("vLLM --scheduling-policy priority (v1: waiting by (priority, arrival), the lowest priority preempted "
+              "on KV shortage; v0 PR #5958: lower-priority running requests preempted for a waiting one); vllm "
+              "issue #10101 (priority preemption with chunked prefill)")
+    token_budget: int = 2048
+    max_preemptions: int = 1
+
+    def __post_init__(self):
+        if self.token_budget < 1:
+            raise ValueError(f"{self.name}: token_budget must be >= 1, got {self.token_budget}")
+        if self.max_preemptions < 0:
+            raise ValueError(f"{self.name}: max_preemptions must be >= 0 (0: never preempt for priority), got "
+                             f"{self.max_preemptions}")
+        self.queues = WaitingQueues(key=priority_key)
+        self.ledger = PreemptionLedger()
+        self.preempted: dict[int, int] = {}  # request id -> times preempted for a more urgent request
+        self._victims: list[Request] = []
+
+    def on_arrival(self, req: Request, view: ReplicaView) -> str | None:
+        self.queues.add(req)
+        return None
+
+    def schedule(self, view: ReplicaView) -> BatchPlan:
+        self.ledger.settle()
+        self.queues.sync(view.waiting, self._victims)
+        self._victims = []
+        if not len(self.queues) and len(view.running) <= min(self.token_budget, view.max_num_batched_tokens):
+            plan = all_decode(view.running, view.block_size, view.free_blocks)
+            if plan is not None:
+                return plan  # nothing waits and every running request decodes: the class order changes nothing
+        plan = BatchPlan()
+        budget = min(self.token_budget, view.max_num_batched_tokens)
+        free = view.free_blocks
+        seats = view.max_num_seqs - len(view.running)
+        bs = view.block_size
+        age = {x: i for i, x in enumerate(view.running)}  # running order: admission order (later is newer)
+
+        def urgency(x):  # most urgent class first, admission order within it
+            return x.priority, age[x]
+        todo = sorted(view.running, key=urgency)
+        kv_victims: list[Request] = []
+        admitting = True
+        i = 0
+        for p in sorted({r.priority for r in todo}.union(self.queues.backlogged())):
+            while i < len(todo) and todo[i].priority == p and budget > 0:
+                r = todo[i]
+                computed, known = r.num_computed, r.prompt_len + r.num_generated
+                n = min(known - computed, budget)
+                need = -(-(computed + n) // bs) - r.num_blocks
+                while need > free:
+                    victim = max(todo[i:], key=urgency)
+                    todo.remove(victim)
+                    kv_victims.append(victim)
+                    free += victim.num_blocks
+                    if victim is r:
+                        break
+                else:
+                    if need > 0:
+                        free -= need
+                    budget -= n
+                    if computed + 1 == known and r.num_generated:
+                        plan.decodes.append(r)
+                    else:
+                        plan.prefills.append((r, n))
+                    i += 1
+            if budget <= 0:
+                break
+            while admitting and not kv_victims and budget > 0:
+                h = self.queues.head(p) if p in self.queues.queues else None
+                if h is None:
+                    break
+                n = min(h.prompt_len + h.num_generated, budget)
+                need = view.blocks_for(n)
+                if need > free or seats < 1:
+                    victims = self._room(todo[i:], p, need - free, 1 - seats, urgency)
+                    if victims is None:
+                        admitting = False  # nothing less urgent to give way: later classes wait too
+                        break
+                    for v in victims:
+                        todo.remove(v)
+                        self.preempted[v.id] = self.preempted.get(v.id, 0) + 1
+                        free += v.num_blocks
+                        seats += 1
+                    plan.preempt.extend(victims)
+                    self.ledger.planned(victims, "priority")
+                self.queues.pop(p)
+                plan.prefills.append((h, n))
+                free -= need
+                budget -= n
+                seats -= 1
+        plan.preempt.extend(kv_victims)
+        self.ledger.planned(kv_victims, "kv")
+        self._victims = plan.preempt
+        return plan
+
+    def _room(self, later: list[Request], p: int, blocks: int, seats: int, urgency) -> list[Request] | None:
+        """The fewest less urgent running requests (least urgent, newest first; not yet preempted
+        ``max_preemptions`` times) whose preemption frees ``blocks`` blocks and ``seats`` seats; None if all of
+        them would not."""
+        limit = self.max_preemptions
+        candidates = [r for r in later if r.priority > p and self.preempted.get(r.id, 0) < limit]
+        candidates.sort(key=urgency, reverse=True)
+        taken = []
+        for r in candidates:
+            if blocks <= 0 and seats <= 0:
+                break
+            taken.append(r)
+            blocks -= r.num_blocks
+            seats -= 1
+        return taken if blocks <= 0 and seats <= 0 else None
+
+    def stats(self) -> dict:
+        times: dict[str, int] = {}
+        for n in self.preempted.values():
+            times[str(n)] = times.get(str(n), 0) + 1
+        return {"preemptions": self.ledger.stats(), "priority_preemptions_per_request": times}
+
+
+def all_decode(running: list[Request], bs: int, free: int) -> BatchPlan | None:
+    """Every running request's decode, when each is in decode phase and their new blocks fit; else None."""
+    need = 0
+    for r in running:
+        computed = r.num_computed
+        if not (r.num_generated and computed + 1 == r.prompt_len + r.num_generated):
+            return None
+        if computed + 1 > r.num_blocks * bs:
+            need += 1
+    return BatchPlan(decodes=list(running)) if need <= free else None

@@ -1,0 +1,168 @@
+"""A real serving run replayed in the simulator: the same arrivals and lengths, vLLM v1's policy and engine, and
+how far the simulated latencies are from the measured ones.
+
+The replay is a RunConfig: ``vllm-chunked`` (vLLM v1's scheduler) with the run's token budget, sequence cap,
+block size, tensor and data parallelism; the batch-time model ``vllm-v1`` (or any kind or stored profile); the KV
+cache vLLM reported (``num_gpu_blocks`` or ``memory_gib.kv_cache_tokens`` in meta.json), else vLLM's sizing
+for its version (hardware/vllm_memory.py); DP ranks behind the balancer of the run's vLLM version.
+
+Metrics, per request: TTFT, TPOT = (E2E − TTFT)/(output − 1), E2E; ITL, every inter-token gap, where the log
+has them (vllm bench serve results); throughput = output tokens (and requests) per second from the first
+arrival to the last finish. Each is reported as mean, P50, P90, P99, real and simulated, with the simulated
+one's signed error in % of the real one, and checked against issue 29's targets (:data:`TARGETS`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..experiment import run as run_config
+from ..run_config import RunConfig
+from ..hardware.gpus import gpu as gpu_preset
+from ..hardware.vllm_memory import default_utilization, no_room, parse_version, vllm_kv_budget
+from ..batchtime.registry import resolve_kind
+from ..batchtime.vllm_v1 import cudagraph_capture_sizes
+from .serving_run import ServingRun, gpu_of
+
+STATS = ("mean", "p50", "p90", "p99")
+METRICS = ("ttft", "tpot", "itl", "e2e")
+# issue 29's targets: |signed error| at most this many % (metric, statistic)
+TARGETS = {("ttft", "p50"): 10.0, ("tpot", "p50"): 5.0, ("e2e", "p50"): 5.0, ("throughput", "output_tps"): 3.0,
+           ("ttft", "p90"): 15.0}
+SCHEDULER = "vllm-chunked"
+
+
+def dp_router(vllm_version: str | None) -> str:
+    """vLLM's DP balancer at ``vllm_version``: 4·waiting + running up to v0.19, PR #49204's rule after."""
+    version = parse_version(vllm_version)
+    return "vllm-dp-0.19" if version is not None and version <= (0, 19) else "vllm-dp-latest"
+
+
+def replay_config(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1",
+                  batch_time_params: dict | None = None, model: str | None = None) -> RunConfig:
+    """The simulation of ``run``: its arrivals and lengths, its engine arguments, vLLM's policy."""
+    args = run.args
+    device = gpu_preset(gpu_of(run, gpu))
+    spec, model_name = run.model_spec(model)
+    params = dict(batch_time_params or {})
+    if resolve_kind(batch_time)[0] == "vllm-v1":
+        if args.capture_sizes:
+            params.setdefault("capture_sizes", list(args.capture_sizes))
+        params.setdefault("async_scheduling", args.async_scheduling)
+    return RunConfig(
+        scheduler=SCHEDULER, scheduler_params={"token_budget": args.max_num_batched_tokens}, model=model_name,
+        gpu=device.name, tp=args.tensor_parallel_size, batch_time=batch_time, batch_time_params=params,
+        trace=str(run.log.path), rate=None, dp=args.data_parallel_size, expert_parallel=args.enable_expert_parallel,
+        router=dp_router(args.vllm_version) if args.data_parallel_size > 1 else "round-robin",
+        block_size=args.block_size, max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len,
+        gpu_memory_utilization=args.gpu_memory_utilization or default_utilization(args.vllm_version),
+        num_blocks=kv_blocks(run, spec, device, model_name))
+
+
+def kv_blocks(run: ServingRun, spec, device, model_name: str) -> int:
+    """The KV blocks per rank: vLLM's own figure from meta.json, else its sizing for the run's version; a model
+    that leaves no room, or too little for the run's longest request, is an error naming meta.json."""
+    args = run.args
+    meta = run.folder / "meta.json"
+    if args.num_gpu_blocks:
+        return args.num_gpu_blocks
+    tokens = args.memory_gib.get("kv_cache_tokens")
+    if isinstance(tokens, int) and tokens > 0:
+        return tokens // args.block_size
+    sizes = args.capture_sizes or cudagraph_capture_sizes(args.max_num_seqs, args.max_num_batched_tokens)
+    utilization = args.gpu_memory_utilization or default_utilization(args.vllm_version)
+    budget = vllm_kv_budget(spec, device, max_num_batched_tokens=args.max_num_batched_tokens,
+                            max_num_seqs=args.max_num_seqs, gpu_memory_utilization=utilization,
+                            vllm_version=args.vllm_version, capture_sizes=len(sizes), block_size=args.block_size)
+    if budget.blocks < 1:
+        raise ValueError(f"{meta}: engine_kwargs.tensor_parallel_size {args.tensor_parallel_size}: "
+                         f"{no_room(spec, device, budget, utilization)}")
+    longest = int(np.max(run.log.prompt_lens + run.log.output_lens))
+    if budget.tokens < longest:
+        raise ValueError(f"{meta}: {model_name} on {device.name} at tensor_parallel_size "
+                         f"{args.tensor_parallel_size} leaves a KV cache of {budget.tokens} tokens, less than the "
+                         f"run's longest request ({longest}); raise the tensor parallelism or check --gpu")
+    return budget.blocks
+
+
+def stats(values: np.ndarray) -> dict:
+    v = np.asarray(values, dtype=float)
+    if len(v) == 0:
+        return dict.fromkeys(STATS)
+    return {"mean": float(v.mean()), "p50": float(np.percentile(v, 50)), "p90": float(np.percentile(v, 90)),
+            "p99": float(np.percentile(v, 99))}
+
+
+def measured(run: ServingRun) -> dict:
+    log = run.log
+    finish = log.arrivals + log.e2e
+    span = float(finish.max() - log.arrivals.min())
+    return {"ttft": stats(log.ttft), "tpot": stats(log.tpot), "e2e": stats(log.e2e),
+            "itl": stats(np.concatenate(log.itls)) if log.itls else dict.fromkeys(STATS),
+            "throughput": throughput(int(log.output_lens.sum()), len(log), span)}
+
+
+def simulated(result, with_itl: bool) -> dict:
+    reqs = result.requests
+    status = reqs.column("status")
+    done = status == 3  # Status.FINISHED
+    if not done.all():
+        reasons = sorted(set(reqs.reasons.values()))[:1]
+        raise ValueError(f"the replay left {int((~done).sum())} of {len(done)} requests unfinished or rejected "
+                         f"({reasons[0] if reasons else 'no reason recorded'})")
+    out = reqs.column("output_len")
+    tpot = reqs.column("tpot")[out > 1]
+    arrival, finish = reqs.column("arrival"), reqs.column("finish")
+    return {"ttft": stats(reqs.column("ttft")), "tpot": stats(tpot), "e2e": stats(reqs.column("e2e")),
+            "itl": stats(reqs.gaps_of()) if with_itl else dict.fromkeys(STATS),
+            "throughput": throughput(int(out.sum()), len(out), float(finish.max() - arrival.min()))}
+
+
+def throughput(output_tokens: int, requests: int, span: float) -> dict:
+    return {"output_tps": output_tokens / span, "rps": requests / span, "span_s": span}
+
+
+def errors(real: dict, sim: dict) -> dict:
+    """Signed % error of every statistic the two summaries share."""
+    out = {}
+    for metric in METRICS + ("throughput",):
+        keys = ("output_tps", "rps") if metric == "throughput" else STATS
+        out[metric] = {k: pct(sim[metric][k], real[metric][k]) for k in keys}
+    return out
+
+
+def pct(sim, real) -> float | None:
+    if sim is None or real is None or real == 0:
+        return None
+    return 100.0 * (sim - real) / real
+
+
+def targets(err: dict) -> dict:
+    """Each of issue 29's targets: the error, the bound, met or not."""
+    return {f"{m} {s}": {"error_pct": err[m][s], "bound_pct": bound,
+                         "met": err[m][s] is not None and abs(err[m][s]) <= bound}
+            for (m, s), bound in TARGETS.items()}
+
+
+def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1",
+             batch_time_params: dict | None = None, model: str | None = None) -> dict:
+    """Replay ``run`` and compare: the run's row of the report (config, real, simulated, errors, targets)."""
+    cfg = replay_config(run, gpu, batch_time, batch_time_params, model)
+    result = run_config(cfg)
+    real = measured(run)
+    sim = simulated(result, with_itl=run.log.itls is not None)
+    err = errors(real, sim)
+    return {"run": run.name, "folder": str(run.folder), "log": str(run.log.path), "log_format": run.log.format,
+            "notes": list(run.log.notes), "vllm_version": run.args.vllm_version, "model": cfg.model,
+            "gpu": cfg.gpu, "tp": cfg.tp, "dp": cfg.dp, "expert_parallel": cfg.expert_parallel,
+            "batch_time": cfg.batch_time, "batch_time_params": cfg.batch_time_params, "num_blocks": cfg.num_blocks,
+            "router": cfg.router if cfg.dp > 1 else None, "requests": len(run.log),
+            "real": real, "simulated": sim, "errors": err, "targets": targets(err),
+            "samples": {"real": samples_of(run.log.ttft, run.log.tpot, run.log.e2e),
+                        "simulated": samples_of(result.requests.column("ttft"),
+                                                result.requests.column("tpot")[result.requests.column("output_len") > 1],
+                                                result.requests.column("e2e"))}}
+
+
+def samples_of(ttft, tpot, e2e) -> dict:
+    return {"ttft": np.sort(ttft).tolist(), "tpot": np.sort(tpot).tolist(), "e2e": np.sort(e2e).tolist()}

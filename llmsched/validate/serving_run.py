@@ -1,0 +1,167 @@
+"""A real serving run as a folder: its per-request log, the engine arguments it ran with (``meta.json``) and the
+model's ``config.json``, read and checked, as ``llmsched validate-serving`` needs them.
+
+``meta.json`` is the ground-truth schema (../shared/data/ground_truth and tests/data/gpu_runs): ``model``,
+``vllm_version`` and ``engine_kwargs`` with vLLM's argument names (``tensor_parallel_size``,
+``data_parallel_size``, ``enable_expert_parallel``, ``max_num_seqs``, ``max_num_batched_tokens``,
+``max_model_len``, ``dtype``, ``kv_cache_dtype``, ``gpu_memory_utilization``, ``block_size``). Optional, as
+llmsched's own captures write them: ``gpu`` (the device's name), ``engine_defaults_seen`` (what vLLM chose:
+``num_gpu_blocks``, ``block_size``, ``gpu_memory_utilization``, ``cudagraph_capture_sizes``,
+``async_scheduling``) and ``memory_gib`` (the memory vLLM reported).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..hardware.gpus import GPUS
+from ..hardware.models import ModelSpec, model as model_preset
+from ..workload.server_log import ServerLog, read_server_log
+
+LOG_NAMES = ("requests.jsonl",)
+DTYPES = ("auto", "bfloat16", "bf16", "float16", "fp16", "half")
+
+
+@dataclass
+class EngineArgs:
+    """The engine arguments of one run, with vLLM's names where they are vLLM's."""
+
+    model: str
+    vllm_version: str | None
+    tensor_parallel_size: int
+    data_parallel_size: int
+    enable_expert_parallel: bool
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int | None
+    gpu_memory_utilization: float | None
+    block_size: int
+    gpu: str | None = None
+    num_gpu_blocks: int | None = None
+    capture_sizes: list[int] | None = None
+    async_scheduling: bool = True
+    memory_gib: dict = field(default_factory=dict)
+
+
+@dataclass
+class ServingRun:
+    name: str
+    folder: Path
+    log: ServerLog
+    args: EngineArgs
+    config: Path | None
+
+    def model_spec(self, given: str | None = None) -> tuple[ModelSpec, str]:
+        """The model at the run's tensor, data and expert parallelism, and the name a RunConfig takes: ``given``, else the
+        ``config.json`` (where llmsched reads config files), else the preset named like meta.json's model."""
+        tried = []
+        for name in ([given] if given else []) + ([str(self.config)] if self.config else []) + [self.args.model]:
+            try:
+                spec = model_preset(name)
+            except ValueError:
+                tried.append(name)
+                continue
+            args = self.args
+            ep = args.enable_expert_parallel and spec.is_moe
+            return spec.with_parallel(tp=args.tensor_parallel_size, dp=args.data_parallel_size,
+                                      expert_parallel=ep), name
+        where = self.config or self.folder / "meta.json"
+        raise ValueError(f"{where}: model {self.args.model!r} is neither a config.json llmsched reads nor a preset "
+                         f"(tried {', '.join(map(repr, tried))}); give --model PRESET")
+
+
+def load_run(folder, log_name: str | None = None) -> ServingRun:
+    """The run in ``folder``: ``log_name`` (default requests.jsonl, else the one ``*.json`` bench result there),
+    ``meta.json`` and ``config.json`` (optional when the model is a preset)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: not a folder; give a run's folder (requests.jsonl or a vllm bench serve "
+                         f"result .json, meta.json, config.json)")
+    log_path = folder / log_name if log_name else _find_log(folder)
+    log = read_server_log(log_path, measured=True)
+    meta_path = folder / "meta.json"
+    if not meta_path.is_file():
+        raise ValueError(f"{meta_path}: not found; a run needs its engine arguments (model, tensor_parallel_size, "
+                         f"max_num_seqs, max_num_batched_tokens, ...) as in ../shared/data/ground_truth")
+    args = read_meta(meta_path)
+    config = folder / "config.json"
+    return ServingRun(folder.name, folder, log, args, config if config.is_file() else None)
+
+
+def _find_log(folder: Path) -> Path:
+    for name in LOG_NAMES:
+        if (folder / name).is_file():
+            return folder / name
+    benches = [p for p in sorted(folder.glob("*.json")) if p.name not in ("meta.json", "config.json")]
+    if len(benches) == 1:
+        return benches[0]
+    found = ", ".join(p.name for p in benches) or "none"
+    raise ValueError(f"{folder}: no requests.jsonl, and {len(benches)} other .json files ({found}); give the "
+                     f"per-request log with --log NAME")
+
+
+def read_meta(path: Path) -> EngineArgs:
+    try:
+        meta = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("engine_kwargs"), dict):
+        raise ValueError(f"{path}: needs an \"engine_kwargs\" object with vLLM's engine arguments")
+    kw, seen = meta["engine_kwargs"], meta.get("engine_defaults_seen") or {}
+
+    def need_int(key: str, low: int = 1, default=None, optional: bool = False):
+        value = kw.get(key, seen.get(key, default))
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            hint = "vLLM's default for that version" if value is None else f"an integer >= {low}"
+            raise ValueError(f"{path}: engine_kwargs.{key} is {json.dumps(value)}; write {hint} there")
+        return value
+
+    model = kw.get("model") or meta.get("model")
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"{path}: no model; write engine_kwargs.model (the Hugging Face id)")
+    for key, allowed in (("dtype", DTYPES), ("kv_cache_dtype", ("auto",))):
+        value = kw.get(key, "auto")
+        if value is not None and str(value).lower() not in allowed:
+            raise ValueError(f"{path}: engine_kwargs.{key} {value!r} is not modelled (16-bit weights and KV "
+                             f"only: {', '.join(allowed)})")
+    utilization = kw.get("gpu_memory_utilization", seen.get("gpu_memory_utilization"))
+    if utilization is not None and (isinstance(utilization, bool) or not isinstance(utilization, (int, float))
+                                    or not 0 < utilization <= 1):
+        raise ValueError(f"{path}: engine_kwargs.gpu_memory_utilization is {utilization!r}; write a fraction in "
+                         f"(0, 1]")
+    expert = kw.get("enable_expert_parallel", False)
+    if not isinstance(expert, bool):
+        raise ValueError(f"{path}: engine_kwargs.enable_expert_parallel is {expert!r}; write true or false")
+    sizes = seen.get("cudagraph_capture_sizes")
+    if sizes is not None and (not isinstance(sizes, list) or
+                              not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes)):
+        raise ValueError(f"{path}: engine_defaults_seen.cudagraph_capture_sizes must be a list of positive "
+                         f"integers")
+    version = meta.get("vllm_version")
+    return EngineArgs(
+        model=model, vllm_version=str(version) if version is not None else None,
+        tensor_parallel_size=need_int("tensor_parallel_size", default=1),
+        data_parallel_size=need_int("data_parallel_size", default=1), enable_expert_parallel=expert,
+        max_num_seqs=need_int("max_num_seqs"), max_num_batched_tokens=need_int("max_num_batched_tokens"),
+        max_model_len=need_int("max_model_len", low=2, optional=True),
+        gpu_memory_utilization=float(utilization) if utilization is not None else None,
+        block_size=need_int("block_size", default=16), gpu=meta.get("gpu"),
+        num_gpu_blocks=need_int("num_gpu_blocks", optional=True), capture_sizes=sizes,
+        async_scheduling=bool(seen.get("async_scheduling", True)), memory_gib=dict(meta.get("memory_gib") or {}))
+
+
+def gpu_of(run: ServingRun, given: str | None) -> str:
+    """The GPU preset: ``given``, else the one meta.json's ``gpu`` names (a preset's name as a word in it)."""
+    if given:
+        return given
+    text = (run.args.gpu or "").lower()
+    named = [name for name in GPUS if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)]
+    if len(named) == 1:
+        return named[0]
+    what = f"its gpu {run.args.gpu!r} names {'no' if not named else 'more than one'} GPU preset" if text else \
+        "it names no GPU"
+    raise ValueError(f"{run.folder / 'meta.json'}: {what}; give --gpu PRESET (see `llmsched presets`)")

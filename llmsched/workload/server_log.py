@@ -1,0 +1,205 @@
+"""Per-request logs of real servers, read as they are published: what arrived when, how long it was, and (where
+the log has them) what the server measured.
+
+Two formats, told apart by the file's name:
+
+* **requests.jsonl** (LLMServingSim's ``bench/examples/*/vllm/requests.jsonl``, and llmsched's own GPU captures,
+  ``scripts/vllm_gpu_replay.py``): one JSON object a line with ``input_toks``, ``output_toks``, ``arrival_time``
+  (the client's send time, Unix seconds) and the engine's monotonic-clock ``queued_ts``, ``first_token_ts``,
+  ``last_token_ts``. TTFT = first_token_ts − queued_ts and E2E = last_token_ts − queued_ts, so the replay's
+  arrivals are the ``queued_ts`` (the engine's own arrival; ``arrival_time`` where a log has no ``queued_ts``).
+  Lines must be in ``arrival_time`` order (the client's); ``queued_ts`` of two DP engines may swap by a fraction of
+  a millisecond, and the replay sorts them.
+* **vllm bench serve --save-result --save-detailed** JSON (vllm/benchmarks/serve.py, ``result`` dict): lists
+  ``input_lens``, ``output_lens``, ``ttfts``, ``itls`` (each request's inter-token gaps), ``latencies`` (E2E),
+  ``start_times`` (client send times, ``time.perf_counter``) and ``errors``, one entry a request in send order.
+
+A row that cannot be replayed is an error naming the file, the line (or list index) and the field, never
+skipped: a missing field, arrivals out of order, a zero prompt or output, a failed request.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .traces import TraceError
+
+JSONL_FIELDS = ("input_toks", "output_toks")
+BENCH_FIELDS = ("input_lens", "output_lens", "start_times")
+BENCH_MEASURED = ("ttfts", "latencies")
+
+
+@dataclass
+class ServerLog:
+    """One run's requests in arrival order: replay inputs and, where measured, per-request latencies (seconds)."""
+
+    path: Path
+    format: str                      # "requests.jsonl" or "vllm-bench"
+    ids: list[str]
+    arrivals: np.ndarray             # seconds after the first arrival, non-decreasing
+    prompt_lens: np.ndarray
+    output_lens: np.ndarray
+    ttft: np.ndarray | None = None   # per request; None when the log has no timings
+    e2e: np.ndarray | None = None
+    itls: list[np.ndarray] | None = None   # every inter-token gap of each request (vllm-bench only)
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.prompt_lens)
+
+    @property
+    def measured(self) -> bool:
+        return self.ttft is not None and self.e2e is not None
+
+    @property
+    def tpot(self) -> np.ndarray:
+        """(E2E − TTFT) / (output − 1) per request with more than one output token."""
+        more = self.output_lens > 1
+        return (self.e2e[more] - self.ttft[more]) / (self.output_lens[more] - 1)
+
+
+def read_server_log(path, measured: bool = False) -> ServerLog:
+    """The log at ``path`` (``*.jsonl``: requests.jsonl; ``*.json``: a vllm bench serve result). ``measured``:
+    the per-request timings are required too (validation), not only what a replay needs."""
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"{path}: no such file; give a requests.jsonl or a `vllm bench serve --save-result "
+                         f"--save-detailed` JSON")
+    if path.suffix == ".jsonl":
+        return _read_jsonl(path, measured)
+    if path.suffix == ".json":
+        return _read_bench(path, measured)
+    raise TraceError(f"{path}: a server log is a requests.jsonl (one JSON object a line) or a vllm bench serve "
+                     f"result .json")
+
+
+def _read_jsonl(path: Path, measured: bool) -> ServerLog:
+    rows, lines = [], []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}:1: not a UTF-8 text file; a requests.jsonl has one JSON object a line") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise TraceError(f"{path}:{n}: not a JSON object ({e.msg}); a requests.jsonl has one a line") from None
+        if not isinstance(row, dict):
+            raise TraceError(f"{path}:{n}: not a JSON object; a requests.jsonl has one a line")
+        rows.append(row)
+        lines.append(n)
+    if not rows:
+        raise TraceError(f"{path}:1: no requests in the file")
+    clock = "queued_ts" if "queued_ts" in rows[0] else "arrival_time"
+    wanted = JSONL_FIELDS + ("arrival_time",) + ((clock,) if clock != "arrival_time" else ())
+    if measured:
+        wanted += ("first_token_ts", "last_token_ts")
+    for row, n in zip(rows, lines):
+        missing = [k for k in wanted if row.get(k) is None]
+        if missing:
+            raise TraceError(f"{path}:{n}: no {', '.join(missing)}; every line needs {', '.join(wanted)}")
+    prompts = _counts(path, "input_toks", [r["input_toks"] for r in rows], lines)
+    outputs = _counts(path, "output_toks", [r["output_toks"] for r in rows], lines)
+    sent = _times(path, "arrival_time", [r["arrival_time"] for r in rows], lines)
+    _check_order(path, "arrival_time", sent, lines)
+    queued = _times(path, clock, [r[clock] for r in rows], lines)
+    order = np.argsort(queued, kind="stable")
+    ids = [str(r.get("request_id", i)) for i, r in enumerate(rows)]
+    log = ServerLog(path, "requests.jsonl", [ids[i] for i in order], queued[order] - queued[order[0]],
+                    prompts[order], outputs[order])
+    if clock == "arrival_time":
+        log.notes.append("no queued_ts: arrivals are the client's arrival_time")
+    if all(r.get("first_token_ts") is not None and r.get("last_token_ts") is not None for r in rows):
+        first = _times(path, "first_token_ts", [r["first_token_ts"] for r in rows], lines)
+        last = _times(path, "last_token_ts", [r["last_token_ts"] for r in rows], lines)
+        for i, n in enumerate(lines):
+            if not queued[i] <= first[i] <= last[i]:
+                raise TraceError(f"{path}:{n}: needs {clock} <= first_token_ts <= last_token_ts, got "
+                                 f"{queued[i]!r}, {first[i]!r}, {last[i]!r}")
+        log.ttft, log.e2e = (first - queued)[order], (last - queued)[order]
+    return log
+
+
+def _read_bench(path: Path, measured: bool) -> ServerLog:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TraceError(f"{path}: not a JSON file ({e})") from None
+    if not isinstance(data, dict):
+        raise TraceError(f"{path}: not a vllm bench serve result (a JSON object with input_lens, output_lens, ...)")
+    wanted = BENCH_FIELDS + (BENCH_MEASURED + ("itls",) if measured else ())
+    missing = [k for k in wanted if not isinstance(data.get(k), list)]
+    if missing:
+        raise TraceError(f"{path}: no per-request list {', '.join(missing)}; save the run with `vllm bench serve "
+                         f"--save-result --save-detailed` (start_times needs a vLLM recent enough to record them)")
+    n = len(data["input_lens"])
+    for k in wanted:
+        if len(data[k]) != n:
+            raise TraceError(f"{path}: {k} has {len(data[k])} entries, input_lens {n}; one entry a request")
+    if n == 0:
+        raise TraceError(f"{path}: no requests in the file")
+    errors = data.get("errors") or [""] * n
+    failed = [i for i, e in enumerate(errors) if e]
+    if failed:
+        raise TraceError(f"{path}: errors[{failed[0]}] is {str(errors[failed[0]])[:80]!r} ({len(failed)} failed "
+                         f"request(s)); a failed request has no latencies to compare: rerun the benchmark")
+    index = list(range(n))
+    prompts = _counts(path, "input_lens", data["input_lens"], index, indexed=True)
+    outputs = _counts(path, "output_lens", data["output_lens"], index, indexed=True)
+    start = _times(path, "start_times", data["start_times"], index, indexed=True)
+    order = np.argsort(start, kind="stable")
+    log = ServerLog(path, "vllm-bench", [str(i) for i in order], start[order] - start[order[0]], prompts[order],
+                    outputs[order])
+    log.notes.append("vllm bench serve timings are the client's (TTFT and E2E include the network and the "
+                     "frontend)")
+    if all(isinstance(data.get(k), list) for k in BENCH_MEASURED + ("itls",)):
+        ttft = _times(path, "ttfts", data["ttfts"], index, indexed=True)
+        e2e = _times(path, "latencies", data["latencies"], index, indexed=True)
+        log.ttft, log.e2e = ttft[order], e2e[order]
+        gaps = []
+        for i in order:
+            itl = data["itls"][i]
+            if not isinstance(itl, list):
+                raise TraceError(f"{path}: itls[{i}] is not a list of seconds")
+            gaps.append(np.asarray(itl, dtype=float))
+        log.itls = gaps
+    return log
+
+
+def _where(path: Path, column: str, at: int, indexed: bool) -> str:
+    return f"{path}: {column}[{at}]" if indexed else f"{path}:{at}: {column}"
+
+
+def _counts(path: Path, column: str, values, lines, indexed: bool = False) -> np.ndarray:
+    out = np.empty(len(values), np.int64)
+    for i, (v, at) in enumerate(zip(values, lines)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not float(v).is_integer():
+            raise TraceError(f"{_where(path, column, at, indexed)} is {v!r}, not a whole number of tokens")
+        if v < 1:
+            raise TraceError(f"{_where(path, column, at, indexed)} is {v!r}; a request has at least one "
+                             f"{'prompt' if 'in' in column else 'output'} token: remove or fix that request")
+        out[i] = int(v)
+    return out
+
+
+def _times(path: Path, column: str, values, lines, indexed: bool = False) -> np.ndarray:
+    out = np.empty(len(values))
+    for i, (v, at) in enumerate(zip(values, lines)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise TraceError(f"{_where(path, column, at, indexed)} is {v!r}, not a time in seconds >= 0")
+        out[i] = float(v)
+    return out
+
+
+def _check_order(path: Path, column: str, t: np.ndarray, lines) -> None:
+    back = np.flatnonzero(np.diff(t) < 0)
+    if len(back):
+        i = int(back[0]) + 1
+        raise TraceError(f"{path}:{lines[i]}: {column} goes back in time (the line before it is later); lines "
+                         f"must be in arrival order")
