@@ -54,6 +54,8 @@ PARAMS = {  # public settings of a few policies, drawn when the seed asks for no
     "rad": {"n": (1, 4, 1024)},
     "rad-lowtbt": {"n": (1, 4, 256)},
     "fairbatching": {"capacity": ("time", "token", "fixed"), "admission": ("none", "pab")},
+    "goodput": {"order": ("slo-spf", "spf", "fcfs"), "evict": ("cheapest", "newest"), "kv_admit": (0.5, 0.95, 1.0),
+                "time_budget": (True, False), "defer_tokens": (0, 512)},
 }
 TIERS = ("paid:tbt=0.1:share=0.3,free:tbt=0.5", "gold:ttft=1:tpot=0.05:share=0.5,bronze:ttft=5")
 
@@ -274,7 +276,8 @@ def test_configs_are_deterministic_and_varied():
     assert _short(random_config(7)) == _short(random_config(7))
     drawn = [random_config(s) for s in range(300)]
     assert {c.scheduler for c in drawn} == set(builtin_schedulers())
-    assert {"vllm", "sarathi", "wait", "nested-wait", "fairbatching-pab", "infermax-oracle"} <= set(builtin_schedulers())
+    assert {"vllm", "sarathi", "wait", "nested-wait", "fairbatching-pab", "infermax-oracle", "goodput",
+            "goodput-fixed-budget"} <= set(builtin_schedulers())
     assert {c.router for c in drawn} == set(ROUTERS)
     assert {c.preemption_mode for c in drawn} == {"recompute", "swap"}
     assert any(c.concurrency for c in drawn) and any(c.rate_schedule for c in drawn) and any(c.horizon for c in drawn)

@@ -17,6 +17,7 @@ from ...request import Request, Status
 from ..base import Scheduler
 from ..decode_pass import add_decodes
 from ..registry import register, register_variant
+from ..tunable import FloatRange, IntRange
 from .envelope import DEFAULT_TPOT, DEFAULT_TTFT, request_slo
 from .formation import Task, budget_and_groups, form_batch, form_batch_exact
 from .pab import compute_pab, node_requests
@@ -83,6 +84,9 @@ class FairBatching(Scheduler):
     admission: str = "none"
     admit_rule: str = "prompt"
     pab_remaining_only: bool = True
+    # the targets it schedules by (its own, beside the SLOs a run is judged by) and its token cap
+    tunable = {"ttft_slo": FloatRange(0.05, 10.0, log=True), "tpot_slo": FloatRange(0.005, 0.5, log=True),
+               "token_budget": IntRange(256, 8192, log=True), "max_num_seqs": IntRange(16, 1024, log=True)}
 
     def __post_init__(self):
         checks = (("capacity", CAPACITIES), ("admission", ADMISSIONS), ("admit_rule", ADMIT_RULES),

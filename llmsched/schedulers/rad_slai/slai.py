@@ -33,6 +33,7 @@ from ...engine.view import ReplicaView
 from ...request import Request, Status
 from ..base import Scheduler
 from ..registry import register, register_variant
+from ..tunable import FloatRange, IntRange
 from ..watermark import WatermarkAdmission
 
 ORDERS = ("fcfs", "spf", "spf-priority")
@@ -60,6 +61,9 @@ class SLAI(WatermarkAdmission, Scheduler):
     kv_threshold: float = 0.96
     default_tbt: float = 0.2
     watermark: float = 0.01
+    tunable = {"token_budget": IntRange(64, 4096, log=True), "max_active": IntRange(16, 1024, log=True),
+               "max_decodes": IntRange(16, 1024, log=True), "offset_low": FloatRange(0.0, 20.0),
+               "offset_high": FloatRange(0.0, 40.0), "max_num_seqs": IntRange(16, 1024, log=True)}
     _deadline: dict = field(default_factory=dict, init=False, repr=False)
     _paused: dict = field(default_factory=dict, init=False, repr=False)  # id -> order paused (insertion order)
 
