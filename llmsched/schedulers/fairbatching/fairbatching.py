@@ -236,7 +236,7 @@ class FairBatching(Scheduler):
             running = sorted((t for t in tasks if t.req.status is Status.RUNNING), key=SLACK)
             # prompts in progress do not run in this step, so they go first (the tail), then decodes by slack
             order = [t.req for t in running if t.is_decode] + [t.req for t in running if not t.is_decode]
-            add_decodes(view, plan, order)
+            add_decodes(view, plan, order, limit=cap)  # one token each, within the step's token cap
             if plan.decodes:
                 return self._book(plan)
             plan.preempt.clear()  # no decode can run even alone: form the batch below instead of idling

@@ -14,7 +14,10 @@ So a decode is deferred only when prefill chunks take the budget. The dynamic of
 pool is under 96% used (counting the whole-prompt reservations of admitted prompts, as the paper's engine
 allocates them) and δ = 10 above. C_j is fixed when the token appears and kept while the decode is deferred
 (spec A18, from the authors' code). A decode short of a KV block preempts the most recently paused prefill,
-else itself (spec §1.7). Requests without a TBT target use 0.2 s, the authors' fallback.
+else itself (spec §1.7). Requests without a TBT target use 0.2 s, the authors' fallback. In swap mode the replica
+brings swapped requests back before the policy decides, into blocks this policy counts as reserved (the paper's
+engine would have allocated them): paused prefills then yield, most recently paused first, until the
+reservations fit again, so a paused prefill's chunk always finds its blocks.
 
 Where spec and paper differ we follow the spec's reading of the authors' code (A16–A24), which the paper's
 text leaves open: β and the budget bind critical decodes too, δ is global and chosen when C is computed.
@@ -158,6 +161,10 @@ class SLAI(WatermarkAdmission, Scheduler):
         tokens = 0
         beta = self.max_decodes
         victims = list(partial)  # paused prefills that may still be preempted, most recent last
+        while free < 0 and victims:  # swap-ins (the replica's, before this policy decides) took blocks reserved
+            v = victims.pop()        # for paused prefills: the most recently paused yields, as to a short decode
+            plan.preempt.append(v)
+            free += -(-v.num_tokens // bs)
         chosen = plan.decodes
         i = 0
         n = len(decodes)
