@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from .run_field import API, shown
+from .workload.arrivals import MAX_SECONDS
 from .workload.tenants import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
 from .workload.tiers import parse_tiers
 
@@ -17,7 +18,6 @@ from .workload.tiers import parse_tiers
 # requests is a typo (1e-300, 1e30), not an experiment; such a run would never end or never start.
 MIN_RATE = 1e-6
 MAX_REQUESTS = 100_000_000
-MAX_SECONDS = 1e9  # about 32 years of simulated time
 
 
 def parse_rate_schedule(text: str) -> list[tuple[float, float]]:

@@ -6,6 +6,7 @@ through a registry, never through an import path, so a config file cannot load c
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import numpy as np
 
@@ -273,4 +274,23 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         "wall_time_s": result.wall_time,
         "simulated_s": result.end_time,
     }
+    if cfg.horizon is not None:
+        account_horizon(cfg, source, result)
     return result
+
+
+def offered(source) -> int:
+    """How many requests the run's source offers: an open loop's every arrival, a closed loop's whole count."""
+    return source.num_requests if isinstance(source, ClosedLoop) else len(source)
+
+
+def account_horizon(cfg: RunConfig, source, result: RunResult) -> None:
+    """Requests the horizon kept out (arriving, or in a closed loop issued, after it) never enter the run: counted
+    in meta.json (``offered``, ``after_horizon``) and said in one warning, so every offered request is accounted."""
+    total, entered = offered(source), len(result.requests)
+    result.meta.update(offered=total, after_horizon=total - entered)
+    if total > entered:
+        late = "would be issued" if isinstance(source, ClosedLoop) else "arrive"
+        warnings.warn(f"horizon {cfg.horizon:g} s: {total - entered} of {total} requests {late} after it and were "
+                      f"not run (meta.json: after_horizon); the {entered} that entered are in requests.csv, those "
+                      f"in flight as unfinished", stacklevel=2)

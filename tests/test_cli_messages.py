@@ -91,3 +91,18 @@ def test_make_model_without_its_optional_packages_says_what_to_install(package, 
     assert capsys.readouterr().err == (f"llmsched make-model: error: make-model needs the {package!r} package, which "
                                        f"comes with vLLM: install it with scripts/install.sh (or pip install "
                                        f"tokenizers transformers)\n")
+
+
+def test_a_horizon_accounts_every_offered_request(tmp_path):
+    """Issue 32: --horizon 1e-9 wrote 1 row of 20 offered requests and said nothing of the other 19."""
+    import json
+    out = tmp_path / "run"
+    p = llmsched("simulate", "--num-requests", "20", "--horizon", "1e-9", "--out", str(out), "--no-progress")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.strip().splitlines() == [
+        "llmsched simulate: warning: horizon 1e-09 s: 19 of 20 requests arrive after it and were not run (meta.json: "
+        "after_horizon); the 1 that entered are in requests.csv, those in flight as unfinished"]
+    meta = json.loads((out / "meta.json").read_text())
+    rows = (out / "requests.csv").read_text().splitlines()[1:]
+    assert (meta["offered"], meta["after_horizon"], len(rows)) == (20, 19, 1)
+

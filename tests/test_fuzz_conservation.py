@@ -21,6 +21,7 @@ import os
 import sys
 import traceback
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,8 +36,12 @@ from llmsched.sim.simulator import simulate
 STALLED = "(the scheduler stalled)"
 COUNT = int(os.environ.get("LLMSCHED_FUZZ_COUNT", "200"))
 FIRST_SEED = int(os.environ.get("LLMSCHED_FUZZ_FIRST", "0"))
+WORKERS = int(os.environ.get("LLMSCHED_FUZZ_WORKERS", "2"))
 WORKLOADS = ("sharegpt", "azure-conv", "azure-code", "lmsys", "arxiv-summarization")
-PAIRS = (("llama-3-8b", "a100"), ("llama-2-7b", "h100"), ("mistral-7b", "l20"), ("qwen3-14b", "h200"))
+CONFIGS = Path(__file__).parent / "data" / "configs"
+PAIRS = (("llama-3-8b", "a100"), ("llama-2-7b", "h100"), ("mistral-7b", "l20"), ("qwen3-14b", "h200"),
+         (str(CONFIGS / "deepseek-v2-lite"), "h200"), (str(CONFIGS / "codellama-34b"), "h200"))  # config.json models
+SWAP_GB = (0.0, 1e-4, 0.001, 0.004, 0.01, 0.1, 4.0)  # 0 to a few blocks (a block is 0.5-4 MB), then plenty
 LEAVE_OVERFLOW = {"fcfs": {"fit": False}, "wait": {"guard_memory": False, "reserve": False},
                   "nested-wait": {"guard_memory": False, "reserve": False}}
 PARAMS = {  # public settings of a few policies, drawn when the seed asks for non-default parameters
@@ -49,6 +54,8 @@ PARAMS = {  # public settings of a few policies, drawn when the seed asks for no
     "rad": {"n": (1, 4, 1024)},
     "rad-lowtbt": {"n": (1, 4, 256)},
     "fairbatching": {"capacity": ("time", "token", "fixed"), "admission": ("none", "pab")},
+    "goodput": {"order": ("slo-spf", "spf", "fcfs"), "evict": ("cheapest", "newest"), "kv_admit": (0.5, 0.95, 1.0),
+                "time_budget": (True, False), "defer_tokens": (0, 512)},
 }
 TIERS = ("paid:tbt=0.1:share=0.3,free:tbt=0.5", "gold:ttft=1:tpot=0.05:share=0.5,bronze:ttft=5")
 
@@ -82,19 +89,27 @@ def random_config(seed: int) -> RunConfig:
         if name == "deferred-prefill" and isinstance(cfg["scheduler_params"]["K"], int):
             cfg["scheduler_params"]["K"] = min(cfg["scheduler_params"]["K"], cfg["max_num_seqs"])
     recompute_only = getattr(create_scheduler(name), "recompute_only", False)
-    if not recompute_only and rng.random() < 0.5:
+    if rng.random() < (0.05 if recompute_only else 0.5):  # a recompute-only policy refuses swap before the run
         cfg["preemption_mode"] = "swap"
-        cfg["swap_space_gb"] = float(pick((0.0, 0.001, 0.01, 0.1, 4.0)))
+        cfg["swap_space_gb"] = float(pick(SWAP_GB))
     if rng.random() < 0.7:
         cfg["max_total_tokens"] = int(pick((256, 512, 1024, 2048, 4096)))
-    if rng.random() < 0.6:  # tight: room for one to eight of the longest requests, so KV pressure preempts
+    edge = rng.random() < 0.3  # the limits' low edges: budgets of 1-64 tokens, caches of 2-64 blocks
+    if edge and rng.random() < 0.7:
+        cfg["max_num_batched_tokens"] = int(rng.integers(1, 65))
+        cfg["max_total_tokens"] = min(cfg.get("max_total_tokens", 512), 512)  # a step per token: keep runs short
+        if "token_budget" in cfg.get("scheduler_params", {}):
+            cfg["scheduler_params"]["token_budget"] = int(rng.integers(1, 65))
+    if edge and rng.random() < 0.5:
+        cfg["num_blocks"] = int(rng.integers(2, 65))
+    elif rng.random() < 0.6:  # tight: room for one to eight of the longest requests, so KV pressure preempts
         longest = cfg.get("max_total_tokens", 2048)
         cfg["num_blocks"] = max(1, int(rng.uniform(1, 8) * longest) // block_size)
     else:  # from a few blocks (most requests rejected) to a large cache
         cfg["num_blocks"] = int(math.exp(rng.uniform(math.log(8), math.log(20000))))
     if rng.random() < 0.3:
         cfg["tiers"] = pick(TIERS)
-    n = int(rng.integers(10, 61))
+    n = int(rng.integers(10, 61 if not edge else 31))
     loop = pick(("poisson", "poisson", "gamma", "constant", "schedule", "closed", "closed"))
     if loop == "closed":
         cfg.update(concurrency=int(rng.integers(1, 17)), num_requests=n)
@@ -107,8 +122,8 @@ def random_config(seed: int) -> RunConfig:
             cfg["arrival"] = loop
         if loop == "gamma":
             cfg["cv"] = float(pick((0.5, 2.0, 4.0)))
-    if rng.random() < 0.15:
-        cfg["horizon"] = float(pick((0.5, 2.0, 10.0)))
+    if rng.random() < 0.15:  # from before the first arrival to well into the run
+        cfg["horizon"] = float(pick((1e-9, 1e-3, 0.5, 2.0, 10.0)))
     with_prefixes(cfg, np.random.default_rng([34, seed]))
     return RunConfig(**cfg)
 
@@ -135,23 +150,50 @@ def with_prefixes(cfg: dict, rng) -> None:
                               "output_len": int(pick((1, 20, 200))), "enable_multi_turn_chat": bool(rng.random() < 0.5)}
 
 
-def check_seed(seed: int) -> str | None:
-    """Run ``seed``'s config under invariant checking: None if every guarantee held, else what broke."""
+class Refused(Exception):
+    """The configuration was refused before the simulation started (a one-line ``ValueError``): allowed."""
+
+
+def outcome(seed: int) -> tuple[str, str | None]:
+    """("ok", None), ("refused", the one-line reason) or ("failed", what broke) for ``seed``'s config, run under
+    invariant checking. A refusal is fine only before the first simulated event: the config's own checks, the
+    workload or the replicas (a policy that cannot meet a limit says so there); anything raised later fails."""
     try:
         cfg = random_config(seed)
+    except ValueError as e:
+        return _refusal(seed, e)
     except Exception:
-        return f"seed {seed}: drawing the config failed:\n{traceback.format_exc()}"
+        return "failed", f"seed {seed}: drawing the config failed:\n{traceback.format_exc()}"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return _check(cfg)
+            failure = _check(cfg)
+        return ("failed", failure) if failure else ("ok", None)
+    except Refused as e:
+        return _refusal(seed, e.__cause__)
     except Exception:
-        return f"seed {seed} ({_short(cfg)}): {traceback.format_exc()}"
+        return "failed", f"seed {seed} ({_short(cfg)}): {traceback.format_exc()}"
+
+
+def _refusal(seed: int, e: BaseException) -> tuple[str, str]:
+    text = str(e)
+    if "\n" in text or not text:
+        return "failed", f"seed {seed}: a refusal must be one line, got {text!r}"
+    return "refused", text
+
+
+def check_seed(seed: int) -> str | None:
+    """None if every guarantee held for ``seed`` (or its config was refused before the run), else what broke."""
+    kind, msg = outcome(seed)
+    return msg if kind == "failed" else None
 
 
 def _check(cfg: RunConfig) -> str | None:
-    source = build_source(cfg)
-    replicas = build_replicas(cfg, workload_params(cfg, source))
+    try:
+        source = build_source(cfg)
+        replicas = build_replicas(cfg, workload_params(cfg, source))
+    except ValueError as e:
+        raise Refused() from e
     idle = []
     for rep in replicas:
         rep.config.check_invariants = True  # the full KV/swap accounting after every step
@@ -221,23 +263,28 @@ def _short(cfg: RunConfig) -> str:
     return "RunConfig(" + ", ".join(f"{k}={v!r}" for k, v in vars(cfg).items() if v != getattr(defaults, k)) + ")"
 
 
-def run_seeds(seeds, workers: int = 2) -> list[tuple[int, str]]:
-    """(seed, failure) for every seed that broke a guarantee, using ``workers`` processes."""
+def run_seeds(seeds, workers: int = 2) -> list[tuple[int, str, str | None]]:
+    """(seed, "ok" / "refused" / "failed", message) for every seed, using ``workers`` processes."""
     seeds = list(seeds)
     if workers > 1:
         # spawn, not fork: earlier tests in the same process may have started threads (Ray, vLLM)
         with multiprocessing.get_context("spawn").Pool(workers) as pool:
-            outcomes = pool.map(check_seed, seeds, chunksize=4)
+            outcomes = pool.map(outcome, seeds, chunksize=4)
     else:
-        outcomes = [check_seed(s) for s in seeds]
-    return [(s, out) for s, out in zip(seeds, outcomes) if out]
+        outcomes = [outcome(s) for s in seeds]
+    return [(s, kind, msg) for s, (kind, msg) in zip(seeds, outcomes)]
 
 
 def test_random_valid_configs_conserve_requests():
-    failures = run_seeds(range(FIRST_SEED, FIRST_SEED + COUNT))
+    results = run_seeds(range(FIRST_SEED, FIRST_SEED + COUNT), WORKERS)
+    failures = [(s, msg) for s, kind, msg in results if kind == "failed"]
+    refused = sum(1 for _, kind, _ in results if kind == "refused")
+    print(f"{COUNT} configs from seed {FIRST_SEED}: {COUNT - refused - len(failures)} ran, {refused} refused "
+          f"before the run, {len(failures)} failed")
     report = "\n".join(f"seed {s}: {msg}\n  replay: LLMSCHED_FUZZ_SEED={s} python -m pytest -q "
                        f"tests/test_fuzz_conservation.py -k replay" for s, msg in failures[:10])
     assert not failures, f"{len(failures)} of {COUNT} random configs broke conservation:\n{report}"
+    assert refused <= COUNT // 4, f"{refused} of {COUNT} configs refused: the fuzz must mostly run valid configs"
 
 
 @pytest.mark.skipif("LLMSCHED_FUZZ_SEED" not in os.environ, reason="set LLMSCHED_FUZZ_SEED=<seed> to replay one")
@@ -252,7 +299,8 @@ def test_configs_are_deterministic_and_varied():
     assert _short(random_config(7)) == _short(random_config(7))
     drawn = [random_config(s) for s in range(300)]
     assert {c.scheduler for c in drawn} == set(builtin_schedulers())
-    assert {"vllm", "sarathi", "wait", "nested-wait", "fairbatching-pab", "infermax-oracle"} <= set(builtin_schedulers())
+    assert {"vllm", "sarathi", "wait", "nested-wait", "fairbatching-pab", "infermax-oracle", "goodput",
+            "goodput-fixed-budget"} <= set(builtin_schedulers())
     assert {c.router for c in drawn} == set(ROUTERS)
     assert {c.preemption_mode for c in drawn} == {"recompute", "swap"}
     assert any(c.concurrency for c in drawn) and any(c.rate_schedule for c in drawn) and any(c.horizon for c in drawn)
@@ -260,5 +308,9 @@ def test_configs_are_deterministic_and_varied():
 
 if __name__ == "__main__":
     for arg in sys.argv[1:]:
-        print(_short(random_config(int(arg))))
-        print(check_seed(int(arg)) or "ok")
+        try:
+            print(_short(random_config(int(arg))))
+        except ValueError as e:
+            print(f"refused: {e}")
+        kind, msg = outcome(int(arg))
+        print(msg if kind == "failed" else kind + (f": {msg}" if msg else ""))

@@ -22,7 +22,7 @@ LAYERS = {
     "runs": ("llmsched.sim", "llmsched.run_config", "llmsched.experiment", "llmsched.executors",
              "llmsched.config_fields"),
     "analyses": ("llmsched.capacity", "llmsched.plan", "llmsched.theory", "llmsched.reproduce", "llmsched.validate",
-                 "llmsched.report"),
+                 "llmsched.report", "llmsched.tune"),
     "interfaces": ("llmsched.cli", "llmsched.__main__", "llmsched.vllm"),
 }
 RANK = {name: rank for rank, names in enumerate(LAYERS.values()) for name in names}

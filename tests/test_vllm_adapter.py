@@ -110,7 +110,7 @@ def test_baseline_plans_run_exactly_in_vllm(llm, name):
 # The papers' schedulers, one name per class (and the tier-aware and admission-control variants); every registered
 # name with LLMSCHED_VLLM_ALL_SCHEDULERS=1 (37 names, about a minute; all pass).
 PAPER_SCHEDULERS = ["slai", "slai-priority", "fairbatching", "fairbatching-pab", "rad", "deferred-prefill",
-                    "infermax", "wait", "nested-wait"]
+                    "infermax", "wait", "nested-wait", "goodput"]
 ALL = os.environ.get("LLMSCHED_VLLM_ALL_SCHEDULERS") == "1"
 
 

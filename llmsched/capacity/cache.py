@@ -19,7 +19,7 @@ from pathlib import Path
 SCHEMA = 1
 PACKAGE = Path(__file__).resolve().parent.parent
 # code that cannot change a probe's record: commands, reports, other back-ends, the search around the probes
-NOT_SIMULATION = ("vllm", "reproduce", "theory", "plan", "validate", "report", "cli", "capacity/outputs.py",
+NOT_SIMULATION = ("vllm", "reproduce", "theory", "plan", "validate", "report", "tune", "cli", "capacity/outputs.py",
                   "capacity/rate_search.py", "capacity/cache.py")
 
 

@@ -9,7 +9,7 @@ from ..capacity.cache import ProbeCache, default_dir
 from ..capacity.outputs import lines, write
 from ..capacity.rate_search import find_capacities
 from ..capacity.slo import RATIOS, check_tier_slos, parse_slos, valid_metrics
-from .run_options import add_run_options, base_config, run_configs
+from .run_options import add_run_options, base_config, run_configs, tuned_names
 from .runs import check_out_dir, split_names
 
 DESCRIPTION = (
@@ -24,7 +24,7 @@ def add(sub) -> None:
     p = sub.add_parser("capacity", help="highest rate that is stable and meets the SLOs (bisection)",
                        description=DESCRIPTION)
     who = p.add_mutually_exclusive_group()
-    who.add_argument("--scheduler", help="scheduler name (default sarathi)")
+    who.add_argument("--scheduler", help="scheduler name (default: the --tuned files' schedulers, else sarathi)")
     who.add_argument("--schedulers", help="comma-separated names: a search for each, run side by side")
     p.add_argument("--slo", default="", help="comma-separated METRIC<=LIMIT, e.g. 'ttft_p50<=2s,tbt_p99<=200ms'; "
                                             f"metrics: {', '.join(valid_metrics())} (vLLM's itl, e2el, median "
@@ -70,6 +70,8 @@ def capacity(args) -> int:
         raise ValueError("--cache and --no-cache contradict each other; give one")
     if args.schedulers is not None:
         names = split_names(args.schedulers)
+    elif args.scheduler is None and tuned_names(args):
+        names = tuned_names(args)
     else:
         names = [args.scheduler if args.scheduler is not None else base_config(args).get("scheduler", "sarathi")]
     configs = run_configs(args, names)

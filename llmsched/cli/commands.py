@@ -18,6 +18,7 @@ COMMANDS = {
     "reproduce": "reproduce",
     "capacity": "capacity",
     "plan": "plan",
+    "tune": "tune",
     "validate-timing": "validate_timing",
     "validate-serving": "validate_serving",
     "run": "real_engine",  # a real vLLM engine (llmsched/vllm): its threads are its own

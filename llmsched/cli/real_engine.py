@@ -6,7 +6,8 @@ from pathlib import Path
 
 from ..run_field import API, declared
 from ..vllm.launch import EngineConfig
-from .run_options import CLI, add_run_options, base_config, config_with_origins, scheduler_params
+from .run_options import (CLI, add_run_options, base_config, config_with_origins, scheduler_params, tuned_names,
+                          tuned_settings, with_tuned)
 
 # the run fields a real engine has no use for (the model is a directory, its own engine's limits and KV cache)
 SIM_ONLY = ("gpu", "gpu_spec", "tp", "batch_time", "replicas", "router", "gpu_memory_utilization", "num_blocks",
@@ -83,12 +84,16 @@ def _split_config(args, default_scheduler="vllm-chunked"):
     model = base.pop("model", None)
     if not model or not Path(model).is_dir():
         raise ValueError(f"--model {model!r}: give a model directory (write one with `llmsched make-model --out DIR`)")
-    engine = EngineConfig(model=model, kv_cache_mb=args.kv_cache_mb,
-                          **{k: base.pop(k) for k in ENGINE_LIMITS if k in base})
-    base["scheduler"] = check_field("scheduler", args.scheduler, CLI) if args.scheduler is not None else \
-        base.get("scheduler", default_scheduler)
+    if args.scheduler is not None:
+        base["scheduler"] = check_field("scheduler", args.scheduler, CLI)
+    else:
+        base["scheduler"] = base.get("scheduler") or (tuned_names(args) or [default_scheduler])[0]
     base["scheduler_params"] = scheduler_params(args, [base["scheduler"]], base)[base["scheduler"]]
     base["scheduler_params"] = checked_params(base, params_origin(args))
+    for record in tuned_settings(args, [base["scheduler"]]).values():  # what the user gave wins
+        base = with_tuned(base, record, lambda key: config_with_origins(args)[1].get(key, API))
+    engine = EngineConfig(model=model, kv_cache_mb=args.kv_cache_mb,
+                          **{k: base.pop(k) for k in ENGINE_LIMITS if k in base})
     if not base.get("trace") and not base.get("num_requests") and not base.get("duration"):
         base["num_requests"] = 50
     base["max_model_len"] = engine.max_model_len

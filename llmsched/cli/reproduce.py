@@ -6,7 +6,7 @@ from .package_commands import add_package_commands
 
 # the modules of llmsched.reproduce that are sub-commands, in the order --help lists them
 REPRODUCE_COMMANDS = ("deferred_prefill", "fairbatching", "fairbatching_ablation", "fairness", "infermax", "slai",
-                      "wait")
+                      "wait", "beyond")
 
 
 def add(sub) -> None:

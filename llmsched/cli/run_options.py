@@ -38,6 +38,10 @@ def add_run_options(p: argparse.ArgumentParser, exclude=(), defaults: dict | Non
         elif spec.switch:
             g.add_argument(spec.flag_of(name), dest=name, action="store_const", const=not spec.default,
                            default=None, help=spec.help)
+    g.add_argument("--tuned", "--params-file", dest="tuned", action="append", default=[], metavar="FILE",
+                   help="a best.json from `llmsched tune`: its scheduler's tuned parameters and run fields apply to "
+                        "that scheduler's runs (repeatable, one file per scheduler; --param, run options and --config "
+                        "given here win)")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(excluded_run_options=tuple(exclude), run_defaults=dict(defaults or {}), run_options=None)
 
@@ -143,15 +147,56 @@ def run_configs(args, names: list[str], rates=None) -> list[RunConfig]:
     base, origins = config_with_origins(args)
     params = scheduler_params(args, names, base)
     params_origin = CLI if args.scheduler_params else origins.get("scheduler_params", API)
+    tuned = tuned_settings(args, names)
     configs = []
     for name in names:
         written = origins["scheduler"] if base.get("scheduler") == name and "scheduler" in origins else CLI
         data = {**base, "scheduler": check_field("scheduler", name, written), "scheduler_params": params[name]}
         scheduler_info(name)  # unknown names fail here, before any run starts
         data["scheduler_params"] = checked_params(data, params_origin)
+        if name in tuned:
+            data = with_tuned(data, tuned[name], lambda key: origins.get(key, API))
         for rate in rates or [None]:
             if rate is not None:
                 data = {**data, "rate": check_field("rate", rate)}
                 check_combination(data, lambda key: origins.get(key, API))  # the run's own rate with the rest
             configs.append(RunConfig.checked(data))
     return configs
+
+
+def tuned_names(args) -> list[str]:
+    """The schedulers of the --tuned files, in the order given (a command's default when none is named)."""
+    from ..tune.tuned_file import read_tuned
+    return list(dict.fromkeys(read_tuned(path)["scheduler"] for path in getattr(args, "tuned", None) or ()))
+
+
+def tuned_settings(args, names: list[str]) -> dict[str, dict]:
+    """Per scheduler of this run, its --tuned file's record; a file for a scheduler not in the run, or two files
+    for one scheduler, is an error."""
+    from ..tune.tuned_file import read_tuned
+    out: dict[str, dict] = {}
+    for path in getattr(args, "tuned", None) or ():
+        record = read_tuned(path)
+        name = record["scheduler"]
+        if name not in names:
+            raise ValueError(f"--tuned {path} is for scheduler {name!r}, which is not among this run's "
+                             f"({', '.join(names)}); add it (--scheduler/--schedulers) or drop the file")
+        if name in out:
+            raise ValueError(f"--tuned: two files for scheduler {name!r} ({out[name]['path']}, {path}); give one")
+        out[name] = record
+    return out
+
+
+def with_tuned(data: dict, record: dict, origin_of) -> dict:
+    """``data`` (checked) with the tuned record's scheduler parameters and run fields under what the user gave
+    (on the command line or in --config): those win. The file's values are checked here, naming the file."""
+    where = Origin.file(record["path"])
+    mine = {k: v for k, v in record["scheduler_params"].items() if k not in data["scheduler_params"]}
+    params = checked_params({"scheduler": data["scheduler"], "scheduler_params": mine}, where)
+    out = {**data, "scheduler_params": {**params, **data["scheduler_params"]}}
+    for key, value in record["run"].items():
+        if key in ("scheduler", "scheduler_params") or key in data:
+            continue  # the user's own setting wins
+        out[key] = check_field(key, value, where)
+    check_combination(out, lambda key: where if key in record["run"] else origin_of(key))
+    return out

@@ -32,6 +32,8 @@ BUILTIN_MODULES = (
     "llmsched.schedulers.fairness.vtc",
     "llmsched.schedulers.fairness.wfq",
     "llmsched.schedulers.fairness.priority",
+    # beyond the papers: their levers combined (docs/goodput.md)
+    "llmsched.schedulers.goodput",
 )
 
 _REGISTRY: dict[str, tuple[type[Scheduler], dict[str, Any], str]] = {}

@@ -9,6 +9,7 @@ from ..engine.view import ReplicaView
 from .base import Scheduler
 from .decode_pass import add_decodes, split_running
 from .registry import register, register_variant
+from .tunable import IntRange
 from .watermark import WatermarkAdmission
 
 ORDERS = ("fcfs", "spf")
@@ -44,6 +45,7 @@ class Sarathi(WatermarkAdmission, Scheduler):
     token_budget: int = 512
     order: str = "fcfs"
     watermark: float = 0.01
+    tunable = {"token_budget": IntRange(64, 4096, log=True), "max_num_seqs": IntRange(16, 1024, log=True)}
 
     def __post_init__(self):
         if self.token_budget < 1:

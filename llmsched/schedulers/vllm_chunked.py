@@ -7,6 +7,7 @@ from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from .base import Scheduler
 from .registry import register
+from .tunable import IntRange
 
 
 @register
@@ -32,6 +33,8 @@ class VLLMChunked(Scheduler):
     plans_decode_group = True  # when the decodes come first in running order and all fit, they are the group
     token_budgets = ("token_budget",)
     token_budget: int = 2048
+    # token_budget is vLLM's max_num_batched_tokens; max_num_seqs its seat cap
+    tunable = {"token_budget": IntRange(64, 8192, log=True), "max_num_seqs": IntRange(16, 1024, log=True)}
 
     def __post_init__(self):
         if self.token_budget < 1:

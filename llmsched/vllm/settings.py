@@ -47,9 +47,9 @@ PLUGIN_VARIABLES = ("LLMSCHED_CONFIG", "LLMSCHED_SCHEDULER", "LLMSCHED_PARAMS", 
 # llmsched's other variables (data and cache folders, the compiled build's switches, test switches): not the
 # plug-in's, but not typos either
 OTHER_VARIABLES = ("LLMSCHED_DATA", "LLMSCHED_CACHE", "LLMSCHED_PROFILES", "LLMSCHED_PURE", "LLMSCHED_NO_COMPILE",
-                   "LLMSCHED_FUZZ_COUNT", "LLMSCHED_FUZZ_SEED", "LLMSCHED_FUZZ_FIRST", "LLMSCHED_REQUIRE_VLLM",
-                   "LLMSCHED_REQUIRE_RAY", "LLMSCHED_REQUIRE_COMPILED", "LLMSCHED_VLLM_ALL_SCHEDULERS",
-                   "LLMSCHED_CHECK_FIGURES")
+                   "LLMSCHED_FUZZ_COUNT", "LLMSCHED_FUZZ_SEED", "LLMSCHED_FUZZ_FIRST", "LLMSCHED_FUZZ_WORKERS",
+                   "LLMSCHED_REQUIRE_VLLM", "LLMSCHED_REQUIRE_RAY", "LLMSCHED_REQUIRE_COMPILED",
+                   "LLMSCHED_VLLM_ALL_SCHEDULERS", "LLMSCHED_CHECK_FIGURES")
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 

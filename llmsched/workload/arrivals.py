@@ -14,6 +14,8 @@ import numpy as np
 
 from llmsched.workload.chunks import CHUNK, check_chunk, pieces
 
+MAX_SECONDS = 1e9  # the longest span of arrivals a run may have: about 32 years of simulated time
+
 
 def check_rate(name: str, value: float, allow_zero: bool = False) -> float:
     """A rate in requests/s: finite and positive (or zero where a quiet period makes sense)."""

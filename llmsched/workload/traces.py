@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .arrivals import MAX_SECONDS
 from llmsched.workload.jsonl import first_keys, is_jsonl
 from llmsched.workload.llmservingsim import FLAT as LLMSERVINGSIM, is_llmservingsim, read_llmservingsim
 from llmsched.workload.mooncake import KEYS as MOONCAKE, is_mooncake, read_mooncake
@@ -176,11 +177,25 @@ def _seconds(path: Path, column: str, values: list[str], lines: list[int]) -> np
     return t
 
 
+EPOCH_MS = 1e11  # a number of epoch seconds this large is the year 5138: above it, epoch milliseconds
+EPOCH_MAX = 1e14  # epoch milliseconds up to the year 5138; above it (microseconds, nanoseconds) is refused
+
+
 def _timestamps(path: Path, column: str, values: list[str], lines: list[int]) -> np.ndarray:
-    """Seconds after the first row, from timestamps like 2023-11-16 18:15:46.6805900 (100 ns digits).
+    """Seconds after the first row, from timestamps like 2023-11-16 18:15:46.6805900 (100 ns digits), or from
+    Unix epoch numbers (seconds, or milliseconds when above 1e11), one format per file.
 
     An offset such as the 2024 trace's ``+00:00`` is applied (numpy converts to UTC; its warning is silenced).
+    numpy alone would read ``1700158624`` as the year 1700158624, so numbers are told apart first.
     """
+    numeric = np.array([_is_number(v) for v in values], bool)
+    if numeric.any():
+        if not numeric.all():
+            i, j = int(np.argmax(numeric)), int(np.argmin(numeric))
+            raise TraceError(f"{path}:{lines[max(i, j)]}: {column} is {values[max(i, j)].strip()!r}, but line "
+                             f"{lines[min(i, j)]} holds {values[min(i, j)].strip()!r}: use one timestamp format "
+                             f"per file (dates like 2023-11-16 18:15:46.68, or Unix epoch seconds or milliseconds)")
+        return _epoch(path, column, values, lines)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "no explicit representation of timezones", UserWarning)
         try:
@@ -199,6 +214,43 @@ def _timestamps(path: Path, column: str, values: list[str], lines: list[int]) ->
     if len(stamps) == 0:
         return np.zeros(0)
     return (stamps - stamps[0]).astype(np.int64) / 1e9
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _epoch(path: Path, column: str, values: list[str], lines: list[int]) -> np.ndarray:
+    """Seconds after the first row from Unix epoch numbers: seconds, or milliseconds when they exceed 1e11."""
+    t = np.array([float(v) for v in values])
+    bad = np.flatnonzero(~np.isfinite(t) | (t < 0) | (t >= EPOCH_MAX))
+    if len(bad):
+        i = bad[0]
+        raise TraceError(f"{path}:{lines[i]}: {column} is {values[i].strip()!r}: a number here is read as Unix epoch "
+                         f"seconds, or milliseconds above {EPOCH_MS:.0e}; it must be finite, >= 0 and below "
+                         f"{EPOCH_MAX:.0e} (microsecond or nanosecond stamps: divide them to milliseconds)")
+    if len(t) == 0:
+        return t
+    if t.max() >= EPOCH_MS:
+        if t.min() < EPOCH_MS:
+            i = int(np.argmin(t))
+            raise TraceError(f"{path}:{lines[i]}: {column} is {values[i].strip()!r} where other rows hold epoch "
+                             f"milliseconds (above {EPOCH_MS:.0e}): use one unit per file")
+        t = t / 1e3
+    return t - t[0]
+
+
+def _check_range(path: Path, column: str, t: np.ndarray, lines: list[int]) -> None:
+    """Arrivals within the simulator's range (``MAX_SECONDS``): beyond it is a unit or typing error, not a run."""
+    far = np.flatnonzero(t > MAX_SECONDS)
+    if len(far):
+        i = far[0]
+        raise TraceError(f"{path}:{lines[i]}: {column} puts this arrival at {t[i]:.3g} s, more than "
+                         f"{MAX_SECONDS:.0e} s (about 32 years) the simulator runs: check the column's unit")
 
 
 def _check_order(path: Path, column: str, t: np.ndarray, lines: list[int]) -> None:
@@ -237,6 +289,7 @@ def _read(path, fmt: str, time_column: str | None, names, zero_lengths: str) -> 
         convert = _timestamps if fmt == "azure" else _seconds
         arrivals = convert(path, time_column, columns[0], lines)
         _check_order(path, time_column, arrivals, lines)
+        _check_range(path, time_column, arrivals, lines)
         columns = columns[1:]
     prompts = _tokens(path, names[0], columns[0], lines)
     outputs = _tokens(path, names[1], columns[1], lines)

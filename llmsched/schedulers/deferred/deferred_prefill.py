@@ -9,6 +9,7 @@ from ...request import Status
 from ..base import Scheduler
 from ..decode_pass import add_decodes
 from ..registry import register
+from ..tunable import IntRange
 from ..vllm import swap_in
 from ..watermark import WatermarkAdmission
 from ..whole_prompt import admit_whole_prompts
@@ -59,6 +60,11 @@ class DeferredPrefill(WatermarkAdmission, Scheduler):
     mean_output: float | None = None
     mean_prompt: float | None = None
     watermark: float = 0.01
+    # K ("auto" in the paper) searched as an integer; K <= 64 <= C keeps every trial valid. Whole prompts: the
+    # engine's token cap is its prefill budget
+    tunable = {"K": IntRange(1, 64, log=True), "max_num_seqs": IntRange(64, 1024, log=True),
+               "max_num_batched_tokens": IntRange(2048, 32768, log=True)}
+
     def __post_init__(self):
         self._C: int | None = None        # batch size, fixed at the first decision (needs the replica's limits)
         self._K = 1                       # threshold in force (1 until K="auto" has chosen)

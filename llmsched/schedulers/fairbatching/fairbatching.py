@@ -17,6 +17,7 @@ from ...request import Request, Status
 from ..base import Scheduler
 from ..decode_pass import add_decodes
 from ..registry import register, register_variant
+from ..tunable import FloatRange, IntRange
 from .envelope import DEFAULT_TPOT, DEFAULT_TTFT, request_slo
 from .formation import Task, budget_and_groups, form_batch, form_batch_exact
 from .pab import compute_pab, node_requests
@@ -87,6 +88,9 @@ class FairBatching(Scheduler):
     admission: str = "none"
     admit_rule: str = "prompt"
     pab_remaining_only: bool = True
+    # the targets it schedules by (its own, beside the SLOs a run is judged by) and its token cap
+    tunable = {"ttft_slo": FloatRange(0.05, 10.0, log=True), "tpot_slo": FloatRange(0.005, 0.5, log=True),
+               "token_budget": IntRange(256, 8192, log=True), "max_num_seqs": IntRange(16, 1024, log=True)}
 
     def __post_init__(self):
         checks = (("capacity", CAPACITIES), ("admission", ADMISSIONS), ("admit_rule", ADMIT_RULES),
@@ -236,7 +240,7 @@ class FairBatching(Scheduler):
             running = sorted((t for t in tasks if t.req.status is Status.RUNNING), key=SLACK)
             # prompts in progress do not run in this step, so they go first (the tail), then decodes by slack
             order = [t.req for t in running if t.is_decode] + [t.req for t in running if not t.is_decode]
-            add_decodes(view, plan, order)
+            add_decodes(view, plan, order, limit=cap)  # one token each, within the step's token cap
             if plan.decodes:
                 return self._book(plan)
             plan.preempt.clear()  # no decode can run even alone: form the batch below instead of idling

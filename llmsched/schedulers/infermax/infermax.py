@@ -14,6 +14,7 @@ from ...engine.view import ReplicaView
 from ...request import Request, Status
 from ..base import Scheduler
 from ..registry import register, register_variant
+from ..tunable import IntRange
 from .histogram import LengthHistogram
 
 GROUPS = ("waiting", "decode", "partial", "running", "all")
@@ -86,6 +87,8 @@ class InferMax(Scheduler):
     watermark: float = 0.0
     static: bool = False
     max_batch: int | None = None
+    tunable = {"batch_tokens": IntRange(64, 8192, log=True), "prefill_tokens": IntRange(64, 8192, log=True),
+               "max_num_seqs": IntRange(16, 1024, log=True)}
 
     def __post_init__(self):
         who = f"{type(self).name}"

@@ -36,6 +36,12 @@ class _TiledBase(WatermarkAdmission, Scheduler):
 
     family = "RAD/SLAI"
     def _tiles(self, view: ReplicaView) -> tuple[int, int]:
+        """(t*_col, t*_lcm). A decode batch holds at most t*_col requests, and at most ``max_num_batched_tokens``
+        (one token each): below t*_col the token budget is the column (tiles are not full, but the limit holds)."""
+        col, lcm = self._tile_sizes(view)
+        return min(col, view.max_num_batched_tokens), lcm
+
+    def _tile_sizes(self, view: ReplicaView) -> tuple[int, int]:
         if self._lcm is None:
             t_row, t_col, t_red = tile_of(view)
             t_row = self.t_row or t_row
@@ -135,13 +141,14 @@ class RAD(_TiledBase):
             if plan is not None:
                 self._k += 1
                 return plan
+        budget = view.max_num_batched_tokens
         if group is not None:
-            if group.blocks_needed <= view.free_blocks:  # every decode finds its block: no preemption
+            if group.blocks_needed <= view.free_blocks and num_decoding <= budget:  # all decode, none preempted
                 return BatchPlan(decode_group=num_decoding > 0)
             decoding = [r for r in view.running if r.is_decode]  # settles the group: add_decodes preempts
         plan = BatchPlan()
-        if decoding:
-            add_decodes(view, plan, decoding)
+        if decoding:  # over the budget only when swapped requests came back beside newer ones: the oldest decode
+            add_decodes(view, plan, decoding, limit=budget)
             if plan.preempt and not plan.decodes:
                 return BatchPlan()
         return plan

@@ -14,7 +14,10 @@ So a decode is deferred only when prefill chunks take the budget. The dynamic of
 pool is under 96% used (counting the whole-prompt reservations of admitted prompts, as the paper's engine
 allocates them) and δ = 10 above. C_j is fixed when the token appears and kept while the decode is deferred
 (spec A18, from the authors' code). A decode short of a KV block preempts the most recently paused prefill,
-else itself (spec §1.7). Requests without a TBT target use 0.2 s, the authors' fallback.
+else itself (spec §1.7). Requests without a TBT target use 0.2 s, the authors' fallback. In swap mode the replica
+brings swapped requests back before the policy decides, into blocks this policy counts as reserved (the paper's
+engine would have allocated them): paused prefills then yield, most recently paused first, until the
+reservations fit again, so a paused prefill's chunk always finds its blocks.
 
 Where spec and paper differ we follow the spec's reading of the authors' code (A16–A24), which the paper's
 text leaves open: β and the budget bind critical decodes too, δ is global and chosen when C is computed.
@@ -30,6 +33,7 @@ from ...engine.view import ReplicaView
 from ...request import Request, Status
 from ..base import Scheduler
 from ..registry import register, register_variant
+from ..tunable import FloatRange, IntRange
 from ..watermark import WatermarkAdmission
 
 ORDERS = ("fcfs", "spf", "spf-priority")
@@ -61,6 +65,9 @@ class SLAI(WatermarkAdmission, Scheduler):
     kv_threshold: float = 0.96
     default_tbt: float = 0.2
     watermark: float = 0.01
+    tunable = {"token_budget": IntRange(64, 4096, log=True), "max_active": IntRange(16, 1024, log=True),
+               "max_decodes": IntRange(16, 1024, log=True), "offset_low": FloatRange(0.0, 20.0),
+               "offset_high": FloatRange(0.0, 40.0), "max_num_seqs": IntRange(16, 1024, log=True)}
     _deadline: dict = field(default_factory=dict, init=False, repr=False)
     _paused: dict = field(default_factory=dict, init=False, repr=False)  # id -> order paused (insertion order)
 
@@ -158,6 +165,10 @@ class SLAI(WatermarkAdmission, Scheduler):
         tokens = 0
         beta = self.max_decodes
         victims = list(partial)  # paused prefills that may still be preempted, most recent last
+        while free < 0 and victims:  # swap-ins (the replica's, before this policy decides) took blocks reserved
+            v = victims.pop()        # for paused prefills: the most recently paused yields, as to a short decode
+            plan.preempt.append(v)
+            free += -(-v.num_tokens // bs)
         chosen = plan.decodes
         i = 0
         n = len(decodes)

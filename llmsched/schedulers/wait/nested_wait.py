@@ -30,6 +30,7 @@ from ...engine.plan import BatchPlan
 from ...request import Status
 from ..base import Scheduler
 from ..registry import register
+from ..tunable import FloatRange, IntRange
 from .cohorts import CohortPlan
 from .fluid_model import Overloaded, fluid
 from .nested import nested_thresholds, segments
@@ -72,6 +73,9 @@ class NestedWait(Scheduler):
     #                            the authors' per-segment budgets (vidur_or general_nested_booking_limit)
     seed: int = 0              # rule fluid-random: the draws' generator
     strict: bool = False       # thresholds that break (12) or M(n) <= M: error instead of a warning
+    # cohorts prefill whole: the engine's token cap is its prefill budget, max_num_seqs its batch cap B
+    tunable = {"bins": IntRange(1, 20), "max_wait": FloatRange(0.005, 2.0, log=True),
+               "max_num_seqs": IntRange(16, 1024, log=True), "max_num_batched_tokens": IntRange(2048, 32768, log=True)}
 
     def __post_init__(self):
         if self.rule not in ("batch-cap", "fluid", "fluid-random"):

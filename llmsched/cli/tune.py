@@ -1,0 +1,169 @@
+"""``llmsched tune``: search a scheduler's declared parameters for the highest capacity under given SLOs (the
+search itself is llmsched/tune/)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from ..capacity.slo import valid_metrics
+from ..tune.study import DEFAULT_BATCH, DEFAULT_BUDGET, DEFAULT_RESOLUTION
+from .capacity import add_probe_options, parse_slo_args
+from .run_options import add_run_options, run_configs
+
+DESCRIPTION = (
+    "Search a scheduler's tunable parameters (each declares its ranges, the paper's value the start) for the "
+    "highest capacity under --slo on the run options' workload: Optuna's TPE, seeded (--search-seed), --budget "
+    "capacity searches, the first the untuned setting. Writes best.json (give it to capacity/compare/plan with "
+    "--tuned), history.json and tune.png to --out. --check-on re-measures the untuned and the best setting on "
+    "other traffic (another seed, workload, rate process).")
+
+
+def add(sub) -> None:
+    p = sub.add_parser("tune", help="a scheduler's parameters at their best capacity for given SLOs (Optuna TPE)",
+                       description=DESCRIPTION)
+    p.add_argument("--scheduler", required=True, help="scheduler name (see `llmsched presets`)")
+    p.add_argument("--slo", default="", help="comma-separated METRIC<=LIMIT, as `llmsched capacity` takes them; "
+                                             f"metrics: {', '.join(valid_metrics()[:6])}, ...")
+    p.add_argument("--attainment", type=float, default=None, help="also require this fraction of requests to meet "
+                                                                   "their tier's targets")
+    p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+                   help=f"capacity searches, the untuned one included (default {DEFAULT_BUDGET})")
+    p.add_argument("--batch", type=int, default=DEFAULT_BATCH,
+                   help=f"trials asked and searched together per round (default {DEFAULT_BATCH}; part of the result: "
+                        "the same seed and batch give the same answer on any executor)")
+    p.add_argument("--search-seed", type=int, default=0, help="the TPE sampler's seed (default 0)")
+    p.add_argument("--params", default=None, help="comma-separated parameters to tune (default: all it declares)")
+    p.add_argument("--range", action="append", default=[], metavar="NAME=LOW:HIGH",
+                   help="search NAME over LOW:HIGH instead of its declared range (repeatable)")
+    p.add_argument("--resolution", type=float, default=DEFAULT_RESOLUTION,
+                   help=f"each capacity search's relative resolution (default {DEFAULT_RESOLUTION})")
+    p.add_argument("--seeds", type=int, default=1, help="workload seeds per probe (--seed, --seed+1, ...)")
+    p.add_argument("--max-rate", type=float, default=None, help="never probe above this rate")
+    p.add_argument("--check-on", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                   help="re-measure the untuned and the best setting with these run options changed, e.g. "
+                        "'seed=100' or 'workload=lmsys,seed=7' (repeatable)")
+    p.add_argument("--out", default="tune", help="output folder (default tune/)")
+    add_probe_options(p)
+    add_run_options(p, exclude=("horizon", "rate_schedule"))
+    p.set_defaults(func=cmd_tune)
+
+
+def parse_check(text: str) -> dict:
+    from ..config_fields import parse_value
+    out = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ValueError(f"--check-on {text!r}: write KEY=VALUE pairs of run options, e.g. 'seed=100' or "
+                             f"'workload=lmsys,seed=7'")
+        out[key] = parse_value(value.strip())
+    if "scheduler" in out or "scheduler_params" in out:
+        raise ValueError(f"--check-on {text!r}: the check runs the tuned scheduler; change the traffic or the "
+                         f"deployment, not the scheduler")
+    return out
+
+
+def checked_config(base, changes: dict, text: str):
+    from ..run_config import RunConfig
+    data = {**dataclasses.asdict(base), **changes}
+    if ("trace" in changes or "concurrency" in changes) and "rate" not in changes:
+        data["rate"] = None if changes.get("trace") or changes.get("concurrency") else data["rate"]
+    try:
+        return RunConfig.from_dict(data, origin=f"--check-on {text}")
+    except ValueError as e:
+        raise ValueError(f"--check-on {text!r}: {e}") from None
+
+
+def cmd_tune(args) -> int:
+    from ..capacity.cache import ProbeCache
+    from ..executors import make_executor
+    from ..tune.plot import plot_tune
+    from ..tune.space import parse_ranges, search_space, split
+    from ..tune.study import best_probe, tune
+    from ..tune.tuned_file import tuned_record, write_tuned
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise ValueError("llmsched tune needs Optuna: pip install 'llmsched[tune]' (or pip install optuna)") from None
+    slos = parse_slo_args(args)
+    if args.budget < 1:
+        raise ValueError(f"--budget {args.budget}: give at least 1 capacity search (the first is the untuned "
+                         f"setting)")
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.no_cache and args.cache:
+        raise ValueError("--cache and --no-cache contradict each other; give one")
+    base = run_configs(args, [args.scheduler])[0]
+    only = [s.strip() for s in args.params.split(",") if s.strip()] if args.params else None
+    if args.params is not None and not only:
+        raise ValueError("--params: name at least one parameter")
+    params = search_space(base, only, parse_ranges(args.range))
+    checks = [(text, checked_config(base, parse_check(text), text)) for text in args.check_on]
+    seeds = tuple(range(base.seed, base.seed + args.seeds))
+    cache = None if args.no_cache else ProbeCache(args.cache)
+    out = Path(args.out)
+    print(f"tuning {base.scheduler} on {base.model}/{base.gpu} x{base.replicas}, {base.trace or base.workload}; SLOs: "
+          f"{', '.join(s.text for s in slos) or 'none (stability only)'}; {args.budget} searches over "
+          + ", ".join(f"{p.name} {p.range.text()} (from {p.start})" for p in params))
+    with make_executor(args.executor, jobs=args.jobs, ray_address=args.ray_address) as executor:
+        result = tune(base, slos, params, args.budget, args.search_seed, seeds, args.resolution, executor, cache,
+                      args.batch, progress=not args.no_progress, max_rate=args.max_rate)
+        best = result.best
+        checked = []
+        for text, cfg in checks:
+            cs = tuple(range(cfg.seed, cfg.seed + args.seeds))
+            from ..capacity.rate_search import find_capacities
+            from ..tune.space import apply
+            found = find_capacities({"untuned": cfg, "best": apply(cfg, best.values, params)}, slos, args.resolution,
+                                    cs, executor, cache, max_rate=args.max_rate)
+            checked.append({"check_on": text, "seeds": list(cs), "untuned": found["untuned"].capacity,
+                            "best": found["best"].capacity, "notes": {k: v.note for k, v in found.items() if v.note}})
+    history = {"scheduler": base.scheduler, "unit": result.unit, "slos": [s.text for s in slos],
+               "search_seed": args.search_seed, "batch": args.batch, "budget": args.budget, "seeds": list(seeds),
+               "resolution": args.resolution, "wall_s": result.wall_s,
+               "space": {p.name: {"range": p.range.text(), "start": p.start, "run_field": p.run_field}
+                         for p in params},
+               "base_config": dataclasses.asdict(base), "best_trial": best.number,
+               "trials": [t.to_dict() for t in result.trials], "checks": checked}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "history.json").write_text(json.dumps(history, indent=2, default=str) + "\n")
+    _print(result, checked)
+    if best.capacity is None:
+        raise ValueError(f"no setting of {base.scheduler} meets the SLOs at any rate probed ({len(result.trials)} "
+                         f"settings); {best_probe(result.trials, slos)}; history in {out}/history.json")
+    sched, run = split(best.values, params)
+    record = tuned_record(base.scheduler, sched, run, capacity=best.capacity, unit=result.unit,
+                          untuned_capacity=result.untuned.capacity, trial=best.number,
+                          slos=[s.text for s in slos], tuned_on={k: v for k, v in dataclasses.asdict(base).items()
+                                                                 if k not in ("scheduler", "scheduler_params")},
+                          seeds=list(seeds), checks=checked)
+    write_tuned(out / "best.json", record)
+    plot_tune(result, out / "tune.png")
+    print(f"wrote {out}/best.json, {out}/history.json, {out}/tune.png ({result.wall_s:.0f} s)")
+    return 0
+
+
+def _print(result, checked) -> None:
+    untuned, best = result.untuned, result.best
+    names = [p.name for p in result.params]
+    print(f"{'trial':>5}  {'capacity':>9}  " + "  ".join(f"{n:>14}" for n in names) + "  probes")
+    for t in result.trials:
+        cap = "none" if t.capacity is None else f"{t.capacity:.4g}"
+        mark = " *" if t is best else ""
+        print(f"{t.number:>5}  {cap:>9}  " + "  ".join(f"{_short(t.values.get(n)):>14}" for n in names)
+              + f"  {t.probes}{mark}")
+    gain = (f" ({best.capacity / untuned.capacity:.3f}x the untuned {untuned.capacity:.4g})"
+            if best.capacity and untuned.capacity else "")
+    cap = "none" if best.capacity is None else f"{best.capacity:.4g} {result.unit}"
+    print(f"best: trial {best.number}, capacity {cap}{gain}")
+    for c in checked:
+        u, b = c["untuned"], c["best"]
+        print(f"check on {c['check_on']} (seeds {', '.join(map(str, c['seeds']))}): untuned "
+              f"{'none' if u is None else f'{u:.4g}'}, best {'none' if b is None else f'{b:.4g}'} {result.unit}")
+
+
+def _short(v) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
