@@ -187,7 +187,8 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     elif caching:
         log = RequestLog(cfg.keep_gaps, cached=True)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
-    result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed, lanes=cfg.lanes,
+    router = make_router(cfg.router, cfg.router_params)
+    result = simulate(source, replicas, router, horizon=cfg.horizon, seed=cfg.seed, lanes=cfg.lanes,
                       progress=progress, keep_gaps=cfg.keep_gaps, log=log)
     rep = replicas[0]
     result.meta = {
