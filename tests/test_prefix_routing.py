@@ -55,7 +55,7 @@ def test_affinity_goes_to_the_longest_cached_prefix_and_to_the_least_loaded_with
     reps = replicas(3)
     warm(reps[1], req(0, [(SYSTEM, 160)]))
     warm(reps[2], req(1, [(SYSTEM, 320)]))
-    router = make_router("prefix-affinity")
+    router = make_router("prefix-affinity", {"cache_threshold": 0.5})  # SGLang's
     router.begin(reps)
     queue(reps[1], 1)
     queue(reps[2], 2)
@@ -101,13 +101,13 @@ def test_affinity_weighted_load_score_trades_hits_for_load():
 
 def test_affinity_with_late_reports_sees_the_cache_as_last_read():
     reps = replicas(2)
-    router = make_router("prefix-affinity", {"report_delay": 1.0, "cache_threshold": 0.0})
+    router = make_router("prefix-affinity", {"report_delay": 1.0})
     router.begin(reps)
     assert router.route(req(0, [(SYSTEM, 320), (7, 10)], arrival=0.0), reps, RNG) == 0  # nothing cached yet
     warm(reps[1], req(1, [(SYSTEM, 320)]))
     assert router.route(req(2, [(SYSTEM, 320), (8, 10)], arrival=0.5), reps, RNG) == 0  # report from t=0: no hit
     assert router.route(req(3, [(SYSTEM, 320), (9, 10)], arrival=1.0), reps, RNG) == 1  # read again at t=1
-    fresh = make_router("prefix-affinity", {"cache_threshold": 0.0})
+    fresh = make_router("prefix-affinity")
     assert fresh.route(req(4, [(SYSTEM, 320), (8, 10)], arrival=0.5), reps, RNG) == 1
 
 

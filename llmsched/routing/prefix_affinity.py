@@ -6,8 +6,8 @@ Two production routers, followed from their code (read, not copied):
 * SGLang's cache-aware router (sgl-project/sglang, ``sgl-router/src/policies/cache_aware.rs``; defaults from
   ``CacheAwareConfig`` in ``policies/mod.rs``): with loads out of balance, ``max - min > balance_abs_threshold``
   (32) and ``max > balance_rel_threshold · min`` (1.1), the least-loaded worker; otherwise the worker with the
-  longest prefix match if its match rate (matched / prompt) exceeds ``cache_threshold`` (0.5), else the one with
-  most cache room. Its load is the requests in flight at each worker; its match is an approximate radix tree of
+  longest prefix match if its match rate (matched / prompt) exceeds ``cache_threshold`` (0.5 there), else the one
+  with most cache room. Its load is the requests in flight at each worker; its match is an approximate radix tree of
   what the router sent. Here the match is exact (below) and "most cache room" is the least-loaded replica.
 * llm-d's precise prefix-cache scorer (llm-d/llm-d-inference-scheduler, ``pkg/plugins/scorer/
   precise_prefix_cache.go`` and ``utils.go``): each pod's score is its run of leading prompt blocks found in an
@@ -19,7 +19,9 @@ hashes): exactly the blocks an admission there would find now, as llm-d's index 
 arrived. ``report_delay`` (s) models events that arrive late: a replica's cached blocks are read again only that
 long after the last reading (the PAB router's ``report_delay`` rule), the hits in between come from that copy.
 
-Parameters: ``cache_threshold`` (a match rate at or below it goes to the least-loaded replica), ``balance_abs`` and
+Parameters: ``cache_threshold`` (a match rate at or below it goes to the least-loaded replica; default 0, any match
+counts: SGLang's 0.5 guards the guesses of an approximate tree, and a match read from the cache is no guess; measured
+in docs/prefix-routing.md, 0.5 found fewer hits for no lower TTFT), ``balance_abs`` and
 ``balance_rel`` (the load bound; ``balance_abs`` -1 switches it off), ``load_weight`` (0: SGLang's rule; above 0,
 llm-d's weighted sum of the prefix score and ``load_weight`` times the queue score, the threshold unused, the bound
 still applied), ``report_delay``. The load is each replica's outstanding requests (waiting, running, swapped).
@@ -38,7 +40,7 @@ class PrefixAffinity(Router):
     summary = ("the replica whose KV cache holds the longest prefix of the prompt, least-outstanding when loads are "
                "out of balance or no match is good enough (SGLang's cache-aware rule, llm-d's precise scorer)")
 
-    def __init__(self, cache_threshold: float = 0.5, balance_abs: int = 32, balance_rel: float = 1.1,
+    def __init__(self, cache_threshold: float = 0.0, balance_abs: int = 32, balance_rel: float = 1.1,
                  load_weight: float = 0.0, report_delay: float = 0.0):
         where = f"router {self.name}"
         if not 0 <= cache_threshold < 1:
@@ -58,7 +60,6 @@ class PrefixAffinity(Router):
         self.report_delay = report_delay
         self.reports: list = []  # per replica: the set of cached block hashes last read (report_delay > 0)
         self.reported: list[float] = []
-        self.probes = 0  # arrivals routed by their match (not by the load rule), for the docs' accounting
 
     def begin(self, replicas):
         self.reports = [None] * len(replicas)
@@ -73,7 +74,6 @@ class PrefixAffinity(Router):
         top = max(hits)
         if top == 0:
             return least
-        self.probes += 1
         n = len(replicas)
         if self.load_weight > 0:
             low, high = min(hits), max(loads)
