@@ -240,7 +240,8 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
     """Simulate ``replicas`` (from ``build_replicas(cfg)``) on ``source`` the way ``cfg`` says: its router (vLLM's
     DP balancer for DP ranks unless one is named), a MoE model's DP ranks in lockstep."""
     keep_gaps = cfg.keep_gaps if keep_gaps is None else keep_gaps
-    router = make_router(DP_ROUTER if cfg.dp > 1 and cfg.router == "round-robin" else cfg.router)
+    router = (make_router(DP_ROUTER) if cfg.dp > 1 and cfg.router == "round-robin"
+              else make_router(cfg.router, cfg.router_params))
     if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
         if log is not None:
             raise ValueError("--stream does not run DP ranks in lockstep (a MoE model with --dp); drop --stream")

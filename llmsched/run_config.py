@@ -55,7 +55,9 @@ class RunConfig:
                                       metavar="KEY=VALUE")
     replicas: int = declare(1, "number of replicas behind the router", low=1, high=4096)
     router: str = declare("round-robin", "router for several replicas: random, round-robin, least-outstanding, "
-                                         "least-load")
+                                         "least-load, prefix-affinity, prefix-hash, ... (see `llmsched presets`)")
+    router_params: dict = declare({}, "router parameter (repeatable), e.g. balance_abs=16 for prefix-affinity "
+                                      "(see docs/prefix-routing.md)", flag="--router-param", metavar="KEY=VALUE")
     # vLLM's data parallelism: dp engines (attention ranks), each with its own scheduler and KV cache, behind
     # vLLM's DP load balancer (the router, unless one is named); expert_parallel shards a MoE model's experts
     # over them, and a MoE model's ranks step in lockstep (sim/dp_lockstep.py)
@@ -187,6 +189,8 @@ class RunConfig:
         check_combination(data, origin_of)
         if "scheduler_params" in data:
             data["scheduler_params"] = checked_params(data, origin_of("scheduler_params"))
+        if "router_params" in data:
+            data["router_params"] = checked_router_params(data, origin_of("router_params"))
         return cls.checked(data)
 
     def with_values(self, **changes) -> "RunConfig":
@@ -215,6 +219,14 @@ def checked_params(data: dict, origin: Origin) -> dict:
     name = data.get("scheduler", DEFAULTS["scheduler"])
     return check_params(f"scheduler {name!r}", data["scheduler_params"], scheduler_info(name)["params"],
                         origin.name("scheduler_params"))
+
+
+def checked_router_params(data: dict, origin: Origin) -> dict:
+    """``data``'s router parameters checked against its router's (by name and by their defaults' types)."""
+    from .routers import router_params
+    name = data.get("router", DEFAULTS["router"])
+    return check_params(f"router {name!r}", data["router_params"], router_params(name),
+                        origin.name("router_params"))
 
 
 def load_config(path: str | Path) -> dict:
