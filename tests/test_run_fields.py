@@ -15,7 +15,8 @@ from llmsched.run_config import DEFAULTS, RUN_FIELDS, RunConfig, check_field, re
 from llmsched.run_field import API, Parsed, RunField, declared
 from llmsched.vllm.launch import ENGINE_SETTINGS, EngineConfig, engine_args, serve_command
 
-NOT_FIELDS = {"--config", "--no-progress", "--help"}  # options about the command, not the run
+NOT_FIELDS = {"--config", "--no-progress", "--help", "--tuned", "--params-file"}  # options about the command, not the run
+# (--tuned: files of tuned scheduler parameters, read into --param)
 
 
 def run_option_actions(parser):
