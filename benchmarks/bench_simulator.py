@@ -10,6 +10,14 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
   own load, which one replica keeps up with), vllm-chunked, ``--sketch --stream``: the logs are written during
   the run, so peak RSS should not grow from one row to the other (the baseline side runs without ``--stream``,
   which older checkouts lack; ``1m`` is slow: minutes);
+* ``mooncake200k`` and ``mooncake1m``: the Mooncake conversation trace (12,031 requests, prompts with hash_ids)
+  repeated end to end to 200,000 and 1,000,000 requests, each copy's block ids renumbered (new conversations),
+  replayed at 2 req/s on 8 replicas of Llama-3.1-8B on H100s, round-robin, vllm-chunked, ``--sketch --stream``:
+  each request's content is read from the file as the run reaches it, so peak RSS should grow only by the
+  trace's arrival and length columns (24 bytes a request); this checkout only (older ones cannot read JSONL);
+* ``prefix``: the Mooncake conversation trace (12,031 requests) at 2 req/s on 8 replicas of Llama-3.1-8B on H100s,
+  vllm-chunked, with vLLM v1's prefix cache on and off (llmsched/engine/prefix_cache.py): simulation CPU of the
+  same run with and without it (issue 34's target: at most 1.25x); this checkout only;
 * ``replicas``: simulation CPU per step with 1, 8 and 32 replicas (round-robin, 4 req/s and 2,000 requests per
   replica; the 1-replica row, a tenth of a second, is the median of five runs; several replicas run as lanes,
   llmsched/sim/lanes.py);
@@ -29,8 +37,8 @@ and prints after/before ratios measured in the same run; ``--baseline pure`` run
 (``LLMSCHED_PURE=1``) against its compiled modules (llmsched/compiled.py; the ``build`` column says which ran).
 The machine is shared: compare ratios, not absolutes.
 
-    python benchmarks/bench_simulator.py [--rows conv,x10,replicas,routers,running256,configjson,200k,1m]
-        [--baseline PATH|pure]
+    python benchmarks/bench_simulator.py [--rows conv,x10,replicas,routers,running256,vllm-v1,configjson,200k,1m,
+        mooncake200k,mooncake1m,prefix] [--baseline PATH|pure]
 """
 from __future__ import annotations
 
@@ -157,6 +165,22 @@ def repeated_trace(path: Path, times: int, out: Path) -> Path:
     return out
 
 
+def repeated_mooncake(path: Path, total: int, out: Path) -> Path:
+    """``path`` (a Mooncake JSONL trace) repeated end to end until ``total`` lines, each copy's timestamps shifted
+    by the trace's span and its hash ids by the largest id plus one."""
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    span = rows[-1]["timestamp"] - rows[0]["timestamp"] + 1000
+    ids = 1 + max(max(r["hash_ids"]) for r in rows)
+    with open(out, "w") as f:
+        for k in range(total):
+            r = rows[k % len(rows)]
+            copy = k // len(rows)
+            f.write(json.dumps({"timestamp": r["timestamp"] + copy * span, "input_length": r["input_length"],
+                                "output_length": r["output_length"],
+                                "hash_ids": [h + copy * ids for h in r["hash_ids"]]}) + "\n")
+    return out
+
+
 def rows(names: list[str], tmp: Path):
     """(row label, kind, spec) for each requested row."""
     from llmsched.workload.traces import resolve_data_file
@@ -174,6 +198,18 @@ def rows(names: list[str], tmp: Path):
             yield f"{n:,} requests, --stream", "cli", [
                 "simulate", "--scheduler", "vllm-chunked", "--workload", "azure-conv", "--rate", "5",
                 "--num-requests", str(n), "--sketch", "--stream"]
+        elif name in ("mooncake200k", "mooncake1m"):
+            n = 200_000 if name == "mooncake200k" else 1_000_000
+            trace = repeated_mooncake(resolve_data_file("conversation_trace.jsonl"), n, tmp / f"{name}.jsonl")
+            yield f"Mooncake x{n / 12031:.0f}, 8 replicas, --stream", "cli-now", [
+                "simulate", "--scheduler", "vllm-chunked", "--trace", str(trace), "--rate", "2", "--model",
+                "llama-3.1-8b", "--gpu", "h100", "--replicas", "8", "--sketch", "--stream"]
+        elif name == "prefix":
+            for caching in (True, False):
+                yield f"Mooncake conv, prefix cache {'on' if caching else 'off'}", "sim-now", {
+                    "scheduler": "vllm-chunked", "trace": str(resolve_data_file("conversation_trace.jsonl")),
+                    "rate": 2.0, "model": "llama-3.1-8b", "gpu": "h100", "replicas": 8, "keep_gaps": False,
+                    "prefix_caching": caching}
         elif name == "replicas":
             for n in (1, 8, 32):
                 yield f"{n} replica(s), sarathi", "sim", {
@@ -212,8 +248,8 @@ def rows(names: list[str], tmp: Path):
                         "workload": "sharegpt", "rate": 4.0, "num_requests": 4000, "max_num_seqs": 128,
                         "max_num_batched_tokens": 2048, "repeat": 3}
         else:
-            raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, replicas, routers, running256, "
-                             f"vllm-v1, configjson")
+            raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, mooncake200k, mooncake1m, prefix, "
+                             f"replicas, routers, running256, vllm-v1, configjson")
 
 
 def refuse_stale_build(allowed: bool) -> None:
@@ -249,7 +285,10 @@ def main() -> int:
         for label, kind, spec in rows(args.rows.split(","), Path(tmp)):
             got = {}
             for side, path in sides:
-                got[side] = run_cli(spec, path) if kind == "cli" else run_sim(spec, path)
+                if kind.endswith("-now") and side == "before":
+                    print(f"{label:<36}{side:>7}  (this checkout only)", flush=True)
+                    continue
+                got[side] = run_cli(spec, path) if kind.startswith("cli") else run_sim(spec, path)
                 r = got[side]
                 if side == "before" and path != "pure" and r["module"] == got["now"]["module"]:
                     raise SystemExit(f"--baseline {path}: the child imported {r['module']}, the same llmsched as "

@@ -100,6 +100,13 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
     if given(data, "rate_schedule") and arrival != "poisson":
         raise ValueError(f"{origin_of('arrival').name('arrival')} {arrival}: a rate schedule draws Poisson "
                          f"arrivals; drop --arrival")
+    for key in ("turns", "think_time"):
+        if given(data, key) and not given(data, "concurrency"):
+            raise ValueError(f"{origin_of(key).name(key)} applies to a closed loop: give --concurrency (the users) "
+                             f"and --num-requests, or drop it")
+    if data.get("workload_params") and data.get("workload") != "shared-prefix":
+        raise ValueError(f"{origin_of('workload_params').name('workload_params')} applies to --workload "
+                         f"shared-prefix (the only workload with parameters); drop it or use that workload")
     if given(data, "concurrency") and not given(data, "num_requests"):
         raise ValueError(f"{origin_of('concurrency').name('concurrency')} (a closed loop) needs --num-requests, how "
                          f"many requests it sends in all")

@@ -16,6 +16,7 @@ from .hardware.gpus import gpu as gpu_preset
 from .hardware.memory import kv_capacity_blocks
 from .hardware.vllm_memory import no_room, vllm_kv_budget
 from .hardware.models import model as model_preset
+from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
 from .routers import make_router
@@ -27,6 +28,9 @@ from .workload.tenants import tenant_workloads, trace_tenants
 from .workload.workload import (ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, read_arrival_trace,
                                 replay)
 from .workload.length_presets import length_preset
+from .workload.traces import JSONL, DataFileNotFound, resolve_data_file, trace_kind
+from .workload.closed_sessions import DrawnSessions, SessionClosedLoop
+from .workload.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, open_loop_rate
 
 
 def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
@@ -52,7 +56,7 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
         preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow,
         fast_forward=cfg.fast_forward and not in_lockstep(cfg.dp, cfg.expert_parallel, m),
-        check_invariants=cfg.check_invariants)
+        check_invariants=cfg.check_invariants, prefix_caching=cfg.prefix_caching and carries_content(cfg))
     steps = steps if steps is not None else StepLog()
     params = {**(workload_params or {}), **cfg.scheduler_params}
     try:
@@ -106,6 +110,8 @@ def workload_params(cfg: RunConfig, source) -> dict:
     if not {"lengths", "rate", "types"} <= set(params) or cfg.scheduler_params.get("types"):
         return {}
     out = {"lengths": cfg.lengths or cfg.trace or cfg.workload}
+    if out["lengths"] == SHARED_PREFIX:  # not a length preset: the policy keeps its own default lengths
+        del out["lengths"]
     if cfg.concurrency is None:
         rate = cfg.rate if cfg.rate and not (cfg.rate_schedule or cfg.tenants) else mean_rate(source)
         if rate:
@@ -129,10 +135,50 @@ def length_dist(cfg: RunConfig):
     return length_preset(cfg.workload)
 
 
+def carries_content(cfg: RunConfig) -> bool:
+    """Whether the run's requests name their prompts' content (a prefix cache can find what they share): a
+    JSONL trace (Mooncake, LLMServingSim, sessions), --workload shared-prefix, or closed-loop sessions."""
+    if cfg.trace:
+        try:
+            return trace_kind(resolve_data_file(cfg.trace)) in JSONL
+        except (DataFileNotFound, OSError, ValueError):
+            return False  # trace_workload says what is wrong with it
+    if cfg.workload == SHARED_PREFIX and not cfg.lengths:
+        return True
+    return cfg.concurrency is not None and (cfg.turns or 1) > 1
+
+
+def vocab_size(cfg: RunConfig) -> int | None:
+    """The run's model's vocabulary, which bounds a trace's token ids; None for a model name that build_replicas
+    will refuse with its own error."""
+    try:
+        return model_preset(cfg.model).vocab
+    except ValueError:
+        return None
+
+
+def shared_prefix_source(cfg: RunConfig, tiers):
+    """inference-perf's shared_prefix generator (workload/shared_prefix.py) in an open or a closed loop."""
+    extra = {"tiers": tiers} if tiers else {}
+    if cfg.max_total_tokens is not None:
+        raise ValueError(f"max_total_tokens caps generated lengths; {SHARED_PREFIX}'s lengths are its parameters "
+                         f"(--wl-param system_prompt_len=..., question_len=..., output_len=...): drop it")
+    generator = SharedPrefix.from_params(cfg.workload_params, cfg.seed)
+    if cfg.concurrency is not None:
+        return generator.closed_loop(cfg.concurrency, cfg.num_requests, cfg.think_time, cfg.turns, **extra)
+    if cfg.rate_schedule:
+        raise ValueError(f"--rate-schedule does not apply to --workload {SHARED_PREFIX}; give --rate")
+    n = None if cfg.duration is not None else cfg.num_requests or 1000
+    return generator.open_loop(open_loop_rate(cfg.rate), n, cfg.duration, cfg.arrival, cfg.cv, **extra)
+
+
 def build_source(cfg: RunConfig):
-    extra = {"tiers": cfg.tiers.value} if cfg.tiers else {}
+    tiers = cfg.tiers.value if cfg.tiers else None
+    extra = {"tiers": tiers} if tiers else {}
     if cfg.trace:
         return trace_source(cfg, extra)
+    if cfg.workload == SHARED_PREFIX and not cfg.lengths:
+        return shared_prefix_source(cfg, tiers or None)
     if cfg.tenants:
         n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
         return tenant_workloads(cfg.tenants.value, lambda preset: tenant_lengths(cfg, preset),
@@ -142,8 +188,12 @@ def build_source(cfg: RunConfig):
     if cfg.concurrency is not None:
         if cfg.num_requests is None:
             raise ValueError("concurrency (a closed loop) needs num_requests, how many requests it sends in all")
+        if (cfg.turns or 1) > 1:
+            plan = DrawnSessions(length_dist(cfg), cfg.turns, cfg.num_requests, cfg.concurrency, seed=cfg.seed,
+                                 max_total_tokens=cfg.max_total_tokens, **extra)
+            return SessionClosedLoop(cfg.concurrency, plan, cfg.num_requests, cfg.think_time, plan.describe())
         return ClosedLoop(cfg.concurrency, length_dist(cfg), cfg.num_requests, seed=cfg.seed,
-                          max_total_tokens=cfg.max_total_tokens, **extra)
+                          max_total_tokens=cfg.max_total_tokens, think_time=cfg.think_time, **extra)
     if cfg.rate_schedule:
         if cfg.num_requests is None and cfg.duration is None:
             raise ValueError(f"rate_schedule {cfg.rate_schedule!r} needs num_requests or duration (--num-requests "
@@ -164,15 +214,16 @@ def build_source(cfg: RunConfig):
 def trace_source(cfg: RunConfig, extra: dict):
     """A trace replay; when the trace names each row's tenant (a ``tenant`` column) its requests carry them, with
     the weights and priorities ``tenants`` gives (weight 1 each without it)."""
-    trace = read_arrival_trace(cfg.trace)
+    trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg))
     source = replay(trace, target_rate=cfg.rate, num_requests=cfg.num_requests, max_total_tokens=cfg.max_total_tokens,
-                    seed=cfg.seed, **extra).source()
-    if trace.tenants is None:
+                    seed=cfg.seed, block_size=cfg.block_size, **extra).source()
+    tenants = getattr(trace, "tenants", None)  # a JSONL trace of prompts has no tenant column
+    if tenants is None:
         if cfg.tenants:
             raise ValueError(f"--tenants {cfg.tenants}: the trace {trace.source} has no tenant column to say whose "
                              f"each request is; add one (a column named tenant) or drop --tenants")
         return source
-    return trace_tenants(source, trace.tenants, cfg.tenants.value if cfg.tenants else None,
+    return trace_tenants(source, tenants, cfg.tenants.value if cfg.tenants else None,
                          str(trace.source))
 
 
@@ -189,7 +240,8 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
     """Simulate ``replicas`` (from ``build_replicas(cfg)``) on ``source`` the way ``cfg`` says: its router (vLLM's
     DP balancer for DP ranks unless one is named), a MoE model's DP ranks in lockstep."""
     keep_gaps = cfg.keep_gaps if keep_gaps is None else keep_gaps
-    router = make_router(DP_ROUTER if cfg.dp > 1 and cfg.router == "round-robin" else cfg.router)
+    router = (make_router(DP_ROUTER) if cfg.dp > 1 and cfg.router == "round-robin"
+              else make_router(cfg.router, cfg.router_params))
     if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
         if log is not None:
             raise ValueError("--stream does not run DP ranks in lockstep (a MoE model with --dp); drop --stream")
@@ -202,11 +254,14 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     """One simulation. ``stream``: write ``out``/requests.csv and steps.csv during the run (no ``out``: keep
     totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False``."""
     source = build_source(cfg)
+    caching = cfg.prefix_caching and carries_content(cfg)
     log = steps = None
     if stream:
         if cfg.keep_gaps:
             raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
-        log, steps = open_streams(out)
+        log, steps = open_streams(out, caching)
+    elif caching:
+        log = RequestLog(cfg.keep_gaps, cached=True)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
     result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
     rep = replicas[0]

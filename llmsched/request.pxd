@@ -7,6 +7,7 @@ cdef class Request:
     cdef public object slo
     cdef public object tenant
     cdef public object priority
+    cdef public object content
     cdef public object status
     cdef public object num_computed
     cdef public object num_generated
@@ -22,3 +23,4 @@ cdef class Request:
     cdef public object mark
     cdef public object lag
     cdef public object order
+    cdef public object num_cached

@@ -9,6 +9,9 @@ first output token; recompute after preemption re-prefills prompt + generated.
 ``output_len`` is the true output length: the mechanism and metrics read it,
 schedulers must not (they ask ``view.oracle_output_len(req)``, which answers only
 when the run grants the oracle option).
+
+``content`` is what the prompt's tokens are (``llmsched.content.Content``), for a
+prefix cache; None (every workload without prompt identities) shares nothing.
 """
 from __future__ import annotations
 
@@ -99,21 +102,24 @@ class Request:
 
     __slots__ = (
         # spec
-        "id", "arrival", "prompt_len", "output_len", "tier", "slo", "tenant", "priority",
+        "id", "arrival", "prompt_len", "output_len", "tier", "slo", "tenant", "priority", "content",
         # state (mutated only by the replica)
         "status", "num_computed", "num_generated", "num_blocks", "replica",
         "first_scheduled", "first_token", "last_token", "finish", "preemptions",
-        "reject_reason", "token_times", "mark", "lag", "order",
+        "reject_reason", "token_times", "mark", "lag", "order", "num_cached",
     )
 
     def __init__(self, id: int, arrival: float, prompt_len: int, output_len: int,
-                 tier: Tier = DEFAULT_TIER, tenant: Tenant | None = None):
+                 tier: Tier = DEFAULT_TIER, tenant: Tenant | None = None, content=None):
         if prompt_len < 1:
             raise ValueError(f"request {id}: prompt_len must be >= 1, got {prompt_len}")
         if output_len < 1:
             raise ValueError(f"request {id}: output_len must be >= 1, got {output_len}")
         if not (arrival >= 0 and math.isfinite(arrival)):
             raise ValueError(f"request {id}: arrival must be a finite time >= 0, got {arrival}")
+        if content is not None and content.length < prompt_len:
+            raise ValueError(f"request {id}: its content names {content.length} tokens, fewer than its prompt's "
+                             f"{prompt_len}; a content covers the whole prompt")
         self.id = id
         self.arrival = float(arrival)
         self.prompt_len = int(prompt_len)
@@ -122,6 +128,7 @@ class Request:
         self.slo = tier.slo
         self.tenant = tenant  # None: the run has no tenants
         self.priority = priority_of(tier, tenant)  # lower is more urgent
+        self.content = content
         self.status = Status.WAITING
         self.num_computed = 0
         self.num_generated = 0
@@ -139,6 +146,7 @@ class Request:
         # num_generated, num_blocks, token_times and last_token are exact, -1 when not a member (always exact)
         self.lag = -1
         self.order = -1  # position in the replica's running order (admission or swap-in sequence)
+        self.num_cached = 0  # prompt tokens a prefix cache held at its first admission (vLLM's num_cached_tokens)
 
     @property
     def num_tokens(self) -> int:

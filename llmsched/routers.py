@@ -7,30 +7,9 @@ from typing import Callable
 import numpy as np
 
 from .engine.replica import Replica
-from .request import Request
-
-
-class Router:
-    name = "?"
-    summary = ""
-    # route() reads no replica state (only the request, its own counter and the run's random draws, in arrival
-    # order): the simulator may then route arrivals before the replicas reach them and run each replica alone
-    routes_ahead = False
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if "route" in cls.__dict__ and "routes_ahead" not in cls.__dict__:
-            cls.routes_ahead = False  # a new rule must declare it again
-
-    def begin(self, replicas: list[Replica]) -> None:
-        """A run over ``replicas`` starts (the simulator calls it before the first arrival)."""
-
-    def route(self, req: Request, replicas: list[Replica], rng: np.random.Generator) -> int:
-        raise NotImplementedError
-
-    def left(self, index: int, count: int) -> None:
-        """``count`` requests left replica ``index`` (finished or rejected): the simulator reports every request
-        that leaves, so a router may keep its own per-replica counts instead of scanning the replicas."""
+from .routing.base import Router, router_defaults
+from .routing.prefix_affinity import PrefixAffinity
+from .routing.prefix_hash import PrefixHash
 
 
 class RandomRouter(Router):
@@ -132,7 +111,7 @@ class LeastLoad(Router):
 
 
 ROUTERS: dict[str, Callable[[], Router]] = {
-    cls.name: cls for cls in (RandomRouter, RoundRobin, LeastOutstanding, LeastLoad)}
+    cls.name: cls for cls in (RandomRouter, RoundRobin, LeastOutstanding, LeastLoad, PrefixAffinity, PrefixHash)}
 
 
 def register_router(cls: type[Router]) -> type[Router]:
@@ -142,10 +121,17 @@ def register_router(cls: type[Router]) -> type[Router]:
     return cls
 
 
-def make_router(name: str) -> Router:
+def make_router(name: str, params: dict | None = None) -> Router:
+    """Router ``name`` with ``params`` (its constructor's keyword parameters, checked by ``router_params``)."""
     if name not in ROUTERS:
         raise ValueError(f"unknown router {name!r}; known routers: {', '.join(sorted(ROUTERS))}")
-    return ROUTERS[name]()
+    return ROUTERS[name](**(params or {}))
+
+
+def router_params(name: str) -> dict:
+    """Router ``name``'s parameters and their defaults (empty for an unknown name: the name's own check says so)."""
+    cls = ROUTERS.get(name)
+    return router_defaults(cls) if cls is not None else {}
 
 
 @register_router

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .config_fields import MAX_REQUESTS, MAX_SECONDS, MIN_RATE, check_combination, check_params, parse_rate_schedule
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
-                            MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE)
+                            MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
 from .hardware.gpus import gpu_from_file
 from .run_field import API, Origin, declare, declared, default_of
 from .workload.arrivals import Piecewise
@@ -55,7 +55,9 @@ class RunConfig:
                                       metavar="KEY=VALUE")
     replicas: int = declare(1, "number of replicas behind the router", low=1, high=4096)
     router: str = declare("round-robin", "router for several replicas: random, round-robin, least-outstanding, "
-                                         "least-load")
+                                         "least-load, prefix-affinity, prefix-hash, ... (see `llmsched presets`)")
+    router_params: dict = declare({}, "router parameter (repeatable), e.g. balance_abs=16 for prefix-affinity "
+                                      "(see docs/prefix-routing.md)", flag="--router-param", metavar="KEY=VALUE")
     # vLLM's data parallelism: dp engines (attention ranks), each with its own scheduler and KV cache, behind
     # vLLM's DP load balancer (the router, unless one is named); expert_parallel shards a MoE model's experts
     # over them, and a MoE model's ranks step in lockstep (sim/dp_lockstep.py)
@@ -67,9 +69,10 @@ class RunConfig:
     # workload: a named length preset with an arrival process, a real trace, or a closed loop
     workload: str = declare("sharegpt", "named length preset paired with --arrival at --rate (sharegpt, "
                                         "azure-conv, ...)", hint="a length preset, see `llmsched presets`")
-    trace: str | None = declare(None, "replay a real trace file with arrival times (Azure 2023 CSV, Vidur CSV); a "
-                                      "bare name is looked up in $LLMSCHED_DATA and ../shared/data/traces "
-                                      "(length-only files go to --lengths)", kind=str, optional=True)
+    trace: str | None = declare(None, "replay a real trace file with arrival times (Azure 2023 CSV, Vidur CSV, "
+                                      "Mooncake or LLMServingSim JSONL, llmsched's session JSONL); a bare name is "
+                                      "looked up in $LLMSCHED_DATA and ../shared/data/traces (length-only files go "
+                                      "to --lengths)", kind=str, optional=True)
     lengths: str | None = declare(None, "your own length file (CSV with num_prefill_tokens,num_decode_tokens or "
                                         "question_length,answer_length; or any trace, its arrivals unused) as the "
                                         "length distribution, with --rate", kind=str, optional=True,
@@ -92,6 +95,14 @@ class RunConfig:
                                         hint="'START:RATE,...', e.g. '0:2,300:4'", parse=parse_rate_schedule_text)
     concurrency: int | None = declare(None, "closed loop: keep this many requests in flight (a new one arrives as "
                                             "one finishes)", kind=int, optional=True, low=1, high=MAX_REQUESTS)
+    turns: int | None = declare(None, "closed loop: each user's requests form sessions of this many turns, each "
+                                      "prompt carrying the conversation so far (default 1)", kind=int, optional=True,
+                                low=1, high=MAX_REQUESTS, hint="requests per user session (closed loop)")
+    think_time: float = declare(0.0, "closed loop: seconds from a request's end to its user's next request "
+                                     "(default 0)", low=0, high=MAX_SECONDS, hint="seconds (closed loop)")
+    workload_params: dict = declare({}, "workload parameter (repeatable), for --workload shared-prefix: num_groups, "
+                                        "num_prompts_per_group, system_prompt_len, question_len, output_len, "
+                                        "enable_multi_turn_chat", flag="--wl-param", metavar="KEY=VALUE")
     tiers: str | None = declare(None, "SLO tiers, e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5' (keys ttft, tbt, "
                                       "tpot in seconds; share; priority, an integer class, lower more urgent)",
                                 kind=str, optional=True, hint="e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5'",
@@ -121,6 +132,7 @@ class RunConfig:
     swap_space_gb: float = declare(4.0, "host swap space per replica in GiB (for --preemption-mode swap)", low=0,
                                    high=1e6)
     oracle: bool = ORACLE.field()
+    prefix_caching: bool = PREFIX_CACHING.field()
     # run control
     horizon: float | None = declare(None, "stop simulating at this time (s); requests in flight end unfinished",
                                     kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")
@@ -177,6 +189,8 @@ class RunConfig:
         check_combination(data, origin_of)
         if "scheduler_params" in data:
             data["scheduler_params"] = checked_params(data, origin_of("scheduler_params"))
+        if "router_params" in data:
+            data["router_params"] = checked_router_params(data, origin_of("router_params"))
         return cls.checked(data)
 
     def with_values(self, **changes) -> "RunConfig":
@@ -205,6 +219,14 @@ def checked_params(data: dict, origin: Origin) -> dict:
     name = data.get("scheduler", DEFAULTS["scheduler"])
     return check_params(f"scheduler {name!r}", data["scheduler_params"], scheduler_info(name)["params"],
                         origin.name("scheduler_params"))
+
+
+def checked_router_params(data: dict, origin: Origin) -> dict:
+    """``data``'s router parameters checked against its router's (by name and by their defaults' types)."""
+    from .routers import router_params
+    name = data.get("router", DEFAULTS["router"])
+    return check_params(f"router {name!r}", data["router_params"], router_params(name),
+                        origin.name("router_params"))
 
 
 def load_config(path: str | Path) -> dict:

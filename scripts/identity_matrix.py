@@ -38,7 +38,7 @@ SETTINGS = {
     "light": ["--rate", "0.5", "--num-requests", "120"],
 }
 TRACE_SCHEDULERS = ("sarathi", "vllm-chunked", "vllm")
-TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces" / "AzureLLMInferenceTrace_conv.csv"
+TRACE = "AzureLLMInferenceTrace_conv.csv"  # found as --trace finds it ($LLMSCHED_DATA, ../shared/data/traces)
 
 
 def configs():
@@ -49,10 +49,15 @@ def configs():
         extra = ["--oracle"] if info["needs_oracle"] else []
         for setting, args in SETTINGS.items():
             out[f"{name}__{setting}"] = ["--scheduler", name, *BASE, *args, *extra]
-    if TRACE.exists():
+    from llmsched.workload.traces import DataFileNotFound, resolve_data_file
+    try:
+        trace = resolve_data_file(TRACE)
+    except DataFileNotFound:  # a checkout without the data: the trace configs are left out
+        trace = None
+    if trace is not None:
         for name in TRACE_SCHEDULERS:
             out[f"{name}__conv-trace"] = ["--scheduler", name, "--model", "llama-3-8b", "--gpu", "a100",
-                                          "--trace", str(TRACE), "--num-requests", "3000", "--no-progress"]
+                                          "--trace", str(trace), "--num-requests", "3000", "--no-progress"]
     return out
 
 

@@ -57,6 +57,12 @@ PARAMS = {  # public settings of a few policies, drawn when the seed asks for no
     "goodput": {"order": ("slo-spf", "spf", "fcfs"), "evict": ("cheapest", "newest"), "kv_admit": (0.5, 0.95, 1.0),
                 "time_budget": (True, False), "defer_tokens": (0, 512)},
 }
+PREFIX_ROUTER_PARAMS = {  # the cache-aware routers, drawn by with_prefix_router, with values of their parameters
+    "prefix-affinity": {"cache_threshold": (0.0, 0.5, 0.9), "balance_abs": (-1, 0, 2, 32),
+                        "balance_rel": (1.0, 1.1, 3.0), "load_weight": (0.0, 0.5, 4.0), "report_delay": (0.0, 0.05, 1.0)},
+    "prefix-hash": {"prefix_blocks": (1, 4, 64), "load_factor": (1.0, 1.25, 2.0), "vnodes": (1, 16, 64)},
+}
+LOAD_ROUTERS = sorted(set(ROUTERS) - set(PREFIX_ROUTER_PARAMS))  # drawn for every config, as before the cache-aware
 TIERS = ("paid:tbt=0.1:share=0.3,free:tbt=0.5", "gold:ttft=1:tpot=0.05:share=0.5,bronze:ttft=5")
 
 
@@ -75,7 +81,7 @@ def random_config(seed: int) -> RunConfig:
     model, gpu = pick(PAIRS)
     block_size = int(pick((8, 16, 32)))
     cfg = dict(scheduler=name, model=model, gpu=gpu, seed=int(rng.integers(1 << 30)),
-               replicas=int(pick((1, 1, 1, 2, 3, 4, 8))), router=pick(sorted(ROUTERS)),
+               replicas=int(pick((1, 1, 1, 2, 3, 4, 8))), router=pick(LOAD_ROUTERS),
                block_size=block_size, workload=pick(WORKLOADS),
                max_num_seqs=int(pick((1, 2, 4, 16, 64, 256))),
                max_num_batched_tokens=int(pick((256, 512, 1024, 2048, 4096, 8192))),
@@ -124,7 +130,42 @@ def random_config(seed: int) -> RunConfig:
             cfg["cv"] = float(pick((0.5, 2.0, 4.0)))
     if rng.random() < 0.15:  # from before the first arrival to well into the run
         cfg["horizon"] = float(pick((1e-9, 1e-3, 0.5, 2.0, 10.0)))
+    with_prefixes(cfg, np.random.default_rng([34, seed]))
+    with_prefix_router(cfg, np.random.default_rng([36, seed]))
     return RunConfig(**cfg)
+
+
+def with_prefix_router(cfg: dict, rng) -> None:
+    """Half the runs with prompt identities (and a tenth of the others, where they fall back to their load rule)
+    route with a cache-aware router and random parameters, drawn apart so the other seeds keep their configs."""
+    content = cfg.get("workload") == "shared-prefix" or cfg.get("turns")
+    if rng.random() >= (0.5 if content else 0.1):
+        return
+    pick = lambda xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
+    cfg["router"] = pick(sorted(PREFIX_ROUTER_PARAMS))
+    cfg["router_params"] = {k: pick(v) for k, v in PREFIX_ROUTER_PARAMS[cfg["router"]].items() if rng.random() < 0.5}
+
+
+def with_prefixes(cfg: dict, rng) -> None:
+    """A third of the seeds (drawn apart, so the other seeds keep their configs) give the prompts identities and
+    the replicas a prefix cache: inference-perf's shared-prefix generator (groups sharing system prompts, multi-turn
+    chat) in an open or closed loop, or closed-loop sessions whose turns carry the conversation so far."""
+    if rng.random() >= 1 / 3 or cfg.get("horizon") is not None:
+        return
+    pick = lambda xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
+    closed = cfg.get("concurrency") is not None
+    if closed and rng.random() < 0.5:
+        cfg["turns"] = int(rng.integers(2, 5))
+        cfg["think_time"] = float(pick((0.0, 0.5)))
+        return
+    cfg.pop("max_total_tokens", None)
+    if not closed:
+        cfg.pop("rate_schedule", None)
+        cfg.setdefault("rate", float(rng.uniform(1, 50)))
+    cfg["workload"] = "shared-prefix"
+    cfg["workload_params"] = {"num_groups": int(rng.integers(1, 5)), "num_prompts_per_group": int(rng.integers(1, 6)),
+                              "system_prompt_len": int(pick((8, 100, 600))), "question_len": int(pick((1, 30, 300))),
+                              "output_len": int(pick((1, 20, 200))), "enable_multi_turn_chat": bool(rng.random() < 0.5)}
 
 
 class Refused(Exception):
@@ -175,7 +216,7 @@ def _check(cfg: RunConfig) -> str | None:
     for rep in replicas:
         rep.config.check_invariants = True  # the full KV/swap accounting after every step
         rep.start_step = _watch_idle(rep, idle)
-    result = simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed)
+    result = simulate(source, replicas, make_router(cfg.router, cfg.router_params), horizon=cfg.horizon, seed=cfg.seed)
     log = result.requests
     cols = log.cols
     status = [Status(s) for s in cols["status"]]

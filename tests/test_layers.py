@@ -18,7 +18,7 @@ LAYERS = {
     "mechanism": ("llmsched", "llmsched.compiled", "llmsched.argtypes", "llmsched.results_file", "llmsched.request",
                   "llmsched.run_field", "llmsched.engine", "llmsched.batchtime", "llmsched.hardware",
                   "llmsched.workload", "llmsched.metrics"),
-    "policies": ("llmsched.schedulers", "llmsched.routers"),
+    "policies": ("llmsched.schedulers", "llmsched.routers", "llmsched.routing"),
     "runs": ("llmsched.sim", "llmsched.run_config", "llmsched.experiment", "llmsched.executors",
              "llmsched.config_fields"),
     "analyses": ("llmsched.capacity", "llmsched.plan", "llmsched.theory", "llmsched.reproduce", "llmsched.validate",

@@ -81,7 +81,9 @@ def test_the_replica_and_the_vllm_engine_share_the_declarations():
     engine = declared(EngineConfig)
     for name, spec in replica.items():
         assert same_field(spec, RUN_FIELDS[name]), name
-        if name != "max_model_len":  # a run's default is its model's context length; a replica needs a number
+        # a run's default max_model_len is its model's context length, a replica needs a number; a run's prefix
+        # cache is on by default and reaches a replica only when its requests carry content (a bare replica: off)
+        if name not in ("max_model_len", "prefix_caching"):
             assert spec == RUN_FIELDS[name], name
     assert set(ENGINE_LIMITS) <= set(engine)
     for name in ENGINE_LIMITS:  # the engine's own defaults (EngineConfig's docstring says why), nothing else

@@ -39,9 +39,16 @@ def all_presets() -> dict:
                      "usd_per_gpu_hour": prices.usd_per_hour.get(n), "price_source": prices.sources.get(n),
                      "source": g.source} for n, g in GPUS.items()},
         "workloads": {n: {k: v for k, v in info.items() if k != "path"} for n, info in LENGTH_PRESETS.items()},
+        "generators": {"shared-prefix": {
+            "description": "--workload shared-prefix: system prompts shared by groups of prompts, optional multi-turn "
+                           "chat; --wl-param num_groups, num_prompts_per_group, system_prompt_len, question_len, "
+                           "output_len, enable_multi_turn_chat",
+            "source": "kubernetes-sigs/inference-perf shared_prefix_datagen.py @ 7b902f7"}},
         "arrivals": {"poisson": "Poisson arrivals at --rate", "gamma": "gamma inter-arrivals, --cv burstiness",
                      "constant": "evenly spaced at --rate", "trace": "--trace FILE replays real arrival times",
-                     "closed-loop": "--concurrency N: a new request when one finishes"},
+                     "closed-loop": "--concurrency N: a new request when one finishes",
+                     "sessions": "--concurrency N --turns T --think-time S: each user's turns carry the "
+                                 "conversation so far"},
         "batch_time_models": {**{n: info["summary"] for n, info in BATCH_TIME_MODELS.items()},
                               **{n: stored_profile(n) for n in profile_names() if n not in BATCH_TIME_MODELS}},
         "schedulers": {n: public(scheduler_info(n)) for n in scheduler_names() if not n.startswith("test-")},
@@ -82,6 +89,10 @@ def format_presets(data: dict) -> str:
     for n, w in data["workloads"].items():
         lines.append(f"  {n:<22} {w.get('description', '')}")
         lines.append(f"  {'':<22} source: {w.get('source', '')}")
+    lines.append("\nGENERATORS (workloads with prompt identities; --workload NAME)")
+    for n, w in data.get("generators", {}).items():
+        lines.append(f"  {n:<22} {w['description']}")
+        lines.append(f"  {'':<22} source: {w['source']}")
     lines.append("\nARRIVALS")
     for n, text in data["arrivals"].items():
         lines.append(f"  {n:<14} {text}")

@@ -11,7 +11,8 @@ import argparse
 import warnings
 
 from ..config_fields import check_combination, conflicts_with, parse_params
-from ..run_config import CLI_FLAGS, RUN_FIELDS, RunConfig, check_field, checked_params, read_run_config
+from ..run_config import (CLI_FLAGS, RUN_FIELDS, RunConfig, check_field, checked_params, checked_router_params,
+                          read_run_config)
 from ..run_field import API, Origin
 
 COMMAND_GIVEN = ("scheduler",)  # each command names its scheduler(s) its own way: --scheduler or --schedulers
@@ -77,6 +78,14 @@ def read_options(args) -> tuple[dict, dict[str, Origin]]:
         data["batch_time_params"] = {**data.get("batch_time_params", {}),
                                      **parse_params(args.batch_time_params, CLI_FLAGS["batch_time_params"])}
         origins["batch_time_params"] = CLI
+    if getattr(args, "workload_params", None):
+        data["workload_params"] = {**data.get("workload_params", {}),
+                                   **parse_params(args.workload_params, CLI_FLAGS["workload_params"])}
+        origins["workload_params"] = CLI
+    if getattr(args, "router_params", None):
+        data["router_params"] = {**data.get("router_params", {}),
+                                 **parse_params(args.router_params, CLI_FLAGS["router_params"])}
+        origins["router_params"] = CLI
     if (data.get("trace") or data.get("concurrency") or data.get("tenants")) and "rate" not in data:
         data["rate"] = None  # a trace replays at its own rate; a closed loop has none; tenants have their own
     for key, value in args.run_defaults.items():
@@ -152,6 +161,8 @@ def run_configs(args, names: list[str], rates=None) -> list[RunConfig]:
         data["scheduler_params"] = checked_params(data, params_origin)
         if name in tuned:
             data = with_tuned(data, tuned[name], lambda key: origins.get(key, API))
+        if data.get("router_params"):
+            data["router_params"] = checked_router_params(data, origins.get("router_params", API))
         for rate in rates or [None]:
             if rate is not None:
                 data = {**data, "rate": check_field("rate", rate)}

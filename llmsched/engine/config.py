@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS, MAX_NUM_SEQS,
-                     ORACLE, OVERFLOW, OVERFLOW_MODES, PREEMPTION_MODE, PREEMPTION_MODES)
+                     ORACLE, OVERFLOW, OVERFLOW_MODES, PREEMPTION_MODE, PREEMPTION_MODES, PREFIX_CACHING)
 
 
 @dataclass
@@ -29,6 +29,9 @@ class ReplicaConfig:
     # advance runs of identical decode-only steps in one go when the policy declares steady_decodes (same results
     # as stepping; False steps every time, for the identity check)
     fast_forward: bool = FAST_FORWARD.field()
+    # vLLM v1's prefix cache (engine/prefix_cache.py); the run turns it on only when its requests carry content,
+    # so a replica of requests without identities keeps the counting KV manager
+    prefix_caching: bool = PREFIX_CACHING.field(default=False)
 
     def __post_init__(self):
         for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len",

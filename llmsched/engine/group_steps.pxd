@@ -12,6 +12,7 @@ cdef class GroupSteps:
     cdef public object batch_time
     cdef public object busy
     cdef public object busy_time
+    cdef public object caching
     cdef public object completed
     cdef public object config
     cdef public object folds_finishes

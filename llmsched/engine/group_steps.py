@@ -135,9 +135,12 @@ class GroupSteps:
             if not (isinstance(n, int) and 1 <= n <= r.prompt_len + r.num_generated - c):
                 ok = False
                 break
-            r.mark = stamp
             if st is WAITING:
+                if self.caching and r.content is not None:  # its cached prefix: launch admits it
+                    ok = False
+                    break
                 admit.append(r)
+            r.mark = stamp
             prefill_new.append(n)
             prefill_ctx.append(c)
             prefill_tokens += n

@@ -27,5 +27,8 @@ ORACLE = RunField(False, "let schedulers read true output lengths (off by defaul
 FAST_FORWARD = RunField(True, "step every decode-only step through the policy instead of fast-forwarding runs of "
                               "them (the same results, slower; for checking)", flag="--no-fast-forward",
                         switch=True)
+PREFIX_CACHING = RunField(True, "switch vLLM v1's automatic prefix caching off (on by default, as in vLLM v1): it acts "
+                                "on requests whose prompts have identities (Mooncake and session traces, "
+                                "--workload shared-prefix, --turns)", flag="--no-prefix-caching", switch=True)
 CHECK_INVARIANTS = RunField(False, "check the KV and decode-group accounting of every replica after every step "
                                    "(slow; the tests run with it)", flag="--check-invariants", switch=True)

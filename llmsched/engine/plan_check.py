@@ -49,11 +49,43 @@ def check_preempt(rep, r: Request, stamp: int) -> None:
     r.mark = stamp
 
 
+def fit_hits(kv, hits: list, need: int, plan: BatchPlan, prefill_new: list, prefill_ctx: list,
+             prefill_tokens: int) -> tuple:
+    """The plan's admissions that start from cached blocks, sized: each takes its whole hit and computes the rest
+    of its chunk; if then the plan needs more blocks than are free, each admission costs at most what the policy
+    counted without a cache (its chunk's blocks), taking fewer cached blocks or a shorter chunk. Writes their
+    chunks into the plan and the batch; returns ``([(request, blocks)], blocks needed, prompt tokens)``."""
+    for fitted in (False, True):
+        taken: set = set()
+        sized, cost = [], 0
+        for i, slot, r, hit, n, remaining in hits:
+            used, m, c = kv.size_admission(hit, n, remaining, taken, fitted)
+            sized.append((i, slot, r, used, m))
+            cost += c
+        if need + cost <= kv.free or fitted:
+            break
+    bs = kv.block_size
+    admitted = []
+    for i, slot, r, used, m in sized:
+        plan.prefills[i] = (r, m)
+        prefill_new[slot] = m
+        prefill_ctx[slot] = len(used) * bs
+        prefill_tokens += m
+        if used:
+            admitted.append((r, used))
+    return admitted, cost, prefill_tokens
+
+
 def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
     """The plan's decodes and prefills against the limits, after its preemptions. Returns ``(need, admit, swap_in,
-    grow, batch, prefill_tokens)``: new KV blocks (more than are free only when the replica evicts on overflow),
-    the waiting requests admitted, the swapped ones brought back, the decodes that cross into a new block, the
-    step's ``Batch`` and its prompt tokens."""
+    grow, batch, prefill_tokens, hits)``: new KV blocks (more than are free only when the replica evicts on
+    overflow), the waiting requests admitted, the swapped ones brought back, the decodes that cross into a new
+    block, the step's ``Batch``, its prompt tokens, and (with a prefix cache) each admission's cached blocks.
+
+    With a prefix cache, an admitted request starts from its cached leading blocks (``kv.lookup``): its chunk
+    computes only tokens after them (a chunk the policy sized on the whole prompt is cut to what is left, in the
+    plan too, as vLLM v1 counts only new tokens), and it needs the blocks beyond its hit plus the hit's blocks
+    nobody referenced, each counted once in the plan."""
     kv = rep.kv
     bs = kv.block_size
     index = rep.index
@@ -86,7 +118,9 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
     prefill_new = []
     prefill_ctx = []
     prefill_tokens = 0
-    for r, n in plan.prefills:
+    hits = None
+    caching = rep.caching
+    for i, (r, n) in enumerate(plan.prefills):
         st = r.status
         if r.replica != index or st is not RUNNING:
             if st is WAITING and r.replica == index:
@@ -104,6 +138,15 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
         if not (isinstance(n, int) and 1 <= n <= remaining):
             fail(rep, "a prefill chunk must be between 1 and the request's remaining tokens",
                  f"request {r.id}: chunk {n!r}, {remaining} remaining")
+        if caching and st is WAITING and r.content is not None:
+            hit = kv.lookup(r)
+            if hit:
+                if hits is None:
+                    hits = []
+                hits.append((i, len(prefill_new), r, hit, n, remaining))
+                prefill_new.append(0)  # written below, once the plan's hits are sized together
+                prefill_ctx.append(0)
+                continue
         prefill_new.append(n)
         prefill_ctx.append(r.num_computed)
         prefill_tokens += n
@@ -111,6 +154,10 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
         if extra > 0:
             need += extra
 
+    if hits is not None:
+        admitted, cost, prefill_tokens = fit_hits(kv, hits, need, plan, prefill_new, prefill_ctx, prefill_tokens)
+        need += cost
+        hits = admitted
     tokens = prefill_tokens + len(decode_ctx)
     cfg = rep.config
     if tokens > cfg.max_num_batched_tokens:
@@ -120,4 +167,4 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
         fail(rep, "max_num_seqs exceeded", f"{seqs} running > {cfg.max_num_seqs}")
     if need > kv.free and cfg.overflow == "error":
         fail(rep, "KV cache capacity exceeded (preempt first)", f"plan needs {need} more blocks, {kv.free} free")
-    return need, admit, swap_in, grow, Batch(prefill_new, prefill_ctx, decode_ctx), prefill_tokens
+    return need, admit, swap_in, grow, Batch(prefill_new, prefill_ctx, decode_ctx), prefill_tokens, hits

@@ -21,6 +21,7 @@ from .decode_run import fast_forward_decodes, fast_forward_group
 from .group_steps import GroupSteps
 from .kv_cache import KVCacheManager
 from .plan import BatchPlan
+from .prefix_cache import PrefixCachingKVManager
 from .policy import Policy
 from .tokens import advance_chunk
 from .view import ReplicaView
@@ -42,13 +43,17 @@ class Replica(GroupSteps):
         # fast-forward runs of repeated decode-only steps (decode_run.py), past finishes where the policy says so
         self.folds = (config.fast_forward and getattr(scheduler, "steady_decodes", False)
                       and batch_time.decode_sum_only)
-        self.folds_finishes = self.folds and getattr(scheduler, "steady_after_finishes", False)
+        # a finish folded past frees the blocks the fold counts; with a prefix cache, shared ones stay held
+        self.folds_finishes = (self.folds and getattr(scheduler, "steady_after_finishes", False)
+                               and not config.prefix_caching)
         GroupSteps.__init__(self, self.folds and getattr(scheduler, "plans_decode_group", False))
         self.index = index
         self.scheduler = scheduler
         self.batch_time = batch_time
         self.config = config
-        self.kv = KVCacheManager(config.num_blocks, config.block_size, config.swap_blocks)
+        self.caching = config.prefix_caching  # vLLM v1's prefix cache (engine/prefix_cache.py)
+        manager = PrefixCachingKVManager if self.caching else KVCacheManager
+        self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks)
         self.waiting: list[Request] = []
         self.running: list[Request] = []
         self.swapped: list[Request] = []
@@ -107,6 +112,8 @@ class Replica(GroupSteps):
         """``req`` leaves for good with ``reason`` (False, for ``add``)."""
         req.status = REJECTED
         req.reject_reason = reason
+        if self.caching:
+            self.kv.discard(req)
         req.finish = self.now
         self.completed.append(req)
         return False
@@ -189,7 +196,7 @@ class Replica(GroupSteps):
             preempted += 1
         if preempted:
             self.running[:] = [r for r in self.running if r.status is RUNNING]
-        need, admit, swap_in, grow, batch, prefill_tokens = plan_check.check_work(self, plan, stamp)
+        need, admit, swap_in, grow, batch, prefill_tokens, hits = plan_check.check_work(self, plan, stamp)
         kv = self.kv
         if need > kv.free:  # overflow eviction (plan_check raised under overflow "error")
             kept, evicted = preemption.evict_for(self, plan, need)
@@ -200,6 +207,11 @@ class Replica(GroupSteps):
             return duration
         extra_time = 0.0
         cfg = self.config
+        if hits is not None:  # before any block is taken: the hits' cached blocks are the plan's
+            for r, hit in hits:
+                kv.admit(r, hit)
+                if r.first_scheduled != r.first_scheduled:  # first admission: the tokens it found cached
+                    r.num_cached = len(hit) * kv.block_size
         for r in swap_in:
             self.swapped.remove(r)
             extra_time += kv.swap_in(r) * cfg.swap_seconds_per_block

@@ -98,6 +98,44 @@ class ReplicaView:
         """Blocks ``req`` would need beyond what it holds to keep ``tokens`` KV tokens."""
         return self._r.kv.extra_blocks(req, tokens)
 
+    @property
+    def prefix_caching(self) -> bool:
+        """Whether the replica keeps vLLM v1's prefix cache (its requests carry content and the run left it on)."""
+        return self._r.caching
+
+    def cached_tokens(self, req: Request) -> int:
+        """Leading tokens of waiting ``req`` that the prefix cache holds now, so its admission starts after them
+        (whole blocks, at most its tokens less one, as vLLM v1's ``get_computed_blocks``); 0 without a cache, for
+        a request without content, and for one already holding KV. The replica looks again when it admits: the
+        plan's own preemptions can only add to it."""
+        r = self._r
+        if not r.caching or req.num_computed or req.content is None:
+            return 0
+        return len(r.kv.lookup(req)) * r.kv.block_size
+
+    def tokens_to_compute(self, req: Request) -> int:
+        """Tokens ``req`` must still compute before its next output token: its remaining prompt less what the
+        prefix cache holds (what a step's token budget counts, as in vLLM v1)."""
+        return req.prompt_len + req.num_generated - req.num_computed - self.cached_tokens(req)
+
+    def admission_blocks(self, req: Request, n: int) -> int:
+        """Free blocks admitting waiting ``req`` with a chunk of ``n`` tokens to compute takes: the chunk's new
+        blocks after its cached prefix, plus the cached blocks nobody references (they leave the free pool; a
+        block shared with a running request costs nothing). Without a cache, ``blocks_for(n)``."""
+        r = self._r
+        kv = r.kv
+        if not r.caching or req.num_computed or req.content is None:
+            return kv.blocks_for(n)
+        return kv.blocks_for(n) + sum(1 for b in kv.lookup(req) if b.ref == 0)
+
+    def preempt_frees(self, req: Request) -> int:
+        """Blocks preempting running ``req`` returns to the free pool: its blocks, less those another running
+        request also references (a shared block is counted once, and stays held)."""
+        r = self._r
+        if not r.caching:
+            return req.num_blocks
+        return r.kv.frees(req)
+
     def decode_blocks(self, req: Request) -> int:
         """Blocks a decode step of ``req`` needs (0 or 1 with paging)."""
         return self._r.kv.extra_blocks(req, req.num_computed + 1)

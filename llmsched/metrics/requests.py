@@ -21,18 +21,30 @@ RECORD_ORDER = ("id", "replica", "tier", "status", "prompt_len", "output_len", "
                 "tbt_misses", "gap_offset", "arrival", "first_scheduled", "first_token", "finish", "ttft", "tpot",
                 "e2e", "max_gap", "ttft_slo", "tbt_slo", "tpot_slo")
 assert sorted(RECORD_ORDER) == sorted(INT_FIELDS + FLOAT_FIELDS)
+CACHED_FIELD = "cached_tokens"  # int, only in runs with a prefix cache (their requests carry content)
 TBT_MISS_TOLERANCE = 0.01  # a request meets its TBT target if at most 1% of its gaps exceed it
 GAP_FIELDS = ("num_gaps", "tbt_misses", "gap_offset", "max_gap")  # filled in per batch when the gaps are kept
 SETTLE_BATCH = 256  # requests whose gap columns are computed together (its temporaries raise the peak)
 
 
+def prefix_cache_stats(cached: int, prompt: int) -> dict:
+    """A run with a prefix cache: its finished requests' prompt tokens found cached at their first admission
+    (vLLM's num_cached_tokens), and their share of the prompt tokens (the hit rate)."""
+    return {"cached_tokens": cached, "prompt_tokens": prompt, "hit_rate": cached / prompt if prompt else math.nan}
+
+
 class RequestLog:
     """Column store of requests that left the run (finished, rejected or unfinished)."""
 
-    def __init__(self, keep_gaps: bool = True):
+    def __init__(self, keep_gaps: bool = True, cached: bool = False):
         self.keep_gaps = keep_gaps
         self._cols = {name: array("d") for name in FLOAT_FIELDS}
         self._cols.update({name: array("q") for name in INT_FIELDS})
+        # ``cached``: a run with a prefix cache records each request's cached prompt tokens too (CACHED_FIELD)
+        self._append_cached = None
+        if cached:
+            self._cols[CACHED_FIELD] = array("q")
+            self._append_cached = self._cols[CACHED_FIELD].append
         # record() appends a row through these bound methods (the columns are emptied in place, never replaced)
         self._append_now = tuple(self._cols[name].append for name in RECORD_ORDER if name not in GAP_FIELDS)
         self._append_gap = tuple(self._cols[name].append for name in GAP_FIELDS)
@@ -105,6 +117,8 @@ class RequestLog:
         a_ttft_slo(math.nan if slo.ttft is None else float(slo.ttft))
         a_tbt_slo(math.nan if tbt is None else float(tbt))
         a_tpot_slo(math.nan if slo.tpot is None else float(slo.tpot))
+        if self._append_cached is not None:
+            self._append_cached(r.num_cached)
         if r.status is not Status.FINISHED and r.reject_reason:
             self.reasons[r.id] = r.reject_reason
         if self.keep_gaps:  # the gap columns for a batch of requests at once (_settle: the same values)

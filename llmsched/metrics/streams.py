@@ -7,10 +7,11 @@ from .request_stream import RequestStream
 from .step_stream import StepStream
 
 
-def open_streams(out_dir=None) -> tuple[RequestStream, StepStream]:
-    """A request and a step stream writing ``out_dir``/requests.csv and steps.csv (``None``: totals only)."""
+def open_streams(out_dir=None, cached: bool = False) -> tuple[RequestStream, StepStream]:
+    """A request and a step stream writing ``out_dir``/requests.csv and steps.csv (``None``: totals only);
+    ``cached``: the run has a prefix cache (requests.csv gets cached_tokens)."""
     if out_dir is None:
-        return RequestStream(), StepStream()
+        return RequestStream(cached=cached), StepStream()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return RequestStream(out / "requests.csv"), StepStream(out / "steps.csv")
+    return RequestStream(out / "requests.csv", cached), StepStream(out / "steps.csv")

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..request import Status
 from .fairness import INPUT_WEIGHT, OUTPUT_WEIGHT, SERIES_BINS, backlogged, inside, intersect, jain, service_events
-from .requests import TBT_MISS_TOLERANCE, RequestLog
+from .requests import CACHED_FIELD, TBT_MISS_TOLERANCE, RequestLog, prefix_cache_stats
 from .latency_stats import NAN, QUANTILES, TOP_REASONS, merged_sketch, sketch_stats, value_stats
 from .policy_stats import summed
 
@@ -112,6 +112,9 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     out["preemptions"] = {"total": int(pre[win].sum()),
                           "per_finished_request": float(pre[finished].mean()) if n_fin else NAN,
                           "requests_preempted": int((pre[win] > 0).sum())}
+    if CACHED_FIELD in log.cols:
+        out["prefix_cache"] = prefix_cache_stats(int(log.column(CACHED_FIELD)[finished].sum()),
+                                                 int(prompt[finished].sum()))
     out["steps"] = _step_stats(result.steps, s0, s1, max(len(result.replica_stats), 1))
     out["littles_law"] = _littles_law(arrival, end, win, result.steps, s0, s1)
     out["run"] = {"end_time": float(result.end_time), "wall_time": float(result.wall_time),

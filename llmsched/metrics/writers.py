@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..request import Status
-from .requests import FLOAT_FIELDS, INT_FIELDS
+from .requests import CACHED_FIELD, FLOAT_FIELDS, INT_FIELDS
 from .steps import STEP_FIELDS
 
 REQUEST_COLUMNS = INT_FIELDS[:3] + ("tier_name", "status", "status_name") + INT_FIELDS[4:] + FLOAT_FIELDS + (
@@ -87,8 +87,10 @@ def _write_requests(log, path: Path) -> None:
 
 
 def request_columns(log) -> tuple[str, ...]:
-    """requests.csv's columns: a ``tenant`` column after ``tier_name`` only when the run has tenants."""
-    return TENANT_COLUMNS if log.tenants else REQUEST_COLUMNS
+    """requests.csv's columns: a ``tenant`` column after ``tier_name`` only when the run has tenants, and
+    ``cached_tokens`` last only in a run with a prefix cache."""
+    columns = TENANT_COLUMNS if log.tenants else REQUEST_COLUMNS
+    return columns + ((CACHED_FIELD,) if CACHED_FIELD in log.cols else ())
 
 
 def write_request_rows(f, log) -> None:
@@ -97,7 +99,7 @@ def write_request_rows(f, log) -> None:
     columns = request_columns(log)
     tenant_names = log.tenants + [""]  # index -1: a request without a tenant
     for i in range(0, len(log.cols["id"]), CHUNK_ROWS):
-        cols = {name: _array(log.cols[name][i:i + CHUNK_ROWS]) for name in INT_FIELDS + FLOAT_FIELDS}
+        cols = {name: _array(log.cols[name][i:i + CHUNK_ROWS]) for name in log.cols}
         cols["tier_name"] = [log.tiers[t] for t in cols["tier"].tolist()]
         cols["status_name"] = [names.get(s, str(s)) for s in cols["status"].tolist()]
         reasons = log.reasons

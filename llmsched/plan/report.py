@@ -96,6 +96,10 @@ def simulate_command(cfg: RunConfig) -> str:
         args += ["--param", f"{key}={value}"]
     for key, value in cfg.batch_time_params.items():
         args += ["--bt-param", f"{key}={value}"]
+    for key, value in cfg.router_params.items():
+        args += ["--router-param", f"{key}={value}"]
+    for key, value in cfg.workload_params.items():
+        args += ["--wl-param", f"{key}={value}"]
     if cfg.oracle:
         args.append("--oracle")
     source = build_source(cfg)

@@ -51,7 +51,7 @@ def add_decodes(view: ReplicaView, plan: BatchPlan, running=None, limit: int | N
             end -= 1
             victim = running[end]
             preempt.append(victim)
-            free += victim.num_blocks
+            free += view.preempt_frees(victim)
         if end == i:
             break  # the request preempted itself
         free -= need

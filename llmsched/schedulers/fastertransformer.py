@@ -22,6 +22,8 @@ class FasterTransformer(Scheduler):
     each reserving KV for ``max_model_len`` tokens. Their whole prompts run first, as many
     per step as the token budget allows, then the cohort decodes together; nothing else is
     admitted until every member has finished.
+
+    With a prefix cache: plans as without one; the replica starts each admission after its cached blocks.
     """
 
     name = "fastertransformer"

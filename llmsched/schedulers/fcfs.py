@@ -22,7 +22,11 @@ from .registry import register
 @register
 @dataclass
 class FCFS(Scheduler):
-    """Ao et al.'s naive FCFS: admit while prompts fit free memory, decode everything, evict on overflow."""
+    """Ao et al.'s naive FCFS: admit while prompts fit free memory, decode everything, evict on overflow.
+
+    With a prefix cache: a prompt counts only its tokens after the cached prefix (``view.tokens_to_compute``,
+    ``view.admission_blocks``).
+    """
 
     name = "fcfs"
     family = "WAIT"
@@ -38,8 +42,8 @@ class FCFS(Scheduler):
         seats = view.max_num_seqs - view.num_running
         need = 0
         for r in view.waiting:  # FCFS while the prompt fits the memory free now (decode growth unchecked)
-            n = r.remaining_prefill
-            blocks = view.extra_blocks(r, r.num_computed + n)
+            n = view.tokens_to_compute(r)  # after its cached prefix, with a prefix cache
+            blocks = view.admission_blocks(r, n)
             if n > budget or seats < 1 or need + blocks > view.free_blocks:
                 break
             plan.prefills.append((r, n))
@@ -80,7 +84,7 @@ class FCFS(Scheduler):
             if need <= free:
                 break
             plan.preempt.append(r)
-            free += r.num_blocks
+            free += view.preempt_frees(r)
             need -= grow.get(r, 0)
         gone = set(plan.preempt)
         plan.decodes = [r for r in plan.decodes if r not in gone]

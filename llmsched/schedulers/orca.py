@@ -18,6 +18,8 @@ class Orca(Scheduler):
     Orca reserves KV for a request's maximum length at admission (``max_model_len``
     tokens), so it never preempts; admission is FCFS while the reservation, the sequence
     cap and the token budget allow. Prefills and decodes share a step, unchunked.
+
+    With a prefix cache: plans as without one; the replica starts each admission after its cached blocks.
     """
 
     name = "orca"

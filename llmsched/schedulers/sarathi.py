@@ -30,6 +30,9 @@ class Sarathi(WatermarkAdmission, Scheduler):
     that does not fit stops admission. Decodes are never left out, so the budget binds
     prompt tokens: a step holds at most ``max(token_budget, #decodes)`` tokens. A prompt
     needing more than the whole cache less the watermark is rejected (schedulers/watermark.py).
+
+    With a prefix cache: an admission's chunk and the prompt it reserves count only tokens after its cached prefix
+    (``view.tokens_to_compute``, ``view.admission_blocks``).
     """
 
     name = "sarathi"
@@ -116,8 +119,9 @@ class Sarathi(WatermarkAdmission, Scheduler):
         if self.order == "spf":
             waiting = sorted(waiting, key=PROMPT_LEN)
         for r in waiting:
-            n = min(r.prompt_len + r.num_generated, budget)
-            need = view.blocks_for(r.prompt_len + r.num_generated)
+            left = r.prompt_len + r.num_generated - view.cached_tokens(r)  # after its cached prefix
+            n = min(left, budget)
+            need = view.admission_blocks(r, left)
             if n <= 0 or room < 1 or need > free:
                 break
             plan.prefills.append((r, n))

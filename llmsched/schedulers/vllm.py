@@ -24,6 +24,10 @@ class VLLM(WatermarkAdmission, Scheduler):
     The head of the queue blocks those behind it. Prefill and decode never share a step. A
     prompt longer than the budget can never run unchunked and is rejected with that reason, as
     is one needing more than the whole cache less the watermark (schedulers/watermark.py).
+
+    With a prefix cache, as vLLM v1: a prompt counts only its tokens after the cached prefix against the budget and
+    the blocks its admission takes (``view.admission_blocks``); preempting credits only the blocks a preemption
+    frees.
     """
 
     name = "vllm"

@@ -20,6 +20,9 @@ class VLLMChunked(Scheduler):
     preempted by recompute (itself last). If nothing was preempted, waiting requests are
     admitted FCFS with a chunk of what budget is left, stopping at the first that does
     not fit (head-of-line blocking). ``token_budget`` is vLLM's ``max_num_batched_tokens``.
+
+    With a prefix cache, as vLLM v1: an admission's chunk counts only tokens after its cached prefix, and its blocks
+    are the chunk's plus the cached blocks no request holds (``view.admission_blocks``).
     """
 
     name = "vllm-chunked"
@@ -62,7 +65,7 @@ class VLLMChunked(Scheduler):
                 end -= 1
                 victim = running[end]
                 plan.preempt.append(victim)
-                free += victim.num_blocks
+                free += view.preempt_frees(victim)
             if end == i:
                 break
             if need > 0:
@@ -113,8 +116,8 @@ class VLLMChunked(Scheduler):
         for r in view.waiting:
             if budget <= 0 or room < 1:
                 break
-            n = min(r.prompt_len + r.num_generated, budget)
-            need = view.blocks_for(n)
+            n = min(r.prompt_len + r.num_generated - view.cached_tokens(r), budget)  # after its cached prefix
+            need = view.admission_blocks(r, n)
             if need > free:
                 break
             plan.prefills.append((r, n))

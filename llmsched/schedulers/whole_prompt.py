@@ -17,7 +17,10 @@ def too_long(view: ReplicaView, r: Request) -> str | None:
 
 def admit_whole_prompts(view: ReplicaView, plan: BatchPlan, room: int, watermark: float) -> bool:
     """vLLM's admission: whole prompts FCFS while the token budget, ``room`` seats and the KV blocks above a
-    ``watermark`` fraction allow; the first that does not fit blocks the queue. True if any was admitted."""
+    ``watermark`` fraction allow; the first that does not fit blocks the queue. True if any was admitted. With a
+    prefix cache, a prompt counts only its tokens after the cached prefix against the budget and the blocks its
+    admission takes (``view.admission_blocks``); a prompt longer than the budget is still refused whole, since the
+    cache may lose its prefix before it runs."""
     budget = view.max_num_batched_tokens
     free = view.free_blocks - int(watermark * view.total_blocks)
     tokens = 0
@@ -26,7 +29,9 @@ def admit_whole_prompts(view: ReplicaView, plan: BatchPlan, room: int, watermark
         if n > budget:
             plan.reject.append((r, too_long(view, r)))
             continue
-        need = view.blocks_for(n)
+        cached = view.cached_tokens(r)  # a prefix cache's hit: only the rest is computed (vLLM v1)
+        n -= cached
+        need = view.admission_blocks(r, n)
         if tokens + n > budget or room < 1 or need > free:
             break
         plan.prefills.append((r, n))

@@ -255,6 +255,8 @@ def finish_run(replicas: list[Replica], log, shared_steps, stream: bool, cut_at:
         figures = policy() if policy is not None else None
         if figures:
             row["policy"] = figures  # the policy's own figures (Scheduler.stats), summed in the summary
+        if rep.caching:  # every admission's hits, re-admissions after preemption included
+            row["cached_tokens"] = rep.kv.hit_tokens
     return RunResult(log, shared_steps, stop_time, time.perf_counter() - wall0, {}, stats)
 
 

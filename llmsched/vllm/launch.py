@@ -42,6 +42,9 @@ class EngineConfig:
     # random weights: timing and scheduling need no trained model
     load_format: str = declare("dummy", "how vLLM loads the weights", vllm="load_format")
     seed: int = declare(0, "the engine's sampling seed", low=0, vllm="seed")
+    # off by default: a fidelity run compares with a simulation of prompts without identities (no cache there)
+    prefix_caching: bool = declare(False, "vLLM's prefix caching (the plug-in's view shows each waiting request's "
+                                          "cached prefix)", vllm="enable_prefix_caching")
     # None: vLLM's stock scheduler
     scheduler_cls: str | None = declare(PLUGIN, "the scheduler class vLLM runs", kind=str, optional=True,
                                         vllm="scheduler_cls")
@@ -54,9 +57,8 @@ class EngineConfig:
 
 
 # What every engine llmsched starts is set to, not a field: eager mode (no CUDA graphs or compilation, as the CPU
-# notes run it), the model in the engine's own process ("uni": step-level control, a 2-3 s start), and no prefix
-# caching (the simulator has none, and the plug-in's KV mirror counts blocks unshared).
-ENGINE_SETTINGS = {"enforce_eager": True, "distributed_executor_backend": "uni", "enable_prefix_caching": False}
+# notes run it) and the model in the engine's own process ("uni": step-level control, a 2-3 s start).
+ENGINE_SETTINGS = {"enforce_eager": True, "distributed_executor_backend": "uni"}
 
 
 def engine_args(cfg: EngineConfig) -> dict:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..request import Request
+from ..request import Request, Status
+
+WAITING = Status.WAITING
 
 
 class VLLMView:
@@ -60,6 +62,43 @@ class VLLMView:
 
     def decode_blocks(self, req: Request) -> int:
         return self.extra_blocks(req, req.num_computed + 1)
+
+    # --- vLLM's prefix cache (engine/prefix_cache.py has the same rules) ----------------------------------------
+    @property
+    def prefix_caching(self) -> bool:
+        return self._s.kv_cache_manager.enable_caching
+
+    def cache_hit(self, req: Request) -> tuple[list, int]:
+        """vLLM's cached blocks for waiting ``req`` and their tokens, by the lookup its admission makes
+        (``get_computed_blocks``, without counting a query in vLLM's statistics)."""
+        manager = self._s.kv_cache_manager
+        if not manager.enable_caching or req.num_computed or req.status is not WAITING:
+            return [], 0
+        vreq = self._s.vllm_request(req)
+        if not manager.prefix_cache_lookup_enabled(vreq):
+            return [], 0
+        blocks, tokens, _ = manager.coordinator.find_longest_cache_hit(vreq.block_hashes, vreq.num_tokens - 1)
+        return blocks[0], tokens
+
+    def cached_tokens(self, req: Request) -> int:
+        """Leading tokens of waiting ``req`` that vLLM's prefix cache holds now (its admission starts after them)."""
+        return self.cache_hit(req)[1]
+
+    def tokens_to_compute(self, req: Request) -> int:
+        return req.prompt_len + req.num_generated - req.num_computed - self.cached_tokens(req)
+
+    def admission_blocks(self, req: Request, n: int) -> int:
+        """Free blocks admitting waiting ``req`` with ``n`` tokens to compute takes: the chunk's blocks and the
+        cached blocks no request holds (they leave vLLM's free queue)."""
+        hit, _ = self.cache_hit(req)
+        return self.blocks_for(n) + sum(1 for b in hit if b.ref_cnt == 0)
+
+    def preempt_frees(self, req: Request) -> int:
+        """Blocks preempting running ``req`` returns to vLLM's free queue: those no other request holds."""
+        if not self._s.kv_cache_manager.enable_caching:
+            return req.num_blocks
+        blocks = self._s.kv_cache_manager.coordinator.get_blocks(self._s.vllm_request(req).request_id)[0]
+        return sum(1 for b in blocks if b.ref_cnt == 1 and not b.is_null)
 
     @property
     def mean_step_time(self) -> float:

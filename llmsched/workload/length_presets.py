@@ -41,7 +41,8 @@ def _table(name: str) -> QuantileTable:
 def length_preset(name: str) -> LengthDist:
     """The named preset's length distribution (sharegpt, azure-conv, azure-code, arxiv-summarization, lmsys)."""
     if name not in LENGTH_PRESETS:
-        raise ValueError(f"unknown length preset {name!r}; valid names: {', '.join(LENGTH_PRESETS)}")
+        raise ValueError(f"unknown length preset {name!r}; valid names: {', '.join(LENGTH_PRESETS)} (and "
+                         f"--workload shared-prefix, a generator of shared system prompts)")
     table = _table(name)
     cap = SOURCE_CAPS.get(name)
     return Capped(table, cap, how="proportional") if cap else table

@@ -19,6 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from .arrivals import MAX_SECONDS
+from llmsched.workload.jsonl import first_keys, is_jsonl
+from llmsched.workload.llmservingsim import FLAT as LLMSERVINGSIM, is_llmservingsim, read_llmservingsim
+from llmsched.workload.mooncake import KEYS as MOONCAKE, is_mooncake, read_mooncake
+from llmsched.workload.session_trace import KEYS as SESSIONS, is_session_trace, read_session_trace
+from llmsched.workload.trace_error import TraceError
 
 AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 VIDUR = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
@@ -26,12 +31,13 @@ LENGTHS = ("num_prefill_tokens", "num_decode_tokens")
 LMSYS = ("question_length", "answer_length")
 TENANT = "tenant"  # an optional column naming each row's tenant (any format with arrival times)
 ZERO_POLICIES = ("error", "drop", "clamp")
+# JSON-lines traces with prompt identities: kind -> (does a first line with these keys belong to it, reader)
+JSONL = {"mooncake": (is_mooncake, read_mooncake), "llmservingsim": (is_llmservingsim, read_llmservingsim),
+         "sessions": (is_session_trace, read_session_trace)}
+JSONL_SUPPORTED = (f"Mooncake JSONL ({', '.join(MOONCAKE)}); LLMServingSim JSONL ({', '.join(LLMSERVINGSIM)}, or "
+                   f"sub_requests); llmsched's session JSONL ({', '.join(SESSIONS)}; docs/workloads.md)")
 SUPPORTED = (f"Azure LLM inference trace ({', '.join(AZURE)}); Vidur processed trace ({', '.join(VIDUR)}); "
-             f"length-only ({', '.join(LENGTHS)}) or ({', '.join(LMSYS)})")
-
-
-class TraceError(ValueError):
-    """A trace file that cannot be read as it stands."""
+             f"length-only ({', '.join(LENGTHS)}) or ({', '.join(LMSYS)}); {JSONL_SUPPORTED}")
 
 
 class DataFileNotFound(FileNotFoundError):
@@ -58,7 +64,8 @@ class Trace:
 
 def resolve_data_file(name) -> Path:
     """``name`` itself if it exists, else the same name under $LLMSCHED_DATA, $LLMSCHED_DATA/traces, then
-    ../shared/data/traces beside the current directory and beside the repository."""
+    ../shared/data/traces beside the current directory and beside the repository, then in those folders'
+    subfolders (the Mooncake traces live in traces/mooncake)."""
     given = Path(name).expanduser()
     if given.is_dir():
         raise DataFileNotFound(f"{str(name)!r} is a folder; give a CSV file in it")
@@ -73,6 +80,11 @@ def resolve_data_file(name) -> Path:
     for place in tried:
         if place.is_file():
             return place
+    if not given.is_absolute() and len(given.parts) == 1:
+        for folder in dict.fromkeys(place.parent for place in tried[1:]):
+            found = sorted(folder.glob(f"*/{given}")) if folder.is_dir() else []
+            if found and found[0].is_file():
+                return found[0]
     hint = "" if env else " (LLMSCHED_DATA is not set)"
     raise DataFileNotFound(f"data file {str(name)!r} not found; looked in: " + ", ".join(map(str, tried)) +
                            f". Give a path that exists or set LLMSCHED_DATA to the data folder{hint}")
@@ -339,7 +351,10 @@ def read_header(path) -> list[str]:
 
 
 def trace_kind(path) -> str | None:
-    """"azure", "vidur", "lengths" (no arrival times) or None, from the header."""
+    """"azure", "vidur", "lengths" (no arrival times), a JSONL kind or None, from the header (or first line)."""
+    if is_jsonl(Path(path)):
+        keys = first_keys(Path(path))
+        return next((kind for kind, (belongs, _) in JSONL.items() if belongs(keys)), None)
     header = set(read_header(path))
     if set(AZURE) <= header:
         return "azure"
@@ -350,10 +365,16 @@ def trace_kind(path) -> str | None:
     return None
 
 
-def read_trace(path, zero_lengths: str = "error") -> Trace:
-    """Reads any supported trace, telling the format from the header."""
+def read_trace(path, zero_lengths: str = "error", vocab_size: int | None = None) -> Trace:
+    """Reads any supported trace, telling the format from the header (``vocab_size``: token ids above it are an
+    error, in traces that have them)."""
     path = resolve_data_file(path)
     kind = trace_kind(path)
+    if kind in JSONL:
+        return JSONL[kind][1](path, zero_lengths, vocab_size)
+    if kind is None and is_jsonl(path):
+        raise TraceError(f"{path}:1: unknown JSONL trace format, the first line has keys "
+                         f"{', '.join(sorted(first_keys(path)))}. Supported: {JSONL_SUPPORTED}")
     if kind == "azure":
         return read_azure(path, zero_lengths)
     if kind == "vidur":

@@ -21,8 +21,9 @@ from llmsched.workload.length_presets import LENGTH_PRESETS, length_preset
 from llmsched.workload.lengths import Capped, Empirical, LengthDist, positive_int
 from llmsched.workload.tiers import assign_tiers, check_tiers, tier_chunks
 from llmsched.workload.server_log import read_server_log
-from llmsched.workload.traces import (AZURE, VIDUR, Trace, TraceError, read_header, read_trace, resolve_data_file,
-                                     trace_kind)
+from llmsched.workload.jsonl import first_keys
+from llmsched.workload.traces import (AZURE, JSONL, JSONL_SUPPORTED, VIDUR, Trace, TraceError, read_header, read_trace,
+                                     resolve_data_file, trace_kind)
 
 ARRIVAL_KINDS = ("poisson", "gamma", "constant")
 
@@ -53,6 +54,12 @@ class Workload:
     tiers: Sequence[Tier] | str = (DEFAULT_TIER,)
     max_total_tokens: int | None = None
     seed: int = 0
+    # the requests' contents (llmsched.content), for traces that name them: (n, chunk, max_prompt) -> lists of
+    # ``chunk`` contents of the first n requests, read as the run goes (workload/jsonl.py); None: no identities
+    contents: Callable | None = None
+    # sessions whose later turns follow their first request's completion: an object with ``chunks(n, chunk,
+    # max_prompt)`` (per first request, its later turns or None) and ``count(n)`` (requests in all); None: none
+    follow_ups: object = None
 
     def __post_init__(self):
         if not isinstance(self.arrivals, ArrivalProcess):
@@ -115,8 +122,22 @@ class Workload:
 
             def times():
                 return pieces(known, chunk)
-        return StreamedOpenLoop(n, times, lambda: self.capped_lengths.chunks(n, streams(self.seed, 3)[1], chunk),
-                                lambda: tier_chunks(n, self.tiers, streams(self.seed, 3)[2], chunk))
+        contents = None
+        max_prompt = None if self.max_total_tokens is None else self.max_total_tokens - 1
+        if self.contents is not None:
+            def contents():
+                return self.contents(n, chunk, max_prompt)
+
+        def lengths():
+            return self.capped_lengths.chunks(n, streams(self.seed, 3)[1], chunk)
+
+        def tiers():
+            return tier_chunks(n, self.tiers, streams(self.seed, 3)[2], chunk)
+        if self.follow_ups is not None:
+            follow = self.follow_ups
+            return SessionOpenLoop(n, times, lengths, tiers, contents,
+                                   lambda: follow.chunks(n, chunk, max_prompt), follow.count(n))
+        return StreamedOpenLoop(n, times, lengths, tiers, contents)
 
     def describe(self) -> dict:
         return {"arrivals": self.arrivals.describe(), "lengths": self.lengths.describe(),
@@ -186,11 +207,13 @@ Chunks = Callable[[], Iterator]  # a fresh iterator over a column's pieces, from
 class StreamedOpenLoop(OpenLoop):
     """An open loop held as column chunks: the columns are drawn a chunk at a time and each Request is built when
     the run reaches its arrival and dropped once recorded, so memory follows the requests in flight, not the
-    number of requests. Each column is a function giving its pieces anew (times; (prompts, outputs); tiers)."""
+    number of requests. Each column is a function giving its pieces anew (times; (prompts, outputs); tiers; and,
+    for a trace that names them, the requests' contents)."""
 
-    def __init__(self, n: int, times: Chunks, lengths: Chunks, tiers: Chunks):
+    def __init__(self, n: int, times: Chunks, lengths: Chunks, tiers: Chunks, contents: Chunks | None = None):
         self.n = n
         self._times, self._lengths, self._tiers = times, lengths, tiers
+        self._contents = contents
 
     def __len__(self) -> int:
         return self.n
@@ -214,6 +237,9 @@ class StreamedOpenLoop(OpenLoop):
 
     def initial(self):
         """Fresh requests, ids 0..n-1, built one at a time in arrival order."""
+        if self._contents is not None:
+            yield from self._with_contents()
+            return
         i = 0
         for times, (prompts, outputs), tiers in zip(self._times(), self._lengths(), self._tiers(), strict=True):
             columns = (np.asarray(times, np.float64).tolist(), np.asarray(prompts, np.int64).tolist(),
@@ -223,6 +249,61 @@ class StreamedOpenLoop(OpenLoop):
                 i += 1
         if i != self.n:
             raise ValueError(f"StreamedOpenLoop: its columns gave {i} requests, not the {self.n} it was built for")
+
+    def _with_contents(self):
+        i = 0
+        for times, (prompts, outputs), tiers, contents in zip(self._times(), self._lengths(), self._tiers(),
+                                                              self._contents(), strict=True):
+            columns = (np.asarray(times, np.float64).tolist(), np.asarray(prompts, np.int64).tolist(),
+                       np.asarray(outputs, np.int64).tolist(), tiers, contents)
+            for t, p, o, tier, content in zip(*columns, strict=True):
+                yield Request(i, t, p, o, tier, content=content)
+                i += 1
+        if i != self.n:
+            raise ValueError(f"StreamedOpenLoop: its columns gave {i} requests, not the {self.n} it was built for")
+
+
+class SessionOpenLoop(StreamedOpenLoop):
+    """An open loop whose requests may open sessions. A session's first request arrives at its time, as any
+    request does; each later turn arrives ``delay`` seconds after the turn before it leaves the run, and not before
+    its own ``not_before`` (LLMServingSim's agentic sessions: the tool time; inference-perf's multi-turn chat: the
+    round's scheduled time). First requests have ids 0..n-1 in arrival order, later turns n, n+1, ... as issued.
+
+    ``follow_ups`` gives, a chunk of first requests at a time, each one's later turns (an iterable of objects with
+    ``delay``, ``not_before``, ``prompt_len``, ``output_len``, ``tier`` and ``content``, read lazily) or None;
+    ``total`` counts every request. Memory follows the sessions in flight."""
+
+    def __init__(self, n: int, times: Chunks, lengths: Chunks, tiers: Chunks, contents: Chunks | None,
+                 follow_ups: Chunks, total: int):
+        super().__init__(n, times, lengths, tiers, contents)
+        self._follow_ups = follow_ups
+        self.total = total
+        self.sessions: dict[int, Iterator] = {}
+        self.issued = n
+
+    def __len__(self) -> int:
+        return self.total
+
+    def initial(self):
+        self.sessions = {}
+        self.issued = self.n
+        follow = chain.from_iterable(self._follow_ups())
+        for req in super().initial():
+            rest = next(follow)
+            if rest is not None:
+                self.sessions[req.id] = iter(rest)
+            yield req
+
+    def on_done(self, req: Request, now: float) -> list[Request]:
+        rest = self.sessions.pop(req.id, None)
+        turn = None if rest is None else next(rest, None)
+        if turn is None:
+            return []
+        nxt = Request(self.issued, max(now + turn.delay, turn.not_before), turn.prompt_len, turn.output_len,
+                      turn.tier, content=turn.content)
+        self.issued += 1
+        self.sessions[nxt.id] = rest
+        return [nxt]
 
 
 class ClosedLoop:
@@ -299,30 +380,48 @@ class ClosedLoop:
 
 def trace_workload(path, target_rate: float | None = None, num_requests: int | None = None,
                    tiers: Sequence[Tier] | str = (DEFAULT_TIER,), max_total_tokens: int | None = None,
-                   seed: int = 0, zero_lengths: str = "error") -> Workload:
-    """Replays a trace with arrival times (Azure or Vidur format, or a real server's per-request log: a
-    requests.jsonl or a vllm bench serve result .json): its arrivals, and each row's own lengths."""
-    return replay(read_arrival_trace(path, zero_lengths), target_rate=target_rate, num_requests=num_requests,
-                  tiers=tiers, max_total_tokens=max_total_tokens, seed=seed)
+                   seed: int = 0, zero_lengths: str = "error", block_size: int | None = None,
+                   vocab_size: int | None = None) -> Workload:
+    """Replays a trace with arrival times (Azure, Vidur, a JSONL trace: Mooncake, LLMServingSim, llmsched's
+    sessions, or a real server's per-request log: a requests.jsonl or a vllm bench serve result .json): its
+    arrivals, each row's own lengths, and the prompts' contents where the trace names them. ``block_size`` (the
+    run's KV block size) must divide the trace's hash block; ``vocab_size`` bounds its token ids."""
+    return replay(read_arrival_trace(path, zero_lengths, vocab_size), target_rate=target_rate,
+                  num_requests=num_requests, tiers=tiers, max_total_tokens=max_total_tokens, seed=seed,
+                  block_size=block_size)
 
 
-def read_arrival_trace(path, zero_lengths: str = "error") -> Trace:
+SERVER_LOG_KEYS = ("input_toks", "output_toks", "arrival_time")  # workload/server_log.py's per-request log
+
+
+def read_arrival_trace(path, zero_lengths: str = "error", vocab_size: int | None = None) -> Trace:
     """A trace with arrival times, or a server's per-request log read as one (a length-only file is refused with
     what to use instead)."""
     resolved = resolve_data_file(path)
-    if resolved.suffix in (".jsonl", ".json"):
+    prompts = resolved.suffix == ".jsonl" and trace_kind(resolved) in JSONL  # Mooncake, LLMServingSim, sessions
+    if resolved.suffix == ".jsonl" and not prompts and not set(SERVER_LOG_KEYS) <= first_keys(resolved):
+        raise TraceError(f"{resolved}:1: unknown JSONL trace format, the first line has keys "
+                         f"{', '.join(sorted(first_keys(resolved)))}. Supported: {JSONL_SUPPORTED}; or a server's "
+                         f"per-request log ({', '.join(SERVER_LOG_KEYS)})")
+    if resolved.suffix in (".jsonl", ".json") and not prompts:
         return server_log_trace(resolved)
     if trace_kind(resolved) == "lengths":
         raise TraceError(length_file_as_trace(resolved))
-    return read_trace(resolved, zero_lengths=zero_lengths)
+    return read_trace(resolved, zero_lengths=zero_lengths, vocab_size=vocab_size)
 
 
 def replay(trace: Trace, target_rate: float | None = None, num_requests: int | None = None,
            tiers: Sequence[Tier] | str = (DEFAULT_TIER,), max_total_tokens: int | None = None,
-           seed: int = 0) -> Workload:
+           seed: int = 0, block_size: int | None = None) -> Workload:
     """``trace_workload`` of a trace already read."""
     if len(trace) == 0:
         raise TraceError(f"{trace.source}:1: the trace has a header but no requests")
+    hash_block = getattr(trace, "hash_block", None)
+    if hash_block and block_size and hash_block % block_size:
+        divisors = ", ".join(str(d) for d in (8, 16, 32, 64, 128) if hash_block % d == 0)
+        raise TraceError(f"{trace.source}:1: its block ids each stand for {hash_block} tokens, which KV blocks of "
+                         f"{block_size} do not divide, so a KV block would straddle two of them; use a --block-size "
+                         f"that divides {hash_block} ({divisors}, ...)")
     if num_requests is not None and num_requests > len(trace):
         raise ValueError(f"num_requests {num_requests}: the trace {trace.source} has only {len(trace)} requests; "
                          f"ask for at most {len(trace)} (or leave --num-requests out to replay it whole)")
@@ -334,7 +433,8 @@ def replay(trace: Trace, target_rate: float | None = None, num_requests: int | N
     except ValueError as e:
         raise TraceError(f"{trace.source}: {e} (--rate rescales a trace's arrivals; leave it out)") from None
     return Workload(arrivals, Empirical.from_trace(trace, draw="sequential"), num_requests=num_requests, tiers=tiers,
-                    max_total_tokens=max_total_tokens, seed=seed)
+                    max_total_tokens=max_total_tokens, seed=seed, contents=getattr(trace, "contents", None),
+                    follow_ups=getattr(trace, "follow_ups", None))
 
 
 def server_log_trace(path: Path) -> Trace:

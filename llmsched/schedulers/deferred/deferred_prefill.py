@@ -45,6 +45,9 @@ class DeferredPrefill(WatermarkAdmission, Scheduler):
     description, or leave it unset to learn it, running K = 1 until C requests have left: α̂ = departures per
     decode slot run (the geometric hazard of Lemma 1; the mean length of the first requests to finish would
     be biased short), and the mean prompt over admitted requests. The choice is reported in ``describe()``.
+
+    With a prefix cache: plans as without one (whole prompts against the watermark); the replica starts each
+    admission after its cached blocks.
     """
 
     name = "deferred-prefill"

@@ -59,6 +59,10 @@ class FairBatching(Scheduler):
     (``llmsched reproduce fairbatching-ablation --factors design`` measures both).
     ``prediction="exact"`` (an oracle for that ablation, not the paper's) fills B0 with the replica's own
     batch-time model instead of the linear predictor (``form_batch_exact``).
+
+    With a prefix cache: plans as without one; the replica starts each admission after its cached blocks, so the
+    step-time predictor, fitted on the tokens steps computed, sees the shorter chunks it ran; preempting to make
+    room credits only the blocks a preemption frees (``view.preempt_frees``).
     """
 
     name = "fairbatching"
@@ -320,7 +324,7 @@ def _make_room(ordered: list[Task], tasks: list[Task], book: "_Booking", plan: B
             if v is t:
                 continue
             gone.append(v.req)
-            book.free += v.req.num_blocks
+            book.free += book.view.preempt_frees(v.req)
             book.room += 1
             if book.accept(t, n):
                 plan.preempt.extend(gone)
@@ -332,9 +336,10 @@ def _make_room(ordered: list[Task], tasks: list[Task], book: "_Booking", plan: B
 class _Booking:
     """KV blocks and sequence slots taken by the batch so far."""
 
-    __slots__ = ("bs", "free", "room")
+    __slots__ = ("bs", "free", "room", "view")
 
     def __init__(self, view: ReplicaView, free: int):
+        self.view = view
         self.bs = view.block_size
         self.free = free
         self.room = view.max_num_seqs - len(view.running)

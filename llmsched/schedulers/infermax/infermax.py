@@ -60,6 +60,10 @@ class InferMax(Scheduler):
     running admits the head of the queue whenever its reservation fits the cache, so an estimate or
     watermark never stalls an idle replica; swap preemption is not supported (the paper evicts by
     recomputation only, §2.2).
+
+    With a prefix cache: plans as without one (its cost model and KV accounting count a prompt whole, a conservative
+    bound, since a shared block is counted once in the replica's free blocks); the replica starts each admission
+    after its cached blocks.
     """
 
     name = "infermax"

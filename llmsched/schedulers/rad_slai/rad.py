@@ -27,7 +27,12 @@ def tile_of(view: ReplicaView) -> tuple[int, int, int]:
 
 
 class _TiledBase(WatermarkAdmission, Scheduler):
-    """Shared parts: tile constants, the prefill in progress, KV-safe admission of the FCFS head."""
+    """Shared parts: tile constants, the prefill in progress, KV-safe admission of the FCFS head.
+
+    With a prefix cache: plans as without one (a prompt's chunks and its tile count its whole length); the replica
+    starts each admission after its cached blocks, so a chunk computes at most what is left and the step is that
+    much shorter.
+    """
 
     family = "RAD/SLAI"
     def _tiles(self, view: ReplicaView) -> tuple[int, int]:

@@ -43,7 +43,11 @@ PROMPT_LEN = attrgetter("prompt_len")
 @register
 @dataclass
 class SLAI(WatermarkAdmission, Scheduler):
-    """SLAI: critical decodes by last schedulable time, then prefills (SPF), then non-critical decodes."""
+    """SLAI: critical decodes by last schedulable time, then prefills (SPF), then non-critical decodes.
+
+    With a prefix cache, shortest-prompt-first orders by the tokens a prompt computes (its length less its cached
+    prefix), a prefill chunk and the budget count only those tokens, and admission reserves the blocks beyond the
+    cached prefix plus the cached blocks no request holds (``view.admission_blocks``)."""
 
     name = "slai"
     family = "RAD/SLAI"
@@ -179,7 +183,7 @@ class SLAI(WatermarkAdmission, Scheduler):
                 free -= need
                 ok = True
             else:
-                free, ok = self._seat(r, free, bs, victims, plan)
+                free, ok = self._seat(view, r, free, bs, victims, plan)
             if ok:
                 chosen.append(r)
                 tokens += 1
@@ -204,7 +208,7 @@ class SLAI(WatermarkAdmission, Scheduler):
                 free -= need
                 ok = True
             else:
-                free, ok = self._seat(r, free, bs, [], plan)
+                free, ok = self._seat(view, r, free, bs, [], plan)
             if ok:
                 chosen.append(r)
                 tokens += 1
@@ -212,7 +216,8 @@ class SLAI(WatermarkAdmission, Scheduler):
             return BatchPlan()
         return plan
 
-    def _seat(self, r: Request, free: int, bs: int, victims: list, plan: BatchPlan) -> tuple[int, bool]:
+    def _seat(self, view: ReplicaView, r: Request, free: int, bs: int, victims: list,
+              plan: BatchPlan) -> tuple[int, bool]:
         """A KV slot for r's next token: preempt the most recently paused prefill, else r itself."""
         need = 1 if r.num_computed + 1 > r.num_blocks * bs else 0
         while need > free and victims:
@@ -221,7 +226,7 @@ class SLAI(WatermarkAdmission, Scheduler):
             free += -(-v.num_tokens // bs)  # its blocks and its reservation
         if need > free:
             plan.preempt.append(r)
-            return free + r.num_blocks, False
+            return free + view.preempt_frees(r), False
         return free - need, True
 
     def _admit(self, view: ReplicaView, plan: BatchPlan, free: int, tokens: int, budget: int) -> tuple[int, int]:
@@ -229,27 +234,30 @@ class SLAI(WatermarkAdmission, Scheduler):
         cap = min(self.max_active, view.max_num_seqs)
         free -= int(self.watermark * view.total_blocks)
         waiting = view.waiting
-        if self.order == "spf":
-            waiting = sorted(waiting, key=PROMPT_LEN)
+        caching = view.prefix_caching
+        if self.order == "spf":  # shortest by the tokens it computes: a cached prefix costs no prefill
+            waiting = sorted(waiting, key=(lambda r: r.prompt_len - view.cached_tokens(r)) if caching else PROMPT_LEN)
         elif self.order == "spf-priority":
-            waiting = sorted(waiting, key=self._priority)
+            waiting = sorted(waiting, key=lambda r: self._priority(r, view.cached_tokens(r) if caching else 0))
         for r in waiting:
             if tokens >= budget or active >= cap:
                 break
-            need = view.blocks_for(r.num_tokens)
+            left = r.num_tokens - view.cached_tokens(r) if caching else r.num_tokens
+            need = view.admission_blocks(r, left) if caching else view.blocks_for(left)
             if need > free:
                 break
-            c = min(r.num_tokens, budget - tokens)
+            c = min(left, budget - tokens)
             plan.prefills.append((r, c))
             tokens += c
             free -= need
             active += 1
         return free + int(self.watermark * view.total_blocks), tokens
 
-    def _priority(self, r: Request) -> tuple[float, int]:
-        """Strictest TBT target first (the paying tier), then shortest prompt (App. F.2)."""
+    def _priority(self, r: Request, cached: int = 0) -> tuple[float, int]:
+        """Strictest TBT target first (the paying tier), then shortest prompt (App. F.2), less its ``cached``
+        prefix."""
         tbt = r.slo.tbt if r.slo.tbt is not None else self.default_tbt
-        return (tbt, r.prompt_len)
+        return (tbt, r.prompt_len - cached)
 
 
 def reserved_kv_use(view: ReplicaView) -> float:

@@ -42,7 +42,11 @@ from .thresholds import RandomisedThresholds, fluid_or_memory_means, nested_viol
 @register
 @dataclass
 class NestedWait(Scheduler):
-    """Nested WAIT (Ao et al. Alg. 2): segments by output length, descending thresholds, lengths unknown."""
+    """Nested WAIT (Ao et al. Alg. 2): segments by output length, descending thresholds, lengths unknown.
+
+    With a prefix cache: as WAIT, thresholds and memory guards count a prompt whole (the replica's free blocks count
+    a shared block once); admissions start after their cached blocks.
+    """
 
     name = "nested-wait"
     family = "WAIT"

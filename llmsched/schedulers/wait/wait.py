@@ -31,7 +31,11 @@ from .thresholds import RandomisedThresholds, fluid_or_memory_means, report_viol
 @register
 @dataclass
 class Wait(Scheduler):
-    """WAIT (Ao et al. Alg. 1): a type starts when n_j prompts wait, then advances in lockstep cohorts."""
+    """WAIT (Ao et al. Alg. 1): a type starts when n_j prompts wait, then advances in lockstep cohorts.
+
+    With a prefix cache: thresholds and memory guards count a prompt's whole length (a bound: the replica's free
+    blocks count a shared block once); the replica starts each admission after its cached blocks.
+    """
 
     name = "wait"
     family = "WAIT"
