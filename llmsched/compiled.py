@@ -14,9 +14,11 @@ others stay compiled, and a warning names the modules running from source and ho
 without a record, or ``LLMSCHED_PURE=1``, mean every module runs from source. Standard library only: ``setup.py``
 reads ``MODULES`` before anything is installed.
 
-What is compiled is what earns it (docs/simulator.md, "Compiled modules", has the measurement): the request, the
-replica and its KV/decode-group machinery, the view, the step and request logs, the event loop and lanes, the
-roofline and the workload source. Policies are not compiled, so editing one never changes what else runs.
+What is compiled is what the benchmarks time (docs/simulator.md, "Compiled modules"): the request, the replica and
+its KV/decode-group machinery, the view, the step and request logs, the event loop and lanes, the roofline, the
+workload source, the routers and the baseline policies with their shared passes. The paper policies are not. Editing
+a compiled policy runs that module (no other module cimports a policy's declarations) from source and leaves the
+rest compiled; ``benchmarks/bench_simulator.py --per-module`` measures what each module's compilation earns.
 """
 from __future__ import annotations
 
