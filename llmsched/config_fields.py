@@ -100,8 +100,8 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
     if given(data, "rate_schedule") and arrival != "poisson":
         raise ValueError(f"{origin_of('arrival').name('arrival')} {arrival}: a rate schedule draws Poisson "
                          f"arrivals; drop --arrival")
-    for key in ("turns", "think_time"):
-        if given(data, key) and not given(data, "concurrency"):
+    for key, neutral in (("turns", 1), ("think_time", 0.0)):  # a session's one turn, no think time: no closed loop
+        if given(data, key) and data[key] != neutral and not given(data, "concurrency"):
             raise ValueError(f"{origin_of(key).name(key)} applies to a closed loop: give --concurrency (the users) "
                              f"and --num-requests, or drop it")
     if data.get("workload_params") and data.get("workload") != "shared-prefix":

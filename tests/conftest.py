@@ -1,4 +1,5 @@
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,18 @@ from llmsched.sim.simulator import simulate
 # Every figure a test makes, in this process or a command it starts, is checked for readability when written
 # (llmsched/report/readable.py); an unreadable one fails the test that wrote it.
 os.environ.setdefault("LLMSCHED_CHECK_FIGURES", "1")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def module_environment():
+    """What a test module sets in the process environment (an in-process vLLM engine sets TMPDIR, its cache and
+    thread counts) ends with the module: under xdist a worker runs several files, and a later one inherited it
+    (Ray's socket paths under that TMPDIR outgrew AF_UNIX's 107 bytes)."""
+    saved, tempdir = dict(os.environ), tempfile.tempdir
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+    tempfile.tempdir = tempdir
 
 
 def shared_data_dir() -> Path | None:

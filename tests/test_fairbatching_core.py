@@ -284,7 +284,8 @@ def test_decodes_only_step_plans_as_the_general_path():
             reqs.append(r)
         view = SimpleNamespace(now=float(rng.uniform(0, 5)), running=reqs, waiting=[], swapped=[], block_size=16,
                                free_blocks=int(rng.integers(0, 12)), max_num_seqs=64,
-                               max_num_batched_tokens=int(rng.integers(1, 64)), batch_time=None)
+                               max_num_batched_tokens=int(rng.integers(1, 64)), batch_time=None,
+                               preempt_frees=lambda r: r.num_blocks)  # no prefix cache: a preemption frees all
         capacity = ("time", "token", "fixed")[trial % 3]
         fb = create_scheduler("fairbatching", a=1e-3, b=float(rng.choice([1e-4, 1e-3])), c=1e-6, capacity=capacity)
         general = fb._any_step(view)

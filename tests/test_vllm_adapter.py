@@ -5,7 +5,6 @@ plug-in with its policy, submits requests, steps the engine to completion and re
 """
 import math
 import os
-import tempfile
 import time
 from dataclasses import dataclass
 
@@ -54,17 +53,11 @@ class DecodeCapTest(Scheduler):
 def llm(tmp_path_factory, request):
     prestart_server(request, tmp_path_factory)  # the OpenAI-server test's server starts while these tests run
     work = tmp_path_factory.mktemp("vllm")
-    # the engine's environment (TMPDIR under this folder, ...) is this module's only: a later test file in the same
-    # worker would otherwise inherit it (Ray's socket paths under it outgrow AF_UNIX's 107 bytes)
-    saved_env, saved_tempdir = dict(os.environ), tempfile.tempdir
-    set_in_process_env(str(work))
+    set_in_process_env(str(work))  # undone after the module (conftest's module_environment)
     os.environ["LLMSCHED_PROFILES"] = str(work / "profiles")  # no stored profile: policies get the online fit
     model = write_model(work / "tiny")
-    yield make_llm(EngineConfig(model=str(model), max_model_len=512, max_num_seqs=16, max_num_batched_tokens=256,
-                                kv_cache_mb=2))
-    os.environ.clear()
-    os.environ.update(saved_env)
-    tempfile.tempdir = saved_tempdir
+    return make_llm(EngineConfig(model=str(model), max_model_len=512, max_num_seqs=16, max_num_batched_tokens=256,
+                                 kv_cache_mb=2))
 
 
 def run(llm, scheduler, prompts, max_tokens, tiers=None, extra=None, oracle=None, **params):

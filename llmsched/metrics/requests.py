@@ -51,12 +51,13 @@ class RequestLog:
         self.tiers: list[str] = []
         self._tier_index: dict[str, int] = {}
         # tenants (runs that have them): each tenant's name, weight and priority, and per row its index in
-        # ``tenants`` (-1: a request without one); the column stays empty in a run without tenants
+        # ``tenants`` (-1: a request without one); the column joins ``cols`` with the first tenant, so a run without
+        # tenants has exactly the columns it always had, each with a row per request
         self.tenants: list[str] = []
         self.tenant_info: dict[str, dict] = {}
         self._tenant_index: dict[str, int] = {}
-        self._cols["tenant"] = array("q")
-        self._tenant_append = self._cols["tenant"].append
+        self._tenant_column = array("q")
+        self._tenant_append = self._tenant_column.append
         self._gaps = array("d")
         self.sketches: dict[str, QuantileSketch] = {}
         self.reasons: dict[int, str] = {}  # request id -> why it was rejected or unfinished
@@ -152,7 +153,7 @@ class RequestLog:
         k = self._tenant_index[tenant.name] = len(self.tenants)
         self.tenants.append(tenant.name)
         self.tenant_info[tenant.name] = {"weight": float(tenant.weight), "priority": tenant.priority}
-        column = self._cols["tenant"]
+        column = self._cols["tenant"] = self._tenant_column
         column.extend([-1] * (len(self._cols["id"]) - len(column)))
         return k
 

@@ -168,7 +168,7 @@ class SLAI(WatermarkAdmission, Scheduler):
         while free < 0 and victims:  # swap-ins (the replica's, before this policy decides) took blocks reserved
             v = victims.pop()        # for paused prefills: the most recently paused yields, as to a short decode
             plan.preempt.append(v)
-            free += -(-v.num_tokens // bs)
+            free += view.preempt_frees(v) + view.extra_blocks(v, v.num_tokens)  # its blocks and its reservation
         chosen = plan.decodes
         i = 0
         n = len(decodes)
@@ -223,7 +223,9 @@ class SLAI(WatermarkAdmission, Scheduler):
         while need > free and victims:
             v = victims.pop()
             plan.preempt.append(v)
-            free += -(-v.num_tokens // bs)  # its blocks and its reservation
+            # its blocks (less those a running request shares with it: a preemption frees only its own) and its
+            # reservation; without a prefix cache, ceil(num_tokens / block_size)
+            free += view.preempt_frees(v) + view.extra_blocks(v, v.num_tokens)
         if need > free:
             plan.preempt.append(r)
             return free + view.preempt_frees(r), False
