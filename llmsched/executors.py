@@ -18,12 +18,22 @@ RAY_CLIENT_METHOD = "/ray.rpc.RayletDriver/ClusterInfo"
 
 def quiet_worker() -> None:
     """A pool worker's start: Ctrl-C ends it at once, without a traceback of its own (the command, which gets
-    the same Ctrl-C, says it was interrupted)."""
+    the same Ctrl-C, says it was interrupted). The worker began with Ctrl-C held back (``worker_pool``), so one
+    that came while it was still importing ends it here, silently."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def worker_pool(jobs: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(max_workers=jobs, initializer=quiet_worker)
+    """A pool whose workers are started now, with Ctrl-C held back until they can take it: a Ctrl-C during a
+    worker's start-up (imports, seconds on a loaded machine) printed its traceback and broke the pool."""
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=quiet_worker)
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        pool.submit(int).result()  # starts the workers, which inherit the mask
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a Ctrl-C held meanwhile reaches this process now
+    return pool
 
 
 class LocalExecutor:
