@@ -1,4 +1,5 @@
-"""End to end through vLLM's OpenAI-compatible server, once per scheduler family, each policy with its defaults:
+"""End to end through vLLM's OpenAI-compatible server, once per scheduler family, each policy with its defaults
+(but PAB's node-wide SLOs, scaled to a CPU engine: see ``SERVE_PARAMS``):
 the plug-in chosen with ``--scheduler-cls``, its policy and tiers from ``LLMSCHED_*`` variables, and the official
 ``openai`` client sending concurrent completions and chat completions (tier picked with
 ``extra_body={"vllm_xargs": {"tier": ...}}``), a prompt longer than the token budget and a request with an unknown

@@ -123,6 +123,10 @@ SERVE_FAMILIES = ("slai-priority", "vllm", "sarathi", "fairbatching-pab", "rad",
 # taking up to ~1 s there, FairBatching's PAB (which refuses a request it cannot serve within its target) refused
 # every free request at 0.5 s. The tiers themselves are what the test checks, not the targets' values.
 SERVE_TIERS = "paid:tbt=1:share=0.05,free:tbt=5"
+# PAB admits against node-wide SLOs (ttft_slo 0.5 s, tpot_slo 50 ms by default: a GPU's), not the tiers'. A loaded
+# CPU engine's steps take up to ~1 s, so with its defaults PAB refuses most of the concurrent requests (CI run of
+# ed09462: a free completion refused). The server gets SLOs of the CPU's scale through the plug-in's own variable.
+SERVE_PARAMS = {"fairbatching-pab": '{"ttft_slo": 10.0, "tpot_slo": 0.5}'}
 SERVE_TEST = "test_vllm_serve.py"
 _started: list[Server] = []
 
@@ -136,7 +140,9 @@ def launch_server(workdir, policy: str = SERVE_FAMILIES[0]) -> Server:
                        kv_cache_mb=16)
     env = serve_env(str(workdir), {"LLMSCHED_SCHEDULER": policy, "LLMSCHED_TIERS": SERVE_TIERS,
                                    "LLMSCHED_RECORD_DIR": str(workdir / "records"),
-                                   "LLMSCHED_PROFILES": str(workdir / "profiles")})
+                                   "LLMSCHED_PROFILES": str(workdir / "profiles"),
+                                   **({"LLMSCHED_SCHEDULER_PARAMS": SERVE_PARAMS[policy]}
+                                      if policy in SERVE_PARAMS else {})})
     port = free_port()
     srv = Server(serve_command(cfg, port), env, workdir / f"server-{port}.log", port)
     srv.model, srv.records, srv.policy = str(model), workdir / "records", policy
