@@ -138,6 +138,20 @@ def test_admission_keeps_held_and_promised_kv_under_the_threshold():
     assert idle.scheduler.schedule(idle.view).prefills
 
 
+def test_with_every_seat_taken_only_a_prompt_already_seated_advances():
+    rep = Replica(0, create_scheduler("goodput", token_budget=64, online=False), AffineStepTime(),
+                  ReplicaConfig(num_blocks=400, max_num_seqs=2, check_invariants=True), StepLog())
+    short, long = Request(0, 0.0, 16, 400), Request(1, 0.0, 16 * 20, 5)
+    for r in (short, long):
+        rep.add(r, 0.0)
+    t = step(rep, 0.0)                                  # short prefilled whole, long a first chunk of 48
+    assert short.is_decode and 0 < long.num_computed < long.prompt_len
+    for i in range(5):                                  # shorter than long's rest: first in the order, no seat
+        rep.add(Request(10 + i, t, 16, 5), t)
+    plan = rep.scheduler.schedule(rep.view)
+    assert [(r.id, n) for r, n in plan.prefills] == [(1, 63)] and plan.decodes == [short]
+
+
 @pytest.mark.parametrize("evict, victim", [("cheapest", 1), ("newest", 0)])  # admitted shortest first: b, c, a
 def test_a_decode_short_of_kv_evicts_the_cheapest_to_recompute(evict, victim):
     rep = replica(num_blocks=8, evict=evict, kv_admit=1.0)

@@ -217,22 +217,32 @@ class Goodput(Scheduler):
 
     def _prefills(self, view, plan, partial, waiting, cap, left, per_token, per_context, free, now) -> None:
         """Prompt chunks in priority order while tokens, time, seats and KV (below the admission threshold) last."""
-        pending = self._ordered(view, partial, waiting, now, per_token)
         if self.defer_tokens and not view.num_running:
             wake = self._defer(waiting, now)
             if wake is not None:
                 plan.wait_until = wake
                 return
+        seats = view.max_num_seqs - len(view.running)
+        if seats < 1:  # no seat for a new prompt: order only those that hold one (an overloaded queue is long)
+            waiting = [r for r in waiting if r.status is not WAITING]
+        pending = self._ordered(view, partial, waiting, now, per_token)
+        seated = len(pending) - sum(1 for r in waiting if r.status is WAITING)  # prompts that need no new seat
         bs = view.block_size
         total = view.total_blocks
         # KV promised to admitted prompts (their whole remaining prompt) counts as used for admission
         promised = sum(view.extra_blocks(r, r.prompt_len + r.num_generated) for r in partial)
         used = total - free + promised
         limit = self.kv_admit * total
-        seats = view.max_num_seqs - len(view.running)
         for _, r in pending:
             if cap <= 0 or (left <= 0 and plan.prefills):
                 break
+            admit = r.status is WAITING
+            if not admit:
+                seated -= 1
+            elif seats < 1:  # the seats ran out: only prompts already seated can still run
+                if not seated:
+                    break
+                continue
             k = r.num_computed
             n = r.prompt_len + r.num_generated - k
             if n > cap:
@@ -246,10 +256,9 @@ class Goodput(Scheduler):
             if n < 1:
                 continue
             need = -(-(k + n) // bs) - r.num_blocks
-            admit = r.status is WAITING
             if admit:
                 whole = -(-(r.prompt_len + r.num_generated) // bs)
-                if seats < 1 or need > free or (used + whole > limit and (view.num_running or plan.prefills)):
+                if need > free or (used + whole > limit and (view.num_running or plan.prefills)):
                     continue
                 seats -= 1
                 used += whole
