@@ -108,6 +108,10 @@ def add_arguments(p) -> None:
                                                        f"{', '.join(FAST_COMPETITORS)})")
     p.add_argument("--budget", type=int, default=24, help="capacity searches per tuning (default 24)")
     p.add_argument("--duration", type=float, default=600.0, help="seconds of arrivals per probe (default 600)")
+    p.add_argument("--other-duration", type=float, default=None,
+                   help="seconds of arrivals per probe on the other workload (default: --duration); the other "
+                        "workload of a ShareGPT setting is LMSYS-Chat's short requests at ~30x the rate, so a "
+                        "probe of the same length is ~30x the requests")
     p.add_argument("--resolution", type=float, default=0.02, help="capacity resolution (default 0.02)")
     p.add_argument("--held-out", type=int, default=1, help=f"held-out seeds ({HELD_OUT_SEED}, ...; default 1)")
     p.add_argument("--search-seed", type=int, default=0, help="TPE's seed")
@@ -199,6 +203,8 @@ def run(args) -> int:
         RunConfig(scheduler=n)  # an unknown name fails before any run
     if args.budget < 1 or args.held_out < 1 or not args.duration > 0:
         raise ValueError("--budget and --held-out must be >= 1 and --duration > 0")
+    if args.other_duration is not None and not args.other_duration > 0:
+        raise ValueError(f"--other-duration {args.other_duration:g}: give seconds > 0 (or leave it out: --duration)")
     if args.no_cache and args.cache:
         raise ValueError("--cache and --no-cache contradict each other; give one")
     cache = None if args.no_cache else ProbeCache(args.cache)
@@ -232,7 +238,8 @@ def run(args) -> int:
                 print(f"{setting.name}: {name} tuned {_cap(row.tuned_on['untuned'])} -> {_cap(row.tuned_on['tuned'])} "
                       f"({_values(row.best_values)}; {row.tune_wall_s:.0f} s{', reused' if row.reused else ''})",
                       flush=True)
-            for column, changes in (("held_out", {}), ("other", setting.other)):
+            other = {**setting.other, **({"duration": args.other_duration} if args.other_duration else {})}
+            for column, changes in (("held_out", {}), ("other", other)):
                 bases = {}
                 for name, (base, best, cap) in configs.items():
                     start = changes.get("rate") or cap or base.rate  # a good place to start the search
@@ -342,7 +349,8 @@ def markdown_tables(rows: list[Row], settings: list[Setting], bounds: dict) -> s
 
 def write(out: Path, rows: list[Row], settings: list[Setting], bounds: dict, args) -> None:
     data = {"settings": [dataclasses.asdict(s) for s in settings], "bounds": bounds,
-            "sizes": {"budget": args.budget, "duration": args.duration, "resolution": args.resolution,
+            "sizes": {"budget": args.budget, "duration": args.duration, "other_duration": args.other_duration,
+                      "resolution": args.resolution,
                       "held_out": args.held_out, "search_seed": args.search_seed, "fast": args.fast},
             "rows": [dataclasses.asdict(r) for r in rows],
             "ratios": {s.name: {c: ratios(rows, s.name, c) for c in ("tuned_on", "held_out", "other")}
