@@ -46,3 +46,8 @@ def test_fast_run_tunes_measures_and_reports(tmp_path):
 def test_unknown_setting_is_one_line():
     p = run_cli("reproduce", "beyond", "--settings", "nowhere")
     assert p.returncode == 2 and "unknown setting(s) nowhere" in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_a_non_positive_other_duration_is_one_line():
+    p = run_cli("reproduce", "beyond", "--other-duration", "0")
+    assert p.returncode == 2 and "--other-duration 0: give seconds > 0" in p.stderr and p.stderr.count("\n") == 1
