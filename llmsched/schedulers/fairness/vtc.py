@@ -8,7 +8,7 @@ from ...engine.plan import BatchPlan
 from ...engine.view import ReplicaView
 from ...request import Request, Status
 from ..registry import register
-from .queued_policy import QueuedPolicy, all_decode
+from .queued_policy import QueuedPolicy
 from .waiting_queues import WaitingQueues, tenant_key, tenant_weight
 
 RUNNING = Status.RUNNING
@@ -123,10 +123,8 @@ class VTC(QueuedPolicy):
         bs = view.block_size
         running = view.running
         if all_decodes:
-            plan = all_decode(running, bs, view.free_blocks)
+            plan = self._all_decode(running, bs, view.free_blocks)
             if plan is not None:
-                self._charge_decodes(running)
-                self.last_victims = []
                 return plan
         held: dict = {}  # tenant -> KV blocks its running requests hold, over its weight
         for x in running:
@@ -205,19 +203,30 @@ class VTC(QueuedPolicy):
             step.share = view.total_blocks / sum(weights.values())  # blocks per unit of weight
         return step.held.get(key, 0.0) < self.reclaim * step.share
 
-    def _charge_decodes(self, running: list[Request]) -> None:
-        """Charge each tenant for a decode of each of its running requests (a step of every decode)."""
+    def _all_decode(self, running: list[Request], bs: int, free: int) -> BatchPlan | None:
+        """queued_policy.all_decode with the charges: every decode, charged tenant by tenant, counted in the same
+        pass over the running requests (the commonest step of a busy server). None for any other step."""
         count: dict = {}
+        need = 0
         for r in running:
+            computed = r.num_computed
+            if not (r.num_generated and computed + 1 == r.prompt_len + r.num_generated):
+                return None
+            if computed + 1 > r.num_blocks * bs:
+                need += 1
             key = tenant_key(r)
             c = count.get(key)
             if c is None:
                 count[key] = [1, tenant_weight(r)]
             else:
                 c[0] += 1
+        if need > free:
+            return None
         counters = self.counters
         for key, (n, weight) in count.items():
             counters[key] = counters.get(key, 0.0) + n * self.output_weight / weight
+        self.last_victims = []
+        return BatchPlan(decodes=list(running))
 
     def _reclaim(self, step: "Step", view: ReplicaView, key, need: int, room: int) -> int | None:
         """Room for ``key``'s waiting request, which does not fit: with ``reclaim`` > 0 and ``key`` holding less than
