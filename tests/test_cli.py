@@ -136,20 +136,21 @@ def test_simulate_draws_plots_only_when_asked(tmp_path, capsys):
 
 
 def test_the_theory_and_reproduce_tables_name_every_command_module():
-    """The sub-commands come from explicit tables: a module of theory/ or reproduce/ that defines a command
-    (``NAME`` and ``run``) but is missing from its table would never be offered."""
+    """The sub-commands come from explicit tables: a module of llmsched/cli/ that defines a theory or reproduce
+    sub-command (``NAME`` and ``run``) but is missing from its table would never be offered."""
     import ast
     from pathlib import Path
     import llmsched
     from llmsched.cli.reproduce import REPRODUCE_COMMANDS
     from llmsched.cli.theory import THEORY_COMMANDS
-    root = Path(llmsched.__file__).parent
+    root = Path(llmsched.__file__).parent / "cli"
     for package, table in (("theory", THEORY_COMMANDS), ("reproduce", REPRODUCE_COMMANDS)):
         commands = set()
-        for path in (root / package).glob("*.py"):
+        for path in root.glob(f"{package}_*.py"):
             names = {t.id for node in ast.parse(path.read_text()).body if isinstance(node, ast.Assign)
                      for t in node.targets if isinstance(t, ast.Name)}
             functions = {node.name for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef)}
             if "NAME" in names and "run" in functions:
                 commands.add(path.stem)
+        assert commands, package
         assert set(table) == commands, package

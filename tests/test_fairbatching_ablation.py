@@ -1,10 +1,11 @@
 """The FairBatching ablation (issue 12): its CI version runs and has the table's shape, and the per-step host
 cost it adds makes small-budget Sarathi pay for its many steps."""
-import argparse
-
 import pytest
 
 from llmsched.batchtime import Batch, make_batch_time_model
+from llmsched.cli import reproduce_fairbatching_ablation as command
+from llmsched.cli.commands import Parser
+from llmsched.cli.package_commands import keywords
 from llmsched.experiment import RunConfig, build_replicas
 from llmsched.reproduce import fairbatching_ablation as ab
 from llmsched.request import Request
@@ -12,14 +13,15 @@ from llmsched.sim.simulator import simulate
 from llmsched.workload.workload import OpenLoop, named_workload
 
 
-def args(*extra):
-    p = argparse.ArgumentParser()
-    ab.add_arguments(p)
-    return p.parse_args(["--fast", *extra])
+def args(*extra) -> dict:
+    """The command's options, as the command passes them to ``settings``."""
+    p = Parser()
+    command.add_arguments(p)
+    return keywords(p.parse_args(["--fast", *extra]), "out")
 
 
 def test_fast_table_shape_and_overhead_lowers_capacity():
-    out = ab.ablate(ab.settings(args()))
+    out = ab.ablate(ab.settings(**args()))
     rows = out["rows"]
     assert [(r["factor"], r["level"]) for r in rows] == [(lv.factor, lv.name) for lv in ab.LEVELS
                                                          if lv.factor in ab.FAST_LEVELS]
@@ -78,17 +80,17 @@ def test_host_step_adds_exactly_its_value_to_a_step():
 
 def test_bad_arguments_are_clear_errors():
     with pytest.raises(ValueError, match="--case"):
-        ab.settings(args("--case", "gpt-5/tpu"))
+        ab.settings(**args("--case", "gpt-5/tpu"))
     with pytest.raises(ValueError, match="--factors"):
-        ab.settings(args("--factors", "overhead,nope"))
+        ab.settings(**args("--factors", "overhead,nope"))
     with pytest.raises(ValueError, match="--workload"):
-        ab.settings(args("--workload", "nope"))
+        ab.settings(**args("--workload", "nope"))
     with pytest.raises(ValueError, match="--arrivals"):
-        ab.settings(args("--arrivals", "gamma:x"))
+        ab.settings(**args("--arrivals", "gamma:x"))
     with pytest.raises(ValueError, match="--arrivals"):
-        ab.settings(args("--arrivals", "poisson"))
+        ab.settings(**args("--arrivals", "poisson"))
     with pytest.raises(ValueError, match="--parts"):
-        ab.settings(args("--parts", "latency"))
+        ab.settings(**args("--parts", "latency"))
     with pytest.raises(ValueError, match="TPOT check"):
         ab.CheckedExecutor("median", 1)
 
@@ -121,10 +123,10 @@ def test_batch_time_levels_identical_or_unavailable_models_are_not_rerun():
     so `calibrated` is the reference's row; the H20 has no fit, so its row says why it is missing."""
     levels = {lv.name: lv for lv in ab.LEVELS if lv.factor == "batch-time"}
     cal = next(lv for name, lv in levels.items() if name.startswith("calibrated"))
-    a800 = ab.settings(args("--factors", "batch-time"))
+    a800 = ab.settings(**args("--factors", "batch-time"))
     assert "identical" in ab.same_timing(a800, cal)
     assert ab.same_timing(a800, next(lv for lv in levels.values() if lv.batch_time == "roofline-staircase")) is None
-    h20 = ab.settings(args("--factors", "batch-time", "--case", "qwen3-14b/h20"))
+    h20 = ab.settings(**args("--factors", "batch-time", "--case", "qwen3-14b/h20"))
     assert ab.same_timing(h20, cal).startswith("not available")
     ref = {"fb_v": 1.0, "vllm_vani": 1.0, "vllm_sara": 1.0, "sarathi_budget": 128, "latency": [],
            "sarathi_by_budget": {128: 1.0, 512: 0.5}, "fb_v_gain_pct": 0.0, "vani_vs_sara_pct": 0.0}
@@ -138,7 +140,7 @@ def test_batch_time_levels_identical_or_unavailable_models_are_not_rerun():
 def test_fast_cluster_with_every_router_and_the_effrps_sweep():
     """Every cluster system (report lag, rejection) gets a shared capacity, and the sweep reads the paper's peak
     EffRPS and the shared criterion off the same runs."""
-    s = ab.settings(args("--parts", "single,cluster", "--requests", "30", "--replicas", "2",
+    s = ab.settings(**args("--parts", "single,cluster", "--requests", "30", "--replicas", "2",
                          "--cluster-systems", "all", "--sweep", "--arrivals", "gamma:1"))
     s.levels = (ab.REFERENCE,)
     out = ab.ablate(s)
@@ -162,12 +164,12 @@ def test_vllm_dp_fresh_reads_the_counts_at_every_arrival():
 
 
 def test_slo_loads_and_cluster_systems_arguments():
-    s = ab.settings(args("--slo", "2,0.05", "--loads", "1.0,1.5"))
+    s = ab.settings(**args("--slo", "2,0.05", "--loads", "1.0,1.5"))
     assert (s.ttft, s.tpot, s.loads) == (2.0, 0.05, (1.0, 1.5))
     cfg = ab.config(s, ab.REFERENCE, "sarathi", {"token_budget": 512})
     assert cfg.tiers == "slo:ttft=2:tpot=0.05"
-    assert ab.settings(args("--latency-budgets", "128,256")).latency_budgets == (128, 256)
+    assert ab.settings(**args("--latency-budgets", "128,256")).latency_budgets == (128, 256)
     for bad in (("--slo", "2"), ("--slo", "2,x"), ("--loads", "-1"), ("--cluster-systems", "PAB-LB+nope"),
                 ("--latency-budgets", "12.5")):
         with pytest.raises(ValueError, match=bad[0]):
-            ab.settings(args(*bad))
+            ab.settings(**args(*bad))

@@ -1,20 +1,13 @@
 """The FairBatching reproduction's CI version: FB's goodput is not below tuned Sarathi's, single node and cluster."""
-import argparse
-
 from llmsched.reproduce import fairbatching as fb
 
 
-def args(**kw):
-    p = argparse.ArgumentParser()
-    fb.add_arguments(p)
-    ns = p.parse_args(["--fast", "--jobs", "1"])
-    for k, v in kw.items():
-        setattr(ns, k, v)
-    return ns
+def args(**kw) -> dict:
+    return {"fast": True, "jobs": 1, **kw}
 
 
 def test_fast_single_node_and_cluster():
-    out = fb.reproduce(args(parts="single,cluster"))
+    out = fb.reproduce(**args(parts="single,cluster"))
     single = out["single"]["llama-3.1-8b/a800 azure-conv"]
     assert single["sarathi_budget"] in (256, 512)
     cap = single["capacity"]
@@ -35,7 +28,7 @@ def test_fast_single_node_and_cluster():
 
 
 def test_a_part_run_alone_tunes_the_sarathi_budget(capsys):
-    out = fb.reproduce(args(parts="latency"))
+    out = fb.reproduce(**args(parts="latency"))
     assert "tuning vLLM-sara's token budget" in capsys.readouterr().out
     assert out["latency"]["systems"]["vLLM-sara"]["eff_rps"] > 0
 
@@ -43,6 +36,6 @@ def test_a_part_run_alone_tunes_the_sarathi_budget(capsys):
 def test_bad_arguments_are_clear_errors():
     import pytest
     with pytest.raises(ValueError, match="--parts"):
-        fb.reproduce(args(parts="single,nope"))
+        fb.reproduce(**args(parts="single,nope"))
     with pytest.raises(ValueError, match="--models"):
-        fb.reproduce(args(models="gpt-5/tpu"))
+        fb.reproduce(**args(models="gpt-5/tpu"))

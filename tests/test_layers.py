@@ -1,6 +1,6 @@
 """Imports go one way (docs/architecture.md, "Layers"): the import graph of llmsched, drawn from the source, has no
-circle, no edge from a lower layer to a higher one, and no private name imported from another module; and the
-policy layer loads without anything above it."""
+circle, no edge from a lower layer to a higher one, and no private name imported from another module; the policy
+layer loads without anything above it; and only the command line (llmsched/cli/) parses arguments."""
 import ast
 import subprocess
 import sys
@@ -15,7 +15,7 @@ REPO = PACKAGE.parent
 # Lowest first; a module may import only its own layer or lower. A name is a module or a package (with all it
 # holds); the longest name that matches a module decides its layer.
 LAYERS = {
-    "mechanism": ("llmsched", "llmsched.compiled", "llmsched.argtypes", "llmsched.results_file", "llmsched.request",
+    "mechanism": ("llmsched", "llmsched.compiled", "llmsched.results_file", "llmsched.request",
                   "llmsched.run_field", "llmsched.engine", "llmsched.batchtime", "llmsched.hardware",
                   "llmsched.workload", "llmsched.metrics"),
     "policies": ("llmsched.schedulers", "llmsched.routers", "llmsched.routing"),
@@ -147,10 +147,25 @@ def test_no_private_name_imported_from_another_module():
     assert not private, "\n".join(private)
 
 
+def test_only_the_cli_imports_argparse():
+    """Every command's options are declared in llmsched/cli/ (docs/architecture.md): the analyses and the plug-in
+    are libraries that take typed keyword arguments, not an argparse Namespace."""
+    def argparse_imports(module: str) -> bool:
+        for node in ast.walk(ast.parse(MODULES[module].read_text())):
+            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "argparse" for a in node.names):
+                return True
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "argparse":
+                return True
+        return False
+    users = {m for m in MODULES if argparse_imports(m)}
+    assert "llmsched.cli.commands" in users  # the check sees an import where there is one
+    assert not sorted(m for m in users if m != "llmsched.cli" and not m.startswith("llmsched.cli.")), users
+
+
 def test_the_table_is_what_the_test_checks():
     # a layer test that checks nothing would pass: the graph has the edges the package is known to have
     edges = graph(module_level_only=False)
-    assert "llmsched.schedulers.base" in edges["llmsched.schedulers.wait.wait"]
+    assert "llmsched.schedulers.base" in edges["llmsched.schedulers.wait.threshold_policy"]
     assert "llmsched.schedulers.fairbatching.pab" in edges["llmsched.routers"]  # a function-level import
     assert layer("llmsched.cli.capacity") > layer("llmsched.capacity.verdict")
     assert layer("llmsched.schedulers.wait.cohorts") == layer("llmsched.routers") < layer("llmsched.sim.simulator")

@@ -176,11 +176,8 @@ def test_theory_commands(capsys):
 def test_rad_regime_is_below_the_sound_bound_where_sarathi_beats_it():
     """Issue 17's case: Mistral-7B on RTX 6000 Ada, azure-conv, roofline: RAD's r/T̄ᴿ (about 3 req/s) is below
     what Sarathi serves, while the sound bound is above both."""
-    from llmsched.theory.rad_bound import add_arguments, compute
-    import argparse
-    p = argparse.ArgumentParser()
-    add_arguments(p)
-    out = compute(p.parse_args(["--workload", "azure-conv", "--batch-time", "roofline", "--samples", "4000"]))
+    from llmsched.theory.rad_bound import compute
+    out = compute(workload="azure-conv", batch_time="roofline", samples=4000)
     assert out["capacity_rps"] < out["sound_bound_rps"]
     cfg = RunConfig(scheduler="sarathi", model="mistral-7b", gpu="rtx-6000-ada", workload="azure-conv",
                     rate=1000.0, num_requests=300)

@@ -38,7 +38,7 @@ def test_adapt_window_raises_thresholds_with_the_rate_and_lowers_them_after():
 
     low, high, after = n1_at(3.9), n1_at(7.9), n1_at(11.9)
     static = create_scheduler("nested-wait", types=types, rule="fluid", d0=0.01, d1=1e-6)
-    static._setup(rep.view)
+    static.setup(rep.view)
     assert high >= 3 * static.n[0] > 0   # thresholds follow the 4× rate
     assert after < high / 2              # and come back down
     assert abs(low - static.n[0]) <= 1
@@ -56,7 +56,7 @@ def test_segment_design_merges_types_and_prompts_leave_mid_segment():
     # four decode lengths merged into S = 2 segments with edges 3 and 8 (engine outputs ≤ 3 and ≤ 8 tokens)
     sched = create_scheduler("nested-wait", lengths="sharegpt", edges="3,8", thresholds="2,2", max_wait=0, rate=1)
     rep = replica(Scripted())
-    sched._setup(rep.view)
+    sched.setup(rep.view)
     assert len(sched.segments_) == 2 and len(sched.n) == 2
     short, long_ = Request(0, 0, 4, 2), Request(1, 0, 4, 6)  # both inside segment 1 (stages 0..2)
     s = rep.scheduler

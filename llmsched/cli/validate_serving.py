@@ -93,10 +93,11 @@ def cmd_validate_serving(args) -> int:
         rows.append(row)
     print(format_report(rows))
     if args.out:
+        from ..report.validation_figures import plot_validation_cdfs
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         write_report(rows, out, fit_record)
-        plot_cdfs(rows, out / "cdf.png")
+        plot_validation_cdfs(rows, out / "cdf.png")
         print(f"wrote {out / 'validation.json'}, {out / 'validation.csv'}, {out / 'cdf.png'}")
     return 0
 
@@ -142,26 +143,3 @@ def write_report(rows: list[dict], out: Path, fit_record: dict | None) -> None:
                     err = row["errors"][metric][k]
                     w.writerow([row["run"], row["split"], metric, k, f"{real:.6g}", f"{sim:.6g}",
                                 "" if err is None else f"{err:.2f}"])
-
-
-def plot_cdfs(rows: list[dict], path: Path) -> None:
-    """Real vs simulated CDFs of TTFT, TPOT and E2E, one row of panels per run (plain matplotlib: the shared
-    plotting module is being rewritten)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, axes = plt.subplots(len(rows), 3, figsize=(12, 3.2 * len(rows)), squeeze=False)
-    for ax_row, row in zip(axes, rows):
-        for ax, metric in zip(ax_row, ("ttft", "tpot", "e2e")):
-            for side, style in (("real", "k-"), ("simulated", "r--")):
-                values = np.asarray(row["samples"][side][metric]) * 1e3
-                ax.plot(values, np.arange(1, len(values) + 1) / len(values), style, label=side)
-            ax.set(xlabel=f"{metric} (ms)", ylabel="CDF", title=f"{row['run']}: {metric} "
-                   f"(P50 {row['errors'][metric]['p50']:+.1f}%)")
-            ax.title.set_fontsize(8)
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

@@ -1,1 +1,2 @@
-"""The papers' headline experiments: each module here is a `llmsched reproduce NAME` command."""
+"""The papers' headline experiments, as libraries: each `llmsched reproduce NAME` command (llmsched/cli/reproduce_*.py)
+runs one module here."""

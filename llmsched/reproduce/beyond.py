@@ -1,4 +1,5 @@
-"""``llmsched reproduce beyond``: every competitor at its tuned best, then on traffic it was not tuned on.
+"""Every competitor at its tuned best, then on traffic it was not tuned on (``llmsched reproduce beyond``,
+llmsched/cli/reproduce_beyond.py).
 
 For each setting, each competitor (vllm-chunked, sarathi, slai, fairbatching, nested-wait, infermax,
 deferred-prefill and goodput) is tuned with ``llmsched tune`` (Optuna TPE over its declared ranges, the paper's
@@ -27,14 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..capacity import ProbeCache, find_capacities, parse_slos
-from ..capacity.cache import default_dir
 from ..executors import make_executor
 from ..run_config import RunConfig
 
-NAME = "beyond"
-HELP = ("every competitor tuned for the same SLOs and traffic (llmsched tune), then its capacity on held-out seeds "
-        "and on a different workload of the same kind: vllm-chunked, sarathi, slai, fairbatching, nested-wait, "
-        "infermax, deferred-prefill, goodput")
 
 COMPETITORS = ("vllm-chunked", "sarathi", "slai", "fairbatching", "nested-wait", "infermax", "deferred-prefill",
                "goodput")
@@ -100,37 +96,6 @@ FAST = ("sharegpt-a100",)
 FAST_COMPETITORS = ("sarathi", "slai", "goodput")
 
 
-def add_arguments(p) -> None:
-    p.add_argument("--settings", default="named",
-                   help="named (the issue's six), unnamed (others), all, or comma-separated setting names: "
-                        + ", ".join(s.name for s in SETTINGS))
-    p.add_argument("--schedulers", default=None, help="competitors (default: the issue's eight; --fast: "
-                                                       f"{', '.join(FAST_COMPETITORS)})")
-    p.add_argument("--budget", type=int, default=24, help="capacity searches per tuning (default 24)")
-    p.add_argument("--duration", type=float, default=600.0, help="seconds of arrivals per probe (default 600)")
-    p.add_argument("--other-duration", type=float, default=None,
-                   help="seconds of arrivals per probe on the other workload (default: --duration); the other "
-                        "workload of a ShareGPT setting is LMSYS-Chat's short requests at ~30x the rate, so a "
-                        "probe of the same length is ~30x the requests")
-    p.add_argument("--resolution", type=float, default=0.02, help="capacity resolution (default 0.02)")
-    p.add_argument("--held-out", type=int, default=1, help=f"held-out seeds ({HELD_OUT_SEED}, ...; default 1)")
-    p.add_argument("--search-seed", type=int, default=0, help="TPE's seed")
-    p.add_argument("--no-untuned-checks", dest="untuned_checks", action="store_false",
-                   help="measure only the tuned settings on the held-out seeds and the other workload (half the "
-                        "probes; the untuned capacity on the tuning seed is still reported)")
-    p.add_argument("--ablation", action="store_true",
-                   help="also measure goodput (at its tuned setting) with each lever removed on the held-out seeds")
-    p.add_argument("--fast", action="store_true",
-                   help="CI size: sharegpt-a100 only, sarathi/slai/goodput, 60 s probes, budget 2, resolution 20%%")
-    p.add_argument("--jobs", type=int, default=None, help="parallel probes (default: CPU count)")
-    p.add_argument("--cache", default=None, help=f"probe cache folder (default {default_dir()})")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the probe cache")
-    p.add_argument("--reuse", default=None, metavar="BEYOND.json",
-                   help="take each (setting, scheduler)'s tuned setting from this earlier run's beyond.json instead of "
-                        "tuning it again (the held-out and other-workload capacities are measured anew)")
-    p.add_argument("--out", default="reproduce-beyond", help="output folder (default reproduce-beyond/)")
-
-
 def slo_params(name: str, slos) -> dict:
     """The setting's targets, for the policies that schedule by a target (their paper tells them)."""
     by = {s.metric.split("_")[0]: s.limit for s in slos if s.tier is None}
@@ -189,38 +154,48 @@ def chosen_settings(text: str) -> list[Setting]:
     return [by[n] for n in names]
 
 
-def run(args) -> int:
+def reproduce(*, settings: str = "named", schedulers: str | None = None, budget: int = 24, duration: float = 600.0,
+              other_duration: float | None = None, resolution: float = 0.02, held_out: int = 1, search_seed: int = 0,
+              untuned_checks: bool = True, ablation: bool = False, fast: bool = False, jobs: int | None = None,
+              cache: str | None = None, no_cache: bool = False, reuse: str | None = None,
+              out: str = "reproduce-beyond") -> list[Row]:
+    """Each competitor (``schedulers``, comma-separated) tuned per setting with ``budget`` capacity searches, then
+    measured on ``held_out`` seeds and on the setting's other workload (probes of ``other_duration`` seconds
+    there, default ``duration``); printed and written to ``out``. ``fast`` runs CI sizes; ``reuse`` takes the
+    tuned settings of an earlier run's beyond.json."""
     from ..tune.space import apply, search_space
     from ..tune.study import tune
-    if args.fast:
-        args.settings = ",".join(FAST)
-        args.schedulers = args.schedulers or ",".join(FAST_COMPETITORS)
-        args.budget, args.duration, args.resolution = 2, 60.0, 0.2
-    args.schedulers = args.schedulers or ",".join(COMPETITORS)
-    settings = chosen_settings(args.settings)
-    names = [n.strip() for n in args.schedulers.split(",") if n.strip()]
+    if fast:
+        settings = ",".join(FAST)
+        schedulers = schedulers or ",".join(FAST_COMPETITORS)
+        budget, duration, resolution = 2, 60.0, 0.2
+    schedulers = schedulers or ",".join(COMPETITORS)
+    chosen = chosen_settings(settings)
+    names = [n.strip() for n in schedulers.split(",") if n.strip()]
     for n in names:
         RunConfig(scheduler=n)  # an unknown name fails before any run
-    if args.budget < 1 or args.held_out < 1 or not args.duration > 0:
+    if budget < 1 or held_out < 1 or not duration > 0:
         raise ValueError("--budget and --held-out must be >= 1 and --duration > 0")
-    if args.other_duration is not None and not args.other_duration > 0:
-        raise ValueError(f"--other-duration {args.other_duration:g}: give seconds > 0 (or leave it out: --duration)")
-    if args.no_cache and args.cache:
+    if other_duration is not None and not other_duration > 0:
+        raise ValueError(f"--other-duration {other_duration:g}: give seconds > 0 (or leave it out: --duration)")
+    if no_cache and cache:
         raise ValueError("--cache and --no-cache contradict each other; give one")
-    cache = None if args.no_cache else ProbeCache(args.cache)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    reused = reusable(args.reuse)
+    probes = None if no_cache else ProbeCache(cache)
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    reused = reusable(reuse)
+    sizes = {"budget": budget, "duration": duration, "other_duration": other_duration, "resolution": resolution,
+             "held_out": held_out, "search_seed": search_seed, "fast": fast}
     rows: list[Row] = []
     bounds = {}
     t0 = time.perf_counter()
-    with make_executor("local", jobs=args.jobs) as executor:
-        for setting in settings:
+    with make_executor("local", jobs=jobs) as executor:
+        for setting in chosen:
             slos = parse_slos(setting.slo)
-            held = tuple(range(HELD_OUT_SEED, HELD_OUT_SEED + args.held_out))
+            held = tuple(range(HELD_OUT_SEED, HELD_OUT_SEED + held_out))
             configs = {}
             for name in names:
-                base = RunConfig(scheduler=name, duration=args.duration, seed=0,
+                base = RunConfig(scheduler=name, duration=duration, seed=0,
                                  scheduler_params=slo_params(name, slos), **setting.run)
                 params = search_space(base)
                 t1 = time.perf_counter()
@@ -229,8 +204,7 @@ def run(args) -> int:
                     row = Row(setting.name, name, dict(earlier["tuned_on"]), best_values=earlier["best_values"],
                               tune_wall_s=earlier["tune_wall_s"], reused=True)
                 else:
-                    res = tune(base, slos, params, args.budget, args.search_seed, (0,), args.resolution, executor,
-                               cache)
+                    res = tune(base, slos, params, budget, search_seed, (0,), resolution, executor, probes)
                     row = Row(setting.name, name, {"untuned": res.untuned.capacity, "tuned": res.best.capacity},
                               best_values=res.best.values, tune_wall_s=time.perf_counter() - t1)
                 rows.append(row)
@@ -238,27 +212,27 @@ def run(args) -> int:
                 print(f"{setting.name}: {name} tuned {_cap(row.tuned_on['untuned'])} -> {_cap(row.tuned_on['tuned'])} "
                       f"({_values(row.best_values)}; {row.tune_wall_s:.0f} s{', reused' if row.reused else ''})",
                       flush=True)
-            other = {**setting.other, **({"duration": args.other_duration} if args.other_duration else {})}
+            other = {**setting.other, **({"duration": other_duration} if other_duration else {})}
             for column, changes in (("held_out", {}), ("other", other)):
                 bases = {}
                 for name, (base, best, cap) in configs.items():
                     start = changes.get("rate") or cap or base.rate  # a good place to start the search
-                    for which, cfg in (("untuned", base), ("tuned", best))[0 if args.untuned_checks else 1:]:
+                    for which, cfg in (("untuned", base), ("tuned", best))[0 if untuned_checks else 1:]:
                         bases[f"{name}|{which}"] = dataclasses.replace(cfg, **{**changes, "rate": start},
                                                                        seed=held[0])
-                found = find_capacities(bases, slos, args.resolution, held, executor, cache)
+                found = find_capacities(bases, slos, resolution, held, executor, probes)
                 for row in rows:
                     if row.setting == setting.name:
                         getattr(row, column).update({w: found[f"{row.scheduler}|{w}"].capacity
                                                      for w in ("untuned", "tuned") if f"{row.scheduler}|{w}" in found})
-            if args.ablation and PROPOSED in configs:
-                ablate(rows, setting, configs[PROPOSED], slos, held, args.resolution, executor, cache)
+            if ablation and PROPOSED in configs:
+                ablate(rows, setting, configs[PROPOSED], slos, held, resolution, executor, probes)
             bounds[setting.name] = sound_bound(next(iter(configs.values()))[0])
-            write(out, rows, settings, bounds, args)
-    table = format_table(rows, settings, bounds)
+            write(folder, rows, chosen, bounds, sizes)
+    table = format_table(rows, chosen, bounds)
     print(table)
-    print(f"wrote {out}/beyond.json, beyond.csv, beyond.md, beyond.png ({time.perf_counter() - t0:.0f} s)")
-    return 0
+    print(f"wrote {folder}/beyond.json, beyond.csv, beyond.md, beyond.png ({time.perf_counter() - t0:.0f} s)")
+    return rows
 
 
 def ablate(rows, setting, goodput, slos, held, resolution, executor, cache) -> None:
@@ -351,11 +325,8 @@ def markdown_tables(rows: list[Row], settings: list[Setting], bounds: dict) -> s
     return "\n".join(out) + "\n"
 
 
-def write(out: Path, rows: list[Row], settings: list[Setting], bounds: dict, args) -> None:
-    data = {"settings": [dataclasses.asdict(s) for s in settings], "bounds": bounds,
-            "sizes": {"budget": args.budget, "duration": args.duration, "other_duration": args.other_duration,
-                      "resolution": args.resolution,
-                      "held_out": args.held_out, "search_seed": args.search_seed, "fast": args.fast},
+def write(out: Path, rows: list[Row], settings: list[Setting], bounds: dict, sizes: dict) -> None:
+    data = {"settings": [dataclasses.asdict(s) for s in settings], "bounds": bounds, "sizes": sizes,
             "rows": [dataclasses.asdict(r) for r in rows],
             "ratios": {s.name: {c: ratios(rows, s.name, c) for c in ("tuned_on", "held_out", "other")}
                        for s in settings}}

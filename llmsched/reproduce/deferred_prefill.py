@@ -1,4 +1,5 @@
-"""``llmsched reproduce deferred-prefill``: Mohanty et al.'s Table 1 experiment in the simulator.
+"""Mohanty et al.'s Table 1 experiment in the simulator (``llmsched reproduce deferred-prefill``,
+llmsched/cli/reproduce_deferred_prefill.py).
 
 Granite-3.1-8B (C = 331) and Llama-3-8B (C = 410) on an A100, max_model_len 1024 (the context at which these C
 are vLLM's maximum concurrency, spec §1.3), an always-backlogged closed loop of 2C requests, and a sweep of K.
@@ -41,9 +42,6 @@ from .deferred_prefill_runs.closed_loop import sweep
 from .deferred_prefill_runs.measured_step_time import PROFILE, MeasuredVLLMStepTime, find_profile
 from .deferred_prefill_runs.request_model import BenchmarkFiltered
 
-NAME = "deferred-prefill"
-HELP = ("Mohanty et al. (seed 004) Table 1: throughput and completion time vs K for Granite (C=331) and "
-        "Llama-3 (C=410) on A100")
 
 MAX_MODEL_LEN = 1024
 MODELS = {"granite": ("granite-3.1-8b", 331, "g-exact"), "llama": ("llama-3-8b", 410, "l-exact")}
@@ -60,22 +58,6 @@ WORKLOADS = ("synthetic", "sharegpt", "lmsys", "azure-conv")
 PARTS = ("table", "sensitivity")
 HELD_OUT = ("lmsys", "azure-conv")
 SENSITIVITY_K = (1, 5, 10, 20, 40, 75)
-
-
-def add_arguments(p) -> None:
-    p.add_argument("--parts", default="table,sensitivity", help="table (Table 1), sensitivity (default both)")
-    p.add_argument("--models", default="granite,llama", help="granite, llama (default both)")
-    p.add_argument("--timings", default=",".join(TIMINGS), help="measured, roofline, paper (default all)")
-    p.add_argument("--workloads", default="synthetic,sharegpt",
-                   help=f"{', '.join(WORKLOADS)} (default synthetic,sharegpt)")
-    p.add_argument("--profile", default=PROFILE, help="Vidur A100 Llama-3-8B mlp.csv for the measured timing "
-                                                      "(default: found under ../shared/data/profiles)")
-    p.add_argument("--K", default=None, help="thresholds, comma-separated (default a spread; K* is always added)")
-    p.add_argument("--requests", type=int, default=None, help="requests per run (default 12·C; --fast 3·C + 1200)")
-    p.add_argument("--jobs", type=int, default=1, help="runs in parallel processes (default 1)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--fast", action="store_true", help="Granite, synthetic, K = 1, 26 and K*: seconds, for CI")
-    p.add_argument("--out", default=None, help="write results.json and results.csv here")
 
 
 def _names(text: str, known, what: str) -> list[str]:
@@ -146,41 +128,46 @@ def _run_jobs(jobs: list, n_jobs: int) -> list[dict]:
     return [_one(j) for j in jobs]
 
 
-def _grid(args) -> tuple[int, ...]:
-    if not args.K:
-        return FAST_K if args.fast else FULL_K
+def _grid(K: str | None, fast: bool) -> tuple[int, ...]:
+    if not K:
+        return FAST_K if fast else FULL_K
     try:
-        return tuple(int(v) for v in args.K.split(","))
+        return tuple(int(v) for v in K.split(","))
     except ValueError:
-        raise ValueError(f"--K {args.K!r}: give comma-separated integers") from None
+        raise ValueError(f"--K {K!r}: give comma-separated integers") from None
 
 
-def compute(args) -> list[dict]:
-    if args.fast:
-        models, timings, workloads = ["granite"], ["roofline", "paper"], ["synthetic"]
+def compute(*, models: str = "granite,llama", timings: str = ",".join(TIMINGS),
+            workloads: str = "synthetic,sharegpt", profile: str = PROFILE, K: str | None = None,
+            requests: int | None = None, jobs: int = 1, seed: int = 0, fast: bool = False) -> list[dict]:
+    """Table 1: for each of ``models`` × ``timings`` × ``workloads`` (comma-separated names), throughput and
+    completion time measured at each K of the grid (``K``, comma-separated, or a spread) and K*, beside Theorem 1's
+    prediction; ``fast`` runs Granite, synthetic, the roofline and paper timings only."""
+    if fast:
+        model_keys, timing_keys, workload_keys = ["granite"], ["roofline", "paper"], ["synthetic"]
     else:
-        models = _names(args.models, MODELS, "models")
-        timings = _names(args.timings, TIMINGS, "timings")
-        workloads = _names(args.workloads, WORKLOADS, "workloads")
-    if args.jobs < 1:
-        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
-    grid = _grid(args)
-    plans, jobs = [], []
-    for m in models:
+        model_keys = _names(models, MODELS, "models")
+        timing_keys = _names(timings, TIMINGS, "timings")
+        workload_keys = _names(workloads, WORKLOADS, "workloads")
+    if jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {jobs}")
+    grid = _grid(K, fast)
+    plans, runs = [], []
+    for m in model_keys:
         C = MODELS[m][1]
-        n = args.requests or (3 * C + 1200 if args.fast else 12 * C)
+        n = requests or (3 * C + 1200 if fast else 12 * C)
         if n < 3 * C + 20:
             raise ValueError(f"--requests {n} is too few for C={C}: the closed loop holds 2C and the first C "
                              f"completions are warm-up; use at least {3 * C + 20}")
-        for t in timings:
-            cfg, timing, model = config(m, t, args.profile)
-            for w in workloads:
+        for t in timing_keys:
+            cfg, timing, model = config(m, t, profile)
+            for w in workload_keys:
                 lengths = workload(w)
-                pred = predict(cfg, timing, lengths, args.seed, model)
-                Ks = sorted({K for K in grid if 1 <= K <= C} | {1, pred["K_star"]})  # K = 1 is the baseline
+                pred = predict(cfg, timing, lengths, seed, model)
+                Ks = sorted({k for k in grid if 1 <= k <= C} | {1, pred["K_star"]})  # K = 1 is the baseline
                 plans.append((m, t, w, C, pred, Ks))
-                jobs += [(cfg, lengths, K, n, args.seed, model) for K in Ks]
-    measured = _run_jobs(jobs, args.jobs)
+                runs += [(cfg, lengths, k, n, seed, model) for k in Ks]
+    measured = _run_jobs(runs, jobs)
     out, i = [], 0
     for m, t, w, C, pred, Ks in plans:
         rows = measured[i:i + len(Ks)]
@@ -231,30 +218,33 @@ def cp_for_gain(profile: str, target: float) -> dict:
     return {"cp_scale": hi, **theory_point(profile, cp_scale=hi)}
 
 
-def sensitivity(args) -> dict:
+def sensitivity(*, profile: str = PROFILE, requests: int | None = None, jobs: int = 1, seed: int = 0,
+                fast: bool = False) -> dict:
+    """What the gain depends on (Theorem 1 with one quantity moved), and theory against simulation on held-out
+    workloads."""
     sweeps = []
     for label, key, values, base in SWEEPS:
-        rows = [{"value": v, **theory_point(args.profile, **{key: v})} for v in values]
+        rows = [{"value": v, **theory_point(profile, **{key: v})} for v in values]
         at = {r["value"]: r["gain"] for r in rows}
         half, double = (min(values, key=lambda v: abs(v - base * f)) for f in (0.5, 2.0))
         sweeps.append({"quantity": label, "key": key, "base": base, "rows": rows,
                        "half_to_double": (at[half], at[double])})
     ranked = sorted(sweeps, key=lambda x: -abs(x["half_to_double"][1] - x["half_to_double"][0]))
     C = MODELS["granite"][1]
-    n = args.requests or (3 * C + 1200 if args.fast else 12 * C)
-    cfg, _, model = config("granite", "measured", args.profile)
-    plans, jobs = [], []
+    n = requests or (3 * C + 1200 if fast else 12 * C)
+    cfg, _, model = config("granite", "measured", profile)
+    plans, runs = [], []
     for w in ("synthetic", "sharegpt", *HELD_OUT):
         lengths = workload(w)
-        pred = predict(cfg, None, lengths, args.seed, model)
+        pred = predict(cfg, None, lengths, seed, model)
         t = Timing(**pred["timing"])
         linear = replace(cfg, batch_time="linear", batch_time_params={
             "per_prefill": t.s_p, "extra": {"has_prefill": t.c_p, "has_decode": t.c_d, "per_decode": t.t_d}})
-        Ks = sorted({K for K in ((1,) if args.fast else SENSITIVITY_K) if K <= C} | {pred["K_star"]})
+        Ks = sorted({K for K in ((1,) if fast else SENSITIVITY_K) if K <= C} | {pred["K_star"]})
         plans.append((w, pred, Ks))
-        jobs += [(cfg, lengths, K, n, args.seed, model) for K in Ks]
-        jobs += [(linear, lengths, K, n, args.seed, None) for K in Ks]
-    measured = _run_jobs(jobs, args.jobs)
+        runs += [(cfg, lengths, K, n, seed, model) for K in Ks]
+        runs += [(linear, lengths, K, n, seed, None) for K in Ks]
+    measured = _run_jobs(runs, jobs)
     held, i = [], 0
     for w, pred, Ks in plans:
         rows, lin = measured[i:i + len(Ks)], measured[i + len(Ks):i + 2 * len(Ks)]
@@ -273,7 +263,7 @@ def sensitivity(args) -> dict:
                      "gain_linear": best_lin["linear_throughput"] / one["linear_throughput"] - 1,
                      "K_best_linear": best_lin["K"], "rows": rows})
     return {"sweeps": sweeps, "most_sensitive": ranked[0]["quantity"],
-            "paper_gain_needs": cp_for_gain(args.profile, 0.135), "held_out": held}
+            "paper_gain_needs": cp_for_gain(profile, 0.135), "held_out": held}
 
 
 def print_sensitivity(sens: dict) -> None:
@@ -329,9 +319,15 @@ def summary(results: list[dict]) -> None:
           "ρ(1) 11.38, +13.5%; Llama-3 best 17.24 at K=75, predicted 21.04 at K=58, ρ(1) 15.16, +13.7%")
 
 
-def run(args) -> int:
-    parts = _names(args.parts, PARTS, "parts") if not (args.fast and args.parts == ",".join(PARTS)) else ["table"]
-    results = compute(args) if "table" in parts else []
+def reproduce(*, parts: str = ",".join(PARTS), models: str = "granite,llama", timings: str = ",".join(TIMINGS),
+              workloads: str = "synthetic,sharegpt", profile: str = PROFILE, K: str | None = None,
+              requests: int | None = None, jobs: int = 1, seed: int = 0, fast: bool = False,
+              out: str | None = None) -> dict:
+    """The chosen ``parts`` (table, sensitivity; ``fast`` with the default parts: the table only), printed and
+    written to ``out`` (results.json, results.csv)."""
+    chosen = _names(parts, PARTS, "parts") if not (fast and parts == ",".join(PARTS)) else ["table"]
+    common = dict(profile=profile, requests=requests, jobs=jobs, seed=seed, fast=fast)
+    results = compute(models=models, timings=timings, workloads=workloads, K=K, **common) if "table" in chosen else []
     for r in results:
         paper = PAPER[r["key"]]
         print(f"\n{r['model']} C={r['C']}, {r['timing']} timing, {r['workload']} (mean prompt {r['mean_prompt']:.0f}, "
@@ -357,15 +353,15 @@ def run(args) -> int:
               f"{paper['predicted'][1]} at K={paper['predicted'][0]}, default {paper['default']}")
     if results:
         summary(results)
-    sens = sensitivity(args) if "sensitivity" in parts else None
+    sens = sensitivity(**common) if "sensitivity" in chosen else None
     if sens:
         print_sensitivity(sens)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps({"results": results, "sensitivity": sens, "paper": PAPER},
-                                                     indent=2) + "\n")
-        with (out / "results.csv").open("w", newline="") as f:
+    if out:
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "results.json").write_text(json.dumps({"results": results, "sensitivity": sens, "paper": PAPER},
+                                                        indent=2) + "\n")
+        with (folder / "results.csv").open("w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["model", "C", "timing", "workload", "K", "throughput", "predicted", "mean_completion",
                         "mean_normalised", "p95_normalised", "mean_running", "completions"])
@@ -374,5 +370,5 @@ def run(args) -> int:
                     w.writerow([r["model"], r["C"], r["timing"], r["workload"], row["K"], row["throughput"],
                                 row["predicted"], row["mean_completion"], row["mean_normalised"],
                                 row["p95_normalised"], row["mean_running"], row["completions"]])
-        print(f"\nwrote {out / 'results.json'} and {out / 'results.csv'}")
-    return 0
+        print(f"\nwrote {folder / 'results.json'} and {folder / 'results.csv'}")
+    return {"results": results, "sensitivity": sens}

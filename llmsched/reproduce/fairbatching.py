@@ -26,7 +26,6 @@ from ..executors import make_executor
 from ..experiment import RunConfig, build_replicas
 from ..metrics.tpot_attainment import attainment, tpot_values
 from ..request import SLO, Request, Status, Tier
-from ..results_file import write_results
 from ..routers import make_router
 from ..schedulers.fairbatching.predictor import StepPredictor, prediction_errors
 from ..sim.simulator import simulate
@@ -34,8 +33,6 @@ from ..workload.arrivals import TraceReplay
 from ..workload.traces import DataFileNotFound, read_trace
 from ..workload.workload import OpenLoop, named_workload
 
-NAME = "fairbatching"
-HELP = "Lyu et al. (seed 002) FairBatching: single-node and cluster capacity, SLO sweep, ablations (simulated)"
 
 MODELS = {"llama-3.1-8b/a800": ("llama-3.1-8b", "a800"), "qwen3-14b/h20": ("qwen3-14b", "h20")}
 # trace -> (Azure trace file or None, length preset, TTFT SLO s). The paper gives 500 ms to its two
@@ -257,25 +254,27 @@ class Settings:
         return [round(base * m, 4) for m in self.multipliers]
 
 
-def settings(args) -> Settings:
-    fast = args.fast
-    models = args.models.split(",") if args.models else (["llama-3.1-8b/a800"] if fast else list(MODELS))
-    traces = args.traces.split(",") if args.traces else (["azure-conv"] if fast else list(TRACES))
-    for m in models:
+def settings(*, fast: bool = False, models: str | None = None, traces: str | None = None, requests: int | None = None,
+             cluster_requests: int | None = None, jobs: int = os.cpu_count() or 1) -> Settings:
+    """The study's sizes: ``models`` and ``traces`` comma-separated (default all; ``fast``: one of each, CI
+    sizes)."""
+    model_names = models.split(",") if models else (["llama-3.1-8b/a800"] if fast else list(MODELS))
+    trace_names = traces.split(",") if traces else (["azure-conv"] if fast else list(TRACES))
+    for m in model_names:
         if m not in MODELS:
             raise ValueError(f"--models: unknown {m!r}; valid: {', '.join(MODELS)}")
-    for t in traces:
+    for t in trace_names:
         if t not in TRACES:
             raise ValueError(f"--traces: unknown {t!r}; valid: {', '.join(TRACES)}")
-    if args.jobs < 1:
-        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
-    s = Settings(models, traces, n=args.requests or (150 if fast else 400),
-                 cluster_n=args.cluster_requests or (400 if fast else 2000),
+    if jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {jobs}")
+    s = Settings(model_names, trace_names, n=requests or (150 if fast else 400),
+                 cluster_n=cluster_requests or (400 if fast else 2000),
                  multipliers=(0.75, 1.25) if fast else MULTIPLIERS, budgets=(256, 512) if fast else SARATHI_BUDGETS,
-                 jobs=args.jobs, use_trace=not fast)
+                 jobs=jobs, use_trace=not fast)
     if fast:
         s.cluster_model, s.cluster_replicas = "llama-3.1-8b/a800", 4
-        s.focus = (models[0], traces[0])
+        s.focus = (model_names[0], trace_names[0])
         s.slo_cells = ((0.5, 0.05), (2.0, 0.2))
         s.probe_s, s.resolution = 120.0, 0.1
     return s
@@ -436,45 +435,30 @@ def _gain(x: float, base: float) -> float:
 PARTS = ("single", "latency", "slo", "ablation", "cluster", "predictor")
 
 
-def add_arguments(p) -> None:
-    p.add_argument("--fast", action="store_true", help="tiny CI version: one model, one trace, 2 rates (seconds)")
-    p.add_argument("--parts", default=",".join(PARTS), help=f"comma list of {', '.join(PARTS)} (default: all)")
-    p.add_argument("--models", default=None, help=f"comma list of {', '.join(MODELS)}")
-    p.add_argument("--traces", default=None, help=f"comma list of {', '.join(TRACES)}")
-    p.add_argument("--requests", type=int, default=None, help="requests per single-node run (default 400)")
-    p.add_argument("--cluster-requests", type=int, default=None, help="requests per cluster run (default 2000)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel simulations")
-    p.add_argument("--out", default=None, help="write results.json here (a directory)")
-
-
-def reproduce(args) -> dict:
-    parts = [x.strip() for x in args.parts.split(",") if x.strip()]
-    bad = [x for x in parts if x not in PARTS]
+def reproduce(*, parts: str = ",".join(PARTS), fast: bool = False, models: str | None = None,
+              traces: str | None = None, requests: int | None = None, cluster_requests: int | None = None,
+              jobs: int = os.cpu_count() or 1) -> dict:
+    """The chosen ``parts`` (comma-separated) at :func:`settings`' sizes; :func:`report` renders the result."""
+    chosen = [x.strip() for x in parts.split(",") if x.strip()]
+    bad = [x for x in chosen if x not in PARTS]
     if bad:
         raise ValueError(f"--parts: unknown {', '.join(bad)}; valid: {', '.join(PARTS)}")
-    s = settings(args)
+    s = settings(fast=fast, models=models, traces=traces, requests=requests, cluster_requests=cluster_requests,
+                 jobs=jobs)
     t0 = time.perf_counter()
     out: dict = {"paper": PAPER, "settings": {"models": s.models, "traces": s.traces, "requests": s.n,
                                               "cluster_requests": s.cluster_n, "multipliers": list(s.multipliers),
-                                              "sarathi_budgets": list(s.budgets), "fast": bool(args.fast)}}
-    single = single_node(s) if "single" in parts else {}
+                                              "sarathi_budgets": list(s.budgets), "fast": bool(fast)}}
+    single = single_node(s) if "single" in chosen else {}
     if single:
         out["single"] = single
     for name, fn in (("latency", latency_detail), ("slo", slo_sweep), ("ablation", ablation), ("cluster", cluster)):
-        if name in parts:
+        if name in chosen:
             out[name] = fn(s, single)
-    if "predictor" in parts:
+    if "predictor" in chosen:
         out["predictor"] = predictor_error(s)
     out["wall_s"] = time.perf_counter() - t0
     return out
-
-
-def run(args) -> int:
-    out = reproduce(args)
-    print(report(out))
-    if args.out:
-        print(f"wrote {write_results(args.out, out)}")
-    return 0
 
 
 def report(out: dict) -> str:

@@ -58,15 +58,11 @@ from ..capacity.verdict import measure, window
 from ..executors import make_executor
 from ..experiment import RunConfig, build_replicas, build_source
 from ..metrics.tpot_attainment import CHECKS, slo_met
-from ..results_file import write_results
 from ..routers import make_router
 from ..sim.simulator import simulate
 from ..workload.length_presets import LENGTH_PRESETS
 from ..workload.traces import DataFileNotFound, resolve_data_file
 
-NAME = "fairbatching-ablation"
-HELP = ("Lyu et al. (seed 002) FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla with one factor "
-        "changed at a time")
 
 CASES = {"qwen3-14b/h20": ("qwen3-14b", "h20", 0.8), "llama-3.1-8b/a800": ("llama-3.1-8b", "a800", 4.0)}
 TRACE_FILE = "AzureLLMInferenceTrace_conv.csv"
@@ -470,37 +466,6 @@ def gains_text(g: dict) -> str:
             f"vs best baseline {_pct(g['pab_lb_vs_best_baseline_pct'])} (paper +54.3%){extra}")
 
 
-def add_arguments(p) -> None:
-    p.add_argument("--fast", action="store_true", help="CI version: reference and overhead levels, Llama-3.1-8B/A800, "
-                   "60 requests, budgets 128/512, 25%% resolution")
-    p.add_argument("--case", default=None, help=f"one of {', '.join(CASES)} (default llama-3.1-8b/a800: on the "
-                   "roofline H20, 7%% of azure-conv prompts cannot reach their first token in 500 ms even alone, so "
-                   "qwen3-14b/h20's capacity at 90%% attainment is that of a near-idle GPU; docs/fairbatching.md)")
-    p.add_argument("--factors", default=None, help="comma list of factors to run besides the reference ('none': "
-                   "the reference alone): " + ", ".join(dict.fromkeys(lv.factor for lv in LEVELS if lv != REFERENCE)))
-    p.add_argument("--requests", type=int, default=None, help="requests per probe (default 300; --fast 60)")
-    p.add_argument("--resolution", type=float, default=None, help="capacity bisection resolution (default 0.04)")
-    p.add_argument("--parts", default=None, help="comma list of single, latency, cluster (default all; --fast: "
-                   "single,latency); latency and cluster run at the reference, overhead and batch-time levels")
-    p.add_argument("--workload", default=PRESET, help="length preset (default azure-conv, replayed from the Azure "
-                   "trace; others get gamma arrivals, CV 2): " + ", ".join(LENGTH_PRESETS))
-    p.add_argument("--arrivals", default="trace", help="the reference's arrivals: trace (default) or gamma:CV")
-    p.add_argument("--slo", default=None, help=f"TTFT,TPOT in seconds (default {TTFT:g},{TPOT:g}; the paper gives "
-                   "its long-prompt AzureTrace 2,0.05)")
-    p.add_argument("--replicas", type=int, default=4, help="replicas of the cluster part (default 4)")
-    p.add_argument("--cluster-systems", default=None, help="comma list of the cluster part's systems (default the "
-                   "paper's four): " + ", ".join(CLUSTER_SYSTEMS) + "; 'all' for every one")
-    p.add_argument("--sweep", action="store_true", help="cluster part: also run every system on one grid of rates "
-                   "(0.8-1.89 x the highest shared capacity, 10%% apart; --fast: 3 points) and report the paper's "
-                   "peak EffRPS and the shared criterion from the same runs")
-    p.add_argument("--loads", default=None, help="latency part: comma list of loads, x the best baseline's "
-                   "capacity (default 1.2)")
-    p.add_argument("--latency-budgets", default=None, help="latency part: Sarathi token budgets to compare at each "
-                   "load instead of the tuned one (e.g. 128,256,512)")
-    p.add_argument("--jobs", type=int, default=1, help="parallel probes (default 1: the machine is shared)")
-    p.add_argument("--out", default=None, help="write results.json here (a directory)")
-
-
 def parse_floats(option: str, text: str, count: int | None = None) -> tuple:
     try:
         values = tuple(float(x) for x in text.split(","))
@@ -512,64 +477,61 @@ def parse_floats(option: str, text: str, count: int | None = None) -> tuple:
     return values
 
 
-def settings(args) -> Settings:
-    case = args.case or "llama-3.1-8b/a800"
+def settings(*, fast: bool = False, case: str | None = None, factors: str | None = None, requests: int | None = None,
+             resolution: float | None = None, parts: str | None = None, workload: str = PRESET,
+             arrivals: str = "trace", slo: str | None = None, replicas: int = 4, cluster_systems: str | None = None,
+             sweep: bool = False, loads: str | None = None, latency_budgets: str | None = None,
+             jobs: int = 1) -> Settings:
+    """The study's levels and sizes, checked: ``factors``, ``parts``, ``cluster_systems``, ``loads`` and
+    ``latency_budgets`` comma-separated, ``slo`` "TTFT,TPOT" in seconds; ``fast`` gives CI sizes."""
+    case = case or "llama-3.1-8b/a800"
     if case not in CASES:
         raise ValueError(f"--case: unknown {case!r}; valid: {', '.join(CASES)}")
-    factors = {lv.factor for lv in LEVELS}
-    if args.factors:
-        asked = [x.strip() for x in args.factors.split(",") if x.strip() and x.strip() != "none"]
-        bad = [x for x in asked if x not in factors]
+    known = {lv.factor for lv in LEVELS}
+    if factors:
+        asked = [x.strip() for x in factors.split(",") if x.strip() and x.strip() != "none"]
+        bad = [x for x in asked if x not in known]
         if bad:
-            raise ValueError(f"--factors: unknown {', '.join(bad)}; valid: {', '.join(sorted(factors - {'reference'}))}")
+            raise ValueError(f"--factors: unknown {', '.join(bad)}; valid: {', '.join(sorted(known - {'reference'}))}")
         levels = tuple(lv for lv in LEVELS if lv == REFERENCE or lv.factor in asked)
-    elif args.fast:
+    elif fast:
         levels = tuple(lv for lv in LEVELS if lv.factor in FAST_LEVELS)
     else:
         levels = LEVELS
-    n = args.requests or (60 if args.fast else 300)
-    resolution = args.resolution or (0.25 if args.fast else 0.04)
+    n = requests or (60 if fast else 300)
+    resolution = resolution or (0.25 if fast else 0.04)
     if n < 20:
         raise ValueError(f"--requests must be at least 20, got {n}")
     if not 0 < resolution < 1:
         raise ValueError(f"--resolution must be in (0, 1), e.g. 0.04, got {resolution}")
-    if args.jobs < 1:
-        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
-    parts = tuple(x.strip() for x in (args.parts or ("single,latency" if args.fast else ",".join(PARTS))).split(",")
-                  if x.strip())
-    bad = [x for x in parts if x not in PARTS]
-    if bad or "single" not in parts:
+    if jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {jobs}")
+    chosen = tuple(x.strip() for x in (parts or ("single,latency" if fast else ",".join(PARTS))).split(",")
+                   if x.strip())
+    bad = [x for x in chosen if x not in PARTS]
+    if bad or "single" not in chosen:
         raise ValueError(f"--parts: {', '.join(bad) or 'single is required'}; valid: {', '.join(PARTS)} "
                          f"(single always runs: the others use its tuned budgets)")
-    if args.workload not in LENGTH_PRESETS:
-        raise ValueError(f"--workload: unknown {args.workload!r}; valid: {', '.join(LENGTH_PRESETS)}")
-    if args.arrivals != "trace":
-        parse_arrivals(args.arrivals)
-    if args.replicas < 2:
-        raise ValueError(f"--replicas must be >= 2, got {args.replicas}")
-    ttft, tpot = parse_floats("--slo", args.slo, 2) if args.slo else (TTFT, TPOT)
+    if workload not in LENGTH_PRESETS:
+        raise ValueError(f"--workload: unknown {workload!r}; valid: {', '.join(LENGTH_PRESETS)}")
+    if arrivals != "trace":
+        parse_arrivals(arrivals)
+    if replicas < 2:
+        raise ValueError(f"--replicas must be >= 2, got {replicas}")
+    ttft, tpot = parse_floats("--slo", slo, 2) if slo else (TTFT, TPOT)
     systems = CORE_CLUSTER
-    if args.cluster_systems:
-        asked = tuple(CLUSTER_SYSTEMS) if args.cluster_systems.strip() == "all" else \
-            tuple(x.strip() for x in args.cluster_systems.split(",") if x.strip())
+    if cluster_systems:
+        asked = tuple(CLUSTER_SYSTEMS) if cluster_systems.strip() == "all" else \
+            tuple(x.strip() for x in cluster_systems.split(",") if x.strip())
         bad = [x for x in asked if x not in CLUSTER_SYSTEMS]
         if bad or not asked:
             raise ValueError(f"--cluster-systems: unknown {', '.join(bad) or '(none given)'}; valid: "
                              f"{', '.join(CLUSTER_SYSTEMS)} or all")
         systems = asked
-    sweep = (SWEEP[0], SWEEP[4], SWEEP[-1]) if args.sweep and args.fast else SWEEP if args.sweep else ()
-    loads = parse_floats("--loads", args.loads) if args.loads else (1.2,)
-    budgets = parse_floats("--latency-budgets", args.latency_budgets) if args.latency_budgets else ()
+    sweep_rates = (SWEEP[0], SWEEP[4], SWEEP[-1]) if sweep and fast else SWEEP if sweep else ()
+    load_list = parse_floats("--loads", loads) if loads else (1.2,)
+    budgets = parse_floats("--latency-budgets", latency_budgets) if latency_budgets else ()
     if any(b != int(b) for b in budgets):
-        raise ValueError(f"--latency-budgets: token budgets are whole numbers, got {args.latency_budgets!r}")
-    return Settings(case, levels, n, (128, 512) if args.fast else BUDGETS, resolution, args.jobs, parts,
-                    args.replicas, args.workload, args.arrivals, ttft, tpot, systems, sweep, loads,
-                    tuple(int(b) for b in budgets))
-
-
-def run(args) -> int:
-    out = ablate(settings(args))
-    print(report(out))
-    if args.out:
-        print(f"wrote {write_results(args.out, out)}")
-    return 0
+        raise ValueError(f"--latency-budgets: token budgets are whole numbers, got {latency_budgets!r}")
+    return Settings(case, levels, n, (128, 512) if fast else BUDGETS, resolution, jobs, chosen, replicas, workload,
+                    arrivals, ttft, tpot, systems, sweep_rates, load_list, tuple(int(b) for b in budgets))

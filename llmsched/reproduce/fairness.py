@@ -1,4 +1,5 @@
-"""``llmsched reproduce fairness``: issue 31's targets for tenants and priorities, each measured here.
+"""Issue 31's targets for tenants and priorities, each measured here (``llmsched reproduce fairness``,
+llmsched/cli/reproduce_fairness.py).
 
 ShareGPT lengths on Llama-3-8B on an A100 (capacity about 2.7 req/s in the simulator), Poisson arrivals per tenant
 for ``--duration`` seconds; every tenant's stream is seeded by its name, so a tenant alone and beside others gets
@@ -16,6 +17,7 @@ the same requests.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..experiment import run as run_config
@@ -23,38 +25,35 @@ from ..metrics.summary import summarize
 from ..results_file import write_results
 from ..run_config import RunConfig
 
-NAME = "fairness"
-HELP = "issue 31: vtc/wfq light-tenant TTFT and throughput, Jain's index, priority TTFT p99 and thrown-away work"
 CAPACITY = 2.8  # req/s, ShareGPT on Llama-3-8B/A100 (the issue's figure; the simulator saturates at about 2.7)
 
 
-def add_arguments(p) -> None:
-    p.add_argument("--duration", type=float, default=None, help="seconds of arrivals per run (default 300; --fast 60)")
-    p.add_argument("--fast", action="store_true", help="short runs for CI")
-    p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--model", default="llama-3-8b", help="model preset (default llama-3-8b)")
-    p.add_argument("--gpu", default="a100", help="GPU preset (default a100)")
-    p.add_argument("--out", default=None, help="write results.json and service.png (each tenant's service over "
-                                               "time) into this folder")
+@dataclass(frozen=True)
+class Setup:
+    """What every run of the study shares."""
+    duration: float
+    seed: int
+    model: str
+    gpu: str
 
 
-def summary(args, scheduler: str, tenants: str, **params) -> dict:
-    return summarize(result_of(args, scheduler, tenants, **params))
+def summary(setup: Setup, scheduler: str, tenants: str, **params) -> dict:
+    return summarize(result_of(setup, scheduler, tenants, **params))
 
 
-def result_of(args, scheduler: str, tenants: str, **params):
-    cfg = RunConfig(scheduler=scheduler, tenants=tenants, duration=args.duration, seed=args.seed, model=args.model,
-                    gpu=args.gpu, scheduler_params=params)
+def result_of(setup: Setup, scheduler: str, tenants: str, **params):
+    cfg = RunConfig(scheduler=scheduler, tenants=tenants, duration=setup.duration, seed=setup.seed,
+                    model=setup.model, gpu=setup.gpu, scheduler_params=params)
     return run_config(cfg)
 
 
-def light_tenant(args) -> list[dict]:
+def light_tenant(setup: Setup) -> list[dict]:
     both, alone = "heavy:rate=8,light:rate=0.5", "light:rate=0.5"
-    fcfs = summary(args, "vllm-chunked", both)
+    fcfs = summary(setup, "vllm-chunked", both)
     rows = []
     for name in ("vtc", "wfq", "vllm-chunked"):
-        s = fcfs if name == "vllm-chunked" else summary(args, name, both)
-        solo = summary(args, name, alone)
+        s = fcfs if name == "vllm-chunked" else summary(setup, name, both)
+        solo = summary(setup, name, alone)
         ttft, ttft_alone = (x["tenants"]["light"]["latency"]["ttft"]["p50"] for x in (s, solo))
         throughput = s["throughput"]["output_tokens_per_s"] / fcfs["throughput"]["output_tokens_per_s"]
         rows.append({"scheduler": name, "light_ttft_p50_s": ttft, "light_alone_ttft_p50_s": ttft_alone,
@@ -66,10 +65,10 @@ def light_tenant(args) -> list[dict]:
     return rows
 
 
-def backlogged(args) -> list[dict]:
+def backlogged(setup: Setup) -> list[dict]:
     rows = []
     for name in ("vtc", "wfq", "vllm-chunked"):
-        s = summary(args, name, "heavy:rate=8,med:rate=2")
+        s = summary(setup, name, "heavy:rate=8,med:rate=2")
         f = s["fairness"]
         rows.append({"scheduler": name, "jain_backlogged": f["jain_while_all_backlogged"],
                      "jain_ok": f["jain_while_all_backlogged"] >= 0.95, "both_backlogged_s": f["all_backlogged_s"],
@@ -81,15 +80,15 @@ def backlogged(args) -> list[dict]:
     return rows
 
 
-def priority(args) -> list[dict]:
+def priority(setup: Setup) -> list[dict]:
     high, low = 0.1 * 1.5 * CAPACITY, 0.9 * 1.5 * CAPACITY
     both = f"high:rate={high:g}:priority=0,low:rate={low:g}:priority=1"
-    alone = summary(args, "priority", f"high:rate={high:g}:priority=0")
+    alone = summary(setup, "priority", f"high:rate={high:g}:priority=0")
     p99_alone = alone["tenants"]["high"]["latency"]["ttft"]["p99"]
     rows = []
     for name, params in (("priority", {}), ("priority", {"max_preemptions": 0}), ("priority", {"max_preemptions": 3}),
                          ("vllm-chunked", {})):
-        result = result_of(args, name, both, **params)
+        result = result_of(setup, name, both, **params)
         s = summarize(result)
         p99 = s["tenants"]["high"]["latency"]["ttft"]["p99"]
         figures = s.get("policy", {}).get("preemptions", {}).get("by_group", {}).get("low", {})
@@ -117,31 +116,36 @@ def preempted_kv(result, tenant: str) -> int:
     return int((log.column("prompt_len")[mine] + log.column("output_len")[mine] - 1).sum())
 
 
-def run(args) -> int:
-    if args.duration is None:
-        args.duration = 60.0 if args.fast else 300.0
-    if not (args.duration > 0 and math.isfinite(args.duration)):
-        raise ValueError(f"--duration must be a positive number of seconds, got {args.duration}")
-    out = {"light_tenant": light_tenant(args), "backlogged": backlogged(args), "priority": priority(args),
-           "duration_s": args.duration, "seed": args.seed, "model": args.model, "gpu": args.gpu}
+def reproduce(*, duration: float | None = None, fast: bool = False, seed: int = 0, model: str = "llama-3-8b",
+              gpu: str = "a100", out: str | None = None) -> dict:
+    """The three studies, printed as tables and written to ``out`` (results.json, service.png) where given; runs
+    of ``duration`` seconds of arrivals (default 300, ``fast`` 60)."""
+    if duration is None:
+        duration = 60.0 if fast else 300.0
+    if not (duration > 0 and math.isfinite(duration)):
+        raise ValueError(f"--duration must be a positive number of seconds, got {duration}")
+    setup = Setup(duration, seed, model, gpu)
+    results = {"light_tenant": light_tenant(setup), "backlogged": backlogged(setup), "priority": priority(setup),
+               "duration_s": duration, "seed": seed, "model": model, "gpu": gpu}
     print("## 1. Heavy 8 req/s + light 0.5 req/s: the light tenant's TTFT p50 against alone (target <= 1.5x), "
           "throughput against vllm-chunked (>= 95%)\n")
-    print(table(out["light_tenant"], ["scheduler", "light_ttft_p50_s", "light_alone_ttft_p50_s", "ratio", "ttft_ok",
-                                      "light_ttft_p99_s", "output_tok_s", "throughput_vs_fcfs", "throughput_ok"]))
+    print(table(results["light_tenant"], ["scheduler", "light_ttft_p50_s", "light_alone_ttft_p50_s", "ratio",
+                                          "ttft_ok", "light_ttft_p99_s", "output_tok_s", "throughput_vs_fcfs",
+                                          "throughput_ok"]))
     print("\n## 2. Two backlogged tenants of equal weight (8 and 2 req/s): Jain's index while both are backlogged "
           "(target >= 0.95)\n")
-    print(table(out["backlogged"], ["scheduler", "jain_backlogged", "jain_ok", "both_backlogged_s", "service_heavy",
-                                    "service_med", "med_ttft_p50_s"]))
+    print(table(results["backlogged"], ["scheduler", "jain_backlogged", "jain_ok", "both_backlogged_s",
+                                        "service_heavy", "service_med", "med_ttft_p50_s"]))
     print("\n## 3. 10% high class at 1.5x capacity: high TTFT p99 against alone (target <= 1.2x), low work thrown "
           "away\n")
-    print(table(out["priority"], ["scheduler", "max_preemptions", "high_ttft_p99_s", "high_alone_ttft_p99_s", "ratio",
-                                  "ttft_ok", "priority_preemptions", "thrown_away_tokens", "thrown_away_bound_tokens",
-                                  "most_preemptions_of_one_request", "kv_preemptions", "preemptions",
-                                  "low_ttft_p50_s"]))
-    if args.out:
-        write_results(args.out, out, indent=2)
-        plot_service(Path(args.out) / "service.png", out["backlogged"], args.duration)
-    return 0
+    print(table(results["priority"], ["scheduler", "max_preemptions", "high_ttft_p99_s", "high_alone_ttft_p99_s",
+                                      "ratio", "ttft_ok", "priority_preemptions", "thrown_away_tokens",
+                                      "thrown_away_bound_tokens", "most_preemptions_of_one_request", "kv_preemptions",
+                                      "preemptions", "low_ttft_p50_s"]))
+    if out:
+        write_results(out, results, indent=2)
+        plot_service(Path(out) / "service.png", results["backlogged"], duration)
+    return results
 
 
 def plot_service(path: Path, rows: list[dict], duration: float) -> None:

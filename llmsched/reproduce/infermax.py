@@ -1,4 +1,5 @@
-"""``llmsched reproduce infermax``: Kim et al.'s §4 analysis grid, §5.1 optimal-schedule finding and §6 headline.
+"""Kim et al.'s §4 analysis grid, §5.1 optimal-schedule finding and §6 headline (``llmsched reproduce infermax``,
+llmsched/cli/reproduce_infermax.py).
 
 Every number is simulated here with InferMax's own cost model (the authors' Vidur-fitted coefficients, spec 001
 §2.2): Llama-2-7B on one A100 (C = 4096) for §4/§5.1, Llama-3-70B with tensor parallelism 4 on A100s
@@ -25,25 +26,9 @@ from ..theory.infermax.schedule import Instance
 from ..workload.traces import read_trace, resolve_data_file
 from ..workload.workload import OpenLoop
 
-NAME = "infermax"
-HELP = ("Kim et al. (seed 001): §4 grid (contention, eviction vs eviction-free, memory M, length ranking), "
-        "§5.1 optimal schedules (CP-SAT) and §6 Azure conversation trace with Llama-3-70B/4×A100 (M = 100K)")
 PARTS = ("grid", "memory", "eviction", "rank", "csp", "trace")
 SEVEN_B = "llama-2-7b/a100"
 SEVENTY_B = "llama-3-70b-tp4/a100"
-
-
-def add_arguments(p) -> None:
-    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated parts (default all: {','.join(PARTS)})")
-    p.add_argument("--fast", action="store_true", help="small sizes for CI (seconds)")
-    p.add_argument("--trace", default="vidur_splitwise_conv.csv",
-                   help="§6 trace (default vidur_splitwise_conv.csv, the Azure conversation trace as Vidur ships it)")
-    p.add_argument("--csp-time-limit", type=float, default=None,
-                   help="CP-SAT deterministic time per §5.1 instance (about a second of one core per unit; default "
-                        "30; 2 with --fast)")
-    p.add_argument("--workers", type=int, default=1,
-                   help="CP-SAT workers (default 1; more run an interleaved, still deterministic search)")
-    p.add_argument("--out", default=None, help="write results.json (every table) into this folder")
 
 
 def cost(name: str) -> LinearBatchTime:
@@ -227,50 +212,53 @@ def table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(lines)
 
 
-def run(args) -> int:
-    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    bad = [p for p in parts if p not in PARTS]
+def reproduce(*, parts: str = ",".join(PARTS), fast: bool = False, trace_file: str = "vidur_splitwise_conv.csv",
+              csp_time_limit: float | None = None, workers: int = 1, out: str | None = None) -> dict:
+    """The chosen ``parts``, each printed as a table as it finishes and written to ``out``/results.json; ``fast``
+    runs CI sizes."""
+    chosen = [p.strip() for p in parts.split(",") if p.strip()]
+    bad = [p for p in chosen if p not in PARTS]
     if bad:
         raise ValueError(f"--parts: unknown part(s) {', '.join(bad)}; parts: {', '.join(PARTS)}")
-    limit = args.csp_time_limit or (2.0 if args.fast else 30.0)
+    limit = csp_time_limit or (2.0 if fast else 30.0)
     if limit <= 0:
         raise ValueError(f"--csp-time-limit must be > 0 seconds, got {limit}")
-    out = {}
+    results = {}
     stat = ["latency_s", "tps", "ttft_s", "tpot_s", "evictions", "kv_used"]
-    if "grid" in parts:
-        out["grid"] = grid(args.fast)
+    if "grid" in chosen:
+        results["grid"] = grid(fast)
         print("§4.2-4.4 offline grid (Llama-2-7B/A100 cost model, C = 4096, M = 100K)")
-        print(table(out["grid"], ["B", "I", "O", "scheduler", *stat]) + "\n")
-    if "memory" in parts:
-        out["memory"] = memory(args.fast)
+        print(table(results["grid"], ["B", "I", "O", "scheduler", *stat]) + "\n")
+    if "memory" in chosen:
+        results["memory"] = memory(fast)
         print("§4.5 memory size M (O = 32)")
-        print(table(out["memory"], ["M", "I", "B", "scheduler", *stat]) + "\n")
-    if "eviction" in parts:
-        out["eviction"] = eviction(args.fast)
+        print(table(results["memory"], ["M", "I", "B", "scheduler", *stat]) + "\n")
+    if "eviction" in chosen:
+        results["eviction"] = eviction(fast)
         print("§4.5 ablation: evicting scheduler over its EF variant (O = 32, B = 1024; ratios > 1 favour evictions): "
               "throughput counted three ways, block size, victim order")
-        print(table(out["eviction"], ["M", "I", "block", "scheduler", "tps_ratio", "processed_tps_ratio",
+        print(table(results["eviction"], ["M", "I", "block", "scheduler", "tps_ratio", "processed_tps_ratio",
                                       "request_tps_ratio", "evictions", "refill_share", "mean_batch",
                                       "mean_batch_ef", "ttft_ratio", "tpot_ratio"]) + "\n")
-    if "rank" in parts:
-        out["rank"] = rank(args.fast)
+    if "rank" in chosen:
+        results["rank"] = rank(fast)
         print("§4.6 length ranking on mixes of short/long inputs/outputs (S = {8,16}, L = {512,1024})")
-        print(table(out["rank"], ["mix", "B", "scheduler", *stat]) + "\n")
-    if "csp" in parts:
-        out["csp"] = csp(args.fast, limit, args.workers)
+        print(table(results["rank"], ["mix", "B", "scheduler", *stat]) + "\n")
+    if "csp" in chosen:
+        results["csp"] = csp(fast, limit, workers)
         print(f"§5.1 optimal schedules, O = B = 4, M = max(2I, I+3) (CP-SAT: deterministic time limit {limit:g} per "
-              f"instance, {args.workers} worker(s), seed 0; 'whole pass' = exact optimum over schedules without "
+              f"instance, {workers} worker(s), seed 0; 'whole pass' = exact optimum over schedules without "
               f"chunking, by exhaustive search; CP-SAT searches chunked schedules too, over a horizon that covers "
               f"every schedule better than the best warm start when proof_covers_all)")
-        print(table(out["csp"], ["I", "M", "vllm_ms", "vllm_ef_ms", "sarathi_ms", "whole_pass_opt_ms",
+        print(table(results["csp"], ["I", "M", "vllm_ms", "vllm_ef_ms", "sarathi_ms", "whole_pass_opt_ms",
                                  "whole_pass_evictions", "csp_ms", "csp_status", "csp_bound_ms", "csp_evictions",
                                  "csp_det_s", "csp_wall_s", "csp_horizon", "proof_covers_all", "opt_vs_ef",
                                  "opt_vs_vllm"]) + "\n")
-    if "trace" in parts:
-        out["trace"] = trace(args.fast, args.trace)
+    if "trace" in chosen:
+        results["trace"] = trace(fast, trace_file)
         print("§6 Azure conversation trace, Llama-3-70B TP4 on A100 cost model, M = 100K, C = 16384 (makespan)")
-        print(table(out["trace"], ["scheduler", "requests", "finished", "latency_s", "evictions", "mean_ttft_s",
+        print(table(results["trace"], ["scheduler", "requests", "finished", "latency_s", "evictions", "mean_ttft_s",
                                    "steps", "wall_s"]) + "\n")
-    if args.out:
-        print(f"wrote {write_results(args.out, out, indent=2)}")
-    return 0
+    if out:
+        print(f"wrote {write_results(out, results, indent=2)}")
+    return results

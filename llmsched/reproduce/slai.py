@@ -1,4 +1,5 @@
-"""``llmsched reproduce slai``: Bari et al.'s Fig. 7, Fig. 8, capacities and App. F.3 in the simulator.
+"""Bari et al.'s Fig. 7, Fig. 8, capacities and App. F.3 in the simulator (``llmsched reproduce slai``,
+llmsched/cli/reproduce_slai.py).
 
 Setting (Bari et al., seed 000, §7, spec §5): Mistral-7B on one RTX 6000 Ada, the sharegpt length preset capped at 8192
 tokens, Poisson arrivals at 0.2 … 1.6 req/s for 2100 s, 5% paying users (TBT 0.1 s) and free users (0.5 s),
@@ -40,9 +41,6 @@ from ..routers import make_router
 from ..schedulers.rad_slai.slai import reserved_kv_use
 from ..sim.simulator import simulate
 
-NAME = "slai"
-HELP = ("Bari et al. (seed 000) Fig. 7/8 and capacities: vLLM, Sarathi and SLAI on Mistral-7B / RTX 6000 Ada, "
-        "paid and free tiers")
 
 SCHEDULERS = (  # (registered name, label, params)
     ("vllm", "vLLM", {}),
@@ -71,23 +69,6 @@ PAPER = {  # Bari et al. §7 / App. F.3 (spec §6.1): median TTFT at high load a
 }
 BASE = dict(model="mistral-7b", gpu="rtx-6000-ada", batch_time="roofline-staircase", workload="sharegpt",
             max_total_tokens=8192, max_num_seqs=128, max_model_len=8192)
-
-
-def add_arguments(p) -> None:
-    p.add_argument("--fast", action="store_true",
-                   help="CI size: rates 0.8 and 1.6 (extended to 2.0), 180 s, 5%% paying only (seconds)")
-    p.add_argument("--out", default="reproduce-slai", help="output folder (default reproduce-slai/)")
-    p.add_argument("--rates", default=None, help="comma-separated rates (default 0.2,0.4,...,1.6)")
-    p.add_argument("--max-rate", type=float, default=None,
-                   help="extend a scheduler that meets every target at the top rate, 0.2 req/s at a time, up to "
-                        "this rate (default 2.4; --fast 2.0)")
-    p.add_argument("--duration", type=float, default=None, help="seconds of arrivals and horizon (default 2100)")
-    p.add_argument("--shares", default=None, help="paying shares to run (default 0.05,0.5,0.95)")
-    p.add_argument("--per-seq-overhead", type=float, default=0.0,
-                   help="extra seconds per sequence per step in the batch-time model (a sensitivity check for the "
-                        "paper engine's Python cost; default 0)")
-    p.add_argument("--jobs", type=int, default=2, help="parallel runs (default 2)")
-    p.add_argument("--seed", type=int, default=0)
 
 
 def tiers(share: float) -> str:
@@ -238,44 +219,48 @@ def equal_load_rate(caps: dict) -> float | None:
     return round(PAPER_HIGH_RATE * res.capacity / PAPER[0.05]["capacity"][0], 2)
 
 
-def run(args) -> int:
-    rates = [float(x) for x in args.rates.split(",")] if args.rates else \
-        ([0.8, 1.6] if args.fast else [round(0.2 * i, 1) for i in range(1, 9)])
-    duration = args.duration or (180.0 if args.fast else 2100.0)
-    shares = [float(x) for x in args.shares.split(",")] if args.shares else ([0.05] if args.fast else [0.05, 0.5, 0.95])
-    max_rate = args.max_rate if args.max_rate is not None else (2.0 if args.fast else 2.4)
-    if any(not (r > 0 and math.isfinite(r)) for r in rates) or not duration > 0:
+def reproduce(*, fast: bool = False, out: str = "reproduce-slai", rates: str | None = None,
+              max_rate: float | None = None, duration: float | None = None, shares: str | None = None,
+              per_seq_overhead: float = 0.0, jobs: int = 2, seed: int = 0) -> dict:
+    """The sweep over ``rates`` (comma-separated req/s) and paying ``shares``, the capacities, the equal-load runs
+    and the extensions up to ``max_rate``, printed and written to ``out`` (results, report.md, Fig. 7/8)."""
+    rate_list = [float(x) for x in rates.split(",")] if rates else \
+        ([0.8, 1.6] if fast else [round(0.2 * i, 1) for i in range(1, 9)])
+    duration = duration or (180.0 if fast else 2100.0)
+    share_list = [float(x) for x in shares.split(",")] if shares else ([0.05] if fast else [0.05, 0.5, 0.95])
+    max_rate = max_rate if max_rate is not None else (2.0 if fast else 2.4)
+    if any(not (r > 0 and math.isfinite(r)) for r in rate_list) or not duration > 0:
         raise ValueError("--rates must be positive req/s and --duration a positive number of seconds")
     if not math.isfinite(max_rate):
         raise ValueError(f"--max-rate must be a finite rate in req/s, got {max_rate}")
-    if any(not 0 < s < 1 for s in shares) or 0.05 not in shares:
+    if any(not 0 < s < 1 for s in share_list) or 0.05 not in share_list:
         raise ValueError("--shares must lie in (0, 1) and include 0.05 (the main experiment)")
-    if args.jobs < 1:
-        raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
-    if not (args.per_seq_overhead >= 0 and math.isfinite(args.per_seq_overhead)):
-        raise ValueError(f"--per-seq-overhead must be a finite number of seconds >= 0, got {args.per_seq_overhead}")
-    bt = {"per_seq_overhead": args.per_seq_overhead} if args.per_seq_overhead else {}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    if jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {jobs}")
+    if not (per_seq_overhead >= 0 and math.isfinite(per_seq_overhead)):
+        raise ValueError(f"--per-seq-overhead must be a finite number of seconds >= 0, got {per_seq_overhead}")
+    bt = {"per_seq_overhead": per_seq_overhead} if per_seq_overhead else {}
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    todo, rows = specs(rates, duration, shares, args.seed, bt), []
-    with make_executor("local", jobs=args.jobs) as pool:
-        caps = capacities(shares, duration, args.seed, bt, pool)
+    todo, rows = specs(rate_list, duration, share_list, seed, bt), []
+    with make_executor("local", jobs=jobs) as pool:
+        caps = capacities(share_list, duration, seed, bt, pool)
         equal_rate = equal_load_rate(caps)
         if equal_rate is not None:
-            todo += [spec("equal", label, equal_rate, 0.05, duration, args.seed, bt, kv=label in
+            todo += [spec("equal", label, equal_rate, 0.05, duration, seed, bt, kv=label in
                           dict(OFFSETS).values()) for label in EQUAL_LOAD]
         while todo:  # rounds: the sweep (and equal-load runs), then extensions as their inputs are known
             rows += list(pool.map(job, todo))
             sweep = [r for r in rows if r["study"] == "sweep"]
-            todo = extensions(sweep, max_rate, duration, args.seed, bt)
+            todo = extensions(sweep, max_rate, duration, seed, bt)
             todo += fig8_companions(todo, rows)
-    report = summarise(rows, rates, shares, equal_rate, caps)
-    write(out, rows, report)
+    report = summarise(rows, rate_list, share_list, equal_rate, caps)
+    write(folder, rows, report)
     print_report(report, rows)
-    print(f"wrote {out}/results.csv, results.json, report.md, fig7.png, fig8.png "
+    print(f"wrote {folder}/results.csv, results.json, report.md, fig7.png, fig8.png "
           f"({len(rows)} runs, {time.perf_counter() - t0:.0f} s)")
-    return 0
+    return report
 
 
 FIG8_KEYS = ("kv_max", "kv_mean", "kv_t96", "kv_t98", "kv_t99", "waiting_end", "finished", "offered", "ttft_p50",

@@ -1,4 +1,5 @@
-"""``llmsched reproduce wait``: Ao et al.'s experiments in the simulator, every number measured here.
+"""Ao et al.'s experiments in the simulator, every number measured here (``llmsched reproduce wait``,
+llmsched/cli/reproduce_wait.py).
 
 1. Example 2 (toy): one type l = l' = 1 at M = M* = 12 and λ = 4/T*: FCFS with the paper's eviction (newest
    admitted restart from scratch) vs WAIT with n = 4.
@@ -29,93 +30,78 @@ from .wait_runs.experiments import (SETTINGS, compare_setting, lmsys_lengths, ov
                                     toy)
 from .wait_runs.extensions import segment_design, time_varying
 
-NAME = "wait"
-HELP = "Ao et al. (seed 003): Example 2, Thm 1 scaling, Nested WAIT overflow ≤ δ, WAIT/Nested WAIT vs vLLM and Sarathi"
 LMSYS = "lmsys_chat_1m_lengths_sample_input_lt500_output_lt600.csv"
 
 
-def add_arguments(p) -> None:
-    p.add_argument("--fast", action="store_true", help="small sizes for CI (seconds)")
-    p.add_argument("--out", default=None, help="write results.json here")
-    p.add_argument("--settings", default=",".join(["authors", *SETTINGS]),
-                   help=f"§6 settings to run, comma-separated (default all: authors, {', '.join(SETTINGS)})")
-    p.add_argument("--model", default="llama-2-7b", help="model preset (default llama-2-7b, the paper's)")
-    p.add_argument("--gpu", default="a100", help="GPU preset (default a100, the paper's)")
-    p.add_argument("--requests", type=int, default=None, help="requests per §6 run (default 4000; --fast 200)")
-    p.add_argument("--only", default="", help="run only these parts, comma-separated: authors (§6 in the authors' "
-                                              "setting), capacity (LMSYS capacities), reserve (preemption ablation)")
-    p.add_argument("--capacity", action="store_true",
-                   help="also the LMSYS capacities (shared capacity definition; on by default without --fast)")
-    p.add_argument("--capacity-requests", type=int, default=1000, help="requests per capacity probe (default 1000)")
-    p.add_argument("--capacity-slo", default="", help="SLOs for the capacities, e.g. 'e2e_p50<=30' (default: "
-                                                      "stability only)")
-    p.add_argument("--skip-lmsys", action="store_true", help="skip the LMSYS-lengths run (needs the data file)")
-
-
-def run(args) -> int:
-    fast = args.fast
-    out: dict = {}
-    n = args.requests or (200 if fast else 4000)
+def reproduce(*, fast: bool = False, out: str | None = None, settings: str = ",".join(["authors", *SETTINGS]),
+              model: str = "llama-2-7b", gpu: str = "a100", requests: int | None = None, only: str = "",
+              capacity: bool = False, capacity_requests: int = 1000, capacity_slo: str = "",
+              skip_lmsys: bool = False) -> dict:
+    """Every part (or the ``only`` ones), printed as tables as they finish and written to ``out``/results.json;
+    ``fast`` runs CI sizes."""
+    results: dict = {}
+    n = requests or (200 if fast else 4000)
     if n < 1:
         raise ValueError(f"--requests must be >= 1, got {n}")
-    if args.capacity_requests < 10:
-        raise ValueError(f"--capacity-requests must be >= 10, got {args.capacity_requests}")
-    only = [x for x in args.only.split(",") if x]
-    bad = sorted(set(only) - {"authors", "capacity", "reserve"})
+    if capacity_requests < 10:
+        raise ValueError(f"--capacity-requests must be >= 10, got {capacity_requests}")
+    parts = [x for x in only.split(",") if x]
+    bad = sorted(set(parts) - {"authors", "capacity", "reserve"})
     if bad:
         raise ValueError(f"--only: unknown {', '.join(bad)}; choose from authors, capacity, reserve")
-    if only:
-        if "authors" in only:
-            out["authors"] = authors(n, args.skip_lmsys, fast)
+    if parts:
+        if "authors" in parts:
+            results["authors"] = authors(n, skip_lmsys, fast)
             print("## §6 in the authors' setting (vidur_or configuration; llmsched.reproduce.wait_runs.authors)\n")
-            print(_table(out["authors"], AUTHORS_KEYS))
-        if "reserve" in only:
-            out["reserve"] = reserve_ablation(n, args.model, args.gpu)
+            print(_table(results["authors"], AUTHORS_KEYS))
+        if "reserve" in parts:
+            results["reserve"] = reserve_ablation(n, model, gpu)
             print("## Preemptions: the old free-KV gate vs memory-feasible admission (memory-bound setting)\n")
-            print(_table(out["reserve"], RESERVE_KEYS))
-        if "capacity" in only:
-            out["capacity"] = capacities(args)
+            print(_table(results["reserve"], RESERVE_KEYS))
+        if "capacity" in parts:
+            results["capacity"] = capacities(capacity_requests, capacity_slo, fast)
             print("## LMSYS lengths: capacity (llmsched.capacity) in the authors' setting and ours\n")
-            print(_table(out["capacity"], CAPACITY_KEYS))
-        _write(args, out)
-        return 0
-    out["toy"] = toy(duration=5 if fast else 60, seeds=1 if fast else 5)
-    out["scaling"] = scaling(base=5 if fast else 10, factors=[1, 4] if fast else [1, 4, 16, 64],
-                             seeds=1 if fast else 8)
-    out["overflow"] = overflow_rate(delta=0.1, runs=3 if fast else 40, duration=20 if fast else 120)
-    settings = [x for x in args.settings.split(",") if x]
-    unknown = sorted(set(settings) - set(SETTINGS) - {"authors"})
+            print(_table(results["capacity"], CAPACITY_KEYS))
+        _write(out, results)
+        return results
+    results["toy"] = toy(duration=5 if fast else 60, seeds=1 if fast else 5)
+    results["scaling"] = scaling(base=5 if fast else 10, factors=[1, 4] if fast else [1, 4, 16, 64],
+                                 seeds=1 if fast else 8)
+    results["overflow"] = overflow_rate(delta=0.1, runs=3 if fast else 40, duration=20 if fast else 120)
+    chosen = [x for x in settings.split(",") if x]
+    unknown = sorted(set(chosen) - set(SETTINGS) - {"authors"})
     if unknown:
         raise ValueError(f"--settings: unknown {', '.join(unknown)}; choose from authors, {', '.join(SETTINGS)}")
-    out["authors"] = authors(n, args.skip_lmsys, fast) if "authors" in settings else []
-    settings = [x for x in settings if x != "authors"]
-    common = dict(model=args.model, gpu=args.gpu)
-    out["wait_synthetic"], out["nested"], out["thresholds"] = [], [], []
+    results["authors"] = authors(n, skip_lmsys, fast) if "authors" in chosen else []
+    chosen = [x for x in chosen if x != "authors"]
+    common = dict(model=model, gpu=gpu)
+    results["wait_synthetic"], results["nested"], results["thresholds"] = [], [], []
     jobs = [("wait_synthetic", name, "wait", list(WAIT_WORKLOADS[name]().types), WAIT_WORKLOADS[name]().lengths,
              WAIT_WORKLOADS[name]().rate, {}) for name in ("wait-low", "wait-high")]
     for qps in (55, 550):
         wl = WAIT_WORKLOADS["nested-synthetic"]().scaled(qps / 66)
         jobs.append(("nested", f"nested-synthetic {qps} QPS", "nested-wait", list(wl.types), wl.lengths, qps, {}))
-    if not args.skip_lmsys:
+    if not skip_lmsys:
         edges = ",".join(str(e) for e in range(50, 501, 50))
         lmsys_types = scheduler_types("", LMSYS, 10, edges, 55)
         jobs.append(("nested", "LMSYS lengths 55 QPS", "nested-wait", lmsys_types, lmsys_lengths(n), 55, {}))
-    for setting in settings:
+    for setting in chosen:
         for key, label, algo, types, lengths, rate, params in jobs:
             res = compare_setting(setting, algo, types, lengths, rate, n, algo_params=params, **common)
-            out[key] += [{"setting": setting, "workload": label, "rate": rate, **r} for r in res["rows"]]
-            out["thresholds"].append({"workload": label, **res["thresholds"]})
-    out["time_varying"] = time_varying(duration=3 if fast else 60, window=2.0, **common)
-    out["segment_design"] = segment_design(n=200 if fast else 3000, rate=40, cap=1024, **common)
-    out["capacity"] = capacities(args) if (args.capacity or not fast) and not args.skip_lmsys else []
-    _print(out)
-    _write(args, out)
-    return 0
+            results[key] += [{"setting": setting, "workload": label, "rate": rate, **r} for r in res["rows"]]
+            results["thresholds"].append({"workload": label, **res["thresholds"]})
+    results["time_varying"] = time_varying(duration=3 if fast else 60, window=2.0, **common)
+    results["segment_design"] = segment_design(n=200 if fast else 3000, rate=40, cap=1024, **common)
+    with_capacity = (capacity or not fast) and not skip_lmsys
+    results["capacity"] = capacities(capacity_requests, capacity_slo, fast) if with_capacity else []
+    _print(results)
+    _write(out, results)
+    return results
 
 
-def _write(args, out: dict) -> None:
-    if args.out:
-        write_results(args.out, out, indent=2)
+def _write(out: str | None, results: dict) -> None:
+    if out:
+        write_results(out, results, indent=2)
 
 
 RESERVE_KEYS = ["workload", "scheduler", "admission", "finished", "throughput_tok_s", "window_tok_s", "latency_s",
@@ -123,12 +109,11 @@ RESERVE_KEYS = ["workload", "scheduler", "admission", "finished", "throughput_to
 CAPACITY_KEYS = ["setting", "B", "scheduler", "slos", "capacity_rps", "bracket", "probes"]
 
 
-def capacities(args) -> list[dict]:
+def capacities(n: int, slo: str, fast: bool) -> list[dict]:
     """Stable capacity on the LMSYS lengths (the workload nothing was tuned on): authors' setting (B = 128, their
     scripts' value) and ours (B = 256, Llama-2-7B, the same limits for every policy)."""
-    n, slo = args.capacity_requests, args.capacity_slo
-    return (lmsys_capacities("authors", 128, n, slo, resolution=0.25 if args.fast else 0.05)
-            + lmsys_capacities("ours", 256, n, slo, resolution=0.25 if args.fast else 0.05))
+    return (lmsys_capacities("authors", 128, n, slo, resolution=0.25 if fast else 0.05)
+            + lmsys_capacities("ours", 256, n, slo, resolution=0.25 if fast else 0.05))
 
 
 # the authors' scripts (vidur_or run_sh_*.py, results_analysis/*/config.py): workload, rate, total_limit B

@@ -1,1 +1,2 @@
-"""The papers' theory beside the simulator: each module here is a `llmsched theory NAME` command."""
+"""The papers' theory beside the simulator, as libraries: each `llmsched theory NAME` command (llmsched/cli/theory_*.py)
+calls one module here."""

@@ -1,9 +1,7 @@
-"""``llmsched theory fluid``: Ao et al.'s fluid equilibrium, WAIT's feasible thresholds and Nested WAIT's buffer."""
+"""Ao et al.'s fluid equilibrium, WAIT's feasible thresholds and Nested WAIT's buffer, as ``llmsched theory fluid``
+(llmsched/cli/theory_fluid.py) reports them."""
 from __future__ import annotations
 
-import json
-
-from ..argtypes import count, non_negative, positive, probability
 from ..batchtime.registry import make_batch_time_model
 from ..schedulers.wait.fluid_model import batch_cap_thresholds, feasible_cycle_times, fluid, parse_types
 from ..schedulers.wait.iteration_time import wait_coefficients
@@ -11,106 +9,56 @@ from ..schedulers.wait.nested import memory_requirement, nested_thresholds, segm
 from ..schedulers.wait.prompt_types import length_samples, parse_edges, types_from_lengths
 from ..schedulers.wait.synthetic_workloads import WAIT_WORKLOADS
 
-NAME = "fluid"
-HELP = ("Ao et al. (seed 003): fluid equilibrium T*, M*, n*_j, Thp* and stability (d1·Σλc < 1); WAIT's "
-        "feasible thresholds for a memory M; Nested WAIT's segments, thresholds, θ*_s and safety buffer for "
-        "overflow probability δ")
 
-
-def add_arguments(p) -> None:
-    src = p.add_argument_group("prompt types (one source)")
-    src.add_argument("--types", help="RATE:PROMPT:DECODE,... in the paper's units (l' decode iterations), e.g. "
-                                     "'20:10:10,10:10:20'")
-    src.add_argument("--workload", help=f"a WAIT workload ({', '.join(WAIT_WORKLOADS)}), a length preset or a "
-                                        "trace file, binned into types by output length")
-    p.add_argument("--rate", type=positive, default=None, help="total arrival rate (prompts/s) for --workload; "
-                                                            "rescales a WAIT workload")
-    p.add_argument("--bins", type=count, default=10, help="equal-share output bins for --workload (default 10)")
-    p.add_argument("--edges", help="output-length bin edges in tokens for --workload, e.g. 50,100,...,500")
-    t = p.add_argument_group("iteration time d0 + d1·KV tokens (default: fitted to --model/--gpu)")
-    t.add_argument("--d0", type=positive, help="seconds per iteration")
-    t.add_argument("--d1", type=non_negative, help="seconds per KV token in the batch")
-    t.add_argument("--model", default="llama-2-7b", help="model preset (default llama-2-7b, the paper's)")
-    t.add_argument("--gpu", default="a100", help="GPU preset (default a100, the paper's)")
-    t.add_argument("--batch-time", default="roofline", help="batch-time model fitted (default roofline)")
-    p.add_argument("--memory", type=positive, help="KV memory M in tokens: WAIT's feasible cycle times")
-    p.add_argument("--batch-cap", type=count, default=None, help="B: thresholds by the experiments' rule")
-    p.add_argument("--delta", type=probability, default=0.01, help="Nested WAIT overflow probability δ (default 0.01)")
-    p.add_argument("--horizon", type=positive, default=3600.0, help="horizon T in seconds for the buffer (default 3600)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
-def compute(args) -> dict:
-    if bool(args.types) == bool(args.workload):
+def compute(*, types: str | None = None, workload: str | None = None, rate: float | None = None, bins: int = 10,
+            edges: str | None = None, d0: float | None = None, d1: float | None = None, model: str = "llama-2-7b",
+            gpu: str = "a100", batch_time: str = "roofline", memory: float | None = None,
+            batch_cap: int | None = None, delta: float = 0.01, horizon: float = 3600.0) -> dict:
+    """The fluid equilibrium of the prompt ``types`` ("RATE:PROMPT:DECODE,...") or of a ``workload`` binned by
+    output length; WAIT's feasible cycle times for a KV ``memory``; Nested WAIT's thresholds and the memory (14)
+    that keeps overflow under ``delta`` over ``horizon`` seconds. Iteration time d0 + d1·KV tokens, given or
+    fitted to ``model`` on ``gpu``."""
+    if bool(types) == bool(workload):
         raise ValueError("give the prompt types with --types RATE:PROMPT:DECODE,... or --workload NAME (one of them)")
-    if args.types:
-        types = parse_types(args.types)
-    elif args.workload in WAIT_WORKLOADS:
-        wl = WAIT_WORKLOADS[args.workload]()
-        wl = wl.scaled(args.rate / wl.rate) if args.rate else wl
-        types = list(wl.types)
+    if types:
+        kinds = parse_types(types)
+    elif workload in WAIT_WORKLOADS:
+        wl = WAIT_WORKLOADS[workload]()
+        wl = wl.scaled(rate / wl.rate) if rate else wl
+        kinds = list(wl.types)
     else:
-        if not args.rate:
+        if not rate:
             raise ValueError("--workload with a length preset or trace needs --rate (prompts/s)")
-        prompts, outputs = length_samples(args.workload)
-        types = types_from_lengths(prompts, outputs, args.rate, args.bins,
-                                   parse_edges(args.edges) if args.edges else None)
-    types = sorted(types, key=lambda t: t.decode)
-    out = {"types": [[t.rate, t.prompt, t.decode] for t in types]}
-    if args.d0 is not None:
-        d0, d1 = args.d0, args.d1 or 0.0
+        prompts, outputs = length_samples(workload)
+        kinds = types_from_lengths(prompts, outputs, rate, bins, parse_edges(edges) if edges else None)
+    kinds = sorted(kinds, key=lambda t: t.decode)
+    out = {"types": [[t.rate, t.prompt, t.decode] for t in kinds]}
+    if d0 is not None:
+        d1 = d1 or 0.0
         out["timing"] = {"d0": d0, "d1": d1, "source": "given"}
     else:
-        bt = make_batch_time_model(args.batch_time, args.model, args.gpu)
+        bt = make_batch_time_model(batch_time, model, gpu)
         d0, d1, report = wait_coefficients(bt)
-        out["timing"] = {"d0": d0, "d1": d1, "source": f"fit to {args.batch_time} {args.model} on {args.gpu}",
+        out["timing"] = {"d0": d0, "d1": d1, "source": f"fit to {batch_time} {model} on {gpu}",
                          "fit": str(report),
                          "simulate_with": f"--batch-time linear --bt-param const={d0:.6g} --bt-param per_context={d1:.6g}"}
-    eq = fluid(types, d0, d1)
+    eq = fluid(kinds, d0, d1)
     out["equilibrium"] = eq.as_dict()
-    if args.memory is not None:
-        window = feasible_cycle_times(types, d0, d1, args.memory)
+    if memory is not None:
+        window = feasible_cycle_times(kinds, d0, d1, memory)
         out["wait_feasible"] = None if window is None else {
             "tau_min": window[0], "tau_max": window[1],
-            "n_min": [t.rate * window[0] for t in types], "n_max": [t.rate * window[1] for t in types]}
-    segs = segments(types)
-    prompt = sum(t.rate * t.prompt for t in types) / sum(t.rate for t in types)
+            "n_min": [t.rate * window[0] for t in kinds], "n_max": [t.rate * window[1] for t in kinds]}
+    segs = segments(kinds)
+    prompt = sum(t.rate * t.prompt for t in kinds) / sum(t.rate for t in kinds)
     out["segments"] = [{"stages": [s.first, s.last], "rate": s.rate, "survive": s.survive} for s in segs]
-    if args.batch_cap:
-        n = nested_thresholds(segs, args.batch_cap)
-        out["wait_thresholds"] = batch_cap_thresholds(types, args.batch_cap)
+    if batch_cap:
+        n = nested_thresholds(segs, batch_cap)
+        out["wait_thresholds"] = batch_cap_thresholds(kinds, batch_cap)
     else:
         n = [max(1, -int(-(s.rate * eq.T * 1.05) // 1)) for s in segs]  # fluid: n_s = ⌈Λ_s T*·1.05⌉
     for i in range(1, len(n)):
         n[i] = min(n[i], n[i - 1])
     out["nested_thresholds"] = n
-    out["nested_memory"] = memory_requirement(prompt, segs, n, d0, d1, args.horizon, args.delta)
+    out["nested_memory"] = memory_requirement(prompt, segs, n, d0, d1, horizon, delta)
     return out
-
-
-def run(args) -> int:
-    out = compute(args)
-    if args.json:
-        print(json.dumps(out, indent=2, default=float))
-        return 0
-    eq, tm = out["equilibrium"], out["timing"]
-    print(f"iteration time: d0 = {tm['d0'] * 1e3:.4g} ms, d1 = {tm['d1'] * 1e6:.4g} µs/token ({tm['source']})")
-    if "simulate_with" in tm:
-        print(f"  fit: {tm['fit']}\n  simulate with: {tm['simulate_with']}")
-    print(f"ρ = d1·Σλc = {eq['rho']:.4g} (< 1: stable)   T* = {eq['T'] * 1e3:.4g} ms   M* = {eq['M']:.6g} tokens   "
-          f"Thp* = {eq['throughput']:.6g} decode tokens/s")
-    print(f"{'type':>4} {'rate':>10} {'l':>6} {'l_dec':>6} {'c_j':>12} {'n*_j':>10}")
-    for j, ((lam, l, lp), c, n) in enumerate(zip(out["types"], eq["c"], eq["n"])):
-        print(f"{j:>4} {lam:>10.4g} {l:>6} {lp:>6} {c:>12.6g} {n:>10.4g}")
-    if "wait_feasible" in out:
-        w = out["wait_feasible"]
-        print("WAIT feasible thresholds: none (M < M*)" if w is None else
-              f"WAIT feasible cycle times τ ∈ [{w['tau_min'] * 1e3:.4g}, {w['tau_max'] * 1e3:.4g}] ms "
-              f"(n_j = λ_j τ)")
-    if "wait_thresholds" in out:
-        print(f"WAIT thresholds (batch cap B): {out['wait_thresholds']}")
-    nm = out["nested_memory"]
-    print(f"Nested WAIT thresholds n_s: {out['nested_thresholds']}")
-    print(f"  peak M(n) = {nm['peak']:.6g} tokens, buffer = {nm['buffer']:.6g}, total (14) = {nm['total']:.6g} "
-          f"for δ = {args.delta} over {args.horizon:g} s; drift (12) strict: {all(nm['drift_ok'])}")
-    return 0

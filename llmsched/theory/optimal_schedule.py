@@ -1,105 +1,43 @@
-"""``llmsched theory optimal-schedule``: the minimum-latency offline schedule of a few requests (Kim et al., seed 001,
-§3)."""
+"""The minimum-latency offline schedule of a few requests (Kim et al., seed 001, §3) from the command's terms, as
+``llmsched theory optimal-schedule`` (llmsched/cli/theory_optimal_schedule.py) reports it."""
 from __future__ import annotations
 
-import json
-
-from ..argtypes import count, positive
 from ..batchtime.linear import INFERMAX_COEFFICIENTS, LinearBatchTime
-from .infermax.optimal import optimal_schedule
+from .infermax.optimal import OptimalReport, optimal_schedule
 from .infermax.schedule import Instance
 
-NAME = "optimal-schedule"
-HELP = ("Kim et al. (seed 001) §3: the optimal offline schedule of a few requests (OR-Tools CP-SAT), its "
-        "total latency and a proof of optimality or the gap, next to vLLM, Sarathi and their eviction-free "
-        "variants")
 
-
-def add_arguments(p) -> None:
-    src = p.add_argument_group("requests (all arrive at t = 0)")
-    src.add_argument("--requests", help="I:O pairs, comma-separated, e.g. '2:4,2:4,2:4'")
-    src.add_argument("--input", type=count, help="prompt length I of every request (with --output, --count)")
-    src.add_argument("--output", type=count, default=4, help="output length O, first token included (default 4)")
-    src.add_argument("--count", type=count, default=4, help="number of requests B (default 4, as §5.1)")
-    p.add_argument("--kv-slots", type=count, help="KV slots M in tokens (default max(2·max I, max I+O-1), as §5.1)")
-    p.add_argument("--batch-tokens", type=count, default=4096, help="tokens per batch C (default 4096)")
-    p.add_argument("--prefill-tokens", type=count, help="prefill tokens per batch P (default C)")
-    p.add_argument("--cost", default="llama-2-7b/a100", choices=sorted(INFERMAX_COEFFICIENTS),
-                   help="InferMax's cost-model coefficients (default llama-2-7b/a100)")
-    p.add_argument("--time-limit", type=positive, default=30.0,
-                   help="CP-SAT deterministic time limit (about seconds of one core; the same work on any machine, "
-                        "so two runs agree; default 30)")
-    p.add_argument("--workers", type=count, default=1,
-                   help="CP-SAT workers (default 1; more run an interleaved search, still deterministic)")
-    p.add_argument("--horizon", type=count, help="most batches a schedule may use (default: enough for every schedule "
-                                               "better than the best heuristic, so 'optimal' is over all schedules)")
-    p.add_argument("--no-chunking", action="store_true",
-                   help="only schedules that process a request's whole pending tokens at once (faster)")
-    p.add_argument("--brute-force", action="store_true", help="also search exhaustively (tiny instances only)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
-def instance_from_args(args) -> Instance:
-    if (args.requests is None) == (args.input is None):
+def instance(*, requests: str | None = None, prompt: int | None = None, output: int = 4, count: int = 4,
+             kv_slots: int | None = None, batch_tokens: int = 4096, prefill_tokens: int | None = None) -> Instance:
+    """The requests as "I:O,..." pairs or ``count`` copies of (``prompt``, ``output``), all at t = 0; ``kv_slots``
+    M defaults to max(2·max I, max I+O-1), as §5.1."""
+    if (requests is None) == (prompt is None):
         raise ValueError("give the requests either as --requests I:O,... or as --input I (with --output, --count)")
-    if args.requests:
+    if requests:
         try:
-            pairs = [tuple(int(x) for x in item.split(":")) for item in args.requests.split(",") if item.strip()]
+            pairs = [tuple(int(x) for x in item.split(":")) for item in requests.split(",") if item.strip()]
             if not pairs or any(len(pr) != 2 for pr in pairs):
                 raise ValueError
         except ValueError:
-            raise ValueError(f"--requests {args.requests!r}: write I:O pairs separated by commas, e.g. '2:4,3:2'") \
+            raise ValueError(f"--requests {requests!r}: write I:O pairs separated by commas, e.g. '2:4,3:2'") \
                 from None
     else:
-        if args.count < 1:
-            raise ValueError(f"--count must be >= 1, got {args.count}")
-        pairs = [(args.input, args.output)] * args.count
+        if count < 1:
+            raise ValueError(f"--count must be >= 1, got {count}")
+        pairs = [(prompt, output)] * count
     inputs, outputs = tuple(i for i, _ in pairs), tuple(o for _, o in pairs)
-    M = args.kv_slots or max(2 * max(inputs), max(i + o - 1 for i, o in pairs))
-    return Instance(inputs, outputs, M, args.batch_tokens, args.prefill_tokens)
+    M = kv_slots or max(2 * max(inputs), max(i + o - 1 for i, o in pairs))
+    return Instance(inputs, outputs, M, batch_tokens, prefill_tokens)
 
 
-def run(args) -> int:
-    instance = instance_from_args(args)
-    cost = LinearBatchTime.from_infermax(**INFERMAX_COEFFICIENTS[args.cost])
-    report = optimal_schedule(instance, cost, time_limit=args.time_limit, workers=args.workers, horizon=args.horizon,
-                              chunking=not args.no_chunking, brute_force=args.brute_force)
-    csp = report.csp
-    if args.json:
-        out = {"instance": {"inputs": instance.inputs, "outputs": instance.outputs, "M": instance.kv_slots,
-                            "C": instance.batch_tokens, "P": instance.P},
-               "status": csp.status, "latency_s": csp.latency, "bound_s": csp.bound, "gap": csp.gap,
-               "horizon": csp.horizon, "solve_s": csp.solve_seconds, "message": csp.message,
-               "deterministic_time": csp.stats.get("deterministic_time"),
-               "proof_covers_all_schedules": csp.stats.get("horizon_covers_J_ub"),
-               "schedule": csp.schedule.describe(instance) if csp.schedule else None,
-               "evictions": csp.schedule.num_evictions if csp.schedule else None,
-               "heuristics": {h.name: {"latency_s": h.latency, "evictions": h.evictions} for h in report.heuristics}}
-        if report.whole_pass:
-            out["whole_pass_optimum_s"] = report.whole_pass[0]
-        if report.brute_force:
-            out["brute_force_optimum_s"] = report.brute_force[0]
-        print(json.dumps(out, indent=2))
-        return 0 if csp.schedule else 1
-    print(f"requests (I, O): {list(zip(instance.inputs, instance.outputs))}; M = {instance.kv_slots}, "
-          f"C = {instance.batch_tokens}, P = {instance.P}; cost model: InferMax {args.cost}")
-    for h in sorted(report.heuristics, key=lambda h: h.latency):
-        print(f"  {h.name:<24} {h.latency * 1e3:10.3f} ms  ({h.evictions} evictions)")
-    if report.whole_pass:
-        print(f"  {'exact, whole passes':<24} {report.whole_pass[0] * 1e3:10.3f} ms  "
-              f"({report.whole_pass[1].num_evictions} evictions; exhaustive search)")
-    if report.brute_force:
-        print(f"  {'exact, brute force':<24} {report.brute_force[0] * 1e3:10.3f} ms  "
-              f"({report.brute_force[1].num_evictions} evictions; exhaustive search)")
-    if csp.schedule is None:
-        print(f"CP-SAT: {csp.status}: {csp.message}")
-        return 1
-    scope = "over all schedules" if csp.stats.get("horizon_covers_J_ub") else f"within {csp.horizon} batches"
-    proof = (f"proven optimal {scope}" if csp.status == "optimal"
-             else f"not proven: lower bound {csp.bound * 1e3:.3f} ms ({scope}), gap {csp.gap:.2%}")
-    print(f"CP-SAT ({csp.horizon}-batch horizon, deterministic time {csp.stats.get('deterministic_time', 0):.1f} of "
-          f"{args.time_limit:g}, {csp.solve_seconds:.1f} s wall): total latency {csp.latency * 1e3:.3f} ms, "
-          f"{csp.schedule.num_evictions} evictions, {proof}")
-    for line in csp.schedule.describe(instance):
-        print("  " + line)
-    return 0
+def solve(*, requests: str | None = None, prompt: int | None = None, output: int = 4, count: int = 4,
+          kv_slots: int | None = None, batch_tokens: int = 4096, prefill_tokens: int | None = None,
+          cost: str = "llama-2-7b/a100", time_limit: float = 30.0, workers: int = 1, horizon: int | None = None,
+          chunking: bool = True, brute_force: bool = False) -> OptimalReport:
+    """The optimal schedule of :func:`instance`'s requests under InferMax's ``cost`` coefficients (CP-SAT within a
+    deterministic ``time_limit``), beside the heuristics, and by exhaustive search where ``brute_force``."""
+    problem = instance(requests=requests, prompt=prompt, output=output, count=count, kv_slots=kv_slots,
+                       batch_tokens=batch_tokens, prefill_tokens=prefill_tokens)
+    model = LinearBatchTime.from_infermax(**INFERMAX_COEFFICIENTS[cost])
+    return optimal_schedule(problem, model, time_limit=time_limit, workers=workers, horizon=horizon,
+                            chunking=chunking, brute_force=brute_force)

@@ -1,4 +1,5 @@
-"""``llmsched theory throughput-bound``: a true upper bound on the requests/s any schedule can serve.
+"""A true upper bound on the requests/s any schedule can serve (``llmsched theory throughput-bound``,
+llmsched/cli/theory_throughput_bound.py, prints it).
 
 The bound holds in the simulator's own model (llmsched/engine/replica.py and the batch-time model of the run),
 for every scheduler, router and arrival pattern, so the planner may prune with it. It is a *lower bound on the
@@ -45,7 +46,6 @@ knapsack, a lower bound on any whole set of requests), and the bound is monotone
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, replace
 
@@ -55,11 +55,6 @@ from ..batchtime.base import Batch, BatchTimeModel
 from ..batchtime.linear import LinearBatchTime
 from ..batchtime.roofline import RooflineBatchTime
 from ..batchtime.serving_engine import EngineBatchTime
-
-NAME = "throughput-bound"
-HELP = ("a sound upper bound on the requests/s any scheduler can serve for a model/GPU/workload under the "
-        "simulator's batch-time model and engine limits (what `llmsched plan` prunes with)")
-
 
 @dataclass(frozen=True)
 class EngineLimits:
@@ -337,44 +332,24 @@ def bound_for_config(cfg, served_fraction: float = 1.0) -> ThroughputBound:
     return throughput_bound(bt, prompts, outputs, limits, cfg.replicas, served_fraction)
 
 
-# --- the command ------------------------------------------------------------------------------------------------
-
-def add_arguments(p) -> None:
-    p.add_argument("--model", default="llama-3-8b", help="model preset (default llama-3-8b)")
-    p.add_argument("--gpu", default="a100", help="GPU preset (default a100)")
-    p.add_argument("--tp", type=int, default=None, help="tensor-parallel degree")
-    p.add_argument("--batch-time", default="roofline", help="batch-time model (roofline, roofline-staircase, "
-                                                            "calibrated, linear)")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--workload", default=None, help="length preset (default sharegpt)")
-    src.add_argument("--trace", default=None, help="a trace file: its own lengths")
-    p.add_argument("--num-requests", type=int, default=None,
-                   help="requests drawn from --workload (default 20000) or read from --trace (default all)")
-    p.add_argument("--max-total-tokens", type=int, default=None, help="cap prompt+output (as the simulator)")
-    p.add_argument("--replicas", type=int, default=1, help="replicas (default 1)")
-    p.add_argument("--max-num-seqs", type=int, default=None, help="engine limit (default 256)")
-    p.add_argument("--max-num-batched-tokens", type=int, default=None, help="engine limit (default 8192)")
-    p.add_argument("--block-size", type=int, default=None, help="KV block size (default 16)")
-    p.add_argument("--gpu-memory-utilization", type=float, default=None, help="default 0.9")
-    p.add_argument("--num-blocks", type=int, default=None, help="KV blocks (default: sized from the GPU)")
-    p.add_argument("--served-fraction", type=float, default=1.0,
-                   help="fraction of the offered work (tokens) a run must serve (default 1: all)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true", help="print JSON")
-
-
-def config_from_args(args):
+def config(*, model: str = "llama-3-8b", gpu: str = "a100", tp: int | None = None, batch_time: str = "roofline",
+           workload: str | None = None, trace: str | None = None, num_requests: int | None = None,
+           max_total_tokens: int | None = None, replicas: int = 1, max_num_seqs: int | None = None,
+           max_num_batched_tokens: int | None = None, block_size: int | None = None,
+           gpu_memory_utilization: float | None = None, num_blocks: int | None = None, seed: int = 0) -> RunConfig:
+    """The RunConfig whose replicas and requests the bound is for: a ``trace``'s lengths (all, or the first
+    ``num_requests``), else ``num_requests`` (default 20000) drawn from the ``workload`` preset (default sharegpt);
+    a field left None keeps the run's default."""
     from ..experiment import RunConfig
-    data = {"model": args.model, "gpu": args.gpu, "batch_time": args.batch_time, "replicas": args.replicas,
-            "seed": args.seed}
-    for name in ("tp", "max_total_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size",
-                 "gpu_memory_utilization", "num_blocks", "num_requests"):
-        if getattr(args, name) is not None:
-            data[name] = getattr(args, name)
-    if args.trace:
-        data["trace"] = args.trace
+    data = {"model": model, "gpu": gpu, "batch_time": batch_time, "replicas": replicas, "seed": seed}
+    given = {"tp": tp, "max_total_tokens": max_total_tokens, "max_num_seqs": max_num_seqs,
+             "max_num_batched_tokens": max_num_batched_tokens, "block_size": block_size,
+             "gpu_memory_utilization": gpu_memory_utilization, "num_blocks": num_blocks, "num_requests": num_requests}
+    data.update({name: value for name, value in given.items() if value is not None})
+    if trace:
+        data["trace"] = trace
     else:
-        data["workload"] = args.workload or "sharegpt"
+        data["workload"] = workload or "sharegpt"
         data.setdefault("num_requests", 20000)
     return RunConfig.from_dict(data, origin="theory throughput-bound")
 
@@ -390,16 +365,3 @@ def describe(bound: ThroughputBound) -> list[str]:
             "  no scheduler, router or arrival pattern serves more in the simulator's model"
             + (f"; {bound.unservable} of {bound.offered} requests can never fit (never served)"
                if bound.unservable else "")]
-
-
-def run(args) -> int:
-    cfg = config_from_args(args)
-    bound = bound_for_config(cfg, args.served_fraction)
-    if args.json:
-        print(json.dumps({"model": cfg.model, "gpu": cfg.gpu, "tp": cfg.tp, "batch_time": cfg.batch_time,
-                          "workload": cfg.trace or cfg.workload, **bound.as_dict()}, indent=2))
-        return 0
-    print(f"{cfg.model}{f' tp{cfg.tp}' if cfg.tp else ''} on {cfg.gpu} ({cfg.batch_time}), "
-          f"{cfg.trace or cfg.workload} lengths ({bound.offered} requests)")
-    print("\n".join(describe(bound)))
-    return 0

@@ -2,18 +2,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from ...engine.plan import BatchPlan
 from ...engine.view import ReplicaView
 from ...request import Request
-from ..base import Scheduler
 from ..registry import register
-from .preemption_ledger import PreemptionLedger
+from .queued_policy import QueuedPolicy, all_decode
 from .waiting_queues import WaitingQueues, priority_key
 
 
 @register
 @dataclass
-class Priority(Scheduler):
+class Priority(QueuedPolicy):
     """priority: classes by urgency (lower value first, as vLLM), preempting less urgent running requests.
 
     A request's class is its tenant's priority, else its tier's, else 0. Each step walks the classes from the
@@ -42,25 +42,16 @@ class Priority(Scheduler):
     max_preemptions: int = 1
 
     def __post_init__(self):
-        if self.token_budget < 1:
-            raise ValueError(f"{self.name}: token_budget must be >= 1, got {self.token_budget}")
+        self.use_queues(WaitingQueues(key=priority_key))
         if self.max_preemptions < 0:
             raise ValueError(f"{self.name}: max_preemptions must be >= 0 (0: never preempt for priority), got "
                              f"{self.max_preemptions}")
-        self.queues = WaitingQueues(key=priority_key)
-        self.ledger = PreemptionLedger()
         self.preempted: dict[int, int] = {}  # request id -> times preempted for a more urgent request
-        self._victims: list[Request] = []
-
-    def on_arrival(self, req: Request, view: ReplicaView) -> str | None:
-        self.queues.add(req)
-        return None
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
-        self.ledger.settle()
-        self.queues.sync(view.waiting, self._victims)
-        self._victims = []
-        if not len(self.queues) and len(view.running) <= min(self.token_budget, view.max_num_batched_tokens):
+        all_decodes = self.start_step(view)
+        self.last_victims = []
+        if all_decodes:
             plan = all_decode(view.running, view.block_size, view.free_blocks)
             if plan is not None:
                 return plan  # nothing waits and every running request decodes: the class order changes nothing
@@ -126,7 +117,7 @@ class Priority(Scheduler):
                 seats -= 1
         plan.preempt.extend(kv_victims)
         self.ledger.planned(kv_victims, "kv")
-        self._victims = plan.preempt
+        self.last_victims = plan.preempt
         return plan
 
     def _room(self, later: list[Request], p: int, blocks: int, seats: int, urgency) -> list[Request] | None:
@@ -149,16 +140,4 @@ class Priority(Scheduler):
         times: dict[str, int] = {}
         for n in self.preempted.values():
             times[str(n)] = times.get(str(n), 0) + 1
-        return {"preemptions": self.ledger.stats(), "priority_preemptions_per_request": times}
-
-
-def all_decode(running: list[Request], bs: int, free: int) -> BatchPlan | None:
-    """Every running request's decode, when each is in decode phase and their new blocks fit; else None."""
-    need = 0
-    for r in running:
-        computed = r.num_computed
-        if not (r.num_generated and computed + 1 == r.prompt_len + r.num_generated):
-            return None
-        if computed + 1 > r.num_blocks * bs:
-            need += 1
-    return BatchPlan(decodes=list(running)) if need <= free else None
+        return {**super().stats(), "priority_preemptions_per_request": times}

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from ...engine.plan import BatchPlan
 from ...engine.view import ReplicaView
 from ...request import Request, Status
-from ..base import Scheduler
 from ..registry import register
-from .preemption_ledger import PreemptionLedger
+from .queued_policy import QueuedPolicy
 from .waiting_queues import WaitingQueues, tenant_key, tenant_weight
 
 RUNNING = Status.RUNNING
@@ -17,7 +16,7 @@ RUNNING = Status.RUNNING
 
 @register
 @dataclass
-class VTC(Scheduler):
+class VTC(QueuedPolicy):
     """VTC: serve the backlogged tenant that has received the least weighted service, chunked under a budget.
 
     The paper's algorithm (its Algorithm 2 and the authors' S-LoRA code, ``vtc_req_queue.py``) on a chunked-prefill
@@ -80,8 +79,7 @@ class VTC(Scheduler):
     kv_reserve: float = 0.05
 
     def __post_init__(self):
-        if self.token_budget < 1:
-            raise ValueError(f"{self.name}: token_budget must be >= 1, got {self.token_budget}")
+        self.use_queues(WaitingQueues(self._lift, self._left))
         if not (0 <= self.kv_reserve < 1):
             raise ValueError(f"{self.name}: kv_reserve must be in [0, 1) (a fraction of the KV blocks), got "
                              f"{self.kv_reserve}")
@@ -93,10 +91,7 @@ class VTC(Scheduler):
                 raise ValueError(f"{self.name}: {key} must be a positive number, got {value}")
         self.counters: dict[str | None, float] = {}
         self.last_left: str | None = None  # the tenant whose queue emptied last
-        self.queues = WaitingQueues(self._lift, self._left)
-        self.ledger = PreemptionLedger()
         self.tags: dict[Request, float] = {}  # a prompt admitted in chunks -> the turn it was admitted at
-        self._victims: list[Request] = []
 
     # --- counters ---------------------------------------------------------------------------------------------
     def _lift(self, key) -> None:
@@ -122,17 +117,12 @@ class VTC(Scheduler):
     def known_tenants(self) -> list:
         return list(self.counters)
 
-    def on_arrival(self, req: Request, view: ReplicaView) -> str | None:
-        self.queues.add(req)
-        return None
-
     # --- a step -----------------------------------------------------------------------------------------------
     def schedule(self, view: ReplicaView) -> BatchPlan:
-        self.ledger.settle()
-        self.queues.sync(view.waiting, self._victims)
+        all_decodes = self.start_step(view)
         bs = view.block_size
         running = view.running
-        if not len(self.queues) and len(running) <= min(self.token_budget, view.max_num_batched_tokens):
+        if all_decodes:
             plan = self._all_decode(running, bs, view.free_blocks)
             if plan is not None:
                 return plan
@@ -196,7 +186,7 @@ class VTC(Scheduler):
             step.budget -= n
         self.ledger.planned(step.victims["kv"], "kv")
         self.ledger.planned(step.victims["fair"], "fair")
-        self._victims = step.plan.preempt
+        self.last_victims = step.plan.preempt
         return step.plan
 
     def _below_share(self, step: "Step", view: ReplicaView, key) -> bool:
@@ -214,8 +204,8 @@ class VTC(Scheduler):
         return step.held.get(key, 0.0) < self.reclaim * step.share
 
     def _all_decode(self, running: list[Request], bs: int, free: int) -> BatchPlan | None:
-        """The plan of a step in which nothing waits and every running request decodes within the free blocks
-        (the commonest step of a busy server): every decode, charged tenant by tenant. None for any other step."""
+        """queued_policy.all_decode with the charges: every decode, charged tenant by tenant, counted in the same
+        pass over the running requests (the commonest step of a busy server). None for any other step."""
         count: dict = {}
         need = 0
         for r in running:
@@ -235,7 +225,7 @@ class VTC(Scheduler):
         counters = self.counters
         for key, (n, weight) in count.items():
             counters[key] = counters.get(key, 0.0) + n * self.output_weight / weight
-        self._victims = []
+        self.last_victims = []
         return BatchPlan(decodes=list(running))
 
     def _reclaim(self, step: "Step", view: ReplicaView, key, need: int, room: int) -> int | None:
@@ -267,10 +257,6 @@ class VTC(Scheduler):
         request has the counter of its tenant, whatever its size."""
         tag = self.tags.get(item[1])
         return self.counters.get(item[0], 0.0) if tag is None else tag
-
-    def stats(self) -> dict:
-        return {"preemptions": self.ledger.stats()}
-
 
 class Step:
     """One plan as it forms: the running requests planned (tokens, new blocks, charge) and preempted, the KV blocks

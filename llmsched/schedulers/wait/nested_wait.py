@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 from ...engine.plan import BatchPlan
 from ...request import Status
-from ..base import Scheduler
 from ..registry import register
 from ..tunable import FloatRange, IntRange
 from .cohorts import CohortPlan
@@ -36,12 +35,13 @@ from .fluid_model import Overloaded, fluid
 from .nested import nested_thresholds, segments
 from .parameters import iteration_coefficients, parse_thresholds, scheduler_types
 from .reserve import ReservingCohortPlan, segment_need
+from .threshold_policy import ThresholdPolicy, wake_when_late
 from .thresholds import RandomisedThresholds, fluid_or_memory_means, nested_violations, report_violations
 
 
 @register
 @dataclass
-class NestedWait(Scheduler):
+class NestedWait(ThresholdPolicy):
     """Nested WAIT (Ao et al. Alg. 2): segments by output length, descending thresholds, lengths unknown.
 
     With a prefix cache: as WAIT, thresholds and memory guards count a prompt whole (the replica's free blocks count
@@ -85,7 +85,7 @@ class NestedWait(Scheduler):
         if self.max_wait < 0 or self.adapt_window < 0:
             raise ValueError("max_wait and adapt_window must be >= 0 seconds")
 
-    def _setup(self, view):
+    def setup(self, view):
         types = scheduler_types(self.types, self.lengths, self.bins, self.edges, self.rate)
         self.types_ = types
         self.segments_ = segments(types)
@@ -144,30 +144,14 @@ class NestedWait(Scheduler):
     def segment_of(self, stage: int) -> int:
         return bisect.bisect_left(self._ends, stage)
 
-    def _draw(self, view) -> list[int]:
-        """This decision's thresholds: fixed, or drawn (an idle GPU time-shares nothing, so a 0 becomes 1)."""
-        if self.random_ is None:
-            return self.n
-        n = self.random_.draw()
-        return n if view.running else [max(1, x) for x in n]
-
     def on_arrival(self, req, view):
         if self.adapt_window:
             if not hasattr(self, "n"):
-                self._setup(view)
+                self.setup(view)
             self._arrivals.append(view.now)
         return None
 
-    def schedule(self, view) -> BatchPlan:
-        if not hasattr(self, "n"):
-            self._setup(view)
-        n = self._draw(view)
-        plan = self._decide(view, n)
-        if not plan.has_work and 0 in n:  # a draw of 0 time-shares iterations; with none running, admit
-            plan = self._decide(view, [max(1, x) for x in n])
-        return plan
-
-    def _decide(self, view, n) -> BatchPlan:
+    def decide(self, view, n) -> BatchPlan:
         now, wait = view.now, self.max_wait
         if self.adapt_window and self.rule == "fluid":
             while self._arrivals and self._arrivals[0] < now - self.adapt_window:
@@ -214,12 +198,7 @@ class NestedWait(Scheduler):
                 continue  # drain: an empty segment does not hold back later ones that waited max_wait
             if not batch.add(q[:max(want, 0)] + f):
                 break
-        plan = batch.finish()
-        if not plan.has_work and wait:
-            pending = [t + wait for t in since if now < t + wait < float("inf")]
-            if pending:
-                plan.wait_until = min(pending)
-        return plan
+        return wake_when_late(batch.finish(), since, wait, now)
 
     def _plan(self, view, owed: int) -> CohortPlan:
         """The batch under construction; ``owed``: the running requests' promised blocks (``reserve`` only)."""
@@ -249,13 +228,7 @@ class NestedWait(Scheduler):
             q = queues[s]
             if q and (len(q) >= n[s] or late[s]):
                 batch.add(q[:n[s]])
-        plan = batch.finish()
-        if not plan.has_work and self.max_wait:
-            since = [_since(q, []) for q in queues]
-            pending = [t + self.max_wait for t in since if view.now < t + self.max_wait < float("inf")]
-            if pending:
-                plan.wait_until = min(pending)
-        return plan
+        return wake_when_late(batch.finish(), (_since(q, []) for q in queues), self.max_wait, view.now)
 
 
 def _since(queue, flying) -> float:

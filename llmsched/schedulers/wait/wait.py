@@ -19,18 +19,18 @@ import warnings
 from dataclasses import dataclass
 
 from ...engine.plan import BatchPlan
-from ..base import Scheduler
 from ..registry import register
 from .cohorts import CohortPlan
 from .fluid_model import batch_cap_thresholds, wait_thresholds
 from .parameters import iteration_coefficients, parse_thresholds, scheduler_types
 from .reserve import ProfileCohortPlan
+from .threshold_policy import ThresholdPolicy, wake_when_late
 from .thresholds import RandomisedThresholds, fluid_or_memory_means, report_violations, wait_violations
 
 
 @register
 @dataclass
-class Wait(Scheduler):
+class Wait(ThresholdPolicy):
     """WAIT (Ao et al. Alg. 1): a type starts when n_j prompts wait, then advances in lockstep cohorts.
 
     With a prefix cache: thresholds and memory guards count a prompt's whole length (a bound: the replica's free
@@ -74,7 +74,7 @@ class Wait(Scheduler):
         if self.max_wait < 0:
             raise ValueError(f"max_wait must be >= 0 seconds, got {self.max_wait}")
 
-    def _setup(self, view):
+    def setup(self, view):
         types = scheduler_types(self.types, self.lengths, self.bins, self.edges, self.rate)
         memory = view.total_blocks * view.block_size
         self.random_ = None
@@ -124,16 +124,7 @@ class Wait(Scheduler):
             self._type[req.id] = j
         return j
 
-    def schedule(self, view) -> BatchPlan:
-        if not hasattr(self, "n"):
-            self._setup(view)
-        n = self._draw(view)
-        plan = self._decide(view, n)
-        if not plan.has_work and 0 in n:  # a draw of 0 time-shares iterations; with none running, admit
-            plan = self._decide(view, [max(1, x) for x in n])
-        return plan
-
-    def _decide(self, view, n) -> BatchPlan:
+    def decide(self, view, n) -> BatchPlan:
         m = len(self.n)
         queues = [[] for _ in range(m)]
         flying = [[] for _ in range(m)]
@@ -176,13 +167,7 @@ class Wait(Scheduler):
         else:
             for j in ready:
                 batch.add(queues[j][:n[j]] + flying[j])
-        plan = batch.finish()
-        if not plan.has_work and wait:
-            since = (_oldest(queues[j], flying[j]) for j in range(m))
-            pending = [t + wait for t in since if now < t + wait < float("inf")]
-            if pending:
-                plan.wait_until = min(pending)
-        return plan
+        return wake_when_late(batch.finish(), (_oldest(queues[j], flying[j]) for j in range(m)), wait, now)
 
     def _budgets(self, view) -> list[float]:
         """gate=budget: type j may hold B_j = B·λ_j(l'_j+1)/Σλ(l'+1) prompts in flight (the authors' per-type
@@ -193,13 +178,6 @@ class Wait(Scheduler):
             total = sum(t.rate * t.stages for t in self.types_)
             self.budget_ = [max(B * t.rate * t.stages / total, nj) for t, nj in zip(self.types_, self.n)]
         return self.budget_
-
-    def _draw(self, view) -> list[int]:
-        """This decision's thresholds: fixed, or drawn (an idle GPU time-shares nothing, so a 0 becomes 1)."""
-        if self.random_ is None:
-            return self.n
-        n = self.random_.draw()
-        return n if view.running else [max(1, x) for x in n]
 
     def on_step_end(self, view, plan, duration):
         if len(self._type) > 4 * (len(view.waiting) + len(view.running)) + 1024:
