@@ -22,6 +22,7 @@ from __future__ import annotations
 from array import array
 from enum import IntEnum
 from hashlib import blake2b
+from itertools import repeat
 
 SPACE_BITS = 56  # an id is (namespace << 56) | number, below 2**61 - 1 so that Python's int hash is the id itself
 MAX_NUMBER = (1 << SPACE_BITS) - 1
@@ -119,22 +120,52 @@ class Content:
 
     def block_hashes(self, block_size: int, num_tokens: int, first: int = 0) -> list[int]:
         """The prefix hash at the end of each full ``block_size``-token block among the first ``num_tokens``
-        tokens, from block ``first`` on: two requests share a KV block exactly when these agree."""
+        tokens, from block ``first`` on: two requests share a KV block exactly when these agree. The blocks ending
+        in one piece are hashed together (``map`` over their offsets: a Mooncake piece holds 32 blocks of 16)."""
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         end = (first + 1) * block_size
-        if end > num_tokens:
+        last_end = num_tokens // block_size * block_size
+        if end > last_end:
             return []
         keys, ends, out = self.keys(), self.ends, []
         k, start = self._piece_of(end)
         last = len(ends)
-        while end <= num_tokens:
+        while end <= last_end:
             while k < last and end > ends[k]:
                 start = ends[k]
                 k += 1
-            out.append(hash((keys[k], end - start)))
-            end += block_size
+            top = ends[k] if k < last and ends[k] < last_end else last_end  # the last block end in piece k
+            count = (top - end) // block_size + 1
+            out += map(hash, zip(repeat(keys[k]), range(end - start, end - start + count * block_size, block_size)))
+            end += count * block_size
         return out
+
+    def block_groups(self, block_size: int, first: int, last: int, keys: list, starts: list) -> None:
+        """Blocks ``first`` to ``last - 1`` by the piece their last token is in: appends to ``keys`` and ``starts``
+        each piece's key (``keys()``) and its first block there, unless it continues ``keys``' last piece. Block
+        ``p`` of piece key ``K`` is the block whose hash is ``H(K, (p + 1) * block_size - piece start)``, so two
+        contents share block ``p`` exactly when their pieces' keys there agree: a prefix cache can look up,
+        register and evict whole pieces' blocks (a Mooncake piece holds 32 blocks of 16 tokens)."""
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        if first >= last:
+            return
+        piece_keys, ends = self.keys(), self.ends
+        k, _ = self._piece_of((first + 1) * block_size)
+        n = len(ends)
+        p = first
+        while p < last:
+            end = (p + 1) * block_size
+            while k < n and end > ends[k]:
+                k += 1
+            key = piece_keys[k]
+            if not keys or keys[-1] != key:
+                keys.append(key)
+                starts.append(p)
+            if k == n:  # the reply: every later block
+                return
+            p += (ends[k] - end) // block_size + 1
 
     def _piece_of(self, n: int) -> tuple[int, int]:
         """(piece index, its start) of token n - 1; index len(ids) is the reply."""

@@ -95,7 +95,7 @@ def test_the_hash_table_is_bounded_by_the_cache():
         r = req(i, [(1000 + i, 100)])
         prefill(kv, r)
         kv.release(r)
-    assert len(kv.cached) <= 16 and len(kv.lru) <= 16 and not kv.held and not kv.hashes
+    assert len(kv.cached) <= 16 and len(kv.lru) <= 16 and not kv.held and not kv.pieces
 
 
 def shared_prefix_config(**kw) -> RunConfig:
