@@ -26,7 +26,9 @@ from itertools import repeat
 
 SPACE_BITS = 56  # an id is (namespace << 56) | number, below 2**61 - 1 so that Python's int hash is the id itself
 MAX_NUMBER = (1 << SPACE_BITS) - 1
-ROOT = hash(("llmsched-content", 1))  # the prefix hash of zero tokens
+# the prefix hash of zero tokens: a fixed number (Python's str hash changes from process to process, and with it
+# every prefix hash, so a router that hashes prefixes, prefix-hash, routed differently from run to run)
+ROOT = int.from_bytes(blake2b(b"llmsched-content/1", digest_size=7).digest(), "little")
 
 
 class Space(IntEnum):

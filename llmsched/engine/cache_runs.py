@@ -39,6 +39,20 @@ class Registration:
         i = bisect_right(self.runs, p, key=LO) - 1
         return i >= 0 and self.runs[i].hi > p
 
+    def holds(self, key: int, p: int) -> bool:
+        """Block ``p`` of piece ``key`` is cached here (a piece cut short in one content is followed by another
+        piece where a longer one goes on: the same block in another piece is another block)."""
+        return self.live_at(p) and self.keys[bisect_right(self.starts, p) - 1] == key
+
+    def piece_span(self, key: int, lo: int, hi: int) -> tuple[int, int]:
+        """``[lo, hi)`` cut to this registration's blocks of piece ``key`` (empty if it has none there)."""
+        keys, starts = self.keys, self.starts
+        g = bisect_right(starts, lo) - 1
+        if g < 0 or keys[g] != key:
+            return lo, lo
+        top = starts[g + 1] if g + 1 < len(starts) else self.end
+        return max(lo, self.base), min(hi, top, self.end)
+
     def has_live(self, lo: int, hi: int) -> bool:
         """Some block of ``[lo, hi)`` is cached."""
         i = bisect_right(self.runs, hi - 1, key=LO) - 1

@@ -88,12 +88,12 @@ class PrefixCachingKVManager(KVCacheManager):
         """The registration whose block ``p`` (in piece ``key``) a lookup takes: the first registered still
         cached; None if none of ``regs`` (those listed under ``key``) holds it."""
         if len(regs) == 1:
-            return regs[0] if regs[0].live_at(p) else None
+            return regs[0] if regs[0].holds(key, p) else None
         rec = self.dups.get((key, p))
         if rec is not None:
             return rec[0]
         for reg in regs:
-            if reg.live_at(p):
+            if reg.holds(key, p):
                 return reg
         return None
 
@@ -160,10 +160,11 @@ class PrefixCachingKVManager(KVCacheManager):
         p = 0
         for g, key in enumerate(keys):
             top = starts[g + 1] if g + 1 < len(starts) else most
-            for lo, hi in report.get(key, ()):
+            for lo, hi in report.get(key, ()):  # sorted: ranges that follow each other chain
                 if lo <= p < hi:
-                    p = min(hi, top)
-                    break
+                    p = hi
+            if p > top:
+                p = top
             if p < top:
                 break
         return p * self.block_size
@@ -347,7 +348,7 @@ class PrefixCachingKVManager(KVCacheManager):
         """``reg``'s new blocks ``[lo, hi)`` in piece ``key`` where another registration listed there (``regs``)
         holds blocks of the same hashes: vLLM keeps both, a lookup takes the first registered, so the order is
         kept per block and both registrations go block by block from now on."""
-        others = [x for x in regs if x is not reg and x.has_live(lo, hi)]
+        others = [x for x in regs if x is not reg and x.has_live(*x.piece_span(key, lo, hi))]
         if not others:
             return
         dups = self.dups
@@ -358,7 +359,7 @@ class PrefixCachingKVManager(KVCacheManager):
                 rec.append(reg)
                 continue
             for x in others:
-                if x.live_at(q):
+                if x.holds(key, q):
                     x.dup = True
                     dups[(key, q)] = [x, reg]
                     break
