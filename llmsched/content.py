@@ -148,26 +148,34 @@ class Content:
         each piece's key (``keys()``) and its first block there, unless it continues ``keys``' last piece. Block
         ``p`` of piece key ``K`` is the block whose hash is ``H(K, (p + 1) * block_size - piece start)``, so two
         contents share block ``p`` exactly when their pieces' keys there agree: a prefix cache can look up,
-        register and evict whole pieces' blocks (a Mooncake piece holds 32 blocks of 16 tokens)."""
+        register and evict whole pieces' blocks (a Mooncake piece holds 32 blocks of 16 tokens). A piece of
+        tokens ``(s, e]`` holds blocks ``s // block_size`` to ``e // block_size - 1``; the reply every later one."""
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         if first >= last:
             return
         piece_keys, ends = self.keys(), self.ends
-        k, _ = self._piece_of((first + 1) * block_size)
+        k, s = self._piece_of((first + 1) * block_size)
         n = len(ends)
-        p = first
-        while p < last:
-            end = (p + 1) * block_size
-            while k < n and end > ends[k]:
-                k += 1
-            key = piece_keys[k]
-            if not keys or keys[-1] != key:
-                keys.append(key)
-                starts.append(p)
-            if k == n:  # the reply: every later block
+        while k < n:
+            e = ends[k]
+            b = e // block_size
+            a = s // block_size
+            if a < first:
+                a = first
+            if a < b and a < last and (not keys or keys[-1] != piece_keys[k]):
+                keys.append(piece_keys[k])
+                starts.append(a)
+            if b >= last:
                 return
-            p += (ends[k] - end) // block_size + 1
+            s = e
+            k += 1
+        a = s // block_size
+        if a < first:
+            a = first
+        if a < last and (not keys or keys[-1] != piece_keys[n]):
+            keys.append(piece_keys[n])
+            starts.append(a)
 
     def _piece_of(self, n: int) -> tuple[int, int]:
         """(piece index, its start) of token n - 1; index len(ids) is the reply."""

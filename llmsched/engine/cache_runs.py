@@ -36,7 +36,7 @@ class Registration:
         self.dup = False
 
     def live_at(self, p: int) -> bool:
-        i = bisect_right(self.runs, p, key=LO) - 1
+        i = self.run_at(p)
         return i >= 0 and self.runs[i].hi > p
 
     def holds(self, key: int, p: int) -> bool:
@@ -55,24 +55,19 @@ class Registration:
 
     def has_live(self, lo: int, hi: int) -> bool:
         """Some block of ``[lo, hi)`` is cached."""
-        i = bisect_right(self.runs, hi - 1, key=LO) - 1
+        i = self.run_at(hi - 1)
         return i >= 0 and self.runs[i].hi > lo
 
-    def pieces(self, lo: int, hi: int):
-        """``(key, first, end)`` of each piece blocks ``[lo, hi)`` lie in, cut to them and to the registration."""
-        keys, starts = self.keys, self.starts
-        g = bisect_right(starts, lo) - 1
-        last = len(starts) - 1
-        hi = min(hi, self.end)
-        while lo < hi:
-            top = starts[g + 1] if g < last and starts[g + 1] < hi else hi
-            yield keys[g], lo, top
-            lo = top
-            g += 1
-
     def run_at(self, p: int) -> int:
-        """Index in ``runs`` of the run holding block ``p`` (which is cached)."""
-        return bisect_right(self.runs, p, key=LO) - 1
+        """Index in ``runs`` of the last run starting at or before block ``p`` (-1: none); a registration has a
+        run or two, rarely more."""
+        runs = self.runs
+        i = len(runs) - 1
+        if i > 8:
+            return bisect_right(runs, p, key=LO) - 1
+        while i >= 0 and runs[i].lo > p:
+            i -= 1
+        return i
 
     def live_end(self, i: int) -> int:
         """The end of the blocks cached without a gap from run ``i`` on."""

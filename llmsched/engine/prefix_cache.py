@@ -34,7 +34,6 @@ swap-in references again the leading blocks still cached and takes new blocks fo
 from __future__ import annotations
 
 from bisect import bisect_right
-from itertools import repeat
 
 from .cache_runs import Hit, Lru, Registration, Run
 from .errors import KVCapacityError
@@ -177,14 +176,14 @@ class PrefixCachingKVManager(KVCacheManager):
         """Blocks of ``hit`` nobody references: admitting it takes them out of the free pool."""
         return sum(top - lo for _, r, lo, top in hit.runs() if r.ref == 0)
 
-    def size_admission(self, hit: Hit, n: int, remaining: int, taken: set, fitted: bool) -> tuple:
+    def size_admission(self, hit: Hit, n: int, remaining: int, taken: dict, fitted: bool) -> tuple:
         """An admission of a request with ``remaining`` tokens to compute, planned as a chunk of ``n`` from its
         cached blocks ``hit``: ``(blocks used, chunk, free blocks it costs)``. It costs the new blocks of its chunk
         and the used blocks nobody references (they leave the free pool), each counted once per plan (``taken``:
-        (registration, block) pairs). Unfitted, it uses the whole hit and computes up to ``n`` tokens after it;
-        ``fitted``, it costs at most the ``ceil(n / block_size)`` blocks a policy counting without a cache
-        planned (fewer cached blocks, then a shorter chunk), so a plan within the free blocks by that count stays
-        within them."""
+        registration -> the ``(lo, hi)`` ranges of free blocks earlier admissions of the plan used). Unfitted, it
+        uses the whole hit and computes up to ``n`` tokens after it; ``fitted``, it costs at most the
+        ``ceil(n / block_size)`` blocks a policy counting without a cache planned (fewer cached blocks, then a
+        shorter chunk), so a plan within the free blocks by that count stays within them."""
         bs = self.block_size
         budget = -(-n // bs) if fitted else len(hit) + -(-n // bs)
         reclaim = used = 0
@@ -193,10 +192,11 @@ class PrefixCachingKVManager(KVCacheManager):
             if r.ref:
                 used += top - lo
                 continue
-            if taken:
+            ranges = taken.get(reg) if taken else None
+            if ranges:
                 stop = lo
                 while stop < top:
-                    if (reg, stop) not in taken:
+                    if not any(a <= stop < b for a, b in ranges):
                         if reclaim + 1 >= budget:  # one block at least is left for the chunk
                             break
                         reclaim += 1
@@ -206,11 +206,12 @@ class PrefixCachingKVManager(KVCacheManager):
                 stop = top if top - lo <= room else lo + (room if room > 0 else 0)
                 reclaim += stop - lo
             used += stop - lo
-            claimed.append((reg, lo, stop))
+            if stop > lo:
+                claimed.append((reg, lo, stop))
             if stop < top:
                 break
         for reg, lo, stop in claimed:
-            taken.update(zip(repeat(reg), range(lo, stop)))
+            taken.setdefault(reg, []).append((lo, stop))
         m = min(n, remaining - used * bs, (budget - reclaim) * bs)
         return hit.prefix(used), m, -(-m // bs) + reclaim
 
@@ -287,10 +288,11 @@ class PrefixCachingKVManager(KVCacheManager):
         keys, starts, cached = reg.keys, reg.starts, self.cached
         g = bisect_right(starts, lo) - 1
         last = len(starts) - 1
+        base, end = reg.base, reg.end
         while lo < hi:
             key = keys[g]
-            piece_lo = starts[g] if starts[g] > reg.base else reg.base
-            piece_hi = starts[g + 1] if g < last and starts[g + 1] < reg.end else reg.end
+            piece_lo = starts[g] if starts[g] > base else base
+            piece_hi = starts[g + 1] if g < last and starts[g + 1] < end else end
             top = piece_hi if piece_hi < hi else hi
             if reg.dup:
                 dups = self.dups
@@ -300,7 +302,8 @@ class PrefixCachingKVManager(KVCacheManager):
                         rec.remove(reg)
                         if len(rec) == 1:
                             del dups[(key, q)]
-            if not reg.has_live(piece_lo, piece_hi):
+            # a piece the evicted blocks cover whole has no cached block left here
+            if (lo <= piece_lo and piece_hi <= hi) or not reg.has_live(piece_lo, piece_hi):
                 regs = cached[key]
                 if len(regs) == 1:
                     del cached[key]
@@ -334,15 +337,23 @@ class PrefixCachingKVManager(KVCacheManager):
             reg.runs.append(Run(reg, k, full, 1))
             held.append([reg, k, full])
         cached = self.cached
-        for key, lo, hi in reg.pieces(k, full):
+        keys, starts = pieces[0], pieces[1]
+        g = bisect_right(starts, k) - 1
+        last = len(starts) - 1
+        lo = k
+        while lo < full:
+            key = keys[g]
+            top = starts[g + 1] if g < last and starts[g + 1] < full else full
             regs = cached.get(key)
             if regs is None:
                 cached[key] = [reg]
-                continue
-            if len(regs) > 1 or regs[0] is not reg:
-                self.add_duplicates(reg, key, lo, hi, regs)
-            if reg not in regs:
-                regs.append(reg)
+            else:
+                if len(regs) > 1 or regs[0] is not reg:
+                    self.add_duplicates(reg, key, lo, top, regs)
+                if reg not in regs:
+                    regs.append(reg)
+            lo = top
+            g += 1
 
     def add_duplicates(self, reg: Registration, key: int, lo: int, hi: int, regs: list) -> None:
         """``reg``'s new blocks ``[lo, hi)`` in piece ``key`` where another registration listed there (``regs``)
