@@ -3,10 +3,10 @@ consecutive blocks, so that a Mooncake prompt's ~860 blocks cost a few objects, 
 
 A ``Registration`` is the blocks ``[base, end)`` one request registered as cached while it held them; its
 content's pieces (``Content.block_groups``: each piece's key and first block) name them, so a registration is
-found by piece, not by block. Its blocks still cached are ``runs``: ``Run``
-objects, sorted and disjoint, each a range ``[lo, hi)`` of blocks with one reference count ``ref``. A run nobody
-references (``ref == 0``) is a node of the ``Lru`` list, the free queue's cached part; its blocks are in the queue
-highest first (a request frees its tail first), so eviction takes a run's top blocks. Runs are split where a
+found by piece, not by block. Its blocks still cached are ``runs``: ``Run`` objects, sorted and disjoint, each a
+range ``[lo, hi)`` of blocks with one reference count ``ref``. A run nobody references (``ref == 0``) is a node of
+the ``Lru`` list, the free queue's cached part; its blocks are in the queue highest first (a request frees its tail
+first), so eviction takes a run's top blocks. Runs are split where a
 request references part of one and merged back where neighbours agree again; requests hold ranges
 ``[registration, lo, hi]`` of positions, never runs, so a split changes nothing a holder keeps.
 """
@@ -55,6 +55,8 @@ class Registration:
 
     def has_live(self, lo: int, hi: int) -> bool:
         """Some block of ``[lo, hi)`` is cached."""
+        if lo >= hi:
+            return False
         i = self.run_at(hi - 1)
         return i >= 0 and self.runs[i].hi > lo
 
