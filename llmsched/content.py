@@ -22,10 +22,13 @@ from __future__ import annotations
 from array import array
 from enum import IntEnum
 from hashlib import blake2b
+from itertools import repeat
 
 SPACE_BITS = 56  # an id is (namespace << 56) | number, below 2**61 - 1 so that Python's int hash is the id itself
 MAX_NUMBER = (1 << SPACE_BITS) - 1
-ROOT = hash(("llmsched-content", 1))  # the prefix hash of zero tokens
+# the prefix hash of zero tokens: a fixed number (Python's str hash changes from process to process, and with it
+# every prefix hash, so a router that hashes prefixes, prefix-hash, routed differently from run to run)
+ROOT = int.from_bytes(blake2b(b"llmsched-content/1", digest_size=7).digest(), "little")
 
 
 class Space(IntEnum):
@@ -119,22 +122,60 @@ class Content:
 
     def block_hashes(self, block_size: int, num_tokens: int, first: int = 0) -> list[int]:
         """The prefix hash at the end of each full ``block_size``-token block among the first ``num_tokens``
-        tokens, from block ``first`` on: two requests share a KV block exactly when these agree."""
+        tokens, from block ``first`` on: two requests share a KV block exactly when these agree. The blocks ending
+        in one piece are hashed together (``map`` over their offsets: a Mooncake piece holds 32 blocks of 16)."""
         if block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {block_size}")
         end = (first + 1) * block_size
-        if end > num_tokens:
+        last_end = num_tokens // block_size * block_size
+        if end > last_end:
             return []
         keys, ends, out = self.keys(), self.ends, []
         k, start = self._piece_of(end)
         last = len(ends)
-        while end <= num_tokens:
+        while end <= last_end:
             while k < last and end > ends[k]:
                 start = ends[k]
                 k += 1
-            out.append(hash((keys[k], end - start)))
-            end += block_size
+            top = ends[k] if k < last and ends[k] < last_end else last_end  # the last block end in piece k
+            count = (top - end) // block_size + 1
+            out += map(hash, zip(repeat(keys[k]), range(end - start, end - start + count * block_size, block_size)))
+            end += count * block_size
         return out
+
+    def block_groups(self, block_size: int, first: int, last: int, keys: list, starts: list) -> None:
+        """Blocks ``first`` to ``last - 1`` by the piece their last token is in: appends to ``keys`` and ``starts``
+        each piece's key (``keys()``) and its first block there, unless it continues ``keys``' last piece. Block
+        ``p`` of piece key ``K`` is the block whose hash is ``H(K, (p + 1) * block_size - piece start)``, so two
+        contents share block ``p`` exactly when their pieces' keys there agree: a prefix cache can look up,
+        register and evict whole pieces' blocks (a Mooncake piece holds 32 blocks of 16 tokens). A piece of
+        tokens ``(s, e]`` holds blocks ``s // block_size`` to ``e // block_size - 1``; the reply every later one."""
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        if first >= last:
+            return
+        piece_keys, ends = self.keys(), self.ends
+        k, s = self._piece_of((first + 1) * block_size)
+        n = len(ends)
+        while k < n:
+            e = ends[k]
+            b = e // block_size
+            a = s // block_size
+            if a < first:
+                a = first
+            if a < b and a < last and (not keys or keys[-1] != piece_keys[k]):
+                keys.append(piece_keys[k])
+                starts.append(a)
+            if b >= last:
+                return
+            s = e
+            k += 1
+        a = s // block_size
+        if a < first:
+            a = first
+        if a < last and (not keys or keys[-1] != piece_keys[n]):
+            keys.append(piece_keys[n])
+            starts.append(a)
 
     def _piece_of(self, n: int) -> tuple[int, int]:
         """(piece index, its start) of token n - 1; index len(ids) is the reply."""

@@ -95,7 +95,7 @@ def test_the_hash_table_is_bounded_by_the_cache():
         r = req(i, [(1000 + i, 100)])
         prefill(kv, r)
         kv.release(r)
-    assert len(kv.cached) <= 16 and len(kv.lru) <= 16 and not kv.held and not kv.hashes
+    assert len(kv.cached) <= 16 and len(kv.lru) <= 16 and not kv.held and not kv.pieces
 
 
 def shared_prefix_config(**kw) -> RunConfig:
@@ -192,3 +192,26 @@ def test_every_scheduler_runs_with_the_cache_on_shared_prefixes():
                                                    oracle=bool(info["needs_oracle"]))))
         assert s["counts"]["finished"] + s["counts"]["rejected"] == 60, name
         assert s["prefix_cache"]["cached_tokens"] > 0, name
+
+
+def test_steps_log_the_tokens_their_admissions_found_cached(tmp_path):
+    """steps.csv's cached_tokens: per step, the prompt tokens the requests it admitted found cached. Over a run
+    without preemption its sum is requests.csv's; with preemptions (a small cache) it also counts re-admissions,
+    as each replica's cached_tokens does; a streamed run writes the same file; without a cache, no column."""
+    from llmsched.metrics.writers import write_run
+    cfg = shared_prefix_config(rate=4.0, num_requests=60, num_blocks=4000, keep_gaps=False)
+    result = run(cfg)
+    per_step = np.asarray(result.steps.columns()["cached_tokens"])
+    assert per_step.sum() == result.requests.column("cached_tokens").sum() > 0
+    assert 0 < np.count_nonzero(per_step) < len(per_step)
+    kept = (write_run(result, summarize(result), tmp_path / "kept") / "steps.csv").read_text()
+    run(cfg, stream=True, out=tmp_path / "streamed")
+    assert (tmp_path / "streamed" / "steps.csv").read_text() == kept
+    assert kept.splitlines()[0].endswith(",cached_tokens")
+    tight = run(shared_prefix_config(rate=8.0, num_requests=60, num_blocks=100))
+    preempted = sum(s["preemptions"] for s in tight.replica_stats)
+    step_sum = int(np.asarray(tight.steps.columns()["cached_tokens"]).sum())
+    assert step_sum == sum(s["cached_tokens"] for s in tight.replica_stats)
+    assert preempted == 0 or step_sum >= tight.requests.column("cached_tokens").sum()
+    off = run(shared_prefix_config(rate=4.0, num_requests=20, num_blocks=4000, prefix_caching=False))
+    assert "cached_tokens" not in off.steps.columns()

@@ -95,7 +95,7 @@ def test_same_hits_and_free_blocks_as_vllm(seed, num_blocks):
         assert len(hit) * BLOCK == cached, f"request {rid}: our hit {len(hit) * BLOCK}, vLLM's {cached}"
         new = len(prompt) - cached
         got = theirs.allocate_slots(rt, new, cached, blocks)
-        need = ours.blocks_for(len(prompt)) - len(hit) + sum(1 for b in hit if b.ref == 0)
+        need = ours.blocks_for(len(prompt)) - len(hit) + ours.unreferenced(hit)
         assert (got is not None) == (need <= ours.free), f"request {rid}: admitted by one manager only"
         if got is None:
             continue

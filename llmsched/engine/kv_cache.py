@@ -90,10 +90,14 @@ class KVCacheManager:
     def release(self, req: Request) -> int:
         """Every block of ``req`` back to the free pool: it finished, was preempted by recompute or evicted."""
         n = req.num_blocks
-        self.free += n
+        self.return_blocks(req)
         req.num_blocks = 0
         assert self.free <= self.total, "KV blocks freed twice"
         return n
+
+    def return_blocks(self, req: Request) -> None:
+        """``req``'s blocks go back to the free pool (release and swap-out; a prefix cache keeps cached ones)."""
+        self.free += req.num_blocks
 
     # --- swap -------------------------------------------------------------------------------------------------
     def swap_out(self, req: Request) -> bool:
@@ -101,7 +105,7 @@ class KVCacheManager:
         n = req.num_blocks
         if n > self.swap_free:
             return False
-        self.free += n
+        self.return_blocks(req)
         self.swap_free -= n
         return True
 

@@ -56,7 +56,7 @@ def fit_hits(kv, hits: list, need: int, plan: BatchPlan, prefill_new: list, pref
     counted without a cache (its chunk's blocks), taking fewer cached blocks or a shorter chunk. Writes their
     chunks into the plan and the batch; returns ``([(request, blocks)], blocks needed, prompt tokens)``."""
     for fitted in (False, True):
-        taken: set = set()
+        taken: dict = {}  # free cached blocks the plan's admissions use, counted once
         sized, cost = [], 0
         for i, slot, r, hit, n, remaining in hits:
             used, m, c = kv.size_admission(hit, n, remaining, taken, fitted)

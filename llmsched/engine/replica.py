@@ -85,6 +85,8 @@ class Replica(GroupSteps):
         """Record the steps that end from now on into ``steps`` (the run's shared log, or a lane's own)."""
         self.steps = steps
         self.add_row = steps.add
+        if self.caching:
+            steps.keep_hits()
 
     # --- arrivals ---------------------------------------------------------
     def add(self, req: Request, now: float) -> bool:
@@ -298,6 +300,9 @@ class Replica(GroupSteps):
         new, prefills, decodes, context = self.row
         self.add_row(self.index, self.step_start, duration, new, prefills, decodes, context,
                      kv.total - kv.free, kv.total, len(self.waiting), len(self.running), self.step_preempted)
+        if self.caching and kv.step_hits:
+            self.steps.add_hits(kv.step_hits)
+            kv.step_hits = 0
 
     def check(self) -> None:
         """Full accounting check: the decode group's totals, every running request running, and the KV manager's

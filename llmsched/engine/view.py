@@ -126,7 +126,7 @@ class ReplicaView:
         kv = r.kv
         if not r.caching or req.num_computed or req.content is None:
             return kv.blocks_for(n)
-        return kv.blocks_for(n) + sum(1 for b in kv.lookup(req) if b.ref == 0)
+        return kv.blocks_for(n) + kv.unreferenced(kv.lookup(req))
 
     def preempt_frees(self, req: Request) -> int:
         """Blocks preempting running ``req`` returns to the free pool: its blocks, less those another running

@@ -24,15 +24,14 @@ class StepStream(StepLog):
 
     __slots__ = ("path", "_file", "written", "tail", "count", "total_duration", "batch_tokens",
                  "prefill_tokens_sum", "prefills", "decodes", "util_weighted", "util_sum", "util_max", "busy",
-                 "in_system", "last", "start_min", "closed")
+                 "in_system", "last", "start_min", "closed", "headed")
     streamed = True
 
     def __init__(self, path=None):
         super().__init__()
         self.path = path
         self._file = open(path, "w", newline="") if path is not None else None
-        if self._file is not None:
-            self._file.write(csv_line(STEP_FIELDS))
+        self.headed = False  # the header waits for the replicas: a prefix cache's adds a column (keep_hits)
         self.written = 0
         self.tail = {name: np.empty(0, dtype=np.float64 if name in FLOAT_COLUMNS else np.int64)
                      for name in STEP_FIELDS}
@@ -46,6 +45,11 @@ class StepStream(StepLog):
     def __len__(self) -> int:
         return self.written + len(self.start)
 
+    def head(self) -> None:
+        if not self.headed:
+            self._file.write(csv_line(self.fields))
+            self.headed = True
+
     @property
     def full(self) -> bool:
         return len(self.start) >= CHUNK_ROWS
@@ -56,12 +60,12 @@ class StepStream(StepLog):
         if not n:
             return
         if self._file is not None:
+            self.head()
             write_step_rows(self._file, self)
         rows = {name: np.concatenate([self.tail[name], np.frombuffer(getattr(self, name), dtype=self.tail[name].dtype)])
                 for name in STEP_FIELDS}
         self.written += n
-        for name in STEP_FIELDS:
-            del getattr(self, name)[:]
+        StepLog.clear(self)
         end = rows["start"] + rows["duration"]
         settled = end <= settled_until
         self._fold({k: v[settled] for k, v in rows.items()}, -math.inf, settled_until, final=False)
@@ -73,6 +77,7 @@ class StepStream(StepLog):
             return
         self.flush(-math.inf)
         if self._file is not None:
+            self.head()
             self._file.close()
         self._fold(self.tail, s0, s1, final=True)
         self.tail = {k: v[:0] for k, v in self.tail.items()}

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..request import Status
 from .requests import CACHED_FIELD, FLOAT_FIELDS, INT_FIELDS
-from .steps import STEP_FIELDS
+from .steps import CACHED_STEP_FIELD, STEP_FIELDS
 
 REQUEST_COLUMNS = INT_FIELDS[:3] + ("tier_name", "status", "status_name") + INT_FIELDS[4:] + FLOAT_FIELDS + (
     "reason",)
@@ -111,15 +111,18 @@ def write_request_rows(f, log) -> None:
 
 def _write_steps(steps, path: Path) -> None:
     with open(path, "w", newline="") as f:
-        f.write(csv_line(STEP_FIELDS))
+        f.write(csv_line(steps.fields))
         write_step_rows(f, steps)
 
 
 def write_step_rows(f, steps) -> None:
     """The rows of ``steps`` (a StepLog), without the header, to the text file ``f``."""
+    fields = steps.fields
     cols = {name: getattr(steps, name) for name in STEP_FIELDS}  # a StepStream's chunk in hand too
+    if CACHED_STEP_FIELD in fields:
+        cols[CACHED_STEP_FIELD] = steps.cached_column()
     for i in range(0, len(cols["start"]), CHUNK_ROWS):
-        f.write(csv_rows([_array(cols[c][i:i + CHUNK_ROWS]) for c in STEP_FIELDS]))
+        f.write(csv_rows([_array(cols[c][i:i + CHUNK_ROWS]) for c in fields]))
 
 
 def csv_rows(columns: list) -> str:

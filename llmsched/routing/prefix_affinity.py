@@ -14,8 +14,8 @@ Two production routers, followed from their code (read, not copied):
   index that vLLM's KV events keep, min-max normalised to [0, 1] (1 for all when all are equal); a profile sums
   weighted scorers (a queue scorer among them, normalised the same way) and picks the highest total.
 
-The match is asked of each replica's KV owner (``PrefixCachingKVManager.first_cached`` on the request's block
-hashes): exactly the blocks an admission there would find now, as llm-d's index holds them once the events have
+The match is asked of each replica's KV owner (``PrefixCachingKVManager.cached_tokens``, a probe that keeps
+nothing): exactly the blocks an admission there would find now, as llm-d's index holds them once the events have
 arrived. ``report_delay`` (s) models events that arrive late: a replica's cached blocks are read again only that
 long after the last reading (the PAB router's ``report_delay`` rule), the hits in between come from that copy.
 
@@ -58,7 +58,7 @@ class PrefixAffinity(Router):
         self.balance_rel = balance_rel
         self.load_weight = load_weight
         self.report_delay = report_delay
-        self.reports: list = []  # per replica: the set of cached block hashes last read (report_delay > 0)
+        self.reports: list = []  # per replica: its cache's last report (report_delay > 0)
         self.reported: list[float] = []
 
     def begin(self, replicas):
@@ -94,28 +94,17 @@ class PrefixAffinity(Router):
         last token: what an admission there would start from."""
         if len(self.reports) != len(replicas):
             self.begin(replicas)
-        out, hashes = [], {}
+        out = []
         for i, rep in enumerate(replicas):
             if not rep.caching:
                 out.append(0)
                 continue
             kv = rep.kv
-            bs = kv.block_size
-            mine = hashes.get(bs)
-            if mine is None:
-                most = (req.num_tokens - 1) // bs
-                mine = hashes[bs] = req.content.block_hashes(bs, most * bs) if most > 0 else []
             if self.report_delay > 0:
                 if req.arrival - self.reported[i] >= self.report_delay:
-                    self.reports[i] = set(kv.cached)
+                    self.reports[i] = kv.report()
                     self.reported[i] = req.arrival
-                held = self.reports[i].__contains__
+                out.append(kv.reported_tokens(self.reports[i], req))
             else:
-                held = kv.first_cached
-            k = 0
-            for h in mine:
-                if not held(h):
-                    break
-                k += 1
-            out.append(k * bs)
+                out.append(kv.cached_tokens(req))
         return out

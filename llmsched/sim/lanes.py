@@ -23,7 +23,7 @@ from operator import attrgetter
 import numpy as np
 
 from ..engine.replica import Replica
-from ..metrics.steps import STEP_FIELDS, StepLog
+from ..metrics.steps import StepLog
 
 STEP_END, WAKE = 1, 2
 WINDOW = 2048  # arrivals routed per window (at least PER_LANE per replica): a window's rows are held until it ends
@@ -170,7 +170,7 @@ def _merge(lanes: list[Lane], shared_steps: StepLog, log, on_done, router_left, 
     stepped = [lane.steps for lane in lanes if len(lane.steps)]
     if stepped:
         arrays = [steps.arrays() for steps in stepped]
-        cols = {name: np.concatenate([a[name] for a in arrays]) for name in STEP_FIELDS}
+        cols = {name: np.concatenate([a[name] for a in arrays]) for name in stepped[0].fields}
         del arrays  # views pin their arrays: gone before the logs are cleared
         end = cols["start"] + cols["duration"]
         at = 0
