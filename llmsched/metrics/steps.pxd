@@ -11,3 +11,5 @@ cdef class StepLog:
     cdef public object num_waiting
     cdef public object num_running
     cdef public object num_preempted
+    cdef public object hit_rows
+    cdef public object hit_tokens
