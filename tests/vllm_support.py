@@ -6,6 +6,7 @@ tests/test_vllm_serve.py, the in-process tests' engine fixture starts it first (
 start-up overlaps their run; the serve test then takes it (``take_server``) and stops it.
 """
 import atexit
+import json
 import os
 import signal
 import socket
@@ -125,8 +126,10 @@ SERVE_FAMILIES = ("slai-priority", "vllm", "sarathi", "fairbatching-pab", "rad",
 SERVE_TIERS = "paid:tbt=1:share=0.05,free:tbt=5"
 # PAB admits against node-wide SLOs (ttft_slo 0.5 s, tpot_slo 50 ms by default: a GPU's), not the tiers'. A loaded
 # CPU engine's steps take up to ~1 s, so with its defaults PAB refuses most of the concurrent requests (CI run of
-# ed09462: a free completion refused). The server gets SLOs of the CPU's scale through the plug-in's own variable.
-SERVE_PARAMS = {"fairbatching-pab": '{"ttft_slo": 10.0, "tpot_slo": 0.5}'}
+# ed09462: a free completion refused; of 85ce232: 7 of the adapter test's 10). The tests give it SLOs of the CPU's
+# scale (the server through the plug-in's own variable).
+CPU_SCALE_PARAMS = {"fairbatching-pab": {"ttft_slo": 10.0, "tpot_slo": 0.5}}
+SERVE_PARAMS = {name: json.dumps(params) for name, params in CPU_SCALE_PARAMS.items()}
 SERVE_TEST = "test_vllm_serve.py"
 _started: list[Server] = []
 
