@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 
 from ..experiment import RunConfig, build_replicas, build_source, simulate_config
+from ..workload.tenants import scaled_tenants, total_rate
 from ..workload.workload import OpenLoop
 from .slo import RATIOS, SLO
 from .stability import worst
@@ -38,14 +39,27 @@ def check_base(base: RunConfig) -> None:
 
 
 def probe_config(base: RunConfig, x: float, seed: int) -> RunConfig:
-    """``base`` at rate ``x`` req/s (or concurrency ``x`` in a closed loop) and ``seed``."""
+    """``base`` at rate ``x`` req/s (or concurrency ``x`` in a closed loop) and ``seed``; with tenants, every
+    tenant's rate scaled by one factor to a total of ``x`` (the same mix, as a deployment's tenants grow together)."""
     if base.concurrency is not None:
         return dataclasses.replace(base, concurrency=int(x), seed=seed,
                                    num_requests=base.num_requests or DEFAULT_CLOSED_REQUESTS)
-    changes = {"rate": float(x), "seed": seed}
+    if base.tenants and not base.trace:  # the tenants' mix at a total of x req/s
+        changes = {"tenants": scaled_tenants(base.tenants.value, float(x)), "seed": seed}
+    else:
+        changes = {"rate": float(x), "seed": seed}
     if not base.trace and base.duration is None and base.num_requests is None:
         changes["duration"] = DEFAULT_DURATION
     return dataclasses.replace(base, **changes)
+
+
+def start_rate(base: RunConfig) -> float | None:
+    """The rate (concurrency) the config itself offers, where a search starts: with tenants, their total rate."""
+    if base.concurrency is not None:
+        return base.concurrency
+    if base.tenants and not base.trace:
+        return total_rate(base.tenants.value)
+    return base.rate
 
 
 def min_rate(base: RunConfig) -> float:
