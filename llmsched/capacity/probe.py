@@ -39,18 +39,22 @@ def check_base(base: RunConfig) -> None:
 
 
 def probe_config(base: RunConfig, x: float, seed: int) -> RunConfig:
-    """``base`` at rate ``x`` req/s (or concurrency ``x`` in a closed loop) and ``seed``; with tenants, every
-    tenant's rate scaled by one factor to a total of ``x`` (the same mix, as a deployment's tenants grow together)."""
+    """``base`` at rate ``x`` req/s (``at_rate``; concurrency ``x`` in a closed loop) and ``seed``."""
     if base.concurrency is not None:
         return dataclasses.replace(base, concurrency=int(x), seed=seed,
                                    num_requests=base.num_requests or DEFAULT_CLOSED_REQUESTS)
-    if base.tenants and not base.trace:  # the tenants' mix at a total of x req/s
-        changes = {"tenants": scaled_tenants(base.tenants.value, float(x)), "seed": seed}
-    else:
-        changes = {"rate": float(x), "seed": seed}
+    changes = {"seed": seed}
     if not base.trace and base.duration is None and base.num_requests is None:
         changes["duration"] = DEFAULT_DURATION
-    return dataclasses.replace(base, **changes)
+    return dataclasses.replace(at_rate(base, x), **changes)
+
+
+def at_rate(base: RunConfig, x: float) -> RunConfig:
+    """``base`` offering ``x`` req/s: its rate, or with tenants their total, every tenant's rate scaled by one
+    factor (the same mix, as a deployment's tenants grow together)."""
+    if base.tenants and not base.trace:
+        return dataclasses.replace(base, tenants=scaled_tenants(base.tenants.value, float(x)))
+    return dataclasses.replace(base, rate=float(x))
 
 
 def start_rate(base: RunConfig) -> float | None:
