@@ -248,9 +248,8 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
     router = (make_router(DP_ROUTER) if cfg.dp > 1 and cfg.router == "round-robin"
               else make_router(cfg.router, cfg.router_params))
     if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
-        if log is not None:
-            raise ValueError("--stream does not run DP ranks in lockstep (a MoE model with --dp); drop --stream")
-        return simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps)
+        return simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps,
+                                 log=log)
     return simulate(source, replicas, router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes, progress=progress,
                     keep_gaps=keep_gaps, log=log)
 
