@@ -24,9 +24,11 @@ algorithms (one node, no NVSwitch multicast modelled).
 
 Checked against measured NCCL times (tests/test_nccl_model.py): on 4 RTX PRO 6000 Blackwell cards behind PCIe
 switches, with NCCL at its defaults, the model given that machine's measured 32 MB time reproduces its measured
-times from 256 B to 1 MB within 15% (github.com/voipmonitor/rtx6kpro, commit 29f3863a,
+times from 256 B to 1 MB within 15%, its one outlying row (64 KB: 71.2 µs, between 15.6 µs at 32 KB and 24.7 µs
+at 128 KB) excepted (github.com/voipmonitor/rtx6kpro, commit 29f3863a,
 hardware/asus-esc8000a-e13p-broadcom-switches.md, "AllReduce: Custom vs NCCL (4 GPU, fp16)" and "Raw
-AllReduce Crossover"); see docs/fidelity.md.
+AllReduce Crossover"). On two other machines of that knowledge base the model is slower than measured (up to
++30% on four cards, +61% on eight at 256 KB): docs/fidelity.md.
 """
 from __future__ import annotations
 
