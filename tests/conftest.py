@@ -16,6 +16,26 @@ from llmsched.sim.simulator import simulate
 os.environ.setdefault("LLMSCHED_CHECK_FIGURES", "1")
 
 
+# The longest files first (measured: the whole suite with 2 workers, --durations): with `--dist loadfile` a file
+# runs on one worker, and xdist hands files out by test count, which put the vLLM server file (about 20 servers
+# started one after another, 10+ minutes) last, alone on one worker while the other idled. The other files that
+# run a vLLM engine come after several long simulator files, so that two engines rarely share the 2 cores.
+LONGEST_FIRST = ("test_vllm_serve.py", "test_compiled.py", "test_fairbatching_reproduce.py", "test_lanes.py",
+                 "test_fast_forward.py", "test_infermax_reproduce.py", "test_vllm_adapter.py",
+                 "test_vllm_prefix_cache.py", "test_fairness_bounds.py", "test_plan.py", "test_prefix_cache.py",
+                 "test_fuzz_conservation.py")
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order below, not test counts'
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
 @pytest.fixture(scope="module", autouse=True)
 def module_environment():
     """What a test module sets in the process environment (an in-process vLLM engine sets TMPDIR, its cache and

@@ -234,7 +234,9 @@ def test_real_engine_run_writes_the_simulators_records_and_fidelity_compares(llm
 
     engine = EngineConfig(model="unused", max_model_len=512, max_num_seqs=4, max_num_batched_tokens=256)
     cols, model, report = profile(llm, engine, output_tokens=4, wake_repeats=2)
-    assert report.n == len(cols["duration"]) > 10 and model.coefficients["const"] > 0
+    # a fit, not a figure: under load the per-step constant can fit to 0 (CI at load 4: const 0.0), never below
+    assert report.n == len(cols["duration"]) > 10 and min(model.coefficients.values()) >= 0
+    assert sum(model.coefficients.values()) > 0
     assert model.wake is not None and model.wake.slowdown >= 0 and model.wake.tau > 0  # measured cold start
     monkeypatch.setenv("LLMSCHED_PROFILES", str(tmp_path / "profiles"))
     from llmsched.vllm.profiles import default_profile_path, load_profile, load_profile_for, model_fingerprint
@@ -270,8 +272,9 @@ def test_predicting_policies_get_an_online_fit_of_the_engines_step_times(llm):
     _, steps = records(s)
     seen = np.column_stack([steps.duration, steps.prefill_tokens, steps.num_prefills, steps.num_decodes,
                             steps.context_sum]).astype(float)
-    window = bt.window()
-    assert len(window) == min(len(seen), 256) and np.allclose(window, seen[-len(window):])  # every step it ran
+    window = bt.window()  # every step it ran, after any an earlier test's engine ran (the fit is the engine's)
+    n = min(len(seen), 256)
+    assert len(window) >= n and np.allclose(window[-n:], seen[-n:])
 
 
 def test_scheduler_parameters_are_checked_when_the_plugin_starts(llm):
