@@ -46,11 +46,11 @@ class WFQ(VTC):
               "INFOCOM 1994), on vLLM v1's chunked step; vLLM PR #31909 (closed) proposed WFQ for vLLM")
     family = "baselines"
 
-    def _turn(self, item: tuple) -> float:
+    def _turn(self, item: tuple, tagged: bool = True) -> float:
         """The virtual finish time of a waiting request: its tenant's clock plus its prompt (at most one budget: what
         one step can charge) over its weight; a running prompt's next chunk keeps the time it was admitted with."""
         key, r = item
-        tag = self.tags.get(r)
+        tag = self.tags.get(r) if tagged else None
         if tag is not None:  # a running prompt's next chunk: the finish time it was admitted with
             return tag
         left = min(r.prompt_len + r.num_generated - r.num_computed, self.token_budget)
