@@ -45,6 +45,24 @@ class VTC(QueuedPolicy):
     first) when that frees enough (``reclaim=0`` and ``kv_reserve=0``: the paper's
     admission, never preempting to admit). Without tenants it admits first come, first served.
 
+    **A light tenant first** (``light_first``, issue 31's light-tenant target; off by default). A tenant holding
+    less than ``light_share`` of the KV the heaviest tenant holds (over weights) is *light*. With ``"prompts"`` or
+    ``"step"``, a plan first walks the light tenants' decodes, then their prompts (waiting heads and running
+    chunks) by turn, while the turn's counter is at most ``lead`` above the smallest counter of the other tenants,
+    under ``light_budget`` (at most ``max_num_batched_tokens``); such a *light step* then gives the other tenants
+    their decodes in the budget left (``"prompts"``: their prompt chunks wait a step) or nothing (``"step"``: their
+    decodes wait a step too, as S-LoRA runs a new prompt in a step of its own). The plan after a light step is an
+    ordinary one, so no request waits two steps in a row: a deferred decode's gap is at most one light step (at
+    most ``light_budget`` tokens) plus one ordinary step. A light step preempts no prompt in progress: it admits a
+    prompt only when the blocks to its prompt's end fit in the free blocks less the reserve, or when reclaiming
+    requests in decode phase frees them (with its chunks pushing other prompts into KV preemption, light and heavy
+    tenants took turns throwing each other's prompts away on small caches). Why: a light tenant's prompt otherwise
+    shares its step with the heavy tenants' chunks and decodes (a 1,900-token prompt beside ~160 decodes needs two
+    2,048-token steps) and waits behind the turns of heavy prompts admitted in chunks; ``lead`` lets it go ahead of
+    a counter it overtook with its own last long prompt. Off by default because it costs the other tenants
+    (measured in docs/fairness.md: with ``"step"`` a heavy decode's TBT p99 up by ~0.03-0.08 s, reclaim preemptions,
+    2-3% of the throughput) for a latency only a light tenant asks for; ``"off"`` is the paper's order.
+
     **Fairness bound** (the paper's Theorem 4.4, derived again for this token model). Let ``A = input_weight ·
     min(B, P)`` bound one admission's charge (``B`` the token budget, ``P`` the longest prefill a waiting request
     needs), ``C = max(input_weight, output_weight) · B / w_min`` bound one plan's charges to one tenant (``w_min``
@@ -67,6 +85,11 @@ class VTC(QueuedPolicy):
     reserves nothing, so here ``R_h`` is the owed work itself (at most ``max_num_seqs · (input_weight +
     output_weight) · max_model_len``). tests/test_fairness_bounds.py checks the spread at every decision and the
     interval bound on random workloads.
+
+    With ``light_first``, a light tenant is admitted with a counter at most ``lead`` above the others' smallest
+    (and, among light tenants, by turn), and a light step charges at most ``light_budget`` tokens: the bound holds
+    with ``U = max_h (A + R_h) / w_h + C + lead``, ``B`` in ``A`` and ``C`` the larger of ``token_budget`` and
+    ``light_budget`` (the test checks that too).
     """
 
     name = "vtc"

@@ -38,7 +38,8 @@ class WFQ(VTC):
     The proof is vtc's with one change: a tenant ``f`` is admitted when its finish time is the smallest, so its
     clock is then at most the smallest backlogged clock ``m`` plus the largest ``L / w`` of the others' heads
     (``A / w_min``), not at most ``m`` itself; the classic WFQ bound's ``L_max / w`` term. tests/test_fairness_bounds.py
-    checks it at every decision on random workloads.
+    checks it at every decision on random workloads. vtc's ``light_first`` works here the same (a light tenant's
+    turn among light tenants is its finish time), adding ``lead`` to ``U`` and ``light_budget`` to ``B``.
     """
 
     name = "wfq"
