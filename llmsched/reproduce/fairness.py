@@ -50,7 +50,8 @@ def result_of(setup: Setup, scheduler: str, tenants: str, **params):
 # vtc's and wfq's light_first (a light tenant's prompts in a step of their own), as measured in docs/fairness.md
 LIGHT_FIRST = (("vtc", {"light_first": "prompts"}), ("vtc", {"light_first": "step"}),
                ("vtc", {"light_first": "step", "token_budget": 1024}),
-               ("wfq", {"light_first": "step", "token_budget": 1024}))
+               ("vtc", {"light_first": "step", "token_budget": 512}),
+               ("wfq", {"light_first": "step", "token_budget": 512}))
 
 
 def described(params: dict) -> str:
@@ -80,7 +81,7 @@ def light_tenant(setup: Setup) -> list[dict]:
 
 def backlogged(setup: Setup) -> list[dict]:
     rows = []
-    for name, params in (("vtc", {}), ("wfq", {}), ("vllm-chunked", {}), LIGHT_FIRST[2]):
+    for name, params in (("vtc", {}), ("wfq", {}), ("vllm-chunked", {}), LIGHT_FIRST[2], LIGHT_FIRST[3]):
         s = summary(setup, name, "heavy:rate=8,med:rate=2", **params)
         f = s["fairness"]
         rows.append({"scheduler": name, "params": described(params),
