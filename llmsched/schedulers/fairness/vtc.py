@@ -250,7 +250,7 @@ class VTC(QueuedPolicy):
                 continue
             whole = view.blocks_for(r.prompt_len + r.num_generated)
             if whole > spare:  # the blocks to its prompt's end, by reclaiming where its tenant is below its share
-                freed = self._reclaim(step, view, key, whole + reserve, step.room, decoding=True) if not step.short else None
+                freed = None if step.short else self._reclaim(step, view, key, whole + reserve, step.room, True)
                 if freed is None:
                     break
                 step.room += freed
@@ -355,11 +355,12 @@ class VTC(QueuedPolicy):
         self.last_victims = []
         return BatchPlan(decodes=list(running))
 
-    def _reclaim(self, step: "Step", view: ReplicaView, key, need: int, room: int, decoding: bool = False) -> int | None:
+    def _reclaim(self, step: "Step", view: ReplicaView, key, need: int, room: int,
+                 decoding: bool = False) -> int | None:
         """Room for ``key``'s waiting request, which does not fit: with ``reclaim`` > 0 and ``key`` holding less than
         ``reclaim`` times its weighted share of the KV cache, running requests of the tenants above their share are
-        preempted (the furthest above first, newest first), if that frees enough blocks and a seat. The seats freed,
-        or None."""
+        preempted (the furthest above first, newest first; with ``decoding``, only those in decode phase), if that
+        frees enough blocks and a seat. The seats freed, or None."""
         if not self._below_share(step, view, key):
             return None
         share = step.share
