@@ -13,6 +13,7 @@ import numpy as np
 from .batchtime.registry import BATCH_TIME_MODELS, make_batch_time_model, resolve_kind
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
+from .hardware.hf_config import kv_cache_dtype_bytes
 from .hardware.memory import kv_capacity_blocks
 from .hardware.vllm_memory import no_room, vllm_kv_budget
 from .hardware.models import model as model_preset
@@ -69,9 +70,13 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
 
 
 def run_model(cfg: RunConfig):
-    """The run's model spec: the preset (or config.json) at the run's tensor and data parallelism, its experts
-    sharded by expert parallelism where the run asks (the batch-time models read all three from the spec)."""
+    """The run's model spec: the preset (or config.json) with the run's KV cache dtype, at the run's tensor and
+    data parallelism, its experts sharded by expert parallelism where the run asks (the batch-time models and the
+    KV cache's size read all of these from the spec)."""
     m = model_preset(cfg.model)
+    kv_bytes = kv_cache_dtype_bytes(cfg.kv_cache_dtype)
+    if kv_bytes is not None and kv_bytes != m.kv_dtype_bytes:
+        m = dataclasses.replace(m, kv_dtype_bytes=kv_bytes)
     if cfg.tp is None and cfg.dp == 1 and not cfg.expert_parallel:
         return m
     return m.with_parallel(tp=cfg.tp, dp=cfg.dp, expert_parallel=cfg.expert_parallel or None)
@@ -243,9 +248,8 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
     router = (make_router(DP_ROUTER) if cfg.dp > 1 and cfg.router == "round-robin"
               else make_router(cfg.router, cfg.router_params))
     if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
-        if log is not None:
-            raise ValueError("--stream does not run DP ranks in lockstep (a MoE model with --dp); drop --stream")
-        return simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps)
+        return simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps,
+                                 log=log)
     return simulate(source, replicas, router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes, progress=progress,
                     keep_gaps=keep_gaps, log=log)
 

@@ -16,6 +16,7 @@ from .config_fields import MAX_REQUESTS, MAX_SECONDS, MIN_RATE, check_combinatio
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
                             MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
 from .hardware.gpus import gpu_from_file
+from .hardware.hf_config import KV_CACHE_DTYPE_BYTES
 from .run_field import API, Origin, declare, declared, default_of
 from .workload.arrivals import Piecewise
 from .workload.tenants import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
@@ -124,6 +125,9 @@ class RunConfig:
                                                                    "model's context length)")
     gpu_memory_utilization: float = declare(0.9, "fraction of GPU memory for weights+KV (vLLM's, default 0.9)",
                                             above=0, high=1)
+    kv_cache_dtype: str = declare("auto", "KV cache data type, vLLM's kv_cache_dtype: auto (the model's), fp8 (one "
+                                          "byte an element: twice the tokens in the same memory, half the bytes an "
+                                          "attention step reads), bfloat16, ...", choices=tuple(KV_CACHE_DTYPE_BYTES))
     num_blocks: int | None = declare(None, "KV cache size in blocks (overrides the size derived from the GPU)",
                                      kind=int, optional=True, low=1,
                                      hint="leave it out to size the KV cache from the GPU")

@@ -140,3 +140,13 @@ def test_script_writes_json_and_docs(profiles, tmp_path, capsys):
     assert text.startswith("intro") and text.rstrip().endswith("outro") and "old" not in text
     assert "| vidur_h100_meta-llama_Llama-2-7b-hf_mlp.csv | all |" in text
     assert "Fig. 6a" in capsys.readouterr().out
+
+
+def test_a_profile_used_on_a_gpu_it_was_not_fitted_on_says_so():
+    import warnings
+    from llmsched.batchtime.registry import make_batch_time_model
+    with pytest.warns(UserWarning, match="'h200-vllm' was calibrated on h200, not a100"):
+        make_batch_time_model("h200-vllm", "llama-3-8b", "a100")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make_batch_time_model("h200-vllm", "llama-3-8b", "h200")

@@ -134,3 +134,16 @@ def test_starving_scheduler_cannot_report_more_than_it_serves():
     res = find_capacity(base, slos, resolution=0.05)
     assert res.capacity is not None and res.capacity < 8.0
     assert res.capacity * work_per_req <= served_work / (1 - GROWTH_MIN) * 1.05
+
+
+def test_capacity_with_tenants_scales_their_mix_and_reports_the_total_rate():
+    """A search with --tenants probes the same mix at other loads: every tenant's rate times one factor."""
+    base = RunConfig(scheduler="vtc", tenants="heavy:rate=3:weight=2,light:rate=1:priority=1", duration=60.0)
+    probe = probe_config(base, 2.0, seed=4)
+    streams = probe.tenants.value
+    assert [(s.name, s.rate, s.tenant.weight, s.tenant.priority) for s in streams] == \
+        [("heavy", 1.5, 2.0, None), ("light", 0.5, 1.0, 1)]
+    assert probe.seed == 4 and probe.rate == base.rate  # the run's rate field stays unused beside tenants
+    result = find_capacity(base, parse_slos("ttft_p90<=5s"), resolution=0.1)
+    assert 1.0 < result.capacity < 8.0
+    assert all(p.rate > 0 for p in result.probes) and result.probes[0].rate == 4.0  # starts at their total

@@ -136,3 +136,14 @@ def test_streamed_logs_hold_a_chunk_at_most(tmp_path):
         result.requests.column("ttft")
     with pytest.raises(ValueError, match="keep_gaps"):
         run(dataclasses.replace(cfg, keep_gaps=True), stream=True)
+
+
+def test_moe_dp_ranks_in_lockstep_stream_and_cache_prefixes(tmp_path):
+    """A MoE model's DP ranks step in lockstep (sim/dp_lockstep.py); with prefixes to cache, or streamed, such a run
+    failed with '--stream does not run DP ranks in lockstep' (a log of cached tokens is not the default log)."""
+    cfg = RunConfig(scheduler="sarathi", model="qwen3-30b-a3b", gpu="h100", dp=2, expert_parallel=True,
+                    workload="shared-prefix", rate=8.0, num_requests=40, seed=2, keep_gaps=False)
+    memory, summary, streamed, got = _both(cfg, tmp_path)
+    for name in ("requests.csv", "steps.csv"):
+        assert (tmp_path / "stream" / name).read_bytes() == (tmp_path / "memory" / name).read_bytes(), name
+    assert summary["counts"]["finished"] == 40 and sum(r["cached_tokens"] for r in memory.replica_stats) > 0

@@ -2,6 +2,7 @@
 trace's tenant column, the tenant column of requests.csv and the per-tenant summary with its fairness figures."""
 import csv
 import json
+import math
 
 import numpy as np
 import pytest
@@ -174,3 +175,15 @@ def test_summary_of_a_sketch_run_still_counts_service(tmp_path):
     t = summary["tenants"]["a"]
     assert t["service"] == t["input_tokens"] + 2 * t["output_tokens"]
     assert summary["fairness"]["service_over_time"]["exact_times"] is False
+
+
+def test_a_tenant_spec_reads_back_to_the_same_streams_and_scales_as_one_mix():
+    from llmsched.workload.tenants import parse_tenants, scaled_tenants, tenant_spec, total_rate
+    streams = parse_tenants("a:rate=0.3:weight=2.5:workload=azure-code:priority=-1,b:rate=1.7,c:rate=1e-3:priority=2")
+    assert parse_tenants(tenant_spec(streams)) == streams
+    scaled = parse_tenants(scaled_tenants(streams, 4.002))
+    assert math.isclose(total_rate(scaled), 4.002)
+    assert [s.rate / t.rate for s, t in zip(scaled, streams)] == pytest.approx([4.002 / 2.001] * 3)
+    assert [(s.tenant, s.workload) for s in scaled] == [(s.tenant, s.workload) for s in streams]
+    with pytest.raises(ValueError, match="tenant 'x' needs rate=R"):
+        total_rate(parse_tenants("x:weight=2"))

@@ -17,7 +17,9 @@ changes, for one GPU of the MoE group (``tp · dp`` GPUs, :attr:`ModelSpec.moe_g
   layer's kernel has (``layer_overhead`` / 9, the operators it was fitted on);
 * **expert-parallel communication** with ``dp`` > 1: vLLM's default ``allgather_reducescatter`` backend gathers
   every DP rank's hidden states before each MoE layer and reduce-scatters the outputs after it, two ring
-  collectives over the ``dp`` ranks: ``2 · ((dp−1) · T·h·bytes / link + latency + (dp−1)·hop)`` per MoE layer;
+  collectives over the ``dp`` ranks: ``2 · ((dp−1) · T·h·bytes / link + latency + (dp−1)·hop)`` per MoE layer
+  (where the GPU's ``collective_model`` is ``nccl``: NCCL's tuning model of an all-gather and a reduce-scatter
+  of the ``dp·T·h·bytes`` gathered states, :mod:`llmsched.hardware.nccl_model`);
   ``dispatch_combine`` (DeepEP-style all-to-all) sends each token to its ``k`` experts and back:
   ``2 · (k · T·h·bytes · (G−1)/G / link + latency + hop)``.
 * **MLA** (DeepSeek-V2/V3): decode attends in the latent space (vLLM's absorbed MLA): per cached token and layer
@@ -76,7 +78,13 @@ class ArchitectureTerms:
             self._a = m.moe_layers * pairs * (2 * m.hidden + 3 * width) * b / bw
             self._elem = m.moe_layers * pairs * (3 * width + m.hidden) * b / bw
             link = g.collective_bw(comm_eff)
-            if dp > 1 and moe_all2all == "allgather_reducescatter":
+            self._gather = g.nccl_collective("allgather", dp, comm_eff) if moe_all2all == "allgather_reducescatter" \
+                else None
+            self._scatter = g.nccl_collective("reducescatter", dp, comm_eff) if self._gather else None
+            self._group_bytes = dp * m.hidden * b                  # the gathered hidden states, a token per rank
+            if self._gather is not None:    # NCCL's model prices both collectives in experts()
+                self._comm_const = self._comm_tok = 0.0
+            elif dp > 1 and moe_all2all == "allgather_reducescatter":
                 self._comm_const = m.moe_layers * 2 * (collective_latency + (dp - 1) * hop_latency)
                 self._comm_tok = m.moe_layers * 2 * (dp - 1) * m.hidden * b / link
             elif group > 1 and ep and moe_all2all == "dispatch_combine":
@@ -115,7 +123,11 @@ class ArchitectureTerms:
             gemm = a if a > w else w
         else:
             gemm = (a ** p + w ** p) ** (1.0 / p)
-        return gemm + tokens * self._elem + self._kernels + self._comm_const + tokens * self._comm_tok
+        t = gemm + tokens * self._elem + self._kernels + self._comm_const + tokens * self._comm_tok
+        if self._gather is not None:
+            size = tokens * self._group_bytes
+            t += m.moe_layers * (self._gather.time(size) + self._scatter.time(size))
+        return t
 
     # --- attention ----------------------------------------------------------------------------------------
     def decode_context(self, contexts) -> float:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 
 from ..hardware.gpus import GPUSpec
 from ..hardware.models import ModelSpec
@@ -120,7 +121,10 @@ def resolve_kind(name: str) -> tuple[str, dict]:
 def make_batch_time_model(kind: str = "roofline", model: ModelSpec | str | None = None,
                           gpu: GPUSpec | str | None = None, **params) -> BatchTimeModel:
     """Build a batch-time model of ``kind`` (see :data:`BATCH_TIME_MODELS`, or a stored profile's name) for
-    ``model`` on ``gpu``; ``params`` override a profile's."""
+    ``model`` on ``gpu``; ``params`` override a profile's. A profile fitted on other GPUs is used with a warning:
+    its efficiencies are those GPUs'."""
+    if kind not in BATCH_TIME_MODELS and gpu is not None:
+        warn_other_gpu(load_profile(kind), gpu if isinstance(gpu, str) else gpu.name)
     kind, stored = resolve_kind(kind)
     params = {**stored, **params}
     entry = BATCH_TIME_MODELS[kind]
@@ -131,3 +135,11 @@ def make_batch_time_model(kind: str = "roofline", model: ModelSpec | str | None 
     if entry["needs_hardware"] and (model is None or gpu is None):
         raise ValueError(f"batch-time model {kind!r} needs model= and gpu= (presets or specs)")
     return entry["factory"](model, gpu, **params)
+
+
+def warn_other_gpu(profile: dict | None, gpu: str) -> None:
+    fitted_on = (profile or {}).get("gpus") or []
+    if fitted_on and gpu not in fitted_on:
+        warnings.warn(f"batch-time profile {profile['name']!r} was calibrated on {', '.join(fitted_on)}, not {gpu}: "
+                      f"its efficiencies are that GPU family's (fit one for {gpu} with `llmsched validate-serving "
+                      f"--calibrate`, or use --batch-time {profile['kind']})")

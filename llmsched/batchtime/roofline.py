@@ -19,7 +19,11 @@ Per step, on each of the ``tp`` GPUs (every quantity below is that GPU's shard):
 * with tp > 1, two ring all-reduces of the hidden states per layer:
   ``2·layers·(latency + 2(tp−1)/tp · τ·hidden·dtype / C)`` with ``C`` the GPU's measured all-reduce bus
   bandwidth where it has one (``GPUSpec.allreduce_busbw``: PCIe cards without NVLink reach far less than their
-  link's rate), else ``interconnect/2 · e_comm``;
+  link's rate), else ``interconnect/2 · e_comm``; where the GPU's ``collective_model`` is ``nccl``, each
+  all-reduce of ``τ·hidden·dtype`` bytes costs what NCCL's tuning model gives at bus bandwidth ``C``
+  (:mod:`llmsched.hardware.nccl_model`: the least over its protocols of their latency + size / bandwidth, so
+  small all-reduces pay LL's or Simple's latency and LL's halved bandwidth), in place of ``allreduce_latency``
+  and ``allreduce_hop_latency``;
 * a fixed ``step_overhead`` (scheduling, input preparation, sampling) plus ``per_seq_overhead`` per item;
 * for a mixture-of-experts, MLA or sliding-window model, :mod:`.architecture`'s terms: the layers' shared part
   (attention projections, dense layers, shared experts, router) takes the linear layers' place above, the
@@ -187,7 +191,9 @@ class RooflineBatchTime(BatchTimeModel):
             self._precompute_architecture(flops, bw)
         self._const = self.step_overhead + L * self.layer_overhead
         self._layers_const = L * self.layer_overhead
-        if tp > 1:
+        self.allreduce = g.nccl_collective("allreduce", tp, self.comm_eff)     # None: the fixed latency below
+        self._ar_bytes, self._ar_calls = m.hidden * b, 2 * L           # a token's hidden state; two a layer
+        if tp > 1 and self.allreduce is None:
             link = g.collective_bw(self.comm_eff)                      # one direction
             self._ar_const = 2 * L * (self.allreduce_latency + 2 * (tp - 1) * self.allreduce_hop_latency)
             self._ar_tok = 2 * L * 2 * (tp - 1) / tp * m.hidden * b / link
@@ -289,6 +295,8 @@ class RooflineBatchTime(BatchTimeModel):
                     t += self.architecture.prefill_attention(c, ctx)
         if self._ar_const:
             t += self._ar_const + tokens * self._ar_tok
+        elif self.allreduce is not None:
+            t += self._ar_calls * self.allreduce.time(tokens * self._ar_bytes)
         if self.architecture is not None and self.architecture.moe:
             t += self.architecture.experts(tokens)
         if self._host:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 
 from ..experiment import RunConfig, build_replicas, build_source, simulate_config
+from ..workload.tenants import scaled_tenants, total_rate
 from ..workload.workload import OpenLoop
 from .slo import RATIOS, SLO
 from .stability import worst
@@ -38,14 +39,31 @@ def check_base(base: RunConfig) -> None:
 
 
 def probe_config(base: RunConfig, x: float, seed: int) -> RunConfig:
-    """``base`` at rate ``x`` req/s (or concurrency ``x`` in a closed loop) and ``seed``."""
+    """``base`` at rate ``x`` req/s (``at_rate``; concurrency ``x`` in a closed loop) and ``seed``."""
     if base.concurrency is not None:
         return dataclasses.replace(base, concurrency=int(x), seed=seed,
                                    num_requests=base.num_requests or DEFAULT_CLOSED_REQUESTS)
-    changes = {"rate": float(x), "seed": seed}
+    changes = {"seed": seed}
     if not base.trace and base.duration is None and base.num_requests is None:
         changes["duration"] = DEFAULT_DURATION
-    return dataclasses.replace(base, **changes)
+    return dataclasses.replace(at_rate(base, x), **changes)
+
+
+def at_rate(base: RunConfig, x: float) -> RunConfig:
+    """``base`` offering ``x`` req/s: its rate, or with tenants their total, every tenant's rate scaled by one
+    factor (the same mix, as a deployment's tenants grow together)."""
+    if base.tenants and not base.trace:
+        return dataclasses.replace(base, tenants=scaled_tenants(base.tenants.value, float(x)))
+    return dataclasses.replace(base, rate=float(x))
+
+
+def start_rate(base: RunConfig) -> float | None:
+    """The rate (concurrency) the config itself offers, where a search starts: with tenants, their total rate."""
+    if base.concurrency is not None:
+        return base.concurrency
+    if base.tenants and not base.trace:
+        return total_rate(base.tenants.value)
+    return base.rate
 
 
 def min_rate(base: RunConfig) -> float:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..experiment import RunConfig
 from .lockstep import run_lockstep
-from .probe import Probe, check_base, make_probe, min_rate, probe_config
+from .probe import Probe, check_base, make_probe, min_rate, probe_config, start_rate
 from .slo import RATIOS, SLO
 
 MIN_RATE_FACTOR = 2.0 ** -10  # give up halving 1024x below the start
@@ -99,7 +99,7 @@ def find_capacities(bases: dict[str, RunConfig], slos: list[SLO], resolution: fl
     for label, base in bases.items():
         check_base(base)
         integer = base.concurrency is not None
-        x0 = start or (base.concurrency if integer else base.rate) or 1.0
+        x0 = start or start_rate(base) or 1.0
         top = max_rate or x0 * MAX_RATE_FACTOR
         if not (x0 > 0 and top >= x0):
             raise ValueError(f"capacity: start {x0:g} must be positive and at most max_rate {top:g}")

@@ -86,6 +86,8 @@ def capacity(args) -> int:
                                   progress=not args.no_progress, max_rate=args.max_rate)
     cfg0 = configs[0]
     where = cfg0.trace or cfg0.workload
+    if cfg0.tenants and not cfg0.trace:
+        where += f", tenants {cfg0.tenants} (rates scaled together: a probe's rate is their total)"
     print(f"{cfg0.model} on {cfg0.gpu} (x{cfg0.replicas}, router {cfg0.router}), {where}; SLOs: "
           f"{', '.join(s.text for s in slos) or 'none (stability only)'}; seeds {', '.join(map(str, seeds))}")
     for r in results.values():

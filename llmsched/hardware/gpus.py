@@ -5,6 +5,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .nccl_model import NcclCollective
+
 GiB = 1 << 30
 
 
@@ -24,7 +26,10 @@ class GPUSpec:
     0.4 µs over NVLink, 1.0 µs over PCIe). ``allreduce_busbw``: the bus bandwidth (bytes/s, nccl-tests'
     ``busbw``) NCCL's all-reduce was *measured* to reach among such cards with NCCL's default settings (vLLM's),
     where a measurement exists; 0: the datasheet's one-way rate × the batch-time model's ``comm_eff`` (see
-    :meth:`collective_bw`). ``sms``: streaming multiprocessors (compute units on AMD).
+    :meth:`collective_bw`). ``collective_model``: how a collective's time follows its size: ``fixed`` (the
+    batch-time model's fixed latency plus size / bandwidth) or ``nccl`` (NCCL's own tuning model, latency and
+    bandwidth per protocol, the least chosen: :mod:`.nccl_model`; NVLink or PCIe only).
+    ``sms``: streaming multiprocessors (compute units on AMD).
     ``t_row, t_col, t_red``: the GeMM tile of Bari et al.'s staircase model (eq. 2/4): ``t_col`` is the tile edge
     along the token dimension, so the linear layers cost the same for every token count in
     (k·t_col, (k+1)·t_col]. ``family``: GPUs sharing a chip, whose fitted efficiencies carry over.
@@ -46,6 +51,7 @@ class GPUSpec:
     fp8_flops: float = 0.0
     interconnect: str = ""
     allreduce_busbw: float = 0.0
+    collective_model: str = "fixed"
 
     def __post_init__(self):
         for field_name in ("flops", "mem_bw", "mem_bytes", "host_bw", "interconnect_bw", "sms",
@@ -65,12 +71,25 @@ class GPUSpec:
         if self.interconnect not in INTERCONNECTS:
             raise ValueError(f"GPU {self.name!r}: interconnect must be one of {', '.join(INTERCONNECTS)}, got "
                              f"{self.interconnect!r}")
+        if self.collective_model not in COLLECTIVE_MODELS:
+            raise ValueError(f"GPU {self.name!r}: collective_model must be one of {', '.join(COLLECTIVE_MODELS)}, "
+                             f"got {self.collective_model!r}")
+        if self.collective_model == "nccl" and self.interconnect not in NCCL_LINKS:
+            raise ValueError(f"GPU {self.name!r}: collective_model 'nccl' has NCCL's latencies for "
+                             f"{', '.join(NCCL_LINKS)} only, not {self.interconnect!r}; use collective_model 'fixed'")
 
     def collective_bw(self, comm_eff: float) -> float:
         """Bytes/s a ring collective among these GPUs moves per GPU and direction (its bus bandwidth): the
         measured ``allreduce_busbw`` where there is one, else the link's one-way datasheet rate × ``comm_eff``.
         A ring all-reduce of S bytes over n GPUs then takes 2(n−1)/n · S / collective_bw."""
         return self.allreduce_busbw or self.interconnect_bw / 2 * comm_eff
+
+    def nccl_collective(self, collective: str, ranks: int, comm_eff: float) -> NcclCollective | None:
+        """NCCL's tuning model of ``collective`` over ``ranks`` of these GPUs at :meth:`collective_bw`, where the
+        spec's ``collective_model`` is ``nccl`` (None otherwise, or for one rank)."""
+        if self.collective_model != "nccl" or ranks < 2:
+            return None
+        return NcclCollective(collective, ranks, self.collective_bw(comm_eff), self.interconnect)
 
     def gemm_flops(self, weight_bytes: int) -> float:
         """Peak FLOP/s of a GEMM whose weights have ``weight_bytes`` bytes an element: FP8 tensor cores for fp8
@@ -79,6 +98,8 @@ class GPUSpec:
 
 
 INTERCONNECTS = ("nvlink", "xgmi", "pcie")
+COLLECTIVE_MODELS = ("fixed", "nccl")
+NCCL_LINKS = ("nvlink", "pcie")
 # NCCL's all-reduce among RTX PRO 6000 Blackwell cards over PCIe 5 x16 (no NVLink), measured with nccl-tests'
 # all_reduce_perf: 22.2 GB/s bus bandwidth with NCCL's default settings (32 MB messages) on cards attached
 # directly to the CPUs' root ports, 40.1 GB/s behind PCIe switches, 37.6-41.1 GB/s only with
@@ -151,6 +172,7 @@ GPUS: dict[str, GPUSpec] = {g.name: g for g in (
     GPUSpec("rtx-pro-6000", flops=503.8e12, mem_bw=1792e9, mem_bytes=96 * GiB, host_bw=128e9,
             interconnect_bw=128e9, sms=188, **_ADA_TILES, family="blackwell-rtx", link_latency=1.0e-6,
             fp8_flops=1007.6e12, interconnect="pcie", allreduce_busbw=RTX_PRO_6000_ALLREDUCE_BUSBW,
+            collective_model="nccl",
             source="NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet and RTX Blackwell GPU architecture "
                    "whitepaper (GB202, 188 SMs): 96 GB GDDR7 ECC at 1,792 GB/s (512-bit, 28 Gbps), 4,000 AI TOPS "
                    "= FP4 with sparsity, so FP4 dense 2,015, FP8 dense 1,007.6 and BF16 dense 503.8 TFLOPS with FP32 "
@@ -160,7 +182,8 @@ GPUS: dict[str, GPUSpec] = {g.name: g for g in (
                    "All-reduce: 22.2 GB/s bus bandwidth, NCCL's all_reduce_perf at its defaults on RTX PRO 6000 "
                    "Blackwell cards attached directly to the CPUs (no PCIe switch), as measured in the "
                    "voipmonitor/rtx6kpro knowledge base, hardware/pcie-bandwidth.md (see "
-                   "RTX_PRO_6000_ALLREDUCE_BUSBW)."),
+                   "RTX_PRO_6000_ALLREDUCE_BUSBW); smaller collectives as NCCL's tuning model prices them "
+                   "(hardware/nccl_model.py)."),
     GPUSpec("l4", flops=121e12, mem_bw=300e9, mem_bytes=24 * GiB, host_bw=64e9, interconnect_bw=64e9, sms=58,
             **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=242.5e12, interconnect="pcie",
             source="NVIDIA L4 Tensor Core GPU datasheet: 24 GB GDDR6 at 300 GB/s, BF16 242 TFLOPS with sparsity = "
@@ -223,7 +246,7 @@ SPEC_SUFFIXES = (".toml", ".json")
 SPEC_REQUIRED = ("flops", "mem_bw", "host_bw", "sms")
 SPEC_NUMBERS = ("flops", "fp8_flops", "mem_bw", "mem_bytes", "mem_gib", "host_bw", "interconnect_bw", "sms",
                 "t_row", "t_col", "t_red", "link_latency", "allreduce_busbw")
-SPEC_TEXTS = ("name", "source", "family", "interconnect")
+SPEC_TEXTS = ("name", "source", "family", "interconnect", "collective_model")
 _LINK_LATENCY = {"nvlink": 0.4e-6, "xgmi": 0.4e-6, "pcie": 1.0e-6}
 
 
@@ -243,7 +266,8 @@ def gpu_from_file(path: str | Path) -> GPUSpec:
     Optional: ``t_row``/``t_col``/``t_red`` (default 128/128/32), ``family`` (whose fitted efficiencies to use;
     default none), ``link_latency`` (seconds per all-reduce ring hop; default NCCL's figure for the
     interconnect), ``allreduce_busbw`` (bytes/s NCCL's all-reduce was measured to reach among such cards,
-    nccl-tests' busbw; default: not measured, the link's rate × comm_eff). Every figure is checked: an unknown key, a missing, non-numeric, zero or negative figure is a
+    nccl-tests' busbw; default: not measured, the link's rate × comm_eff), ``collective_model`` (``fixed``, the
+    default, or ``nccl``: NCCL's tuning model prices small collectives, see :mod:`.nccl_model`). Every figure is checked: an unknown key, a missing, non-numeric, zero or negative figure is a
     one-line error naming the file and the field."""
     file = Path(path).expanduser()
     data = _read_spec(file)
@@ -271,6 +295,10 @@ def gpu_from_file(path: str | Path) -> GPUSpec:
     if interconnect not in _LINK_LATENCY:
         raise ValueError(f"GPU spec {file}: interconnect = {interconnect!r} must be one of "
                          f"{', '.join(_LINK_LATENCY)}")
+    collectives = data.get("collective_model", "fixed")
+    if collectives not in COLLECTIVE_MODELS or (collectives == "nccl" and interconnect not in NCCL_LINKS):
+        raise ValueError(f"GPU spec {file}: collective_model = {collectives!r} must be one of "
+                         f"{', '.join(COLLECTIVE_MODELS)} ('nccl' over {' or '.join(NCCL_LINKS)} only)")
     if interconnect != "pcie" and "interconnect_bw" not in data:
         raise ValueError(f"GPU spec {file}: interconnect = {interconnect!r} needs interconnect_bw (bytes/s)")
     for key in ("sms", "t_row", "t_col", "t_red"):
@@ -284,7 +312,7 @@ def gpu_from_file(path: str | Path) -> GPUSpec:
         t_red=int(data.get("t_red", 32)), source=data.get("source", f"GPU spec file {file}"),
         family=data.get("family", ""), link_latency=float(data.get("link_latency", _LINK_LATENCY[interconnect])),
         fp8_flops=float(data.get("fp8_flops", 0.0)), interconnect=interconnect,
-        allreduce_busbw=float(data.get("allreduce_busbw", 0.0)))
+        allreduce_busbw=float(data.get("allreduce_busbw", 0.0)), collective_model=collectives)
 
 
 def _read_spec(file: Path) -> dict:

@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 from dataclasses import dataclass
 
+from ..capacity.probe import at_rate
 from ..experiment import RunConfig
 from ..hardware.gpus import GiB, gpu as gpu_preset
 from ..hardware.memory import default_activation_reserve, kv_capacity_tokens
@@ -30,9 +31,9 @@ class Candidate:
 
     def config(self, base: RunConfig, rate: float, replicas: int) -> RunConfig:
         """``base`` (the scheduler's run options) deployed as this candidate with ``replicas`` replicas."""
-        return dataclasses.replace(base, gpu=self.gpu, tp=self.tp, scheduler=self.scheduler, router=self.router,
-                                   scheduler_params={**base.scheduler_params, **dict(self.params)},
-                                   replicas=replicas, rate=rate)
+        return at_rate(dataclasses.replace(base, gpu=self.gpu, tp=self.tp, scheduler=self.scheduler,
+                                           router=self.router, replicas=replicas,
+                                           scheduler_params={**base.scheduler_params, **dict(self.params)}), rate)
 
 
 def split_names(text: str, option: str) -> list[str]:

@@ -33,9 +33,10 @@ def in_lockstep(dp: int, expert_parallel: bool, spec) -> bool:
 
 
 def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | None = None, seed: int = 0,
-                      keep_gaps: bool = True) -> RunResult:
+                      keep_gaps: bool = True, log: RequestLog | None = None) -> RunResult:
     """Run ``source`` through the DP ranks ``replicas`` stepping in lockstep (module docstring); the same
-    contract as ``simulate`` (every request leaves finished, rejected or unfinished at ``horizon``)."""
+    contract as ``simulate`` (every request leaves finished, rejected or unfinished at ``horizon``), ``log`` too
+    (a log of cached tokens, or a streamed one)."""
     if len(replicas) < 2:
         raise ValueError("a DP group in lockstep needs at least two ranks")
     for i, rep in enumerate(replicas):
@@ -49,7 +50,7 @@ def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | 
         raise ValueError(f"horizon must be a positive number of seconds, got {horizon}")
     wall0 = time.perf_counter()
     rng = np.random.default_rng(seed)
-    log = RequestLog(keep_gaps)
+    log = RequestLog(keep_gaps) if log is None else log
     heap: list = []
     seq = 0
 
@@ -144,4 +145,5 @@ def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | 
     for rep in replicas if held is not None else ():  # arrivals held at the horizon leave unfinished
         for r in held[rep.index]:
             rep.add(r, r.arrival)
-    return finish_run(replicas, log, replicas[0].steps, False, horizon if cut else None, now, None, wall0)
+    return finish_run(replicas, log, replicas[0].steps, getattr(log, "streamed", False), horizon if cut else None,
+                      now, None, wall0)

@@ -27,6 +27,10 @@ max(Σf_k, Σr_k) per request. A linear model (llmsched/batchtime/linear.py) has
 such totals, so it is the same argument with no norm. The replica runs one step at a time, so a replica's
 busy time is at least this sum; r replicas serve at most r / (bound seconds per request) requests/s.
 
+Where the GPU prices all-reduces by NCCL's tuning model (the least over protocols of latency + size / bandwidth,
+llmsched/hardware/nccl_model.py), each all-reduce is bounded below by the least latency plus the size at the
+least cost per byte, linear in the totals; the bound then holds below the step time instead of equal to it.
+
 The ``engine`` model (llmsched/batchtime/serving_engine.py) is the roofline with engine terms: per-hop all-reduce
 latency and a separate decode-attention bandwidth (both linear in the totals above, so exact), and the host's
 kernel launches overlapped with the GPU's work as a smoothed maximum ``(gpu^q + host^q)^(1/q)``, q ≥ 1, which
@@ -182,7 +186,10 @@ def roofline_terms(bt: RooflineBatchTime) -> RooflineTerms:
     gemm_io = 4 * m.hidden + (2 * m.q_dim + 2 * m.kv_dim + ffn_mats * m.ffn) / tp
     elementwise = 8 * m.hidden + (2 * (m.q_dim + m.kv_dim) + ffn_mats * m.ffn) / tp
     L = m.layers
-    if tp > 1:
+    if bt.allreduce is not None:      # NCCL's model: its least latency and least cost per byte, a lower bound
+        ar_const = 2 * L * bt.allreduce.least_latency()
+        ar_tok = 2 * L * m.hidden * b * bt.allreduce.least_per_byte()
+    elif tp > 1:
         link = g.collective_bw(bt.comm_eff)
         ar_const = 2 * L * (bt.allreduce_latency + 2 * (tp - 1) * bt.allreduce_hop_latency)
         ar_tok = 2 * L * 2 * (tp - 1) / tp * m.hidden * b / link
@@ -231,7 +238,7 @@ def busy_time_form(bt: BatchTimeModel):
                          f"decoders, not routed experts, latent attention or sliding windows")
     if type(bt) in (RooflineBatchTime, EngineBatchTime):
         terms = roofline_terms(bt)
-        lower_only = type(bt) is EngineBatchTime
+        lower_only = type(bt) is EngineBatchTime or bt.allreduce is not None
         for batch in PROBE_BATCHES:
             want, got = bt.step_time(batch), terms.step_time(batch)
             close = math.isclose(want, got, rel_tol=1e-9, abs_tol=1e-15)

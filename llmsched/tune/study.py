@@ -16,6 +16,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+from ..capacity.probe import at_rate as offering
 from ..capacity.rate_search import CapacityResult, find_capacities
 from ..capacity.slo import RATIOS, SLO
 from ..run_config import RunConfig
@@ -87,7 +88,7 @@ def at_rate(cfg: RunConfig, x: float | None) -> RunConfig:
         return cfg
     if cfg.concurrency is not None:
         return dataclasses.replace(cfg, concurrency=max(1, int(x)))
-    return dataclasses.replace(cfg, rate=x)
+    return offering(cfg, x)
 
 
 def tune(base: RunConfig, slos: list[SLO], params: list[Param], budget: int = DEFAULT_BUDGET, seed: int = 0,

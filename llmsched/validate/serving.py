@@ -56,6 +56,7 @@ def replay_config(run: ServingRun, gpu: str | None = None, batch_time: str = "vl
         block_size=args.block_size, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len,
         gpu_memory_utilization=args.gpu_memory_utilization or default_utilization(args.vllm_version),
+        kv_cache_dtype=args.kv_cache_dtype,
         num_blocks=kv_blocks(run, spec, device, model_name))
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..hardware.gpus import GPUS
+from ..hardware.hf_config import KV_CACHE_DTYPE_BYTES, kv_cache_dtype_bytes
 from ..hardware.models import ModelSpec, model as model_preset
 from ..workload.server_log import ServerLog, read_server_log
 
@@ -43,6 +44,7 @@ class EngineArgs:
     capture_sizes: list[int] | None = None
     async_scheduling: bool = True
     memory_gib: dict = field(default_factory=dict)
+    kv_cache_dtype: str = "auto"
 
 
 @dataclass
@@ -65,6 +67,9 @@ class ServingRun:
                 continue
             args = self.args
             ep = args.enable_expert_parallel and spec.is_moe
+            kv_bytes = kv_cache_dtype_bytes(args.kv_cache_dtype)
+            if kv_bytes is not None:
+                spec = replace(spec, kv_dtype_bytes=kv_bytes)
             return spec.with_parallel(tp=args.tensor_parallel_size, dp=args.data_parallel_size,
                                       expert_parallel=ep), name
         where = self.config or self.folder / "meta.json"
@@ -123,11 +128,14 @@ def read_meta(path: Path) -> EngineArgs:
     model = kw.get("model") or meta.get("model")
     if not isinstance(model, str) or not model:
         raise ValueError(f"{path}: no model; write engine_kwargs.model (the Hugging Face id)")
-    for key, allowed in (("dtype", DTYPES), ("kv_cache_dtype", ("auto",))):
-        value = kw.get(key, "auto")
-        if value is not None and str(value).lower() not in allowed:
-            raise ValueError(f"{path}: engine_kwargs.{key} {value!r} is not modelled (16-bit weights and KV "
-                             f"only: {', '.join(allowed)})")
+    dtype = kw.get("dtype", "auto")
+    if dtype is not None and str(dtype).lower() not in DTYPES:
+        raise ValueError(f"{path}: engine_kwargs.dtype {dtype!r} is not modelled (16-bit weights only: "
+                         f"{', '.join(DTYPES)}; fp8 weights come from the model's config.json)")
+    kv_dtype = kw.get("kv_cache_dtype") or "auto"
+    if str(kv_dtype).lower() not in KV_CACHE_DTYPE_BYTES:
+        raise ValueError(f"{path}: engine_kwargs.kv_cache_dtype {kv_dtype!r} is not one of vLLM's: "
+                         f"{', '.join(KV_CACHE_DTYPE_BYTES)}")
     utilization = kw.get("gpu_memory_utilization", seen.get("gpu_memory_utilization"))
     if utilization is not None and (isinstance(utilization, bool) or not isinstance(utilization, (int, float))
                                     or not 0 < utilization <= 1):
@@ -151,7 +159,8 @@ def read_meta(path: Path) -> EngineArgs:
         gpu_memory_utilization=float(utilization) if utilization is not None else None,
         block_size=need_int("block_size", default=16), gpu=meta.get("gpu"),
         num_gpu_blocks=need_int("num_gpu_blocks", optional=True), capture_sizes=sizes,
-        async_scheduling=bool(seen.get("async_scheduling", True)), memory_gib=dict(meta.get("memory_gib") or {}))
+        async_scheduling=bool(seen.get("async_scheduling", True)), memory_gib=dict(meta.get("memory_gib") or {}),
+        kv_cache_dtype=str(kv_dtype).lower())
 
 
 def gpu_of(run: ServingRun, given: str | None) -> str:

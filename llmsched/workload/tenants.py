@@ -13,6 +13,7 @@ import heapq
 import math
 import zlib
 from collections.abc import Callable, Sequence
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,6 +101,37 @@ def check_tenants(tenants) -> tuple[TenantStream, ...]:
     if len(set(names)) != len(names):
         raise ValueError(f"tenant names must be distinct, got {names}")
     return streams
+
+
+def tenant_spec(streams: Sequence[TenantStream]) -> str:
+    """The one-line spec of ``streams`` (``parse_tenants`` reads it back to the same streams)."""
+    parts = []
+    for s in check_tenants(streams):
+        t = s.tenant
+        fields = [s.name] + ([f"rate={s.rate!r}"] if s.rate is not None else []) + \
+            ([f"weight={t.weight!r}"] if t.weight != 1.0 else []) + \
+            ([f"workload={s.workload}"] if s.workload else []) + \
+            ([f"priority={t.priority}"] if t.priority is not None else [])
+        parts.append(":".join(fields))
+    return ",".join(parts)
+
+
+def total_rate(streams: Sequence[TenantStream]) -> float:
+    """The tenants' rates added up: the run's offered rate."""
+    streams = check_tenants(streams)
+    missing = [s.name for s in streams if s.rate is None]
+    if missing:
+        raise ValueError(f"tenant {missing[0]!r} needs rate=R (requests/s): each tenant is its own arrival stream, "
+                         f"e.g. --tenants {EXAMPLE}")
+    return math.fsum(s.rate for s in streams)
+
+
+def scaled_tenants(streams: Sequence[TenantStream], total: float) -> str:
+    """The spec of ``streams`` with every rate scaled by one factor so that they add up to ``total``: the same
+    mix of tenants at another load (a capacity search's probe)."""
+    streams = check_tenants(streams)
+    factor = total / total_rate(streams)
+    return tenant_spec([dataclasses.replace(s, rate=s.rate * factor) for s in streams])
 
 
 def tenant_seed(seed: int, name: str) -> int:
