@@ -60,8 +60,9 @@ class VTC(QueuedPolicy):
     shares its step with the heavy tenants' chunks and decodes (a 1,900-token prompt beside ~160 decodes needs two
     2,048-token steps) and waits behind the turns of heavy prompts admitted in chunks; ``lead`` lets it go ahead of
     a counter it overtook with its own last long prompt. Off by default because it costs the other tenants
-    (measured in docs/fairness.md: with ``"step"`` a heavy decode's TBT p99 up by ~0.03-0.08 s, reclaim preemptions,
-    2-3% of the throughput) for a latency only a light tenant asks for; ``"off"`` is the paper's order.
+    (measured in docs/fairness.md: with ``"step"`` the heavy tenant's TBT p99 0.214 -> 0.297 s at the default
+    budget, reclaim preemptions, about 3% of the throughput) for a latency only a light tenant asks for; ``"off"``
+    is the paper's order.
 
     **Fairness bound** (the paper's Theorem 4.4, derived again for this token model). Let ``A = input_weight ·
     min(B, P)`` bound one admission's charge (``B`` the token budget, ``P`` the longest prefill a waiting request
@@ -231,8 +232,9 @@ class VTC(QueuedPolicy):
             if key in light and x not in step.preempted and not (
                     x.num_generated and x.num_computed + 1 == x.prompt_len + x.num_generated):
                 partial.setdefault(key, []).append(x)
-        # a light step preempts nobody: an admitted prompt's blocks to its end must fit in the free blocks less the
-        # reserve (so that light admissions do not push running prompts into preemption), a chunk's in the free ones
+        # a light step throws no prompt in progress away: an admitted prompt's blocks to its end must fit in the free
+        # blocks less the reserve, freed if need be by reclaiming requests in decode phase (so that light admissions
+        # do not push running prompts into KV preemption), a running light chunk's in the free ones
         reserve = int(self.kv_reserve * view.total_blocks)
         spare = step.free - reserve
         planned = len(step.plan.prefills)
