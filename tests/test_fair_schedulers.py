@@ -3,7 +3,7 @@ that comes back from idling, and serve weights in proportion."""
 import numpy as np
 import pytest
 
-from llmsched.experiment import RunConfig, build_replicas, run
+from llmsched.experiment import RunConfig, build_replicas, build_source, run, simulate_config
 from llmsched.metrics.summary import summarize
 from llmsched.request import Request, Status, Tenant
 from llmsched.schedulers.registry import create_scheduler
@@ -75,3 +75,56 @@ def test_wfq_weighs_the_next_prompt_in_and_vtc_does_not(name, first):
     rep.add(Request(1, 0.0, 120, 10, tenant=Tenant("short")), 0.0)
     rep.start_step(0.0)
     assert [r.tenant.name for r in rep.running] == [first]
+
+
+def light_run(name: str, mode: str, tenants: str = "heavy:rate=8,light:rate=0.5", **extra):
+    """A heavy tenant over capacity and a light one on Llama-3-8B/A100, every plan recorded with whether it was a
+    light step."""
+    cfg = RunConfig(scheduler=name, tenants=tenants, duration=40, seed=0, model="llama-3-8b", gpu="a100",
+                    scheduler_params={"light_first": mode, **extra}, check_invariants=True)
+    replicas = build_replicas(cfg)
+    policy = replicas[0].scheduler
+    plans = []
+    inner = policy.schedule
+
+    def schedule(view):
+        plan = inner(view)
+        plans.append((plan, policy.light_step, [r for r in view.running if r.num_generated
+                                                 and r.num_computed + 1 == r.prompt_len + r.num_generated]))
+        return plan
+
+    policy.schedule = schedule
+    return simulate_config(cfg, build_source(cfg), replicas), plans
+
+
+@pytest.mark.parametrize("name", FAIR)
+def test_light_first_off_and_without_tenants_decides_as_before(name):
+    """light_first acts only between tenants: without tenants every mode makes the same run."""
+    runs = [run(RunConfig(scheduler=name, rate=4, num_requests=150, num_blocks=900, seed=2,
+                          scheduler_params={"light_first": mode})) for mode in ("off", "step")]
+    a, b = (r.requests for r in runs)
+    for col in ("first_scheduled", "first_token", "finish"):
+        assert np.array_equal(a.column(col), b.column(col))
+
+
+@pytest.mark.parametrize("name", FAIR)
+def test_light_first_step_gives_the_light_tenant_its_own_steps(name):
+    off, _ = light_run(name, "off")
+    on, plans = light_run(name, "step")
+    light = [i for i, (_, is_light, _) in enumerate(plans) if is_light]
+    assert len(light) >= 10
+    for i in light:
+        plan, _, decoding = plans[i]
+        assert plan.prefills and all(r.tenant.name == "light" for r, _ in plan.prefills)
+        assert all(r.tenant.name == "light" for r in plan.decodes)  # the heavy decodes wait ...
+        assert not plans[i + 1][1]  # ... one step only: the next plan is an ordinary one
+        waited = [r for r in decoding if r.tenant.name == "heavy" and r not in plan.preempt]
+        nxt = plans[i + 1][0]
+        assert all(r in nxt.decodes or r in nxt.preempt for r in waited)
+    ttft = [summarize(x)["tenants"]["light"]["latency"]["ttft"]["p50"] for x in (off, on)]
+    assert ttft[1] < 0.7 * ttft[0]
+
+
+def test_light_first_rejects_a_mode_it_does_not_know():
+    with pytest.raises(ValueError, match="light_first must be one of off, prompts, step"):
+        create_scheduler("vtc", light_first="always")

@@ -30,7 +30,10 @@ def random_config(seed: int, scheduler: str) -> RunConfig:
     return RunConfig(scheduler=scheduler, tenants=tenants, num_requests=rnd.choice([150, 250]),
                      num_blocks=rnd.choice([400, 900, 3000, None]), preemption_mode=mode,
                      swap_space_gb=rnd.choice([0.02, 1.0]), max_num_seqs=rnd.choice([16, 64, 256]),
-                     scheduler_params={"token_budget": rnd.choice([256, 1024, 2048, 4096])}, seed=seed,
+                     scheduler_params={"token_budget": rnd.choice([256, 1024, 2048, 4096]),
+                                       "light_first": rnd.choice(["off", "prompts", "step"]),
+                                       "lead": rnd.choice([0.0, 2048.0, 8192.0]),
+                                       "light_budget": rnd.choice([512, 8192])}, seed=seed,
                      check_invariants=True)
 
 
@@ -65,6 +68,7 @@ class Watch:
         self.largest_admission = 0.0  # the most one admission charged (unweighted)
         self.head = 0.0  # wfq: A / w_min, A = input_weight * min(B, the longest prefill of the workload)
         self.step_term = 0.0  # one plan's charges to a tenant, taken back when the plan preempts its requests
+        self.lead = 0.0  # light_first: how far above the others' smallest counter a light tenant may be admitted
         self.min_weight = min(s.tenant.weight for s in parse_tenants(policy_tenants(policy)))
         self.weights = (policy.input_weight, policy.output_weight)
         self.clock = clock  # the tenant's virtual clock: vtc's counter, wfq's finish tag of its last admission
@@ -100,7 +104,7 @@ class Watch:
             m = min(clocks[k] for k in backlogged)
             assert m >= self.floor - EPS, f"the smallest backlogged clock fell from {self.floor} to {m}"
             self.floor = m
-            head = self.head + self.step_term
+            head = self.head + self.step_term + self.lead
             for k in backlogged:
                 assert clocks[k] - m <= self.bound.get(k, 0.0) + head + EPS, (
                     f"decision {self.decisions}: tenant {k} is {clocks[k] - m} above the floor, bound "
@@ -119,7 +123,7 @@ class Watch:
                         lo, hi = self.worst.get((f, g), (d, d))
                         lo, hi = min(lo, d), max(hi, d)
                         self.worst[(f, g)] = (lo, hi)
-                        u = self.u + self.head + self.step_term
+                        u = self.u + self.head + self.step_term + self.lead
                         assert hi - lo <= 2 * u + EPS, (
                             f"tenants {f} and {g}: weighted service difference moved {hi - lo} while both stayed "
                             f"backlogged, bound 2U = {2 * u}")
@@ -146,7 +150,11 @@ def run_watched(cfg: RunConfig, clock=None):
     policy = replicas[0].scheduler
     policy.run_tenants = cfg.tenants
     watch = Watch(policy, clock or vtc_clock, head_term=cfg.scheduler == "wfq")
-    budget = min(policy.token_budget, replicas[0].config.max_num_batched_tokens)
+    budget = policy.token_budget
+    if policy.light_first != "off":  # a light step's budget, and a light tenant admitted up to lead above the floor
+        budget = max(budget, policy.light_budget)
+        watch.lead = policy.lead
+    budget = min(budget, replicas[0].config.max_num_batched_tokens)
     watch.step_term = max(policy.input_weight, policy.output_weight) * budget / watch.min_weight
     if watch.head_term:
         longest = max(r.prompt_len + r.output_len - 1 for r in build_source(cfg).initial())

@@ -47,19 +47,33 @@ def result_of(setup: Setup, scheduler: str, tenants: str, **params):
     return run_config(cfg)
 
 
+# vtc's and wfq's light_first (a light tenant's prompts in a step of their own), as measured in docs/fairness.md
+LIGHT_FIRST = (("vtc", {"light_first": "prompts"}), ("vtc", {"light_first": "step"}),
+               ("vtc", {"light_first": "step", "token_budget": 1024}),
+               ("vtc", {"light_first": "step", "token_budget": 512}),
+               ("wfq", {"light_first": "step", "token_budget": 512}))
+
+
+def described(params: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
 def light_tenant(setup: Setup) -> list[dict]:
     both, alone = "heavy:rate=8,light:rate=0.5", "light:rate=0.5"
     fcfs = summary(setup, "vllm-chunked", both)
     rows = []
-    for name in ("vtc", "wfq", "vllm-chunked"):
-        s = fcfs if name == "vllm-chunked" else summary(setup, name, both)
-        solo = summary(setup, name, alone)
+    for name, params in (("vtc", {}), ("wfq", {}), ("vllm-chunked", {})) + LIGHT_FIRST:
+        s = fcfs if name == "vllm-chunked" else summary(setup, name, both, **params)
+        solo = summary(setup, name, alone, **params)
         ttft, ttft_alone = (x["tenants"]["light"]["latency"]["ttft"]["p50"] for x in (s, solo))
         throughput = s["throughput"]["output_tokens_per_s"] / fcfs["throughput"]["output_tokens_per_s"]
-        rows.append({"scheduler": name, "light_ttft_p50_s": ttft, "light_alone_ttft_p50_s": ttft_alone,
+        heavy = s["tenants"]["heavy"]["latency"]
+        rows.append({"scheduler": name, "params": described(params), "light_ttft_p50_s": ttft,
+                     "light_alone_ttft_p50_s": ttft_alone,
                      "ratio": ttft / ttft_alone, "ttft_ok": ttft / ttft_alone <= 1.5,
                      "light_ttft_p99_s": s["tenants"]["light"]["latency"]["ttft"]["p99"],
-                     "heavy_ttft_p50_s": s["tenants"]["heavy"]["latency"]["ttft"]["p50"],
+                     "heavy_ttft_p50_s": heavy["ttft"]["p50"], "heavy_tbt_p99_s": heavy["tbt"]["p99"],
+                     "heavy_tpot_p99_s": heavy["tpot"]["p99"],
                      "output_tok_s": s["throughput"]["output_tokens_per_s"], "throughput_vs_fcfs": throughput,
                      "throughput_ok": throughput >= 0.95, "preemptions": s["preemptions"]["total"]})
     return rows
@@ -67,10 +81,11 @@ def light_tenant(setup: Setup) -> list[dict]:
 
 def backlogged(setup: Setup) -> list[dict]:
     rows = []
-    for name in ("vtc", "wfq", "vllm-chunked"):
-        s = summary(setup, name, "heavy:rate=8,med:rate=2")
+    for name, params in (("vtc", {}), ("wfq", {}), ("vllm-chunked", {}), LIGHT_FIRST[2], LIGHT_FIRST[3]):
+        s = summary(setup, name, "heavy:rate=8,med:rate=2", **params)
         f = s["fairness"]
-        rows.append({"scheduler": name, "jain_backlogged": f["jain_while_all_backlogged"],
+        rows.append({"scheduler": name, "params": described(params),
+                     "jain_backlogged": f["jain_while_all_backlogged"],
                      "jain_ok": f["jain_while_all_backlogged"] >= 0.95, "both_backlogged_s": f["all_backlogged_s"],
                      "service_heavy": f["service_while_all_backlogged"]["heavy"],
                      "service_med": f["service_while_all_backlogged"]["med"],
@@ -129,12 +144,13 @@ def reproduce(*, duration: float | None = None, fast: bool = False, seed: int = 
                "duration_s": duration, "seed": seed, "model": model, "gpu": gpu}
     print("## 1. Heavy 8 req/s + light 0.5 req/s: the light tenant's TTFT p50 against alone (target <= 1.5x), "
           "throughput against vllm-chunked (>= 95%)\n")
-    print(table(results["light_tenant"], ["scheduler", "light_ttft_p50_s", "light_alone_ttft_p50_s", "ratio",
-                                          "ttft_ok", "light_ttft_p99_s", "output_tok_s", "throughput_vs_fcfs",
-                                          "throughput_ok"]))
+    print(table(results["light_tenant"], ["scheduler", "params", "light_ttft_p50_s", "light_alone_ttft_p50_s",
+                                          "ratio", "ttft_ok", "light_ttft_p99_s", "heavy_tbt_p99_s",
+                                          "heavy_tpot_p99_s", "output_tok_s", "throughput_vs_fcfs", "throughput_ok",
+                                          "preemptions"]))
     print("\n## 2. Two backlogged tenants of equal weight (8 and 2 req/s): Jain's index while both are backlogged "
           "(target >= 0.95)\n")
-    print(table(results["backlogged"], ["scheduler", "jain_backlogged", "jain_ok", "both_backlogged_s",
+    print(table(results["backlogged"], ["scheduler", "params", "jain_backlogged", "jain_ok", "both_backlogged_s",
                                         "service_heavy", "service_med", "med_ttft_p50_s"]))
     print("\n## 3. 10% high class at 1.5x capacity: high TTFT p99 against alone (target <= 1.2x), low work thrown "
           "away\n")
@@ -144,7 +160,7 @@ def reproduce(*, duration: float | None = None, fast: bool = False, seed: int = 
                                       "preemptions", "low_ttft_p50_s"]))
     if out:
         write_results(out, results, indent=2)
-        plot_service(Path(out) / "service.png", results["backlogged"], duration)
+        plot_service(Path(out) / "service.png", [r for r in results["backlogged"] if not r["params"]], duration)
     return results
 
 

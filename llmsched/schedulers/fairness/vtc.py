@@ -12,6 +12,7 @@ from .queued_policy import QueuedPolicy
 from .waiting_queues import WaitingQueues, tenant_key, tenant_weight
 
 RUNNING = Status.RUNNING
+LIGHT_FIRST = ("off", "prompts", "step")
 
 
 @register
@@ -44,6 +45,25 @@ class VTC(QueuedPolicy):
     first) when that frees enough (``reclaim=0`` and ``kv_reserve=0``: the paper's
     admission, never preempting to admit). Without tenants it admits first come, first served.
 
+    **A light tenant first** (``light_first``, issue 31's light-tenant target; off by default). A tenant holding
+    less than ``light_share`` of the KV the heaviest tenant holds (over weights) is *light*. With ``"prompts"`` or
+    ``"step"``, a plan first walks the light tenants' decodes, then their prompts (waiting heads and running
+    chunks) by turn, while the turn's counter is at most ``lead`` above the smallest counter of the other tenants,
+    under ``light_budget`` (at most ``max_num_batched_tokens``); such a *light step* then gives the other tenants
+    their decodes in the budget left (``"prompts"``: their prompt chunks wait a step) or nothing (``"step"``: their
+    decodes wait a step too, as S-LoRA runs a new prompt in a step of its own). The plan after a light step is an
+    ordinary one, so no request waits two steps in a row: a deferred decode's gap is at most one light step (at
+    most ``light_budget`` tokens) plus one ordinary step. A light step preempts no prompt in progress: it admits a
+    prompt only when the blocks to its prompt's end fit in the free blocks less the reserve, or when reclaiming
+    requests in decode phase frees them (with its chunks pushing other prompts into KV preemption, light and heavy
+    tenants took turns throwing each other's prompts away on small caches). Why: a light tenant's prompt otherwise
+    shares its step with the heavy tenants' chunks and decodes (a 1,900-token prompt beside ~160 decodes needs two
+    2,048-token steps) and waits behind the turns of heavy prompts admitted in chunks; ``lead`` lets it go ahead of
+    a counter it overtook with its own last long prompt. Off by default because it costs the other tenants
+    (measured in docs/fairness.md: with ``"step"`` the heavy tenant's TBT p99 0.214 -> 0.297 s at the default
+    budget, reclaim preemptions, about 3% of the throughput) for a latency only a light tenant asks for; ``"off"``
+    is the paper's order.
+
     **Fairness bound** (the paper's Theorem 4.4, derived again for this token model). Let ``A = input_weight ·
     min(B, P)`` bound one admission's charge (``B`` the token budget, ``P`` the longest prefill a waiting request
     needs), ``C = max(input_weight, output_weight) · B / w_min`` bound one plan's charges to one tenant (``w_min``
@@ -66,6 +86,11 @@ class VTC(QueuedPolicy):
     reserves nothing, so here ``R_h`` is the owed work itself (at most ``max_num_seqs · (input_weight +
     output_weight) · max_model_len``). tests/test_fairness_bounds.py checks the spread at every decision and the
     interval bound on random workloads.
+
+    With ``light_first``, a light tenant is admitted with a counter at most ``lead`` above the others' smallest
+    (and, among light tenants, by turn), and a light step charges at most ``light_budget`` tokens: the bound holds
+    with ``U = max_h (A + R_h) / w_h + C + lead``, ``B`` in ``A`` and ``C`` the larger of ``token_budget`` and
+    ``light_budget`` (the test checks that too).
     """
 
     name = "vtc"
@@ -77,6 +102,10 @@ class VTC(QueuedPolicy):
     output_weight: float = 2.0
     reclaim: float = 0.5
     kv_reserve: float = 0.05
+    light_first: str = "off"
+    light_share: float = 0.5
+    lead: float = 8192.0
+    light_budget: int = 8192
 
     def __post_init__(self):
         self.use_queues(WaitingQueues(self._lift, self._left))
@@ -89,9 +118,20 @@ class VTC(QueuedPolicy):
             value = getattr(self, key)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{self.name}: {key} must be a positive number, got {value}")
+        if self.light_first not in LIGHT_FIRST:
+            raise ValueError(f"{self.name}: light_first must be one of {', '.join(LIGHT_FIRST)}, got "
+                             f"{self.light_first!r}")
+        if not (0 < self.light_share <= 1):
+            raise ValueError(f"{self.name}: light_share must be in (0, 1] (a fraction of the heaviest tenant's KV), "
+                             f"got {self.light_share}")
+        if not (self.lead >= 0 and math.isfinite(self.lead)):
+            raise ValueError(f"{self.name}: lead must be a number >= 0 (weighted tokens), got {self.lead}")
+        if self.light_budget < 1:
+            raise ValueError(f"{self.name}: light_budget must be >= 1 (tokens), got {self.light_budget}")
         self.counters: dict[str | None, float] = {}
         self.last_left: str | None = None  # the tenant whose queue emptied last
         self.tags: dict[Request, float] = {}  # a prompt admitted in chunks -> the turn it was admitted at
+        self.light_step = False  # the last plan was a light tenant's (light_first): this one is not
 
     # --- counters ---------------------------------------------------------------------------------------------
     def _lift(self, key) -> None:
@@ -134,60 +174,149 @@ class VTC(QueuedPolicy):
         if len(held) > 1:  # the tenants holding least go first
             running = sorted(running, key=lambda x: (held[tenant_key(x)], age[x]))
         step = Step(self, running, held, age, view.free_blocks, min(self.token_budget, view.max_num_batched_tokens))
+        step.block_size = bs
+        step.room = view.max_num_seqs - len(running)
         partial: dict = {}  # tenant -> its running requests with prompt (or recompute) left, in order
+        first = (self.light_first != "off" and not self.light_step and len(self.queues) > 0 and held
+                 and (len(held) > 1 or any(k not in held for k in self.queues.backlogged())))
+        self.light_step = False
         for r in running:
             if step.budget <= 0:
                 break
             if r in step.preempted:
                 continue
+            if first and not self._light(step, tenant_key(r)):  # the first request of a tenant that is not light
+                first = False
+                self.light_step = self._light_prompts(step, view, running)
+                if step.budget <= 0:
+                    break
+                if r in step.preempted:  # a light admission reclaimed its blocks
+                    continue
+            if step.others_wait and self.light_first == "step" and tenant_key(r) not in step.light:
+                continue  # the other tenants' decodes wait for the next step
             if r.num_generated and r.num_computed + 1 == r.prompt_len + r.num_generated:
                 step.run(r, 1, 1 if r.num_computed + 1 > r.num_blocks * bs else 0, True)
             else:
                 partial.setdefault(tenant_key(r), []).append(r)
-        room = view.max_num_seqs - len(running)
-        admitting = True
-        queues = self.queues
-        while step.budget > 0:
-            turns = []
-            for key, reqs in partial.items():
-                while reqs and (reqs[0] in step.preempted or reqs[0] in step.planned):
-                    reqs.pop(0)
-                if reqs:
-                    turns.append((key, reqs[0]))
-            busy = {key for key, _ in turns}
-            if admitting:
-                turns += [(k, h) for k in queues.backlogged() if k not in busy and (h := queues.head(k)) is not None]
+        while step.budget > 0 and not step.others_wait:
+            turns, busy = self._turns(step, partial)
             if not turns:
                 break
             held = step.held
             key, r = min(turns, key=lambda t: (self._turn(t), held.get(t[0], 0.0)))  # a tie: who holds less KV
-            n = min(r.prompt_len + r.num_generated - r.num_computed, step.budget)
             if key in busy:  # a running prompt's next chunk
-                step.run(r, n, -(-(r.num_computed + n) // bs) - r.num_blocks, False)
-                if r in step.preempted or n == r.prompt_len + r.num_generated - r.num_computed:
-                    self.tags.pop(r, None)  # its prompt is done (or must start again)
+                self._next_chunk(step, r)
                 continue
-            need = view.blocks_for(n)
-            # after a KV shortage in this plan, or short of blocks (less the reserve) or of a seat, only a tenant
-            # below its share of the KV cache is admitted, by reclaiming
-            if step.short or need > step.free - int(self.kv_reserve * view.total_blocks) or room < 1:
-                freed = self._reclaim(step, view, key, need, room)
-                if freed is None:
-                    admitting = False  # the paper's loop stops at the first request that does not fit
-                    continue
-                room += freed
-            queues.pop(key)
-            if n < r.prompt_len + r.num_generated:
-                self.tags[r] = self._turn((key, r))  # its later chunks keep its place
-            step.free -= need
-            room -= 1
-            step.plan.prefills.append((r, n))
-            self.charge(r, n, False)
-            step.budget -= n
+            self._admit(step, view, key, r)
         self.ledger.planned(step.victims["kv"], "kv")
         self.ledger.planned(step.victims["fair"], "fair")
         self.last_victims = step.plan.preempt
         return step.plan
+
+    def _light_prompts(self, step: "Step", view: ReplicaView, running: list[Request]) -> bool:
+        """``light_first``: the prompts (waiting heads and running chunks) of the light tenants, by turn, while the
+        turn's counter is at most ``lead`` above the smallest counter of the other tenants, under ``light_budget``;
+        planned before the other tenants' decodes. Whether it planned one (the step is then a light step: the others'
+        prompts wait, and with "step" their decodes too)."""
+        held = step.held
+        tenants = set(held) | set(self.queues.backlogged())
+        light = {k for k in tenants if self._light(step, k)}
+        if not light or len(light) == len(tenants):
+            return False
+        floor = min(self.counters.get(k, 0.0) for k in tenants if k not in light) + self.lead
+        extra = max(0, min(self.light_budget, view.max_num_batched_tokens) - step.limit)
+        step.budget += extra
+        partial: dict = {}
+        for x in running:
+            key = tenant_key(x)
+            if key in light and x not in step.preempted and not (
+                    x.num_generated and x.num_computed + 1 == x.prompt_len + x.num_generated):
+                partial.setdefault(key, []).append(x)
+        # a light step throws no prompt in progress away: an admitted prompt's blocks to its end must fit in the free
+        # blocks less the reserve, freed if need be by reclaiming requests in decode phase (so that light admissions
+        # do not push running prompts into KV preemption), a running light chunk's in the free ones
+        reserve = int(self.kv_reserve * view.total_blocks)
+        spare = step.free - reserve
+        planned = len(step.plan.prefills)
+        while step.budget > 0:
+            turns, busy = self._turns(step, partial)
+            turns = [t for t in turns if t[0] in light and self.counters.get(t[0], 0.0) <= floor]
+            if not turns:
+                break
+            key, r = min(turns, key=lambda t: (self._turn(t, False), held.get(t[0], 0.0)))
+            if key in busy:
+                n = min(r.prompt_len + r.num_generated - r.num_computed, step.budget)
+                if -(-(r.num_computed + n) // step.block_size) - r.num_blocks > step.free:
+                    break
+                self._next_chunk(step, r)
+                continue
+            whole = view.blocks_for(r.prompt_len + r.num_generated)
+            if whole > spare:  # the blocks to its prompt's end, by reclaiming where its tenant is below its share
+                freed = None if step.short else self._reclaim(step, view, key, whole + reserve, step.room, True)
+                if freed is None:
+                    break
+                step.room += freed
+                spare = step.free - reserve
+            if not self._admit(step, view, key, r, reclaim=False):
+                break
+            spare -= whole
+        step.admitting = True  # the other tenants' requests are admitted by turn as before
+        if len(step.plan.prefills) == planned:
+            step.budget -= extra
+            return False
+        step.others_wait = True
+        step.light = light
+        return True
+
+    def _light(self, step: "Step", key) -> bool:
+        """Whether ``key`` holds less than ``light_share`` of the KV cache the heaviest tenant holds (over weights)."""
+        return step.held.get(key, 0.0) < self.light_share * max(step.held.values())
+
+    def _turns(self, step: "Step", partial: dict) -> tuple[list, set]:
+        """The candidates for the budget left: each tenant's first running prompt with chunks left (``partial``) and,
+        while admitting, the head of each other backlogged tenant; and the tenants of the former."""
+        turns = []
+        for key, reqs in partial.items():
+            while reqs and (reqs[0] in step.preempted or reqs[0] in step.planned):
+                reqs.pop(0)
+            if reqs:
+                turns.append((key, reqs[0]))
+        busy = {key for key, _ in turns}
+        if step.admitting:
+            queues = self.queues
+            turns += [(k, h) for k in queues.backlogged() if k not in busy and (h := queues.head(k)) is not None]
+        return turns, busy
+
+    def _next_chunk(self, step: "Step", r: Request) -> None:
+        """Plan the next chunk of running ``r``'s prompt (or recompute), as much as the budget holds."""
+        bs = step.block_size
+        n = min(r.prompt_len + r.num_generated - r.num_computed, step.budget)
+        step.run(r, n, -(-(r.num_computed + n) // bs) - r.num_blocks, False)
+        if r in step.preempted or n == r.prompt_len + r.num_generated - r.num_computed:
+            self.tags.pop(r, None)  # its prompt is done (or must start again)
+
+    def _admit(self, step: "Step", view: ReplicaView, key, r: Request, reclaim: bool = True) -> bool:
+        """Admit ``key``'s waiting head ``r`` with a chunk of the budget left, if it fits (after a KV shortage in this
+        plan, or short of blocks less the reserve, or of a seat, only a tenant below its share of the KV cache is
+        admitted, by reclaiming); if not, admission stops for this plan (the paper's loop stops at the first request
+        that does not fit)."""
+        n = min(r.prompt_len + r.num_generated - r.num_computed, step.budget)
+        need = view.blocks_for(n)
+        if step.short or need > step.free - int(self.kv_reserve * view.total_blocks) or step.room < 1:
+            freed = self._reclaim(step, view, key, need, step.room) if reclaim else None
+            if freed is None:
+                step.admitting = False
+                return False
+            step.room += freed
+        self.queues.pop(key)
+        if n < r.prompt_len + r.num_generated:
+            self.tags[r] = self._turn((key, r))  # its later chunks keep its place
+        step.free -= need
+        step.room -= 1
+        step.plan.prefills.append((r, n))
+        self.charge(r, n, False)
+        step.budget -= n
+        return True
 
     def _below_share(self, step: "Step", view: ReplicaView, key) -> bool:
         """Whether ``key`` holds less than ``reclaim`` times its weighted share of the KV cache (shared among the
@@ -228,16 +357,19 @@ class VTC(QueuedPolicy):
         self.last_victims = []
         return BatchPlan(decodes=list(running))
 
-    def _reclaim(self, step: "Step", view: ReplicaView, key, need: int, room: int) -> int | None:
+    def _reclaim(self, step: "Step", view: ReplicaView, key, need: int, room: int,
+                 decoding: bool = False) -> int | None:
         """Room for ``key``'s waiting request, which does not fit: with ``reclaim`` > 0 and ``key`` holding less than
         ``reclaim`` times its weighted share of the KV cache, running requests of the tenants above their share are
-        preempted (the furthest above first, newest first), if that frees enough blocks and a seat. The seats freed,
-        or None."""
+        preempted (the furthest above first, newest first; with ``decoding``, only those in decode phase), if that
+        frees enough blocks and a seat. The seats freed, or None."""
         if not self._below_share(step, view, key):
             return None
         share = step.share
         held = step.held
         above = [x for x in step.running if x not in step.preempted and held[tenant_key(x)] > share]
+        if decoding:  # only requests in decode phase (a light step throws away no prompt in progress)
+            above = [x for x in above if x.num_generated and x.num_computed + 1 == x.prompt_len + x.num_generated]
         above.sort(key=lambda x: (held[tenant_key(x)], step.age[x]), reverse=True)
         blocks, seats, chosen = step.free, room, []
         for x in above:
@@ -252,10 +384,11 @@ class VTC(QueuedPolicy):
             step.preempt(x, "fair")
         return len(chosen)
 
-    def _turn(self, item: tuple) -> float:
-        """Whose turn it is: a running prompt's next chunk keeps the turn its request was admitted at; a waiting
-        request has the counter of its tenant, whatever its size."""
-        tag = self.tags.get(item[1])
+    def _turn(self, item: tuple, tagged: bool = True) -> float:
+        """Whose turn it is: a running prompt's next chunk keeps the turn its request was admitted at (unless not
+        ``tagged``: then its tenant's counter now); a waiting request has the counter of its tenant, whatever its
+        size."""
+        tag = self.tags.get(item[1]) if tagged else None
         return self.counters.get(item[0], 0.0) if tag is None else tag
 
 class Step:
@@ -270,11 +403,17 @@ class Step:
         self.age = age
         self.free = free
         self.budget = budget
+        self.limit = budget  # the step's token budget
         self.planned: dict[Request, tuple[int, int, float]] = {}
         self.preempted: set[Request] = set()
         self.victims: dict[str, list[Request]] = {"kv": [], "fair": []}
         self.short = False  # a running request was short of KV: this plan admits only by reclaiming
         self.share: float | None = None  # KV blocks per unit of weight, when first asked
+        self.block_size = 0
+        self.room = 0  # seats left
+        self.admitting = True  # False once a waiting request did not fit
+        self.others_wait = False  # a light step (light_first): the other tenants' prompts wait
+        self.light: set = set()  # the light tenants of a light step
 
     def run(self, r: Request, n: int, need: int, decode: bool) -> None:
         """Plan ``n`` tokens of running ``r`` needing ``need`` more blocks; short of blocks, running requests are

@@ -38,7 +38,8 @@ class WFQ(VTC):
     The proof is vtc's with one change: a tenant ``f`` is admitted when its finish time is the smallest, so its
     clock is then at most the smallest backlogged clock ``m`` plus the largest ``L / w`` of the others' heads
     (``A / w_min``), not at most ``m`` itself; the classic WFQ bound's ``L_max / w`` term. tests/test_fairness_bounds.py
-    checks it at every decision on random workloads.
+    checks it at every decision on random workloads. vtc's ``light_first`` works here the same (a light tenant's
+    turn among light tenants is its finish time), adding ``lead`` to ``U`` and ``light_budget`` to ``B``.
     """
 
     name = "wfq"
@@ -46,11 +47,11 @@ class WFQ(VTC):
               "INFOCOM 1994), on vLLM v1's chunked step; vLLM PR #31909 (closed) proposed WFQ for vLLM")
     family = "baselines"
 
-    def _turn(self, item: tuple) -> float:
+    def _turn(self, item: tuple, tagged: bool = True) -> float:
         """The virtual finish time of a waiting request: its tenant's clock plus its prompt (at most one budget: what
         one step can charge) over its weight; a running prompt's next chunk keeps the time it was admitted with."""
         key, r = item
-        tag = self.tags.get(r)
+        tag = self.tags.get(r) if tagged else None
         if tag is not None:  # a running prompt's next chunk: the finish time it was admitted with
             return tag
         left = min(r.prompt_len + r.num_generated - r.num_computed, self.token_budget)
