@@ -330,6 +330,15 @@ def test_tenant_policies_run_their_plans_exactly_in_vllm(llm, name):
     assert s.stats["tenants_seen"] == {"a": 5, "b": 5}
 
 
+def test_vtcs_light_steps_run_exactly_in_vllm(llm):
+    """vtc's light_first: a light tenant's prompts in a step of their own, the heavy tenant's decodes deferred."""
+    names = ["heavy"] * 8 + ["light"] * 2
+    s, outs = run_tenants(llm, "vtc", [120] * 8 + [60, 60], 16, names, tenants="heavy,light", light_first="step",
+                          token_budget=128)
+    assert len(outs) == 10 and s.stats["mismatch_steps"] == 0, s.stats["mismatches"]
+    assert s.llmsched_policy.light_steps >= 1
+
+
 def test_unknown_tenants_are_rejected_naming_the_valid_ones(llm):
     s, outs = run_tenants(llm, "vtc", [50, 60, 70], 4, ["a", "zed", None], tenants="a,b:weight=2")
     assert outs["0"].outputs[0].finish_reason != "abort"

@@ -132,6 +132,13 @@ class VTC(QueuedPolicy):
         self.last_left: str | None = None  # the tenant whose queue emptied last
         self.tags: dict[Request, float] = {}  # a prompt admitted in chunks -> the turn it was admitted at
         self.light_step = False  # the last plan was a light tenant's (light_first): this one is not
+        self.light_steps = 0
+
+    def stats(self) -> dict:
+        figures = super().stats()
+        if self.light_first != "off":
+            figures["light_steps"] = self.light_steps
+        return figures
 
     # --- counters ---------------------------------------------------------------------------------------------
     def _lift(self, key) -> None:
@@ -188,6 +195,7 @@ class VTC(QueuedPolicy):
             if first and not self._light(step, tenant_key(r)):  # the first request of a tenant that is not light
                 first = False
                 self.light_step = self._light_prompts(step, view, running)
+                self.light_steps += self.light_step
                 if step.budget <= 0:
                     break
                 if r in step.preempted:  # a light admission reclaimed its blocks
