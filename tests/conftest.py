@@ -17,7 +17,7 @@ os.environ.setdefault("LLMSCHED_CHECK_FIGURES", "1")
 
 
 # The longest files first (measured: the whole suite with 2 workers, --durations): with `--dist loadfile` a file
-# runs on one worker, and xdist hands files out by test count, which put the vLLM server file (about 20 servers
+# runs on one worker, and xdist hands files out by test count, which put the vLLM server file (8 servers
 # started one after another, 10+ minutes) last, alone on one worker while the other idled. The other files that
 # run a vLLM engine come after several long simulator files, so that two engines rarely share the 2 cores.
 LONGEST_FIRST = ("test_vllm_serve.py", "test_compiled.py", "test_fairbatching_reproduce.py", "test_lanes.py",
