@@ -78,7 +78,7 @@ class Priority(QueuedPolicy):
                     victim = max(todo[i:], key=urgency)
                     todo.remove(victim)
                     kv_victims.append(victim)
-                    free += victim.num_blocks
+                    free += view.preempt_frees(victim)
                     if victim is r:
                         break
                 else:
@@ -96,17 +96,17 @@ class Priority(QueuedPolicy):
                 h = self.queues.head(p) if p in self.queues.queues else None
                 if h is None:
                     break
-                n = min(h.prompt_len + h.num_generated, budget)
-                need = view.blocks_for(n)
+                n = min(view.tokens_to_compute(h), budget)  # after its cached prefix (vLLM v1)
+                need = view.admission_blocks(h, n)  # with the cached blocks it takes out of the free pool
                 if need > free or seats < 1:
-                    victims = self._room(todo[i:], p, need - free, 1 - seats, urgency)
+                    victims = self._room(todo[i:], p, need - free, 1 - seats, urgency, view.preempt_frees)
                     if victims is None:
                         admitting = False  # nothing less urgent to give way: later classes wait too
                         break
                     for v in victims:
                         todo.remove(v)
                         self.preempted[v.id] = self.preempted.get(v.id, 0) + 1
-                        free += v.num_blocks
+                        free += view.preempt_frees(v)
                         seats += 1
                     plan.preempt.extend(victims)
                     self.ledger.planned(victims, "priority")
@@ -120,7 +120,8 @@ class Priority(QueuedPolicy):
         self.last_victims = plan.preempt
         return plan
 
-    def _room(self, later: list[Request], p: int, blocks: int, seats: int, urgency) -> list[Request] | None:
+    def _room(self, later: list[Request], p: int, blocks: int, seats: int, urgency,
+              frees=lambda r: r.num_blocks) -> list[Request] | None:
         """The fewest less urgent running requests (least urgent, newest first; not yet preempted
         ``max_preemptions`` times) whose preemption frees ``blocks`` blocks and ``seats`` seats; None if all of
         them would not."""
@@ -132,7 +133,7 @@ class Priority(QueuedPolicy):
             if blocks <= 0 and seats <= 0:
                 break
             taken.append(r)
-            blocks -= r.num_blocks
+            blocks -= frees(r)
             seats -= 1
         return taken if blocks <= 0 and seats <= 0 else None
 

@@ -182,6 +182,7 @@ class VTC(QueuedPolicy):
             running = sorted(running, key=lambda x: (held[tenant_key(x)], age[x]))
         step = Step(self, running, held, age, view.free_blocks, min(self.token_budget, view.max_num_batched_tokens))
         step.block_size = bs
+        step.frees = view.preempt_frees
         step.room = view.max_num_seqs - len(running)
         partial: dict = {}  # tenant -> its running requests with prompt (or recompute) left, in order
         first = (self.light_first != "off" and not self.light_step and len(self.queues) > 0 and held
@@ -258,7 +259,7 @@ class VTC(QueuedPolicy):
                     break
                 self._next_chunk(step, r)
                 continue
-            whole = view.blocks_for(r.prompt_len + r.num_generated)
+            whole = view.admission_blocks(r, view.tokens_to_compute(r))
             if whole > spare:  # the blocks to its prompt's end, by reclaiming where its tenant is below its share
                 freed = None if step.short else self._reclaim(step, view, key, whole + reserve, step.room, True)
                 if freed is None:
@@ -308,8 +309,9 @@ class VTC(QueuedPolicy):
         plan, or short of blocks less the reserve, or of a seat, only a tenant below its share of the KV cache is
         admitted, by reclaiming); if not, admission stops for this plan (the paper's loop stops at the first request
         that does not fit)."""
-        n = min(r.prompt_len + r.num_generated - r.num_computed, step.budget)
-        need = view.blocks_for(n)
+        left = view.tokens_to_compute(r)  # after its cached prefix, with a prefix cache (vLLM v1)
+        n = min(left, step.budget)
+        need = view.admission_blocks(r, n)  # with the cached blocks it takes out of the free pool
         if step.short or need > step.free - int(self.kv_reserve * view.total_blocks) or step.room < 1:
             freed = self._reclaim(step, view, key, need, step.room) if reclaim else None
             if freed is None:
@@ -317,7 +319,7 @@ class VTC(QueuedPolicy):
                 return False
             step.room += freed
         self.queues.pop(key)
-        if n < r.prompt_len + r.num_generated:
+        if n < left:
             self.tags[r] = self._turn((key, r))  # its later chunks keep its place
         step.free -= need
         step.room -= 1
@@ -384,7 +386,7 @@ class VTC(QueuedPolicy):
             if blocks >= need and seats >= 1:
                 break
             chosen.append(x)
-            blocks += x.num_blocks + step.planned.get(x, (0, 0, 0))[1]
+            blocks += step.frees(x) + step.planned.get(x, (0, 0, 0))[1]
             seats += 1
         if blocks < need or seats < 1:
             return None
@@ -418,6 +420,7 @@ class Step:
         self.short = False  # a running request was short of KV: this plan admits only by reclaiming
         self.share: float | None = None  # KV blocks per unit of weight, when first asked
         self.block_size = 0
+        self.frees = lambda x: x.num_blocks  # blocks preempting x returns (view.preempt_frees: shared ones stay)
         self.room = 0  # seats left
         self.admitting = True  # False once a waiting request did not fit
         self.others_wait = False  # a light step (light_first): the other tenants' prompts wait
@@ -459,5 +462,5 @@ class Step:
         self.policy.tags.pop(x, None)
         self.plan.preempt.append(x)
         self.victims[reason].append(x)
-        self.free += x.num_blocks
+        self.free += self.frees(x)
         self.held[tenant_key(x)] -= x.num_blocks / tenant_weight(x)
