@@ -16,7 +16,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
-from ..capacity.probe import at_rate as offering
+from ..capacity.probe import at_rate
 from ..capacity.rate_search import CapacityResult, find_capacities
 from ..capacity.slo import RATIOS, SLO
 from ..run_config import RunConfig
@@ -82,13 +82,13 @@ def distribution(rng):
     raise TypeError(f"unknown range {rng!r}")
 
 
-def at_rate(cfg: RunConfig, x: float | None) -> RunConfig:
+def starting_at(cfg: RunConfig, x: float | None) -> RunConfig:
     """``cfg`` with its search's start at ``x`` (a rate, or a closed loop's concurrency)."""
     if x is None:
         return cfg
     if cfg.concurrency is not None:
         return dataclasses.replace(cfg, concurrency=max(1, int(x)))
-    return offering(cfg, x)
+    return at_rate(cfg, x)
 
 
 def tune(base: RunConfig, slos: list[SLO], params: list[Param], budget: int = DEFAULT_BUDGET, seed: int = 0,
@@ -125,7 +125,7 @@ def tune(base: RunConfig, slos: list[SLO], params: list[Param], budget: int = DE
     best = trials[0].capacity
     while len(trials) < budget:
         asked = [study.ask(dists) for _ in range(min(batch, budget - len(trials)))]
-        configs = {f"trial {len(trials) + i}": at_rate(apply(base, t.params, params), best)
+        configs = {f"trial {len(trials) + i}": starting_at(apply(base, t.params, params), best)
                    for i, t in enumerate(asked)}
         results = search(configs)
         for (label, result), t in zip(results.items(), asked):
