@@ -26,10 +26,10 @@ from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.dp_lockstep import in_lockstep, simulate_lockstep
 from .sim.simulator import RunResult, simulate
 from .workload.tenants import tenant_workloads, trace_tenants
-from .workload.workload import (ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, read_arrival_trace,
-                                replay)
+from .workload.workload import (ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, names_prompts,
+                                read_arrival_trace, replay)
 from .workload.length_presets import length_preset
-from .workload.traces import JSONL, DataFileNotFound, resolve_data_file, trace_kind
+from .workload.traces import DataFileNotFound, resolve_data_file
 from .workload.closed_sessions import DrawnSessions, SessionClosedLoop
 from .workload.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, open_loop_rate
 
@@ -142,10 +142,11 @@ def length_dist(cfg: RunConfig):
 
 def carries_content(cfg: RunConfig) -> bool:
     """Whether the run's requests name their prompts' content (a prefix cache can find what they share): a
-    JSONL trace (Mooncake, LLMServingSim, sessions), --workload shared-prefix, or closed-loop sessions."""
+    JSONL trace (Mooncake, LLMServingSim, sessions), a server log with hash_ids, --workload shared-prefix, or
+    closed-loop sessions."""
     if cfg.trace:
         try:
-            return trace_kind(resolve_data_file(cfg.trace)) in JSONL
+            return names_prompts(resolve_data_file(cfg.trace))
         except (DataFileNotFound, OSError, ValueError):
             return False  # trace_workload says what is wrong with it
     if cfg.workload == SHARED_PREFIX and not cfg.lengths:

@@ -6,7 +6,7 @@ import json
 import shlex
 from pathlib import Path
 
-from ..validate.serving import METRICS, STATS, validate
+from ..validate.serving import METRICS, STATS, pct, validate
 from ..validate.serving_run import load_run
 
 DEFAULT_BATCH_TIME = "vllm-v1"
@@ -118,11 +118,24 @@ def format_report(rows: list[dict]) -> str:
         real, sim, err = row["real"]["throughput"], row["simulated"]["throughput"], row["errors"]["throughput"]
         lines.append(f"  throughput     {real['output_tps']:.0f} -> {sim['output_tps']:.0f} tok/s "
                      f"({err['output_tps']:+.1f}%), {real['rps']:.3f} -> {sim['rps']:.3f} req/s ({err['rps']:+.1f}%)")
+        if "prefix_cache" in row:
+            lines.append("  " + format_prefix_cache(row["prefix_cache"]))
         met = [f"{name} {t['error_pct']:+.1f}% {'ok' if t['met'] else 'MISS'} (±{t['bound_pct']:g}%)"
                for name, t in row["targets"].items()]
         lines.append("  targets: " + "; ".join(met))
     lines.append("(each cell: real, simulated, error)")
     return "\n".join(lines)
+
+
+def format_prefix_cache(cache: dict) -> str:
+    """Real and simulated hit rate (cached prompt tokens / prompt tokens) and the simulated one's error in points."""
+    sim = cache["simulated"]
+    real = cache["real"]
+    said = (f"{real['hit_rate']:.1%} -> {sim['hit_rate']:.1%} ({cache['error_points']:+.1f} points), "
+            f"{real['cached_tokens']} -> {sim['cached_tokens']}" if real else
+            f"not measured (no num_cached_tokens) -> {sim['hit_rate']:.1%}, {sim['cached_tokens']}")
+    notes = "".join(f"; {note}" for note in cache["notes"])
+    return f"prefix cache   hit rate {said} of {sim['prompt_tokens']} prompt tokens cached{notes}"
 
 
 def write_report(rows: list[dict], out: Path, fit_record: dict | None) -> None:
@@ -141,5 +154,22 @@ def write_report(rows: list[dict], out: Path, fit_record: dict | None) -> None:
                     if real is None:
                         continue
                     err = row["errors"][metric][k]
-                    w.writerow([row["run"], row["split"], metric, k, f"{real:.6g}", f"{sim:.6g}",
-                                "" if err is None else f"{err:.2f}"])
+                    w.writerow([row["run"], row["split"], metric, k, f"{real:.6g}", f"{sim:.6g}", pct_cell(err)])
+            w.writerows(prefix_cache_rows(row))
+
+
+def prefix_cache_rows(row: dict) -> list[list]:
+    """The CSV rows of a run's prefix-cache hit rate and cached prompt tokens (the real cells empty where the log
+    has no num_cached_tokens); none for a run without one."""
+    cache = row.get("prefix_cache")
+    if not cache:
+        return []
+    real, sim = cache["real"] or {}, cache["simulated"]
+    return [[row["run"], row["split"], "prefix_cache", "hit_rate",
+             f"{real['hit_rate']:.6g}" if real else "", f"{sim['hit_rate']:.6g}", pct_cell(cache["error_pct"])],
+            [row["run"], row["split"], "prefix_cache", "cached_tokens", real.get("cached_tokens", ""),
+             sim["cached_tokens"], pct_cell(pct(sim["cached_tokens"], real.get("cached_tokens")))]]
+
+
+def pct_cell(err: float | None) -> str:
+    return "" if err is None else f"{err:.2f}"

@@ -10,12 +10,17 @@ Metrics, per request: TTFT, TPOT = (E2E − TTFT)/(output − 1), E2E; ITL, ever
 has them (vllm bench serve results); throughput = output tokens (and requests) per second from the first
 arrival to the last finish. Each is reported as mean, P50, P90, P99, real and simulated, with the simulated
 one's signed error in % of the real one, and checked against issue 29's targets (:data:`TARGETS`).
+
+A log that names its prompts' blocks (``hash_ids``) replays them as a Mooncake trace's, through the prefix cache
+when vLLM ran with one; for such a log, or one with vLLM's ``num_cached_tokens``, the report adds the prefix
+cache's hit rate, cached prompt tokens / prompt tokens over all requests, real and simulated.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..experiment import run as run_config
+from ..metrics.requests import CACHED_FIELD, prefix_cache_stats
 from ..run_config import RunConfig
 from ..hardware.gpus import gpu as gpu_preset
 from ..hardware.vllm_memory import default_utilization, no_room, parse_version, vllm_kv_budget
@@ -56,7 +61,7 @@ def replay_config(run: ServingRun, gpu: str | None = None, batch_time: str = "vl
         block_size=args.block_size, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len,
         gpu_memory_utilization=args.gpu_memory_utilization or default_utilization(args.vllm_version),
-        kv_cache_dtype=args.kv_cache_dtype,
+        kv_cache_dtype=args.kv_cache_dtype, prefix_caching=args.enable_prefix_caching,
         num_blocks=kv_blocks(run, spec, device, model_name))
 
 
@@ -119,6 +124,28 @@ def simulated(result, with_itl: bool) -> dict:
             "throughput": throughput(int(out.sum()), len(out), float(finish.max() - arrival.min()))}
 
 
+def prefix_cache(run: ServingRun, result) -> dict | None:
+    """The prefix cache's hit rate, real (vLLM's num_cached_tokens, where the log has them) and simulated, with the
+    simulated one's error in % of the real one and in points; None for a log with neither hash_ids nor
+    num_cached_tokens (its prompts share nothing the replay knows of)."""
+    log = run.log
+    if log.hash_ids is None and log.cached_tokens is None:
+        return None
+    reqs = result.requests
+    cached = int(reqs.column(CACHED_FIELD).sum()) if CACHED_FIELD in reqs.cols else 0
+    sim = prefix_cache_stats(cached, int(reqs.column("prompt_len").sum()))
+    real = None if log.cached_tokens is None else prefix_cache_stats(int(log.cached_tokens.sum()),
+                                                                     int(log.prompt_lens.sum()))
+    notes = []
+    if log.hash_ids is None:
+        notes.append("no hash_ids: the replayed prompts share nothing")
+    if not run.args.enable_prefix_caching:
+        notes.append("vLLM ran without prefix caching")
+    return {"real": real, "simulated": sim, "prefix_caching": run.args.enable_prefix_caching,
+            "error_pct": pct(sim["hit_rate"], real["hit_rate"]) if real else None,
+            "error_points": 100.0 * (sim["hit_rate"] - real["hit_rate"]) if real else None, "notes": notes}
+
+
 def throughput(output_tokens: int, requests: int, span: float) -> dict:
     return {"output_tps": output_tokens / span, "rps": requests / span, "span_s": span}
 
@@ -153,16 +180,20 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
     real = measured(run)
     sim = simulated(result, with_itl=run.log.itls is not None)
     err = errors(real, sim)
-    return {"run": run.name, "folder": str(run.folder), "log": str(run.log.path), "log_format": run.log.format,
-            "notes": list(run.log.notes), "vllm_version": run.args.vllm_version, "model": cfg.model,
-            "gpu": cfg.gpu, "tp": cfg.tp, "dp": cfg.dp, "expert_parallel": cfg.expert_parallel,
-            "batch_time": cfg.batch_time, "batch_time_params": cfg.batch_time_params, "num_blocks": cfg.num_blocks,
-            "router": cfg.router if cfg.dp > 1 else None, "requests": len(run.log),
-            "real": real, "simulated": sim, "errors": err, "targets": targets(err),
-            "samples": {"real": samples_of(run.log.ttft, run.log.tpot, run.log.e2e),
-                        "simulated": samples_of(result.requests.column("ttft"),
-                                                result.requests.column("tpot")[result.requests.column("output_len") > 1],
-                                                result.requests.column("e2e"))}}
+    cache = prefix_cache(run, result)
+    row = {"run": run.name, "folder": str(run.folder), "log": str(run.log.path), "log_format": run.log.format,
+           "notes": list(run.log.notes), "vllm_version": run.args.vllm_version, "model": cfg.model,
+           "gpu": cfg.gpu, "tp": cfg.tp, "dp": cfg.dp, "expert_parallel": cfg.expert_parallel,
+           "batch_time": cfg.batch_time, "batch_time_params": cfg.batch_time_params, "num_blocks": cfg.num_blocks,
+           "router": cfg.router if cfg.dp > 1 else None, "requests": len(run.log),
+           "real": real, "simulated": sim, "errors": err, "targets": targets(err),
+           "samples": {"real": samples_of(run.log.ttft, run.log.tpot, run.log.e2e),
+                       "simulated": samples_of(result.requests.column("ttft"),
+                                               result.requests.column("tpot")[result.requests.column("output_len") > 1],
+                                               result.requests.column("e2e"))}}
+    if cache is not None:
+        row["prefix_cache"] = cache
+    return row
 
 
 def samples_of(ttft, tpot, e2e) -> dict:

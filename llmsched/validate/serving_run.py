@@ -7,7 +7,9 @@ model's ``config.json``, read and checked, as ``llmsched validate-serving`` need
 ``max_model_len``, ``dtype``, ``kv_cache_dtype``, ``gpu_memory_utilization``, ``block_size``). Optional, as
 llmsched's own captures write them: ``gpu`` (the device's name), ``engine_defaults_seen`` (what vLLM chose:
 ``num_gpu_blocks``, ``block_size``, ``gpu_memory_utilization``, ``cudagraph_capture_sizes``,
-``async_scheduling``) and ``memory_gib`` (the memory vLLM reported).
+``async_scheduling``, ``enable_prefix_caching``) and ``memory_gib`` (the memory vLLM reported). Prefix caching
+is as ``engine_defaults_seen.enable_prefix_caching`` says, else ``engine_kwargs.enable_prefix_caching``, else vLLM
+v1's default: on.
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ class EngineArgs:
     async_scheduling: bool = True
     memory_gib: dict = field(default_factory=dict)
     kv_cache_dtype: str = "auto"
+    enable_prefix_caching: bool = True
 
 
 @dataclass
@@ -149,6 +152,13 @@ def read_meta(path: Path) -> EngineArgs:
                               not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes)):
         raise ValueError(f"{path}: engine_defaults_seen.cudagraph_capture_sizes must be a list of positive "
                          f"integers")
+    caching = seen.get("enable_prefix_caching")
+    where = "engine_defaults_seen"
+    if caching is None:
+        caching, where = kw.get("enable_prefix_caching"), "engine_kwargs"
+    if caching is not None and not isinstance(caching, bool):
+        raise ValueError(f"{path}: {where}.enable_prefix_caching is {caching!r}; write true or false (or leave it "
+                         f"out: vLLM v1 caches prefixes by default)")
     version = meta.get("vllm_version")
     return EngineArgs(
         model=model, vllm_version=str(version) if version is not None else None,
@@ -160,7 +170,7 @@ def read_meta(path: Path) -> EngineArgs:
         block_size=need_int("block_size", default=16), gpu=meta.get("gpu"),
         num_gpu_blocks=need_int("num_gpu_blocks", optional=True), capture_sizes=sizes,
         async_scheduling=bool(seen.get("async_scheduling", True)), memory_gib=dict(meta.get("memory_gib") or {}),
-        kv_cache_dtype=str(kv_dtype).lower())
+        kv_cache_dtype=str(kv_dtype).lower(), enable_prefix_caching=True if caching is None else caching)
 
 
 def gpu_of(run: ServingRun, given: str | None) -> str:

@@ -9,7 +9,11 @@ Two formats, told apart by the file's name:
   ``last_token_ts``. TTFT = first_token_ts − queued_ts and E2E = last_token_ts − queued_ts, so the replay's
   arrivals are the ``queued_ts`` (the engine's own arrival; ``arrival_time`` where a log has no ``queued_ts``).
   Lines must be in ``arrival_time`` order (the client's); ``queued_ts`` of two DP engines may swap by a fraction of
-  a millisecond, and the replay sorts them.
+  a millisecond, and the replay sorts them. Optional, on every line or on none: ``hash_ids``, the prompt's block
+  ids as Mooncake gives them (one per 512 tokens, the last block partial; llmsched's captures build each block's
+  tokens from its id, so equal ids are equal tokens and vLLM's prefix cache finds them), which give the replayed
+  prompts the same content (workload/hash_blocks.py); and ``num_cached_tokens``, vLLM's count of the prompt tokens
+  its prefix cache held (RequestOutput.num_cached_tokens).
 * **vllm bench serve --save-result --save-detailed** JSON (vllm/benchmarks/serve.py, ``result`` dict): lists
   ``input_lens``, ``output_lens``, ``ttfts``, ``itls`` (each request's inter-token gaps), ``latencies`` (E2E),
   ``start_times`` (client send times, ``time.perf_counter``) and ``errors``, one entry a request in send order.
@@ -26,7 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .traces import TraceError
+from .hash_blocks import block_content, check_blocks
+from .jsonl import chunked, integers
+from .trace_error import TraceError
 
 JSONL_FIELDS = ("input_toks", "output_toks")
 BENCH_FIELDS = ("input_lens", "output_lens", "start_times")
@@ -46,6 +52,8 @@ class ServerLog:
     ttft: np.ndarray | None = None   # per request; None when the log has no timings
     e2e: np.ndarray | None = None
     itls: list[np.ndarray] | None = None   # every inter-token gap of each request (vllm-bench only)
+    hash_ids: list[list[int]] | None = None   # each prompt's 512-token block ids, where the log names them
+    cached_tokens: np.ndarray | None = None  # prompt tokens the server's prefix cache held, where it counted them
     notes: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -60,6 +68,11 @@ class ServerLog:
         """(E2E − TTFT) / (output − 1) per request with more than one output token."""
         more = self.output_lens > 1
         return (self.e2e[more] - self.ttft[more]) / (self.output_lens[more] - 1)
+
+    def contents(self, n: int, chunk: int, max_prompt: int | None = None):
+        """The first ``n`` prompts' contents from their hash_ids, in lists of ``chunk`` (``JsonlTrace.contents``)."""
+        return chunked((block_content(i, int(prompt), ids, max_prompt)
+                        for i, (prompt, ids) in enumerate(zip(self.prompt_lens, self.hash_ids))), n, chunk)
 
 
 def read_server_log(path, measured: bool = False) -> ServerLog:
@@ -123,7 +136,39 @@ def _read_jsonl(path: Path, measured: bool) -> ServerLog:
                 raise TraceError(f"{path}:{n}: needs {clock} <= first_token_ts <= last_token_ts, got "
                                  f"{queued[i]!r}, {first[i]!r}, {last[i]!r}")
         log.ttft, log.e2e = (first - queued)[order], (last - queued)[order]
+    if _on_every_line(path, rows, lines, "hash_ids"):
+        ids = [integers(path, n, "hash_ids", r["hash_ids"], ID_FIX) for r, n in zip(rows, lines)]
+        for row_ids, prompt, n in zip(ids, prompts, lines):
+            check_blocks(path, n, int(prompt), row_ids, "input_toks", ID_FIX)
+        log.hash_ids = [ids[i] for i in order]
+    if _on_every_line(path, rows, lines, "num_cached_tokens"):
+        cached = np.array([_cached(path, r["num_cached_tokens"], p, n) for r, p, n in zip(rows, prompts, lines)],
+                          np.int64)
+        log.cached_tokens = cached[order]
     return log
+
+
+ID_FIX = "hash_ids list one integer block id per 512 prompt tokens, as Mooncake's traces do"
+
+
+def _on_every_line(path: Path, rows: list[dict], lines: list[int], key: str) -> bool:
+    """Whether the optional ``key`` is on every line (False: on none); on some only is an error."""
+    have = [row.get(key) is not None for row in rows]
+    if all(have):
+        return True
+    if any(have):
+        n, with_it = lines[have.index(False)], lines[have.index(True)]
+        raise TraceError(f"{path}:{n}: no {key}, but line {with_it} has one; give {key} on every line or on none")
+    return False
+
+
+def _cached(path: Path, value, prompt: int, n: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
+        raise TraceError(f"{path}:{n}: num_cached_tokens is {value!r}, not a whole number of tokens")
+    if not 0 <= value <= prompt:
+        raise TraceError(f"{path}:{n}: num_cached_tokens is {value!r}, outside 0..input_toks ({prompt}); it counts "
+                         f"the prompt tokens the prefix cache held")
+    return int(value)
 
 
 def _read_bench(path: Path, measured: bool) -> ServerLog:

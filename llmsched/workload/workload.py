@@ -21,7 +21,8 @@ from llmsched.workload.length_presets import LENGTH_PRESETS, length_preset
 from llmsched.workload.lengths import Capped, Empirical, LengthDist, positive_int
 from llmsched.workload.tiers import assign_tiers, check_tiers, tier_chunks
 from llmsched.workload.server_log import read_server_log
-from llmsched.workload.jsonl import first_keys
+from llmsched.workload.hash_blocks import HASH_BLOCK
+from llmsched.workload.jsonl import JsonlTrace, first_keys
 from llmsched.workload.traces import (AZURE, JSONL, JSONL_SUPPORTED, VIDUR, Trace, TraceError, read_header, read_trace,
                                      resolve_data_file, trace_kind)
 
@@ -437,10 +438,22 @@ def replay(trace: Trace, target_rate: float | None = None, num_requests: int | N
                     follow_ups=getattr(trace, "follow_ups", None))
 
 
-def server_log_trace(path: Path) -> Trace:
-    """A server's per-request log (workload/server_log.py) as a trace: its arrivals and lengths."""
+def server_log_trace(path: Path) -> Trace | JsonlTrace:
+    """A server's per-request log (workload/server_log.py) as a trace: its arrivals and lengths, and its prompts'
+    contents where it gives their hash_ids (as a Mooncake trace does)."""
     log = read_server_log(path)
-    return Trace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format)
+    if log.hash_ids is None:
+        return Trace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format)
+    return JsonlTrace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format, contents=log.contents,
+                      hash_block=HASH_BLOCK)
+
+
+def names_prompts(path: Path) -> bool:
+    """Whether the trace at ``path`` (resolved) gives its requests' prompt contents, as its first line shows: a
+    JSONL trace of prompts (Mooncake, LLMServingSim, sessions) or a server log with hash_ids."""
+    if trace_kind(path) in JSONL:
+        return True
+    return path.suffix == ".jsonl" and {"hash_ids", *SERVER_LOG_KEYS} <= first_keys(path)
 
 
 def length_file_as_trace(path: Path) -> str:
