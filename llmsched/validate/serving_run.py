@@ -9,7 +9,7 @@ llmsched's own captures write them: ``gpu`` (the device's name), ``engine_defaul
 ``num_gpu_blocks``, ``block_size``, ``gpu_memory_utilization``, ``cudagraph_capture_sizes``,
 ``async_scheduling``, ``enable_prefix_caching``) and ``memory_gib`` (the memory vLLM reported). Prefix caching
 is as ``engine_defaults_seen.enable_prefix_caching`` says, else ``engine_kwargs.enable_prefix_caching``, else vLLM
-v1's default: on.
+v1's default: on. ``hash_block`` (optional): the tokens each of the log's ``hash_ids`` stands for, 512.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from pathlib import Path
 from ..hardware.gpus import GPUS
 from ..hardware.hf_config import KV_CACHE_DTYPE_BYTES, kv_cache_dtype_bytes
 from ..hardware.models import ModelSpec, model as model_preset
+from ..workload.hash_blocks import HASH_BLOCK
 from ..workload.server_log import ServerLog, read_server_log
 
 LOG_NAMES = ("requests.jsonl",)
@@ -159,6 +160,10 @@ def read_meta(path: Path) -> EngineArgs:
     if caching is not None and not isinstance(caching, bool):
         raise ValueError(f"{path}: {where}.enable_prefix_caching is {caching!r}; write true or false (or leave it "
                          f"out: vLLM v1 caches prefixes by default)")
+    block = meta.get("hash_block", HASH_BLOCK)
+    if block != HASH_BLOCK:
+        raise ValueError(f"{path}: hash_block is {block!r}; llmsched reads hash_ids as Mooncake's, one id per "
+                         f"{HASH_BLOCK} prompt tokens: capture the run with {HASH_BLOCK}-token blocks")
     version = meta.get("vllm_version")
     return EngineArgs(
         model=model, vllm_version=str(version) if version is not None else None,
