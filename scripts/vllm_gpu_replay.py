@@ -28,15 +28,45 @@ import sys
 import time
 
 
-def load_requests(path: str):
-    rows = [json.loads(line) for line in open(path) if line.strip()]
+HASH_BLOCK = 512  # Mooncake's hash_ids: one id per 512 prompt tokens
+
+
+def load_requests(path: str, skip: int = 0, limit: int | None = None, time_scale: float = 1.0,
+                  max_input: int | None = None):
+    """(offset s, prompt, output, id, hash_ids) per request: ground-truth rows (``arrival_time`` s, ``input_toks``,
+    ``output_toks``, optional ``hash_ids``) or Mooncake rows (``timestamp`` ms, ``input_length``,
+    ``output_length``, ``hash_ids``). ``max_input`` cuts longer prompts, keeping the hash ids of what is left."""
+    rows = [json.loads(line) for line in open(path) if line.strip()][skip:]
+    rows = rows[:limit] if limit else rows
+    out = []
     for i, r in enumerate(rows):
-        for key in ("arrival_time", "input_toks", "output_toks"):
+        mooncake = "timestamp" in r
+        keys = ("timestamp", "input_length", "output_length") if mooncake else ("arrival_time", "input_toks",
+                                                                                   "output_toks")
+        for key in keys:
             if key not in r:
-                raise SystemExit(f"{path}: line {i + 1} has no {key!r}")
-    t0 = min(r["arrival_time"] for r in rows)
-    return [(r["arrival_time"] - t0, int(r["input_toks"]), int(r["output_toks"]), r.get("request_id", str(i)))
-            for i, r in enumerate(rows)]
+                raise SystemExit(f"{path}: line {skip + i + 1} has no {key!r}")
+        t = r["timestamp"] / 1000 if mooncake else r["arrival_time"]
+        n_in = int(r["input_length"] if mooncake else r["input_toks"])
+        n_out = int(r["output_length"] if mooncake else r["output_toks"])
+        ids = r.get("hash_ids")
+        if max_input and n_in > max_input:
+            n_in = max_input
+        if ids is not None:
+            ids = [int(h) for h in ids[:-(-n_in // HASH_BLOCK)]]
+            if len(ids) * HASH_BLOCK < n_in:
+                raise SystemExit(f"{path}: line {skip + i + 1}: {len(ids)} hash_ids for {n_in} prompt tokens")
+        out.append([t, n_in, n_out, str(r.get("request_id", skip + i)), ids])
+    t0 = min(r[0] for r in out)
+    for r in out:
+        r[0] = (r[0] - t0) * time_scale
+    return [tuple(r) for r in out]
+
+
+def block_tokens(hash_id: int, seed: int, vocab: int) -> list[int]:
+    """The 512 token ids of one hash block: the same for the same id, so equal ids share a cached prefix."""
+    rng = random.Random(seed * 1_000_003 + hash_id)
+    return [rng.randrange(100, vocab - 100) for _ in range(HASH_BLOCK)]
 
 
 def step_logger_factory(rows: list, t_start: list):
@@ -91,12 +121,33 @@ async def replay(args, requests):
     vocab = cfg.model_config.get_vocab_size()
     rng = random.Random(args.seed)
     results = [None] * len(requests)
+    blocks = {}
 
-    async def one(i, offset, n_in, n_out, rid, t0):
+    def prompt(n_in, hash_ids):
+        if hash_ids is None:
+            return [rng.randrange(100, vocab - 100) for _ in range(n_in)]
+        ids = []
+        for h in hash_ids:
+            if h not in blocks:
+                blocks[h] = block_tokens(h, args.seed, vocab)
+            ids += blocks[h]
+        return ids[:n_in]
+
+    warmed = []
+    for k, n in enumerate(args.warmup or []):  # one request at a time: each step holds exactly n prompt tokens
+        ids = [rng.randrange(100, vocab - 100) for _ in range(n)]
+        t = time.monotonic()
+        async for _ in engine.generate({"prompt_token_ids": ids}, SamplingParams(max_tokens=2, detokenize=False),
+                                       f"warmup{k}"):
+            pass
+        warmed.append([n, round(time.monotonic() - t, 4)])
+    warmup_rows = len(step_rows)
+
+    async def one(i, offset, n_in, n_out, rid, hash_ids, t0):
         delay = t0 + offset - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
-        ids = [rng.randrange(100, vocab - 100) for _ in range(n_in)]
+        ids = prompt(n_in, hash_ids)
         params = SamplingParams(max_tokens=n_out, min_tokens=n_out, ignore_eos=True, temperature=0.0,
                                 detokenize=False)
         sent_wall, sent = time.time(), time.monotonic()
@@ -107,6 +158,8 @@ async def replay(args, requests):
             final = out
         m = final.metrics
         results[i] = {"request_id": rid, "input_toks": n_in, "output_toks": len(final.outputs[0].token_ids),
+                      **({"hash_ids": hash_ids} if hash_ids is not None else {}),
+                      "num_cached_tokens": getattr(final, "num_cached_tokens", None),
                       "arrival_time": sent_wall, "client_sent": sent, "client_first": first,
                       "client_last": time.monotonic(),
                       **{k: getattr(m, k, None) for k in ("queued_ts", "scheduled_ts", "first_token_ts",
@@ -126,7 +179,10 @@ async def replay(args, requests):
             "cudagraph_capture_sizes": getattr(cfg.compilation_config, "cudagraph_capture_sizes", None),
             "compilation_mode": str(getattr(cfg.compilation_config, "mode", getattr(cfg.compilation_config,
                                                                                      "level", None))),
-            "gpu_memory_utilization": cfg.cache_config.gpu_memory_utilization}
+            "gpu_memory_utilization": cfg.cache_config.gpu_memory_utilization,
+            "warmup": warmed, "warmup_step_rows": warmup_rows}
+    if any(r[4] is not None for r in requests):
+        meta["hash_block"] = HASH_BLOCK
     try:
         import torch
         meta["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
@@ -147,10 +203,16 @@ def main(argv=None):
     p.add_argument("--max-model-len", type=int)
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--limit", type=int, help="replay only the first N requests")
+    p.add_argument("--skip", type=int, default=0, help="start at the request after the first N")
+    p.add_argument("--limit", type=int, help="replay only the first N requests (after --skip)")
+    p.add_argument("--time-scale", type=float, default=1.0, help="multiply the gaps between arrivals")
+    p.add_argument("--max-input", type=int, help="cut longer prompts to N tokens (their hash_ids too)")
+    p.add_argument("--warmup", type=lambda v: [int(x) for x in v.split(",")],
+                   help="prompt lengths sent one at a time before the replay (e.g. so Triton compiles every "
+                        "fused-MoE tile first); their steps are the first warmup_step_rows rows of steps.csv")
     p.add_argument("--extra", help="more engine arguments as JSON (e.g. for a CPU test)")
     args = p.parse_args(argv)
-    requests = load_requests(args.requests)[:args.limit]
+    requests = load_requests(args.requests, args.skip, args.limit, args.time_scale, args.max_input)
     os.makedirs(args.out, exist_ok=True)
     results, steps, meta = asyncio.run(replay(args, requests))
     with open(os.path.join(args.out, "requests.jsonl"), "w") as fh:
