@@ -162,3 +162,15 @@ def test_a_bad_row_is_an_error_naming_its_line_and_field(tmp_path, line, change,
     path.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n" for r in rows))
     with pytest.raises(TraceError, match=r"requests\.jsonl" + message):
         read_server_log(path)
+
+
+def test_a_log_whose_hash_ids_are_null_replays_as_one_without_them(tmp_path):
+    path = tmp_path / "requests.jsonl"
+    path.write_text("".join(json.dumps({**r, "hash_ids": None, "num_cached_tokens": None}) + "\n"
+                            for r in rows_of(LOG)))
+    out = tmp_path / "sim"
+    assert main(["simulate", "--trace", str(path), "--model", str(RUN / "config.json"), "--gpu", "l4",
+                 "--scheduler", "vllm-chunked", "--out", str(out), "--no-progress"]) == 0
+    with (out / "requests.csv").open() as f:
+        assert CACHED_FIELD not in next(csv.reader(f))
+    assert "prefix_cache" not in json.loads((out / "summary.json").read_text())

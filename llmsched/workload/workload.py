@@ -22,7 +22,7 @@ from llmsched.workload.lengths import Capped, Empirical, LengthDist, positive_in
 from llmsched.workload.tiers import assign_tiers, check_tiers, tier_chunks
 from llmsched.workload.server_log import read_server_log
 from llmsched.workload.hash_blocks import HASH_BLOCK
-from llmsched.workload.jsonl import JsonlTrace, first_keys
+from llmsched.workload.jsonl import JsonlTrace, first_keys, lines
 from llmsched.workload.traces import (AZURE, JSONL, JSONL_SUPPORTED, VIDUR, Trace, TraceError, read_header, read_trace,
                                      resolve_data_file, trace_kind)
 
@@ -453,7 +453,10 @@ def names_prompts(path: Path) -> bool:
     JSONL trace of prompts (Mooncake, LLMServingSim, sessions) or a server log with hash_ids."""
     if trace_kind(path) in JSONL:
         return True
-    return path.suffix == ".jsonl" and {"hash_ids", *SERVER_LOG_KEYS} <= first_keys(path)
+    if path.suffix != ".jsonl":
+        return False
+    first = next(lines(path, 1), (0, {}))[1]
+    return set(SERVER_LOG_KEYS) <= set(first) and first.get("hash_ids") is not None
 
 
 def length_file_as_trace(path: Path) -> str:
