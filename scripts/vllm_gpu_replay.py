@@ -216,7 +216,7 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     results, steps, meta = asyncio.run(replay(args, requests))
     with open(os.path.join(args.out, "requests.jsonl"), "w") as fh:
-        for r in results:
+        for r in sorted(results, key=lambda r: r["arrival_time"]):  # send order: rows due together wake in any
             fh.write(json.dumps(r) + "\n")
     keys = sorted({k for row in steps for k in row})
     with open(os.path.join(args.out, "steps.csv"), "w", newline="") as fh:
