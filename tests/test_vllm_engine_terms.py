@@ -22,8 +22,9 @@ def meta(run: str) -> dict:
     return json.loads((RUNS / run / "meta.json").read_text())
 
 
-def test_capture_sizes_are_the_ones_vllm_captured_on_the_h200():
-    for run in ("h200-llama-3.1-8b", "h200-qwen3-32b", "h200-qwen3-30b-a3b"):
+def test_capture_sizes_are_the_ones_vllm_captured_on_the_h200_and_h100():
+    for run in ("h200-llama-3.1-8b", "h200-qwen3-32b", "h200-qwen3-30b-a3b", "h100-llama-3.1-8b",
+                "h100-llama-3.1-8b-mooncake", "h100-qwen3-30b-a3b-warm"):
         m = meta(run)
         sizes = cudagraph_capture_sizes(m["engine_kwargs"]["max_num_seqs"], m["engine_kwargs"]["max_num_batched_tokens"])
         assert list(sizes) == m["engine_defaults_seen"]["cudagraph_capture_sizes"]
