@@ -3,7 +3,6 @@ with the reason, so a run under a policy that admits beyond the cache (seed 003 
 from __future__ import annotations
 
 import dataclasses
-import signal
 import warnings
 
 import pytest
@@ -32,24 +31,15 @@ def _run(cfg: RunConfig, max_evictions: int | None = None):
     return simulate(source, replicas, make_router(cfg.router), horizon=cfg.horizon, seed=cfg.seed)
 
 
-def _alarm(*_):
-    raise TimeoutError("the run did not end")
-
-
+@pytest.mark.timeout(120)  # the cycle ran for ever before the cap: fail, not hang
 def test_a_cycle_of_evictions_ends_with_rejections():
     """Fuzz seed 9897: nested-wait without its memory guard, evict-newest, 28 blocks: each step admits a prompt and
     the overflow evicts the decoding request, for ever (742,855 steps, 9,500 simulated seconds in 20 s of CPU)."""
     cfg = RunConfig(**SEED_9897)
     assert cfg.overflow == "evict-newest" and not cfg.scheduler_params["guard_memory"]
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(120)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            result = _run(cfg)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = _run(cfg)
     status = result.requests.cols["status"]
     reasons = result.requests.reasons.values()
     assert len(status) == cfg.num_requests
