@@ -4,8 +4,8 @@ The conservation fuzz's configurations (tests/test_fuzz_conservation.py) made el
 replicas, routed by round-robin or random; closed loops left out: their finishes add requests), with four times its
 requests: the run as lanes and the one event loop (``simulate(lanes=False)``) must give the same step rows, the same
 request rows and each request's token gaps and reason, the rows compared in the lanes' order (steps by end, requests
-by finish, then replica), or the same error. A quarter of ``LLMSCHED_FUZZ_COUNT`` seeds (default 50; CI's 1000
-gives 250); replay one with ``python tests/test_fuzz_lanes.py <seed>``.
+by finish, then replica; tiers and tenants by name), or the same error. A quarter of ``LLMSCHED_FUZZ_COUNT`` seeds
+(default 50; CI's 1000 gives 250); replay one with ``python tests/test_fuzz_lanes.py <seed>``.
 """
 from __future__ import annotations
 
@@ -55,6 +55,11 @@ def outcome(cfg: RunConfig, lanes: bool):
     per_request = {int(i): gaps[o:o + n].tobytes()
                    for i, o, n in zip(req["id"], req["gap_offset"], req["num_gaps"])}
     rorder = np.lexsort((np.arange(len(req["id"])), req["replica"], req["finish"]))
+    # a tier's or tenant's index is its place in the order the log first saw it, which a tie across replicas may
+    # swap: compare their names
+    req["tier"] = np.array(log.tiers)[req["tier"]]
+    if "tenant" in req:
+        req["tenant"] = np.array(log.tenants + [""])[req["tenant"]]  # -1: a request without one
     return ({k: v[order].tobytes() for k, v in steps.items()},
             {k: v[rorder].tobytes() for k, v in req.items() if k != "gap_offset"},
             per_request, dict(log.reasons), result.end_time)
