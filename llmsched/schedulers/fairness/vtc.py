@@ -63,7 +63,7 @@ class VTC(QueuedPolicy):
     shares its step with the heavy tenants' chunks and decodes (a 1,900-token prompt beside ~160 decodes needs two
     2,048-token steps) and waits behind the turns of heavy prompts admitted in chunks; ``lead`` lets it go ahead of
     a counter it overtook with its own last long prompt. Off by default because it costs the other tenants
-    (measured in docs/fairness.md: with ``"step"`` the heavy tenant's TBT p99 0.214 -> 0.297 s at the default
+    (measured in docs/fairness.md: with ``"step"`` the heavy tenant's TBT p99 0.214 -> 0.301 s at the default
     budget, reclaim preemptions, about 3% of the throughput) for a latency only a light tenant asks for; ``"off"``
     is the paper's order.
 
