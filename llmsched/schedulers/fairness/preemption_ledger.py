@@ -18,6 +18,14 @@ FIELDS = ("preemptions", *(f"{r}_preemptions" for r in REASONS), "thrown_away_to
           *(f"{r}_thrown_away_tokens" for r in REASONS), "swapped_tokens")
 
 
+def times_histogram(times: dict[int, int]) -> dict[str, int]:
+    """How many requests were preempted n times, by n (as text: a summary's JSON keys), from request id -> n."""
+    counts: dict[str, int] = {}
+    for n in times.values():
+        counts[str(n)] = counts.get(str(n), 0) + 1
+    return counts
+
+
 def group_of(r: Request) -> str:
     """A request's tenant, else its tier."""
     return r.tenant.name if r.tenant is not None else r.tier.name

@@ -7,6 +7,7 @@ from ...engine.plan import BatchPlan
 from ...engine.view import ReplicaView
 from ...request import Request
 from ..registry import register
+from .preemption_ledger import times_histogram
 from .queued_policy import QueuedPolicy, all_decode
 from .waiting_queues import WaitingQueues, priority_key
 
@@ -138,7 +139,4 @@ class Priority(QueuedPolicy):
         return taken if blocks <= 0 and seats <= 0 else None
 
     def stats(self) -> dict:
-        times: dict[str, int] = {}
-        for n in self.preempted.values():
-            times[str(n)] = times.get(str(n), 0) + 1
-        return {**super().stats(), "priority_preemptions_per_request": times}
+        return {**super().stats(), "priority_preemptions_per_request": times_histogram(self.preempted)}

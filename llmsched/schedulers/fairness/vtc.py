@@ -8,6 +8,7 @@ from ...engine.plan import BatchPlan
 from ...engine.view import ReplicaView
 from ...request import Request, Status
 from ..registry import register
+from .preemption_ledger import times_histogram
 from .queued_policy import QueuedPolicy
 from .waiting_queues import WaitingQueues, tenant_key, tenant_weight
 
@@ -146,10 +147,7 @@ class VTC(QueuedPolicy):
         figures = super().stats()
         if self.light_first != "off":
             figures["light_steps"] = self.light_steps
-        times: dict[str, int] = {}
-        for n in self.reclaimed.values():
-            times[str(n)] = times.get(str(n), 0) + 1
-        figures["reclaims_per_request"] = times
+        figures["reclaims_per_request"] = times_histogram(self.reclaimed)
         return figures
 
     # --- counters ---------------------------------------------------------------------------------------------
