@@ -17,7 +17,7 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
   trace's arrival and length columns (24 bytes a request); this checkout only (older ones cannot read JSONL);
 * ``prefix``: the Mooncake conversation trace (12,031 requests) at 2 req/s on 8 replicas of Llama-3.1-8B on H100s,
   vllm-chunked, with vLLM v1's prefix cache on and off (llmsched/engine/prefix_cache.py): simulation CPU of the
-  same run with and without it (issue 34's target: at most 1.25x); this checkout only;
+  same run with and without it (target: at most 1.25x); this checkout only;
 * ``replicas``: simulation CPU per step with 1, 8 and 32 replicas (round-robin, 4 req/s and 2,000 requests per
   replica; the 1-replica row, a tenth of a second, is the median of five runs; several replicas run as lanes,
   llmsched/sim/lanes.py);

@@ -21,7 +21,7 @@ stock step it is compared with follows no sleep. ``--idle-sleep`` keeps the slee
     python benchmarks/bench_vllm_overhead.py [--sizes 64,128,256] [--steps 20] [--rounds 5] [--policies sarathi,slai]
                                              [--idle-sleep]
 
-Target (issue 14): the plug-in's total schedule time within 1.2x stock. Figures are medians per call, in ms.
+Target: the plug-in's total schedule time within 1.2x stock. Figures are medians per call, in ms.
 """
 from __future__ import annotations
 

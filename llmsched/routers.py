@@ -14,7 +14,7 @@ from .routing.prefix_hash import PrefixHash
 
 class RandomRouter(Router):
     name = "random"
-    summary = "uniformly random replica (seed 000 §4.1: with RAD, throughput-optimal)"
+    summary = "uniformly random replica (Bari et al. §4.1: with RAD, throughput-optimal)"
     routes_ahead = True
 
     def route(self, req, replicas, rng):
@@ -23,7 +23,7 @@ class RandomRouter(Router):
 
 class RoundRobin(Router):
     name = "round-robin"
-    summary = "every r-th request to the same replica (seed 000's multi-replica script)"
+    summary = "every r-th request to the same replica (Bari et al.'s multi-replica script)"
     routes_ahead = True
 
     def __init__(self):
@@ -136,17 +136,17 @@ def router_params(name: str) -> dict:
 
 @register_router
 class PABRouter(Router):
-    """Lyu et al. (seed 002) §3.4 PAB-LB: each replica reports its Prefill Admission Budget; the router sends a
+    """Lyu et al. §3.4 PAB-LB: each replica reports its Prefill Admission Budget; the router sends a
     request to a replica whose budget covers its prompt and decrements its view of that budget.
 
-    ``selection``: ``max_pab`` (most headroom, spec §3.6), ``first_fit`` or ``best_fit`` (least
-    headroom that fits). With no replica fitting, the one with most budget takes it (spec G9: no
+    ``selection``: ``max_pab`` (most headroom), ``first_fit`` or ``best_fit`` (least
+    headroom that fits). With no replica fitting, the one with most budget takes it (a gap in the paper; our resolution: no
     rejection). ``report_delay`` (s): a replica's report is refreshed only that long after the last
     one, the dispatches in between only decrement it (0: fresh at every arrival; vLLM's DP coordinator
     publishes every 0.1 s). Replicas whose scheduler has no ``pab(view, now)`` (non-FairBatching) are
     measured with Lyu et al.'s default SLOs.
 
-    Against the paper (§3.4, §4, §5.3, §5.5; re-read for issue 12):
+    Against the paper (§3.4, §4, §5.3, §5.5; re-read line by line):
     * Which node: "a suitable node with sufficient budget", rule not given; ``max_pab`` is our choice.
     * No node fits: not said. §5.3 has FB-PAB engines "reject new requests, directing the global
       scheduler to route them to other nodes", so the paper's full system may reject; here the router
@@ -162,7 +162,7 @@ class PABRouter(Router):
     """
 
     name = "pab"
-    summary = "seed 002 PAB-LB: the replica with the most prefill admission budget that covers the prompt"
+    summary = "Lyu et al. PAB-LB: the replica with the most prefill admission budget that covers the prompt"
     selection = "max_pab"
 
     def __init__(self, report_delay: float = 0.0):
@@ -211,21 +211,21 @@ class PABRouter(Router):
 @register_router
 class PABFirstFit(PABRouter):
     name = "pab-first-fit"
-    summary = "seed 002 PAB-LB, first replica (by index) whose prefill admission budget covers the prompt"
+    summary = "Lyu et al. PAB-LB, first replica (by index) whose prefill admission budget covers the prompt"
     selection = "first_fit"
 
 
 @register_router
 class PABBestFit(PABRouter):
     name = "pab-best-fit"
-    summary = "seed 002 PAB-LB, the replica with the least prefill admission budget that still covers the prompt"
+    summary = "Lyu et al. PAB-LB, the replica with the least prefill admission budget that still covers the prompt"
     selection = "best_fit"
 
 
 @register_router
 class PABDelayed(PABRouter):
     name = "pab-delayed"
-    summary = "seed 002 PAB-LB (max budget) with reports refreshed every 0.1 s, as vLLM's DP coordinator publishes"
+    summary = "Lyu et al. PAB-LB (max budget) with reports refreshed every 0.1 s, as vLLM's DP coordinator publishes"
 
     def __init__(self, report_delay: float = 0.1):
         super().__init__(report_delay)
@@ -234,7 +234,7 @@ class PABDelayed(PABRouter):
 @register_router
 class VLLMDataParallel(Router):
     """vLLM v0.10's data-parallel load balancer (DPLBAsyncMPClient.get_core_engine_for_request; Lyu et al.
-    §3.4, spec §3.7): the lowest 4·waiting + running, scanning from a rotating start with strict ``<``;
+    §3.4): the lowest 4·waiting + running, scanning from a rotating start with strict ``<``;
     the chosen engine's local waiting count is incremented at once, and the counts are refreshed from
     the engines every ``publish_interval`` seconds (the coordinator's 100 ms)."""
 

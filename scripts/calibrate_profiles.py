@@ -10,9 +10,9 @@ roofline's per-layer non-attention time with the measured sum of the layer's ope
 efficiencies fitted per GPU ("after"), for the plain and the staircase roofline. It writes the fitted
 figures (a few numbers per GPU, no profile data) to calibration.json, which RooflineBatchTime then uses as
 its defaults for those GPUs (and their chip family), and, with ``--docs``, replaces the generated section
-of docs/batch-time.md with the tables printed here. It also prints whole-step checks: seed 000's Fig. 6a
+of docs/batch-time.md with the tables printed here. It also prints whole-step checks: Bari et al.'s Fig. 6a
 (Mistral-7B on an RTX 6000 Ada, the one published end-to-end series we have), the roofline's step times and
-linear approximations for the presets the papers use, and InferMax's Vidur-fitted model (seed 001 §2.2).
+linear approximations for the presets the papers use, and InferMax's Vidur-fitted model (Kim et al. §2.2).
 """
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def _sharpness_table(by_gpu: dict) -> str:
 
 
 def _fig6a_table() -> str:
-    out = ["Whole steps: seed 000 Fig. 6a (Mistral-7B-Instruct-v0.2, RTX 6000 Ada, one 2048-token prompt in "
+    out = ["Whole steps: Bari et al. Fig. 6a (Mistral-7B-Instruct-v0.2, RTX 6000 Ada, one 2048-token prompt in "
            "chunks of c; mean batch time over the chunks):", "",
            "| chunk c | measured (ms) | roofline (ms) | error | roofline-staircase (ms) | error |",
            "|---|---|---|---|---|---|"]
@@ -206,7 +206,7 @@ def _reference_table(fits: dict) -> str:
     return "\n".join(out)
 
 
-INFERMAX_VECTORS = (  # seed 001 §2.2 worked values [V], ms, with φ = 0
+INFERMAX_VECTORS = (  # Kim et al. §2.2 worked values [V], ms, with φ = 0
     ("llama-2-7b/a100", "one prefill c=4096", [4096], [0], [], 345.48),
     ("llama-2-7b/a100", "8 prefills c=512", [512] * 8, [0] * 8, [], 267.04),
     ("llama-2-7b/a100", "chunk c=512 over m=3584", [512], [3584], [], 58.54),
@@ -219,11 +219,11 @@ INFERMAX_VECTORS = (  # seed 001 §2.2 worked values [V], ms, with φ = 0
 
 
 def _infermax_table(fits: dict) -> str:
-    """The roofline next to InferMax's Vidur-fitted linear model (seed 001 §2.2) on its worked batches."""
+    """The roofline next to InferMax's Vidur-fitted linear model (Kim et al. §2.2) on its worked batches."""
     from llmsched.batchtime.base import Batch
     from llmsched.batchtime.linear import INFERMAX_COEFFICIENTS, LinearBatchTime
 
-    out = ["Whole steps next to InferMax's linear model fitted to Vidur's A100 profiles (seed 001 §2.2, its "
+    out = ["Whole steps next to InferMax's linear model fitted to Vidur's A100 profiles (Kim et al. §2.2, its "
            "worked values):", "", "| model/GPU | batch | InferMax (ms) | this linear form (ms) | roofline (ms) | "
            "roofline / InferMax |", "|---|---|---|---|---|---|"]
     for pair, label, pn, pc, dc, expected in INFERMAX_VECTORS:

@@ -1,4 +1,4 @@
-"""The gaming case of issue 17, old definition against new (docs/capacity.md).
+"""The gaming case (a capacity won by leaving work undone), old definition against new (docs/capacity.md).
 
 Shortest-prompt-first schedulers on the azure-conv lengths, Mistral-7B on an RTX 6000 Ada (the SLAI
 reproduction's engine settings, 5% paying users). The old definition is the SLAI reproduction's before it moved

@@ -29,7 +29,7 @@ PRESETS = {
     "sharegpt": dict(
         file="sharegpt_8k_lengths_llama2_tokenizer.csv",
         description="ShareGPT (openchat_sharegpt4) conversation rounds, Llama-2 tokenizer, total length capped at "
-                    "8k: the SLAI workload (seed 000, Table 1)",
+                    "8k: the SLAI workload (Bari et al., Table 1)",
         origin="agrimUT/SLAI (from Sarathi-Serve)", licence="MIT (agrimUT/SLAI)"),
     "azure-conv": dict(
         file="AzureLLMInferenceTrace_conv.csv",
@@ -46,13 +46,13 @@ PRESETS = {
     "lmsys": dict(
         file="lmsys_chat_1m_lengths_sample_input_lt500_output_lt600.csv",
         description="LMSYS-Chat-1M sample with prompts < 500 and outputs < 600 tokens: the WAIT paper's real-trace "
-                    "workload (seed 003); its zero-length rows are counted as 1 token",
+                    "workload; its zero-length rows are counted as 1 token",
         origin="Luoxiaogan/vidur_or (the WAIT authors' code)",
         licence="not stated by the source repository; LMSYS-Chat-1M is under its own dataset licence agreement",
         zero_lengths="clamp"),
 }
-# Published figures the shipped tables must reproduce (seed 000, Table 1).
-PAPER = {"sharegpt": ("seed 000, Table 1", {"prompt": {"median": 1730, "p90": 5696},
+# Published figures the shipped tables must reproduce (Bari et al., Table 1).
+PAPER = {"sharegpt": ("Bari et al., Table 1", {"prompt": {"median": 1730, "p90": 5696},
                                              "output": {"median": 415, "p90": 834}})}
 SAMPLES = 1_000_000
 SEED = 0

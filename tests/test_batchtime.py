@@ -23,14 +23,14 @@ def test_llama3_8b_on_a100_matches_public_magnitudes(calibration):
 
 
 def test_fig6a_mistral_rtx6000ada():
-    """seed 000 §1.6: mean batch time of 2048-token prompts in chunks of c, 22.7 ms (c=64) to 74.7 ms (c=1024)."""
+    """Bari et al. §1.6: mean batch time of 2048-token prompts in chunks of c, 22.7 ms (c=64) to 74.7 ms (c=1024)."""
     rt = RooflineBatchTime("mistral-7b", "rtx-6000-ada")
     for chunk, measured_ms in FIG6A_MISTRAL_RTX6000ADA:
         assert chunked_prefill_mean_time(rt, 2048, chunk) / MS == pytest.approx(measured_ms, rel=0.12)
 
 
 def test_infermax_vectors_reproduced():
-    """seed 001 §2.2 worked values (ms) from InferMax's Vidur-fitted coefficients."""
+    """Kim et al. §2.2 worked values (ms) from InferMax's Vidur-fitted coefficients."""
     seven = LinearBatchTime.from_infermax(**INFERMAX_COEFFICIENTS["llama-2-7b/a100"])
     cases = [(Batch([4096], [0], []), 345.48), (Batch([512] * 8, [0] * 8, []), 267.04),
              (Batch([512], [3584], []), 58.54), (Batch([], [], [1000] * 100), 38.41), (Batch([], [], [1]), 2.775),

@@ -1,4 +1,4 @@
-"""What the command line says at the limits (issue 32): warnings and refusals in one line, before any run, as a
+"""What the command line says at the limits: warnings and refusals in one line, before any run, as a
 user sees them (a subprocess: stderr exactly as printed)."""
 import os
 import signal
@@ -97,7 +97,7 @@ def test_make_model_without_its_optional_packages_says_what_to_install(package, 
 
 
 def test_a_horizon_accounts_every_offered_request(tmp_path):
-    """Issue 32: --horizon 1e-9 wrote 1 row of 20 offered requests and said nothing of the other 19."""
+    """--horizon 1e-9 wrote 1 row of 20 offered requests and said nothing of the other 19."""
     import json
     out = tmp_path / "run"
     p = llmsched("simulate", "--num-requests", "20", "--horizon", "1e-9", "--out", str(out), "--no-progress")

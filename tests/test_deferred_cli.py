@@ -62,7 +62,7 @@ def test_reproduce_fast(tmp_path, capsys):
 
 
 def test_reproduce_with_K_grid_without_1_keeps_the_baseline(tmp_path, capsys):
-    """`reproduce deferred-prefill --K 5` crashed with KeyError: 1 (issue 19 defect 6): K = 1 is always run."""
+    """`reproduce deferred-prefill --K 5` crashed with KeyError: 1: K = 1 is always run."""
     assert main(["reproduce", "deferred-prefill", "--models", "granite", "--timings", "paper", "--workloads",
                  "synthetic", "--K", "5", "--requests", "1013", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "results.json").read_text())["results"][0]

@@ -1,4 +1,4 @@
-"""Seed 004 Table 1 from measured step times: Vidur's A100 operator profile + roofline attention + vLLM's public
+"""Mohanty et al. Table 1 from measured step times: Vidur's A100 operator profile + roofline attention + vLLM's public
 per-step host cost (llmsched/reproduce/deferred_prefill_runs/measured_step_time.py), and `reproduce deferred-prefill
 --parts sensitivity`."""
 import csv

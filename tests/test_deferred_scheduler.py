@@ -1,4 +1,4 @@
-"""The deferred-prefill scheduler (seed 004): K = 1 is vLLM and K = C static batching step for step; the
+"""The deferred-prefill scheduler: K = 1 is vLLM and K = C static batching step for step; the
 simulated throughput of the paper's model matches Theorem 1; K* is the simulated optimum; bad parameters fail."""
 import dataclasses
 
@@ -207,7 +207,7 @@ def test_bad_parameters_against_the_replica(params, kw, match):
 
 
 def test_auto_K_without_a_batch_time_model_is_refused_at_the_first_decision():
-    """An engine that gives no batch-time model (issue 16): K='auto' must fail at start-up with one clear line,
+    """An engine that gives no batch-time model: K='auto' must fail at start-up with one clear line,
     not after C departures in the middle of a run; an integer K runs."""
     from llmsched.engine.view import ReplicaView
     from llmsched.request import Request

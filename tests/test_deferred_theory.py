@@ -1,4 +1,4 @@
-"""Seed 004's analysis against the spec's reference values (§2.5 table, Appendix A rows)."""
+"""Mohanty et al.'s analysis against the spec's reference values (§2.5 table, Appendix A rows)."""
 import numpy as np
 import pytest
 

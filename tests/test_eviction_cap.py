@@ -1,5 +1,5 @@
 """Overflow evictions that cycle for ever end: a request preempted or evicted ``max_evictions`` times is rejected
-with the reason, so a run under a policy that admits beyond the cache (seed 003 §2's cascading eviction) ends."""
+with the reason, so a run under a policy that admits beyond the cache (Ao et al. §2's cascading eviction) ends."""
 from __future__ import annotations
 
 import dataclasses

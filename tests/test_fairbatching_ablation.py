@@ -1,4 +1,4 @@
-"""The FairBatching ablation (issue 12): its CI version runs and has the table's shape, and the per-step host
+"""The FairBatching ablation: its CI version runs and has the table's shape, and the per-step host
 cost it adds makes small-budget Sarathi pay for its many steps."""
 import pytest
 

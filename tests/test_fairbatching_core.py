@@ -1,4 +1,4 @@
-"""FairBatching (seed 002): envelope, Algorithm 1, time budget, PAB, admission, routers, SLO checks."""
+"""FairBatching: envelope, Algorithm 1, time budget, PAB, admission, routers, SLO checks."""
 from array import array
 from types import SimpleNamespace
 

@@ -1,4 +1,4 @@
-"""Request conservation under random valid configurations (issue 19).
+"""Request conservation under random valid configurations.
 
 Each seed draws one small run (tens of requests): any registered scheduler (oracle-only ones with the oracle),
 any router, 1-8 replicas, KV caches from a few blocks to thousands, both preemption modes, every overflow mode,

@@ -112,7 +112,7 @@ def test_shortest_uncached_first_but_a_request_past_its_ttft_goes_behind_those_t
 
 
 def test_cached_prompt_tokens_cost_nothing_in_the_order_where_the_view_reports_them():
-    class CachingView(ReplicaView):  # the prefix cache's view (issue 34) adds this; the order must read it
+    class CachingView(ReplicaView):  # the prefix cache's view adds this; the order must read it
         __slots__ = ()
 
         def cached_tokens(self, req):

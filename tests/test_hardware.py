@@ -40,7 +40,7 @@ def test_gpu_presets_are_sane(name):
     assert g.host_bw > 0 and g.interconnect_bw >= g.host_bw / 2 and g.sms > 0
     assert (g.interconnect == "pcie") == (g.interconnect_bw <= g.host_bw)
     for tile in (g.t_row, g.t_col, g.t_red):
-        assert tile & (tile - 1) == 0  # powers of two (seed 000 §1.1)
+        assert tile & (tile - 1) == 0  # powers of two (Bari et al. §1.1)
 
 
 def test_a100_tiles_follow_seed_000():
@@ -59,7 +59,7 @@ def test_capacity_positive(model_name, gpu_name):
 
 
 def test_capacity_matches_spec_estimates():
-    # seed 000 §1.7: Mistral-7B on 48 GB ≈ 210–225k tokens; seed 003 §6: ≈1.2e5 (Llama-2-7B), 4.6e5 (Llama-3-8B).
+    # Bari et al. §1.7: Mistral-7B on 48 GB ≈ 210–225k tokens; Ao et al. §6: ≈1.2e5 (Llama-2-7B), 4.6e5 (Llama-3-8B).
     assert 200_000 <= kv_capacity_tokens("mistral-7b", "rtx-6000-ada") <= 235_000
     assert 110_000 <= kv_capacity_tokens("llama-2-7b", "a100") <= 125_000
     assert 430_000 <= kv_capacity_tokens("llama-3-8b", "a100") <= 470_000

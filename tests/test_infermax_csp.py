@@ -1,4 +1,4 @@
-"""Seed 001 §3: the CP-SAT optimum against exhaustive search, the heuristics, infeasibility and the time limit."""
+"""Kim et al. §3: the CP-SAT optimum against exhaustive search, the heuristics, infeasibility and the time limit."""
 import time
 
 import pytest
@@ -90,7 +90,7 @@ def kv_held(instance: Instance, schedule) -> list[int]:
 def test_one_worker_schedule_fits_the_replica_kv_with_horizon_slack(prompt):
     """`reproduce infermax --parts csp --workers 1` aborted: evictions decided before a batch in which nothing ran
     were dropped when the schedule was read back, so the replayed schedule needed more KV blocks than exist
-    (issue 16). The schedule CP-SAT returns now holds at most M slots after every batch, counted independently,
+   . The schedule CP-SAT returns now holds at most M slots after every batch, counted independently,
     and replays on the replica (solve replays it and would raise)."""
     instance, seeds = section_5_1(prompt)
     result = solve(instance, SEVEN_B, horizon=max(len(s.batches) for s in seeds) + 2, time_limit=3, workers=1,

@@ -63,7 +63,7 @@ def test_cli_optimal_schedule_rejects_an_infeasible_instance():
 
 
 def test_eviction_ablation_counts_refills_apart():
-    """§4.5 ablation (issue 16): evictions double the tokens processed at M = 100 (refills of evicted requests),
+    """§4.5 ablation: evictions double the tokens processed at M = 100 (refills of evicted requests),
     so throughput counted over processed tokens is far above throughput counted over generated tokens, and at
     M = 1K only the former favours the evicting scheduler."""
     rows = {(r["M"], r["scheduler"]): r for r in repro.eviction(fast=True)}

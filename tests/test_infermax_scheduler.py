@@ -1,4 +1,4 @@
-"""InferMax's unified scheduler (seed 001 §3.1, Algorithm 1): its settings, against the spec's vectors and the
+"""InferMax's unified scheduler (Kim et al. §3.1, Algorithm 1): its settings, against the spec's vectors and the
 foundation baselines they restate."""
 import pytest
 

@@ -1,5 +1,5 @@
 """Run options taken the same way by every command: config files and CLI, defaults that apply, the workload
-that workload-tuned policies follow, and the fixes of issue 19's defects 5, 7, 8 and 10."""
+that workload-tuned policies follow, and the fixes of defects the fuzz found."""
 import json
 
 import pytest

@@ -174,7 +174,7 @@ def test_theory_commands(capsys):
 
 
 def test_rad_regime_is_below_the_sound_bound_where_sarathi_beats_it():
-    """Issue 17's case: Mistral-7B on RTX 6000 Ada, azure-conv, roofline: RAD's r/T̄ᴿ (about 3 req/s) is below
+    """The capacity-gaming case: Mistral-7B on RTX 6000 Ada, azure-conv, roofline: RAD's r/T̄ᴿ (about 3 req/s) is below
     what Sarathi serves, while the sound bound is above both."""
     from llmsched.theory.rad_bound import compute
     out = compute(workload="azure-conv", batch_time="roofline", samples=4000)
@@ -187,7 +187,7 @@ def test_rad_regime_is_below_the_sound_bound_where_sarathi_beats_it():
 
 @pytest.mark.parametrize("scheduler", ["slai-spf-fixed", "sarathi-spf"])
 def test_starving_schedulers_are_never_stable_above_the_bound(scheduler):
-    """The gaming case of issue 17 (shortest prompt first, azure-conv lengths, Mistral-7B on an RTX 6000 Ada):
+    """The capacity-gaming case (shortest prompt first, azure-conv lengths, Mistral-7B on an RTX 6000 Ada):
     5% above the sound bound a probe is never stable, so a capacity cannot exceed the bound and the plan's
     pruning never removes a deployment that a probe would have accepted."""
     from llmsched.capacity import parse_slos, run_probe

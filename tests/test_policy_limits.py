@@ -1,4 +1,4 @@
-"""Issue 32 item 1: every policy meets every replica limit (token budget, sequences, KV blocks, swap space) in
+"""every policy meets every replica limit (token budget, sequences, KV blocks, swap space) in
 every preemption mode, or its configuration is refused before the run; the replica's plan check is the safety
 net, and a plan it rejects is a bug of the policy. Each configuration that showed a bug is kept here."""
 import warnings

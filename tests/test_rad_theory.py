@@ -1,4 +1,4 @@
-"""Seed 000's Theorem 1 and 2 figures, and the simulator agreeing with them."""
+"""Bari et al.'s Theorem 1 and 2 figures, and the simulator agreeing with them."""
 import numpy as np
 import pytest
 
@@ -14,7 +14,7 @@ TILE32 = dict(t_row=32, t_col=32, t_red=32)
 
 
 def eq7_model():
-    """Seed 000's eq. (7) shape: linear layers t_col·⌈τ/t_col⌉, decode attention; no per-batch constant."""
+    """Bari et al.'s eq. (7) shape: linear layers t_col·⌈τ/t_col⌉, decode attention; no per-batch constant."""
     return LinearBatchTime.from_rad(c0=0.0, c1=C1, c3=C3, staircase_t_col=32)
 
 

@@ -1,4 +1,4 @@
-"""Issue 19, defects 1-4: no request lost and no stall, each with the configuration that showed it."""
+"""no request lost and no stall, each with the configuration that showed it."""
 import warnings
 from dataclasses import dataclass, field
 

@@ -1,4 +1,4 @@
-"""SLAI's rules (seed 000 §6, spec §2.7) on small hand-built scenarios driven through a real replica."""
+"""SLAI's rules (Bari et al. §6, spec §2.7) on small hand-built scenarios driven through a real replica."""
 
 import pytest
 

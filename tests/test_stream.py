@@ -113,7 +113,7 @@ def test_stream_cli_writes_the_files_and_refuses_what_it_cannot_do(tmp_path, cap
     assert main([*args, "--stream", "--out", str(tmp_path / "b")]) == 0
     for name in ("requests.csv", "steps.csv"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
-    # what --help says it writes (issue 32: it said "the files are the same", of a run that keeps the gaps)
+    # what --help says it writes (it said "the files are the same", of a run that keeps the gaps)
     rows = (tmp_path / "b" / "requests.csv").read_text().splitlines()
     offset = rows[0].split(",").index("gap_offset")
     assert {row.split(",")[offset] for row in rows[1:]} == {"0"}

@@ -1,4 +1,4 @@
-"""Seed 003 §7 options (time-varying rates, segment design), the authors'-code entry gate, and the §6 settings."""
+"""Ao et al. §7 options (time-varying rates, segment design), the authors'-code entry gate, and the §6 settings."""
 import math
 
 import pytest

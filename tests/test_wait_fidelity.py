@@ -1,4 +1,4 @@
-"""WAIT / Nested WAIT fidelity (issue 13): memory-feasible admission, fluid thresholds below one, (11)/(12)
+"""WAIT / Nested WAIT fidelity: memory-feasible admission, fluid thresholds below one, (11)/(12)
 checks, the KV ledger and the authors' budget gate."""
 import warnings
 

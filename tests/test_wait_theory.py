@@ -1,4 +1,4 @@
-"""Seed 003's worked examples and the spec's test vectors (spec §1.8, §2.3, §3.2) as exact tests."""
+"""Ao et al.'s worked examples and the spec's test vectors (spec §1.8, §2.3, §3.2) as exact tests."""
 import math
 
 import pytest

@@ -156,7 +156,7 @@ def test_azure_2024_timestamps_with_offset(tmp_path):
 
 @pytest.mark.parametrize("stamps", [("1700158624", "1700158625.5"), ("1700158624000", "1700158625500")])
 def test_azure_epoch_seconds_and_milliseconds(tmp_path, stamps):
-    """Issue 32: numpy read Unix epoch seconds as years (arrivals 31,622,400 s apart instead of 1 s)."""
+    """numpy read Unix epoch seconds as years (arrivals 31,622,400 s apart instead of 1 s)."""
     path = write(tmp_path, "TIMESTAMP,ContextTokens,GeneratedTokens\n"
                            f"{stamps[0]},4808,10\n{stamps[1]},3180,8\n")
     assert read_trace(path).arrivals.tolist() == pytest.approx([0.0, 1.5])
@@ -168,6 +168,6 @@ def test_azure_epoch_seconds_and_milliseconds(tmp_path, stamps):
     ("arrived_at,num_prefill_tokens,num_decode_tokens\n0,5,5\n1e300,5,5\n", r":3: arrived_at puts this arrival at 1e\+300 s"),
 ])
 def test_misread_arrivals_are_refused_by_line(tmp_path, body, match):
-    """Issue 32: mixed formats were blamed as 'goes back in time'; a Vidur arrival at 1e300 s ran (TTFT 0)."""
+    """mixed formats were blamed as 'goes back in time'; a Vidur arrival at 1e300 s ran (TTFT 0)."""
     with pytest.raises(TraceError, match=match):
         read_trace(write(tmp_path, body))

@@ -2,13 +2,13 @@
 
 The five papers' step-time forms are all special cases (the ``from_*`` constructors spell them out):
 
-* RAD/SLAI, Bari et al. (seed 000): c0 + c1·τ (or c1·t_col·⌈τ/t_col⌉) + c2·Σ c_j(m_j+c_j) + c3·Σ decode ctx
+* RAD/SLAI, Bari et al.: c0 + c1·τ (or c1·t_col·⌈τ/t_col⌉) + c2·Σ c_j(m_j+c_j) + c3·Σ decode ctx
   + c4·#decodes (§1.6)
-* InferMax, Kim et al. (seed 001): L·[b_o + a_o·τ + 1[P]·(b_p + s_p·#P + a_p·Σ(c²+2mc) + m_p·Σm)
+* InferMax, Kim et al.: L·[b_o + a_o·τ + 1[P]·(b_p + s_p·#P + a_p·Σ(c²+2mc) + m_p·Σm)
   + 1[D]·(b_d + a_d·Σ ctx + s_d·#D)] (§2.1)
-* FairBatching, Lyu et al. (seed 002): a + b·Σ new tokens + c·Σ context (KV after the step) (§2.1)
-* WAIT, Ao et al. (seed 003): d0 + d1·Σ KV tokens (§1.3)
-* deferred prefill, Mohanty et al. (seed 004): prefill steps c_p + s_p·#prompts (+ t_p/N·Σ prompt tokens);
+* FairBatching, Lyu et al.: a + b·Σ new tokens + c·Σ context (KV after the step) (§2.1)
+* WAIT, Ao et al.: d0 + d1·Σ KV tokens (§1.3)
+* deferred prefill, Mohanty et al.: prefill steps c_p + s_p·#prompts (+ t_p/N·Σ prompt tokens);
   decode steps c_d + t_d·#decodes (§1.5)
 
 Terms, per step (``c``/``m`` a prefill chunk's new/cached tokens, ``ctx`` a decode's KV tokens):
@@ -150,7 +150,7 @@ class LinearBatchTime(BatchTimeModel):
         token_term = {"staircase_tokens": c1} if staircase_t_col else {}
         return cls(const=c0, per_token=0.0 if staircase_t_col else c1,
                    extra={**token_term, "prefill_attention": c2, "decode_context": c3, "per_decode": c4},
-                   t_col=staircase_t_col or 128, source="seed 000 §1.6 (RAD/SLAI simulator form)")
+                   t_col=staircase_t_col or 128, source="Bari et al. §1.6 (RAD/SLAI simulator form)")
 
     @classmethod
     def from_infermax(cls, layers: int, a_o: float, b_o: float, a_d: float, b_d: float, a_p: float, b_p: float,
@@ -163,17 +163,17 @@ class LinearBatchTime(BatchTimeModel):
                    extra={"has_prefill": L * b_p, "prefill_attention": L * a_p, "prefill_cached_attention": L * a_p,
                           "prefill_context": L * m_p, "has_decode": L * b_d, "decode_context": L * a_d,
                           "per_decode": L * s_d},
-                   source="seed 001 §2.1 (InferMax per-layer cost model)")
+                   source="Kim et al. §2.1 (InferMax per-layer cost model)")
 
     @classmethod
     def from_fairbatching(cls, a: float, b: float, c: float) -> "LinearBatchTime":
         """Lyu et al. §2.1: a + b·Σ new tokens + c·Σ context (KV after the step)."""
-        return cls(const=a, per_token=b, per_context=c, source="seed 002 §2.1 (FairBatching step-time predictor)")
+        return cls(const=a, per_token=b, per_context=c, source="Lyu et al. §2.1 (FairBatching step-time predictor)")
 
     @classmethod
     def from_wait(cls, d0: float, d1: float) -> "LinearBatchTime":
         """Ao et al. §1.3 eq. (1): d0 + d1·Σ KV tokens of the batch's prompts."""
-        return cls(const=d0, per_context=d1, source="seed 003 §1.3 (WAIT iteration time)")
+        return cls(const=d0, per_context=d1, source="Ao et al. §1.3 (WAIT iteration time)")
 
     @classmethod
     def from_deferred_prefill(cls, c_p: float, c_d: float, t_d: float, s_p: float = 0.0,
@@ -182,7 +182,7 @@ class LinearBatchTime(BatchTimeModel):
         ``t_p_per_token``), a decode step c_d + t_d·#decodes (the engine never mixes them)."""
         return cls(per_prefill=s_p, extra={"has_prefill": c_p, "prefill_tokens": t_p_per_token, "has_decode": c_d,
                                            "per_decode": t_d},
-                   source="seed 004 §1.5 (deferred-prefill timing model)")
+                   source="Mohanty et al. §1.5 (deferred-prefill timing model)")
 
     # --- persistence --------------------------------------------------------------------------------------
     def to_dict(self) -> dict:

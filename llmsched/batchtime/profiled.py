@@ -4,7 +4,7 @@ A profile file (``vidur_<gpu>_<org>_<model>_mlp.csv``, Vidur's ``data/profiling/
 has one row per (num_tokens, num_tensor_parallel_workers) with ``time_stats.<op>.{min,max,mean,median,std}``
 in milliseconds for the non-attention operators of one layer, plus the model's dimensions. The time of one
 layer is the sum of the nine per-layer operators (:data:`LAYER_OPS`; the embedding runs once per model, not
-per layer, and is left out, as InferMax does, Kim et al., seed 001, §2.3). The roofline's counterpart is
+per layer, and is left out, as InferMax does, Kim et al. §2.3). The roofline's counterpart is
 :meth:`RooflineBatchTime.layer_nonattention_time`. No profile data is stored in the repository: the script
 ``scripts/calibrate_profiles.py`` reads the files the user names and writes only the fitted figures.
 """
@@ -29,7 +29,7 @@ LAYER_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", 
 SHAPE_COLUMNS = ("n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size", "use_gated_mlp",
                  "num_tokens", "num_tensor_parallel_workers")
 
-# Bari et al. (seed 000) Fig. 6a ([R] agrimUT/SLAI scripts/plot1_results.csv, spec §1.6): Mistral-7B-Instruct-v0.2
+# Bari et al. Fig. 6a ([R] agrimUT/SLAI scripts/plot1_results.csv): Mistral-7B-Instruct-v0.2
 # on one RTX 6000 Ada, Sarathi with one 2048-token prompt processed in chunks of c; mean batch time (ms) over the
 # chunks, every batch prefill-only with the context growing chunk by chunk.
 FIG6A_MISTRAL_RTX6000ADA = ((64, 22.72), (128, 24.07), (256, 28.82), (384, 37.80), (512, 46.51), (768, 57.08),

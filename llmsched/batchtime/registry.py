@@ -88,7 +88,7 @@ def _kind(factory, summary: str, params: tuple[str, ...], needs_hardware: bool =
 BATCH_TIME_MODELS: dict[str, dict] = {
     "roofline": _kind(_roofline, "FLOPs and bytes moved vs the GPU's peak rates, with efficiencies from "
                                  "calibration.json where fitted (else documented defaults)", _ROOFLINE_PARAMS),
-    "roofline-staircase": _kind(_roofline_staircase, "roofline with seed 000's tile staircase: linear layers cost "
+    "roofline-staircase": _kind(_roofline_staircase, "roofline with Bari et al.'s tile staircase: linear layers cost "
                                                      "t_col·⌈tokens/t_col⌉ tokens of compute", _ROOFLINE_PARAMS),
     "calibrated": _kind(_calibrated, "roofline with the efficiencies fitted to Vidur's profiles for this GPU (or "
                                      "its chip family); an error for uncalibrated GPUs", _CALIBRATED_PARAMS),

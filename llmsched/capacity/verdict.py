@@ -116,7 +116,7 @@ def _latency(log, metric: str, sel: np.ndarray, done: np.ndarray) -> np.ndarray:
 
 def _meets(log, done: np.ndarray) -> np.ndarray:
     """Per request: finished and within every target of its tier (TBT: at most 1% of gaps late, as Bari et al.,
-    seed 000, count it)."""
+    Bari et al., count it)."""
     with np.errstate(invalid="ignore"):
         ok = done.copy()
         for name in ("ttft", "tpot"):

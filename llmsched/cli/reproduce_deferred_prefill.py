@@ -7,7 +7,7 @@ from ..reproduce.deferred_prefill_runs.measured_step_time import PROFILE
 from .package_commands import keywords
 
 NAME = "deferred-prefill"
-HELP = ("Mohanty et al. (seed 004) Table 1: throughput and completion time vs K for Granite (C=331) and "
+HELP = ("Mohanty et al. Table 1: throughput and completion time vs K for Granite (C=331) and "
         "Llama-3 (C=410) on A100")
 
 

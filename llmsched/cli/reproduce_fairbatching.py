@@ -9,7 +9,7 @@ from ..results_file import write_results
 from .package_commands import keywords
 
 NAME = "fairbatching"
-HELP = "Lyu et al. (seed 002) FairBatching: single-node and cluster capacity, SLO sweep, ablations (simulated)"
+HELP = "Lyu et al. FairBatching: single-node and cluster capacity, SLO sweep, ablations (simulated)"
 
 
 def add_arguments(p) -> None:

@@ -9,7 +9,7 @@ from ..workload.length_presets import LENGTH_PRESETS
 from .package_commands import keywords
 
 NAME = "fairbatching-ablation"
-HELP = ("Lyu et al. (seed 002) FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla with one factor "
+HELP = ("Lyu et al. FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla with one factor "
         "changed at a time")
 
 

@@ -1,4 +1,4 @@
-"""``llmsched reproduce fairness``: issue 31's targets for tenants and priorities; llmsched/reproduce/fairness.py
+"""``llmsched reproduce fairness``: the targets for tenants and priorities; llmsched/reproduce/fairness.py
 measures them."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from ..reproduce.fairness import reproduce
 from .package_commands import keywords
 
 NAME = "fairness"
-HELP = "issue 31: vtc/wfq light-tenant TTFT and throughput, Jain's index, priority TTFT p99 and thrown-away work"
+HELP = "tenants: vtc/wfq light-tenant TTFT and throughput, Jain's index, priority TTFT p99 and thrown-away work"
 
 
 def add_arguments(p) -> None:

@@ -5,7 +5,7 @@ from ..reproduce.slai import reproduce
 from .package_commands import keywords
 
 NAME = "slai"
-HELP = ("Bari et al. (seed 000) Fig. 7/8 and capacities: vLLM, Sarathi and SLAI on Mistral-7B / RTX 6000 Ada, "
+HELP = ("Bari et al. Fig. 7/8 and capacities: vLLM, Sarathi and SLAI on Mistral-7B / RTX 6000 Ada, "
         "paid and free tiers")
 
 

@@ -6,7 +6,7 @@ from ..reproduce.wait_runs.experiments import SETTINGS
 from .package_commands import keywords
 
 NAME = "wait"
-HELP = "Ao et al. (seed 003): Example 2, Thm 1 scaling, Nested WAIT overflow ≤ δ, WAIT/Nested WAIT vs vLLM and Sarathi"
+HELP = "Ao et al.: Example 2, Thm 1 scaling, Nested WAIT overflow ≤ δ, WAIT/Nested WAIT vs vLLM and Sarathi"
 
 
 def add_arguments(p) -> None:

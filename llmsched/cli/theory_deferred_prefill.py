@@ -1,5 +1,5 @@
 """``llmsched theory deferred-prefill``: exact ρ(K) (Theorem 1), Prop. 1 and the optimal threshold K* of deferred
-prefill (Mohanty et al., seed 004); llmsched/theory/deferred_prefill.py computes them."""
+prefill (Mohanty et al.); llmsched/theory/deferred_prefill.py computes them."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ from .argtypes import count
 from .package_commands import keywords
 
 NAME = "deferred-prefill"
-HELP = ("Mohanty et al. (seed 004): throughput ρ(K) of refilling after K departures (Theorem 1, Prop. 1) and "
+HELP = ("Mohanty et al.: throughput ρ(K) of refilling after K departures (Theorem 1, Prop. 1) and "
         "the optimal K*")
 
 
@@ -20,7 +20,7 @@ def add_arguments(p) -> None:
     p.add_argument("--prompt", type=count, default=285, help="prompt tokens d_0 (default 285, the paper's)")
     src = p.add_argument_group("timing constants (one source; default: fitted to --model/--gpu/--batch-time)")
     src.add_argument("--preset", choices=sorted(APPENDIX_A),
-                     help="the spec's Appendix A constants, back-solved from Table 1 (sets C)")
+                     help="constants back-solved from Table 1 (sets C)")
     src.add_argument("--timing", metavar="C_P,S_P,C_D,T_D", help="explicit constants in seconds")
     src.add_argument("--steps", metavar="STEPS_CSV", help="fit to measured steps (a steps.csv of a non-mixing "
                                                            "scheduler, e.g. deferred-prefill or vllm)")

@@ -10,7 +10,7 @@ from .argtypes import count, non_negative, positive, probability
 from .package_commands import keywords
 
 NAME = "fluid"
-HELP = ("Ao et al. (seed 003): fluid equilibrium T*, M*, n*_j, Thp* and stability (d1·Σλc < 1); WAIT's "
+HELP = ("Ao et al.: fluid equilibrium T*, M*, n*_j, Thp* and stability (d1·Σλc < 1); WAIT's "
         "feasible thresholds for a memory M; Nested WAIT's segments, thresholds, θ*_s and safety buffer for "
         "overflow probability δ")
 

@@ -1,5 +1,4 @@
-"""``llmsched theory optimal-schedule``: the minimum-latency offline schedule of a few requests (Kim et al., seed 001,
-§3); llmsched/theory/optimal_schedule.py solves it."""
+"""``llmsched theory optimal-schedule``: the minimum-latency offline schedule of a few requests (Kim et al. §3); llmsched/theory/optimal_schedule.py solves it."""
 from __future__ import annotations
 
 import json
@@ -10,7 +9,7 @@ from .argtypes import count, positive
 from .package_commands import keywords
 
 NAME = "optimal-schedule"
-HELP = ("Kim et al. (seed 001) §3: the optimal offline schedule of a few requests (OR-Tools CP-SAT), its "
+HELP = ("Kim et al. §3: the optimal offline schedule of a few requests (OR-Tools CP-SAT), its "
         "total latency and a proof of optimality or the gap, next to vLLM, Sarathi and their eviction-free "
         "variants")
 

@@ -9,7 +9,7 @@ from .argtypes import count, positive
 from .package_commands import keywords
 
 NAME = "rad-bound"
-HELP = ("Bari et al. (seed 000) Theorem 1: mean optimal service time T̄ᴿ and r/T̄ᴿ, RAD's regime (a bound "
+HELP = ("Bari et al. Theorem 1: mean optimal service time T̄ᴿ and r/T̄ᴿ, RAD's regime (a bound "
         "only in the paper's cost model), beside the sound throughput bound; Theorem 2's n")
 
 

@@ -10,7 +10,7 @@ from ..run_field import RunField
 
 PREEMPTION_MODES = ("recompute", "swap")
 # a plan needing more KV blocks than are free: "error" (PlanError), or evict running requests newest admission
-# first until it fits (Ao et al., seed 003, §1.4): "evict-newest" restarts them from scratch (generated tokens lost),
+# first until it fits (Ao et al. §1.4): "evict-newest" restarts them from scratch (generated tokens lost),
 # "evict-newest-recompute" keeps their tokens and re-prefills them (vLLM/Vidur)
 OVERFLOW_MODES = ("error", "evict-newest", "evict-newest-recompute")
 
@@ -21,7 +21,7 @@ MAX_NUM_BATCHED_TOKENS = RunField(8192, "most tokens in one step (vLLM's max_num
 MAX_MODEL_LEN = RunField(8192, "longest prompt+output served", low=2, vllm="max_model_len")
 PREEMPTION_MODE = RunField("recompute", "recompute or swap", choices=PREEMPTION_MODES)
 OVERFLOW = RunField("error", "a plan that overflows the KV cache: error (default), evict-newest (newest admitted "
-                             "restart from scratch, seed 003), evict-newest-recompute (they keep their tokens)",
+                             "restart from scratch), evict-newest-recompute (they keep their tokens)",
                     choices=OVERFLOW_MODES)
 ORACLE = RunField(False, "let schedulers read true output lengths (off by default)", flag="--oracle", switch=True)
 FAST_FORWARD = RunField(True, "step every decode-only step through the policy instead of fast-forwarding runs of "

@@ -3,7 +3,7 @@
 Preemption is the policy's (``BatchPlan.preempt``): by recompute (the KV dropped, the request back at the front of
 the queue with its generated tokens) or by swap (the blocks to host memory; recompute, counted, when host memory is
 full), as the replica is configured. Overflow eviction is the mechanism's, for a plan needing more blocks than are
-free under ``overflow`` "evict-newest" (restart from scratch) or "evict-newest-recompute" (Ao et al., seed 003, §1.4). Swapped
+free under ``overflow`` "evict-newest" (restart from scratch) or "evict-newest-recompute" (Ao et al. §1.4). Swapped
 requests return before the policy decides, so no policy can strand one.
 """
 from __future__ import annotations
@@ -77,7 +77,7 @@ def evict(rep, r: Request) -> None:
     cfg = rep.config
     if r.preemptions >= cfg.max_evictions:
         rep.reject(r, f"preempted or evicted {r.preemptions} times, the last by KV overflow ({cfg.overflow}): "
-                      f"the policy admits more than the cache holds and evictions cycle (seed 003 §2, cascading "
+                      f"the policy admits more than the cache holds and evictions cycle (Ao et al. §2, cascading "
                       f"eviction); use a policy that guards memory, more KV blocks or a higher max_evictions")
     elif cfg.overflow == "evict-newest":  # back to stage 0, re-queued as a new arrival
         r.num_generated = 0

@@ -108,7 +108,7 @@ NCCL_LINKS = ("nvlink", "pcie")
 # default figure applies; it is 0.41 of the 54-56 GB/s those cards' P2P copies reach one way (same page,
 # p2pBandwidthLatencyTest), and half the 44.8 GB/s the datasheet × the NVLink-fitted comm_eff 0.7 would give.
 RTX_PRO_6000_ALLREDUCE_BUSBW = 22.2e9
-_AMPERE_TILES = dict(t_row=256, t_col=128, t_red=32)   # Bari et al. (seed 000) §1.3: 256×128 (or 128×256) / 32 on A100
+_AMPERE_TILES = dict(t_row=256, t_col=128, t_red=32)   # Bari et al. §1.3: 256×128 (or 128×256) / 32 on A100
 _HOPPER_TILES = dict(t_row=256, t_col=128, t_red=64)
 _ADA_TILES = dict(t_row=128, t_col=128, t_red=32)
 
@@ -117,15 +117,15 @@ GPUS: dict[str, GPUSpec] = {g.name: g for g in (
             sms=108, **_AMPERE_TILES, family="a100", interconnect="nvlink",
             source="NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM): BF16 312 TFLOPS dense, HBM2e 2,039 GB/s, "
                    "NVLink 600 GB/s, PCIe Gen4 64 GB/s; 108 SMs per the NVIDIA Ampere GA100 whitepaper. Tiles: "
-                   "seed 000 §1.3 (optimal A100 output tile 128×256/256×128, t_red 32); the token edge t_col=128 "
+                   "Bari et al. §1.3 (optimal A100 output tile 128×256/256×128, t_red 32); the token edge t_col=128 "
                    "matches the steps at 136/264/392/520 tokens in Vidur's A100 profiles."),
     GPUSpec("a100-pcie", flops=312e12, mem_bw=1935e9, mem_bytes=80 * GiB, host_bw=64e9, interconnect_bw=64e9,
             sms=108, **_AMPERE_TILES, family="a100", link_latency=1.0e-6, interconnect="pcie",
             source="NVIDIA A100 Tensor Core GPU datasheet (A100 80GB PCIe): BF16 312 TFLOPS dense at the 1,410 MHz "
                    "boost clock, HBM2e 1,935 GB/s (1,512 MHz memory clock), 300 W TDP (SXM: 400 W, 2,039 GB/s), "
                    "PCIe Gen4 64 GB/s; NVLink only through an optional two-card bridge, so tensor-parallel "
-                   "all-reduce goes over PCIe here. Same GA100 chip (108 SMs) as the SXM part. The GPU of seed "
-                   "004 (clocks locked at 1,380 MHz SM / 1,512 MHz memory: pass compute scaling yourself if "
+                   "all-reduce goes over PCIe here. Same GA100 chip (108 SMs) as the SXM part. The GPU of Mohanty et al. "
+                   "(clocks locked at 1,380 MHz SM / 1,512 MHz memory: pass compute scaling yourself if "
                    "needed, 1380/1410 = 0.979)."),
     GPUSpec("h100", flops=989e12, mem_bw=3350e9, mem_bytes=80 * GiB, host_bw=128e9, interconnect_bw=900e9,
             sms=132, **_HOPPER_TILES, family="h100", fp8_flops=1979e12, interconnect="nvlink",
@@ -145,23 +145,23 @@ GPUS: dict[str, GPUSpec] = {g.name: g for g in (
             source="NVIDIA RTX 6000 Ada Generation datasheet: 48 GB GDDR6 at 960 GB/s, PCIe Gen4 x16 (64 GB/s), "
                    "no NVLink (all-reduce over PCIe), 142 SMs; tensor 1,457 TFLOPS = FP8 with sparsity, so FP8 dense "
                    "= 728.5 and BF16 dense = 364.2 TFLOPS (Ada Lovelace architecture whitepaper, appendix). The "
-                   "GPU of seed 000's experiments."),
+                   "GPU of Bari et al.'s experiments."),
     GPUSpec("a800", flops=312e12, mem_bw=1935e9, mem_bytes=80 * GiB, host_bw=64e9, interconnect_bw=400e9,
             sms=108, **_AMPERE_TILES, family="a100", interconnect="nvlink",
             source="NVIDIA A800 80GB PCIe datasheet: BF16 312 TFLOPS dense (624 with sparsity), HBM2e 1,935 GB/s, "
-                   "NVLink bridge 400 GB/s, PCIe Gen4 64 GB/s; GA100 chip, 108 SMs. The GPU of seed 002 "
+                   "NVLink bridge 400 GB/s, PCIe Gen4 64 GB/s; GA100 chip, 108 SMs. The GPU of Lyu et al. "
                    "(Llama-3.1-8B)."),
     GPUSpec("h20", flops=148e12, mem_bw=4000e9, mem_bytes=96 * GiB, host_bw=128e9, interconnect_bw=900e9,
             sms=78, **_HOPPER_TILES, family="h20", fp8_flops=296e12, interconnect="nvlink",
             source="NVIDIA HGX H20 as published for the China market (no public NVIDIA datasheet): 96 GB HBM3 at "
                    "4.0 TB/s, FP16/BF16 148 TFLOPS dense, FP8 296 dense, NVLink 900 GB/s, PCIe Gen5; 78 SMs as "
-                   "reported by Geekbench listings. The GPU of seed 002 (Qwen3-14B, Qwen3-32B, Llama-3.3-70B)."),
+                   "reported by Geekbench listings. The GPU of Lyu et al. (Qwen3-14B, Qwen3-32B, Llama-3.3-70B)."),
     GPUSpec("l20", flops=119.5e12, mem_bw=864e9, mem_bytes=48 * GiB, host_bw=64e9, interconnect_bw=64e9,
             sms=92, **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=239e12, interconnect="pcie",
             source="NVIDIA L20 (AD102, China-market data-centre card) product brief: 48 GB GDDR6 at 864 GB/s, "
                    "FP16/BF16 tensor 119.5 TFLOPS dense (FP8 239), PCIe Gen4 x16, no NVLink, 92 SMs. The GPU of "
-                   "seed 003's Fig. 3."),
-    # --- today's cards (issue 29) ---
+                   "Ao et al.'s Fig. 3."),
+    # --- today's cards ---
     GPUSpec("rtx-4090", flops=165.2e12, mem_bw=1008e9, mem_bytes=24 * GiB, host_bw=64e9, interconnect_bw=64e9,
             sms=128, **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=330.3e12, interconnect="pcie",
             source="NVIDIA Ada Lovelace architecture whitepaper, appendix (GeForce RTX 4090): 128 SMs, 24 GB GDDR6X "

@@ -1,7 +1,7 @@
 """KV-cache capacity of a model on a GPU, the way vLLM sizes its block pool.
 
 vLLM gives the KV cache whatever is left of ``gpu_memory_utilization`` × GPU memory once the weights and the
-peak activations of a profiling step are in place (Bari et al., seed 000, §1.7 [R]); every GPU of a tensor-parallel
+peak activations of a profiling step are in place (Bari et al. §1.7 [R]); every GPU of a tensor-parallel
 group holds its shard of the weights and of every token's KV.
 """
 from __future__ import annotations

@@ -383,22 +383,22 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in (
                      "parameters"),
     ModelSpec(name="llama-3.1-8b", **_LLAMA3_8B, max_model_len=131072,
               source="meta-llama/Llama-3.1-8B config.json (Hugging Face model card): Llama-3-8B's shape with "
-                     "a 128k context; 8.03B parameters. The model of seed 002 (on A800)"),
+                     "a 128k context; 8.03B parameters. The model of Lyu et al. (on A800)"),
     ModelSpec(name="mistral-7b", layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn=14336,
               vocab=32000, params=7_241_732_096, max_model_len=32768,
               source="mistralai/Mistral-7B-Instruct-v0.2 config.json (Hugging Face model card): 32 layers, "
                      "hidden 4096, 32 heads, 8 KV heads, head_dim 128, intermediate 14336, vocab 32000, 32k "
-                     "context; 7.24B parameters. The model of seed 000 (on RTX 6000 Ada)"),
+                     "context; 7.24B parameters. The model of Bari et al. (on RTX 6000 Ada)"),
     ModelSpec(name="qwen3-14b", layers=40, hidden=5120, heads=40, kv_heads=8, head_dim=128, ffn=17408,
               vocab=151936, params=14_768_307_200, max_model_len=40960,
               source="Qwen/Qwen3-14B config.json (Hugging Face model card): 40 layers, hidden 5120, 40 heads, "
                      "8 KV heads, head_dim 128, intermediate 17408, vocab 151936, 40,960 positions; 14.8B "
-                     "parameters. The model of seed 002 (on H20)"),
+                     "parameters. The model of Lyu et al. (on H20)"),
     ModelSpec(name="granite-3.1-8b", layers=40, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn=12800,
               vocab=49155, params=8_170_864_640, max_model_len=131072, tied_embeddings=True,
               source="ibm-granite/granite-3.1-8b-instruct config.json (Hugging Face model card): 40 layers, "
                      "hidden 4096, 32 heads, 8 KV heads, head_dim 128, intermediate 12800, vocab 49155, tied "
-                     "embeddings, 128k context; 8.17B parameters. The model of seed 004 (on A100)"),
+                     "embeddings, 128k context; 8.17B parameters. The model of Mohanty et al. (on A100)"),
     ModelSpec(name="llama-2-70b", layers=80, hidden=8192, heads=64, kv_heads=8, head_dim=128, ffn=28672,
               vocab=32000, params=68_976_648_192, max_model_len=4096,
               source="meta-llama/Llama-2-70b-hf config.json (Hugging Face model card): 80 layers, hidden 8192, 64 "
@@ -412,8 +412,8 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in (
                      "plus 8192 generated, hence 16384 here); 176.2B parameters. The other Splitwise model (TP 8)"),
     ModelSpec(name="llama-3-70b", **_LLAMA3_70B, source=_LLAMA3_70B_SOURCE),
     ModelSpec(name="llama-3-70b-tp4", **_LLAMA3_70B, tp=4,
-              source=_LLAMA3_70B_SOURCE + "; served with tensor parallelism 4, as in seed 001 (4×A100) and "
-                     "seed 002 (Llama-3.3-70B on 4×H20)"),
+              source=_LLAMA3_70B_SOURCE + "; served with tensor parallelism 4, as in Kim et al. (4×A100) and "
+                     "Lyu et al. (Llama-3.3-70B on 4×H20)"),
     ModelSpec(name="llama-3.1-70b", **{**_LLAMA3_70B, "max_model_len": 131072},
               source="meta-llama/Llama-3.1-70B config.json (Hugging Face model card): Llama-3-70B's shape (80 layers, "
                      "hidden 8192, 64 heads, 8 KV heads, head_dim 128, intermediate 28672, vocab 128256) with a "

@@ -16,9 +16,9 @@ Conventions (all times in seconds):
   what its user saw). ``tpot`` is undefined (skipped) for one-token outputs.
 * **SLO attainment** is per tier, over the tier's measured (offered) requests. A request meets a metric's
   target when it finished and its value is within the target; TBT uses the tolerance rule of SLAI (Bari et al.,
-  seed 000): at most ``TBT_MISS_TOLERANCE`` (1%) of its gaps above the target. A metric without a target is met
+  Bari et al.): at most ``TBT_MISS_TOLERANCE`` (1%) of its gaps above the target. A metric without a target is met
   by every finished request; its attainment is reported as NaN (no target) per metric, and "all" needs every
-  target the request has. A rejected or unfinished request violates every target (as Lyu et al., seed 002,
+  target the request has. A rejected or unfinished request violates every target (as Lyu et al.,
   counts it).
 * **Goodput** = measured requests that met every target they have, per second of span.
 * Empty results give NaN for every statistic, never an exception.

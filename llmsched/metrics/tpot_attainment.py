@@ -1,9 +1,9 @@
-"""Per-request SLO checks of FairBatching's evaluation (Lyu et al.; seed 002 §5.1, spec §1.6 gap G1), from a
+"""Per-request SLO checks of FairBatching's evaluation (Lyu et al. §5.1; which TPOT it checks is a gap in the paper), from a
 run's RequestLog.
 
 A request meets its SLO when it finished, its TTFT is within target, and its TPOT is, by one of:
 
-* **M2, envelope** (the default, spec G1): max_j (t_j − arrival − TTFT_slo)/j ≤ TPOT_slo, i.e. every
+* **M2, envelope** (the default, a gap in the paper; our resolution): max_j (t_j − arrival − TTFT_slo)/j ≤ TPOT_slo, i.e. every
   token j ≥ 1 is out by its envelope deadline arrival + TTFT_slo + j·TPOT_slo — what FairBatching
   schedules for;
 * **M1, cumulative**: max_j (t_j − t_0)/j ≤ TPOT_slo, the paper's §5.1 "maximum TPOT over all output

@@ -2,14 +2,14 @@
 llmsched/cli/reproduce_deferred_prefill.py).
 
 Granite-3.1-8B (C = 331) and Llama-3-8B (C = 410) on an A100, max_model_len 1024 (the context at which these C
-are vLLM's maximum concurrency, spec §1.3), an always-backlogged closed loop of 2C requests, and a sweep of K.
+are vLLM's maximum concurrency), an always-backlogged closed loop of 2C requests, and a sweep of K.
 Three timing sources, because the paper's fitted constants are not published:
 
 * ``measured`` — step times rebuilt from measurements (``deferred.vllm_timing``): Vidur's A100 per-operator
   profile for the layers, the roofline's attention and LM head, vLLM's per-step host cost from public figures;
   on the paper's A100 PCIe. No constant in it comes from Table 1;
 * ``roofline`` — the foundation's batch-time model of that model on that GPU;
-* ``paper`` — the spec's Appendix A constants, back-solved from Table 1's predicted optimum (13.09 at K = 26,
+* ``paper`` — the constants, back-solved from Table 1's predicted optimum (13.09 at K = 26,
   21.04 at K = 58) and default throughput, as a linear batch-time model (checks the scheduler, not the model).
 
 ``--parts sensitivity`` adds what the gain depends on (Theorem 1 around the measured Granite point: host cost,

@@ -1,8 +1,8 @@
-"""Reproduce FairBatching (Lyu et al., seed 002) in the simulator: single-node capacity, the SLO sweep, the
+"""Reproduce FairBatching (Lyu et al.) in the simulator: single-node capacity, the SLO sweep, the
 ablation chain, the 8-replica cluster with the PAB router, and the step-time predictor's error.
 
-Two capacities are reported. The paper's (spec §1.6): the peak over a rate sweep of EffRPS = offered rate
-× the fraction of offered requests meeting TTFT and TPOT, TPOT by the envelope check (M2, spec G1; M1
+Two capacities are reported. The paper's: the peak over a rate sweep of EffRPS = offered rate
+× the fraction of offered requests meeting TTFT and TPOT, TPOT by the envelope check (M2, a gap in the paper; our resolution; M1
 reported beside it); rejected requests (FB-PAB) count as violations. And, for the single node and the cluster,
 the project's one definition (llmsched.capacity, docs/capacity.md): the highest rate at which the run is stable
 and at least ``ATTAINMENT`` of the requests in the measurement window meet both targets (TPOT as the request's
@@ -52,7 +52,7 @@ BASE_RATE = {("llama-3.1-8b/a800", "azure-conv"): 4.0, ("llama-3.1-8b/a800", "az
 MULTIPLIERS = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 SARATHI_BUDGETS = (128, 256, 512, 1024, 2048)
 ATTAINMENT = 0.9  # the shared capacity: 90% of requests within both targets (DistServe's and FB's goodput level)
-MAX_NUM_SEQS = 1024  # vLLM's default on >= 70 GiB non-A100 GPUs (spec §4)
+MAX_NUM_SEQS = 1024  # vLLM's default on >= 70 GiB non-A100 GPUs
 PAPER = {"p99_ttft_vs_sarathi": 2.29, "single_node_gain_pct": 20.0, "cluster_gain_pct": 54.3,
          "ablation_chain": {"vLLM-vani vs vLLM-sara": 9.2, "FB-FB vs vLLM-vani": 15.1, "FB-TB vs FB-FB": 7.9,
                             "FB-v vs FB-TB": 2.4, "FB-PAB vs FB-v": 52.1}}
@@ -222,7 +222,7 @@ def rates_for(model: str, trace: str, fast: bool) -> list[float]:
 # --- the paper's experiments --------------------------------------------------------------------------
 def tune_sarathi(model: str, trace: str, rates: list[float], n: int, ttft: float, jobs: int,
                  budgets=SARATHI_BUDGETS, tpot: float = TPOT, use_trace: bool = True) -> tuple[int, dict]:
-    """The paper's "best tuned" vLLM-sarathi (spec G8): the token budget with the highest capacity."""
+    """The paper's "best tuned" vLLM-sarathi (a gap in the paper; our resolution): the token budget with the highest capacity."""
     pts = [Point(model, trace, sarathi(b), r, n, ttft, tpot, use_trace=use_trace) for b in budgets for r in rates]
     rows = run_points(pts, jobs)
     caps = {b: capacity([r for r in rows if r["params"]["token_budget"] == b])[0] for b in budgets}

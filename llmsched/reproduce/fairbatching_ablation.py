@@ -1,4 +1,4 @@
-"""Why FairBatching's headline gains do not reproduce: one factor at a time (issue 12).
+"""Why FairBatching's headline gains do not reproduce: one factor at a time.
 
 For each factor level, the capacity (llmsched.capacity: the highest stable rate at which at least
 ``ATTAINMENT`` of the measured requests meet TTFT and TPOT, unfinished and rejected ones as misses, by
@@ -6,7 +6,7 @@ bisection) of FB-vanilla, vLLM-sarathi with its token budget tuned over ``BUDGET
 vLLM-vanilla (vLLM V1's default chunked scheduler with its default 8192-token budget on the paper's ≥ 70 GiB
 non-A100 GPUs: vllm/engine/arg_utils.py ``get_batch_defaults``, OpenAI server context; 2048 on an L20).
 Levels change one thing against the reference (roofline, the Azure conversation trace at its own
-burstiness, online predictor refit, TPOT by the envelope check, the spec's §3.3 resolutions):
+burstiness, online predictor refit, TPOT by the envelope check, our resolutions of Algorithm 1's gaps):
 
 * ``overhead``: per-step host cost. The roofline already charges 2 ms per step (Bari et al.'s fit); a vLLM
   engine without async scheduling (off by default in v0.10.1.1, the paper's version) leaves the GPU idle
@@ -22,7 +22,7 @@ burstiness, online predictor refit, TPOT by the envelope check, the spec's §3.3
   measured steps: an eager engine's per-layer and per-sequence cost, an upper bound for vLLM's).
 * ``arrivals``: gamma arrivals with CV 1 (Poisson), 2, 4 and the trace's own length mix instead of its
   timestamps.
-* ``metric``: which TPOT the attainment checks (Lyu et al., seed 002, §5.1, spec G1): M2 envelope (reference, what
+* ``metric``: which TPOT the attainment checks (Lyu et al. §5.1, a gap in the paper; our resolution): M2 envelope (reference, what
   FairBatching schedules for), M1 cumulative max from the first token (the paper's words), M3 mean (the
   shared capacity's own check).
 * ``predictor``: FairBatching's step-time predictor fitted offline only (no refit), or exact (an oracle: the

@@ -1,4 +1,4 @@
-"""Issue 31's targets for tenants and priorities, each measured here (``llmsched reproduce fairness``,
+"""Targets for tenants and priorities (a light tenant's TTFT, throughput, Jain's index, priority preemption), each measured here (``llmsched reproduce fairness``,
 llmsched/cli/reproduce_fairness.py).
 
 ShareGPT lengths on Llama-3-8B on an A100 (capacity about 2.7 req/s in the simulator), Poisson arrivals per tenant

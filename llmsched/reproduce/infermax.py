@@ -85,7 +85,7 @@ def memory(fast: bool) -> list[dict]:
 # --- §4.5 ablation: why evictions pay less here than in the paper -------------------------------------------------
 def eviction_run(name: str, M: int, prompt: int, B: int, block: int = 1, **params) -> dict:
     """One §4.5 offline run (O = 32) with the three ways of counting throughput: generated tokens (Σ O_i) per
-    second of makespan (the paper's definition, spec 001 §1.7), every token the model processed (refills of
+    second of makespan (the paper's definition), every token the model processed (refills of
     evicted requests included) per second, and the mean over requests of O_i / completion time."""
     config = ReplicaConfig(num_blocks=M // block, block_size=block, max_num_seqs=1_000_000,
                            max_num_batched_tokens=4096, max_model_len=1 << 30, oracle=True)

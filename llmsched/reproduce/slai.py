@@ -1,13 +1,13 @@
 """Bari et al.'s Fig. 7, Fig. 8, capacities and App. F.3 in the simulator (``llmsched reproduce slai``,
 llmsched/cli/reproduce_slai.py).
 
-Setting (Bari et al., seed 000, §7, spec §5): Mistral-7B on one RTX 6000 Ada, the sharegpt length preset capped at 8192
+Setting (Bari et al. §7): Mistral-7B on one RTX 6000 Ada, the sharegpt length preset capped at 8192
 tokens, Poisson arrivals at 0.2 … 1.6 req/s for 2100 s, 5% paying users (TBT 0.1 s) and free users (0.5 s),
 max_num_seqs 128, token budget 512 (vLLM: 8192-token prefill batches). Batch times: ``roofline-staircase``
 (the tile staircase of the paper's eq. 7 on the roofline), which matches the paper's Fig. 6a measurements on
 this GPU within 7% (docs/rad-slai.md) without fitting anything to them.
 
-Serving capacity (spec A15: median TTFT ≤ 0.5 s and both tiers' P99 TBT within target) is the project's one
+Serving capacity (median TTFT ≤ 0.5 s and both tiers' P99 TBT within target) is the project's one
 definition (llmsched.capacity, docs/capacity.md): every request arriving in the measurement window counts,
 unfinished ones as misses (+inf), and a run whose outstanding work grows is never within target. It is found by
 bisection to 2% with probes of ``--duration`` seconds. A sweep rate "meets" by the same verdict. A scheduler that
@@ -61,8 +61,8 @@ SLOS = parse_slos(f"ttft_p50<={TTFT_TARGET}s,paid.tbt_p99<=0.1s,free.tbt_p99<=0.
 CAPACITY_START = 1.0  # req/s where each capacity search starts
 RATE_STEP = 0.2
 VARIANT_MIN_RATE = 0.8
-PAPER_HIGH_RATE = 1.6          # the paper's "high load" and Fig. 8 rate (spec A14)
-PAPER = {  # Bari et al. §7 / App. F.3 (spec §6.1): median TTFT at high load and capacity, Sarathi (FCFS) → SLAI
+PAPER_HIGH_RATE = 1.6          # the paper's "high load" and Fig. 8 rate (from the authors' code)
+PAPER = {  # Bari et al. §7 / App. F.3: median TTFT at high load and capacity, Sarathi (FCFS) → SLAI
     0.05: {"ttft": (1.5, 0.7), "capacity": (1.15, 1.45)},
     0.5: {"ttft": (1.5, 0.73), "capacity": (1.15, 1.4)},
     0.95: {"ttft": (2.0, 0.75), "capacity": (1.15, 1.25)},

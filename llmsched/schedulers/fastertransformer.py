@@ -29,8 +29,8 @@ class FasterTransformer(Scheduler):
     name = "fastertransformer"
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
     plans_decode_group = True  # the cohort's decode step is every running request: the group, when formed
-    source = ("NVIDIA FasterTransformer, request-level batching; seed 000 Algorithm 3 (App. E.1, mode labels "
-              "fixed as in spec §2.3); seed 001 §1.6 (static batching, reserve max_model_len)")
+    source = ("NVIDIA FasterTransformer, request-level batching; Bari et al. Algorithm 3 (App. E.1, mode labels "
+              "fixed); Kim et al. §1.6 (static batching, reserve max_model_len)")
     chunks_prompts = False
     batch_size: int | None = None
     _cohort: list = field(default_factory=list, init=False, repr=False)

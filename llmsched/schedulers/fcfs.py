@@ -1,4 +1,4 @@
-"""The naive FCFS policy Ao et al. (seed 003) shows failing (Example 2, Prop. 3): admit waiting prompts in arrival order
+"""The naive FCFS policy Ao et al. shows failing (Example 2, Prop. 3): admit waiting prompts in arrival order
 while their prompts fit the memory free now, and decode every running prompt, ignoring that decodes grow.
 
 This reading reproduces Example 2 exactly (6 decodes holding 6 units, 4 arrivals: 4 prefills + 4 decodes run, 2
@@ -32,7 +32,7 @@ class FCFS(Scheduler):
     family = "WAIT"
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
     plans_decode_group = True  # when every decode and unfinished prompt fits, the plan is the group plus them
-    source = "seed 003 (Ao et al.) §1 Example 2 and Prop. 3: the FCFS baseline whose evictions cascade"
+    source = "Ao et al. §1 Example 2 and Prop. 3: the FCFS baseline whose evictions cascade"
     chunks_prompts = False
     fit: bool = True  # preempt the newest running prompts so the plan fits; False: the replica evicts
 

@@ -4,7 +4,7 @@ A step is built in four moves.
 
 1. **Every running decode, always** (Sarathi-Serve's stall-free rule): a TBT or TPOT target is a constraint, so no
    decode is ever deferred to make room; the only freedom is how long the step is.
-2. **A time budget from the tightest decode slack** (FairBatching, Lyu et al., seed 002 §3.2): the step may last
+2. **A time budget from the tightest decode slack** (FairBatching, Lyu et al. §3.2): the step may last
    ``step_fill`` times the least time any decode has left before its target (TBT: its last token + the target; TPOT:
    its envelope first token + j·TPOT, so early tokens bank slack), predicted by a linear step-time model ``a +
    b·tokens + c·context`` fitted to the replica's batch-time model and corrected online by the ratio of observed to
@@ -14,20 +14,20 @@ A step is built in four moves.
    it cannot be met this step and prompts get ``token_budget``; otherwise the first prompt still advances
    ``MIN_CHUNK`` tokens, so prompts are never starved. ``time_budget=False`` leaves ``token_budget`` alone (the
    ablation).
-3. **Prefills in an SLO-aware shortest-first order** (RAD/SLAI's shortest-prefill-first, Bari et al., seed 000 §6-7;
+3. **Prefills in an SLO-aware shortest-first order** (RAD/SLAI's shortest-prefill-first, Bari et al. §6-7;
    InferMax Rank_I): by uncached prompt tokens left (a prefix cache makes a hit cost nothing: the view's cached
    tokens, where it has them, are subtracted). A request that has already missed its TTFT target, or cannot make it
    even if started now, no longer changes the TTFT percentile it counts in: it goes behind every request that still
    can, oldest first, so it is served (the capacity verdict counts a backlog) but never at the expense of one that
    can still meet. Requests resuming after a preemption come first (their TTFT is spent, their gap is growing).
    ``order="spf"`` drops the missed-target rule, ``"fcfs"`` the shortest-first order.
-4. **Memory-aware admission** (WAIT's thresholds, Ao et al., seed 003; SLAI's watermark): a new prompt is admitted
+4. **Memory-aware admission** (WAIT's thresholds, Ao et al.; SLAI's watermark): a new prompt is admitted
    only while the KV held plus every admitted prompt's remaining blocks plus this one stays under ``kv_admit`` of
    the cache, so that decodes growing into the rest do not cascade into evictions. When a decode still finds no
-   block, the victim is the **cheapest to recompute** (InferMax's cost-aware eviction, Kim et al., seed 001 §6:
+   block, the victim is the **cheapest to recompute** (InferMax's cost-aware eviction, Kim et al. §6:
    least KV computed first), not the newest. ``evict="newest"`` is vLLM's rule (the ablation).
 
-Deferred prefill's lever (Mohanty et al., seed 004: amortise a step's fixed cost over more prefills) is
+Deferred prefill's lever (Mohanty et al.,: amortise a step's fixed cost over more prefills) is
 ``defer_tokens``: with no decode running, a prefill of fewer tokens than that waits (while every waiting request
 still has TTFT slack) for more to arrive. Mixed steps already share their fixed cost with the decodes, so it only
 acts at low load; off by default (docs/goodput.md has the measurement).
@@ -72,9 +72,9 @@ class Goodput(Scheduler):
 
     name = "goodput"
     family = "goodput"
-    source = ("llmsched issue 30: levers from seed 000 (SLAI SPF, watermark), 001 (InferMax cost-aware eviction), "
-              "002 (FairBatching time budget, online-corrected predictor), 003 (WAIT memory thresholds), 004 "
-              "(deferred prefill); ablation in docs/goodput.md")
+    source = ("llmsched's own design, with levers from Bari et al. (SLAI SPF, watermark), Kim et al. (InferMax cost-aware "
+              "eviction), Lyu et al. (FairBatching time budget, online-corrected predictor), Ao et al. (WAIT memory "
+              "thresholds), Mohanty et al. (deferred prefill); ablation in docs/goodput.md")
     ttft_target: float = 2.0
     tbt_target: float | None = 0.1
     tpot_target: float | None = None

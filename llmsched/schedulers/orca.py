@@ -25,7 +25,7 @@ class Orca(Scheduler):
     name = "orca"
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
     plans_decode_group = True  # every decode-phase request decodes: the group, with the others' prompts
-    source = ("Orca (Yu et al., OSDI'22), iteration-level scheduling; as set in seed 001 §1.6 "
+    source = ("Orca (Yu et al., OSDI'22), iteration-level scheduling; as set in Kim et al. §1.6 "
               "(Vidur's Orca: hybrid batches, no chunking, reserve max_model_len, no eviction)")
     chunks_prompts = False
 

@@ -36,8 +36,8 @@ class Sarathi(WatermarkAdmission, Scheduler):
     """
 
     name = "sarathi"
-    source = ("Sarathi-Serve (Agrawal et al., OSDI'24); normalised in seed 000 Algorithm 4 / App. E.2 "
-              "and spec §2.4 (token budget 512, max_num_seqs 128); seed 001 §1.6 (SARATHI row)")
+    source = ("Sarathi-Serve (Agrawal et al., OSDI'24); normalised in Bari et al. Algorithm 4 / App. E.2 "
+              "(token budget 512, max_num_seqs 128); Kim et al. §1.6 (SARATHI row)")
     steady_decodes = True  # decides from queues and blocks only
     steady_after_finishes = True  # after a finish, with nothing waiting, every remaining decode fits its budget
     plans_decode_group = True  # when every decode fits, the plan is the decode group plus prompt chunks
@@ -130,5 +130,5 @@ class Sarathi(WatermarkAdmission, Scheduler):
             free -= need
 
 
-register_variant("sarathi-spf", Sarathi, "Sarathi-Serve with shortest-prompt-first admission (seed 000 §7)",
+register_variant("sarathi-spf", Sarathi, "Sarathi-Serve with shortest-prompt-first admission (Bari et al. §7)",
                  order="spf")

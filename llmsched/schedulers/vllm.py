@@ -34,7 +34,7 @@ class VLLM(WatermarkAdmission, Scheduler):
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
     plans_decode_group = True  # a decode step decodes every running request: the group, when every one fits
     source = ("vLLM v0 default scheduler (Kwon et al., SOSP'23, PagedAttention); as the baseline of "
-              "seed 000 §2.5 (max_num_seqs 128, max_num_batched_tokens 8192) and seed 001 §1.6 (vLLM row)")
+              "Bari et al. §2.5 (max_num_seqs 128, max_num_batched_tokens 8192) and Kim et al. §1.6 (vLLM row)")
     chunks_prompts = False
     watermark: float = 0.01
 

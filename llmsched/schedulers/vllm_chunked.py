@@ -27,7 +27,7 @@ class VLLMChunked(Scheduler):
 
     name = "vllm-chunked"
     source = ("vLLM v1 scheduler with chunked prefill (vllm/v1/core/sched/scheduler.py); "
-              "default max_num_batched_tokens 2048 for online serving; seed 002 baseline 'vLLM-vanilla'")
+              "default max_num_batched_tokens 2048 for online serving; Lyu et al. baseline 'vLLM-vanilla'")
     steady_decodes = True  # decides from queues and blocks only
     steady_after_finishes = True  # after a finish, with nothing waiting, every remaining decode fits its budget
     plans_decode_group = True  # when the decodes come first in running order and all fit, they are the group

@@ -1,4 +1,4 @@
-"""Exact ρ(K) (Theorem 1), Prop. 1 and the optimal threshold K* of deferred prefill (Mohanty et al., seed 004), as
+"""Exact ρ(K) (Theorem 1), Prop. 1 and the optimal threshold K* of deferred prefill (Mohanty et al.), as
 ``llmsched theory deferred-prefill`` (llmsched/cli/theory_deferred_prefill.py) reports them."""
 from __future__ import annotations
 

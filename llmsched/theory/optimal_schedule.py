@@ -1,4 +1,4 @@
-"""The minimum-latency offline schedule of a few requests (Kim et al., seed 001, §3) from the command's terms, as
+"""The minimum-latency offline schedule of a few requests (Kim et al. §3) from the command's terms, as
 ``llmsched theory optimal-schedule`` (llmsched/cli/theory_optimal_schedule.py) reports it."""
 from __future__ import annotations
 

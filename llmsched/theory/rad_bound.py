@@ -49,7 +49,7 @@ def compute(*, workload: str = "sharegpt", model: str = "mistral-7b", gpu: str =
     out = {"workload": workload, "model": m.name, "gpu": g.name, "batch_time": batch_time,
            **bound.as_dict(),
            "capacity_meaning": "RAD's regime: the most RAD's t*_col-request, t*_lcm-token batches serve; an upper "
-                               "bound for every policy only in the paper's cost model (seed 000 eq. 7)"}
+                               "bound for every policy only in the paper's cost model (Bari et al. eq. 7)"}
     limits = engine_limits(RunConfig(model=m.name, gpu=g.name, batch_time=batch_time))
     sound = throughput_bound(bt, prompts, outputs, limits, replicas)
     out["sound_bound_rps"] = sound.requests_per_s

@@ -9,7 +9,7 @@ for its version (hardware/vllm_memory.py); DP ranks behind the balancer of the r
 Metrics, per request: TTFT, TPOT = (E2E − TTFT)/(output − 1), E2E; ITL, every inter-token gap, where the log
 has them (vllm bench serve results); throughput = output tokens (and requests) per second from the first
 arrival to the last finish. Each is reported as mean, P50, P90, P99, real and simulated, with the simulated
-one's signed error in % of the real one, and checked against issue 29's targets (:data:`TARGETS`).
+one's signed error in % of the real one, and checked against the fidelity targets (:data:`TARGETS`).
 
 A log that names its prompts' blocks (``hash_ids``) replays them as a Mooncake trace's, through the prefix cache
 when vLLM ran with one; for such a log, or one with vLLM's ``num_cached_tokens``, the report adds the prefix
@@ -30,7 +30,7 @@ from .serving_run import ServingRun, gpu_of
 
 STATS = ("mean", "p50", "p90", "p99")
 METRICS = ("ttft", "tpot", "itl", "e2e")
-# issue 29's targets: |signed error| at most this many % (metric, statistic)
+# the fidelity targets (docs/fidelity.md): |signed error| at most this many % (metric, statistic)
 TARGETS = {("ttft", "p50"): 10.0, ("tpot", "p50"): 5.0, ("e2e", "p50"): 5.0, ("throughput", "output_tps"): 3.0,
            ("ttft", "p90"): 15.0}
 SCHEDULER = "vllm-chunked"
@@ -166,7 +166,7 @@ def pct(sim, real) -> float | None:
 
 
 def targets(err: dict) -> dict:
-    """Each of issue 29's targets: the error, the bound, met or not."""
+    """Each fidelity target: the error, the bound, met or not."""
     return {f"{m} {s}": {"error_pct": err[m][s], "bound_pct": bound,
                          "met": err[m][s] is not None and abs(err[m][s]) <= bound}
             for (m, s), bound in TARGETS.items()}

@@ -137,7 +137,7 @@ class Poisson(Renewal):
 
 class TruncatedPoisson(Renewal):
     """Exponential gaps cut at ``max_gap/rate``, as Sarathi-Serve's and SLAI's trace generators do (Bari et al.,
-    seed 000, §5).
+    Bari et al. §5).
 
     The cut shortens gaps, so the real rate is ``rate / (1 - exp(-max_gap))`` (about 1.052·rate for 3).
     """

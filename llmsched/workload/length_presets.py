@@ -15,7 +15,7 @@ PRESET_DIR = Path(__file__).with_name("presets")
 
 # Presets whose source file was built with a cap on prompt+output: sampling the quantile table can pair a long
 # prompt with a long output the file never holds, so samples are capped the same way (proportionally, as
-# SLAI's generator caps at 8192; Bari et al., seed 000, §7).
+# SLAI's generator caps at 8192; Bari et al. §7).
 SOURCE_CAPS = {"sharegpt": 8192}
 
 

@@ -71,7 +71,7 @@ class LengthDist(ABC):
 
 
 class Fixed(LengthDist):
-    """Every request has the same lengths: the offline grids of InferMax (Kim et al., seed 001)."""
+    """Every request has the same lengths: the offline grids of InferMax (Kim et al.)."""
 
     def __init__(self, prompt: int, output: int):
         self.prompt = positive_int("Fixed prompt", prompt)
@@ -193,7 +193,7 @@ class Zipf(LengthDist):
 class Geometric(LengthDist):
     """Fixed prompt, geometric output on {1, 2, ...} with the given mean.
 
-    The deferred-prefill model (Mohanty et al., seed 004, §4) assumes exactly this: 285-token prompts, outputs of
+    The deferred-prefill model (Mohanty et al. §4) assumes exactly this: 285-token prompts, outputs of
     mean 201.
     """
 
@@ -219,7 +219,7 @@ class Empirical(LengthDist):
     """Draws whole (prompt, output) rows from data, keeping their joint structure.
 
     ``draw``: "resample" picks rows i.i.d. with replacement; "shuffle" walks one seeded permutation of the rows
-    (a fresh permutation after each full pass), as SLAI's generator does (Bari et al., seed 000, §5); "sequential"
+    (a fresh permutation after each full pass), as SLAI's generator does (Bari et al. §5); "sequential"
     takes the first n rows in order, for trace replay, and refuses n beyond the data.
     """
 
@@ -418,7 +418,7 @@ class Capped(LengthDist):
     ``how="output"`` (default) first clips the prompt to ``max_total - 1``, then clips the output so the total
     fits: the prompt a user sent is kept whole where possible and only generation is cut short, as a
     ``max_tokens`` limit would. ``how="proportional"`` removes the excess from prompt and output in proportion
-    to their lengths, which is what SLAI's generator does (Bari et al., §5: "We then cap the total length at 8192
+    to their lengths, which is what SLAI's generator does (Bari et al. §5: "We then cap the total length at 8192
     tokens"); on the ShareGPT file no row exceeds 8192, so the two agree there.
     """
 

@@ -1,7 +1,7 @@
 """User tiers from a one-line spec, and their random assignment to requests.
 
 The spec is what a command line can carry: ``paid:tbt=0.1:share=0.05,free:tbt=0.5`` is SLAI's setting (Bari et al.,
-seed 000, §5): 5% paying users with a 0.1 s TBT target, the rest free with 0.5 s. ``priority=P`` (an integer, lower
+Bari et al. §5): 5% paying users with a 0.1 s TBT target, the rest free with 0.5 s. ``priority=P`` (an integer, lower
 is more urgent, as in vLLM) makes a tier a priority class: ``high:priority=0:share=0.1,low:priority=1``.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Mohanty et al.'s experiment (seed 004, §4) in the simulator: an always-backlogged closed loop and its measurements.
+"""Mohanty et al.'s experiment (Mohanty et al. §4) in the simulator: an always-backlogged closed loop and its measurements.
 
-The client keeps ``concurrency`` requests outstanding (≥ 2C keeps at least C queued, spec §3.6), so the server
+The client keeps ``concurrency`` requests outstanding (≥ 2C keeps at least C queued), so the server
 refills to C at every phase. Throughput is measured over the backlogged stretch only: from the C-th completion
 (warm-up) to the completion that issues the last request, after which the queue drains. Completion time runs
 from first admission to finish (queue time excluded, §4.4), also normalised by the request's output tokens.

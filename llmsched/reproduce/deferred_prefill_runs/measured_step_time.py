@@ -1,4 +1,4 @@
-"""Table 1's step times from measurements: vLLM 0.6.3 on an A100 PCIe (Mohanty et al., seed 004, §4.1), operator by
+"""Table 1's step times from measurements: vLLM 0.6.3 on an A100 PCIe (Mohanty et al. §4.1), operator by
 operator.
 
 The paper fits (c_p, t_p, c_d, t_d) to the step times of its own engine (§4.3–4.4, Figs 2–3) and does not

@@ -34,7 +34,7 @@ class DecodeGeometric(LengthDist):
 
 class BenchmarkFiltered(LengthDist):
     """Draws of ``dist`` kept only when both lengths are >= ``min_len`` and prompt + output <= ``max_total``: the
-    vLLM benchmark's ShareGPT filter (spec §7 row 15), here at the paper's implied context of 1024 tokens."""
+    vLLM benchmark's ShareGPT filter, here at the paper's implied context of 1024 tokens."""
 
     def __init__(self, dist: LengthDist, max_total: int, min_len: int = 4):
         self.dist = dist

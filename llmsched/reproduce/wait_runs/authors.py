@@ -1,4 +1,4 @@
-"""Ao et al. (seed 003) §6 as its authors ran it: the configuration of their Vidur fork, written down as one setting.
+"""Ao et al. §6 as its authors ran it: the configuration of their Vidur fork, written down as one setting.
 
 Read from github.com/Luoxiaogan/vidur_or (HEAD 853c943, Feb 2025; ``utils.py``, ``run_sh_*.py``,
 ``vidur/config/config.py``, ``vidur/scheduler/replica_scheduler/{vllm,sarathi,modified_booking_limit,

@@ -21,7 +21,7 @@ from ...workload.lengths import Empirical
 from ...workload.workload import OpenLoop, Workload
 from .paper_model import paper_metrics, run_model
 
-D0, D1 = 0.01, 0.001  # the toy's iteration time (any values: M* = 12 for all, spec §1.8)
+D0, D1 = 0.01, 0.001  # the toy's iteration time (any values: M* = 12 for all)
 
 
 def toy(duration: float, seeds: int) -> list[dict]:

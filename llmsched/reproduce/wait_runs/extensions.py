@@ -1,4 +1,4 @@
-"""Ao et al. (seed 003) §7's extensions, demonstrated in the simulator (every number measured by running it).
+"""Ao et al. §7's extensions, demonstrated in the simulator (every number measured by running it).
 
 * Time-varying rates (§7.1): Nested WAIT with thresholds fixed for one rate vs re-derived from the arrival rate of
   the last ``window`` seconds (``adapt_window``), under a piecewise-constant Poisson rate low → high → low.

@@ -1,4 +1,4 @@
-"""Deferred prefill (Mohanty et al., seed 004): refill the batch only after K departures."""
+"""Deferred prefill (Mohanty et al.): refill the batch only after K departures."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,7 +28,7 @@ class DeferredPrefill(WatermarkAdmission, Scheduler):
     §3.2). A prefill phase starts once ``K`` requests have left (finished, or been preempted) since the last
     one ended, when nothing runs, or — if the last phase ended because the queue ran dry — once K seats are
     free; it admits over as many steps as the budget needs until nothing more fits (``mode="to-full"``), and
-    the step that admits nothing decodes. ``mode="stateless"`` is the one-line patch of spec §3.3: admit in any
+    the step that admits nothing decodes. ``mode="stateless"`` is a one-line patch of the paper's vLLM change: admit in any
     step where at least K of the C seats are free (it under-fills when a refill needs several steps).
 
     K = 1 is stock vLLM continuous batching and K = C static batching: under the same limits their steps
@@ -37,10 +37,10 @@ class DeferredPrefill(WatermarkAdmission, Scheduler):
     ``batch_size`` is C. Left unset it is ``max_num_seqs``, as in the paper (C is vLLM's max_num_seqs), and KV
     pressure preempts as in ``vllm``. An explicit C must fit both ``max_num_seqs`` and the KV cache with every
     request at ``max_model_len`` tokens (vLLM's "maximum concurrency"; the paper's C = 331 and 410 match that
-    rule at max_model_len 1024, spec §1.3), so the batch never preempts, as the paper's model assumes.
+    rule at max_model_len 1024), so the batch never preempts, as the paper's model assumes.
 
     ``K="auto"`` picks K* = argmax of Theorem 1's exact ρ(K), with (c_p, s_p, c_d, t_d) fitted to the run's
-    batch-time model (``view.batch_time``) and α̂ = 1/mean output tokens (spec §7 row 14). The scheduler never
+    batch-time model (``view.batch_time``) and α̂ = 1/mean output tokens. The scheduler never
     reads true output lengths: give ``mean_output`` (and optionally ``mean_prompt``) from the workload's
     description, or leave it unset to learn it, running K = 1 until C requests have left: α̂ = departures per
     decode slot run (the geometric hazard of Lemma 1; the mean length of the first requests to finish would
@@ -53,7 +53,7 @@ class DeferredPrefill(WatermarkAdmission, Scheduler):
     name = "deferred-prefill"
     family = "deferred prefill"
     source = ("Mohanty et al., Deferred prefill for throughput maximization in LLM inference, EuroMLSys'25 "
-              "(seed 004): departure-threshold policy §2.2, Theorem 1 / Prop. 1 for K*; gate as spec §3.2/§3.3")
+              "(Mohanty et al.): departure-threshold policy §2.2, Theorem 1 / Prop. 1 for K*; the admission gate as the paper's vLLM patch")
     K: int | str = "auto"
     batch_size: int | None = None
     mode: str = "to-full"

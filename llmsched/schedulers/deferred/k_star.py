@@ -1,5 +1,5 @@
 """K* for a run: the timing constants fitted to the run's batch-time model, α̂ = 1/mean output (the paper's
-implicit choice for non-geometric workloads, spec §7 row 14), then the argmax of the exact Theorem 1."""
+implicit choice for non-geometric workloads row 14), then the argmax of the exact Theorem 1."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,10 +1,10 @@
-"""Exact renewal-reward throughput of the departure-threshold policy (Mohanty et al., seed 004, §3: Lemma 1, Lemma 2,
+"""Exact renewal-reward throughput of the departure-threshold policy (Mohanty et al. §3: Lemma 1, Lemma 2,
 Theorem 1).
 
 After a refill the batch holds C prompts, and by memorylessness each one leaves at every decode iteration with
 probability α, so the resident count is the Markov chain X_j ~ Binomial(X_{j-1}, 1 − α) (Lemma 1), stopped the
 first time X ≤ C − K. For every threshold K at once this module computes, by first-step analysis on that
-absorbing chain (spec §2.5):
+absorbing chain:
 
 * ``iterations[K]``  E N_1, decode iterations per cycle;
 * ``departures[K]``  E[C − X_{S_1}], prompts that leave per cycle (≥ K: several may leave in one iteration);

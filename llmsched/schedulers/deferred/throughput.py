@@ -1,10 +1,10 @@
-"""Throughput ρ(K) of the departure-threshold policy and the optimal threshold K* (Mohanty et al., seed 004, §3).
+"""Throughput ρ(K) of the departure-threshold policy and the optimal threshold K* (Mohanty et al. §3).
 
 * :func:`exact_throughput` — Theorem 1 with Lemma 2: ρ(K) = E D / (c_p + c_d·E N_1 + (t_d/α + s_p)·E D), from
   the exact per-cycle means of :mod:`.renewal`.
 * :func:`prop1_throughput` — Proposition 1: E D ≈ K and E N_1 ≈ ln(1 − K/C)/ln(1 − α). Poor at small K (about
-  14% low at K = 1 with the spec's Appendix A constants) and undefined at K = C (returned as NaN).
-* :func:`optimal_K` — argmax of the exact form over K ∈ 1..C (the spec's §7 row 8: the exact form is the
+  14% low at K = 1 with the constants back-solved from Table 1) and undefined at K = C (returned as NaN).
+* :func:`optimal_K` — argmax of the exact form over K ∈ 1..C (the exact form is the
   predictor, Prop. 1 is kept for comparison with the paper's "Num" column).
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ def optimal_K(rho: np.ndarray) -> int:
 
 
 def r_interval(C: int, alpha: float, K: int, prop1: bool = False, r_max: float = 1e3) -> tuple[float, float]:
-    """The interval of r = c_p/c_d for which K is the argmax (K* depends only on r, C and α; spec §2.5).
+    """The interval of r = c_p/c_d for which K is the argmax (K* depends only on r, C and α).
     Found by bisection on r; K* is non-decreasing in r."""
     C, alpha = check_batch(C, alpha)
     stats = None if prop1 else cycle_stats(C, alpha)

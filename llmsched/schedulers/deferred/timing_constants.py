@@ -1,19 +1,19 @@
-"""The four timing constants of Mohanty et al. (seed 004) §1.5 and where they come from.
+"""The four timing constants of Mohanty et al. §1.5 and where they come from.
 
 A prefill phase admitting n prompts takes c_p + s_p·n seconds (s_p = t_p·d_0/N, the only identifiable part
-of t_p and N; spec §7 row 6) and a decode iteration with X prompts resident takes c_d + t_d·X. The constants
+of t_p and N row 6) and a decode iteration with X prompts resident takes c_d + t_d·X. The constants
 are fitted, as the paper fits them to its measurements (Figs 2–3), either
 
 * to a batch-time model (:func:`timing_from_batch_time`): prefill phases of n prompts of d_0 tokens, split
   into steps by the token budget as the engine would run them, and decode iterations of X prompts at a typical
   context; or
 * to measured step records (:func:`timing_from_steps`, the simulator's steps.csv or the same columns from a
-  real engine): prefill-only steps and decode-only steps. The fit is per step, not per phase (spec §3.7 groups
+  real engine): prefill-only steps and decode-only steps. The fit is per step, not per phase (a per-phase fit would group
   a phase's steps): when the budget splits a refill, every step pays the fixed cost, and grouping would bias
   c_p; with one step per refill, as in the paper's eq. (1), the two agree.
 
 Both go through the foundation's non-negative least squares (:meth:`LinearBatchTime.fit`, absolute loss) and
-return its fit reports (R² and errors), as spec §8.7 asks.
+return its fit reports (R² and errors), so a user can judge it.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class Timing:
 
     @classmethod
     def from_A(cls, c_p: float, c_d: float, A: float, alpha: float, t_d: float = 0.0) -> "Timing":
-        """The spec's Appendix A form: only A = t_d/α + s_p matters to ρ; give t_d to split it."""
+        """The form back-solved from Table 1: only A = t_d/α + s_p matters to ρ; give t_d to split it."""
         return cls(c_p=c_p, s_p=A - t_d / alpha, c_d=c_d, t_d=t_d)
 
     def batch_time(self) -> LinearBatchTime:
@@ -102,7 +102,7 @@ def timing_from_steps(path_or_columns, prompt_len: float | None = None) -> Timin
     prefill = (npf > 0) & (ndec == 0)
     decode = (npf == 0) & (ndec > 0)
     if prefill.sum() < 2 or decode.sum() < 2:
-        raise ValueError(f"{label}: need at least 2 prefill-only and 2 decode-only steps to fit seed 004's timing "
+        raise ValueError(f"{label}: need at least 2 prefill-only and 2 decode-only steps to fit Mohanty et al.'s timing "
                          f"(found {int(prefill.sum())} and {int(decode.sum())}); record a run of a scheduler that "
                          f"never mixes prefill and decode (vllm, deferred-prefill)")
     d0 = float(ptok[prefill].sum() / npf[prefill].sum()) if prompt_len is None else float(prompt_len)

@@ -1,4 +1,4 @@
-"""Per-token envelope deadlines and slack (Lyu et al., seed 002, §3.1; spec §1.5).
+"""Per-token envelope deadlines and slack (Lyu et al. §3.1).
 
 Token j (0-indexed; token 0 is the first output token) of request i is due at
 ``d_ij = arrival_i + TTFT_i + j·TPOT_i``. A request's deadline is that of its next

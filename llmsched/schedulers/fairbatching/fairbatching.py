@@ -1,4 +1,4 @@
-"""FairBatching (Lyu et al., seed 002): envelope deadlines, a time-budgeted step and fair batch formation.
+"""FairBatching (Lyu et al.): envelope deadlines, a time-budgeted step and fair batch formation.
 
 Registered as ``fairbatching`` (FB-vanilla), ``fairbatching-pab`` (with PAB admission
 control) and the ablations of §5.4.1: ``fairbatching-fb`` (FB-FB: fixed token budget,
@@ -51,9 +51,9 @@ class FairBatching(Scheduler):
     KV: chunks and decodes take blocks as they go (vLLM v1); when the decodes alone need
     more blocks than are free, the step is every decode in slack order with the
     largest-slack requests preempted by recompute.
-    Where the paper is silent or self-contradictory the spec's resolutions are used
-    (G3 min over decodes, G4 urgent decodes not forced, G5 line-45 fix, G6 κ = k + q,
-    G7 cap 8192, G9/G10 PAB rule, G22 tie-break); see the modules beside this one. One place where the paper
+    Where the paper is silent or self-contradictory our resolutions are used
+    (the minimum slack over decodes, urgent decodes not forced, Algorithm 1's line-45 precedence fix, κ = k + q,
+    the 8192 cap, the PAB routing rule, the tie-break); see the modules beside this one. One place where the paper
     contradicts itself matters: §3.3's text "always" includes urgent decodes, Algorithm 1 only while the
     time budget lasts; the default is the algorithm, ``force_urgent_decodes=True`` the text
     (``llmsched reproduce fairbatching-ablation --factors design`` measures both).
@@ -67,8 +67,8 @@ class FairBatching(Scheduler):
 
     name = "fairbatching"
     family = "FairBatching"
-    source = ("FairBatching (Lyu et al., arXiv 2510.14392), seed 002 §3.1-3.3, Algorithm 1; PAB §3.4 / App. A; "
-              "admission control §5.1; spec ../shared/specs/002_fairbatching.md §3")
+    source = ("FairBatching (Lyu et al., arXiv 2510.14392), Lyu et al. §3.1-3.3, Algorithm 1; PAB §3.4 / App. A; "
+              "admission control §5.1")
     ttft_slo: float = DEFAULT_TTFT
     tpot_slo: float = DEFAULT_TPOT
     capacity: str = "time"
@@ -260,7 +260,7 @@ class FairBatching(Scheduler):
                 if id(t) not in taken and room > 0 and book.accept(t, 1):
                     chosen.append((t, 1))
                     room -= 1
-        if not chosen:  # progress guard (spec §3.9): the most urgent task alone
+        if not chosen:  # progress guard: the most urgent task alone
             for t in ordered:
                 n = min(t.q, token_budget, cap)
                 if n >= 1 and book.accept(t, n):
@@ -364,10 +364,10 @@ class _Booking:
 
 register_variant("fairbatching-pab", FairBatching,
                  "FairBatching with PAB admission control: reject at arrival a prompt above the node's PAB "
-                 "(seed 002 §3.4, §5.1 FB-PAB)", admission="pab")
+                 "(Lyu et al. §3.4, §5.1 FB-PAB)", admission="pab")
 register_variant("fairbatching-fb", FairBatching,
-                 "FairBatching ablation FB-FB: fixed token budget with FairBatching's ordering (seed 002 §5.4.1)",
+                 "FairBatching ablation FB-FB: fixed token budget with FairBatching's ordering (Lyu et al. §5.4.1)",
                  capacity="fixed")
 register_variant("fairbatching-tb", FairBatching,
                  "FairBatching ablation FB-TB: token budget from the time budget with a token-only predictor "
-                 "(seed 002 §5.4.1)", capacity="token")
+                 "(Lyu et al. §5.4.1)", capacity="token")

@@ -1,16 +1,16 @@
-"""Algorithm 1 of Lyu et al. (seed 002, §3.3): fair batch formation under a time (or token) budget.
+"""Algorithm 1 of Lyu et al. (Lyu et al. §3.3): fair batch formation under a time (or token) budget.
 
-Tasks fall into three groups, each sorted by slack (ties by arrival, then id; spec G22):
+Tasks fall into three groups, each sorted by slack (ties by arrival, then id: the paper does not say):
 urgent decodes (slack < B0 + min TPOT), then every prefill, then the other decodes. The
 scan never stops at a task that does not fit, so a later, smaller task still can (Alg. 1
 lines 36-48). A prefill that does not fit whole is chunked to what the budget leaves.
-Resolutions of the printed algorithm (spec G5): line 45's precedence typo is read as
+Resolutions of the printed algorithm (a gap in the paper; our resolution): line 45's precedence typo is read as
 ``time_budget -= b·cp + c·context``; ``cp`` is floored and a chunk needs ``cp ≥ 1``; only
-prefills are chunked. ``context`` is the KV length after the step (k + q, spec G6); in
+prefills are chunked. ``context`` is the KV length after the step (k + q, a gap in the paper; our resolution); in
 the default ``literal`` mode a chunk is charged the full prompt's context, in ``exact``
 mode its own (``cp = (budget − c·k)/(b + c)``).
 
-Checked line by line against the paper (issue 12); where this code and Lyu et al. differ, and why:
+Checked line by line against the paper; where this code and Lyu et al. differ, and why:
 
 * lines 13-17 (envelope, slack): identical; ``Task.slack`` is ``arrival + TTFT + j·TPOT − now`` with j the
   next output index (token 0 = the first token).
@@ -83,7 +83,7 @@ def in_order(tasks: list[Task]) -> None:
 
 SLACK = attrgetter("slack")
 TPOT = attrgetter("tpot")
-ORDER = attrgetter("slack", "arrival", "id")  # slack order, ties by arrival then id (spec G22)
+ORDER = attrgetter("slack", "arrival", "id")  # slack order, ties by arrival then id (a gap in the paper; our resolution)
 
 
 def form_batch(ordered: list[Task], time_budget: float, token_budget: int, b: float, c: float,
@@ -129,7 +129,7 @@ def form_batch_exact(ordered: list[Task], time_budget: float, token_budget: int,
                      accept: Callable[[Task, int], bool] | None = None) -> list[tuple[Task, int]]:
     """Algorithm 1's scan with a perfect predictor: the step's *whole* predicted time ``step_time(Batch)`` must
     stay within ``time_budget`` (B0, the fixed cost included), and a prefill that does not fit whole gets the
-    largest chunk that does (bisection). An oracle for the ablation (issue 12): it shows what FairBatching
+    largest chunk that does (bisection). An oracle for the ablation: it shows what FairBatching
     would gain if its step-time prediction had no error; ``step_time`` is the replica's own batch-time model.
     """
     batch: list[tuple[Task, int]] = []

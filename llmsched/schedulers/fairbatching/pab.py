@@ -1,4 +1,4 @@
-"""Prefill Admission Budget (Lyu et al., seed 002, §3.4 and Appendix A; spec §3.4).
+"""Prefill Admission Budget (Lyu et al. §3.4 and Appendix A).
 
 PAB = the extra prefill tokens a node can finish within one TTFT window without breaking
 the SLOs of what it already holds, by a worst-case relaxation: every decode is assumed
@@ -7,14 +7,14 @@ deferred until its slack runs out, after which it needs one step per TPOT window
     PAB = [TTFT − N·a − Σ_i N_i·(b + c·ctx_i)] / (b + c) − Σ_{prefills} prompt_i
     N = (TTFT − min_i s_i)/TPOT + 1,  N_i = max(0, (TTFT − s_i)/TPOT)
 
-over DUP, every unfinished request on the node (waiting ones included; spec G10). TTFT and
-TPOT are the node's global targets (spec G17). Resolutions (spec G10): N and N_i stay
+over DUP, every unfinished request on the node (waiting ones included; the paper leaves it open). TTFT and
+TPOT are the node's global targets (a gap in the paper; our resolution). Resolutions (a gap in the paper; our resolution): N and N_i stay
 continuous (N clamped to ≥ 1 step, N_i to ≥ 0), ``ctx_i`` is prompt + generated tokens
 for a decode and the prompt for a prefill, queued prefills count only their uncomputed
 tokens (``remaining_only=False`` counts whole prompts, as the paper writes), and PAB may
 be negative.
 
-Against Appendix A (issue 12): N uses the minimum slack over decodes *and* prefills (DUP, as A.7 writes,
+Against Appendix A, line by line: N uses the minimum slack over decodes *and* prefills (DUP, as A.7 writes,
 though A.2's text says the most urgent decode); N_i is clamped at 0 because A.3 counts only requests with
 TTFT > slack_i (the printed sum would credit budget for requests far ahead of their envelope); the prefill
 term charges b + c per token (A.5's approximation, kept). The router (§3.4) "selects a suitable node with

@@ -1,4 +1,4 @@
-"""The step-time predictor ``a + b·new_tokens + c·Σcontext`` (Lyu et al., seed 002, §3.2; spec §2).
+"""The step-time predictor ``a + b·new_tokens + c·Σcontext`` (Lyu et al. §3.2).
 
 Fitted offline to the replica's batch-time model (or to measured steps) and, as the
 paper does ("built offline ... and continuously calibrated"), optionally refitted online
@@ -94,7 +94,7 @@ class StepPredictor:
 
 
 def prediction_errors(predictor: StepPredictor, steps) -> dict:
-    """Absolute % errors of ``predictor`` on a run's steps (a StepLog): mean, p99 and max (spec §2.2)."""
+    """Absolute % errors of ``predictor`` on a run's steps (a StepLog): mean, p99 and max."""
     tokens = np.frombuffer(steps.prefill_tokens, dtype=np.int64) + np.frombuffer(steps.num_decodes, dtype=np.int64)
     context = np.frombuffer(steps.context_sum, dtype=np.int64)
     duration = np.frombuffer(steps.duration, dtype=np.float64)

@@ -49,7 +49,7 @@ class VTC(QueuedPolicy):
     a 25-block request recomputed 692 times on a 27-block cache, conservation-fuzz seed 61 at four times its
     requests). Without tenants it admits first come, first served.
 
-    **A light tenant first** (``light_first``, issue 31's light-tenant target; off by default). A tenant holding
+    **A light tenant first** (``light_first``, for a light tenant's TTFT near its TTFT alone; off by default). A tenant holding
     less than ``light_share`` of the KV the heaviest tenant holds (over weights) is *light*. With ``"prompts"`` or
     ``"step"``, a plan first walks the light tenants' decodes, then their prompts (waiting heads and running
     chunks) by turn, while the turn's counter is at most ``lead`` above the smallest counter of the other tenants,

@@ -1,4 +1,4 @@
 """InferMax (Kim, Hong, Gulcehre, Ailamaki, *Optimizing LLM Inference for Database Systems: Cost-Aware Scheduling
-for Concurrent Requests*; seed 001): the parameterised scheduler, its named settings and the length histogram its
+for Concurrent Requests*): the parameterised scheduler, its named settings and the length histogram its
 §6 policy admits by. The optimal offline schedules (CP-SAT, exhaustive search) are in ``llmsched/theory/infermax/``.
 """

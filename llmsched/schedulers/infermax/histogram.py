@@ -1,4 +1,4 @@
-"""Kim et al. (seed 001) §6: the admission estimate of the proposed policy, from completed requests only.
+"""Kim et al. §6: the admission estimate of the proposed policy, from completed requests only.
 
 Completed requests are binned by ⌊log2 I⌋ of their original prompt length I; each bin keeps a count and
 the sum of I + O. A waiting request's peak KV is estimated as the mean total length of its bin (never below

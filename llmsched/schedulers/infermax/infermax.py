@@ -1,8 +1,8 @@
-"""InferMax (seed 001): Algorithm 1, SCHEDULER(M, C, P), one policy whose settings are vLLM, Sarathi, Orca, ...
+"""InferMax: Algorithm 1, SCHEDULER(M, C, P), one policy whose settings are vLLM, Sarathi, Orca, ...
 
 Kim, Hong, Gulcehre, Ailamaki, "Optimizing LLM Inference for Database Systems: Cost-Aware Scheduling for
 Concurrent Requests" (arXiv 2411.07447 v3), §3.1 Algorithm 1 and Table 1; the exact semantics follow the
-authors' simulator as digested in spec 001 §1.3-§1.6 and §4.
+authors' simulator.
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class InferMax(Scheduler):
     The default is §6's deployable policy: Sarathi's groups with running requests sorted by KV held,
     longest first (so the shortest are evicted), histogram admission, P = C.
 
-    Decisions where paper and code are silent (spec 001 §9): victims are the tail of the running
+    Decisions where paper and code are silent (our choices): victims are the tail of the running
     requests not yet in the batch; an evicted request goes to the front of the waiting queue, so a
     step that evicts admits nobody from the ``waiting`` group (the victim heads it and, having just
     lost its slots for want of room, cannot fit); M counts blocks of ``block_size`` tokens (block
@@ -68,8 +68,8 @@ class InferMax(Scheduler):
 
     name = "infermax"
     family = "InferMax"
-    source = ("InferMax (Kim et al., arXiv 2411.07447 v3 = seed 001): Algorithm 1 SCHEDULER(M, C, P), §3.1; "
-              "Table 1 settings; proposed deployable policy: paper §6 (digested in spec 001 §4.4); spec 001 §1.3-§1.6")
+    source = ("InferMax (Kim et al., arXiv 2411.07447 v3 = Kim et al.): Algorithm 1 SCHEDULER(M, C, P), §3.1; "
+              "Table 1 settings; proposed deployable policy: paper §6")
     recompute_only = True  # the paper evicts by recomputation only (§2.2); the replica refuses swap mode
     token_budgets = ("prefill_tokens", "batch_tokens")  # None: the replica's max_num_batched_tokens
     groups: str = "decode,partial,waiting"
@@ -214,7 +214,7 @@ class InferMax(Scheduler):
     # --- Algorithm 1, GETNEXTBATCH ------------------------------------------------------------------------
     def schedule(self, view: ReplicaView) -> BatchPlan:
         if view.swapped:
-            raise ValueError(f"{self.name}: InferMax evicts by recomputation only (seed 001 §2.2); "
+            raise ValueError(f"{self.name}: InferMax evicts by recomputation only (Kim et al. §2.2); "
                              f"run it with preemption_mode='recompute'")
         if self._decodes_fast and view.running and not view.waiting and not self._floor:
             plan = self._decodes_only(view)
@@ -481,8 +481,8 @@ SETTINGS = {
     "sarathi": (SARATHI, "SARATHI: decode-first, hybrid, chunked prefill P=512 (Table 1)", True),
     "sarathi-pc": (SARATHI_PC, "SARATHI_P=C: SARATHI with P = C (Table 1)", True),
     "sarathi-nocp": (SARATHI_NOCP, "SARATHI_nocp: SARATHI without chunking, P = C (Table 1)", False),
-    "orca": (ORCA, "Orca: iteration-level hybrid batches, reserve max_model_len (spec 001 §1.6, Vidur)", True),
-    "ft": (FT, "FasterTransformer: static batches reserving max_model_len (spec 001 §1.6, Vidur)", True),
+    "orca": (ORCA, "Orca: iteration-level hybrid batches, reserve max_model_len (Kim et al. §1.6, Vidur)", True),
+    "ft": (FT, "FasterTransformer: static batches reserving max_model_len (Kim et al. §1.6, Vidur)", True),
 }
 for _name, (_setting, _summary, _ef) in SETTINGS.items():
     register_variant(f"infermax-{_name}", InferMax, "InferMax setting " + _summary, **_setting)

@@ -1,9 +1,8 @@
-"""RAD (Bari et al., seed 000, Algorithm 1) and its low-TBT mirror (Bari et al. Appendix D, the spec's "Algorithm 2").
+"""RAD (Bari et al., Algorithm 1) and its low-TBT mirror (Bari et al. Appendix D, an "Algorithm 2" in all but name).
 
 Both are throughput-optimal in the paper's tile model (Theorem 2): prefills run alone, one request at a time,
 in chunks of t*_lcm = LCM(t*_row, t*_col, t*_red) tokens, and decode batches hold at most t*_col requests,
-so every batch is optimally tiled when the queues are full. They never mix prefill and decode work
-(spec A28). The tile sizes default to the replica's GPU preset (read from the view's batch-time model).
+so every batch is optimally tiled when the queues are full. They never mix prefill and decode work (from the authors' code). The tile sizes default to the replica's GPU preset (read from the view's batch-time model).
 """
 from __future__ import annotations
 
@@ -94,7 +93,7 @@ class RAD(_TiledBase):
 
     Algorithm 1 of Bari et al. (§4.1): decode mode when |D| = t*_col, P is empty or the cycle has started n
     requests (k = n); otherwise prefill mode runs the FCFS head's whole prompt, one t*_lcm-token chunk per batch
-    (the last chunk is the remainder, spec A1), and adds it to D. A cycle ends when D empties (k ← 0). With a
+    (the last chunk is the remainder: the paper leaves it open), and adds it to D. A cycle ends when D empties (k ← 0). With a
     KV cache smaller than Assumption 4 asks (t*_col requests of maximal length), a prompt whose KV does not fit
     waits as if D were full, and a decode short of a block preempts the newest request (recompute), which
     rejoins the front of P. Use with ``--router random`` for the paper's multi-node setting (§4.1).
@@ -103,7 +102,7 @@ class RAD(_TiledBase):
     name = "rad"
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
     plans_decode_group = True  # a decode batch is every decode-phase request: the group, when its blocks fit
-    source = "seed 000 (Bari, Hegde, de Veciana, POMACS 2025) §4.1 Algorithm 1, Theorem 2; spec §2.1"
+    source = "Bari, Hegde, de Veciana, POMACS 2025 §4.1 Algorithm 1, Theorem 2"
     n: int = 1024
     t_row: int | None = None
     t_col: int | None = None
@@ -159,7 +158,7 @@ class RAD(_TiledBase):
 class RADLowTBT(_TiledBase):
     """RAD's Appendix D mirror: up to n whole prefills, then decode t*_col at a time until all n are done.
 
-    Bari et al. App. D (the spec's "Algorithm 2"): prefill mode takes up to n requests FCFS (each prefilled whole
+    Bari et al. App. D (an "Algorithm 2" in all but name): prefill mode takes up to n requests FCFS (each prefilled whole
     in t*_lcm chunks) into D; decode mode keeps a decode batch of min(t*_col, |D|) requests, refilling it from
     D as requests finish, until D is empty; then the next prefill mode. Active requests decode in consecutive
     batches (low TBT) but wait for the whole prefill mode first (high TTFT). Prefill mode also ends early when
@@ -167,7 +166,7 @@ class RADLowTBT(_TiledBase):
     """
 
     name = "rad-lowtbt"
-    source = "seed 000 Appendix D (throughput-optimal scheduler with low TBT); spec §2.2"
+    source = "Bari et al. Appendix D (throughput-optimal scheduler with low TBT)"
     n: int = 256
     t_row: int | None = None
     t_col: int | None = None

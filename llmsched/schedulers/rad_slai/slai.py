@@ -1,4 +1,4 @@
-"""SLAI: SLO-aware batching with per-request last schedulable times (Bari et al., seed 000, §6, §7.1; spec §2.7).
+"""SLAI: SLO-aware batching with per-request last schedulable times (Bari et al. §6, §7.1).
 
 Each decode-phase request j gets, when its latest token appears at time e, a last schedulable time
 C_j = e + TBT_j − δ·t̄ (t̄ the cumulative mean of every observed step time, δ the offset). A batch built at
@@ -13,13 +13,13 @@ time t takes, within the token budget τ, the active cap α and the decode limit
 So a decode is deferred only when prefill chunks take the budget. The dynamic offset uses δ = 5 while the KV
 pool is under 96% used (counting the whole-prompt reservations of admitted prompts, as the paper's engine
 allocates them) and δ = 10 above. C_j is fixed when the token appears and kept while the decode is deferred
-(spec A18, from the authors' code). A decode short of a KV block preempts the most recently paused prefill,
-else itself (spec §1.7). Requests without a TBT target use 0.2 s, the authors' fallback. In swap mode the replica
+(from the authors' code). A decode short of a KV block preempts the most recently paused prefill,
+else itself. Requests without a TBT target use 0.2 s, the authors' fallback. In swap mode the replica
 brings swapped requests back before the policy decides, into blocks this policy counts as reserved (the paper's
 engine would have allocated them): paused prefills then yield, most recently paused first, until the
 reservations fit again, so a paused prefill's chunk always finds its blocks.
 
-Where spec and paper differ we follow the spec's reading of the authors' code (A16–A24), which the paper's
+Where the paper and the authors' code (agrimUT/SLAI) differ we follow the code, which the paper's
 text leaves open: β and the budget bind critical decodes too, δ is global and chosen when C is computed.
 """
 from __future__ import annotations
@@ -51,8 +51,8 @@ class SLAI(WatermarkAdmission, Scheduler):
 
     name = "slai"
     family = "RAD/SLAI"
-    source = ("seed 000 (Bari, Hegde, de Veciana, POMACS 2025) §6 (SLAI, eq. 8-9), §7.1 (τ=512, α=β=128, "
-              "δ=10 fixed or 5/10 dynamic at 96% KV use); engine semantics from spec §2.7")
+    source = ("Bari, Hegde, de Veciana, POMACS 2025 §6 (SLAI, eq. 8-9), §7.1 (τ=512, α=β=128, "
+              "δ=10 fixed or 5/10 dynamic at 96% KV use); engine semantics from the authors' code")
     token_budgets = ("token_budget",)
     token_budget: int = 512
     max_active: int = 128          # α
@@ -264,7 +264,7 @@ class SLAI(WatermarkAdmission, Scheduler):
 
 def reserved_kv_use(view: ReplicaView) -> float:
     """KV blocks used / total as the paper's engine counts them: held blocks plus the rest of every admitted
-    prompt, which that engine allocates whole at admission (Bari et al. §7.1, spec A16); this replica allocates
+    prompt, which that engine allocates whole at admission (Bari et al. §7.1; the authors' code); this replica allocates
     blocks as chunks run, so ``view.kv_utilisation`` alone would read low."""
     used = view.total_blocks - view.free_blocks
     for r in view.running:
@@ -273,9 +273,9 @@ def reserved_kv_use(view: ReplicaView) -> float:
     return used / view.total_blocks
 
 
-register_variant("slai-fcfs", SLAI, "SLAI with FCFS prefills and a fixed offset δ=10 (seed 000 §7)",
+register_variant("slai-fcfs", SLAI, "SLAI with FCFS prefills and a fixed offset δ=10 (Bari et al. §7)",
                  order="fcfs", dynamic=False, offset=10.0)
-register_variant("slai-spf-fixed", SLAI, "SLAI with shortest-prefill-first and a fixed offset δ=10 (seed 000 §7)",
+register_variant("slai-spf-fixed", SLAI, "SLAI with shortest-prefill-first and a fixed offset δ=10 (Bari et al. §7)",
                  order="spf", dynamic=False, offset=10.0)
 register_variant("slai-priority", SLAI, "SLAI with paying-tier-first, then SPF prefills, dynamic offset "
-                                        "(seed 000 App. F.2)", order="spf-priority")
+                                        "(Bari et al. App. F.2)", order="spf-priority")

@@ -1,5 +1,5 @@
 """WAIT and Nested WAIT (Ao, Luo, Simchi-Levi, Wang, *Optimizing LLM Inference: Fluid-Guided Online Scheduling with
-Memory Constraints*; seed 003): the two policies and what they derive their batches from — the fluid model,
+Memory Constraints*): the two policies and what they derive their batches from — the fluid model,
 thresholds, Nested WAIT's segments and safety buffer, cohorts and memory-feasible admission.
 
 Units are the paper's: a prompt type is (rate λ, input length l, decode length l'), with l' + 1 stages (one

@@ -1,4 +1,4 @@
-"""The fluid equilibrium of Ao et al. (seed 003) §2 (eqs. 4–10) and WAIT's threshold conditions (11).
+"""The fluid equilibrium of Ao et al. §2 (eqs. 4–10) and WAIT's threshold conditions (11).
 
 In equilibrium every stage of type j holds n_j prompts; a full iteration takes T = d0 + d1·M with
 M = Σ n_j c_j, and arrivals per iteration equal completions: n_j = λ_j T. Solving gives
@@ -88,7 +88,7 @@ def fluid(types: list[PromptType], d0: float, d1: float) -> Equilibrium:
     load = sum(t.rate * cj for t, cj in zip(types, c))
     rho = d1 * load
     if rho >= 1:
-        raise Overloaded(f"overloaded: d1·Σλ_j c_j = {rho:.4g} >= 1, so no policy is stable (seed 003 Prop. 1); "
+        raise Overloaded(f"overloaded: d1·Σλ_j c_j = {rho:.4g} >= 1, so no policy is stable (Ao et al. Prop. 1); "
                          f"lower the arrival rates below {1 / rho:.4g}× these or use a faster d1")
     T = d0 / (1 - rho)
     return Equilibrium(rho, T, T * load, tuple(t.rate * T for t in types),

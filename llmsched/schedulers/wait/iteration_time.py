@@ -8,7 +8,7 @@ from ...batchtime.linear import LinearBatchTime, batch_columns
 
 
 def wait_batches(max_decodes: int = 256, max_context: int = 2048, max_prompt: int = 512):
-    """Decode-dominated batches, where Ao et al. (seed 003) §1.3 says the linear form holds: decode-only batches of
+    """Decode-dominated batches, where Ao et al. §1.3 says the linear form holds: decode-only batches of
     1..max requests at contexts up to max_context, each also with one short prefill."""
     sizes = sorted({1 << k for k in range(12) if 1 << k <= max_decodes} | {max_decodes})
     contexts = sorted({1 << k for k in range(4, 16) if 1 << k <= max_context} | {max_context})

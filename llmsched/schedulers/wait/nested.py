@@ -1,4 +1,4 @@
-"""Nested WAIT's segments, thresholds and safety buffer (Ao et al., seed 003, §5, eqs. 12–14 and 20; spec §3.2).
+"""Nested WAIT's segments, thresholds and safety buffer (Ao et al. §5, eqs. 12–14 and 20).
 
 Decode lengths sorted l'_1 < … < l'_m cut the stages into segments: segment 1 is stages 0..l'_1 (the prefill
 and the first l'_1 decodes), segment s ≥ 2 is stages l'_{s−1}+1..l'_s. Segment s sees the arrival rate

@@ -1,4 +1,4 @@
-"""Nested WAIT (seed 003, Ao et al., §5.1 Algorithm 2): WAIT for unknown output lengths.
+"""Nested WAIT (Ao et al. §5.1 Algorithm 2): WAIT for unknown output lengths.
 
 The decode lengths of a length distribution's bins cut the stages into segments (segment 1: the prefill and the
 first l'_1 decodes; segment s: decodes l'_{s−1}+1..l'_s). Prompts classify themselves on the fly: one that
@@ -10,7 +10,7 @@ n_s ∝ Λ_s (the rate that reaches segment s), scaled by the batch cap B (§6.2
 The scheduler never reads a request's output length: only its progress (tokens generated so far).
 
 Deviations, all options: ``max_wait`` > 0 lets a segment whose oldest waiting prompt (or paused cohort) waited
-that long run with a partial cohort, so that a finite run drains and low load does not stall (spec §9.5; the
+that long run with a partial cohort, so that a finite run drains and low load does not stall (the
 authors' older code used a 1 s timeout); a segment whose cohort does not fit the token budget, the sequence cap
 or the free KV pauses like one below threshold; ``reserve`` (default) admits a cohort only if every resident
 prompt can still reach the end of its segment (``llmsched.schedulers.wait.reserve``). Prompts longer than the
@@ -50,7 +50,7 @@ class NestedWait(ThresholdPolicy):
 
     name = "nested-wait"
     family = "WAIT"
-    source = "seed 003 (Ao et al., Fluid-Guided Online Scheduling with Memory Constraints) §5.1, Algorithm 2"
+    source = "Ao et al., Fluid-Guided Online Scheduling with Memory Constraints §5.1, Algorithm 2"
     chunks_prompts = False  # cohorts are prefilled whole: a longer prompt is rejected at arrival
 
     lengths: str = "sharegpt"  # length preset, WAIT workload or trace file the segments are cut from

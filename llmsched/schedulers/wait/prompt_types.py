@@ -1,4 +1,4 @@
-"""Prompt types from a length distribution: bins of the output length (Ao et al., seed 003, §6.2 groups LMSYS decode
+"""Prompt types from a length distribution: bins of the output length (Ao et al. §6.2 groups LMSYS decode
 lengths into 10 bins of 50 tokens; Nested WAIT's segments are the bins' upper edges).
 
 Lengths here are the engine's (output tokens, the first sampled by the prefill); a bin whose longest output is

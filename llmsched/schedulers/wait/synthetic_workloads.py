@@ -1,7 +1,6 @@
 """Ao et al.'s synthetic multi-type workloads: a mixture of fixed (prompt, output) types with rate shares.
 
-§6.1's parameter values were stripped from the seed text; these are the candidates from the authors' code
-(spec §6, [C]), labelled "paper-inspired". Lengths are engine lengths: a paper type (l, l') has output l' + 1.
+§6.1's parameter values were stripped from the seed text; these are the candidates from the authors' code, labelled "paper-inspired". Lengths are engine lengths: a paper type (l, l') has output l' + 1.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What WAIT and Nested WAIT decide alike (Ao et al., seed 003): the thresholds of a decision, fixed or drawn, and
+"""What WAIT and Nested WAIT decide alike (Ao et al.): the thresholds of a decision, fixed or drawn, and
 the wake-up of an idle replica when a group that waited ``max_wait`` may run a partial cohort."""
 from __future__ import annotations
 

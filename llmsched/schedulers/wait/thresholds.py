@@ -1,8 +1,8 @@
 """Thresholds that honour the fluid model when its per-stage counts are below one, and checks of (11)/(12).
 
 Ao et al.'s conditions are on per-stage counts: WAIT needs (11a) Σ n_j c_j ≤ M and (11b) λ_j T(n) ≤ n_j; Nested
-WAIT needs (12a) Λ_1 T(n) < n_1 and (12b) p_s n_{s−1} < n_s (spec §3). At realistic d0, d1 the fluid counts
-n*_j = λ_j T* are 0.01–0.9 (spec §2.3), and integer rounding (n = max(1, ⌈·⌉) or the B rule) breaks (12b): e.g.
+WAIT needs (12a) Λ_1 T(n) < n_1 and (12b) p_s n_{s−1} < n_s. At realistic d0, d1 the fluid counts
+n*_j = λ_j T* are 0.01–0.9, and integer rounding (n = max(1, ⌈·⌉) or the B rule) breaks (12b): e.g.
 n = 2, 2, 1 with p_3 = 0.75 gives p_3·n_2 = 1.5 > n_3. What the fluid model prescribes at that scale is a
 *rate*: x_s new prompts per iteration on average. :class:`RandomisedThresholds` realises it by time-sharing: each
 iteration draws n_s ∈ {⌊x_s⌋, ⌈x_s⌉} with mean x_s from a seeded generator (a draw of 0 admits nobody that
@@ -94,7 +94,7 @@ def nested_violations(segs: list[Segment], n: list[float], prompt: float, d0: fl
 def memory_scaled(means: list[float], stages: list[int], kv: list[float], memory: float, seats: int) -> list[float]:
     """Means ∝ ``means`` scaled so the full batch fills the KV (Σ x·kv = ``memory``) or the sequence cap
     (Σ x·stages = ``seats``), whichever binds first: what is left when ρ ≥ 1 and no equilibrium exists
-    (Ao et al., seed 003, Remark 1: run at the memory limit)."""
+    (Ao et al., Remark 1: run at the memory limit)."""
     scale = min(memory / sum(x * k for x, k in zip(means, kv)), seats / sum(x * n for x, n in zip(means, stages)))
     return [x * scale for x in means]
 
@@ -122,7 +122,7 @@ def report_violations(policy: str, n: list[float], bad: list[str], d0: float, d1
     """Tell the user about thresholds that break Ao et al.'s conditions: a warning, or (``strict``) an error."""
     if bad:
         which = f" {conditions}" if conditions else ""
-        msg = (f"{policy} thresholds {[round(x, 3) for x in n]} break seed 003's conditions{which} at d0={d0:.4g}, "
+        msg = (f"{policy} thresholds {[round(x, 3) for x in n]} break Ao et al.'s conditions{which} at d0={d0:.4g}, "
                f"d1={d1:.4g}, M={memory}: {'; '.join(bad)}; use rule=fluid-random (fluid means, seeded draws) "
                f"or more KV memory")
         if strict:

@@ -1,4 +1,4 @@
-"""WAIT: Waiting for Accumulated Inference Threshold (seed 003, Ao et al., §4.2 Algorithm 1).
+"""WAIT: Waiting for Accumulated Inference Threshold (Ao et al. §4.2 Algorithm 1).
 
 Types are known at arrival (here through the oracle: a request's type is the bin of its true output length).
 A type starts only when n_j of its prompts wait at stage 0; it then admits exactly n_j and advances all its
@@ -7,7 +7,7 @@ memory ≥ that bound WAIT never evicts. Types below threshold are paused (their
 
 Deviations, all options: ``max_wait`` > 0 lets a type whose oldest prompt (or paused cohort) waited that long
 run with a partial cohort, so a finite run drains (the paper has no such rule; its authors' code drops the
-leftovers instead, spec §9.5); a type whose cohort would exceed the token budget, the sequence cap or the free
+leftovers instead); a type whose cohort would exceed the token budget, the sequence cap or the free
 KV is paused this iteration (the paper assumes (11a) makes that impossible). ``reserve`` (default) makes the
 memory check the one (11a) stands for: a new cohort enters only if the KV of every resident prompt plus the
 cohort stays within M at every future iteration (``llmsched.schedulers.wait.reserve``), so WAIT does not preempt.
@@ -39,7 +39,7 @@ class Wait(ThresholdPolicy):
 
     name = "wait"
     family = "WAIT"
-    source = "seed 003 (Ao et al., Fluid-Guided Online Scheduling with Memory Constraints) §4.2, Algorithm 1"
+    source = "Ao et al., Fluid-Guided Online Scheduling with Memory Constraints §4.2, Algorithm 1"
     needs_oracle = True
     chunks_prompts = False  # cohorts are prefilled whole: a longer prompt is rejected at arrival
 

@@ -1,6 +1,6 @@
-"""Kim et al. (seed 001) §3: the optimal offline schedule as a constraint problem, solved exactly with OR-Tools CP-SAT.
+"""Kim et al. §3: the optimal offline schedule as a constraint problem, solved exactly with OR-Tools CP-SAT.
 
-The paper's formulation (§3.1, solved with Gurobi) completed as spec 001 §3.2 proposes. For requests i and
+The paper's formulation (§3.1, solved with Gurobi) completed with the constraints it leaves implicit. For requests i and
 batches j = 1..J (state after batch j; j = 0 is S = I, m = 0):
 
 * S_ij known tokens, m_ij KV held, c_ij tokens processed, g_ij a token generated, e_ij evicted (m = c = 0);

@@ -1,4 +1,4 @@
-"""Offline runs (every request present at t = 0), the setting of Kim et al. (seed 001) §4-§5.
+"""Offline runs (every request present at t = 0), the setting of Kim et al. §4-§5.
 
 ``simulate()`` starts a step as soon as the first of several simultaneous arrivals is queued, so its
 first batch would hold one request; an offline engine (and the paper's simulator) sees them all. This

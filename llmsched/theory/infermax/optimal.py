@@ -1,4 +1,4 @@
-"""Kim et al. (seed 001) §3/§5.1 in one call: heuristic schedules, the CP-SAT optimum warm-started from them,
+"""Kim et al. §3/§5.1 in one call: heuristic schedules, the CP-SAT optimum warm-started from them,
 optional brute force.
 
 The heuristics are InferMax settings run offline on the replica with the same cost model; every one of their

@@ -1,4 +1,4 @@
-"""Offline schedules as data (Kim et al., seed 001, §3): which tokens of which request each batch processes, and
+"""Offline schedules as data (Kim et al. §3): which tokens of which request each batch processes, and
 evictions.
 
 A schedule is a list of batches; a batch maps request index → tokens processed (0 with ``evicted``).
@@ -95,7 +95,7 @@ class Replay(Scheduler):
     """Plays a fixed schedule back, one batch per step (not registered: a tool for checking schedules)."""
 
     name = "replay"
-    source = "seed 001 §3 (schedules precomputed by a solver and replayed, as the authors replay on vLLM)"
+    source = "Kim et al. §3 (schedules precomputed by a solver and replayed, as the authors replay on vLLM)"
 
     def __init__(self, schedule: Schedule, requests: list[Request]):
         self.fixed, self.requests, self.step = schedule, requests, 0

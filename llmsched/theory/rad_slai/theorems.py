@@ -1,4 +1,4 @@
-"""Theorem 1 (capacity bound) and Theorem 2 (RAD's cycle condition) of Bari et al. (seed 000), from any batch-time
+"""Theorem 1 (capacity bound) and Theorem 2 (RAD's cycle condition) of Bari et al., from any batch-time
 model.
 
 The paper's optimal effective completion time of request j (§4, eq. 12-13) charges each of its iterations its
@@ -20,7 +20,7 @@ and T̄ᴿ = E[T*(1)] over the workload's lengths (a seeded Monte-Carlo mean; it
 
 Decode count: the simulator (like the authors' engine) samples the first output token at the end of the
 prefill, so a request of L^D output tokens runs L^D − 1 decodes at contexts L^P+1 … L^P+L^D−1
-(``convention="engine"``); the paper charges L^D decodes at L^P+1 … L^P+L^D (``"theory"``; spec A3).
+(``convention="engine"``); the paper charges L^D decodes at L^P+1 … L^P+L^D (``"theory"``).
 """
 from __future__ import annotations
 
