@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 from llmsched.cli.commands import Parser
-from llmsched.cli.package_commands import keywords, library_defaults
+from llmsched.cli.package_commands import add_options, keywords
 from llmsched.cli.reproduce import REPRODUCE_COMMANDS
 from llmsched.cli.theory import THEORY_COMMANDS
 from llmsched.run_config import DEFAULTS, RUN_FIELDS
@@ -41,8 +41,7 @@ def parsed(name):
     module, function = where.split(":")
     assert command.FUNCTION is getattr(importlib.import_module(module), function)
     parser = Parser()
-    command.add_arguments(parser)
-    parser.set_defaults(**library_defaults(command.FUNCTION, parser))
+    add_options(command, parser)
     return keywords(parser.parse_args([]), *cli_only), inspect.signature(command.FUNCTION).parameters
 
 

@@ -29,13 +29,19 @@ def add_package_commands(sub, modules: tuple[str, ...], title: str, help_text: s
         module = importlib.import_module(f"{__package__}.{name}")
         p = inner.add_parser(module.NAME, help=module.HELP, description=module.HELP,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(p)
-        p.set_defaults(**library_defaults(module.FUNCTION, p), func=runner(module))
+        add_options(module, p)
+        p.set_defaults(func=runner(module))
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
 def runner(module):
     return lambda args: module.run(args)
+
+
+def add_options(module, parser: argparse.ArgumentParser) -> None:
+    """``module``'s options on ``parser``, each that gives no default of its own with its library parameter's."""
+    module.add_arguments(parser)
+    parser.set_defaults(**library_defaults(module.FUNCTION, parser))
 
 
 def library_defaults(function, parser: argparse.ArgumentParser) -> dict:

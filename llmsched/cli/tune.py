@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from pathlib import Path
 
 from ..capacity.slo import slos_with_attainment, valid_metrics
