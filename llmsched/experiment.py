@@ -25,13 +25,10 @@ from .run_config import RunConfig
 from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.dp_lockstep import in_lockstep, simulate_lockstep
 from .sim.simulator import RunResult, simulate
-from .workload.tenants import tenant_workloads, trace_tenants
-from .workload.workload import (ClosedLoop, OpenLoop, Workload, generated_workload, lengths_file, names_prompts,
-                                read_arrival_trace, replay)
-from .workload.length_presets import length_preset
+from .sources.registry import build_source
+from .workload.workload import ClosedLoop, OpenLoop, names_prompts
 from .workload.traces import DataFileNotFound, resolve_data_file
-from .workload.closed_sessions import DrawnSessions, SessionClosedLoop
-from .workload.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, open_loop_rate
+from .workload.shared_prefix import NAME as SHARED_PREFIX
 
 
 def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
@@ -133,13 +130,6 @@ def mean_rate(source) -> float | None:
     return (len(times) - 1) / float(times[-1] - times[0])
 
 
-def length_dist(cfg: RunConfig):
-    """The run's length distribution: the user's own length file (``lengths``), else the named preset."""
-    if cfg.lengths:
-        return lengths_file(cfg.lengths)
-    return length_preset(cfg.workload)
-
-
 def carries_content(cfg: RunConfig) -> bool:
     """Whether the run's requests name their prompts' content (a prefix cache can find what they share): a
     JSONL trace (Mooncake, LLMServingSim, sessions), a server log with hash_ids, --workload shared-prefix, or
@@ -152,90 +142,6 @@ def carries_content(cfg: RunConfig) -> bool:
     if cfg.workload == SHARED_PREFIX and not cfg.lengths:
         return True
     return cfg.concurrency is not None and (cfg.turns or 1) > 1
-
-
-def vocab_size(cfg: RunConfig) -> int | None:
-    """The run's model's vocabulary, which bounds a trace's token ids; None for a model name that build_replicas
-    will refuse with its own error."""
-    try:
-        return model_preset(cfg.model).vocab
-    except ValueError:
-        return None
-
-
-def shared_prefix_source(cfg: RunConfig, tiers):
-    """inference-perf's shared_prefix generator (workload/shared_prefix.py) in an open or a closed loop."""
-    extra = {"tiers": tiers} if tiers else {}
-    if cfg.max_total_tokens is not None:
-        raise ValueError(f"max_total_tokens caps generated lengths; {SHARED_PREFIX}'s lengths are its parameters "
-                         f"(--wl-param system_prompt_len=..., question_len=..., output_len=...): drop it")
-    generator = SharedPrefix.from_params(cfg.workload_params, cfg.seed)
-    if cfg.concurrency is not None:
-        return generator.closed_loop(cfg.concurrency, cfg.num_requests, cfg.think_time, cfg.turns, **extra)
-    if cfg.rate_schedule:
-        raise ValueError(f"--rate-schedule does not apply to --workload {SHARED_PREFIX}; give --rate")
-    n = None if cfg.duration is not None else cfg.num_requests or 1000
-    return generator.open_loop(open_loop_rate(cfg.rate), n, cfg.duration, cfg.arrival, cfg.cv, **extra)
-
-
-def build_source(cfg: RunConfig):
-    tiers = cfg.tiers.value if cfg.tiers else None
-    extra = {"tiers": tiers} if tiers else {}
-    if cfg.trace:
-        return trace_source(cfg, extra)
-    if cfg.workload == SHARED_PREFIX and not cfg.lengths:
-        return shared_prefix_source(cfg, tiers or None)
-    if cfg.tenants:
-        n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
-        return tenant_workloads(cfg.tenants.value, lambda preset: tenant_lengths(cfg, preset),
-                                num_requests=None if cfg.duration else n, duration=cfg.duration,
-                                arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
-                                seed=cfg.seed, **extra)
-    if cfg.concurrency is not None:
-        if cfg.num_requests is None:
-            raise ValueError("concurrency (a closed loop) needs num_requests, how many requests it sends in all")
-        if (cfg.turns or 1) > 1:
-            plan = DrawnSessions(length_dist(cfg), cfg.turns, cfg.num_requests, cfg.concurrency, seed=cfg.seed,
-                                 max_total_tokens=cfg.max_total_tokens, **extra)
-            return SessionClosedLoop(cfg.concurrency, plan, cfg.num_requests, cfg.think_time, plan.describe())
-        return ClosedLoop(cfg.concurrency, length_dist(cfg), cfg.num_requests, seed=cfg.seed,
-                          max_total_tokens=cfg.max_total_tokens, think_time=cfg.think_time, **extra)
-    if cfg.rate_schedule:
-        if cfg.num_requests is None and cfg.duration is None:
-            raise ValueError(f"rate_schedule {cfg.rate_schedule!r} needs num_requests or duration (--num-requests "
-                             f"or --duration)")
-        wl = Workload(cfg.rate_schedule.value, length_dist(cfg),
-                      num_requests=cfg.num_requests, duration=cfg.duration, max_total_tokens=cfg.max_total_tokens,
-                      seed=cfg.seed, **extra)
-    else:
-        if cfg.rate is None:
-            raise ValueError("a generated workload needs rate (--rate, requests/s)")
-        n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
-        wl = generated_workload(length_dist(cfg), rate=cfg.rate, num_requests=n, duration=cfg.duration,
-                                arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
-                                seed=cfg.seed, **extra)
-    return wl.source()
-
-
-def trace_source(cfg: RunConfig, extra: dict):
-    """A trace replay; when the trace names each row's tenant (a ``tenant`` column) its requests carry them, with
-    the weights and priorities ``tenants`` gives (weight 1 each without it)."""
-    trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg))
-    source = replay(trace, target_rate=cfg.rate, num_requests=cfg.num_requests, max_total_tokens=cfg.max_total_tokens,
-                    seed=cfg.seed, block_size=cfg.block_size, **extra).source()
-    tenants = getattr(trace, "tenants", None)  # a JSONL trace of prompts has no tenant column
-    if tenants is None:
-        if cfg.tenants:
-            raise ValueError(f"--tenants {cfg.tenants}: the trace {trace.source} has no tenant column to say whose "
-                             f"each request is; add one (a column named tenant) or drop --tenants")
-        return source
-    return trace_tenants(source, tenants, cfg.tenants.value if cfg.tenants else None,
-                         str(trace.source))
-
-
-def tenant_lengths(cfg: RunConfig, preset: str | None):
-    """A tenant's length distribution: its own preset, else the run's."""
-    return length_preset(preset) if preset else length_dist(cfg)
 
 
 DP_ROUTER = "vllm-dp-latest"  # the DP ranks' balancer unless the run names a router

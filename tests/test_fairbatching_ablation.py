@@ -5,7 +5,7 @@ import pytest
 from llmsched.batchtime import Batch, make_batch_time_model
 from llmsched.cli import reproduce_fairbatching_ablation as command
 from llmsched.cli.commands import Parser
-from llmsched.cli.package_commands import keywords
+from llmsched.cli.package_commands import add_options, keywords
 from llmsched.experiment import RunConfig, build_replicas
 from llmsched.reproduce import fairbatching_ablation as ab
 from llmsched.request import Request
@@ -16,7 +16,7 @@ from llmsched.workload.workload import OpenLoop, named_workload
 def args(*extra) -> dict:
     """The command's options, as the command passes them to ``settings``."""
     p = Parser()
-    command.add_arguments(p)
+    add_options(command, p)
     return keywords(p.parse_args(["--fast", *extra]), "out")
 
 

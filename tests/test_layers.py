@@ -20,7 +20,7 @@ LAYERS = {
                   "llmsched.workload", "llmsched.metrics"),
     "policies": ("llmsched.schedulers", "llmsched.routers", "llmsched.routing"),
     "runs": ("llmsched.sim", "llmsched.run_config", "llmsched.experiment", "llmsched.executors",
-             "llmsched.config_fields"),
+             "llmsched.config_fields", "llmsched.sources"),
     "analyses": ("llmsched.capacity", "llmsched.plan", "llmsched.theory", "llmsched.reproduce", "llmsched.validate",
                  "llmsched.report", "llmsched.tune"),
     "interfaces": ("llmsched.cli", "llmsched.__main__", "llmsched.vllm"),

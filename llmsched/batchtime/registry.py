@@ -4,6 +4,7 @@ from __future__ import annotations
 import inspect
 import warnings
 
+from ..engine.limits import MAX_NUM_BATCHED_TOKENS, MAX_NUM_SEQS
 from ..hardware.gpus import GPUSpec
 from ..hardware.models import ModelSpec
 from .base import BatchTimeModel
@@ -60,9 +61,9 @@ _VLLM_V1_OWN = ("gpu_model", "capture_sizes", "max_num_seqs", "max_num_batched_t
                 "async_scheduling", "cpu_step", "cpu_per_seq", "source")
 
 
-def _vllm_v1(model, gpu, *, gpu_model="roofline", capture_sizes=None, max_num_seqs=256,
-             max_num_batched_tokens=8192, max_capture=DEFAULT_MAX_CAPTURE, async_scheduling=True, cpu_step=0.0,
-             cpu_per_seq=CPU_PER_SEQ, source="", **gpu_params) -> BatchTimeModel:
+def _vllm_v1(model, gpu, *, gpu_model="roofline", capture_sizes=None, max_num_seqs=MAX_NUM_SEQS.default,
+             max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS.default, max_capture=DEFAULT_MAX_CAPTURE,
+             async_scheduling=True, cpu_step=0.0, cpu_per_seq=CPU_PER_SEQ, source="", **gpu_params) -> BatchTimeModel:
     entry = BATCH_TIME_MODELS.get(gpu_model)
     if entry is None or gpu_model == "vllm-v1":
         inner = [k for k in BATCH_TIME_MODELS if k != "vllm-v1"]

@@ -18,6 +18,15 @@ def _fmt(v: float, ratio: bool = False) -> str:
     return f"{v:.3f}" if ratio else f"{v * 1e3:.0f}"
 
 
+def heading(cfg, slos: list[SLO], seeds) -> str:
+    """What was searched: the deployment, the traffic (tenants' rates scale together), the SLOs and the seeds."""
+    where = cfg.trace or cfg.workload
+    if cfg.tenants and not cfg.trace:
+        where += f", tenants {cfg.tenants} (rates scaled together: a probe's rate is their total)"
+    return (f"{cfg.model} on {cfg.gpu} (x{cfg.replicas}, router {cfg.router}), {where}; SLOs: "
+            f"{', '.join(s.text for s in slos) or 'none (stability only)'}; seeds {', '.join(map(str, seeds))}")
+
+
 def lines(result: CapacityResult, slos: list[SLO]) -> list[str]:
     """The probes in rate order, then the capacity and its interval (latencies in ms, as printed tables are)."""
     head = [result.unit, "verdict", "served/s"] + [s.key + ("" if s.metric in RATIOS else " ms") for s in slos] + \

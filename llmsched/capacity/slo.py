@@ -125,3 +125,23 @@ def check_tier_slos(slos: list[SLO], tiers, named=lambda slo: f"SLO {slo.text}")
             raise ValueError(f"{named(slo)}: attainment is the share of requests that meet their tier's targets, "
                              f"and {why}, so every request would meet it; give --tiers with targets (e.g. "
                              f"'paid:tbt=0.1:share=0.05,free:tbt=0.5') or drop it")
+
+
+def slos_with_attainment(text: str, attainment: float | None) -> list[SLO]:
+    """The SLOs of ``text`` and, where ``attainment`` is given (``--attainment``), the fraction of requests that
+    must meet their tier's targets."""
+    if attainment is not None:
+        if not 0 < attainment <= 1:
+            raise ValueError(f"--attainment {attainment:g}: give a fraction in (0, 1], e.g. 0.9")
+        text = ",".join(t for t in (text, f"attainment>={attainment:g}") if t)
+    return parse_slos(text)
+
+
+def check_run_slos(slos: list[SLO], cfg, attainment: float | None = None) -> None:
+    """The SLOs that read tiers against the tiers of the run ``cfg`` (``--attainment`` without --tiers would
+    always be met), each named as the user gave it: ``--attainment`` or ``--slo``."""
+    def named(slo):
+        if slo.metric in RATIOS and slo.tier is None and attainment is not None:
+            return f"--attainment {attainment:g}"
+        return f"--slo {slo.text}"
+    check_tier_slos(slos, cfg.tiers.value if cfg.tiers else (), named)

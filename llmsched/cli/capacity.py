@@ -5,10 +5,10 @@ import dataclasses
 import time
 from pathlib import Path
 
-from ..capacity.cache import ProbeCache, default_dir
-from ..capacity.outputs import lines, write
+from ..capacity.outputs import heading, lines, write
 from ..capacity.rate_search import find_capacities
-from ..capacity.slo import RATIOS, check_tier_slos, parse_slos, valid_metrics
+from ..capacity.slo import check_run_slos, slos_with_attainment, valid_metrics
+from .probe_options import add_probe_options, check_cache_options, probe_cache
 from .run_options import add_run_options, base_config, run_configs, tuned_names
 from .runs import check_out_dir, split_names
 
@@ -42,32 +42,13 @@ def add(sub) -> None:
     p.set_defaults(func=capacity)
 
 
-def parse_slo_args(args) -> list:
-    text = args.slo
-    if args.attainment is not None:
-        if not 0 < args.attainment <= 1:
-            raise ValueError(f"--attainment {args.attainment:g}: give a fraction in (0, 1], e.g. 0.9")
-        text = ",".join(t for t in (text, f"attainment>={args.attainment:g}") if t)
-    return parse_slos(text)
-
-
-def check_slos_apply(args, slos, cfg) -> None:
-    """The SLOs that read tiers against the run's tiers (``--attainment`` without --tiers would always be met)."""
-    def named(slo):
-        if slo.metric in RATIOS and slo.tier is None and args.attainment is not None:
-            return f"--attainment {args.attainment:g}"
-        return f"--slo {slo.text}"
-    check_tier_slos(slos, cfg.tiers.value if cfg.tiers else (), named)
-
-
 def capacity(args) -> int:
     from ..executors import make_executor
     check_out_dir(args.out)
-    slos = parse_slo_args(args)
+    slos = slos_with_attainment(args.slo, args.attainment)
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-    if args.no_cache and args.cache:
-        raise ValueError("--cache and --no-cache contradict each other; give one")
+    check_cache_options(args)
     if args.schedulers is not None:
         names = split_names(args.schedulers)
     elif args.scheduler is None and tuned_names(args):
@@ -75,21 +56,16 @@ def capacity(args) -> int:
     else:
         names = [args.scheduler if args.scheduler is not None else base_config(args).get("scheduler", "sarathi")]
     configs = run_configs(args, names)
-    check_slos_apply(args, slos, configs[0])
+    check_run_slos(slos, configs[0], args.attainment)
     bases = {cfg.scheduler: cfg for cfg in configs}
     seed0 = configs[0].seed
     seeds = tuple(range(seed0, seed0 + args.seeds))
-    cache = None if args.no_cache else ProbeCache(args.cache)
+    cache = probe_cache(args)
     t0 = time.perf_counter()
     with make_executor(args.executor, jobs=args.jobs, ray_address=args.ray_address) as executor:
         results = find_capacities(bases, slos, args.resolution, seeds, executor, cache,
                                   progress=not args.no_progress, max_rate=args.max_rate)
-    cfg0 = configs[0]
-    where = cfg0.trace or cfg0.workload
-    if cfg0.tenants and not cfg0.trace:
-        where += f", tenants {cfg0.tenants} (rates scaled together: a probe's rate is their total)"
-    print(f"{cfg0.model} on {cfg0.gpu} (x{cfg0.replicas}, router {cfg0.router}), {where}; SLOs: "
-          f"{', '.join(s.text for s in slos) or 'none (stability only)'}; seeds {', '.join(map(str, seeds))}")
+    print(heading(configs[0], slos, seeds))
     for r in results.values():
         print("\n".join(lines(r, slos)))
     wall = time.perf_counter() - t0
@@ -101,13 +77,3 @@ def capacity(args) -> int:
         files = write(Path(args.out), results, slos, context)
         print(f"wrote {', '.join(f'{args.out}/{f}' for f in files)}")
     return 0
-
-
-def add_probe_options(p) -> None:
-    """Where probes run and whether they are cached: the same options for `capacity` and `plan`."""
-    p.add_argument("--jobs", type=int, default=None, help="parallel probes (default: CPU count)")
-    p.add_argument("--executor", default="local", choices=("local", "ray"), help="local process pool or Ray tasks")
-    p.add_argument("--ray-address", default=None, help="Ray cluster address (HOST:PORT, ray://HOST:10001, auto); "
-                                                       "default: start a local Ray")
-    p.add_argument("--cache", default=None, help=f"probe cache folder (default {default_dir()})")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the probe cache")

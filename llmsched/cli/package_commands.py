@@ -1,13 +1,22 @@
 """Sub-commands of ``llmsched theory`` and ``llmsched reproduce``, from an explicit table of modules.
 
 Each module named in the table (in this package) defines ``NAME`` (the sub-command), ``HELP`` (one line),
-``add_arguments(parser)`` and ``run(args) -> int``; nothing scans a folder, so a helper module beside them is never
-taken for a command.
+``FUNCTION`` (the library function its options feed), ``add_arguments(parser)`` and ``run(args) -> int``; nothing
+scans a folder, so a helper module beside them is never taken for a command.
+
+An option that gives no default of its own takes its library parameter's (``library_defaults``), so a default is
+written once, in the library: the run's own (``RunConfig.model``) or a paper's setting named there with its
+section. A run field's option is declared by ``run_field_option``: its flag and its check come from RunConfig's
+declaration (llmsched/run_config.py), its default from the library; help shows it with ``%(default)s``.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
+
+from ..run_config import DEFAULTS, RUN_FIELDS
+from ..run_field import API, KINDS
 
 # what argparse adds to every Namespace of a sub-command: not an option of the analysis it runs
 PARSER_FIELDS = ("command", "subcommand", "func")
@@ -20,13 +29,56 @@ def add_package_commands(sub, modules: tuple[str, ...], title: str, help_text: s
         module = importlib.import_module(f"{__package__}.{name}")
         p = inner.add_parser(module.NAME, help=module.HELP, description=module.HELP,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(p)
+        add_options(module, p)
         p.set_defaults(func=runner(module))
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
 def runner(module):
     return lambda args: module.run(args)
+
+
+def add_options(module, parser: argparse.ArgumentParser) -> None:
+    """``module``'s options on ``parser``, each that gives no default of its own with its library parameter's."""
+    module.add_arguments(parser)
+    parser.set_defaults(**library_defaults(module.FUNCTION, parser))
+
+
+def library_defaults(function, parser: argparse.ArgumentParser) -> dict:
+    """The defaults of ``parser``'s options that give none of their own: each the default of ``function``'s
+    parameter of the same name, or, for a run field that ``function`` takes through ``**run``, the run's."""
+    params = inspect.signature(function).parameters
+    takes_run = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    out = {}
+    for action in parser._actions:
+        if action.default is not None:
+            continue
+        param = params.get(action.dest)
+        if param is not None and param.default is not param.empty:
+            out[action.dest] = param.default
+        elif param is None and takes_run and action.dest in RUN_FIELDS:
+            out[action.dest] = DEFAULTS[action.dest]
+    return out
+
+
+def run_field_option(p, name: str, help: str | None = None) -> None:
+    """The option of run field ``name`` (RunConfig's): its declared flag, a value checked by its declaration
+    (a bad one is a usage error naming the option), no default here (the library's, see ``library_defaults``)."""
+    p.add_argument(RUN_FIELDS[name].flag_of(name), dest=name, type=field_type(name), help=help)
+
+
+def field_type(name: str):
+    """An argparse ``type`` for run field ``name``: the text as the field's kind, within its declared range."""
+    spec = RUN_FIELDS[name]
+
+    def convert(text: str):
+        try:
+            return spec.check(name, text if spec.kind is str else spec.kind(text), API)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {spec.expectation()}, got {text!r}") from None
+
+    convert.__name__ = KINDS[spec.kind]
+    return convert
 
 
 def keywords(args, *cli_only: str) -> dict:

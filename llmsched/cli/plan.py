@@ -2,25 +2,16 @@
 target rate within the SLOs, with the cost-vs-latency Pareto frontier (docs/plan.md)."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import shlex
 import sys
 import time
-from pathlib import Path
 
-from ..capacity.cache import ProbeCache
-from ..capacity.probe import check_base
-from ..capacity.slo import RATIOS, canonical_metric, valid_metrics
-from ..experiment import build_source
-from ..hardware.models import model as model_preset
-from ..hardware.prices import PRICES_PATH, load_prices
+from ..capacity.slo import check_run_slos, slos_with_attainment, valid_metrics
+from ..hardware.prices import PRICES_PATH
 from ..plan.candidates import build_candidates, parse_tps, parse_variations, split_names
-from ..plan.prune import LengthCache, probes_saved, screen
-from ..plan.report import candidate_rows, cheapest, deployment_rows, deployments, pareto, simulate_command, table, \
-    write_html
-from ..plan.replica_search import search_replicas
-from .capacity import add_probe_options, check_slos_apply, parse_slo_args
+from ..plan.inputs import check_runnable, pareto_metric, plan_rates, read_prices
+from .probe_options import add_probe_options, check_cache_options, probe_cache
 from .run_options import add_run_options, run_configs
 
 DESCRIPTION = (
@@ -63,185 +54,41 @@ def add(sub) -> None:
     p.set_defaults(func=plan)
 
 
-def parse_target_rates(text: str) -> list[float]:
-    try:
-        if ":" in text:
-            start, stop, step = (float(x) for x in text.split(":"))
-            if not (step > 0 and stop >= start):
-                raise ValueError
-            rates = [round(start + i * step, 10) for i in range(int(round((stop - start) / step)) + 1)
-                     if start + i * step <= stop + 1e-9]
-        else:
-            rates = [float(x) for x in text.split(",")]
-    except ValueError:
-        raise ValueError(f"--target-rate {text!r}: give R, R1,R2,... or START:STOP:STEP with STEP > 0") from None
-    if not rates or any(not r > 0 for r in rates):
-        raise ValueError(f"--target-rate {text!r}: rates must be positive req/s")
-    return rates
-
-
-def trace_rate(cfg) -> float:
-    """The mean arrival rate of the trace ``cfg`` replays (requests over the span of their arrivals)."""
-    times = build_source(dataclasses.replace(cfg, rate=None)).arrival_times
-    span = float(times.max() - times.min())
-    if not span > 0:
-        raise ValueError(f"--trace {cfg.trace}: its arrivals span no time; give --target-rate")
-    return (len(times) - 1) / span
-
-
-def read_prices(path: str | None):
-    """--prices FILE over the built-in table; a path that is no file is named as what it is."""
-    if path is None or Path(path).exists():
-        return load_prices(path)
-    if not path.lstrip().startswith(("{", "[")):
-        raise ValueError(f"--prices {path}: no such file; give a JSON file of USD per GPU-hour")
-    try:
-        json.loads(path)
-    except ValueError as e:
-        raise ValueError(f"--prices {path!r}: neither a file nor valid JSON ({e}); give a JSON file of USD per "
-                         f"GPU-hour, e.g. one holding {{\"a100\": 1.79}}") from None
-    raise ValueError(f"--prices {path!r}: JSON, not a file; --prices takes a JSON file: write this to one and give "
-                     f"its path")
-
-
-def pareto_metric(args, slos) -> str:
-    if args.pareto_metric is None:
-        latency = [s.metric for s in slos if s.metric not in RATIOS and s.tier is None]
-        return latency[0] if latency else "e2e_p90"
-    metric = canonical_metric(args.pareto_metric)
-    if metric in RATIOS:
-        raise ValueError(f"--pareto-metric {args.pareto_metric}: give a latency (e.g. ttft_p90), not a fraction")
-    return metric
-
-
 def plan(args) -> int:
     from ..executors import make_executor
+    from ..plan.outputs import json_data, lines, probes_line, report_context
+    from ..plan.planner import plan as plan_deployments
+    from ..plan.report import write_html
     t0 = time.perf_counter()
-    slos = parse_slo_args(args)
-    metric = pareto_metric(args, slos)
+    slos = slos_with_attainment(args.slo, args.attainment)
+    metric = pareto_metric(args.pareto_metric, slos)
     for name, value, low in (("--max-replicas", args.max_replicas, 1), ("--seeds", args.seeds, 1),
                              ("--top", args.top, 1)):
         if value < low:
             raise ValueError(f"{name} must be >= {low}, got {value}")
-    if args.no_cache and args.cache:
-        raise ValueError("--cache and --no-cache contradict each other; give one")
+    check_cache_options(args)
     schedulers = split_names(args.schedulers, "--schedulers")
-    gpus = split_names(args.gpus, "--gpus")
-    routers = split_names(args.routers, "--routers")
-    candidates = build_candidates(gpus, parse_tps(args.tps), schedulers, routers,
-                                  parse_variations(args.vary, schedulers))
-    prices = read_prices(args.prices)
-    for g in {c.gpu for c in candidates}:
-        prices.price(g)                       # a GPU with no price: error before any simulation
+    candidates = build_candidates(split_names(args.gpus, "--gpus"), parse_tps(args.tps), schedulers,
+                                  split_names(args.routers, "--routers"), parse_variations(args.vary, schedulers))
+    prices = read_prices(args.prices, [c.gpu for c in candidates])
     bases = {cfg.scheduler: cfg for cfg in run_configs(args, schedulers)}
-    check_slos_apply(args, slos, next(iter(bases.values())))
-    for cfg in bases.values():
-        check_base(cfg)                       # options a probe cannot honour (--sketch): errors now
     base0 = next(iter(bases.values()))
-    model_preset(base0.model)                 # unknown model: error listing the valid ones
-    if args.target_rate is not None:
-        rates = parse_target_rates(args.target_rate)
-    elif base0.trace:
-        rates = [round(trace_rate(base0), 6)]
-    else:
-        raise ValueError("plan needs --target-rate (or --trace to plan for the trace at its own rate)")
+    check_run_slos(slos, base0, args.attainment)
+    check_runnable(bases)
+    rates = plan_rates(args.target_rate, base0)
     seeds = tuple(range(base0.seed, base0.seed + args.seeds))
-    cache = None if args.no_cache else ProbeCache(args.cache)
-
-    lengths = LengthCache()
-    screened = [screen(c, bases[c.scheduler], rate, seeds, args.max_replicas, lengths)
-                for rate in rates for c in candidates]
+    cache = probe_cache(args)
     with make_executor(args.executor, jobs=args.jobs, ray_address=args.ray_address) as executor:
-        searched = search_replicas(screened, bases, slos, seeds, args.max_replicas, executor, cache,
-                                   progress=not args.no_progress)
-    deps = deployments(searched, prices.price, metric)
-    cheap, front = cheapest(deps), pareto(deps)
-
-    slo_text = ", ".join(s.text for s in slos) or "none (stability only)"
-    where = base0.trace or base0.workload
-    title = (f"{base0.model} ({base0.batch_time}), {where} at {', '.join(f'{r:g}' for r in rates)} req/s; SLOs: "
-             f"{slo_text}; seeds {', '.join(map(str, seeds))}")
-    print(title)
-    print(f"{len(candidates)} candidates ({len(gpus)} GPUs x {len(set(c.tp for c in candidates))} TP x "
-          f"{len({(c.scheduler, c.params) for c in candidates})} scheduler settings x {len(routers)} routers)"
-          + (f" at each of {len(rates)} rates" if len(rates) > 1 else ""))
-    cand_table = candidate_rows(screened, searched, prices.price)
-    print("\n".join(table(*cand_table)))
-    slo_keys = [s.key for s in slos]
-    if cheap:
-        print(f"\ncheapest deployments that meet the SLOs (top {min(args.top, len(cheap))}; prices "
-              f"{'from ' + args.prices + ' over ' if args.prices else ''}{PRICES_PATH.name}):")
-        print("\n".join(table(*deployment_rows(cheap[:args.top], slo_keys))))
-        print(f"\nPareto frontier, cost per hour vs {metric} (every replica count probed that met):")
-        print("\n".join(table(*deployment_rows(front, slo_keys))))
-        print(f"\nreproduce the cheapest: {simulate_command(cheap[0].config)}")
-    else:
-        print("\n" + none_found(screened, searched, slos, args.max_replicas))
-    pruning = summary(screened, searched, seeds)
-    wall = time.perf_counter() - t0
-    print(f"\n{pruning}")
-    cached = f"; {cache.hits} probe runs from the cache" if cache is not None else ""
-    print(f"{sum(len(s.probes) for s in searched)} probes x {len(seeds)} seeds in {wall:.1f} s "
-          f"({args.executor} executor{cached})")
-    command = shlex.join(["llmsched"] + sys.argv[1:]) if sys.argv[1:2] == ["plan"] else "llmsched plan ..."
+        result = plan_deployments(candidates, bases, rates, slos, seeds, args.max_replicas, prices.price, metric,
+                                  executor, cache, progress=not args.no_progress)
+    print("\n".join(lines(result, args.top, args.prices, prices.price)))
+    print(probes_line(result, time.perf_counter() - t0, args.executor, cache))
     if args.report:
-        write_html(args.report, {"title": title, "slo_text": slo_text, "slo_keys": slo_keys, "command": command,
-                                 "prices": "; ".join(sorted(set(prices.sources.values()))), "deployments": deps,
-                                 "frontier": front, "cheapest": cheap, "pareto_metric": metric,
-                                 "candidate_table": cand_table, "pruning": pruning})
+        command = shlex.join(["llmsched"] + sys.argv[1:]) if sys.argv[1:2] == ["plan"] else "llmsched plan ..."
+        write_html(args.report, report_context(result, command, prices, prices.price))
         print(f"wrote {args.report}")
     if args.json_out:
-        data = {"title": title, "rates": rates, "slos": [s.text for s in slos], "seeds": list(seeds),
-                "pareto_metric": metric,
-                "candidates": [{"label": s.candidate.label, "rate": s.rate, "memory": s.memory,
-                                "bound_rps_per_replica": s.bound_rps_per_replica, "min_replicas": s.min_replicas,
-                                "pruned": s.pruned, "notes": s.notes} for s in screened],
-                "searches": [{"label": s.screened.candidate.label, "rate": s.screened.rate, "replicas": s.replicas,
-                              "probes": {str(r): p.to_dict(records=False) for r, p in sorted(s.probes.items())}}
-                             for s in searched],
-                "cheapest": [d.to_dict() for d in cheap], "frontier": [d.to_dict() for d in front]}
         with open(args.json_out, "w") as f:
-            json.dump(data, f, indent=1, default=str)
+            json.dump(json_data(result), f, indent=1, default=str)
         print(f"wrote {args.json_out}")
-    return 0 if cheap else 1  # a plan that found no deployment says so in its exit status too
-
-
-def none_found(screened, searched, slos, max_replicas: int) -> str:
-    """Why no deployment came out: every candidate pruned before a probe (it cannot run), or none met the SLOs."""
-    if all(s.pruned for s in screened):
-        reasons = sorted({s.pruned.split(":")[0] for s in screened})
-        return (f"no candidate can run: all {len(screened)} were pruned before any probe ({', '.join(reasons)}; "
-                f"see the table); change --gpus, --tp or the model")
-    return f"no candidate meets the SLOs up to --max-replicas {max_replicas}" + best_reached(searched, slos)
-
-
-def best_reached(searched, slos) -> str:
-    """For each SLO, the best value any probe reached and where: what failed, and by how much."""
-    parts = []
-    for slo in slos:
-        seen = [(p.values[slo.key], s.screened.candidate.label, r) for s in searched for r, p in s.probes.items()
-                if p.values.get(slo.key) == p.values.get(slo.key)]
-        if not seen:
-            continue
-        ratio = slo.metric in RATIOS
-        value, label, r = max(seen) if ratio else min(seen)
-        shown = f"{value:.3g}" if ratio else f"{value:.3g} s"
-        parts.append(f"{slo.key} best {shown} (limit {slo.limit:g}{'' if ratio else ' s'}) on {label} x{r}")
-    unstable = [s for s in searched if all(p.verdict != "stable" for p in s.probes.values())]
-    if unstable:
-        parts.append(f"{len(unstable)} candidates never stable")
-    return (": " + "; ".join(parts)) if parts else ""
-
-
-def summary(screened, searched, seeds) -> str:
-    memory = sum(1 for s in screened if s.pruned.startswith("memory"))
-    bound = sum(1 for s in screened if s.pruned.startswith("bound"))
-    saved = sum(probes_saved(s.screened.min_replicas) for s in searched)
-    nobound = sum(1 for s in screened if not s.pruned and s.bound_rps_per_replica is None)
-    text = (f"pruning: {memory + bound} of {len(screened)} candidates needed no probe ({memory} do not fit in "
-            f"memory, {bound} need more replicas than allowed by the sound throughput bound); the bound's least "
-            f"replica counts skipped {saved} probe rounds (x{len(seeds)} seeds) that a search from 1 replica "
-            f"(1, 2, 4, ...) would have run")
-    if nobound:
-        text += f"; {nobound} candidates had no bound (batch-time model without one)"
-    return text
+    return 0 if result.cheapest else 1  # a plan that found no deployment says so in its exit status too

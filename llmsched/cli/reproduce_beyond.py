@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from ..capacity.cache import default_dir
 from ..reproduce.beyond import FAST_COMPETITORS, HELD_OUT_SEED, SETTINGS, reproduce
-from .package_commands import keywords
+from .package_commands import keywords, run_field_option
 
 NAME = "beyond"
+FUNCTION = reproduce
 HELP = ("every competitor tuned for the same SLOs and traffic (llmsched tune), then its capacity on held-out seeds "
         "and on a different workload of the same kind: vllm-chunked, sarathi, slai, fairbatching, nested-wait, "
         "infermax, deferred-prefill, goodput")
@@ -19,7 +20,7 @@ def add_arguments(p) -> None:
     p.add_argument("--schedulers", default=None, help="competitors (default: the issue's eight; --fast: "
                                                        f"{', '.join(FAST_COMPETITORS)})")
     p.add_argument("--budget", type=int, default=24, help="capacity searches per tuning (default 24)")
-    p.add_argument("--duration", type=float, default=600.0, help="seconds of arrivals per probe (default 600)")
+    run_field_option(p, "duration", "seconds of arrivals per probe (default %(default)g)")
     p.add_argument("--other-duration", type=float, default=None,
                    help="seconds of arrivals per probe on the other workload (default: --duration); the other "
                         "workload of a ShareGPT setting is LMSYS-Chat's short requests at ~30x the rate, so a "

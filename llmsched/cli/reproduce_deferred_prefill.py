@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from ..reproduce.deferred_prefill import TIMINGS, WORKLOADS, reproduce
 from ..reproduce.deferred_prefill_runs.measured_step_time import PROFILE
-from .package_commands import keywords
+from .package_commands import keywords, run_field_option
 
 NAME = "deferred-prefill"
+FUNCTION = reproduce
 HELP = ("Mohanty et al. Table 1: throughput and completion time vs K for Granite (C=331) and "
         "Llama-3 (C=410) on A100")
 
@@ -22,7 +23,7 @@ def add_arguments(p) -> None:
     p.add_argument("--K", default=None, help="thresholds, comma-separated (default a spread; K* is always added)")
     p.add_argument("--requests", type=int, default=None, help="requests per run (default 12·C; --fast 3·C + 1200)")
     p.add_argument("--jobs", type=int, default=1, help="runs in parallel processes (default 1)")
-    p.add_argument("--seed", type=int, default=0)
+    run_field_option(p, "seed")
     p.add_argument("--fast", action="store_true", help="Granite, synthetic, K = 1, 26 and K*: seconds, for CI")
     p.add_argument("--out", default=None, help="write results.json and results.csv here")
 

@@ -9,6 +9,7 @@ from ..results_file import write_results
 from .package_commands import keywords
 
 NAME = "fairbatching"
+FUNCTION = reproduce
 HELP = "Lyu et al. FairBatching: single-node and cluster capacity, SLO sweep, ablations (simulated)"
 
 

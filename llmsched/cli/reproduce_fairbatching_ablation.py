@@ -2,13 +2,14 @@
 llmsched/reproduce/fairbatching_ablation.py runs it."""
 from __future__ import annotations
 
-from ..reproduce.fairbatching_ablation import (CASES, CLUSTER_SYSTEMS, LEVELS, PRESET, REFERENCE, TPOT, TTFT, ablate,
-                                               report, settings)
+from ..reproduce.fairbatching_ablation import (CASES, CLUSTER_SYSTEMS, LEVELS, REFERENCE, TPOT, TTFT, ablate, report,
+                                               settings)
 from ..results_file import write_results
 from ..workload.length_presets import LENGTH_PRESETS
-from .package_commands import keywords
+from .package_commands import keywords, run_field_option
 
 NAME = "fairbatching-ablation"
+FUNCTION = settings
 HELP = ("Lyu et al. FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla with one factor "
         "changed at a time")
 
@@ -25,12 +26,12 @@ def add_arguments(p) -> None:
     p.add_argument("--resolution", type=float, default=None, help="capacity bisection resolution (default 0.04)")
     p.add_argument("--parts", default=None, help="comma list of single, latency, cluster (default all; --fast: "
                    "single,latency); latency and cluster run at the reference, overhead and batch-time levels")
-    p.add_argument("--workload", default=PRESET, help="length preset (default azure-conv, replayed from the Azure "
-                   "trace; others get gamma arrivals, CV 2): " + ", ".join(LENGTH_PRESETS))
+    run_field_option(p, "workload", "length preset (default %(default)s, replayed from the Azure trace; others get "
+                                    "gamma arrivals, CV 2): " + ", ".join(LENGTH_PRESETS))
     p.add_argument("--arrivals", default="trace", help="the reference's arrivals: trace (default) or gamma:CV")
     p.add_argument("--slo", default=None, help=f"TTFT,TPOT in seconds (default {TTFT:g},{TPOT:g}; the paper gives "
                    "its long-prompt AzureTrace 2,0.05)")
-    p.add_argument("--replicas", type=int, default=4, help="replicas of the cluster part (default 4)")
+    run_field_option(p, "replicas", "replicas of the cluster part (default %(default)s)")
     p.add_argument("--cluster-systems", default=None, help="comma list of the cluster part's systems (default the "
                    "paper's four): " + ", ".join(CLUSTER_SYSTEMS) + "; 'all' for every one")
     p.add_argument("--sweep", action="store_true", help="cluster part: also run every system on one grid of rates "

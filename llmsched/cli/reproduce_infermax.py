@@ -5,6 +5,7 @@ from ..reproduce.infermax import PARTS, reproduce
 from .package_commands import keywords
 
 NAME = "infermax"
+FUNCTION = reproduce
 HELP = ("Kim et al.: §4 grid (contention, eviction vs eviction-free, memory M, length ranking), "
         "§5.1 optimal schedules (CP-SAT) and §6 Azure conversation trace with Llama-3-70B/4×A100 (M = 100K)")
 

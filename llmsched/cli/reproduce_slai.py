@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from ..reproduce.slai import reproduce
-from .package_commands import keywords
+from .package_commands import keywords, run_field_option
 
 NAME = "slai"
+FUNCTION = reproduce
 HELP = ("Bari et al. Fig. 7/8 and capacities: vLLM, Sarathi and SLAI on Mistral-7B / RTX 6000 Ada, "
         "paid and free tiers")
 
@@ -17,13 +18,13 @@ def add_arguments(p) -> None:
     p.add_argument("--max-rate", type=float, default=None,
                    help="extend a scheduler that meets every target at the top rate, 0.2 req/s at a time, up to "
                         "this rate (default 2.4; --fast 2.0)")
-    p.add_argument("--duration", type=float, default=None, help="seconds of arrivals and horizon (default 2100)")
+    run_field_option(p, "duration", "seconds of arrivals and horizon (default 2100)")
     p.add_argument("--shares", default=None, help="paying shares to run (default 0.05,0.5,0.95)")
     p.add_argument("--per-seq-overhead", type=float, default=0.0,
                    help="extra seconds per sequence per step in the batch-time model (a sensitivity check for the "
                         "paper engine's Python cost; default 0)")
     p.add_argument("--jobs", type=int, default=2, help="parallel runs (default 2)")
-    p.add_argument("--seed", type=int, default=0)
+    run_field_option(p, "seed")
 
 
 def run(args) -> int:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from ..reproduce.wait import reproduce
 from ..reproduce.wait_runs.experiments import SETTINGS
-from .package_commands import keywords
+from .package_commands import keywords, run_field_option
 
 NAME = "wait"
+FUNCTION = reproduce
 HELP = "Ao et al.: Example 2, Thm 1 scaling, Nested WAIT overflow ≤ δ, WAIT/Nested WAIT vs vLLM and Sarathi"
 
 
@@ -14,8 +15,8 @@ def add_arguments(p) -> None:
     p.add_argument("--out", default=None, help="write results.json here")
     p.add_argument("--settings", default=",".join(["authors", *SETTINGS]),
                    help=f"§6 settings to run, comma-separated (default all: authors, {', '.join(SETTINGS)})")
-    p.add_argument("--model", default="llama-2-7b", help="model preset (default llama-2-7b, the paper's)")
-    p.add_argument("--gpu", default="a100", help="GPU preset (default a100, the paper's)")
+    run_field_option(p, "model", "model preset (default %(default)s, the paper's)")
+    run_field_option(p, "gpu", "GPU preset (default %(default)s, the paper's)")
     p.add_argument("--requests", type=int, default=None, help="requests per §6 run (default 4000; --fast 200)")
     p.add_argument("--only", default="", help="run only these parts, comma-separated: authors (§6 in the authors' "
                                               "setting), capacity (LMSYS capacities), reserve (preemption ablation)")

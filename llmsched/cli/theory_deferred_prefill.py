@@ -6,9 +6,10 @@ import json
 
 from ..theory.deferred_prefill import APPENDIX_A, compute
 from .argtypes import count
-from .package_commands import keywords
+from .package_commands import keywords, run_field_option
 
 NAME = "deferred-prefill"
+FUNCTION = compute
 HELP = ("Mohanty et al.: throughput ρ(K) of refilling after K departures (Theorem 1, Prop. 1) and "
         "the optimal K*")
 
@@ -24,11 +25,11 @@ def add_arguments(p) -> None:
     src.add_argument("--timing", metavar="C_P,S_P,C_D,T_D", help="explicit constants in seconds")
     src.add_argument("--steps", metavar="STEPS_CSV", help="fit to measured steps (a steps.csv of a non-mixing "
                                                            "scheduler, e.g. deferred-prefill or vllm)")
-    src.add_argument("--model", default="llama-3-8b", help="model preset (default llama-3-8b)")
-    src.add_argument("--gpu", default="a100", help="GPU preset (default a100)")
-    src.add_argument("--batch-time", default="roofline", help="batch-time model kind (default roofline)")
-    src.add_argument("--max-num-batched-tokens", type=count, default=None,
-                     help="token budget that splits a refill into steps (default: one step per refill)")
+    run_field_option(src, "model", "model preset (default %(default)s)")
+    run_field_option(src, "gpu", "GPU preset (default %(default)s)")
+    run_field_option(src, "batch_time", "batch-time model kind (default %(default)s)")
+    run_field_option(src, "max_num_batched_tokens", "token budget that splits a refill into steps (default: one step "
+                                                    "per refill)")
     p.add_argument("--K", default=None, help="thresholds to tabulate, comma-separated (default a spread plus K*)")
     p.add_argument("--json", action="store_true", help="print JSON")
 

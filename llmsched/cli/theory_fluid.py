@@ -7,9 +7,10 @@ import json
 from ..schedulers.wait.synthetic_workloads import WAIT_WORKLOADS
 from ..theory.fluid import compute
 from .argtypes import count, non_negative, positive, probability
-from .package_commands import keywords
+from .package_commands import keywords, run_field_option
 
 NAME = "fluid"
+FUNCTION = compute
 HELP = ("Ao et al.: fluid equilibrium T*, M*, n*_j, Thp* and stability (d1·Σλc < 1); WAIT's "
         "feasible thresholds for a memory M; Nested WAIT's segments, thresholds, θ*_s and safety buffer for "
         "overflow probability δ")
@@ -28,13 +29,13 @@ def add_arguments(p) -> None:
     t = p.add_argument_group("iteration time d0 + d1·KV tokens (default: fitted to --model/--gpu)")
     t.add_argument("--d0", type=positive, help="seconds per iteration")
     t.add_argument("--d1", type=non_negative, help="seconds per KV token in the batch")
-    t.add_argument("--model", default="llama-2-7b", help="model preset (default llama-2-7b, the paper's)")
-    t.add_argument("--gpu", default="a100", help="GPU preset (default a100, the paper's)")
-    t.add_argument("--batch-time", default="roofline", help="batch-time model fitted (default roofline)")
+    run_field_option(t, "model", "model preset (default %(default)s, the paper's)")
+    run_field_option(t, "gpu", "GPU preset (default %(default)s, the paper's)")
+    run_field_option(t, "batch_time", "batch-time model fitted (default %(default)s)")
     p.add_argument("--memory", type=positive, help="KV memory M in tokens: WAIT's feasible cycle times")
     p.add_argument("--batch-cap", type=count, default=None, help="B: thresholds by the experiments' rule")
     p.add_argument("--delta", type=probability, default=0.01, help="Nested WAIT overflow probability δ (default 0.01)")
-    p.add_argument("--horizon", type=positive, default=3600.0, help="horizon T in seconds for the buffer (default 3600)")
+    p.add_argument("--horizon", type=positive, help="horizon T in seconds for the buffer (default %(default)g)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 

@@ -5,31 +5,30 @@ from __future__ import annotations
 import json
 
 from ..theory.rad_bound import compute
-from .argtypes import count, positive
-from .package_commands import keywords
+from .argtypes import count
+from .package_commands import keywords, run_field_option
 
 NAME = "rad-bound"
+FUNCTION = compute
 HELP = ("Bari et al. Theorem 1: mean optimal service time T̄ᴿ and r/T̄ᴿ, RAD's regime (a bound "
         "only in the paper's cost model), beside the sound throughput bound; Theorem 2's n")
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--workload", default="sharegpt", help="length preset (default sharegpt)")
-    p.add_argument("--model", default="mistral-7b", help="model preset (default mistral-7b)")
-    p.add_argument("--gpu", default="rtx-6000-ada", help="GPU preset (default rtx-6000-ada); its tile gives "
-                                                        "t*_col and t*_lcm")
-    p.add_argument("--batch-time", default="roofline-staircase",
-                   help="batch-time model kind, as the simulator's --batch-time (default roofline-staircase)")
-    p.add_argument("--replicas", type=int, default=1, help="r, identical replicas (default 1)")
-    p.add_argument("--max-total-tokens", type=count, default=None, help="cap prompt+output (as the simulator)")
+    run_field_option(p, "workload", "length preset (default %(default)s)")
+    run_field_option(p, "model", "model preset (default %(default)s)")
+    run_field_option(p, "gpu", "GPU preset (default %(default)s); its tile gives t*_col and t*_lcm")
+    run_field_option(p, "batch_time", "batch-time model kind, as the simulator's --batch-time (default %(default)s)")
+    run_field_option(p, "replicas", "r, identical replicas (default %(default)s)")
+    run_field_option(p, "max_total_tokens", "cap prompt+output (as the simulator)")
     p.add_argument("--tile-prompts", action="store_true",
                    help="round prompts up to a multiple of t*_lcm (the paper's Assumption 3)")
     p.add_argument("--convention", choices=("engine", "theory"), default="engine",
                    help="engine: L^D−1 decodes (the simulator); theory: L^D decodes (the paper's count)")
     p.add_argument("--samples", type=int, default=20000, help="Monte-Carlo samples of the lengths (default 20000)")
-    p.add_argument("--seed", type=int, default=0)
+    run_field_option(p, "seed")
     p.add_argument("--n", type=count, default=None, help="RAD's cycle parameter: check Theorem 2 at --rate")
-    p.add_argument("--rate", type=positive, default=None, help="arrival rate (req/s) for the Theorem 2 check")
+    run_field_option(p, "rate", "arrival rate (req/s) for the Theorem 2 check")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from pathlib import Path
 
-from ..capacity.slo import valid_metrics
+from ..capacity.slo import slos_with_attainment, valid_metrics
 from ..tune.study import DEFAULT_BATCH, DEFAULT_BUDGET, DEFAULT_RESOLUTION
-from .capacity import add_probe_options, parse_slo_args
+from .probe_options import add_probe_options, check_cache_options, probe_cache
 from .run_options import add_run_options, run_configs
 
 DESCRIPTION = (
@@ -78,8 +77,9 @@ def checked_config(base, changes: dict, text: str):
 
 
 def cmd_tune(args) -> int:
-    from ..capacity.cache import ProbeCache
     from ..executors import make_executor
+    from ..tune.checks import check_on
+    from ..tune.outputs import history, lines
     from ..tune.plot import plot_tune
     from ..tune.space import parse_ranges, search_space, split
     from ..tune.study import best_probe, tune
@@ -88,14 +88,13 @@ def cmd_tune(args) -> int:
         import optuna  # noqa: F401
     except ImportError:
         raise ValueError("llmsched tune needs Optuna: pip install 'llmsched[tune]' (or pip install optuna)") from None
-    slos = parse_slo_args(args)
+    slos = slos_with_attainment(args.slo, args.attainment)
     if args.budget < 1:
         raise ValueError(f"--budget {args.budget}: give at least 1 capacity search (the first is the untuned "
                          f"setting)")
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
-    if args.no_cache and args.cache:
-        raise ValueError("--cache and --no-cache contradict each other; give one")
+    check_cache_options(args)
     base = run_configs(args, [args.scheduler])[0]
     only = [s.strip() for s in args.params.split(",") if s.strip()] if args.params else None
     if args.params is not None and not only:
@@ -103,7 +102,7 @@ def cmd_tune(args) -> int:
     params = search_space(base, only, parse_ranges(args.range))
     checks = [(text, checked_config(base, parse_check(text), text)) for text in args.check_on]
     seeds = tuple(range(base.seed, base.seed + args.seeds))
-    cache = None if args.no_cache else ProbeCache(args.cache)
+    cache = probe_cache(args)
     out = Path(args.out)
     print(f"tuning {base.scheduler} on {base.model}/{base.gpu} x{base.replicas}, {base.trace or base.workload}; SLOs: "
           f"{', '.join(s.text for s in slos) or 'none (stability only)'}; {args.budget} searches over "
@@ -112,25 +111,12 @@ def cmd_tune(args) -> int:
         result = tune(base, slos, params, args.budget, args.search_seed, seeds, args.resolution, executor, cache,
                       args.batch, progress=not args.no_progress, max_rate=args.max_rate)
         best = result.best
-        checked = []
-        for text, cfg in checks:
-            cs = tuple(range(cfg.seed, cfg.seed + args.seeds))
-            from ..capacity.rate_search import find_capacities
-            from ..tune.space import apply
-            found = find_capacities({"untuned": cfg, "best": apply(cfg, best.values, params)}, slos, args.resolution,
-                                    cs, executor, cache, max_rate=args.max_rate)
-            checked.append({"check_on": text, "seeds": list(cs), "untuned": found["untuned"].capacity,
-                            "best": found["best"].capacity, "notes": {k: v.note for k, v in found.items() if v.note}})
-    history = {"scheduler": base.scheduler, "unit": result.unit, "slos": [s.text for s in slos],
-               "search_seed": args.search_seed, "batch": args.batch, "budget": args.budget, "seeds": list(seeds),
-               "resolution": args.resolution, "wall_s": result.wall_s,
-               "space": {p.name: {"range": p.range.text(), "start": p.start, "run_field": p.run_field}
-                         for p in params},
-               "base_config": dataclasses.asdict(base), "best_trial": best.number,
-               "trials": [t.to_dict() for t in result.trials], "checks": checked}
+        checked = check_on(checks, best.values, params, slos, args.resolution, args.seeds, executor, cache,
+                           args.max_rate)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "history.json").write_text(json.dumps(history, indent=2, default=str) + "\n")
-    _print(result, checked)
+    (out / "history.json").write_text(json.dumps(history(result, base, slos, args.batch, args.budget, checked),
+                                                 indent=2, default=str) + "\n")
+    print("\n".join(lines(result, checked)))
     if best.capacity is None:
         raise ValueError(f"no setting of {base.scheduler} meets the SLOs at any rate probed ({len(result.trials)} "
                          f"settings); {best_probe(result.trials, slos)}; history in {out}/history.json")
@@ -145,25 +131,3 @@ def cmd_tune(args) -> int:
     print(f"wrote {out}/best.json, {out}/history.json, {out}/tune.png ({result.wall_s:.0f} s)")
     return 0
 
-
-def _print(result, checked) -> None:
-    untuned, best = result.untuned, result.best
-    names = [p.name for p in result.params]
-    print(f"{'trial':>5}  {'capacity':>9}  " + "  ".join(f"{n:>14}" for n in names) + "  probes")
-    for t in result.trials:
-        cap = "none" if t.capacity is None else f"{t.capacity:.4g}"
-        mark = " *" if t is best else ""
-        print(f"{t.number:>5}  {cap:>9}  " + "  ".join(f"{_short(t.values.get(n)):>14}" for n in names)
-              + f"  {t.probes}{mark}")
-    gain = (f" ({best.capacity / untuned.capacity:.3f}x the untuned {untuned.capacity:.4g})"
-            if best.capacity and untuned.capacity else "")
-    cap = "none" if best.capacity is None else f"{best.capacity:.4g} {result.unit}"
-    print(f"best: trial {best.number}, capacity {cap}{gain}")
-    for c in checked:
-        u, b = c["untuned"], c["best"]
-        print(f"check on {c['check_on']} (seeds {', '.join(map(str, c['seeds']))}): untuned "
-              f"{'none' if u is None else f'{u:.4g}'}, best {'none' if b is None else f'{b:.4g}'} {result.unit}")
-
-
-def _short(v) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else str(v)

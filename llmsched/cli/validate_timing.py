@@ -5,9 +5,8 @@ import json
 from pathlib import Path
 
 from ..batchtime.registry import BATCH_TIME_MODELS
-from ..validate.calibrate import CALIBRATION_SPLIT, is_calibration
+from ..validate.calibrate import CALIBRATION_SPLIT
 from ..validate.datasets import load
-from ..validate.prediction_errors import predict, summarise
 
 DEFAULT_KINDS = ("roofline", "roofline-staircase", "engine")
 
@@ -28,10 +27,12 @@ def add(sub) -> None:
     p.add_argument("--model", help="model preset of a steps.csv (e.g. llama-3-8b, llama-2-70b-tp4)")
     p.add_argument("--gpu", help="GPU preset of a steps.csv (e.g. a100)")
     p.add_argument("--out", required=True, help="output folder")
-    p.set_defaults(func=validate_timing)
+    p.set_defaults(func=validate_timing_command)
 
 
-def validate_timing(args) -> int:
+def validate_timing_command(args) -> int:
+    from ..validate.timing import format_table, record, validate_timing
+    from ..validate.timing_figure import plot_predicted_vs_measured
     kinds = list(args.batch_time or DEFAULT_KINDS)
     unknown = [k for k in kinds if k not in BATCH_TIME_MODELS]
     if unknown:
@@ -40,68 +41,14 @@ def validate_timing(args) -> int:
     points = [p for d in datasets for p in d.points]
     if not points:
         raise ValueError(f"--data {', '.join(args.data)}: no usable measurements")
-    rows, pairs = [], {}
-    for kind in kinds:
-        predicted = predict(points, kind)
-        rows += summarise(points, predicted, kind)
-        pairs[kind] = [(p, y) for p, y in zip(points, predicted) if y is not None]
+    rows, pairs = validate_timing(datasets, kinds)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    payload = {"split": CALIBRATION_SPLIT, "batch_time": kinds,
-               "data": [{"name": d.name, "file": str(d.path), "points": len(d.points), "excluded": d.excluded}
-                        for d in datasets], "cells": rows}
-    (out / "validation.json").write_text(json.dumps(payload, indent=2) + "\n")
+    (out / "validation.json").write_text(json.dumps(record(datasets, kinds, rows), indent=2) + "\n")
     print(format_table(rows))
     for d in datasets:
         for line in d.excluded:
             print(f"excluded ({d.name}): {line}")
-    plot(pairs, out / "predicted_vs_measured.png")
+    plot_predicted_vs_measured(pairs, out / "predicted_vs_measured.png")
     print(f"wrote {out / 'validation.json'} and {out / 'predicted_vs_measured.png'}")
     return 0
-
-
-def format_table(rows: list[dict]) -> str:
-    """Markdown: one line per cell and phase, one column group per batch-time model (median abs / median
-    signed / P90 abs %)."""
-    kinds = list(dict.fromkeys(r["batch_time"] for r in rows))
-    keyed = {(r["dataset"], r["model"], r["gpu"], r["tp"], r["phase"], r["batch_time"]): r for r in rows}
-    cells = list(dict.fromkeys((r["dataset"], r["model"], r["gpu"], r["tp"], r["phase"], r["split"]) for r in rows))
-    head = "| data | model | GPU | TP | phase | split | n | " + " | ".join(
-        f"{k}: median abs / signed / P90 abs" for k in kinds) + " |"
-    lines = [head, "|---" * (7 + len(kinds)) + "|"]
-    for dataset, model, gpu, tp, phase, split in cells:
-        parts, n = [], ""
-        for k in kinds:
-            r = keyed.get((dataset, model, gpu, tp, phase, k))
-            if r is None:
-                parts.append("—")
-                continue
-            n = r["points"]
-            parts.append(f"{r['median_abs_pct']:.1f}% / {r['median_pct']:+.1f}% / {r['p90_abs_pct']:.1f}%")
-        lines.append(f"| {dataset} | {model} | {gpu} | {tp} | {phase} | {split} | {n} | " + " | ".join(parts) + " |")
-    return "\n".join(lines)
-
-
-def plot(pairs: dict, path: Path) -> None:
-    """Predicted against measured step time, one panel per batch-time model: colour by split, marker by phase;
-    the diagonal solid and ±10% dotted. One legend beside the panels (every panel has the same series)."""
-    from ..report.sheet import Sheet
-    sheet = Sheet(1, len(pairs), panel=(3.6, 3.6))
-    for ax, (kind, items) in zip(sheet.axes[0], pairs.items()):
-        for phase, marker in (("prefill", "o"), ("decode", "s"), ("mixed", "^"), ("layer", ".")):
-            for split, color in (("calibration", "tab:blue"), ("held-out", "tab:red")):
-                sel = [(p.measured, y) for p, y in items if p.phase == phase
-                       and ("calibration" if is_calibration(p.dataset, p.model, p.tp) else "held-out") == split]
-                if sel:
-                    xs, ys = zip(*sel)
-                    ax.scatter([x * 1e3 for x in xs], [y * 1e3 for y in ys], s=10, marker=marker, color=color,
-                               alpha=0.6, label=f"{phase}, {split}")
-        lo = min(min(p.measured, y) for p, y in items) * 1e3
-        hi = max(max(p.measured, y) for p, y in items) * 1e3
-        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
-        ax.plot([lo, hi], [lo * 1.1, hi * 1.1], "k:", lw=0.6)
-        ax.plot([lo, hi], [lo * 0.9, hi * 0.9], "k:", lw=0.6)
-        ax.set(xscale="log", yscale="log", xlabel="measured (ms)", ylabel="predicted (ms)", title=kind)
-        ax.grid(True, which="major", alpha=0.3)
-    sheet.legend(title="phase, split (line: exact, dotted: ±10%)")
-    sheet.save(path)

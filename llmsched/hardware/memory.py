@@ -6,14 +6,15 @@ group holds its shard of the weights and of every token's KV.
 """
 from __future__ import annotations
 
+from ..engine.limits import MAX_NUM_BATCHED_TOKENS, MAX_NUM_SEQS
 from .gpus import GiB, GPUSpec, gpu as _gpu
 from .models import ModelSpec, model as _model
 
 # CUDA context, cuBLAS/attention workspaces, CUDA graphs and the allocator's slack: vLLM's "non-torch"
 # memory is typically 0.3–1 GiB per GPU; we keep a round 1 GiB.
 RUNTIME_RESERVE_BYTES = 1 * GiB
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-DEFAULT_MAX_NUM_SEQS = 256
+DEFAULT_MAX_NUM_BATCHED_TOKENS = MAX_NUM_BATCHED_TOKENS.default  # the run's defaults (engine/limits.py)
+DEFAULT_MAX_NUM_SEQS = MAX_NUM_SEQS.default
 
 
 def kv_bytes_per_token(model: ModelSpec | str, per_gpu: bool = False) -> int:

@@ -86,8 +86,9 @@ def build_candidates(gpus: list[str], tps: list[int], schedulers: list[str], rou
         if name not in ROUTERS:
             raise ValueError(f"unknown router {name!r}; valid routers: {', '.join(ROUTERS)}")
     variations = variations or {}
-    return [Candidate(gpu_preset(g).name, tp, s, params, r)
-            for g in gpus for tp in tps for s in schedulers for params in variations.get(s, [()]) for r in routers]
+    devices = dict.fromkeys(gpu_preset(g).name for g in gpus)  # two names of one GPU (a100, A100): one candidate
+    return [Candidate(g, tp, s, params, r)
+            for g in devices for tp in tps for s in schedulers for params in variations.get(s, [()]) for r in routers]
 
 
 def memory_fit(model: str, gpu: str, tp: int, gpu_memory_utilization: float = 0.9) -> dict:

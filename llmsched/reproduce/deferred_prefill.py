@@ -321,7 +321,7 @@ def summary(results: list[dict]) -> None:
 
 def reproduce(*, parts: str = ",".join(PARTS), models: str = "granite,llama", timings: str = ",".join(TIMINGS),
               workloads: str = "synthetic,sharegpt", profile: str = PROFILE, K: str | None = None,
-              requests: int | None = None, jobs: int = 1, seed: int = 0, fast: bool = False,
+              requests: int | None = None, jobs: int = 1, seed: int = RunConfig.seed, fast: bool = False,
               out: str | None = None) -> dict:
     """The chosen ``parts`` (table, sensitivity; ``fast`` with the default parts: the table only), printed and
     written to ``out`` (results.json, results.csv)."""

@@ -131,8 +131,8 @@ def preempted_kv(result, tenant: str) -> int:
     return int((log.column("prompt_len")[mine] + log.column("output_len")[mine] - 1).sum())
 
 
-def reproduce(*, duration: float | None = None, fast: bool = False, seed: int = 0, model: str = "llama-3-8b",
-              gpu: str = "a100", out: str | None = None) -> dict:
+def reproduce(*, duration: float | None = None, fast: bool = False, seed: int = RunConfig.seed,
+              model: str = RunConfig.model, gpu: str = RunConfig.gpu, out: str | None = None) -> dict:
     """The three studies, printed as tables and written to ``out`` (results.json, service.png) where given; runs
     of ``duration`` seconds of arrivals (default 300, ``fast`` 60)."""
     if duration is None:

@@ -67,6 +67,8 @@ PAPER = {  # Bari et al. §7 / App. F.3: median TTFT at high load and capacity, 
     0.5: {"ttft": (1.5, 0.73), "capacity": (1.15, 1.4)},
     0.95: {"ttft": (2.0, 0.75), "capacity": (1.15, 1.25)},
 }
+# Bari et al. §7: vLLM runs with prefill batches of 8192 tokens (the others with their own token budgets)
+VLLM_PREFILL_BATCH = 8192
 BASE = dict(model="mistral-7b", gpu="rtx-6000-ada", batch_time="roofline-staircase", workload="sharegpt",
             max_total_tokens=8192, max_num_seqs=128, max_model_len=8192)
 
@@ -79,7 +81,7 @@ def config(label: str, rate: float, share: float, duration: float, seed: int, bt
     name, params = LABELS[label]
     return RunConfig(scheduler=name, scheduler_params=params, rate=rate, duration=duration, tiers=tiers(share),
                      seed=seed, batch_time_params=bt, **BASE,
-                     **({"max_num_batched_tokens": 8192} if name == "vllm" else {}))
+                     **({"max_num_batched_tokens": VLLM_PREFILL_BATCH} if name == "vllm" else {}))
 
 
 def job(spec: dict) -> dict:
@@ -221,7 +223,7 @@ def equal_load_rate(caps: dict) -> float | None:
 
 def reproduce(*, fast: bool = False, out: str = "reproduce-slai", rates: str | None = None,
               max_rate: float | None = None, duration: float | None = None, shares: str | None = None,
-              per_seq_overhead: float = 0.0, jobs: int = 2, seed: int = 0) -> dict:
+              per_seq_overhead: float = 0.0, jobs: int = 2, seed: int = RunConfig.seed) -> dict:
     """The sweep over ``rates`` (comma-separated req/s) and paying ``shares``, the capacities, the equal-load runs
     and the extensions up to ``max_rate``, printed and written to ``out`` (results, report.md, Fig. 7/8)."""
     rate_list = [float(x) for x in rates.split(",")] if rates else \

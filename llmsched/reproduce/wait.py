@@ -24,6 +24,7 @@ from __future__ import annotations
 from ..results_file import write_results
 from ..schedulers.wait.parameters import scheduler_types
 from ..schedulers.wait.synthetic_workloads import WAIT_WORKLOADS
+from ..theory.fluid import PAPER_GPU, PAPER_MODEL
 from .wait_runs.authors import compare_authors
 from .wait_runs.capacities import lmsys_capacities
 from .wait_runs.experiments import (SETTINGS, compare_setting, lmsys_lengths, overflow_rate, reserve_ablation, scaling,
@@ -34,7 +35,7 @@ LMSYS = "lmsys_chat_1m_lengths_sample_input_lt500_output_lt600.csv"
 
 
 def reproduce(*, fast: bool = False, out: str | None = None, settings: str = ",".join(["authors", *SETTINGS]),
-              model: str = "llama-2-7b", gpu: str = "a100", requests: int | None = None, only: str = "",
+              model: str = PAPER_MODEL, gpu: str = PAPER_GPU, requests: int | None = None, only: str = "",
               capacity: bool = False, capacity_requests: int = 1000, capacity_slo: str = "",
               skip_lmsys: bool = False) -> dict:
     """Every part (or the ``only`` ones), printed as tables as they finish and written to ``out``/results.json;

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..batchtime.registry import make_batch_time_model
 from ..hardware.models import model as model_preset
+from ..run_config import RunConfig
 from ..schedulers.deferred.k_star import alpha_from_mean_output
 from ..schedulers.deferred.renewal import check_K, cycle_stats
 from ..schedulers.deferred.throughput import exact_throughput, optimal_K, prop1_throughput, r_interval
@@ -18,8 +19,9 @@ DEFAULT_K = (1, 2, 5, 10, 26, 32, 58, 75, 100, 200)
 
 
 def compute(*, C: int | None = None, mean_output: float = 201.0, prompt: int = 285, preset: str | None = None,
-            timing: str | None = None, steps: str | None = None, model: str = "llama-3-8b", gpu: str = "a100",
-            batch_time: str = "roofline", max_num_batched_tokens: int | None = None, K: str | None = None) -> dict:
+            timing: str | None = None, steps: str | None = None, model: str = RunConfig.model,
+            gpu: str = RunConfig.gpu, batch_time: str = RunConfig.batch_time,
+            max_num_batched_tokens: int | None = None, K: str | None = None) -> dict:
     """ρ(K) exact and by Prop. 1, K*, and a table over ``K`` (comma-separated; default a spread plus K*), with
     the timing constants from one source: an Appendix A ``preset``, explicit ``timing`` "C_P,S_P,C_D,T_D", a
     ``steps`` CSV, or else fitted to ``model`` on ``gpu``."""

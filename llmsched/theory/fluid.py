@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 from ..batchtime.registry import make_batch_time_model
+from ..run_config import RunConfig
 from ..schedulers.wait.fluid_model import batch_cap_thresholds, feasible_cycle_times, fluid, parse_types
 from ..schedulers.wait.iteration_time import wait_coefficients
 from ..schedulers.wait.nested import memory_requirement, nested_thresholds, segments
 from ..schedulers.wait.prompt_types import length_samples, parse_edges, types_from_lengths
 from ..schedulers.wait.synthetic_workloads import WAIT_WORKLOADS
 
+# Ao, Luo, Simchi-Levi, Wang, "Optimizing LLM Inference: Fluid-Guided Online Scheduling with Memory Constraints",
+# §6: every experiment simulates Llama2-7B on an NVIDIA A100 (in Vidur); the fluid theory and the reproduction
+# default to that setting rather than the run's
+PAPER_MODEL = "llama-2-7b"
+PAPER_GPU = "a100"
+
 
 def compute(*, types: str | None = None, workload: str | None = None, rate: float | None = None, bins: int = 10,
-            edges: str | None = None, d0: float | None = None, d1: float | None = None, model: str = "llama-2-7b",
-            gpu: str = "a100", batch_time: str = "roofline", memory: float | None = None,
+            edges: str | None = None, d0: float | None = None, d1: float | None = None, model: str = PAPER_MODEL,
+            gpu: str = PAPER_GPU, batch_time: str = RunConfig.batch_time, memory: float | None = None,
             batch_cap: int | None = None, delta: float = 0.01, horizon: float = 3600.0) -> dict:
     """The fluid equilibrium of the prompt ``types`` ("RATE:PROMPT:DECODE,...") or of a ``workload`` binned by
     output length; WAIT's feasible cycle times for a KV ``memory``; Nested WAIT's thresholds and the memory (14)

@@ -59,6 +59,7 @@ from ..batchtime.base import Batch, BatchTimeModel
 from ..batchtime.linear import LinearBatchTime
 from ..batchtime.roofline import RooflineBatchTime
 from ..batchtime.serving_engine import EngineBatchTime
+from ..run_config import RunConfig
 
 @dataclass(frozen=True)
 class EngineLimits:
@@ -339,25 +340,29 @@ def bound_for_config(cfg, served_fraction: float = 1.0) -> ThroughputBound:
     return throughput_bound(bt, prompts, outputs, limits, cfg.replicas, served_fraction)
 
 
-def config(*, model: str = "llama-3-8b", gpu: str = "a100", tp: int | None = None, batch_time: str = "roofline",
-           workload: str | None = None, trace: str | None = None, num_requests: int | None = None,
-           max_total_tokens: int | None = None, replicas: int = 1, max_num_seqs: int | None = None,
-           max_num_batched_tokens: int | None = None, block_size: int | None = None,
-           gpu_memory_utilization: float | None = None, num_blocks: int | None = None, seed: int = 0) -> RunConfig:
-    """The RunConfig whose replicas and requests the bound is for: a ``trace``'s lengths (all, or the first
-    ``num_requests``), else ``num_requests`` (default 20000) drawn from the ``workload`` preset (default sharegpt);
-    a field left None keeps the run's default."""
-    from ..experiment import RunConfig
-    data = {"model": model, "gpu": gpu, "batch_time": batch_time, "replicas": replicas, "seed": seed}
-    given = {"tp": tp, "max_total_tokens": max_total_tokens, "max_num_seqs": max_num_seqs,
-             "max_num_batched_tokens": max_num_batched_tokens, "block_size": block_size,
-             "gpu_memory_utilization": gpu_memory_utilization, "num_blocks": num_blocks, "num_requests": num_requests}
-    data.update({name: value for name, value in given.items() if value is not None})
-    if trace:
-        data["trace"] = trace
+# requests drawn from a length preset when none are counted: enough that the mean work per request, and so the
+# bound, moves by well under 1% from one seed to another
+PRESET_REQUESTS = 20000
+
+
+def compute(*, served_fraction: float = 1.0, **run) -> tuple[RunConfig, ThroughputBound]:
+    """The bound (``bound_for_config``) for the run ``run`` describes (``config``), and that RunConfig."""
+    cfg = config(**run)
+    return cfg, bound_for_config(cfg, served_fraction)
+
+
+def config(**run) -> RunConfig:
+    """The RunConfig whose replicas and requests the bound is for, from RunConfig's fields (model, gpu, tp,
+    batch_time, replicas, the engine limits, seed, ...; one left out or None keeps the run's default): a
+    ``trace``'s lengths (all, or the first ``num_requests``), else ``num_requests`` (default PRESET_REQUESTS)
+    drawn from the ``workload`` preset."""
+    data = {name: value for name, value in run.items() if value is not None}
+    if data.get("trace"):
+        data.pop("workload", None)
     else:
-        data["workload"] = workload or "sharegpt"
-        data.setdefault("num_requests", 20000)
+        data.pop("trace", None)
+        data.setdefault("workload", RunConfig.workload)
+        data.setdefault("num_requests", PRESET_REQUESTS)
     return RunConfig.from_dict(data, origin="theory throughput-bound")
 
 

@@ -26,7 +26,7 @@ def _policies(setting: str, B: int) -> dict[str, tuple[str, dict, dict]]:
         free = dict(max_num_seqs=1 << 14, max_num_batched_tokens=1 << 22)  # the booking-limit schedulers have none
         base = dict(max_num_seqs=B, max_num_batched_tokens=4096)
     else:
-        free = base = dict(max_num_seqs=B, max_num_batched_tokens=8192)
+        free = base = dict(max_num_seqs=B, max_num_batched_tokens=RunConfig.max_num_batched_tokens)
     return {"nested-wait Alg. 2, B rule": ("nested-wait", nested, free),
             "nested-wait budget gate (authors' code), B rule": ("nested-wait", {**nested, "gate": "budget"}, free),
             "nested-wait Alg. 2, fluid-random": ("nested-wait", fluid, free),

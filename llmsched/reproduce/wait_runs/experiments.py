@@ -102,7 +102,7 @@ def overflow_rate(delta: float, runs: int, duration: float) -> list[dict]:
 def compare(schedulers: list[tuple[str, dict]], lengths, rate: float, num_requests: int, batch_cap: int,
             model: str = "llama-2-7b", gpu: str = "a100", seed: int = 0, batch_time: str = "roofline",
             batch_time_params: dict | None = None, num_blocks: int | None = None, block_size: int = 16,
-            overflow: str = "error", max_num_batched_tokens: int = 8192) -> list[dict]:
+            overflow: str = "error", max_num_batched_tokens: int = RunConfig.max_num_batched_tokens) -> list[dict]:
     """Schedulers on one workload with the same batch-size cap B (max_num_seqs), the same KV memory and the same
     batch-time model (the roofline, or the paper's eq. (1) with ``batch_time="linear"``)."""
     rows = []

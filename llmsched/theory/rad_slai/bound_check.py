@@ -39,8 +39,7 @@ def queue_trace(model: BatchTimeModel, lengths: LengthDist, rate: float, duratio
     The KV cache is made large (``num_blocks``), as Assumption 4 asks, so that only compute limits the rate.
     """
     reqs = Workload(Poisson(rate), lengths, duration=duration, seed=seed).requests()
-    config = ReplicaConfig(num_blocks=num_blocks, max_num_seqs=max_num_seqs, max_num_batched_tokens=8192,
-                           max_model_len=1 << 20)
+    config = ReplicaConfig(num_blocks=num_blocks, max_num_seqs=max_num_seqs, max_model_len=1 << 20)
     steps = StepLog()
     reps = [Replica(i, create_scheduler(scheduler, **(params or {})), model, config, steps) for i in range(replicas)]
 

@@ -1,0 +1,26 @@
+"""``--tenants``: one generated arrival stream per tenant (its own rate, and length preset where it names one),
+merged in time order."""
+from __future__ import annotations
+
+from ..workload.length_presets import length_preset
+from ..workload.tenants import tenant_workloads
+from .common import length_dist, tier_args
+
+NAME = "tenants"
+
+
+def applies(cfg) -> bool:
+    return bool(cfg.tenants)
+
+
+def build(cfg):
+    n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
+    return tenant_workloads(cfg.tenants.value, lambda preset: tenant_lengths(cfg, preset),
+                            num_requests=None if cfg.duration else n, duration=cfg.duration,
+                            arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
+                            seed=cfg.seed, **tier_args(cfg))
+
+
+def tenant_lengths(cfg, preset: str | None):
+    """A tenant's length distribution: its own preset, else the run's."""
+    return length_preset(preset) if preset else length_dist(cfg)

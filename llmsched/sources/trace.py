@@ -1,0 +1,39 @@
+"""``--trace``: a real trace replayed (at its own pace, or rescaled to --rate); a trace with a tenant column gives
+its requests their tenants, weighted by --tenants."""
+from __future__ import annotations
+
+from ..hardware.models import model as model_preset
+from ..workload.tenants import trace_tenants
+from ..workload.workload import read_arrival_trace, replay
+from .common import tier_args
+
+NAME = "trace"
+
+
+def applies(cfg) -> bool:
+    return bool(cfg.trace)
+
+
+def build(cfg):
+    """A trace replay; when the trace names each row's tenant (a ``tenant`` column) its requests carry them, with
+    the weights and priorities ``tenants`` gives (weight 1 each without it)."""
+    trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg))
+    source = replay(trace, target_rate=cfg.rate, num_requests=cfg.num_requests, max_total_tokens=cfg.max_total_tokens,
+                    seed=cfg.seed, block_size=cfg.block_size, **tier_args(cfg)).source()
+    tenants = getattr(trace, "tenants", None)  # a JSONL trace of prompts has no tenant column
+    if tenants is None:
+        if cfg.tenants:
+            raise ValueError(f"--tenants {cfg.tenants}: the trace {trace.source} has no tenant column to say whose "
+                             f"each request is; add one (a column named tenant) or drop --tenants")
+        return source
+    return trace_tenants(source, tenants, cfg.tenants.value if cfg.tenants else None,
+                         str(trace.source))
+
+
+def vocab_size(cfg) -> int | None:
+    """The run's model's vocabulary, which bounds a trace's token ids; None for a model name that build_replicas
+    will refuse with its own error."""
+    try:
+        return model_preset(cfg.model).vocab
+    except ValueError:
+        return None
