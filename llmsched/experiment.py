@@ -6,6 +6,7 @@ through a registry, never through an import path, so a config file cannot load c
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 
 import numpy as np
@@ -20,6 +21,7 @@ from .hardware.models import model as model_preset
 from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
+from .metrics.timeline import Timeline, window_width
 from .routers import make_router
 from .run_config import RunConfig
 from .schedulers.registry import create_scheduler, scheduler_info
@@ -32,6 +34,9 @@ from .workload.length_presets import length_preset
 from .workload.traces import DataFileNotFound, resolve_data_file
 from .workload.closed_sessions import DrawnSessions, SessionClosedLoop
 from .workload.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, open_loop_rate
+from .workload.modulated import scheduled_arrivals
+from .workload.trace_time import play
+from .config_fields import MAX_REQUESTS
 
 
 def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
@@ -173,9 +178,29 @@ def shared_prefix_source(cfg: RunConfig, tiers):
     if cfg.concurrency is not None:
         return generator.closed_loop(cfg.concurrency, cfg.num_requests, cfg.think_time, cfg.turns, **extra)
     if cfg.rate_schedule:
-        raise ValueError(f"--rate-schedule does not apply to --workload {SHARED_PREFIX}; give --rate")
+        n, duration = schedule_span(cfg)
+        process = scheduled_arrivals(cfg.rate_schedule.value.shape, cfg.arrival, cfg.cv)
+        return generator.open_loop(num_requests=n, duration=duration, process=process, **extra)
     n = None if cfg.duration is not None else cfg.num_requests or 1000
     return generator.open_loop(open_loop_rate(cfg.rate), n, cfg.duration, cfg.arrival, cfg.cv, **extra)
+
+
+def schedule_span(cfg: RunConfig) -> tuple[int | None, float | None]:
+    """How much of the run's rate schedule to draw: ``num_requests`` or ``duration`` as given, else a schedule that
+    ends (stages) to its end; a burst after the arrivals end is an error."""
+    schedule = cfg.rate_schedule.value
+    n, duration = cfg.num_requests, cfg.duration
+    if n is None and duration is None:
+        if schedule.shape.end == math.inf:
+            raise ValueError(f"rate_schedule {cfg.rate_schedule!r} never ends: give --num-requests or --duration "
+                             f"(how many requests, or for how long)")
+        duration = schedule.shape.end
+    if duration is not None and float(schedule.shape.cumulative(duration)) > MAX_REQUESTS:
+        raise ValueError(f"rate_schedule {cfg.rate_schedule!r} over {duration:g} s means about "
+                         f"{float(schedule.shape.cumulative(duration)):.3g} requests (more than {MAX_REQUESTS:,}); "
+                         f"shorten the duration")
+    schedule.check_run(duration, n)
+    return n, duration
 
 
 def build_source(cfg: RunConfig):
@@ -186,11 +211,15 @@ def build_source(cfg: RunConfig):
     if cfg.workload == SHARED_PREFIX and not cfg.lengths:
         return shared_prefix_source(cfg, tiers or None)
     if cfg.tenants:
-        n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
+        if cfg.rate_schedule:
+            n, duration = schedule_span(cfg)
+            extra["shape"] = cfg.rate_schedule.value.shape
+        else:
+            n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
+            n, duration = None if cfg.duration else n, cfg.duration
         return tenant_workloads(cfg.tenants.value, lambda preset: tenant_lengths(cfg, preset),
-                                num_requests=None if cfg.duration else n, duration=cfg.duration,
-                                arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
-                                seed=cfg.seed, **extra)
+                                num_requests=n, duration=duration, arrival=cfg.arrival, cv=cfg.cv,
+                                max_total_tokens=cfg.max_total_tokens, seed=cfg.seed, **extra)
     if cfg.concurrency is not None:
         if cfg.num_requests is None:
             raise ValueError("concurrency (a closed loop) needs num_requests, how many requests it sends in all")
@@ -201,12 +230,10 @@ def build_source(cfg: RunConfig):
         return ClosedLoop(cfg.concurrency, length_dist(cfg), cfg.num_requests, seed=cfg.seed,
                           max_total_tokens=cfg.max_total_tokens, think_time=cfg.think_time, **extra)
     if cfg.rate_schedule:
-        if cfg.num_requests is None and cfg.duration is None:
-            raise ValueError(f"rate_schedule {cfg.rate_schedule!r} needs num_requests or duration (--num-requests "
-                             f"or --duration)")
-        wl = Workload(cfg.rate_schedule.value, length_dist(cfg),
-                      num_requests=cfg.num_requests, duration=cfg.duration, max_total_tokens=cfg.max_total_tokens,
-                      seed=cfg.seed, **extra)
+        n, duration = schedule_span(cfg)
+        wl = Workload(scheduled_arrivals(cfg.rate_schedule.value.shape, cfg.arrival, cfg.cv), length_dist(cfg),
+                      num_requests=n, duration=duration, max_total_tokens=cfg.max_total_tokens, seed=cfg.seed,
+                      **extra)
     else:
         if cfg.rate is None:
             raise ValueError("a generated workload needs rate (--rate, requests/s)")
@@ -221,8 +248,18 @@ def trace_source(cfg: RunConfig, extra: dict):
     """A trace replay; when the trace names each row's tenant (a ``tenant`` column) its requests carry them, with
     the weights and priorities ``tenants`` gives (weight 1 each without it)."""
     trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg))
-    source = replay(trace, target_rate=cfg.rate, num_requests=cfg.num_requests, max_total_tokens=cfg.max_total_tokens,
-                    seed=cfg.seed, block_size=cfg.block_size, **extra).source()
+    if cfg.duration is not None or cfg.rate_schedule or cfg.time_scale is not None:
+        schedule = cfg.rate_schedule.value if cfg.rate_schedule else None
+        if schedule is not None:
+            schedule.check_run(cfg.duration, cfg.num_requests or (None if cfg.duration else len(trace)))
+        source = play(trace, target_rate=cfg.rate, time_scale=cfg.time_scale,
+                      shape=None if schedule is None else schedule.shape, num_requests=cfg.num_requests,
+                      duration=cfg.duration, max_total_tokens=cfg.max_total_tokens, seed=cfg.seed,
+                      block_size=cfg.block_size, **extra).source()
+    else:
+        source = replay(trace, target_rate=cfg.rate, num_requests=cfg.num_requests,
+                        max_total_tokens=cfg.max_total_tokens, seed=cfg.seed, block_size=cfg.block_size,
+                        **extra).source()
     tenants = getattr(trace, "tenants", None)  # a JSONL trace of prompts has no tenant column
     if tenants is None:
         if cfg.tenants:
@@ -268,7 +305,12 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     elif caching:
         log = RequestLog(cfg.keep_gaps, cached=True)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
+    timeline = run_timeline(cfg, source)
+    if timeline is not None and log is not None:
+        log.timeline = timeline  # a streamed log folds arrivals in as it writes them
     result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
+    if timeline is not None:
+        result.timeline = offered_timeline(cfg, timeline, result)
     rep = replicas[0]
     result.meta = {
         "config": dataclasses.asdict(cfg),
@@ -283,6 +325,41 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     if cfg.horizon is not None:
         account_horizon(cfg, source, result)
     return result
+
+
+def run_timeline(cfg: RunConfig, source) -> Timeline | None:
+    """The run's timeline grid, when it keeps one (a rate schedule, or a timeline window given): ``timeline_window``
+    seconds a window, else the width that gives at most 300 windows over the schedule's span."""
+    if cfg.timeline_window is None and not cfg.rate_schedule:
+        return None
+    return Timeline(cfg.timeline_window or window_width(schedule_extent(cfg, source)))
+
+
+def schedule_extent(cfg: RunConfig, source) -> float:
+    """How long the run's arrivals last: its duration, or the time the schedule expects its last arrival at."""
+    if cfg.duration is not None:
+        return cfg.duration
+    shape = cfg.rate_schedule.value.shape
+    n = float(len(source))
+    return float(shape.inverse(np.array([n]))[0]) if n < shape.total else shape.end
+
+
+def offered_timeline(cfg: RunConfig, timeline: Timeline, result: RunResult) -> dict:
+    """summary.json's ``timeline``: per window, the requests that arrived (``arrivals``, and per second
+    ``offered_rate``) and, with a rate schedule, the rate it offers on average over the window
+    (``scheduled_rate``, its integral over the window divided by the width)."""
+    if not getattr(result.requests, "streamed", False):
+        timeline.add("arrivals", result.requests.column("arrival"))
+    end = cfg.duration
+    columns = {"arrivals": ("arrivals", False), "offered_rate": ("arrivals", True)}
+    if cfg.rate_schedule:
+        shape = cfg.rate_schedule.value.shape
+        if end is None and cfg.num_requests is None and shape.end < math.inf:
+            end = shape.end  # a schedule that ends (stages) is the run's span
+        edges = np.append(timeline.starts(end), timeline.windows(end) * timeline.width)
+        timeline.set("scheduled", np.diff(shape.cumulative(edges)))
+        columns["scheduled_rate"] = ("scheduled", True)
+    return {"window": timeline.width, "rows": timeline.rows(columns, end)}
 
 
 def offered(source) -> int:
