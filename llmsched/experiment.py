@@ -322,6 +322,8 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         "wall_time_s": result.wall_time,
         "simulated_s": result.end_time,
     }
+    if cfg.rate_schedule:
+        result.meta["rate_schedule"] = cfg.rate_schedule.value.describe()  # the pieces the text stood for
     if cfg.horizon is not None:
         account_horizon(cfg, source, result)
     return result

@@ -16,12 +16,13 @@ A piecewise-constant shape with Poisson arrivals is ``Piecewise``'s process, and
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator
 
 import numpy as np
 
 from llmsched.workload.arrivals import ArrivalProcess, Piecewise, check_count, check_duration
-from llmsched.workload.chunks import CHUNK, check_chunk
+from llmsched.workload.chunks import CHUNK, check_chunk, pieces
 from llmsched.workload.rate_shape import RateShape
 
 UNITS = ("poisson", "gamma", "constant")
@@ -97,6 +98,8 @@ class Modulated(ArrivalProcess):
 
     def chunks(self, n, rng, size=CHUNK):
         n, size = check_count(n), check_chunk(size)
+        if self.shape.total < math.inf:  # whether n arrivals exist is known only from all of them: drawn now
+            return pieces(self.times(n, rng), size)
         return self._times(self._units(n, rng, size))
 
     def until(self, duration: float, rng: np.random.Generator) -> np.ndarray:

@@ -62,7 +62,8 @@ class TracePlay(ArrivalProcess):
     def _clock(self, units: np.ndarray) -> np.ndarray:
         return units if self.shape is None else self.shape.inverse(units)
 
-    def _check_reach(self, count: int) -> None:
+    def check_reach(self, count: int) -> None:
+        """A schedule that falls to 0 for good must offer the first ``count`` requests their places."""
         if self.shape is None or count == 0:
             return
         last = float(self._units(count - 1, 1)[0])
@@ -74,12 +75,12 @@ class TracePlay(ArrivalProcess):
 
     def times(self, n: int, rng: np.random.Generator | None = None) -> np.ndarray:
         n = check_count(n)
-        self._check_reach(n)
+        self.check_reach(n)
         return self._clock(self._units(0, n))
 
     def chunks(self, n, rng=None, size=CHUNK):
         n, size = check_count(n), check_chunk(size)
-        self._check_reach(n)
+        self.check_reach(n)
         return (self._clock(self._units(a, min(size, n - a))) for a in range(0, n, size))
 
     def count_until(self, duration: float) -> int:
@@ -132,6 +133,7 @@ def play(trace, target_rate: float | None = None, time_scale: float | None = Non
         raise TraceError(f"{where}: {source_count(count, len(trace))} would repeat this trace, whose requests name "
                          f"their prompts (or sessions), so each copy would find the first copy's prompts cached; "
                          f"replay at most {len(trace)} requests (--num-requests, a shorter --duration)")
+    process.check_reach(count)  # now, not when the run reaches the end of the schedule
     lengths = Empirical.from_trace(trace, draw="cycle" if count > len(trace) else "sequential")
     if duration is None:
         num_requests = count
