@@ -123,7 +123,8 @@ def workload_params(cfg: RunConfig, source) -> dict:
     if out["lengths"] == SHARED_PREFIX:  # not a length preset: the policy keeps its own default lengths
         del out["lengths"]
     if cfg.concurrency is None:
-        rate = cfg.rate if cfg.rate and not (cfg.rate_schedule or cfg.tenants) else mean_rate(source)
+        scheduled = cfg.rate_schedule or cfg.tenants or cfg.time_scale is not None
+        rate = cfg.rate if cfg.rate and not scheduled else mean_rate(source)
         if rate:
             out["rate"] = rate / max(cfg.replicas, cfg.dp)  # each replica's (DP rank's) share: spread evenly
     return out
@@ -252,7 +253,7 @@ def trace_source(cfg: RunConfig, extra: dict):
         schedule = cfg.rate_schedule.value if cfg.rate_schedule else None
         if schedule is not None:
             schedule.check_run(cfg.duration, cfg.num_requests or (None if cfg.duration else len(trace)))
-        source = play(trace, target_rate=cfg.rate, time_scale=cfg.time_scale,
+        source = play(trace, target_rate=None if cfg.time_scale is not None else cfg.rate, time_scale=cfg.time_scale,
                       shape=None if schedule is None else schedule.shape, num_requests=cfg.num_requests,
                       duration=cfg.duration, max_total_tokens=cfg.max_total_tokens, seed=cfg.seed,
                       block_size=cfg.block_size, **extra).source()

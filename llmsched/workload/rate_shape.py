@@ -118,13 +118,6 @@ class RateShape:
         i = np.searchsorted(self._starts, t, side="right") - 1
         return self._cumulative[i] + self._levels[i] * (self._antiderivative(t) - self._at_start[i])
 
-    def peak(self, start: float, end: float) -> float:
-        """The highest rate in ``[start, end)``."""
-        i0 = int(np.searchsorted(self._starts, start, side="right")) - 1
-        i1 = int(np.searchsorted(self._starts, end, side="left"))
-        top = float(self._levels[i0:i1].max())
-        return top if self.wave is None else top * self.wave.peak
-
     def inverse(self, unit: np.ndarray) -> np.ndarray:
         """The times at which the expected count reaches each of ``unit`` (non-decreasing, each below ``total``)."""
         unit = np.asarray(unit, float)
