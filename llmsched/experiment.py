@@ -307,7 +307,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         log = RequestLog(cfg.keep_gaps, cached=True)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
     timeline = run_timeline(cfg, source)
-    if timeline is not None and log is not None:
+    if timeline is not None and getattr(log, "streamed", False):
         log.timeline = timeline  # a streamed log folds arrivals in as it writes them
     result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
     if timeline is not None:

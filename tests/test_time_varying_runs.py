@@ -174,3 +174,16 @@ def test_the_docs_examples_build_their_workloads(tmp_path, monkeypatch):
         args = build_parser("simulate").parse_args(argv)
         cfg = run_configs(args, [args.scheduler or "sarathi"])[0]
         assert len(build_source(cfg)) > 0, argv
+
+
+def test_a_schedule_over_a_trace_of_prompts_keeps_their_contents_and_reports_its_timeline():
+    """A trace naming its prompts (Mooncake) bent by stages: the prefix cache's log carries the timeline too."""
+    cfg = RunConfig(trace="conversation_trace.jsonl", rate=None, num_requests=60, rate_schedule="stages:3@100",
+                    model="llama-3.1-8b", gpu="h100", replicas=2)
+    source = build_source(cfg)
+    reqs = list(source.initial())
+    assert all(r.content is not None for r in reqs) and max(r.arrival for r in reqs) < 100.0
+    result = run(cfg)
+    rows = summarize(result)["timeline"]["rows"]
+    assert sum(r["arrivals"] for r in rows) == 60
+    assert "cached_tokens" in result.requests.cols
