@@ -20,24 +20,10 @@ MIN_RATE = 1e-6
 MAX_REQUESTS = 100_000_000
 
 
-def parse_rate_schedule(text: str) -> list[tuple[float, float]]:
-    """'START:RATE,...' (seconds:requests/s) as (start, rate) pairs."""
-    try:
-        segments = [tuple(float(x) for x in part.split(":")) for part in text.split(",")]
-        if any(len(seg) != 2 for seg in segments):
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"rate_schedule {text!r}: write START:RATE pairs, e.g. '0:2,300:4,600:1'") from None
-    return segments
-
-
 # (field, other field, why they do not go together and what to do instead)
 CONFLICTS = (
-    ("trace", "duration", "a trace replays its own arrivals; use --num-requests N to replay the first N requests"),
     ("trace", "concurrency", "a closed loop issues a request whenever one finishes, so it cannot replay a trace's "
                              "arrivals; for its lengths use --lengths FILE.csv with --concurrency"),
-    ("trace", "rate_schedule", "a trace has its own arrival times; --rate-schedule shapes generated arrivals "
-                               "(with --workload or --lengths)"),
     ("trace", "arrival", "a trace has its own arrival times; --arrival applies to --workload or --lengths"),
     ("trace", "cv", "a trace has its own arrival times; --cv applies to gamma arrivals of --workload/--lengths"),
     ("trace", "workload", "a trace carries its own lengths; drop --workload (or drop --trace)"),
@@ -50,11 +36,12 @@ CONFLICTS = (
     ("concurrency", "arrival", "a closed loop has no arrival process; drop --arrival or --concurrency"),
     ("concurrency", "cv", "a closed loop has no arrival process; drop --cv or --concurrency"),
     ("rate_schedule", "rate", "the schedule gives the rate of each period; drop --rate"),
-    ("rate_schedule", "cv", "a rate schedule draws Poisson arrivals; drop --cv"),
+    ("time_scale", "rate", "both set a trace's pace: --rate rescales it to a mean rate, --time-scale multiplies its "
+                           "timestamps; give one"),
+    ("time_scale", "rate_schedule", "the schedule sets the trace's pace; drop --time-scale"),
     ("num_requests", "duration", "give the number of requests or the duration of arrivals, not both"),
     ("tenants", "rate", "each tenant has its own rate (--tenants NAME:rate=R,...); drop --rate"),
     ("tenants", "concurrency", "each tenant is an open-loop arrival stream; drop --concurrency or --tenants"),
-    ("tenants", "rate_schedule", "each tenant has its own rate (--tenants NAME:rate=R,...); drop --rate-schedule"),
 )
 
 # what the rest of a run is, for defaults that would not apply to it
@@ -97,9 +84,9 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
     if arrival == "gamma" and given(data, "arrival") and not given(data, "cv"):
         raise ValueError(f"{origin_of('arrival').name('arrival')} gamma needs --cv, the coefficient of variation of "
                          f"the gaps (1 = Poisson, > 1 burstier)")
-    if given(data, "rate_schedule") and arrival != "poisson":
-        raise ValueError(f"{origin_of('arrival').name('arrival')} {arrival}: a rate schedule draws Poisson "
-                         f"arrivals; drop --arrival")
+    if given(data, "time_scale") and not given(data, "trace"):
+        raise ValueError(f"{origin_of('time_scale').name('time_scale')} applies to a replayed trace (--trace); for "
+                         f"generated arrivals give --rate or --rate-schedule")
     for key, neutral in (("turns", 1), ("think_time", 0.0)):  # a session's one turn, no think time: no closed loop
         if given(data, key) and data[key] != neutral and not given(data, "concurrency"):
             raise ValueError(f"{origin_of(key).name(key)} applies to a closed loop: give --concurrency (the users) "

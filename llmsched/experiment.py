@@ -6,6 +6,7 @@ through a registry, never through an import path, so a config file cannot load c
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 
 import numpy as np
@@ -20,6 +21,7 @@ from .hardware.models import model as model_preset
 from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
+from .metrics.timeline import Timeline, window_width
 from .routers import make_router
 from .run_config import RunConfig
 from .schedulers.registry import create_scheduler, scheduler_info
@@ -115,7 +117,8 @@ def workload_params(cfg: RunConfig, source) -> dict:
     if out["lengths"] == SHARED_PREFIX:  # not a length preset: the policy keeps its own default lengths
         del out["lengths"]
     if cfg.concurrency is None:
-        rate = cfg.rate if cfg.rate and not (cfg.rate_schedule or cfg.tenants) else mean_rate(source)
+        scheduled = cfg.rate_schedule or cfg.tenants or cfg.time_scale is not None
+        rate = cfg.rate if cfg.rate and not scheduled else mean_rate(source)
         if rate:
             out["rate"] = rate / max(cfg.replicas, cfg.dp)  # each replica's (DP rank's) share: spread evenly
     return out
@@ -174,7 +177,12 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     elif caching:
         log = RequestLog(cfg.keep_gaps, cached=True)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
+    timeline = run_timeline(cfg, source)
+    if timeline is not None and getattr(log, "streamed", False):
+        log.timeline = timeline  # a streamed log folds arrivals in as it writes them
     result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
+    if timeline is not None:
+        result.timeline = offered_timeline(cfg, timeline, result)
     rep = replicas[0]
     result.meta = {
         "config": dataclasses.asdict(cfg),
@@ -186,9 +194,46 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         "wall_time_s": result.wall_time,
         "simulated_s": result.end_time,
     }
+    if cfg.rate_schedule:
+        result.meta["rate_schedule"] = cfg.rate_schedule.value.describe()  # the pieces the text stood for
     if cfg.horizon is not None:
         account_horizon(cfg, source, result)
     return result
+
+
+def run_timeline(cfg: RunConfig, source) -> Timeline | None:
+    """The run's timeline grid, when it keeps one (a rate schedule, or a timeline window given): ``timeline_window``
+    seconds a window, else the width that gives at most 300 windows over the schedule's span."""
+    if cfg.timeline_window is None and not cfg.rate_schedule:
+        return None
+    return Timeline(cfg.timeline_window or window_width(schedule_extent(cfg, source)))
+
+
+def schedule_extent(cfg: RunConfig, source) -> float:
+    """How long the run's arrivals last: its duration, or the time the schedule expects its last arrival at."""
+    if cfg.duration is not None:
+        return cfg.duration
+    shape = cfg.rate_schedule.value.shape
+    n = float(len(source))
+    return float(shape.inverse(np.array([n]))[0]) if n < shape.total else shape.end
+
+
+def offered_timeline(cfg: RunConfig, timeline: Timeline, result: RunResult) -> dict:
+    """summary.json's ``timeline``: per window, the requests that arrived (``arrivals``, and per second
+    ``offered_rate``) and, with a rate schedule, the rate it offers on average over the window
+    (``scheduled_rate``, its integral over the window divided by the width)."""
+    if not getattr(result.requests, "streamed", False):
+        timeline.add("arrivals", result.requests.column("arrival"))
+    end = cfg.duration
+    columns = {"arrivals": ("arrivals", False), "offered_rate": ("arrivals", True)}
+    if cfg.rate_schedule:
+        shape = cfg.rate_schedule.value.shape
+        if end is None and cfg.num_requests is None and shape.end < math.inf:
+            end = shape.end  # a schedule that ends (stages) is the run's span
+        edges = np.append(timeline.starts(end), timeline.windows(end) * timeline.width)
+        timeline.set("scheduled", np.diff(shape.cumulative(edges)))
+        columns["scheduled_rate"] = ("scheduled", True)
+    return {"window": timeline.width, "rows": timeline.rows(columns, end)}
 
 
 def offered(source) -> int:

@@ -12,19 +12,19 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config_fields import MAX_REQUESTS, MAX_SECONDS, MIN_RATE, check_combination, check_params, parse_rate_schedule
+from .config_fields import MAX_REQUESTS, MAX_SECONDS, MIN_RATE, check_combination, check_params
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
                             MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
 from .hardware.gpus import gpu_from_file
 from .hardware.hf_config import KV_CACHE_DTYPE_BYTES
 from .run_field import API, Origin, declare, declared, default_of
-from .workload.arrivals import Piecewise
+from .workload.rate_schedule import EXAMPLE as SCHEDULE_EXAMPLE, RateSchedule, parse_rate_schedule
 from .workload.tenants import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
 from .workload.tiers import parse_tiers
 
 
-def parse_rate_schedule_text(text: str) -> Piecewise:
-    return Piecewise(parse_rate_schedule(text))
+def parse_rate_schedule_text(text: str) -> RateSchedule:
+    return parse_rate_schedule(text)
 
 
 def gpu_spec_file(text: str):
@@ -91,9 +91,16 @@ class RunConfig:
                                       "constant", choices=("poisson", "gamma", "constant"))
     cv: float | None = declare(None, "coefficient of variation of gamma inter-arrival times (>1 is burstier than "
                                      "Poisson)", kind=float, optional=True, above=0, high=1e3)
-    rate_schedule: str | None = declare(None, "piecewise-constant arrival rate 'START:RATE,...', e.g. '0:2,300:4' "
-                                              "(with --workload)", kind=str, optional=True,
-                                        hint="'START:RATE,...', e.g. '0:2,300:4'", parse=parse_rate_schedule_text)
+    rate_schedule: str | None = declare(None, "arrival rate over time (docs/workloads.md, \"Time-varying traffic\"): "
+                                              "steps 'START:RATE,...', inference-perf stages 'stages:RATE@SECONDS,"
+                                              "...' (or its config file), 'diurnal:peak=R,trough=R[,period=S]"
+                                              "[,peak_at=S]', each with any ';burst:at=T,x=K,for=D'; with --workload, "
+                                              "--lengths, --tenants (their rates split it) or --trace (bends its "
+                                              "time)", kind=str, optional=True, hint=f"e.g. {SCHEDULE_EXAMPLE}",
+                                        parse=parse_rate_schedule_text)
+    time_scale: float | None = declare(None, "--trace: multiply every timestamp by this factor (0.5 replays it "
+                                             "twice as fast, 2 at half its rate)", kind=float, optional=True, above=0,
+                                       high=1e6, hint="a factor > 0 (with --trace)")
     concurrency: int | None = declare(None, "closed loop: keep this many requests in flight (a new one arrives as "
                                             "one finishes)", kind=int, optional=True, low=1, high=MAX_REQUESTS)
     turns: int | None = declare(None, "closed loop: each user's requests form sessions of this many turns, each "
@@ -137,6 +144,11 @@ class RunConfig:
                                    high=1e6)
     oracle: bool = ORACLE.field()
     prefix_caching: bool = PREFIX_CACHING.field()
+    timeline_window: float | None = declare(None, "seconds per window of summary.json's timeline and timeline.csv "
+                                                  "(offered load per window); default with --rate-schedule: the "
+                                                  "shortest of 1, 5, 10, 30, 60 s, 5, 10, 15, 30, 60 min giving at "
+                                                  "most 300 windows", kind=float, optional=True, above=0,
+                                            high=MAX_SECONDS, hint="seconds")
     # run control
     horizon: float | None = declare(None, "stop simulating at this time (s); requests in flight end unfinished",
                                     kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")

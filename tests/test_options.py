@@ -111,7 +111,7 @@ def test_presets_list_no_private_parameters(capsys):
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"trace": "x.csv", "duration": 5.0}, "duration does not apply together with trace"),
+    ({"trace": "x.csv", "time_scale": 2.0, "rate": 3.0}, "rate does not apply together with time_scale"),
     ({"concurrency": 4, "num_requests": 8, "rate_schedule": "0:2"}, "rate_schedule does not apply"),
     ({"oracle": "false"}, "oracle='false': must be true or false"),
     ({"max_num_seqs": 2.5}, "max_num_seqs=2.5: must be an integer"),

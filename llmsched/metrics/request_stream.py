@@ -76,6 +76,7 @@ class RequestStream(RequestLog):
         self.good = 0
         self.preemptions = self.preemptions_finished = self.preempted = 0
         self.tier_totals: list[TierTotals] = []
+        self.timeline = None  # a metrics.timeline.Timeline to fold the arrivals into, when the run keeps one
         self.closed = False
 
     def __len__(self) -> int:
@@ -134,6 +135,8 @@ class RequestStream(RequestLog):
         finished = status == FINISHED
         self.status.update(status.tolist())
         arrival, finish = col("arrival"), col("finish")
+        if self.timeline is not None:
+            self.timeline.add("arrivals", arrival)
         self.arrival_min = min(self.arrival_min, float(arrival.min()))
         self.arrival_max = max(self.arrival_max, float(arrival.max()))
         ended = np.isfinite(finish)

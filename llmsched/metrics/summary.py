@@ -124,6 +124,8 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     policy = [row["policy"] for row in result.replica_stats if row.get("policy")]
     if policy:
         out["policy"] = summed(policy)
+    if getattr(result, "timeline", None) is not None:
+        out["timeline"] = result.timeline  # the run's load over time (experiment.offered_timeline)
     return out
 
 

@@ -60,7 +60,8 @@ def write_json(obj, path) -> None:
 
 
 def write_run(result, summary: dict, out_dir) -> Path:
-    """Write ``summary.json``, ``requests.csv``, ``steps.csv`` and ``meta.json`` into ``out_dir`` (created).
+    """Write ``summary.json``, ``requests.csv``, ``steps.csv`` and ``meta.json`` into ``out_dir`` (created), and
+    ``timeline.csv`` when the summary has a timeline (a run with a rate schedule or a timeline window).
 
     Returns the directory. ``meta.json`` is ``result.meta`` as given. A streamed run (``simulate --stream``)
     wrote its CSV files during the run: they must be this directory's.
@@ -69,6 +70,8 @@ def write_run(result, summary: dict, out_dir) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     write_json(summary, out / "summary.json")
     write_json(result.meta, out / "meta.json")
+    if summary.get("timeline"):
+        write_table(summary["timeline"]["rows"], path_csv=out / "timeline.csv")
     if getattr(result.requests, "streamed", False):
         for log, name in ((result.requests, "requests.csv"), (result.steps, "steps.csv")):
             if log.path is None or Path(log.path).resolve() != (out / name).resolve():

@@ -1,8 +1,9 @@
-"""``--rate-schedule``: the run's lengths arriving at a piecewise-constant rate, for a count or a duration."""
+"""``--rate-schedule``: the run's lengths arriving at a rate that varies in time (steps, stages, diurnal, bursts), for a count, a duration or the schedule's own end."""
 from __future__ import annotations
 
+from ..workload.modulated import scheduled_arrivals
 from ..workload.workload import Workload
-from .common import length_dist, tier_args
+from .common import length_dist, schedule_span, tier_args
 
 NAME = "rate-schedule"
 
@@ -12,8 +13,7 @@ def applies(cfg) -> bool:
 
 
 def build(cfg):
-    if cfg.num_requests is None and cfg.duration is None:
-        raise ValueError(f"rate_schedule {cfg.rate_schedule!r} needs num_requests or duration (--num-requests "
-                         f"or --duration)")
-    return Workload(cfg.rate_schedule.value, length_dist(cfg), num_requests=cfg.num_requests, duration=cfg.duration,
-                    max_total_tokens=cfg.max_total_tokens, seed=cfg.seed, **tier_args(cfg)).source()
+    n, duration = schedule_span(cfg)
+    return Workload(scheduled_arrivals(cfg.rate_schedule.value.shape, cfg.arrival, cfg.cv), length_dist(cfg),
+                    num_requests=n, duration=duration, max_total_tokens=cfg.max_total_tokens, seed=cfg.seed,
+                    **tier_args(cfg)).source()

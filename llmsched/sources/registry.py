@@ -16,7 +16,7 @@ SOURCE_MODULES = (
     "llmsched.sources.tenants",        # --tenants: one generated stream per tenant
     "llmsched.sources.sessions",       # --concurrency with --turns > 1: closed-loop conversations
     "llmsched.sources.closed_loop",    # --concurrency: a closed loop of single requests
-    "llmsched.sources.rate_schedule",  # --rate-schedule: a piecewise-constant rate
+    "llmsched.sources.rate_schedule",  # --rate-schedule: a rate that varies in time
     "llmsched.sources.generated",      # a length preset (or --lengths) at --rate
 )
 

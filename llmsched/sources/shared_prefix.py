@@ -2,8 +2,9 @@
 a closed loop."""
 from __future__ import annotations
 
+from ..workload.modulated import scheduled_arrivals
 from ..workload.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, open_loop_rate
-from .common import tier_args
+from .common import schedule_span, tier_args
 
 NAME = SHARED_PREFIX
 
@@ -20,6 +21,8 @@ def build(cfg):
     if cfg.concurrency is not None:
         return generator.closed_loop(cfg.concurrency, cfg.num_requests, cfg.think_time, cfg.turns, **tier_args(cfg))
     if cfg.rate_schedule:
-        raise ValueError(f"--rate-schedule does not apply to --workload {SHARED_PREFIX}; give --rate")
+        n, duration = schedule_span(cfg)
+        process = scheduled_arrivals(cfg.rate_schedule.value.shape, cfg.arrival, cfg.cv)
+        return generator.open_loop(num_requests=n, duration=duration, process=process, **tier_args(cfg))
     n = None if cfg.duration is not None else cfg.num_requests or 1000
     return generator.open_loop(open_loop_rate(cfg.rate), n, cfg.duration, cfg.arrival, cfg.cv, **tier_args(cfg))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..workload.length_presets import length_preset
 from ..workload.tenants import tenant_workloads
-from .common import length_dist, tier_args
+from .common import length_dist, schedule_span, tier_args
 
 NAME = "tenants"
 
@@ -14,11 +14,16 @@ def applies(cfg) -> bool:
 
 
 def build(cfg):
-    n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
+    extra = tier_args(cfg)
+    if cfg.rate_schedule:  # the schedule is the run's total rate, shared in the tenants' rate ratios
+        n, duration = schedule_span(cfg)
+        extra["shape"] = cfg.rate_schedule.value.shape
+    else:
+        n = cfg.num_requests if cfg.num_requests or cfg.duration else 1000
+        n, duration = None if cfg.duration else n, cfg.duration
     return tenant_workloads(cfg.tenants.value, lambda preset: tenant_lengths(cfg, preset),
-                            num_requests=None if cfg.duration else n, duration=cfg.duration,
-                            arrival=cfg.arrival, cv=cfg.cv, max_total_tokens=cfg.max_total_tokens,
-                            seed=cfg.seed, **tier_args(cfg))
+                            num_requests=n, duration=duration, arrival=cfg.arrival, cv=cfg.cv,
+                            max_total_tokens=cfg.max_total_tokens, seed=cfg.seed, **extra)
 
 
 def tenant_lengths(cfg, preset: str | None):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..hardware.models import model as model_preset
 from ..workload.tenants import trace_tenants
+from ..workload.trace_time import play
 from ..workload.workload import read_arrival_trace, replay
 from .common import tier_args
 
@@ -18,8 +19,18 @@ def build(cfg):
     """A trace replay; when the trace names each row's tenant (a ``tenant`` column) its requests carry them, with
     the weights and priorities ``tenants`` gives (weight 1 each without it)."""
     trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg))
-    source = replay(trace, target_rate=cfg.rate, num_requests=cfg.num_requests, max_total_tokens=cfg.max_total_tokens,
-                    seed=cfg.seed, block_size=cfg.block_size, **tier_args(cfg)).source()
+    if cfg.duration is not None or cfg.rate_schedule or cfg.time_scale is not None:  # the trace played in time
+        schedule = cfg.rate_schedule.value if cfg.rate_schedule else None
+        if schedule is not None:
+            schedule.check_run(cfg.duration, cfg.num_requests or (None if cfg.duration else len(trace)))
+        source = play(trace, target_rate=None if cfg.time_scale is not None else cfg.rate, time_scale=cfg.time_scale,
+                      shape=None if schedule is None else schedule.shape, num_requests=cfg.num_requests,
+                      duration=cfg.duration, max_total_tokens=cfg.max_total_tokens, seed=cfg.seed,
+                      block_size=cfg.block_size, **tier_args(cfg)).source()
+    else:
+        source = replay(trace, target_rate=cfg.rate, num_requests=cfg.num_requests,
+                        max_total_tokens=cfg.max_total_tokens, seed=cfg.seed, block_size=cfg.block_size,
+                        **tier_args(cfg)).source()
     tenants = getattr(trace, "tenants", None)  # a JSONL trace of prompts has no tenant column
     if tenants is None:
         if cfg.tenants:

@@ -15,7 +15,7 @@ import numpy as np
 
 from llmsched.workload.chunks import CHUNK, check_chunk, drawn_columns, pieces
 
-DRAWS = ("resample", "shuffle", "sequential")
+DRAWS = ("resample", "shuffle", "sequential", "cycle")
 CAP_MODES = ("output", "proportional")
 
 
@@ -220,7 +220,8 @@ class Empirical(LengthDist):
 
     ``draw``: "resample" picks rows i.i.d. with replacement; "shuffle" walks one seeded permutation of the rows
     (a fresh permutation after each full pass), as SLAI's generator does (Bari et al. §5); "sequential"
-    takes the first n rows in order, for trace replay, and refuses n beyond the data.
+    takes the first n rows in order, for trace replay, and refuses n beyond the data; "cycle" takes them in order and
+    starts again after the last, for a trace replayed back to back (``workload/trace_time.py``).
     """
 
     def __init__(self, prompts, outputs, draw: str = "resample", name: str | None = None):
@@ -254,6 +255,8 @@ class Empirical(LengthDist):
             return rng.integers(0, rows, n)
         if self.draw == "sequential":
             return np.arange(self._check_sequential(n))
+        if self.draw == "cycle":
+            return np.arange(n) % rows
         passes = -(-n // rows)
         return np.concatenate([rng.permutation(rows) for _ in range(passes)])[:n] if n else np.zeros(0, np.int64)
 
@@ -274,6 +277,8 @@ class Empirical(LengthDist):
             idx = (rows for rows, in drawn_columns(n, rng, size, self._resampled))
         elif self.draw == "shuffle":
             idx = self._shuffled(n, rng, size)
+        elif self.draw == "cycle":
+            idx = (np.arange(a, min(a + size, n)) % len(self.prompts) for a in range(0, n, size))
         else:
             self._check_sequential(n)  # now, not when the run gets there
             idx = (np.arange(a, min(a + size, n)) for a in range(0, n, size))

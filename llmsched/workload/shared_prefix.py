@@ -31,7 +31,7 @@ import numpy as np
 
 from llmsched.content import Content, Space, piece_id
 from llmsched.request import DEFAULT_TIER
-from llmsched.workload.arrivals import Constant, Gamma, Poisson
+from llmsched.workload.arrivals import ArrivalProcess, Constant, Gamma, Poisson
 from llmsched.workload.chunks import CHUNK, pieces
 from llmsched.workload.closed_sessions import SessionClosedLoop
 from llmsched.workload.sessions import Turn, turn_number
@@ -109,13 +109,14 @@ class SharedPrefix:
         return {"kind": NAME, "source": "kubernetes-sigs/inference-perf shared_prefix_datagen.py @ 7b902f7",
                 **{k: getattr(self, k) for k in DEFAULTS}, "seed": self.seed}
 
-    def open_loop(self, rate: float, num_requests: int | None = None, duration: float | None = None,
-                  arrival: str = "poisson", cv: float | None = None, tiers=(DEFAULT_TIER,), chunk: int = CHUNK):
-        """Requests at ``rate`` (Poisson, gamma or constant arrivals): each its slot's prompt, or with multi-turn
-        chat each its user's next round, arriving when scheduled or when that user's previous round ends."""
-        if arrival not in ARRIVAL_KINDS:
-            raise ValueError(f"unknown arrival process {arrival!r}; valid: {', '.join(ARRIVAL_KINDS)}")
-        process = Gamma(rate, cv) if arrival == "gamma" else Poisson(rate) if arrival == "poisson" else Constant(rate)
+    def open_loop(self, rate: float | None = None, num_requests: int | None = None, duration: float | None = None,
+                  arrival: str = "poisson", cv: float | None = None, tiers=(DEFAULT_TIER,), chunk: int = CHUNK,
+                  process: ArrivalProcess | None = None):
+        """Requests at ``rate`` (Poisson, gamma or constant arrivals), or timed by ``process`` (a rate schedule's):
+        each its slot's prompt, or with multi-turn chat each its user's next round, arriving when scheduled or when
+        that user's previous round ends."""
+        if process is None:
+            process = renewal(rate, arrival, cv)
         time_rng, _, tier_rng = streams(self.seed, 3)
         times = process.times(num_requests, time_rng) if num_requests is not None else process.until(duration,
                                                                                                      time_rng)
@@ -179,6 +180,13 @@ def pieces_of(prompt_lens: np.ndarray, output_len: int, chunk: int):
     for a in range(0, len(prompt_lens), chunk):
         p = prompt_lens[a:a + chunk]
         yield p, np.full(len(p), output_len, np.int64)
+
+
+def renewal(rate: float, arrival: str = "poisson", cv: float | None = None) -> ArrivalProcess:
+    """Poisson, gamma (give ``cv``) or constant arrivals at ``rate``."""
+    if arrival not in ARRIVAL_KINDS:
+        raise ValueError(f"unknown arrival process {arrival!r}; valid: {', '.join(ARRIVAL_KINDS)}")
+    return Gamma(rate, cv) if arrival == "gamma" else Poisson(rate) if arrival == "poisson" else Constant(rate)
 
 
 def open_loop_rate(rate) -> float:

@@ -20,6 +20,8 @@ import numpy as np
 
 from llmsched.request import DEFAULT_TIER, Request, Tenant, Tier
 from llmsched.workload.chunks import CHUNK
+from llmsched.workload.modulated import scheduled_arrivals
+from llmsched.workload.rate_shape import RateShape
 from llmsched.workload.tiers import parse_priority
 from llmsched.workload.workload import OpenLoop, StreamedOpenLoop, Workload, check_seed, generated_workload
 
@@ -143,19 +145,26 @@ def tenant_seed(seed: int, name: str) -> int:
 def tenant_workloads(streams: Sequence[TenantStream], lengths_of: Callable[[str | None], object],
                      num_requests: int | None = None, duration: float | None = None, arrival: str = "poisson",
                      cv: float | None = None, tiers: Sequence[Tier] | str = (DEFAULT_TIER,),
-                     max_total_tokens: int | None = None, seed: int = 0) -> "TenantMerge":
+                     max_total_tokens: int | None = None, seed: int = 0,
+                     shape: RateShape | None = None) -> "TenantMerge":
     """Each tenant's own open loop (``lengths_of(workload)`` gives its length distribution), merged.
 
     With ``num_requests`` the run takes the first ``num_requests`` arrivals of the merged streams; with
-    ``duration`` every arrival before it."""
+    ``duration`` every arrival before it. With a rate ``shape`` (a rate schedule) the shape is the run's total
+    rate over time and the tenants split it in proportion to their rates: tenant i's stream has rate
+    ``shape(t) * rate_i / sum(rates)`` (the superposition of the streams has the shape's rate)."""
     streams = check_tenants(streams)
-    missing = [s.name for s in streams if s.rate is None]
-    if missing:
-        raise ValueError(f"tenant {missing[0]!r} needs rate=R (requests/s): each tenant is its own arrival stream, "
-                         f"e.g. --tenants {EXAMPLE}")
-    workloads = [generated_workload(lengths_of(s.workload), s.rate, num_requests=num_requests, duration=duration,
-                                    arrival=arrival, cv=cv, tiers=tiers, max_total_tokens=max_total_tokens,
-                                    seed=tenant_seed(seed, s.name)) for s in streams]
+    total = total_rate(streams)
+    if shape is None:
+        workloads = [generated_workload(lengths_of(s.workload), s.rate, num_requests=num_requests,
+                                        duration=duration, arrival=arrival, cv=cv, tiers=tiers,
+                                        max_total_tokens=max_total_tokens, seed=tenant_seed(seed, s.name))
+                     for s in streams]
+    else:
+        workloads = [Workload(scheduled_arrivals(shape.scaled(s.rate / total), arrival, cv),
+                              lengths_of(s.workload), num_requests=num_requests, duration=duration, tiers=tiers,
+                              max_total_tokens=max_total_tokens, seed=tenant_seed(seed, s.name))
+                     for s in streams]
     return TenantMerge(workloads, [s.tenant for s in streams], num_requests)
 
 
@@ -222,7 +231,7 @@ class TraceTenants(OpenLoop):
     def initial(self):
         names, by_name = self.names, self.by_name
         for r in self.source.initial():
-            yield Request(r.id, r.arrival, r.prompt_len, r.output_len, r.tier, by_name[names[r.id]])
+            yield Request(r.id, r.arrival, r.prompt_len, r.output_len, r.tier, by_name[names[r.id % len(names)]])
 
 
 def trace_tenants(source: StreamedOpenLoop, names: Sequence[str], streams: Sequence[TenantStream] | None,
@@ -230,7 +239,7 @@ def trace_tenants(source: StreamedOpenLoop, names: Sequence[str], streams: Seque
     """The trace's tenant column ``names`` (one per row, in order) joined to the configured tenants (None: each
     name a tenant of weight 1). A configured tenant with a rate or workload of its own is an error: the trace
     gives every tenant's arrivals and lengths."""
-    used = list(dict.fromkeys(names[:len(source)]))
+    used = list(dict.fromkeys(names[:len(source)]))  # a tiled trace's later copies repeat these
     if streams is None:
         return TraceTenants(source, names, {n: Tenant(n) for n in used})
     for s in streams:
