@@ -17,6 +17,8 @@ from .hardware.hf_config import kv_cache_dtype_bytes
 from .hardware.memory import kv_capacity_blocks
 from .hardware.vllm_memory import no_room, vllm_kv_budget
 from .hardware.models import model as model_preset
+from .hardware.front_end import front_end
+from .metrics.client_side import to_client
 from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
@@ -30,6 +32,7 @@ from .workload.workload import (ClosedLoop, OpenLoop, Workload, generated_worklo
                                 read_arrival_trace, replay)
 from .workload.length_presets import length_preset
 from .workload.traces import DataFileNotFound, resolve_data_file
+from .workload.client_sends import ClientSends
 from .workload.closed_sessions import DrawnSessions, SessionClosedLoop
 from .workload.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, open_loop_rate
 
@@ -220,7 +223,7 @@ def build_source(cfg: RunConfig):
 def trace_source(cfg: RunConfig, extra: dict):
     """A trace replay; when the trace names each row's tenant (a ``tenant`` column) its requests carry them, with
     the weights and priorities ``tenants`` gives (weight 1 each without it)."""
-    trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg))
+    trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg), clock=cfg.latency_boundary)
     source = replay(trace, target_rate=cfg.rate, num_requests=cfg.num_requests, max_total_tokens=cfg.max_total_tokens,
                     seed=cfg.seed, block_size=cfg.block_size, **extra).source()
     tenants = getattr(trace, "tenants", None)  # a JSONL trace of prompts has no tenant column
@@ -249,26 +252,44 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
     router = (make_router(DP_ROUTER) if cfg.dp > 1 and cfg.router == "round-robin"
               else make_router(cfg.router, cfg.router_params))
     if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
+        if cfg.client_timeout is not None:
+            raise ValueError(f"client_timeout {cfg.client_timeout:g}: a MoE model's DP ranks step in lockstep "
+                             f"(sim/dp_lockstep.py), which does not model aborts; leave --client-timeout out")
         return simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps,
                                  log=log)
+    abort_delay = front_end(cfg.front_end).handoff if cfg.latency_boundary == "client" else 0.0
     return simulate(source, replicas, router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes, progress=progress,
-                    keep_gaps=keep_gaps, log=log)
+                    keep_gaps=keep_gaps, log=log, client_timeout=cfg.client_timeout, abort_delay=abort_delay)
 
 
 def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) -> RunResult:
     """One simulation. ``stream``: write ``out``/requests.csv and steps.csv during the run (no ``out``: keep
-    totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False``."""
+    totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False``.
+
+    With ``latency_boundary`` client (the default) the requests are sent through the run's front end
+    (workload/client_sends.py) and the latencies are the client's (metrics/client_side.py); engine gives vLLM's
+    own stamps, as every run did before the client boundary."""
     source = build_source(cfg)
     caching = cfg.prefix_caching and carries_content(cfg)
+    client = cfg.latency_boundary == "client"
     log = steps = None
     if stream:
         if cfg.keep_gaps:
             raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
+        if cfg.client_timeout is not None:
+            raise ValueError("a streamed run (--stream) does not count aborted requests: leave --client-timeout out "
+                             "or run without --stream")
+        if client:
+            raise ValueError("a streamed run (--stream) keeps no step log to price the front end's output path "
+                             "per step: add --latency-boundary engine (latency_boundary = \"engine\")")
         log, steps = open_streams(out, caching)
-    elif caching:
-        log = RequestLog(cfg.keep_gaps, cached=True)
+    elif caching or client:
+        log = RequestLog(cfg.keep_gaps, cached=caching, client=client)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
-    result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
+    sends = ClientSends(source, front_end(cfg.front_end), lambda req: last_batch(replicas, req)) if client else source
+    result = simulate_config(cfg, sends, replicas, horizon=cfg.horizon, progress=progress, log=log)
+    if client:
+        to_client(result.requests, result.steps, front_end(cfg.front_end), cfg.stream_interval)
     rep = replicas[0]
     result.meta = {
         "config": dataclasses.asdict(cfg),
@@ -280,9 +301,19 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         "wall_time_s": result.wall_time,
         "simulated_s": result.end_time,
     }
+    if client:
+        result.meta["front_end"] = {**front_end(cfg.front_end).describe(), "stream_interval": cfg.stream_interval}
     if cfg.horizon is not None:
         account_horizon(cfg, source, result)
     return result
+
+
+def last_batch(replicas: list[Replica], req) -> int:
+    """The requests that got a token in the step that just ended on ``req``'s replica (its decodes and chunks)."""
+    if req.replica < 0:
+        return 0
+    _, prefills, decodes, _ = replicas[req.replica].row
+    return prefills + decodes
 
 
 def offered(source) -> int:

@@ -137,6 +137,24 @@ class RunConfig:
                                    high=1e6)
     oracle: bool = ORACLE.field()
     prefix_caching: bool = PREFIX_CACHING.field()
+    # where latencies are measured (metrics/client_side.py, hardware/front_end.py)
+    latency_boundary: str = declare("client", "where TTFT, TPOT, ITL and E2E are measured: client (from the send "
+                                              "to the streamed bytes, as vllm bench serve, inference-perf and "
+                                              "GuideLLM time them: the front end and the wait for the step in "
+                                              "flight included) or engine (vLLM's own queued, first-token and "
+                                              "last-token stamps)", choices=("client", "engine"))
+    front_end: str = declare("vllm-serve", "the serving front end a client goes through (client boundary): "
+                                           "vllm-serve (HTTP, a text prompt tokenised, output detokenised and "
+                                           "streamed), vllm-async-llm (in-process AsyncLLM, token ids), none",
+                             choices=("vllm-serve", "vllm-async-llm", "none"))
+    stream_interval: int = declare(1, "vLLM's stream_interval: the front end streams a request's tokens in chunks "
+                                      "of this many (its first token at once); the client's ITL is per chunk",
+                                   low=1, high=4096)
+    client_timeout: float | None = declare(None, "seconds after its send when the client gives up on a request "
+                                                 "(aborted: a miss, its KV freed when the abort reaches the "
+                                                 "engine); benchmarks' defaults: inference-perf 300, GuideLLM 300, "
+                                                 "vllm bench serve 21600; default none",
+                                           kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")
     # run control
     horizon: float | None = declare(None, "stop simulating at this time (s); requests in flight end unfinished",
                                     kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")
