@@ -32,7 +32,7 @@ from .workload.workload import (ClosedLoop, OpenLoop, Workload, generated_worklo
                                 read_arrival_trace, replay)
 from .workload.length_presets import length_preset
 from .workload.traces import DataFileNotFound, resolve_data_file
-from .workload.client_sends import ClientSends
+from .workload.client_sends import client_sends
 from .workload.closed_sessions import DrawnSessions, SessionClosedLoop
 from .workload.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, open_loop_rate
 
@@ -286,7 +286,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     elif caching or client:
         log = RequestLog(cfg.keep_gaps, cached=caching, client=client)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
-    sends = ClientSends(source, front_end(cfg.front_end), lambda req: last_batch(replicas, req)) if client else source
+    sends = client_sends(source, front_end(cfg.front_end), lambda req: last_batch(replicas, req)) if client else source
     result = simulate_config(cfg, sends, replicas, horizon=cfg.horizon, progress=progress, log=log)
     if client:
         to_client(result.requests, result.steps, front_end(cfg.front_end), cfg.stream_interval)

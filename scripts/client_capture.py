@@ -111,6 +111,38 @@ def install_stamps(path: str) -> None:
             out.write(json.dumps(row) + "\n")
         return finish(self, req_state)
 
+    from vllm.v1.engine.async_llm import AsyncLLM
+    from vllm.v1.metrics.loggers import StatLoggerBase
+    steps = open(os.path.join(os.path.dirname(path), "steps.jsonl"), "a", buffering=1)
+
+    class StepRows(StatLoggerBase):
+        """One row per engine step as the front end receives its outputs (vLLM calls ``record`` for each)."""
+
+        def __init__(self, vllm_config=None, engine_index: int = 0, *args, **kwargs):
+            pass
+
+        def record(self, scheduler_stats=None, iteration_stats=None, *args, **kwargs):
+            it, st = iteration_stats, scheduler_stats
+            if it is None:
+                return
+            steps.write(json.dumps({"t": time.monotonic(), "prompt_tokens": it.num_prompt_tokens,
+                                    "generation_tokens": it.num_generation_tokens,
+                                    "running": getattr(st, "num_running_reqs", None),
+                                    "waiting": getattr(st, "num_waiting_reqs", None)}) + "\n")
+
+        def log_engine_initialized(self):
+            pass
+
+        def log(self):
+            pass
+
+    init = AsyncLLM.__init__
+
+    def async_llm_init(self, *args, **kwargs):
+        kwargs["stat_loggers"] = list(kwargs.get("stat_loggers") or []) + [StepRows]
+        init(self, *args, **kwargs)
+
+    AsyncLLM.__init__ = async_llm_init
     OpenAIServingCompletion.create_completion = create_completion
     OpenAIServingCompletion.render_completion_request = render_completion_request
     OutputProcessor.add_request = add_request
@@ -191,11 +223,30 @@ def stop(proc: subprocess.Popen) -> None:
             pass
 
 
-def run_folder(out: Path, rate: float, bench: dict, stamps: list[dict], model: Path, args, host: str) -> None:
+def step_model(steps: list[dict], t0: float, t1: float) -> dict:
+    """The CPU engine's step time as const + per_token × tokens, least squares over the steps between ``t0`` and
+    ``t1`` that followed a busy step (a step's time is the gap between consecutive outputs; sync scheduling on
+    CPU runs the next step at once while work remains). Fitted on the run's own steps: it prices the engine so that
+    a replay isolates the front end's terms, and is not a model of any GPU."""
+    rows = [r for r in steps if t0 <= r["t"] <= t1]
+    x, y = [], []
+    for prev, row in zip(rows, rows[1:]):
+        if (prev.get("running") or 0) + (prev.get("waiting") or 0) > 0:
+            x.append(row["prompt_tokens"] + row["generation_tokens"])
+            y.append(row["t"] - prev["t"])
+    import numpy as np
+    const, per_token = np.linalg.lstsq(np.vstack([np.ones(len(x)), x]).T, np.array(y), rcond=None)[0]
+    return {"const": round(float(max(const, 0.0)), 6), "per_token": round(float(max(per_token, 0.0)), 9),
+            "steps": len(x), "median_step_s": round(float(np.median(y)), 6)}
+
+
+def run_folder(out: Path, rate: float, bench: dict, stamps: list[dict], model: Path, args, host: str,
+               steps: list[dict]) -> None:
     """One rate's folder: the bench result (no generated texts), the engine's stamps as requests.jsonl, meta.json."""
     out.mkdir(parents=True, exist_ok=True)
     prefix = f"r{rate:g}-"
     bench = {k: v for k, v in bench.items() if k != "generated_texts"}
+    bench["itls"] = [[round(g, 6) for g in gaps] for gaps in bench["itls"]]  # microseconds: the file stays small
     (out / "bench.json").write_text(json.dumps(bench, separators=(",", ":")) + "\n")
     mine = {}
     for row in stamps:
@@ -217,6 +268,7 @@ def run_folder(out: Path, rate: float, bench: dict, stamps: list[dict], model: P
         keep["num_preemptions"] = row.get("num_preemptions")
         lines.append(keep)
     lines.sort(key=lambda r: r["client_sent"])
+    model_of_steps = step_model(steps, lines[0]["client_sent"], max(r["client_last"] for r in lines))
     (out / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     config = json.loads((model / "config.json").read_text())
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -233,6 +285,7 @@ def run_folder(out: Path, rate: float, bench: dict, stamps: list[dict], model: P
                        "num_prompts": args.num_prompts, "random_input_len": args.input_len,
                        "random_output_len": args.output_len, "random_range_ratio": args.range_ratio,
                        "seed": args.seed, "ignore_eos": True},
+            "cpu_step_model": model_of_steps,
             "command": "PYTHONPATH=$PWD python scripts/client_capture.py " + " ".join(sys.argv[1:])}
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
@@ -276,7 +329,8 @@ def main(argv=None) -> int:
             time.sleep(2.0)  # the last finish is written
             bench = json.loads((work / name).read_text())
             rows = [json.loads(line) for line in stamps.read_text().splitlines() if line.strip()]
-            run_folder(out / f"rate-{rate:g}", rate, bench, rows, model, args, host)
+            step_rows = [json.loads(line) for line in (work / "steps.jsonl").read_text().splitlines() if line.strip()]
+            run_folder(out / f"rate-{rate:g}", rate, bench, rows, model, args, host, step_rows)
             print(f"wrote {out / f'rate-{rate:g}'}")
     finally:
         stop(proc)

@@ -12,6 +12,12 @@ from __future__ import annotations
 import heapq
 
 
+def client_sends(source, front_end, batch_of=None) -> "ClientSends":
+    """``source`` seen through ``front_end`` (a sized source stays sized: ``len`` is its)."""
+    cls = SizedClientSends if hasattr(type(source), "__len__") else ClientSends
+    return cls(source, front_end, batch_of)
+
+
 class ClientSends:
     """``source`` seen through ``front_end``; ``batch_of(req)`` (optional) says how many requests got a token in the
     step that finished ``req`` (the output delay's batch). Other attributes are ``source``'s."""
@@ -24,9 +30,6 @@ class ClientSends:
 
     def __getattr__(self, name):
         return getattr(self.source, name)
-
-    def __len__(self) -> int:
-        return len(self.source)
 
     def initial(self):
         first = self.source.initial()
@@ -57,6 +60,11 @@ class ClientSends:
             r.sent = r.arrival + late
             r.arrival = r.sent + delay(r.prompt_len)
         return more
+
+
+class SizedClientSends(ClientSends):
+    def __len__(self) -> int:
+        return len(self.source)
 
 
 def _arrival(req) -> float:

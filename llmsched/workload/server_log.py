@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .hash_blocks import block_content, check_blocks
+from .hash_blocks import block_content, check_blocks, own_content
 from .jsonl import chunked, integers
 from .trace_error import TraceError
 
@@ -79,7 +79,11 @@ class ServerLog:
         return (self.e2e[more] - self.ttft[more]) / (self.output_lens[more] - 1)
 
     def contents(self, n: int, chunk: int, max_prompt: int | None = None):
-        """The first ``n`` prompts' contents from their hash_ids, in lists of ``chunk`` (``JsonlTrace.contents``)."""
+        """The first ``n`` prompts' contents from their hash_ids, in lists of ``chunk`` (``JsonlTrace.contents``);
+        without hash_ids each prompt is its own (``own_content``: it finds its own blocks after a preemption)."""
+        if self.hash_ids is None:
+            return chunked((own_content(i, int(prompt), max_prompt) for i, prompt in enumerate(self.prompt_lens)),
+                           n, chunk)
         return chunked((block_content(i, int(prompt), ids, max_prompt)
                         for i, (prompt, ids) in enumerate(zip(self.prompt_lens, self.hash_ids))), n, chunk)
 

@@ -444,21 +444,22 @@ def server_log_trace(path: Path, clock: str = "engine") -> Trace | JsonlTrace:
     """A server's per-request log (workload/server_log.py) as a trace: its arrivals and lengths, and its prompts'
     contents where it gives their hash_ids (as a Mooncake trace does)."""
     log = read_server_log(path, clock=clock)
-    if log.hash_ids is None:
-        return Trace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format)
     return JsonlTrace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format, contents=log.contents,
-                      hash_block=HASH_BLOCK)
+                      hash_block=HASH_BLOCK if log.hash_ids is not None else None)
 
 
 def names_prompts(path: Path) -> bool:
     """Whether the trace at ``path`` (resolved) gives its requests' prompt contents, as its first line shows: a
-    JSONL trace of prompts (Mooncake, LLMServingSim, sessions) or a server log with hash_ids."""
+    JSONL trace of prompts (Mooncake, LLMServingSim, sessions) or a server's log (with hash_ids, or each prompt its
+    own: a replay of vLLM with its prefix cache finds a recomputed request's own blocks)."""
     if trace_kind(path) in JSONL:
+        return True
+    if path.suffix == ".json":  # --trace reads a .json as a server's log (vllm bench serve, GuideLLM)
         return True
     if path.suffix != ".jsonl":
         return False
     first = next(lines(path, 1), (0, {}))[1]
-    return set(SERVER_LOG_KEYS) <= set(first) and first.get("hash_ids") is not None
+    return set(SERVER_LOG_KEYS) <= set(first)
 
 
 def length_file_as_trace(path: Path) -> str:
