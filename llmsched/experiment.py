@@ -247,28 +247,41 @@ DP_ROUTER = "vllm-dp-latest"  # the DP ranks' balancer unless the run names a ro
 def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: float | None = None,
                     progress: bool = False, log=None, keep_gaps: bool | None = None) -> RunResult:
     """Simulate ``replicas`` (from ``build_replicas(cfg)``) on ``source`` the way ``cfg`` says: its router (vLLM's
-    DP balancer for DP ranks unless one is named), a MoE model's DP ranks in lockstep."""
+    DP balancer for DP ranks unless one is named), a MoE model's DP ranks in lockstep, and, at the client latency
+    boundary (the default), the requests sent through the run's front end (workload/client_sends.py) and the
+    latencies turned into the client's (metrics/client_side.py); ``engine`` gives vLLM's own stamps, as every run
+    did before the client boundary."""
     keep_gaps = cfg.keep_gaps if keep_gaps is None else keep_gaps
     router = (make_router(DP_ROUTER) if cfg.dp > 1 and cfg.router == "round-robin"
               else make_router(cfg.router, cfg.router_params))
+    client = cfg.latency_boundary == "client"
+    fe = front_end(cfg.front_end)
+    if client:
+        if getattr(log, "streamed", False):
+            raise ValueError("a streamed run (--stream) keeps no step log to price the front end's output path "
+                             "per step: add --latency-boundary engine (latency_boundary = \"engine\")")
+        if log is None:
+            log = RequestLog(keep_gaps, cached=replicas[0].caching, client=True)
+        source = client_sends(source, fe, lambda req: last_batch(replicas, req))
     if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
         if cfg.client_timeout is not None:
             raise ValueError(f"client_timeout {cfg.client_timeout:g}: a MoE model's DP ranks step in lockstep "
                              f"(sim/dp_lockstep.py), which does not model aborts; leave --client-timeout out")
-        return simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps,
-                                 log=log)
-    abort_delay = front_end(cfg.front_end).handoff if cfg.latency_boundary == "client" else 0.0
-    return simulate(source, replicas, router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes, progress=progress,
-                    keep_gaps=keep_gaps, log=log, client_timeout=cfg.client_timeout, abort_delay=abort_delay)
+        result = simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps,
+                                   log=log)
+    else:
+        result = simulate(source, replicas, router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes,
+                          progress=progress, keep_gaps=keep_gaps, log=log, client_timeout=cfg.client_timeout,
+                          abort_delay=fe.handoff if client else 0.0)
+    if client:
+        to_client(result.requests, result.steps, fe, cfg.stream_interval)
+    return result
 
 
 def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) -> RunResult:
     """One simulation. ``stream``: write ``out``/requests.csv and steps.csv during the run (no ``out``: keep
-    totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False``.
-
-    With ``latency_boundary`` client (the default) the requests are sent through the run's front end
-    (workload/client_sends.py) and the latencies are the client's (metrics/client_side.py); engine gives vLLM's
-    own stamps, as every run did before the client boundary."""
+    totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False`` and the
+    engine latency boundary."""
     source = build_source(cfg)
     caching = cfg.prefix_caching and carries_content(cfg)
     client = cfg.latency_boundary == "client"
@@ -286,10 +299,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     elif caching or client:
         log = RequestLog(cfg.keep_gaps, cached=caching, client=client)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
-    sends = client_sends(source, front_end(cfg.front_end), lambda req: last_batch(replicas, req)) if client else source
-    result = simulate_config(cfg, sends, replicas, horizon=cfg.horizon, progress=progress, log=log)
-    if client:
-        to_client(result.requests, result.steps, front_end(cfg.front_end), cfg.stream_interval)
+    result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
     rep = replicas[0]
     result.meta = {
         "config": dataclasses.asdict(cfg),

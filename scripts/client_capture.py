@@ -267,8 +267,8 @@ def run_folder(out: Path, rate: float, bench: dict, stamps: list[dict], model: P
         keep["client_last"] = round(starts[i] + bench["latencies"][i], 6)
         keep["num_preemptions"] = row.get("num_preemptions")
         lines.append(keep)
-    lines.sort(key=lambda r: r["client_sent"])
-    model_of_steps = step_model(steps, lines[0]["client_sent"], max(r["client_last"] for r in lines))
+    lines.sort(key=lambda r: r["arrival_time"])  # the engine's reading needs its arrival order
+    model_of_steps = step_model(steps, min(r["client_sent"] for r in lines), max(r["client_last"] for r in lines))
     (out / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     config = json.loads((model / "config.json").read_text())
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")

@@ -119,3 +119,13 @@ def test_each_front_end_term_is_checked():
         front_end("nginx")
     assert SERVE.request_delay(1000) > SERVE.request_delay(10) > 0
     assert math.isclose(SERVE.output_delay(0), SERVE.output_fixed)
+
+
+def test_a_closed_loop_client_sends_its_next_turn_after_the_last_byte_and_its_think_time():
+    result = run(RunConfig(workload="azure-conv", concurrency=3, turns=4, think_time=2.0, num_requests=24,
+                           rate=None, num_blocks=20000, model="llama-3.1-8b"))
+    sent, finish = result.requests.column("arrival"), result.requests.column("finish")
+    fe = front_end("vllm-serve")
+    for a in sent[sent > 0]:  # sent after an engine finish + the output path (at least its fixed part) + 2 s
+        lag = a - 2.0 - finish
+        assert ((lag >= fe.output_fixed - 1e-9) & (lag <= fe.output_delay(1024))).any()

@@ -133,7 +133,9 @@ def format_report(rows: list[dict]) -> str:
         if "prefix_cache" in row:
             lines.append("  " + format_prefix_cache(row["prefix_cache"]))
         met = [f"{name} {t['error_pct']:+.1f}% {'ok' if t['met'] else 'MISS'} (±{t['bound_pct']:g}%)"
-               for name, t in row["targets"].items()]
+               if t["met"] is not None else f"{name} not compared" for name, t in row["targets"].items()]
+        for note in row["notes"]:
+            lines.append(f"  note: {note}")
         lines.append("  targets: " + "; ".join(met))
     lines.append("(each cell: real, simulated, error)")
     return "\n".join(lines)

@@ -15,31 +15,40 @@ token, last token) lie:
   requests that got a token in that step (the delays of a step's requests spread from ``output_fixed`` to
   ``output_fixed + 2·output_per_request·B``; this is their mean).
 
-Every figure is measured, never fitted to a target, and says where:
+Every figure is measured, never fitted to a target, and says where (``scripts/front_end_terms.py`` prints them):
 
-``vllm-async-llm`` (llmsched's GPU captures, ``scripts/vllm_gpu_replay.py``: vLLM 0.26's ``AsyncLLM`` in its own
-  process, prompts as token ids, ``skip_tokenizer_init``, no detokenisation, no HTTP). Measured on the H100 host of
-  ``tests/data/gpu_runs/h100-*`` (CPU model not recorded), whose requests.jsonl carry the client's own
-  ``client_sent``/``client_first``/``client_last`` beside the engine's stamps, on one monotonic clock:
-  ``handoff`` is the least ``queued_ts − client_sent`` of the three runs (0.76, 1.08, 1.33 ms: a request that
-  found the engine between steps; larger gaps include the step in flight); ``output_fixed`` and
-  ``output_per_request`` are the least-squares line of ``client_first − first_token_ts`` and ``client_last −
-  last_token_ts`` against the step's generation tokens (the stat logger's ``generation_tokens`` in steps.csv), over
-  the 1,800 stamps of the three runs (``scripts/front_end_terms.py``).
+``vllm-async-llm`` (llmsched's GPU captures, ``scripts/vllm_gpu_replay.py``: vLLM 0.26's ``AsyncLLM`` with its
+  engine core in its own process, prompts as token ids, ``skip_tokenizer_init``, no detokenisation, no HTTP).
+  Measured on the H100 host of ``tests/data/gpu_runs/h100-*`` (its CPU model not recorded), whose requests.jsonl
+  carry the client's ``client_sent``/``client_first``/``client_last`` beside the engine's stamps on one monotonic
+  clock: ``handoff`` 1.08 ms, the median over the three runs of the least ``queued_ts − client_sent`` (0.76, 1.08,
+  1.33 ms: a request that found the engine between steps; the others waited for the step in flight too);
+  ``output_fixed`` 1.12 ms and ``output_per_request`` 29.6 µs, the least-squares line of ``client_first −
+  first_token_ts`` and ``client_last − last_token_ts`` against the generation tokens of the step (the stat
+  logger's steps.csv), over the 1,800 stamps of the three runs (correlation 0.79: the front end walks a step's
+  requests one after another).
 ``vllm-serve`` (``vllm serve`` + ``vllm bench serve``: OpenAI ``/v1/completions``, streamed, a text prompt
-  tokenised by the server, detokenised output). The engine-client terms are ``vllm-async-llm``'s; the API server's
-  own are measured on this project's CPU capture (``tests/data/cpu_client_run``, ``scripts/client_capture.py``:
-  vLLM 0.32.0's API server on one core of an AMD EPYC (Zen 4) machine, the bench client on the same machine):
-  ``request_fixed`` (client send to the completion handler: HTTP, FastAPI, request validation), ``per_prompt_token``
-  (handler to the engine client: rendering and tokenisation, per prompt token) and the API server's share of each
-  chunk (the output processor's detokenisation and the SSE write: client receipt minus the engine client's
-  receipt), each the median over the capture's requests. The tokeniser there is ``make-model``'s byte-level BPE (Hugging
-  Face ``tokenizers``, a 1,024-token vocabulary), the same library and algorithm as Llama-3's and Qwen's fast
-  tokenisers.
+  tokenised by the server, detokenised output). Measured on this project's CPU capture (``tests/data/cpu_client_run``,
+  ``scripts/client_capture.py``: vLLM 0.32.0's API server and the bench client on a 2-core AMD EPYC (Zen 4) virtual
+  machine shared with other jobs): ``request_fixed`` 5.17 ms (client send to the request handed to the engine
+  client: HTTP, FastAPI, validation, rendering, less the tokenisation), ``handoff`` 0.59 ms (the least
+  ``queued_ts − added_ts``), ``output_fixed`` 3.45 ms (the engine's stamp of a token to the bench client's receipt
+  of its chunk: ZMQ, the output processor with detokenisation, the server-sent event over HTTP, the client's
+  parsing, less ``output_per_request`` times the step's batch). Contention on that machine only lengthens a delay,
+  so these are the 10th percentile of the capture's stamps (its medians: 31 and 20 ms); two earlier captures on
+  the same machine gave 3.10/3.52 ms and 1.58/3.34 ms. ``per_prompt_token`` 1.98 µs: the tokeniser's CPU time per
+  byte, 0.494 µs (``make-model``'s byte-level BPE in Hugging Face ``tokenizers``, the library of Llama-3's and
+  Qwen's fast tokenisers; 1.93 MiB/s, against 2.7 MiB/s published for the same library's Python binding with
+  GPT-2's vocabulary on an AMD EPYC: github gist benvanik/9090b155a3102b333896c1d92c451cbc, Feb 2026), times 4 bytes
+  a token (English text, OpenAI's tokenizer guide). ``output_per_request`` 30.3 µs: ``vllm-async-llm``'s (the
+  capture's steps hold at most 16 requests, too few to resolve it) plus one token's incremental detokenisation,
+  0.69 µs (``tokenizers``' DecodeStream, which vLLM's fast incremental detokeniser uses).
 ``none``: no front end (the client boundary adds only the wait for the step in flight).
 
-A GPU server's host CPU is a server core like this capture's (EPYC or Xeon); the terms are used as measured, not
-scaled: the model does not know the user's host, and a term per host would be a fit.
+A GPU server's host CPU is a server core like the captures' (EPYC or Xeon); the terms are used as measured, not
+scaled: the model does not know the user's host, and a term per host would be a fit. The CPU capture's fixed terms
+are upper estimates for an idle host (its machine was shared); its per-byte tokenisation agrees with the published
+rate within 30%.
 """
 from __future__ import annotations
 
@@ -82,12 +91,12 @@ class FrontEnd:
 
 
 # measured: see the module docstring and scripts/front_end_terms.py
-ASYNC_LLM = FrontEnd("vllm-async-llm", handoff=0.76e-3, output_fixed=1.0e-3, output_per_request=29e-6,
+ASYNC_LLM = FrontEnd("vllm-async-llm", handoff=1.08e-3, output_fixed=1.12e-3, output_per_request=29.6e-6,
                      source="H100 host, vLLM 0.26 AsyncLLM, tests/data/gpu_runs/h100-* client stamps")
-SERVE = FrontEnd("vllm-serve", request_fixed=2.2e-3, per_prompt_token=4e-6, handoff=ASYNC_LLM.handoff,
-                 output_fixed=ASYNC_LLM.output_fixed + 0.8e-3, output_per_request=ASYNC_LLM.output_per_request,
-                 source="vllm-async-llm's engine-client terms + the API server's measured on tests/data/"
-                        "cpu_client_run (vLLM 0.32 CPU, AMD EPYC)")
+SERVE = FrontEnd("vllm-serve", request_fixed=5.17e-3, per_prompt_token=1.98e-6, handoff=0.59e-3,
+                 output_fixed=3.45e-3, output_per_request=30.3e-6,
+                 source="vLLM 0.32 API server on a shared AMD EPYC, tests/data/cpu_client_run (10th percentiles); "
+                        "the per-request output term from the H100 AsyncLLM stamps")
 NONE = FrontEnd("none", source="no front end")
 FRONT_ENDS = {f.name: f for f in (SERVE, ASYNC_LLM, NONE)}
 

@@ -201,14 +201,19 @@ def pct(sim, real) -> float | None:
 def targets(err: dict) -> dict:
     """Each of issue 29's targets: the error, the bound, met or not."""
     return {f"{m} {s}": {"error_pct": err[m][s], "bound_pct": bound,
-                         "met": err[m][s] is not None and abs(err[m][s]) <= bound}
+                         "met": None if err[m][s] is None else abs(err[m][s]) <= bound}
             for (m, s), bound in TARGETS.items()}
 
 
 def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1",
-             batch_time_params: dict | None = None, model: str | None = None, front_end: str | None = None) -> dict:
-    """Replay ``run`` and compare: the run's row of the report (config, real, simulated, errors, targets)."""
+             batch_time_params: dict | None = None, model: str | None = None, front_end: str | None = None,
+             simulated_at: str | None = None) -> dict:
+    """Replay ``run`` and compare: the run's row of the report (config, real, simulated, errors, targets).
+    ``simulated_at``: the simulation's latency boundary when it is not the log's (what an engine-side prediction
+    misses of a client's measurement: docs/fidelity.md's before/after tables)."""
     cfg = replay_config(run, gpu, batch_time, batch_time_params, model, front_end)
+    if simulated_at is not None and simulated_at != cfg.latency_boundary:
+        cfg = cfg.with_values(latency_boundary=simulated_at)
     result = run_config(cfg)
     real = measured(run)
     sim = simulated(result, with_itl=run.log.itls is not None)

@@ -168,11 +168,18 @@ def load_stage(folder: Path, path: Path, boundary: str | None) -> ServingRun:
                          f"compare it client-side (--latency-boundary client, the default for it)")
     report = read_lifecycle(path, read_json(path))
     args, config = _meta_and_config(folder)
-    load = (json.loads((folder / "meta.json").read_text()).get("client") or {}).get("load_type", "constant")
+    client = json.loads((folder / "meta.json").read_text()).get("client") or {}
+    load = client.get("load_type", "constant")
     if load not in ("constant", "poisson"):
         raise ValueError(f"{folder / 'meta.json'}: client.load_type {load!r} is not inference-perf's constant or "
                          f"poisson")
     report.load_type = load
+    for metric in client.get("not_comparable") or ():  # a figure the client is known to have computed wrongly
+        if metric not in report.latency:
+            raise ValueError(f"{folder / 'meta.json'}: client.not_comparable names {metric!r}; the comparable "
+                             f"latencies are {', '.join(report.latency)}")
+        report.latency[metric] = dict.fromkeys(report.latency[metric])
+        report.notes.append(f"{metric} not compared: {client.get('not_comparable_why', 'meta.json says so')}")
     return ServingRun(f"{folder.name}/{path.name.split('_lifecycle')[0]}", folder, report, args, config)
 
 

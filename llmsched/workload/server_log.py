@@ -153,7 +153,7 @@ def _read_jsonl(path: Path, measured: bool, clock: str = "engine") -> ServerLog:
     prompts = token_counts(path, "input_toks", [r["input_toks"] for r in rows], lines)
     outputs = token_counts(path, "output_toks", [r["output_toks"] for r in rows], lines)
     sent = seconds(path, "arrival_time", [r["arrival_time"] for r in rows], lines)
-    _check_order(path, "arrival_time", sent, lines)
+    check_order(path, "arrival_time", sent, lines)
     queued = seconds(path, clock, [r[clock] for r in rows], lines)
     order = np.argsort(queued, kind="stable")
     ids = [str(r.get("request_id", i)) for i, r in enumerate(rows)]
@@ -202,6 +202,9 @@ def _read_jsonl_client(path: Path, rows: list[dict], lines: list[int], measured:
             raise TraceError(f"{path}:{n}: no {', '.join(missing)} for a client-side reading; {fix}")
     prompts = token_counts(path, "input_toks", [r["input_toks"] for r in rows], lines)
     outputs = token_counts(path, "output_toks", [r["output_toks"] for r in rows], lines)
+    if all(r.get("arrival_time") is not None for r in rows):  # the file's order, as the engine's reading checks it
+        check_order(path, "arrival_time", seconds(path, "arrival_time", [r["arrival_time"] for r in rows], lines),
+                    lines)
     sent = seconds(path, clock, [r[clock] for r in rows], lines)
     order = np.argsort(sent, kind="stable")
     ids = [str(r.get("request_id", i)) for i, r in enumerate(rows)]
@@ -311,7 +314,7 @@ def seconds(path: Path, column: str, values, lines, indexed: bool = False) -> np
     return out
 
 
-def _check_order(path: Path, column: str, t: np.ndarray, lines) -> None:
+def check_order(path: Path, column: str, t: np.ndarray, lines) -> None:
     back = np.flatnonzero(np.diff(t) < 0)
     if len(back):
         i = int(back[0]) + 1
