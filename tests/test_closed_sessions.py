@@ -47,7 +47,7 @@ def test_think_time_between_a_users_turns_in_a_run():
 
 
 def test_think_time_applies_to_single_turn_loops_too():
-    result = run(RunConfig(concurrency=2, num_requests=6, rate=None, think_time=1.5))
+    result = run(RunConfig(concurrency=2, num_requests=6, rate=None, think_time=1.5, latency_boundary="engine"))
     cols = result.requests.cols
     finishes = list(cols["finish"])
     assert all(a == 0.0 or any(a == pytest.approx(f + 1.5) for f in finishes) for a in cols["arrival"])
