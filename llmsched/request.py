@@ -12,6 +12,10 @@ when the run grants the oracle option).
 
 ``content`` is what the prompt's tokens are (``llmsched.content.Content``), for a
 prefix cache; None (every workload without prompt identities) shares nothing.
+
+``sent`` is when the client sent the request; ``arrival`` is when the engine has it (the
+front end's path later, workload/client_sends.py; re-stamped at the end of the step in flight
+under async admission, as vLLM's ``queued_ts`` is). Without a front end the two are equal.
 """
 from __future__ import annotations
 
