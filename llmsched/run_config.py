@@ -15,6 +15,7 @@ from pathlib import Path
 from .config_fields import MAX_REQUESTS, MAX_SECONDS, MIN_RATE, check_combination, check_params, parse_rate_schedule
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
                             MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
+from .hardware.front_end import DEFAULT as DEFAULT_FRONT_END, FRONT_ENDS
 from .hardware.gpus import gpu_from_file
 from .hardware.hf_config import KV_CACHE_DTYPE_BYTES
 from .run_field import API, Origin, declare, declared, default_of
@@ -143,10 +144,10 @@ class RunConfig:
                                               "GuideLLM time them: the front end and the wait for the step in "
                                               "flight included) or engine (vLLM's own queued, first-token and "
                                               "last-token stamps)", choices=("client", "engine"))
-    front_end: str = declare("vllm-serve", "the serving front end a client goes through (client boundary): "
+    front_end: str = declare(DEFAULT_FRONT_END, "the serving front end a client goes through (client boundary): "
                                            "vllm-serve (HTTP, a text prompt tokenised, output detokenised and "
                                            "streamed), vllm-async-llm (in-process AsyncLLM, token ids), none",
-                             choices=("vllm-serve", "vllm-async-llm", "none"))
+                             choices=tuple(FRONT_ENDS))
     stream_interval: int = declare(1, "vLLM's stream_interval: the front end streams a request's tokens in chunks "
                                       "of this many (its first token at once); the client's ITL is per chunk",
                                    low=1, high=4096)
