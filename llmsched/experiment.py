@@ -18,6 +18,8 @@ from .hardware.hf_config import kv_cache_dtype_bytes
 from .hardware.memory import kv_capacity_blocks
 from .hardware.vllm_memory import no_room, vllm_kv_budget
 from .hardware.models import model as model_preset
+from .hardware.front_end import front_end
+from .metrics.client_side import to_client
 from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
@@ -30,6 +32,7 @@ from .sim.simulator import RunResult, simulate
 from .sources.registry import build_source
 from .workload.workload import ClosedLoop, OpenLoop, names_prompts
 from .workload.traces import DataFileNotFound, resolve_data_file
+from .workload.client_sends import client_sends
 from .workload.shared_prefix import NAME as SHARED_PREFIX
 
 
@@ -153,29 +156,57 @@ DP_ROUTER = "vllm-dp-latest"  # the DP ranks' balancer unless the run names a ro
 def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: float | None = None,
                     progress: bool = False, log=None, keep_gaps: bool | None = None) -> RunResult:
     """Simulate ``replicas`` (from ``build_replicas(cfg)``) on ``source`` the way ``cfg`` says: its router (vLLM's
-    DP balancer for DP ranks unless one is named), a MoE model's DP ranks in lockstep."""
+    DP balancer for DP ranks unless one is named), a MoE model's DP ranks in lockstep, and, at the client latency
+    boundary (the default), the requests sent through the run's front end (workload/client_sends.py) and the
+    latencies turned into the client's (metrics/client_side.py); ``engine`` gives vLLM's own stamps, as every run
+    did before the client boundary."""
     keep_gaps = cfg.keep_gaps if keep_gaps is None else keep_gaps
     router = (make_router(DP_ROUTER) if cfg.dp > 1 and cfg.router == "round-robin"
               else make_router(cfg.router, cfg.router_params))
+    client = cfg.latency_boundary == "client"
+    fe = front_end(cfg.front_end)
+    if client:
+        if getattr(log, "streamed", False):
+            raise ValueError("a streamed run (--stream) keeps no step log to price the front end's output path "
+                             "per step: add --latency-boundary engine (latency_boundary = \"engine\")")
+        if log is None:
+            log = RequestLog(keep_gaps, cached=replicas[0].caching, client=True)
+        source = client_sends(source, fe, lambda req: last_batch(replicas, req))
     if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
-        return simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps,
-                                 log=log)
-    return simulate(source, replicas, router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes, progress=progress,
-                    keep_gaps=keep_gaps, log=log)
+        if cfg.client_timeout is not None:
+            raise ValueError(f"client_timeout {cfg.client_timeout:g}: a MoE model's DP ranks step in lockstep "
+                             f"(sim/dp_lockstep.py), which does not model aborts; leave --client-timeout out")
+        result = simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps,
+                                   log=log)
+    else:
+        result = simulate(source, replicas, router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes,
+                          progress=progress, keep_gaps=keep_gaps, log=log, client_timeout=cfg.client_timeout,
+                          abort_delay=fe.handoff if client else 0.0)
+    if client:
+        to_client(result.requests, result.steps, fe, cfg.stream_interval)
+    return result
 
 
 def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) -> RunResult:
     """One simulation. ``stream``: write ``out``/requests.csv and steps.csv during the run (no ``out``: keep
-    totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False``."""
+    totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False`` and the
+    engine latency boundary."""
     source = build_source(cfg)
     caching = cfg.prefix_caching and carries_content(cfg)
+    client = cfg.latency_boundary == "client"
     log = steps = None
     if stream:
         if cfg.keep_gaps:
             raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
+        if cfg.client_timeout is not None:
+            raise ValueError("a streamed run (--stream) does not count aborted requests: leave --client-timeout out "
+                             "or run without --stream")
+        if client:
+            raise ValueError("a streamed run (--stream) keeps no step log to price the front end's output path "
+                             "per step: add --latency-boundary engine (latency_boundary = \"engine\")")
         log, steps = open_streams(out, caching)
-    elif caching:
-        log = RequestLog(cfg.keep_gaps, cached=True)
+    elif caching or client:
+        log = RequestLog(cfg.keep_gaps, cached=caching, client=client)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
     timeline = run_timeline(cfg, source)
     if timeline is not None and getattr(log, "streamed", False):
@@ -196,6 +227,8 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     }
     if cfg.rate_schedule:
         result.meta["rate_schedule"] = cfg.rate_schedule.value.describe()  # the pieces the text stood for
+    if client:
+        result.meta["front_end"] = {**front_end(cfg.front_end).describe(), "stream_interval": cfg.stream_interval}
     if cfg.horizon is not None:
         account_horizon(cfg, source, result)
     return result
@@ -234,6 +267,14 @@ def offered_timeline(cfg: RunConfig, timeline: Timeline, result: RunResult) -> d
         timeline.set("scheduled", np.diff(shape.cumulative(edges)))
         columns["scheduled_rate"] = ("scheduled", True)
     return {"window": timeline.width, "rows": timeline.rows(columns, end)}
+
+
+def last_batch(replicas: list[Replica], req) -> int:
+    """The requests that got a token in the step that just ended on ``req``'s replica (its decodes and chunks)."""
+    if req.replica < 0:
+        return 0
+    _, prefills, decodes, _ = replicas[req.replica].row
+    return prefills + decodes
 
 
 def offered(source) -> int:

@@ -1,6 +1,7 @@
 cdef class Request:
     cdef public object id
     cdef public object arrival
+    cdef public object sent
     cdef public object prompt_len
     cdef public object output_len
     cdef public object tier

@@ -12,6 +12,10 @@ when the run grants the oracle option).
 
 ``content`` is what the prompt's tokens are (``llmsched.content.Content``), for a
 prefix cache; None (every workload without prompt identities) shares nothing.
+
+``sent`` is when the client sent the request; ``arrival`` is when the engine has it (the
+front end's path later, workload/client_sends.py; re-stamped at the end of the step in flight
+under async admission, as vLLM's ``queued_ts`` is). Without a front end the two are equal.
 """
 from __future__ import annotations
 
@@ -95,6 +99,7 @@ class Status(IntEnum):
     FINISHED = 3
     REJECTED = 4
     UNFINISHED = 5  # still in flight when a run stopped at its horizon
+    ABORTED = 6  # its client gave up (a client timeout) before it finished; the engine freed it when told
 
 
 class Request:
@@ -102,7 +107,7 @@ class Request:
 
     __slots__ = (
         # spec
-        "id", "arrival", "prompt_len", "output_len", "tier", "slo", "tenant", "priority", "content",
+        "id", "arrival", "sent", "prompt_len", "output_len", "tier", "slo", "tenant", "priority", "content",
         # state (mutated only by the replica)
         "status", "num_computed", "num_generated", "num_blocks", "replica",
         "first_scheduled", "first_token", "last_token", "finish", "preemptions",
@@ -122,6 +127,7 @@ class Request:
                              f"{prompt_len}; a content covers the whole prompt")
         self.id = id
         self.arrival = float(arrival)
+        self.sent = self.arrival  # the client's send time; the engine has the request at ``arrival``
         self.prompt_len = int(prompt_len)
         self.output_len = int(output_len)
         self.tier = tier

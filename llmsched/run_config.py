@@ -15,6 +15,7 @@ from pathlib import Path
 from .config_fields import MAX_REQUESTS, MAX_SECONDS, MIN_RATE, check_combination, check_params
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
                             MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
+from .hardware.front_end import DEFAULT as DEFAULT_FRONT_END, FRONT_ENDS
 from .hardware.gpus import gpu_from_file
 from .hardware.hf_config import KV_CACHE_DTYPE_BYTES
 from .run_field import API, Origin, declare, declared, default_of
@@ -149,6 +150,24 @@ class RunConfig:
                                                   "shortest of 1, 5, 10, 30, 60 s, 5, 10, 15, 30, 60 min giving at "
                                                   "most 300 windows", kind=float, optional=True, above=0,
                                             high=MAX_SECONDS, hint="seconds")
+    # where latencies are measured (metrics/client_side.py, hardware/front_end.py)
+    latency_boundary: str = declare("client", "where TTFT, TPOT, ITL and E2E are measured: client (from the send "
+                                              "to the streamed bytes, as vllm bench serve, inference-perf and "
+                                              "GuideLLM time them: the front end and the wait for the step in "
+                                              "flight included) or engine (vLLM's own queued, first-token and "
+                                              "last-token stamps)", choices=("client", "engine"))
+    front_end: str = declare(DEFAULT_FRONT_END, "the serving front end a client goes through (client boundary): "
+                                           "vllm-serve (HTTP, a text prompt tokenised, output detokenised and "
+                                           "streamed), vllm-async-llm (in-process AsyncLLM, token ids), none",
+                             choices=tuple(FRONT_ENDS))
+    stream_interval: int = declare(1, "vLLM's stream_interval: the front end streams a request's tokens in chunks "
+                                      "of this many (its first token at once); the client's ITL is per chunk",
+                                   low=1, high=4096)
+    client_timeout: float | None = declare(None, "seconds after its send when the client gives up on a request "
+                                                 "(aborted: a miss, its KV freed when the abort reaches the "
+                                                 "engine); benchmarks' defaults: inference-perf 300, GuideLLM 300, "
+                                                 "vllm bench serve 21600; default none",
+                                           kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")
     # run control
     horizon: float | None = declare(None, "stop simulating at this time (s); requests in flight end unfinished",
                                     kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")

@@ -100,7 +100,8 @@ def test_a_horizon_accounts_every_offered_request(tmp_path):
     """--horizon 1e-9 wrote 1 row of 20 offered requests and said nothing of the other 19."""
     import json
     out = tmp_path / "run"
-    p = llmsched("simulate", "--num-requests", "20", "--horizon", "1e-9", "--out", str(out), "--no-progress")
+    p = llmsched("simulate", "--num-requests", "20", "--horizon", "1e-9", "--out", str(out), "--no-progress",
+                 "--latency-boundary", "engine")  # at the client, the first request reaches the engine after 1e-9 s
     assert p.returncode == 0, p.stderr
     assert p.stderr.strip().splitlines() == [
         "llmsched simulate: warning: horizon 1e-09 s: 19 of 20 requests arrive after it and were not run (meta.json: "

@@ -15,7 +15,8 @@ FAIR = ("vtc", "wfq")
 @pytest.mark.parametrize("setting", [dict(num_blocks=600), dict(num_blocks=600, preemption_mode="swap",
                                                                  swap_space_gb=0.05)])
 def test_without_tenants_they_admit_first_come_first_served(name, setting):
-    result = run(RunConfig(scheduler=name, rate=3, num_requests=200, check_invariants=True, **setting))
+    result = run(RunConfig(scheduler=name, rate=3, num_requests=200, check_invariants=True, latency_boundary="engine",
+                           **setting))  # first come at the engine: its arrivals
     log = result.requests
     order = np.argsort(log.column("id"))
     first = log.column("first_scheduled")[order]
@@ -81,7 +82,7 @@ def light_run(name: str, mode: str, tenants: str = "heavy:rate=8,light:rate=0.5"
     """A heavy tenant over capacity and a light one on Llama-3-8B/A100, every plan recorded with whether it was a
     light step."""
     cfg = RunConfig(scheduler=name, tenants=tenants, duration=40, seed=0, model="llama-3-8b", gpu="a100",
-                    scheduler_params={"light_first": mode, **extra}, check_invariants=True)
+                    scheduler_params={"light_first": mode, **extra}, check_invariants=True, latency_boundary="engine")
     replicas = build_replicas(cfg)
     policy = replicas[0].scheduler
     plans = []

@@ -199,7 +199,7 @@ def test_steps_log_the_tokens_their_admissions_found_cached(tmp_path):
     without preemption its sum is requests.csv's; with preemptions (a small cache) it also counts re-admissions,
     as each replica's cached_tokens does; a streamed run writes the same file; without a cache, no column."""
     from llmsched.metrics.writers import write_run
-    cfg = shared_prefix_config(rate=4.0, num_requests=60, num_blocks=4000, keep_gaps=False)
+    cfg = shared_prefix_config(rate=4.0, num_requests=60, num_blocks=4000, keep_gaps=False, latency_boundary="engine")
     result = run(cfg)
     per_step = np.asarray(result.steps.columns()["cached_tokens"])
     assert per_step.sum() == result.requests.column("cached_tokens").sum() > 0

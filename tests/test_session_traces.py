@@ -81,7 +81,7 @@ def test_agentic_calls_arrive_their_tool_time_after_the_previous_call_ends(tmp_p
     path = write(tmp_path / "w.jsonl", AGENTIC)
     source = trace_workload(path).source()
     assert isinstance(source, SessionOpenLoop) and len(source) == 5
-    result = run(RunConfig(trace=str(path), rate=None))
+    result = run(RunConfig(trace=str(path), rate=None, latency_boundary="engine"))  # the engine's finish times
     cols = result.requests.cols
     row = {i: k for k, i in enumerate(cols["id"])}
     assert sorted(row) == [0, 1, 2, 3, 4] and set(cols["status"]) == {3}  # all finished
@@ -103,7 +103,7 @@ def test_token_ids_are_checked_against_the_counts_and_the_vocabulary(tmp_path):
 def test_sessions_run_on_several_replicas(tmp_path):
     """A source whose completions add requests never runs as lanes: the later calls still arrive on time."""
     path = write(tmp_path / "w.jsonl", AGENTIC)
-    result = run(RunConfig(trace=str(path), rate=None, replicas=3, router="round-robin"))
+    result = run(RunConfig(trace=str(path), rate=None, replicas=3, router="round-robin", latency_boundary="engine"))
     cols = result.requests.cols
     row = {i: k for k, i in enumerate(cols["id"])}
     assert sorted(row) == [0, 1, 2, 3, 4]

@@ -54,7 +54,7 @@ def _both(cfg: RunConfig, tmp_path):
 @pytest.mark.parametrize("scheduler", ["sarathi", "vllm", "slai", "rad"])
 @pytest.mark.parametrize("workload", list(WORKLOADS))
 def test_streamed_files_are_identical_and_summary_within_bounds(scheduler, workload, tmp_path):
-    cfg = RunConfig(scheduler=scheduler, seed=3, keep_gaps=False, **WORKLOADS[workload])
+    cfg = RunConfig(scheduler=scheduler, seed=3, keep_gaps=False, latency_boundary="engine", **WORKLOADS[workload])
     if workload == "swap" and scheduler == "rad":
         cfg = dataclasses.replace(cfg, preemption_mode="recompute")
     memory, summary, streamed, got = _both(cfg, tmp_path)
@@ -108,7 +108,7 @@ def _compare(got, want, path):
 
 def test_stream_cli_writes_the_files_and_refuses_what_it_cannot_do(tmp_path, capsys):
     args = ["simulate", "--scheduler", "vllm-chunked", "--workload", "sharegpt", "--rate", "4",
-            "--num-requests", "30", "--no-progress"]
+            "--num-requests", "30", "--no-progress", "--latency-boundary", "engine"]
     assert main([*args, "--sketch", "--out", str(tmp_path / "a")]) == 0
     assert main([*args, "--stream", "--out", str(tmp_path / "b")]) == 0
     for name in ("requests.csv", "steps.csv"):
@@ -128,7 +128,8 @@ def test_stream_cli_writes_the_files_and_refuses_what_it_cannot_do(tmp_path, cap
 
 
 def test_streamed_logs_hold_a_chunk_at_most(tmp_path):
-    cfg = RunConfig(scheduler="sarathi", workload="sharegpt", rate=8.0, num_requests=200, seed=1, keep_gaps=False)
+    cfg = RunConfig(scheduler="sarathi", workload="sharegpt", rate=8.0, num_requests=200, seed=1, keep_gaps=False,
+                    latency_boundary="engine")
     result = run(cfg, stream=True, out=tmp_path)
     assert len(result.requests) == 200 and len(result.requests.cols["id"]) == 0
     assert len(result.steps.start) == 0 and not len(result.steps.tail["start"])
@@ -142,7 +143,8 @@ def test_moe_dp_ranks_in_lockstep_stream_and_cache_prefixes(tmp_path):
     """A MoE model's DP ranks step in lockstep (sim/dp_lockstep.py); with prefixes to cache, or streamed, such a run
     failed with '--stream does not run DP ranks in lockstep' (a log of cached tokens is not the default log)."""
     cfg = RunConfig(scheduler="sarathi", model="qwen3-30b-a3b", gpu="h100", dp=2, expert_parallel=True,
-                    workload="shared-prefix", rate=8.0, num_requests=40, seed=2, keep_gaps=False)
+                    workload="shared-prefix", rate=8.0, num_requests=40, seed=2, keep_gaps=False,
+                    latency_boundary="engine")
     memory, summary, streamed, got = _both(cfg, tmp_path)
     for name in ("requests.csv", "steps.csv"):
         assert (tmp_path / "stream" / name).read_bytes() == (tmp_path / "memory" / name).read_bytes(), name

@@ -163,7 +163,7 @@ def test_a_run_without_tenants_has_no_tenant_column_or_section(tmp_path):
 
 def test_a_streamed_run_writes_the_same_tenant_column(tmp_path):
     base = ["simulate", "--scheduler", "vllm-chunked", "--tenants", "a:rate=3,b:rate=1", "--num-requests", "120",
-            "--no-progress", "--sketch"]
+            "--no-progress", "--sketch", "--latency-boundary", "engine"]
     assert main(base + ["--out", str(tmp_path / "mem")]) == 0
     assert main(base + ["--stream", "--out", str(tmp_path / "stream")]) == 0
     assert (tmp_path / "mem" / "requests.csv").read_text() == (tmp_path / "stream" / "requests.csv").read_text()

@@ -62,7 +62,7 @@ def test_simulate_replays_a_server_log_exactly(tmp_path):
     out = tmp_path / "sim"
     code = main(["simulate", "--trace", str(LLAMA / "requests.jsonl"), "--model", "llama-3.1-8b", "--gpu", "h200",
                  "--scheduler", "vllm-chunked", "--batch-time", "vllm-v1", "--max-num-seqs", "128",
-                 "--max-num-batched-tokens", "2048", "--out", str(out), "--no-progress"])
+                 "--max-num-batched-tokens", "2048", "--out", str(out), "--no-progress", "--latency-boundary", "engine"])
     assert code == 0
     with (out / "requests.csv").open() as f:
         sim = sorted(csv.DictReader(f), key=lambda r: int(r["id"]))

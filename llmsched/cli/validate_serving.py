@@ -6,8 +6,9 @@ import json
 import shlex
 from pathlib import Path
 
+from ..hardware.front_end import FRONT_ENDS
 from ..validate.serving import METRICS, STATS, pct, validate
-from ..validate.serving_run import load_run
+from ..validate.serving_run import load_runs
 
 DEFAULT_BATCH_TIME = "vllm-v1"
 
@@ -28,6 +29,13 @@ def add(sub) -> None:
     p.add_argument("--model", help="model preset, where config.json / meta.json's model is not one llmsched reads")
     p.add_argument("--log", help="the per-request log's file name in each folder (default requests.jsonl, else "
                                  "the one bench-result .json)")
+    p.add_argument("--latency-boundary", choices=("client", "engine"),
+                   help="compare at the client or in the engine (default: where each log measured: a requests.jsonl "
+                        "in the engine, vllm bench serve, GuideLLM and inference-perf reports at the client; a "
+                        "requests.jsonl with client_sent/client_first/client_last stamps can be read at either)")
+    p.add_argument("--front-end", choices=tuple(FRONT_ENDS),
+                   help="the front end of a client-side replay (default: meta.json's front_end, else vllm-async-llm "
+                        "for an engine run with skip_tokenizer_init, else vllm-serve)")
     p.add_argument("--batch-time", default=DEFAULT_BATCH_TIME,
                    help=f"batch-time kind or stored profile (default {DEFAULT_BATCH_TIME})")
     p.add_argument("--bt-param", action="append", default=[], metavar="KEY=VALUE",
@@ -45,7 +53,8 @@ def add(sub) -> None:
 def fit_command(args) -> str:
     """The command that fits the profile again: the calibration runs and every option the fit depends on."""
     words = ["llmsched", "validate-serving", *(args.fit or args.runs[:1]), "--calibrate", args.calibrate]
-    for flag, value in (("--gpu", args.gpu), ("--model", args.model), ("--log", args.log)):
+    for flag, value in (("--gpu", args.gpu), ("--model", args.model), ("--log", args.log),
+                        ("--latency-boundary", args.latency_boundary), ("--front-end", args.front_end)):
         if value:
             words += [flag, value]
     if args.batch_time != DEFAULT_BATCH_TIME:
@@ -61,7 +70,7 @@ def cmd_validate_serving(args) -> int:
     from ..batchtime.named import check_name, load_profile, save_profile
     from ..config_fields import parse_params
     params = parse_params(args.bt_param, "--bt-param") if args.bt_param else {}
-    runs = [load_run(folder, args.log) for folder in args.runs]
+    runs = [run for folder in args.runs for run in load_runs(folder, args.log, args.latency_boundary)]
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ValueError(f"two runs have the same folder name ({', '.join(names)}); give each its own name")
@@ -69,7 +78,8 @@ def cmd_validate_serving(args) -> int:
     if args.calibrate:
         from ..validate.serving_calibrate import calibrate, profile_payload
         check_name(args.calibrate)
-        fit = [load_run(folder, args.log) for folder in args.fit] if args.fit else runs[:1]
+        fit = ([run for folder in args.fit for run in load_runs(folder, args.log, args.latency_boundary)]
+               if args.fit else runs[:1])
         terms = tuple(t.strip() for t in args.fit_terms.split(",") if t.strip())
         if not terms:
             raise ValueError("--fit-terms: name at least one term (e.g. compute_eff,mem_eff)")
@@ -87,7 +97,7 @@ def cmd_validate_serving(args) -> int:
         calibrated_on = list(profile.get("calibrated_on", [])) if profile else []
     rows = []
     for run in runs:
-        row = validate(run, args.gpu, batch_time, params, args.model)
+        row = validate(run, args.gpu, batch_time, params, args.model, args.front_end)
         row["split"] = "calibration" if run.name in calibrated_on else "validation"
         row["profile"] = args.calibrate or (args.batch_time if args.batch_time != batch_time else None)
         rows.append(row)
@@ -105,9 +115,11 @@ def cmd_validate_serving(args) -> int:
 def format_report(rows: list[dict]) -> str:
     lines = []
     for row in rows:
+        where = (f"at the client through {row['front_end']}" if row.get("latency_boundary") == "client" else
+                 "in the engine")
         lines.append(f"{row['run']} ({row['split']}): {row['model']} on {row['gpu']}, tp {row['tp']}, dp {row['dp']}"
                      f"{' + EP' if row['expert_parallel'] else ''}, vLLM {row['vllm_version']}, {row['requests']} "
-                     f"requests, batch time {row['profile'] or row['batch_time']}")
+                     f"requests, batch time {row['profile'] or row['batch_time']}, measured {where}")
         lines.append(f"  {'metric':<14}" + "".join(f"{s:>26}" for s in STATS))
         for metric in METRICS:
             real, sim, err = row["real"][metric], row["simulated"][metric], row["errors"][metric]
@@ -121,7 +133,9 @@ def format_report(rows: list[dict]) -> str:
         if "prefix_cache" in row:
             lines.append("  " + format_prefix_cache(row["prefix_cache"]))
         met = [f"{name} {t['error_pct']:+.1f}% {'ok' if t['met'] else 'MISS'} (±{t['bound_pct']:g}%)"
-               for name, t in row["targets"].items()]
+               if t["met"] is not None else f"{name} not compared" for name, t in row["targets"].items()]
+        for note in row["notes"]:
+            lines.append(f"  note: {note}")
         lines.append("  targets: " + "; ".join(met))
     lines.append("(each cell: real, simulated, error)")
     return "\n".join(lines)

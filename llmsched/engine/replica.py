@@ -316,6 +316,29 @@ class Replica(GroupSteps):
             assert r.status is WAITING, f"request {r.id} in waiting is {r.status.name}"
         self.kv.check(self.running, self.swapped, self.waiting, g)
 
+    def abort(self, req: Request, reason: str, now: float) -> None:
+        """``req``'s client gave up: between steps, as vLLM's engine core reads an abort with its inputs, the
+        request leaves with its KV freed (vLLM's ``finish_requests(..., ABORTED)``), ``completed`` with ABORTED."""
+        assert not self.busy, "abort while a step is running: abort between steps"
+        self.version += 1
+        self.now = now
+        self.settle()
+        kv = self.kv
+        if req.status is RUNNING:
+            kv.release(req)
+            self.running.remove(req)
+        elif req.status is Status.SWAPPED:
+            kv.drop_swapped(req)
+            self.swapped.remove(req)
+        else:
+            self.waiting.remove(req)
+            if self.caching:
+                kv.discard(req)
+        req.status = Status.ABORTED
+        req.reject_reason = reason
+        req.finish = self.now
+        self.completed.append(req)
+
     def stop(self, reason: str, status: Status = REJECTED) -> list[Request]:
         """End the run here: every request still queued or in flight leaves with ``status``."""
         self.version += 1

@@ -22,6 +22,9 @@ RECORD_ORDER = ("id", "replica", "tier", "status", "prompt_len", "output_len", "
                 "e2e", "max_gap", "ttft_slo", "tbt_slo", "tpot_slo")
 assert sorted(RECORD_ORDER) == sorted(INT_FIELDS + FLOAT_FIELDS)
 CACHED_FIELD = "cached_tokens"  # int, only in runs with a prefix cache (their requests carry content)
+SENT_FIELD = "sent"  # float, during a client-boundary run only (metrics/client_side.py replaces it)
+CLIENT_FIELDS = ("queued", "engine_ttft", "engine_tpot", "engine_e2e")  # float, a client-boundary run's engine figures
+FLOAT_COLUMNS = FLOAT_FIELDS + (SENT_FIELD,) + CLIENT_FIELDS
 TBT_MISS_TOLERANCE = 0.01  # a request meets its TBT target if at most 1% of its gaps exceed it
 GAP_FIELDS = ("num_gaps", "tbt_misses", "gap_offset", "max_gap")  # filled in per batch when the gaps are kept
 SETTLE_BATCH = 256  # requests whose gap columns are computed together (its temporaries raise the peak)
@@ -36,7 +39,7 @@ def prefix_cache_stats(cached: int, prompt: int) -> dict:
 class RequestLog:
     """Column store of requests that left the run (finished, rejected or unfinished)."""
 
-    def __init__(self, keep_gaps: bool = True, cached: bool = False):
+    def __init__(self, keep_gaps: bool = True, cached: bool = False, client: bool = False):
         self.keep_gaps = keep_gaps
         self._cols = {name: array("d") for name in FLOAT_FIELDS}
         self._cols.update({name: array("q") for name in INT_FIELDS})
@@ -45,6 +48,12 @@ class RequestLog:
         if cached:
             self._cols[CACHED_FIELD] = array("q")
             self._append_cached = self._cols[CACHED_FIELD].append
+        # ``client``: a client-boundary run records each request's send time too (metrics/client_side.py then
+        # turns the engine's figures into the client's)
+        self._append_sent = None
+        if client:
+            self._cols[SENT_FIELD] = array("d")
+            self._append_sent = self._cols[SENT_FIELD].append
         # record() appends a row through these bound methods (the columns are emptied in place, never replaced)
         self._append_now = tuple(self._cols[name].append for name in RECORD_ORDER if name not in GAP_FIELDS)
         self._append_gap = tuple(self._cols[name].append for name in GAP_FIELDS)
@@ -120,6 +129,8 @@ class RequestLog:
         a_tpot_slo(math.nan if slo.tpot is None else float(slo.tpot))
         if self._append_cached is not None:
             self._append_cached(r.num_cached)
+        if self._append_sent is not None:
+            self._append_sent(r.sent)
         if r.status is not Status.FINISHED and r.reject_reason:
             self.reasons[r.id] = r.reject_reason
         if self.keep_gaps:  # the gap columns for a batch of requests at once (_settle: the same values)
@@ -185,8 +196,12 @@ class RequestLog:
         c["max_gap"].frombytes(max_gap.tobytes())
         self._gaps.frombytes(memoryview(gaps).cast("B"))  # the largest: appended without a bytes copy
 
+    def replace_gaps(self, gaps: np.ndarray) -> None:
+        """Every kept gap anew (the caller has rewritten the gap columns to match)."""
+        self._gaps = array("d", np.asarray(gaps, dtype=np.float64).tobytes())
+
     def column(self, name: str) -> np.ndarray:
-        return np.frombuffer(self.cols[name], dtype=np.float64 if name in FLOAT_FIELDS else np.int64)
+        return np.frombuffer(self.cols[name], dtype=np.float64 if name in FLOAT_COLUMNS else np.int64)
 
     def gaps_of(self, mask: np.ndarray | None = None) -> np.ndarray:
         """All TBT gaps of the requests selected by ``mask`` (all when None); needs keep_gaps."""

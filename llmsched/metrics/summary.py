@@ -33,7 +33,7 @@ import numpy as np
 
 from ..request import Status
 from .fairness import INPUT_WEIGHT, OUTPUT_WEIGHT, SERIES_BINS, backlogged, inside, intersect, jain, service_events
-from .requests import CACHED_FIELD, TBT_MISS_TOLERANCE, RequestLog, prefix_cache_stats
+from .requests import CACHED_FIELD, CLIENT_FIELDS, TBT_MISS_TOLERANCE, RequestLog, prefix_cache_stats
 from .latency_stats import NAN, QUANTILES, TOP_REASONS, merged_sketch, sketch_stats, value_stats
 from .policy_stats import summed
 
@@ -74,6 +74,7 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     finished = win & (status == int(Status.FINISHED))
     rejected = win & (status == int(Status.REJECTED))
     unfinished = win & (status == int(Status.UNFINISHED))
+    aborted = win & (status == int(Status.ABORTED))
     n_win, n_fin = int(win.sum()), int(finished.sum())
 
     end = _finite_or(finish, result.end_time)
@@ -92,9 +93,13 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
         "counts": {"offered": n_win, "finished": n_fin, "rejected": int(rejected.sum()),
                    "unfinished": int(unfinished.sum()), "reasons": _top_reasons(log, win & ~finished)},
     }
+    if aborted.any():  # client timeouts (--client-timeout): misses, as rejected and unfinished requests are
+        out["counts"]["aborted"] = int(aborted.sum())
     out["latency"] = {"ttft": value_stats(log.column("ttft")[finished]), "tbt": _tbt_stats(log, win),
                       "tpot": value_stats(log.column("tpot")[finished]),
                       "e2e": value_stats(log.column("e2e")[finished])}
+    if CLIENT_FIELDS[0] in log.cols:  # measured at the client: the engine's own figures beside them
+        out["engine_latency"] = {m: value_stats(log.column(f"engine_{m}")[finished]) for m in ("ttft", "tpot", "e2e")}
 
     prompt, generated = log.column("prompt_len"), log.column("generated")
     out["throughput"] = {"requests_per_s": per_s(n_fin),
@@ -119,6 +124,8 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     out["littles_law"] = _littles_law(arrival, end, win, result.steps, s0, s1)
     out["run"] = {"end_time": float(result.end_time), "wall_time": float(result.wall_time),
                   "keep_gaps": bool(log.keep_gaps), "tiers": list(log.tiers)}
+    if CLIENT_FIELDS[0] in log.cols:
+        out["run"]["latency_boundary"] = "client"
     if log.tenants:
         out["tenants"], out["fairness"] = _tenants(log, win, finished, meets, end, s0, s1)
     policy = [row["policy"] for row in result.replica_stats if row.get("policy")]

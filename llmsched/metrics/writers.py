@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..request import Status
-from .requests import CACHED_FIELD, FLOAT_FIELDS, INT_FIELDS
+from .requests import CACHED_FIELD, CLIENT_FIELDS, FLOAT_FIELDS, INT_FIELDS
 from .steps import CACHED_STEP_FIELD, STEP_FIELDS
 
 REQUEST_COLUMNS = INT_FIELDS[:3] + ("tier_name", "status", "status_name") + INT_FIELDS[4:] + FLOAT_FIELDS + (
@@ -90,10 +90,12 @@ def _write_requests(log, path: Path) -> None:
 
 
 def request_columns(log) -> tuple[str, ...]:
-    """requests.csv's columns: a ``tenant`` column after ``tier_name`` only when the run has tenants, and
-    ``cached_tokens`` last only in a run with a prefix cache."""
+    """requests.csv's columns: a ``tenant`` column after ``tier_name`` only when the run has tenants, the engine's
+    own figures (``queued``, ``engine_ttft``, ``engine_tpot``, ``engine_e2e``) after ``reason`` only in a run
+    measured at the client, and ``cached_tokens`` last only in a run with a prefix cache."""
     columns = TENANT_COLUMNS if log.tenants else REQUEST_COLUMNS
-    return columns + ((CACHED_FIELD,) if CACHED_FIELD in log.cols else ())
+    client = CLIENT_FIELDS if CLIENT_FIELDS[0] in log.cols else ()
+    return columns + client + ((CACHED_FIELD,) if CACHED_FIELD in log.cols else ())
 
 
 def write_request_rows(f, log) -> None:

@@ -19,6 +19,8 @@ def plot_validation_cdfs(rows: list[dict], path) -> Path:
     for axes, row in zip(sheet.axes, rows):
         for ax, (metric, name) in zip(axes, METRICS):
             for side, kw in SIDES:
+                if row["samples"][side] is None:  # an aggregate report (inference-perf): percentiles, no samples
+                    continue
                 values = np.asarray(row["samples"][side][metric]) * 1e3
                 ax.plot(values, np.arange(1, len(values) + 1) / len(values), label=side, **kw)
             ax.set_title(f"{row['run']}: {name} (P50 {row['errors'][metric]['p50']:+.1f}%)", fontsize=10)

@@ -195,7 +195,7 @@ def reproduce(*, settings: str = "named", schedulers: str | None = None, budget:
             held = tuple(range(HELD_OUT_SEED, HELD_OUT_SEED + held_out))
             configs = {}
             for name in names:
-                base = RunConfig(scheduler=name, duration=duration, seed=0,
+                base = RunConfig(latency_boundary="engine", scheduler=name, duration=duration, seed=0,
                                  scheduler_params=slo_params(name, slos), **setting.run)
                 params = search_space(base)
                 t1 = time.perf_counter()

@@ -80,7 +80,7 @@ def config(model_key: str, timing_name: str, profile: str = PROFILE, host_scale:
     model, C_paper, preset = MODELS[model_key]
     C = C or C_paper
     gpu = "a100-pcie" if timing_name == "measured" else "a100"   # the paper's GPU (§4.1); roofline as before
-    base = RunConfig(model=model, gpu=gpu, max_num_seqs=C, max_model_len=MAX_MODEL_LEN,
+    base = RunConfig(latency_boundary="engine", model=model, gpu=gpu, max_num_seqs=C, max_model_len=MAX_MODEL_LEN,
                      max_num_batched_tokens=C * MAX_MODEL_LEN)   # a refill is one prefill step, as in eq. (1)
     if timing_name == "roofline":
         return base, None, None

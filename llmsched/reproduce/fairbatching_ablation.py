@@ -152,7 +152,7 @@ def config(s: Settings, level: Level, scheduler: str, params: dict, n: int | Non
             source = {"trace": TRACE_FILE}
         except DataFileNotFound:
             pass
-    return RunConfig(scheduler=scheduler, scheduler_params=params, model=model, gpu=gpu,
+    return RunConfig(latency_boundary="engine", scheduler=scheduler, scheduler_params=params, model=model, gpu=gpu,
                      batch_time=level.batch_time, batch_time_params=dict(level.batch_time_params),
                      max_num_seqs=MAX_NUM_SEQS, num_requests=n or s.n, rate=rate,
                      tiers=f"slo:ttft={s.ttft:g}:tpot={s.tpot:g}", **source)

@@ -43,7 +43,7 @@ def summary(setup: Setup, scheduler: str, tenants: str, **params) -> dict:
 
 def result_of(setup: Setup, scheduler: str, tenants: str, **params):
     cfg = RunConfig(scheduler=scheduler, tenants=tenants, duration=setup.duration, seed=setup.seed,
-                    model=setup.model, gpu=setup.gpu, scheduler_params=params)
+                    model=setup.model, gpu=setup.gpu, scheduler_params=params, latency_boundary="engine")
     return run_config(cfg)
 
 

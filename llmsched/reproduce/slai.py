@@ -81,7 +81,8 @@ def config(label: str, rate: float, share: float, duration: float, seed: int, bt
     name, params = LABELS[label]
     return RunConfig(scheduler=name, scheduler_params=params, rate=rate, duration=duration, tiers=tiers(share),
                      seed=seed, batch_time_params=bt, **BASE,
-                     **({"max_num_batched_tokens": VLLM_PREFILL_BATCH} if name == "vllm" else {}))
+                     **({"max_num_batched_tokens": VLLM_PREFILL_BATCH} if name == "vllm" else {}),
+                     latency_boundary="engine")
 
 
 def job(spec: dict) -> dict:

@@ -15,7 +15,8 @@ from ..request import Status
 from ..routers import RoundRobin, Router
 from .lanes import run_lanes
 
-ARRIVAL, STEP_END, WAKE = 0, 1, 2
+ARRIVAL, STEP_END, WAKE, ABORT = 0, 1, 2, 3
+DONE = (Status.FINISHED, Status.REJECTED, Status.ABORTED, Status.UNFINISHED)
 
 
 @dataclass
@@ -30,7 +31,7 @@ class RunResult:
 
 def simulate(source, replicas: list[Replica], router: Router | None = None, horizon: float | None = None,
              seed: int = 0, progress: bool = False, keep_gaps: bool = True, log: RequestLog | None = None,
-             lanes: bool = True) -> RunResult:
+             lanes: bool = True, client_timeout: float | None = None, abort_delay: float = 0.0) -> RunResult:
     """Run ``source``'s requests through ``replicas`` until all leave, or until ``horizon``.
 
     ``source`` has ``initial()`` (a list, or any iterable in arrival order, consumed lazily: a request is
@@ -44,6 +45,9 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     ``lanes``: run the replicas one at a time (sim/lanes.py) where that cannot change a result: several replicas,
     a router that routes ahead and a source whose completions add no request; False runs the one event loop
     (``--no-lanes``; the reference the tests compare lanes with).
+    ``client_timeout``: a request not finished ``client_timeout`` seconds after its send (``Request.sent``) is
+    aborted by its client; the abort reaches the engine ``abort_delay`` later and takes effect between steps (a
+    step in flight ends first), the request leaving ABORTED with its KV freed.
     """
     if not replicas:
         raise ValueError("simulate needs at least one replica")
@@ -96,8 +100,12 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     # vLLM's async scheduling: a request arriving during a step is queued at its end and first scheduled in the
     # step after the next (batchtime/vllm_v1.py); such arrivals wait here, per replica, until their step ends
     held = [[] for _ in replicas] if any(rep.batch_time.async_admission for rep in replicas) else None
+    # client timeouts: the aborts that reached a busy replica, applied when its step ends
+    aborting = [[] for _ in replicas] if client_timeout is not None else None
+    timeout_reason = (f"aborted: no answer {client_timeout:g} s after the client sent it (client timeout)"
+                      if client_timeout is not None else "")
     if (lanes and len(replicas) > 1 and getattr(router, "routes_ahead", False) and replicas[0].quiet_finishes
-            and held is None):
+            and held is None and aborting is None):
         now, cut = run_lanes(arrivals, pending, replicas, router, rng, horizon, log, on_done, router_left, bar,
                              shared_steps, stream, out_of_order)
         return finish_run(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)
@@ -134,6 +142,36 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         if rep.completed:
             drain(rep, t)
 
+    def apply_aborts(rep: Replica, t: float):
+        """The aborts that reached ``rep`` during its step, applied now that it ended."""
+        for r in aborting[rep.index]:
+            if r.status not in DONE:
+                rep.abort(r, timeout_reason, t)
+        aborting[rep.index].clear()
+        if rep.completed:
+            drain(rep, t)
+
+    def abort(r, t: float):
+        """``r``'s abort reaches the engine at ``t``: held, it never joins; on a busy replica, when the step ends."""
+        if r.status in DONE:
+            return
+        if r.replica < 0:  # held (async admission): it never joins its replica
+            rep = next(rep for rep in replicas if r in held[rep.index])
+            held[rep.index].remove(r)
+            r.replica = rep.index
+            r.status, r.reject_reason, r.finish = Status.ABORTED, timeout_reason, t
+            rep.completed.append(r)
+            drain(rep, t)
+            return
+        rep = replicas[r.replica]
+        if rep.busy:
+            aborting[rep.index].append(r)
+            return
+        rep.abort(r, timeout_reason, t)
+        drain(rep, t)
+        if not rep.busy:
+            start(rep, t)
+
     def admit_held(rep: Replica, t: float):
         """The arrivals held during ``rep``'s step that ended at ``t`` join it, queued at ``t``: after the next
         step was planned without them. An idle replica starts at once."""
@@ -162,7 +200,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
             if horizon is not None and t > horizon:
                 break
             kind, x = top[2], top[3]
-            if kind == STEP_END and x.end_and_repeat(t):
+            if kind == STEP_END and (aborting is None or not aborting[x.index]) and x.end_and_repeat(t):
                 # the commonest event: a step ends and the same plan starts again, nothing to decide. It folds
                 # the steps after it when the new one ends before the next event (next_event(), inline: the
                 # pending arrival or a child of the heap's root, which this event still is; the children are
@@ -196,6 +234,8 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
             x.end_step(t)
             if x.completed:
                 drain(x, t)
+            if aborting is not None and aborting[x.index]:
+                apply_aborts(x, t)
             if held is not None and held[x.index]:
                 start(x, t, t)  # no fast-forward: the held arrivals join after this step is planned
                 admit_held(x, t)
@@ -205,6 +245,9 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
                 shared_steps.flush(log.end_max)
         elif kind == ARRIVAL:
             rep = replicas[router.route(x, replicas, rng)]
+            if aborting is not None:
+                heapq.heappush(heap, (max(x.sent + client_timeout + abort_delay, t), seq, ABORT, x))
+                seq += 1
             if held is not None and rep.busy:
                 held[rep.index].append(x)
                 continue
@@ -217,6 +260,8 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
                 seq += 1
             elif not rep.busy:
                 start(rep, t)
+        elif kind == ABORT:
+            abort(x, t)
         elif not x.busy:  # WAKE
             start(x, t)
     cut = horizon is not None and (heap or pending is not None)

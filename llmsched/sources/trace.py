@@ -18,7 +18,7 @@ def applies(cfg) -> bool:
 def build(cfg):
     """A trace replay; when the trace names each row's tenant (a ``tenant`` column) its requests carry them, with
     the weights and priorities ``tenants`` gives (weight 1 each without it)."""
-    trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg))
+    trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg), clock=cfg.latency_boundary)
     if cfg.duration is not None or cfg.rate_schedule or cfg.time_scale is not None:  # the trace played in time
         schedule = cfg.rate_schedule.value if cfg.rate_schedule else None
         if schedule is not None:

@@ -6,6 +6,13 @@ block size, tensor and data parallelism; the batch-time model ``vllm-v1`` (or an
 cache vLLM reported (``num_gpu_blocks`` or ``memory_gib.kv_cache_tokens`` in meta.json), else vLLM's sizing
 for its version (hardware/vllm_memory.py); DP ranks behind the balancer of the run's vLLM version.
 
+Like is compared with like: a log measured in the engine (requests.jsonl's ``queued_ts``, ``first_token_ts``,
+``last_token_ts``) against the simulation's engine-side figures (``latency_boundary`` engine: arrivals are the
+``queued_ts``); a log measured at the client (``vllm bench serve`` results, GuideLLM reports, inference-perf's
+lifecycle reports, a requests.jsonl with its client's stamps read with ``--latency-boundary client``) against the
+client-side figures (``latency_boundary`` client: arrivals are the sends, through the run's front end,
+hardware/front_end.py).
+
 Metrics, per request: TTFT, TPOT = (E2E − TTFT)/(output − 1), E2E; ITL, every inter-token gap, where the log
 has them (vllm bench serve results); throughput = output tokens (and requests) per second from the first
 arrival to the last finish. Each is reported as mean, P50, P90, P99, real and simulated, with the simulated
@@ -19,6 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
+import hashlib
+import tempfile
+from pathlib import Path
+
 from ..experiment import run as run_config
 from ..metrics.requests import CACHED_FIELD, prefix_cache_stats
 from ..run_config import RunConfig
@@ -26,6 +37,7 @@ from ..hardware.gpus import gpu as gpu_preset
 from ..hardware.vllm_memory import default_utilization, no_room, parse_version, vllm_kv_budget
 from ..batchtime.registry import resolve_kind
 from ..batchtime.vllm_v1 import cudagraph_capture_sizes
+from ..workload.lifecycle_report import LifecycleReport
 from .serving_run import ServingRun, gpu_of
 
 STATS = ("mean", "p50", "p90", "p99")
@@ -43,8 +55,10 @@ def dp_router(vllm_version: str | None) -> str:
 
 
 def replay_config(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1",
-                  batch_time_params: dict | None = None, model: str | None = None) -> RunConfig:
-    """The simulation of ``run``: its arrivals and lengths, its engine arguments, vLLM's policy."""
+                  batch_time_params: dict | None = None, model: str | None = None,
+                  front_end: str | None = None) -> RunConfig:
+    """The simulation of ``run``: its arrivals and lengths, its engine arguments, vLLM's policy, measured where the
+    run's log was (its front end: ``front_end``, else the run's own)."""
     args = run.args
     device = gpu_preset(gpu_of(run, gpu))
     spec, model_name = run.model_spec(model)
@@ -53,16 +67,31 @@ def replay_config(run: ServingRun, gpu: str | None = None, batch_time: str = "vl
         if args.capture_sizes:
             params.setdefault("capture_sizes", list(args.capture_sizes))
         params.setdefault("async_scheduling", args.async_scheduling)
+    workload = (dict(trace=str(run.log.path), rate=None) if not isinstance(run.log, LifecycleReport) else
+                dict(lengths=str(drawn_lengths(run.log)), rate=run.log.rate, num_requests=run.log.count,
+                     arrival=run.log.load_type))
     return RunConfig(
         scheduler=SCHEDULER, scheduler_params={"token_budget": args.max_num_batched_tokens}, model=model_name,
         gpu=device.name, tp=args.tensor_parallel_size, batch_time=batch_time, batch_time_params=params,
-        trace=str(run.log.path), rate=None, dp=args.data_parallel_size, expert_parallel=args.enable_expert_parallel,
+        **workload, dp=args.data_parallel_size, expert_parallel=args.enable_expert_parallel,
         router=dp_router(args.vllm_version) if args.data_parallel_size > 1 else "round-robin",
         block_size=args.block_size, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len,
         gpu_memory_utilization=args.gpu_memory_utilization or default_utilization(args.vllm_version),
         kv_cache_dtype=args.kv_cache_dtype, prefix_caching=args.enable_prefix_caching,
-        num_blocks=kv_blocks(run, spec, device, model_name))
+        num_blocks=kv_blocks(run, spec, device, model_name), latency_boundary=run.boundary,
+        front_end=front_end or run.front_end, stream_interval=args.stream_interval)
+
+
+def drawn_lengths(report: LifecycleReport) -> Path:
+    """The lengths drawn from an inference-perf stage's quantiles, as a length file (--lengths) named by its
+    content in the temp folder."""
+    prompts, outputs = report.lengths()
+    text = "num_prefill_tokens,num_decode_tokens\n" + "".join(f"{p},{o}\n" for p, o in zip(prompts, outputs))
+    path = Path(tempfile.gettempdir()) / f"llmsched-lifecycle-{hashlib.sha1(text.encode()).hexdigest()[:16]}.csv"
+    if not path.is_file():
+        path.write_text(text)
+    return path
 
 
 def kv_blocks(run: ServingRun, spec, device, model_name: str) -> int:
@@ -101,6 +130,10 @@ def stats(values: np.ndarray) -> dict:
 
 def measured(run: ServingRun) -> dict:
     log = run.log
+    if isinstance(log, LifecycleReport):  # aggregate percentiles only
+        return {**{m: dict(log.latency[m]) for m in ("ttft", "tpot", "e2e")}, "itl": dict.fromkeys(STATS),
+                "throughput": {"output_tps": log.throughput["output_tps"], "rps": log.throughput["rps"],
+                               "span_s": None}}
     finish = log.arrivals + log.e2e
     span = float(finish.max() - log.arrivals.min())
     return {"ttft": stats(log.ttft), "tpot": stats(log.tpot), "e2e": stats(log.e2e),
@@ -168,14 +201,19 @@ def pct(sim, real) -> float | None:
 def targets(err: dict) -> dict:
     """Each fidelity target: the error, the bound, met or not."""
     return {f"{m} {s}": {"error_pct": err[m][s], "bound_pct": bound,
-                         "met": err[m][s] is not None and abs(err[m][s]) <= bound}
+                         "met": None if err[m][s] is None else abs(err[m][s]) <= bound}
             for (m, s), bound in TARGETS.items()}
 
 
 def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1",
-             batch_time_params: dict | None = None, model: str | None = None) -> dict:
-    """Replay ``run`` and compare: the run's row of the report (config, real, simulated, errors, targets)."""
-    cfg = replay_config(run, gpu, batch_time, batch_time_params, model)
+             batch_time_params: dict | None = None, model: str | None = None, front_end: str | None = None,
+             simulated_at: str | None = None) -> dict:
+    """Replay ``run`` and compare: the run's row of the report (config, real, simulated, errors, targets).
+    ``simulated_at``: the simulation's latency boundary when it is not the log's (what an engine-side prediction
+    misses of a client's measurement: docs/fidelity.md's before/after tables)."""
+    cfg = replay_config(run, gpu, batch_time, batch_time_params, model, front_end)
+    if simulated_at is not None and simulated_at != cfg.latency_boundary:
+        cfg = cfg.with_values(latency_boundary=simulated_at)
     result = run_config(cfg)
     real = measured(run)
     sim = simulated(result, with_itl=run.log.itls is not None)
@@ -186,8 +224,11 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
            "gpu": cfg.gpu, "tp": cfg.tp, "dp": cfg.dp, "expert_parallel": cfg.expert_parallel,
            "batch_time": cfg.batch_time, "batch_time_params": cfg.batch_time_params, "num_blocks": cfg.num_blocks,
            "router": cfg.router if cfg.dp > 1 else None, "requests": len(run.log),
+           "latency_boundary": cfg.latency_boundary,
+           "front_end": cfg.front_end if cfg.latency_boundary == "client" else None,
            "real": real, "simulated": sim, "errors": err, "targets": targets(err),
-           "samples": {"real": samples_of(run.log.ttft, run.log.tpot, run.log.e2e),
+           "samples": {"real": samples_of(run.log.ttft, run.log.tpot, run.log.e2e)
+                       if not isinstance(run.log, LifecycleReport) else None,
                        "simulated": samples_of(result.requests.column("ttft"),
                                                result.requests.column("tpot")[result.requests.column("output_len") > 1],
                                                result.requests.column("e2e"))}}

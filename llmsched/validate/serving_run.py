@@ -18,11 +18,14 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..hardware.front_end import FRONT_ENDS
 from ..hardware.gpus import GPUS
 from ..hardware.hf_config import KV_CACHE_DTYPE_BYTES, kv_cache_dtype_bytes
 from ..hardware.models import ModelSpec, model as model_preset
 from ..workload.hash_blocks import HASH_BLOCK
-from ..workload.server_log import ServerLog, read_server_log
+from ..workload.guidellm_report import benchmarks_of, read_guidellm
+from ..workload.lifecycle_report import is_lifecycle, read_lifecycle
+from ..workload.server_log import ServerLog, read_json, read_server_log
 
 LOG_NAMES = ("requests.jsonl",)
 DTYPES = ("auto", "bfloat16", "bf16", "float16", "fp16", "half")
@@ -49,6 +52,9 @@ class EngineArgs:
     memory_gib: dict = field(default_factory=dict)
     kv_cache_dtype: str = "auto"
     enable_prefix_caching: bool = True
+    front_end: str | None = None  # meta.json's front_end (a preset of hardware/front_end.py), where it names one
+    skip_tokenizer_init: bool = False  # prompts went in as token ids and nothing was detokenised
+    stream_interval: int = 1
 
 
 @dataclass
@@ -58,6 +64,20 @@ class ServingRun:
     log: ServerLog
     args: EngineArgs
     config: Path | None
+
+    @property
+    def boundary(self) -> str:
+        """Where the log's latencies were measured: "engine" or "client"."""
+        return self.log.boundary
+
+    @property
+    def front_end(self) -> str:
+        """The front end the run's client went through: meta.json's ``front_end``, else vLLM's engine client in
+        process (token ids, no detokenisation) when the engine ran with ``skip_tokenizer_init``, else ``vllm
+        serve``."""
+        if self.args.front_end:
+            return self.args.front_end
+        return "vllm-async-llm" if self.args.skip_tokenizer_init else "vllm-serve"
 
     def model_spec(self, given: str | None = None) -> tuple[ModelSpec, str]:
         """The model at the run's tensor, data and expert parallelism, and the name a RunConfig takes: ``given``, else the
@@ -81,22 +101,86 @@ class ServingRun:
                          f"(tried {', '.join(map(repr, tried))}); give --model PRESET")
 
 
-def load_run(folder, log_name: str | None = None) -> ServingRun:
+def load_run(folder, log_name: str | None = None, boundary: str | None = None,
+             benchmark: int | None = None) -> ServingRun:
     """The run in ``folder``: ``log_name`` (default requests.jsonl, else the one ``*.json`` bench result there),
-    ``meta.json`` and ``config.json`` (optional when the model is a preset)."""
+    ``meta.json`` and ``config.json`` (optional when the model is a preset). ``boundary``: where to compare, "engine"
+    or "client" (default: where the log measured; a requests.jsonl with the client's stamps can be read at either).
+    ``benchmark``: which benchmark of a GuideLLM report of several."""
+    if boundary not in (None, "engine", "client"):
+        raise ValueError(f"--latency-boundary {boundary!r}: not a latency boundary; give client or engine")
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"{folder}: not a folder; give a run's folder (requests.jsonl or a vllm bench serve "
                          f"result .json, meta.json, config.json)")
     log_path = folder / log_name if log_name else _find_log(folder)
-    log = read_server_log(log_path, measured=True)
+    if benchmark is not None:
+        log = read_guidellm(log_path, read_json(log_path), measured=True, benchmark=benchmark)
+    else:
+        log = read_server_log(log_path, measured=True, clock=boundary or "engine")
+    if boundary == "engine" and log.boundary == "client":
+        raise ValueError(f"{log_path}: a {log.format} log measures at the client, not in the engine; compare it "
+                         f"client-side (--latency-boundary client, the default for it)")
+    args, config = _meta_and_config(folder)
+    name = folder.name if benchmark is None else f"{folder.name}/benchmark-{benchmark}"
+    return ServingRun(name, folder, log, args, config)
+
+
+def _meta_and_config(folder: Path) -> tuple[EngineArgs, Path | None]:
     meta_path = folder / "meta.json"
     if not meta_path.is_file():
         raise ValueError(f"{meta_path}: not found; a run needs its engine arguments (model, tensor_parallel_size, "
                          f"max_num_seqs, max_num_batched_tokens, ...) as in ../shared/data/ground_truth")
-    args = read_meta(meta_path)
     config = folder / "config.json"
-    return ServingRun(folder.name, folder, log, args, config if config.is_file() else None)
+    return read_meta(meta_path), (config if config.is_file() else None)
+
+
+def load_runs(folder, log_name: str | None = None, boundary: str | None = None) -> list[ServingRun]:
+    """Every run in ``folder``: one per request log (``load_run``), one per benchmark of a GuideLLM report, one per
+    stage of inference-perf's lifecycle reports (``stage_N_lifecycle_metrics.json``, aggregate percentiles only)."""
+    folder = Path(folder)
+    if folder.is_dir() and not log_name and not (folder / LOG_NAMES[0]).is_file():
+        stages = sorted(folder.glob("stage_*_lifecycle_metrics.json"), key=_stage_number)
+        if stages:
+            return [load_stage(folder, path, boundary) for path in stages]
+    path = folder / log_name if log_name else (_find_log(folder) if folder.is_dir() else None)
+    if path is not None and path.suffix == ".json" and path.is_file():
+        data = read_json(path)
+        if is_lifecycle(data):
+            return [load_stage(folder, path, boundary)]
+        if isinstance(data, dict) and "benchmarks" in data and len(benchmarks_of(path, data)) > 1:
+            run = load_run(folder, path.name, boundary, benchmark=0)
+            return [run] + [load_run(folder, path.name, boundary, benchmark=i)
+                            for i in range(1, len(data["benchmarks"]))]
+    return [load_run(folder, log_name, boundary)]
+
+
+def _stage_number(path: Path) -> int:
+    match = re.match(r"stage_(\d+)_", path.name)
+    return int(match.group(1)) if match else 0
+
+
+def load_stage(folder: Path, path: Path, boundary: str | None) -> ServingRun:
+    """One stage of an inference-perf run: its lifecycle report (workload/lifecycle_report.py) and the folder's
+    meta.json; compared at the client, where inference-perf measures."""
+    if boundary == "engine":
+        raise ValueError(f"{path}: an inference-perf lifecycle report measures at the client, not in the engine; "
+                         f"compare it client-side (--latency-boundary client, the default for it)")
+    report = read_lifecycle(path, read_json(path))
+    args, config = _meta_and_config(folder)
+    client = json.loads((folder / "meta.json").read_text()).get("client") or {}
+    load = client.get("load_type", "constant")
+    if load not in ("constant", "poisson"):
+        raise ValueError(f"{folder / 'meta.json'}: client.load_type {load!r} is not inference-perf's constant or "
+                         f"poisson")
+    report.load_type = load
+    for metric in client.get("not_comparable") or ():  # a figure the client is known to have computed wrongly
+        if metric not in report.latency:
+            raise ValueError(f"{folder / 'meta.json'}: client.not_comparable names {metric!r}; the comparable "
+                             f"latencies are {', '.join(report.latency)}")
+        report.latency[metric] = dict.fromkeys(report.latency[metric])
+        report.notes.append(f"{metric} not compared: {client.get('not_comparable_why', 'meta.json says so')}")
+    return ServingRun(f"{folder.name}/{path.name.split('_lifecycle')[0]}", folder, report, args, config)
 
 
 def _find_log(folder: Path) -> Path:
@@ -165,6 +249,14 @@ def read_meta(path: Path) -> EngineArgs:
         raise ValueError(f"{path}: hash_block is {block!r}; llmsched reads hash_ids as Mooncake's, one id per "
                          f"{HASH_BLOCK} prompt tokens: capture the run with {HASH_BLOCK}-token blocks")
     version = meta.get("vllm_version")
+    front = meta.get("front_end")
+    if front is not None and front not in FRONT_ENDS:
+        raise ValueError(f"{path}: front_end {front!r} is not a front end llmsched models; write one of "
+                         f"{', '.join(FRONT_ENDS)} (or leave it out)")
+    interval = kw.get("stream_interval", 1)
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+        raise ValueError(f"{path}: engine_kwargs.stream_interval is {interval!r}; write an integer >= 1 (vLLM's "
+                         f"default is 1)")
     return EngineArgs(
         model=model, vllm_version=str(version) if version is not None else None,
         tensor_parallel_size=need_int("tensor_parallel_size", default=1),
@@ -175,7 +267,8 @@ def read_meta(path: Path) -> EngineArgs:
         block_size=need_int("block_size", default=16), gpu=meta.get("gpu"),
         num_gpu_blocks=need_int("num_gpu_blocks", optional=True), capture_sizes=sizes,
         async_scheduling=bool(seen.get("async_scheduling", True)), memory_gib=dict(meta.get("memory_gib") or {}),
-        kv_cache_dtype=str(kv_dtype).lower(), enable_prefix_caching=True if caching is None else caching)
+        kv_cache_dtype=str(kv_dtype).lower(), enable_prefix_caching=True if caching is None else caching,
+        front_end=front, skip_tokenizer_init=bool(kw.get("skip_tokenizer_init", False)), stream_interval=interval)
 
 
 def gpu_of(run: ServingRun, given: str | None) -> str:

@@ -46,3 +46,10 @@ def block_content(index: int, prompt: int, ids, max_prompt: int | None = None) -
     ends = array("q", range(HASH_BLOCK, HASH_BLOCK * len(ids), HASH_BLOCK))
     ends.append(prompt)
     return capped(Content(array("q", [BLOCK_BASE | x for x in ids]), ends, reply), prompt, max_prompt)
+
+
+def own_content(index: int, prompt: int, max_prompt: int | None = None) -> Content:
+    """Request ``index``'s prompt when its log names no tokens: one piece of its own, shared with no other request.
+    Its KV blocks are then found again only by itself: after a preemption by recompute vLLM's prefix cache still
+    holds the blocks it freed (until an allocation evicts them), and the re-prefill hits them."""
+    return capped(Content([piece_id(Space.TEXT, index)], [prompt], piece_id(Space.REPLY, index)), prompt, max_prompt)

@@ -14,9 +14,17 @@ Two formats, told apart by the file's name:
   tokens from its id, so equal ids are equal tokens and vLLM's prefix cache finds them), which give the replayed
   prompts the same content (workload/hash_blocks.py); and ``num_cached_tokens``, vLLM's count of the prompt tokens
   its prefix cache held (RequestOutput.num_cached_tokens).
+  Where the log also has the client's own stamps on one monotonic clock with the engine's (``client_sent``,
+  ``client_first``, ``client_last``: llmsched's captures, ``scripts/vllm_gpu_replay.py``,
+  ``scripts/client_capture.py``), it can be read at the client (``clock="client"``): arrivals are the sends and
+  TTFT = client_first − client_sent, E2E = client_last − client_sent. A log without them read at the client
+  replays its ``arrival_time`` (the client's send) and has no client timings to compare.
 * **vllm bench serve --save-result --save-detailed** JSON (vllm/benchmarks/serve.py, ``result`` dict): lists
   ``input_lens``, ``output_lens``, ``ttfts``, ``itls`` (each request's inter-token gaps), ``latencies`` (E2E),
   ``start_times`` (client send times, ``time.perf_counter``) and ``errors``, one entry a request in send order.
+  Its timings are the client's.
+* **GuideLLM** report JSON (``guidellm run --output kind=json``; ``GenerativeBenchmarksReport``,
+  workload/guidellm_report.py): each benchmark's successful requests with their client timings.
 
 A row that cannot be replayed is an error naming the file, the line (or list index) and the field, never
 skipped: a missing field, arrivals out of order, a zero prompt or output, a failed request.
@@ -30,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .hash_blocks import block_content, check_blocks
+from .hash_blocks import block_content, check_blocks, own_content
 from .jsonl import chunked, integers
 from .trace_error import TraceError
 
@@ -49,6 +57,7 @@ class ServerLog:
     arrivals: np.ndarray             # seconds after the first arrival, non-decreasing
     prompt_lens: np.ndarray
     output_lens: np.ndarray
+    boundary: str = "engine"         # where ``ttft`` and ``e2e`` were measured: "engine" or "client"
     ttft: np.ndarray | None = None   # per request; None when the log has no timings
     e2e: np.ndarray | None = None
     itls: list[np.ndarray] | None = None   # every inter-token gap of each request (vllm-bench only)
@@ -70,27 +79,49 @@ class ServerLog:
         return (self.e2e[more] - self.ttft[more]) / (self.output_lens[more] - 1)
 
     def contents(self, n: int, chunk: int, max_prompt: int | None = None):
-        """The first ``n`` prompts' contents from their hash_ids, in lists of ``chunk`` (``JsonlTrace.contents``)."""
+        """The first ``n`` prompts' contents from their hash_ids, in lists of ``chunk`` (``JsonlTrace.contents``);
+        without hash_ids each prompt is its own (``own_content``: it finds its own blocks after a preemption)."""
+        if self.hash_ids is None:
+            return chunked((own_content(i, int(prompt), max_prompt) for i, prompt in enumerate(self.prompt_lens)),
+                           n, chunk)
         return chunked((block_content(i, int(prompt), ids, max_prompt)
                         for i, (prompt, ids) in enumerate(zip(self.prompt_lens, self.hash_ids))), n, chunk)
 
 
-def read_server_log(path, measured: bool = False) -> ServerLog:
-    """The log at ``path`` (``*.jsonl``: requests.jsonl; ``*.json``: a vllm bench serve result). ``measured``:
-    the per-request timings are required too (validation), not only what a replay needs."""
+def read_server_log(path, measured: bool = False, clock: str = "engine") -> ServerLog:
+    """The log at ``path`` (``*.jsonl``: requests.jsonl; ``*.json``: a vllm bench serve result or a GuideLLM report
+    of one benchmark). ``measured``: the per-request timings are required too (validation), not only what a replay
+    needs. ``clock``: a requests.jsonl's arrivals and timings as the engine stamped them ("engine", its queued_ts)
+    or as its client did ("client"); the other formats are the client's either way."""
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"{path}: no such file; give a requests.jsonl or a `vllm bench serve --save-result "
                          f"--save-detailed` JSON")
+    if clock not in ("engine", "client"):
+        raise ValueError(f"clock {clock!r}: a log is read at the engine or at the client")
     if path.suffix == ".jsonl":
-        return _read_jsonl(path, measured)
+        return _read_jsonl(path, measured, clock)
     if path.suffix == ".json":
-        return _read_bench(path, measured)
+        data = read_json(path)
+        if isinstance(data, dict) and "benchmarks" in data:
+            from .guidellm_report import read_guidellm
+            return read_guidellm(path, data, measured)
+        return _read_bench(path, measured, data)
     raise TraceError(f"{path}: a server log is a requests.jsonl (one JSON object a line) or a vllm bench serve "
                      f"result .json")
 
 
-def _read_jsonl(path: Path, measured: bool) -> ServerLog:
+def read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TraceError(f"{path}: not a JSON file ({e})") from None
+
+
+CLIENT_STAMPS = ("client_sent", "client_first", "client_last")
+
+
+def _read_jsonl(path: Path, measured: bool, clock: str = "engine") -> ServerLog:
     rows, lines = [], []
     try:
         text = path.read_text(encoding="utf-8")
@@ -109,6 +140,8 @@ def _read_jsonl(path: Path, measured: bool) -> ServerLog:
         lines.append(n)
     if not rows:
         raise TraceError(f"{path}:1: no requests in the file")
+    if clock == "client":
+        return _read_jsonl_client(path, rows, lines, measured)
     clock = "queued_ts" if "queued_ts" in rows[0] else "arrival_time"
     wanted = JSONL_FIELDS + ("arrival_time",) + ((clock,) if clock != "arrival_time" else ())
     if measured:
@@ -117,11 +150,11 @@ def _read_jsonl(path: Path, measured: bool) -> ServerLog:
         missing = [k for k in wanted if row.get(k) is None]
         if missing:
             raise TraceError(f"{path}:{n}: no {', '.join(missing)}; every line needs {', '.join(wanted)}")
-    prompts = _counts(path, "input_toks", [r["input_toks"] for r in rows], lines)
-    outputs = _counts(path, "output_toks", [r["output_toks"] for r in rows], lines)
-    sent = _times(path, "arrival_time", [r["arrival_time"] for r in rows], lines)
-    _check_order(path, "arrival_time", sent, lines)
-    queued = _times(path, clock, [r[clock] for r in rows], lines)
+    prompts = token_counts(path, "input_toks", [r["input_toks"] for r in rows], lines)
+    outputs = token_counts(path, "output_toks", [r["output_toks"] for r in rows], lines)
+    sent = seconds(path, "arrival_time", [r["arrival_time"] for r in rows], lines)
+    check_order(path, "arrival_time", sent, lines)
+    queued = seconds(path, clock, [r[clock] for r in rows], lines)
     order = np.argsort(queued, kind="stable")
     ids = [str(r.get("request_id", i)) for i, r in enumerate(rows)]
     log = ServerLog(path, "requests.jsonl", [ids[i] for i in order], queued[order] - queued[order[0]],
@@ -129,13 +162,20 @@ def _read_jsonl(path: Path, measured: bool) -> ServerLog:
     if clock == "arrival_time":
         log.notes.append("no queued_ts: arrivals are the client's arrival_time")
     if all(r.get("first_token_ts") is not None and r.get("last_token_ts") is not None for r in rows):
-        first = _times(path, "first_token_ts", [r["first_token_ts"] for r in rows], lines)
-        last = _times(path, "last_token_ts", [r["last_token_ts"] for r in rows], lines)
+        first = seconds(path, "first_token_ts", [r["first_token_ts"] for r in rows], lines)
+        last = seconds(path, "last_token_ts", [r["last_token_ts"] for r in rows], lines)
         for i, n in enumerate(lines):
             if not queued[i] <= first[i] <= last[i]:
                 raise TraceError(f"{path}:{n}: needs {clock} <= first_token_ts <= last_token_ts, got "
                                  f"{queued[i]!r}, {first[i]!r}, {last[i]!r}")
         log.ttft, log.e2e = (first - queued)[order], (last - queued)[order]
+    _read_prefix_fields(path, rows, lines, prompts, order, log)
+    return log
+
+
+def _read_prefix_fields(path: Path, rows: list[dict], lines: list[int], prompts: np.ndarray, order: np.ndarray,
+                        log: ServerLog) -> None:
+    """The optional hash_ids and num_cached_tokens, in ``order``."""
     if _on_every_line(path, rows, lines, "hash_ids"):
         ids = [integers(path, n, "hash_ids", r["hash_ids"], ID_FIX) for r, n in zip(rows, lines)]
         for row_ids, prompt, n in zip(ids, prompts, lines):
@@ -145,6 +185,42 @@ def _read_jsonl(path: Path, measured: bool) -> ServerLog:
         cached = np.array([_cached(path, r["num_cached_tokens"], p, n) for r, p, n in zip(rows, prompts, lines)],
                           np.int64)
         log.cached_tokens = cached[order]
+
+
+def _read_jsonl_client(path: Path, rows: list[dict], lines: list[int], measured: bool) -> ServerLog:
+    """A requests.jsonl at the client: arrivals are the sends (``client_sent``, else ``arrival_time``), timings the
+    client's stamps."""
+    stamped = _on_every_line(path, rows, lines, "client_sent")
+    clock = "client_sent" if stamped else "arrival_time"
+    wanted = JSONL_FIELDS + (clock,) + (CLIENT_STAMPS[1:] if measured else ())
+    for row, n in zip(rows, lines):
+        missing = [k for k in wanted if row.get(k) is None]
+        if missing:
+            fix = ("measure it at the engine (--latency-boundary engine) or capture the client's stamps "
+                   "(scripts/client_capture.py)" if set(missing) & set(CLIENT_STAMPS) else
+                   f"every line needs {', '.join(wanted)}")
+            raise TraceError(f"{path}:{n}: no {', '.join(missing)} for a client-side reading; {fix}")
+    prompts = token_counts(path, "input_toks", [r["input_toks"] for r in rows], lines)
+    outputs = token_counts(path, "output_toks", [r["output_toks"] for r in rows], lines)
+    if all(r.get("arrival_time") is not None for r in rows):  # the file's order, as the engine's reading checks it
+        check_order(path, "arrival_time", seconds(path, "arrival_time", [r["arrival_time"] for r in rows], lines),
+                    lines)
+    sent = seconds(path, clock, [r[clock] for r in rows], lines)
+    order = np.argsort(sent, kind="stable")
+    ids = [str(r.get("request_id", i)) for i, r in enumerate(rows)]
+    log = ServerLog(path, "requests.jsonl", [ids[i] for i in order], sent[order] - sent[order[0]], prompts[order],
+                    outputs[order], boundary="client")
+    if not stamped:
+        log.notes.append("no client_sent: arrivals are the client's arrival_time")
+    if all(r.get(k) is not None for r in rows for k in CLIENT_STAMPS):
+        first = seconds(path, "client_first", [r["client_first"] for r in rows], lines)
+        last = seconds(path, "client_last", [r["client_last"] for r in rows], lines)
+        for i, n in enumerate(lines):
+            if not sent[i] <= first[i] <= last[i]:
+                raise TraceError(f"{path}:{n}: needs client_sent <= client_first <= client_last, got "
+                                 f"{sent[i]!r}, {first[i]!r}, {last[i]!r}")
+        log.ttft, log.e2e = (first - sent)[order], (last - sent)[order]
+    _read_prefix_fields(path, rows, lines, prompts, order, log)
     return log
 
 
@@ -171,11 +247,7 @@ def _cached(path: Path, value, prompt: int, n: int) -> int:
     return int(value)
 
 
-def _read_bench(path: Path, measured: bool) -> ServerLog:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TraceError(f"{path}: not a JSON file ({e})") from None
+def _read_bench(path: Path, measured: bool, data) -> ServerLog:
     if not isinstance(data, dict):
         raise TraceError(f"{path}: not a vllm bench serve result (a JSON object with input_lens, output_lens, ...)")
     wanted = BENCH_FIELDS + (BENCH_MEASURED + ("itls",) if measured else ())
@@ -195,17 +267,17 @@ def _read_bench(path: Path, measured: bool) -> ServerLog:
         raise TraceError(f"{path}: errors[{failed[0]}] is {str(errors[failed[0]])[:80]!r} ({len(failed)} failed "
                          f"request(s)); a failed request has no latencies to compare: rerun the benchmark")
     index = list(range(n))
-    prompts = _counts(path, "input_lens", data["input_lens"], index, indexed=True)
-    outputs = _counts(path, "output_lens", data["output_lens"], index, indexed=True)
-    start = _times(path, "start_times", data["start_times"], index, indexed=True)
+    prompts = token_counts(path, "input_lens", data["input_lens"], index, indexed=True)
+    outputs = token_counts(path, "output_lens", data["output_lens"], index, indexed=True)
+    start = seconds(path, "start_times", data["start_times"], index, indexed=True)
     order = np.argsort(start, kind="stable")
     log = ServerLog(path, "vllm-bench", [str(i) for i in order], start[order] - start[order[0]], prompts[order],
-                    outputs[order])
+                    outputs[order], boundary="client")
     log.notes.append("vllm bench serve timings are the client's (TTFT and E2E include the network and the "
                      "frontend)")
     if all(isinstance(data.get(k), list) for k in BENCH_MEASURED + ("itls",)):
-        ttft = _times(path, "ttfts", data["ttfts"], index, indexed=True)
-        e2e = _times(path, "latencies", data["latencies"], index, indexed=True)
+        ttft = seconds(path, "ttfts", data["ttfts"], index, indexed=True)
+        e2e = seconds(path, "latencies", data["latencies"], index, indexed=True)
         log.ttft, log.e2e = ttft[order], e2e[order]
         gaps = []
         for i in order:
@@ -221,7 +293,7 @@ def _where(path: Path, column: str, at: int, indexed: bool) -> str:
     return f"{path}: {column}[{at}]" if indexed else f"{path}:{at}: {column}"
 
 
-def _counts(path: Path, column: str, values, lines, indexed: bool = False) -> np.ndarray:
+def token_counts(path: Path, column: str, values, lines, indexed: bool = False) -> np.ndarray:
     out = np.empty(len(values), np.int64)
     for i, (v, at) in enumerate(zip(values, lines)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not float(v).is_integer():
@@ -233,7 +305,7 @@ def _counts(path: Path, column: str, values, lines, indexed: bool = False) -> np
     return out
 
 
-def _times(path: Path, column: str, values, lines, indexed: bool = False) -> np.ndarray:
+def seconds(path: Path, column: str, values, lines, indexed: bool = False) -> np.ndarray:
     out = np.empty(len(values))
     for i, (v, at) in enumerate(zip(values, lines)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
@@ -242,7 +314,7 @@ def _times(path: Path, column: str, values, lines, indexed: bool = False) -> np.
     return out
 
 
-def _check_order(path: Path, column: str, t: np.ndarray, lines) -> None:
+def check_order(path: Path, column: str, t: np.ndarray, lines) -> None:
     back = np.flatnonzero(np.diff(t) < 0)
     if len(back):
         i = int(back[0]) + 1

@@ -395,9 +395,11 @@ def trace_workload(path, target_rate: float | None = None, num_requests: int | N
 SERVER_LOG_KEYS = ("input_toks", "output_toks", "arrival_time")  # workload/server_log.py's per-request log
 
 
-def read_arrival_trace(path, zero_lengths: str = "error", vocab_size: int | None = None) -> Trace:
+def read_arrival_trace(path, zero_lengths: str = "error", vocab_size: int | None = None,
+                       clock: str = "engine") -> Trace:
     """A trace with arrival times, or a server's per-request log read as one (a length-only file is refused with
-    what to use instead)."""
+    what to use instead); ``clock``: a server log's arrivals as its engine queued them or as its client sent them
+    (workload/server_log.py)."""
     resolved = resolve_data_file(path)
     prompts = resolved.suffix == ".jsonl" and trace_kind(resolved) in JSONL  # Mooncake, LLMServingSim, sessions
     if resolved.suffix == ".jsonl" and not prompts and not set(SERVER_LOG_KEYS) <= first_keys(resolved):
@@ -405,7 +407,7 @@ def read_arrival_trace(path, zero_lengths: str = "error", vocab_size: int | None
                          f"{', '.join(sorted(first_keys(resolved)))}. Supported: {JSONL_SUPPORTED}; or a server's "
                          f"per-request log ({', '.join(SERVER_LOG_KEYS)})")
     if resolved.suffix in (".jsonl", ".json") and not prompts:
-        return server_log_trace(resolved)
+        return server_log_trace(resolved, clock)
     if trace_kind(resolved) == "lengths":
         raise TraceError(length_file_as_trace(resolved))
     return read_trace(resolved, zero_lengths=zero_lengths, vocab_size=vocab_size)
@@ -438,25 +440,26 @@ def replay(trace: Trace, target_rate: float | None = None, num_requests: int | N
                     follow_ups=getattr(trace, "follow_ups", None))
 
 
-def server_log_trace(path: Path) -> Trace | JsonlTrace:
+def server_log_trace(path: Path, clock: str = "engine") -> Trace | JsonlTrace:
     """A server's per-request log (workload/server_log.py) as a trace: its arrivals and lengths, and its prompts'
     contents where it gives their hash_ids (as a Mooncake trace does)."""
-    log = read_server_log(path)
-    if log.hash_ids is None:
-        return Trace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format)
+    log = read_server_log(path, clock=clock)
     return JsonlTrace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format, contents=log.contents,
-                      hash_block=HASH_BLOCK)
+                      hash_block=HASH_BLOCK if log.hash_ids is not None else None)
 
 
 def names_prompts(path: Path) -> bool:
     """Whether the trace at ``path`` (resolved) gives its requests' prompt contents, as its first line shows: a
-    JSONL trace of prompts (Mooncake, LLMServingSim, sessions) or a server log with hash_ids."""
+    JSONL trace of prompts (Mooncake, LLMServingSim, sessions) or a server's log (with hash_ids, or each prompt its
+    own: a replay of vLLM with its prefix cache finds a recomputed request's own blocks)."""
     if trace_kind(path) in JSONL:
+        return True
+    if path.suffix == ".json":  # --trace reads a .json as a server's log (vllm bench serve, GuideLLM)
         return True
     if path.suffix != ".jsonl":
         return False
     first = next(lines(path, 1), (0, {}))[1]
-    return set(SERVER_LOG_KEYS) <= set(first) and first.get("hash_ids") is not None
+    return set(SERVER_LOG_KEYS) <= set(first)
 
 
 def length_file_as_trace(path: Path) -> str:

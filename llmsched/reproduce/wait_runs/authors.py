@@ -57,7 +57,7 @@ def run_one(scheduler: str, params: dict, limits: dict, lengths, rate: float, nu
     cfg = RunConfig(scheduler=scheduler, scheduler_params=params, model=s["model"], gpu=s["gpu"],
                     batch_time=s["batch_time"], batch_time_params=dict(s.get("batch_time_params", {})),
                     num_blocks=s["num_blocks"], block_size=s["block_size"], oracle=scheduler == "wait", seed=seed,
-                    **limits)
+                    **limits, latency_boundary="engine")
     reps = build_replicas(cfg)
     wl = Workload(Poisson(rate), lengths, num_requests=num_requests, seed=seed)
     result = simulate(OpenLoop(wl.requests()), reps, seed=seed)

@@ -41,7 +41,8 @@ def lmsys_capacities(setting: str, B: int, num_requests: int, slos: str = "", re
     s = AUTHORS if setting == "authors" else OURS
     bases = {label: RunConfig(scheduler=name, scheduler_params=params, model=s["model"], gpu=s["gpu"],
                               batch_time=s["batch_time"], num_blocks=s["num_blocks"], block_size=s["block_size"],
-                              lengths=LMSYS, rate=start, num_requests=num_requests, oracle=name == "wait", **limits)
+                              lengths=LMSYS, rate=start, num_requests=num_requests, oracle=name == "wait", **limits,
+                              latency_boundary="engine")
              for label, (name, params, limits) in _policies(setting, B).items()}
     results = find_capacities(bases, parse_slos(slos) if slos else [], resolution=resolution)
     rows = []

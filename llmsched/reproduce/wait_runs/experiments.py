@@ -110,7 +110,8 @@ def compare(schedulers: list[tuple[str, dict]], lengths, rate: float, num_reques
         cfg = RunConfig(scheduler=name, scheduler_params=params, model=model, gpu=gpu, max_num_seqs=batch_cap,
                         oracle=name == "wait", seed=seed, batch_time=batch_time,
                         batch_time_params=dict(batch_time_params or {}), num_blocks=num_blocks,
-                        block_size=block_size, overflow=overflow, max_num_batched_tokens=max_num_batched_tokens)
+                        block_size=block_size, overflow=overflow, max_num_batched_tokens=max_num_batched_tokens,
+                        latency_boundary="engine")
         reps = build_replicas(cfg)
         wl = Workload(Poisson(rate), lengths, num_requests=num_requests, seed=seed)
         result = simulate(OpenLoop(wl.requests()), reps, seed=seed)

@@ -1,0 +1,108 @@
+"""The serving front end's own costs: what a client waits for outside the engine's steps.
+
+A benchmark client (``vllm bench serve``, inference-perf, GuideLLM) times a request from its send to the first and
+last streamed bytes. Between those and the engine's stamps (vLLM's ``RequestStateStats``: queued, scheduled, first
+token, last token) lie:
+
+* **before the engine** (``request_delay``): the HTTP request parsed and validated (``request_fixed``), the prompt
+  rendered and tokenised (``per_prompt_token``, a text prompt's tokens; 0 where the client sends token ids), the
+  request handed to the engine core over ZMQ (``handoff``). The wait for the engine step in flight (vLLM's engine
+  core reads new requests between steps) is the simulator's, not a term here.
+* **after the engine** (``output_delay``): each step's outputs go to the front end over ZMQ, the output processor
+  walks every request that got a token (detokenisation where the prompt was text), and each stream's chunk is
+  formatted and written (server-sent events over HTTP). The front end does this for one request after another,
+  so a token reaches its client ``output_fixed + output_per_request × B`` after the engine's stamp, B being the
+  requests that got a token in that step (the delays of a step's requests spread from ``output_fixed`` to
+  ``output_fixed + 2·output_per_request·B``; this is their mean).
+
+Every figure is measured, never fitted to a target, and says where (``scripts/front_end_terms.py`` prints them):
+
+``vllm-async-llm`` (llmsched's GPU captures, ``scripts/vllm_gpu_replay.py``: vLLM 0.26's ``AsyncLLM`` with its
+  engine core in its own process, prompts as token ids, ``skip_tokenizer_init``, no detokenisation, no HTTP).
+  Measured on the H100 host of ``tests/data/gpu_runs/h100-*`` (its CPU model not recorded), whose requests.jsonl
+  carry the client's ``client_sent``/``client_first``/``client_last`` beside the engine's stamps on one monotonic
+  clock: ``handoff`` 1.08 ms, the median over the three runs of the least ``queued_ts − client_sent`` (0.76, 1.08,
+  1.33 ms: a request that found the engine between steps; the others waited for the step in flight too);
+  ``output_fixed`` 1.12 ms and ``output_per_request`` 29.6 µs, the least-squares line of ``client_first −
+  first_token_ts`` and ``client_last − last_token_ts`` against the generation tokens of the step (the stat
+  logger's steps.csv), over the 1,800 stamps of the three runs (correlation 0.79: the front end walks a step's
+  requests one after another).
+``vllm-serve`` (``vllm serve`` + ``vllm bench serve``: OpenAI ``/v1/completions``, streamed, a text prompt
+  tokenised by the server, detokenised output). Measured on this project's CPU capture (``tests/data/cpu_client_run``,
+  ``scripts/client_capture.py``: vLLM 0.32.0's API server and the bench client on a 2-core AMD EPYC (Zen 4) virtual
+  machine shared with other jobs): ``request_fixed`` 5.17 ms (client send to the request handed to the engine
+  client: HTTP, FastAPI, validation, rendering, less the tokenisation), ``handoff`` 0.59 ms (the least
+  ``queued_ts − added_ts``), ``output_fixed`` 3.45 ms (the engine's stamp of a token to the bench client's receipt
+  of its chunk: ZMQ, the output processor with detokenisation, the server-sent event over HTTP, the client's
+  parsing, less ``output_per_request`` times the step's batch). Contention on that machine only lengthens a delay,
+  so these are the 10th percentile of the capture's stamps (its medians: 31 and 20 ms); two earlier captures on
+  the same machine gave 3.10/3.52 ms and 1.58/3.34 ms. ``per_prompt_token`` 1.98 µs: the tokeniser's CPU time per
+  byte, 0.494 µs (``make-model``'s byte-level BPE in Hugging Face ``tokenizers``, the library of Llama-3's and
+  Qwen's fast tokenisers; 1.93 MiB/s, against 2.7 MiB/s published for the same library's Python binding with
+  GPT-2's vocabulary on an AMD EPYC: github gist benvanik/9090b155a3102b333896c1d92c451cbc, Feb 2026), times 4 bytes
+  a token (English text, OpenAI's tokenizer guide). ``output_per_request`` 30.3 µs: ``vllm-async-llm``'s (the
+  capture's steps hold at most 16 requests, too few to resolve it) plus one token's incremental detokenisation,
+  0.69 µs (``tokenizers``' DecodeStream, which vLLM's fast incremental detokeniser uses).
+``none``: no front end (the client boundary adds only the wait for the step in flight).
+
+A GPU server's host CPU is a server core like the captures' (EPYC or Xeon); the terms are used as measured, not
+scaled: the model does not know the user's host, and a term per host would be a fit. The CPU capture's fixed terms
+are upper estimates for an idle host (its machine was shared); its per-byte tokenisation agrees with the published
+rate within 30%.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT = "vllm-serve"
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """One front end's costs in seconds (see the module docstring for what each is and where it was measured)."""
+
+    name: str
+    request_fixed: float = 0.0
+    per_prompt_token: float = 0.0
+    handoff: float = 0.0
+    output_fixed: float = 0.0
+    output_per_request: float = 0.0
+    source: str = ""
+
+    def __post_init__(self):
+        for key in ("request_fixed", "per_prompt_token", "handoff", "output_fixed", "output_per_request"):
+            value = getattr(self, key)
+            if not (isinstance(value, (int, float)) and value >= 0 and value < 60):
+                raise ValueError(f"front end {self.name!r}: {key} must be seconds in [0, 60), got {value!r}")
+
+    def request_delay(self, prompt_len: int) -> float:
+        """Seconds from the client's send until the engine core can queue a request of ``prompt_len`` tokens."""
+        return self.request_fixed + self.per_prompt_token * prompt_len + self.handoff
+
+    def output_delay(self, batch):
+        """Seconds from the engine's stamp of a token until its client has it, ``batch`` requests having got a
+        token in that step (a number or a numpy array)."""
+        return self.output_fixed + self.output_per_request * batch
+
+    def describe(self) -> dict:
+        return {"name": self.name, "request_fixed": self.request_fixed, "per_prompt_token": self.per_prompt_token,
+                "handoff": self.handoff, "output_fixed": self.output_fixed,
+                "output_per_request": self.output_per_request, "source": self.source}
+
+
+# measured: see the module docstring and scripts/front_end_terms.py
+ASYNC_LLM = FrontEnd("vllm-async-llm", handoff=1.08e-3, output_fixed=1.12e-3, output_per_request=29.6e-6,
+                     source="H100 host, vLLM 0.26 AsyncLLM, tests/data/gpu_runs/h100-* client stamps")
+SERVE = FrontEnd("vllm-serve", request_fixed=5.17e-3, per_prompt_token=1.98e-6, handoff=0.59e-3,
+                 output_fixed=3.45e-3, output_per_request=30.3e-6,
+                 source="vLLM 0.32 API server on a shared AMD EPYC, tests/data/cpu_client_run (10th percentiles); "
+                        "the per-request output term from the H100 AsyncLLM stamps")
+NONE = FrontEnd("none", source="no front end")
+FRONT_ENDS = {f.name: f for f in (SERVE, ASYNC_LLM, NONE)}
+
+
+def front_end(name: str) -> FrontEnd:
+    try:
+        return FRONT_ENDS[name]
+    except KeyError:
+        raise ValueError(f"unknown front end {name!r}; known: {', '.join(FRONT_ENDS)}") from None

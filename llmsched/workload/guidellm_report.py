@@ -1,0 +1,73 @@
+"""A GuideLLM report read as a per-request server log, measured at the client.
+
+``guidellm run --output kind=json`` writes a ``GenerativeBenchmarksReport`` (guidellm's
+``benchmark/schemas/report.py``, schema version 2): ``benchmarks``, a list of ``GenerativeBenchmark``, each with
+``requests.successful`` (and ``incomplete``, ``errored``), a list of ``GenerativeRequestStats``
+(``schemas/request_stats.py``) whose computed fields are serialised: ``request_start_time`` (epoch seconds, the
+client's send), ``request_latency`` (seconds), ``time_to_first_token_ms``, ``inter_token_latency_ms`` ((last −
+first token)/(output − 1), vLLM's TPOT), ``prompt_tokens``, ``output_tokens``. A report of several benchmarks (a
+sweep) is read one benchmark at a time (``benchmark``). Requests GuideLLM counted incomplete or errored are
+refused by name: they have no latencies to compare (rerun, or use a report without them).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .server_log import ServerLog, seconds, token_counts
+from .trace_error import TraceError
+
+REQUEST_FIELDS = ("request_start_time", "prompt_tokens", "output_tokens")
+MEASURED_FIELDS = ("time_to_first_token_ms", "request_latency")
+
+
+def benchmarks_of(path: Path, data: dict) -> list:
+    bench = data.get("benchmarks")
+    if not isinstance(bench, list) or not bench:
+        raise TraceError(f"{path}: benchmarks is {type(bench).__name__}, not a non-empty list; a GuideLLM report "
+                         f"(guidellm run --output kind=json) lists its benchmarks there")
+    return bench
+
+
+def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int | None = None) -> ServerLog:
+    """Benchmark ``benchmark`` (default: the only one) of the GuideLLM report ``data`` read from ``path``."""
+    bench = benchmarks_of(path, data)
+    if benchmark is None:
+        if len(bench) > 1:
+            raise TraceError(f"{path}: holds {len(bench)} benchmarks (a sweep); validate-serving replays each, "
+                             f"or save one benchmark's report to replay it")
+        benchmark = 0
+    where = f"{path}: benchmarks[{benchmark}]"
+    requests = bench[benchmark].get("requests") if isinstance(bench[benchmark], dict) else None
+    if not isinstance(requests, dict) or not isinstance(requests.get("successful"), list):
+        raise TraceError(f"{where}.requests.successful: missing; save the report with its requests (GuideLLM keeps "
+                         f"them unless --metrics sample_size=0)")
+    for status in ("incomplete", "errored"):
+        if requests.get(status):
+            raise TraceError(f"{where}.requests.{status}: {len(requests[status])} request(s) without latencies; "
+                             f"rerun the benchmark until none fails (a failed request cannot be compared)")
+    rows = requests["successful"]
+    if not rows:
+        raise TraceError(f"{where}.requests.successful: no requests")
+    wanted = REQUEST_FIELDS + (MEASURED_FIELDS if measured else ())
+    for i, row in enumerate(rows):
+        missing = [k for k in wanted if not isinstance(row, dict) or row.get(k) is None]
+        if missing:
+            raise TraceError(f"{where}.requests.successful[{i}]: no {', '.join(missing)}; GuideLLM writes them for "
+                             f"every successful request (schema version 2)")
+    index = list(range(len(rows)))
+    start = seconds(path, f"benchmarks[{benchmark}].requests.successful[].request_start_time",
+                    [r["request_start_time"] for r in rows], index, indexed=True)
+    prompts = token_counts(path, "prompt_tokens", [r["prompt_tokens"] for r in rows], index, indexed=True)
+    outputs = token_counts(path, "output_tokens", [r["output_tokens"] for r in rows], index, indexed=True)
+    order = np.argsort(start, kind="stable")
+    log = ServerLog(path, "guidellm", [str(rows[i].get("request_id", i)) for i in order],
+                    start[order] - start[order[0]], prompts[order], outputs[order], boundary="client")
+    log.notes.append("GuideLLM timings are the client's")
+    if all(r.get(k) is not None for r in rows for k in MEASURED_FIELDS):
+        ttft = seconds(path, "time_to_first_token_ms", [r["time_to_first_token_ms"] / 1e3 for r in rows], index,
+                       indexed=True)
+        e2e = seconds(path, "request_latency", [r["request_latency"] for r in rows], index, indexed=True)
+        log.ttft, log.e2e = ttft[order], e2e[order]
+    return log

@@ -1,0 +1,136 @@
+"""inference-perf's lifecycle report of one stage: aggregate percentiles measured at the client, no per-request rows.
+
+``stage_N_lifecycle_metrics.json`` (kubernetes-sigs/inference-perf, ``inference_perf/reportgen/base.py``):
+``load_summary`` (``count``, ``requested_rate``, ``achieved_rate``, ``send_duration``) and ``successes``
+(``count``; ``latency`` with ``time_to_first_token``, ``time_per_output_token`` ((last − first token)/(output −
+1)), ``inter_token_latency`` (every gap between the token times it records), ``request_latency`` (E2E), each a
+summary with ``mean``, ``median``, ``p90``, ``p99`` and more; ``throughput`` with ``output_tokens_per_sec`` and
+``requests_per_sec``; ``prompt_len`` and ``output_len`` summaries), ``failures`` (``count``).
+
+Such a stage cannot be replayed request for request: its arrivals are drawn again at ``requested_rate`` (the
+stage's load type, inference-perf's default ``constant``, or ``poisson``: meta.json ``client.load_type``) and its
+lengths from the report's own quantiles of ``prompt_len`` and ``output_len`` (linear between the listed quantiles,
+each drawn independently: the report gives no joint distribution), ``count`` requests; the percentiles are
+compared.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .trace_error import TraceError
+
+QUANTILE_KEYS = (("min", 0.0), ("p0.1", 0.001), ("p1", 0.01), ("p5", 0.05), ("p10", 0.10), ("p25", 0.25),
+                 ("median", 0.5), ("p75", 0.75), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999),
+                 ("max", 1.0))
+METRICS = {"ttft": "time_to_first_token", "tpot": "time_per_output_token", "itl": "inter_token_latency",
+           "e2e": "request_latency"}
+STATS = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
+FIX = "write the stage's report as inference-perf does (report.request_lifecycle.summary: true)"
+
+
+@dataclass
+class LifecycleReport:
+    path: Path
+    count: int
+    rate: float
+    latency: dict                  # metric -> {mean, p50, p90, p99} in seconds (None where the report has none)
+    throughput: dict               # output_tps, rps
+    prompt_quantiles: list         # (quantile, tokens), ascending
+    output_quantiles: list
+    notes: list = field(default_factory=list)
+    load_type: str = "constant"    # inference-perf's default load type (config/loadgen/config.py LoadType.CONSTANT)
+    boundary = "client"
+    format = "inference-perf"
+    hash_ids = None
+    cached_tokens = None
+    itls = None
+
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def prompt_lens(self) -> np.ndarray:
+        return self.lengths()[0]
+
+    @property
+    def output_lens(self) -> np.ndarray:
+        return self.lengths()[1]
+
+    def lengths(self, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``count`` prompt and output lengths drawn from the report's quantiles (seeded)."""
+        rng = np.random.default_rng(seed)
+        return (draw(self.prompt_quantiles, self.count, rng), draw(self.output_quantiles, self.count, rng))
+
+
+def draw(quantiles: list, n: int, rng) -> np.ndarray:
+    q, v = np.array([a for a, _ in quantiles]), np.array([b for _, b in quantiles], dtype=float)
+    return np.maximum(1, np.rint(np.interp(rng.random(n), q, v))).astype(np.int64)
+
+
+def is_lifecycle(data) -> bool:
+    return isinstance(data, dict) and "load_summary" in data and "successes" in data
+
+
+def read_lifecycle(path: Path, data: dict) -> LifecycleReport:
+    """The stage report ``data`` read from ``path``; a missing field is an error naming it."""
+    def need(obj, *keys):
+        for i, key in enumerate(keys):
+            if not isinstance(obj, dict) or obj.get(key) is None:
+                raise TraceError(f"{path}: no {'.'.join(keys[:i + 1])}; an inference-perf lifecycle report has it "
+                                 f"({FIX})")
+            obj = obj[key]
+        return obj
+
+    failures = (data.get("failures") or {}).get("count") or 0
+    if failures:
+        raise TraceError(f"{path}: failures.count is {failures}; a failed request has no latencies to compare (its "
+                         f"percentiles leave it out): rerun the stage until none fails")
+    count = need(data, "successes", "count")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise TraceError(f"{path}: successes.count is {count!r}, not a positive number of requests")
+    rate = need(data, "load_summary", "requested_rate")
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (rate > 0 and math.isfinite(rate)):
+        raise TraceError(f"{path}: load_summary.requested_rate is {rate!r}, not a positive rate in requests/s")
+    latency = {}
+    for metric, key in METRICS.items():
+        summary = need(data, "successes", "latency", key)
+        latency[metric] = {stat: _seconds(path, f"successes.latency.{key}.{name}", summary.get(name))
+                           for stat, name in STATS.items()}
+    throughput = {"output_tps": need(data, "successes", "throughput", "output_tokens_per_sec"),
+                  "rps": need(data, "successes", "throughput", "requests_per_sec")}
+    report = LifecycleReport(path, count, float(rate), latency, throughput,
+                             _quantiles(path, need(data, "successes", "prompt_len"), "successes.prompt_len"),
+                             _quantiles(path, need(data, "successes", "output_len"), "successes.output_len"))
+    report.notes.append("inference-perf aggregate percentiles: arrivals redrawn at requested_rate, lengths from the "
+                        "report's quantiles; its inter_token_latency (gaps between the token times it records, "
+                        "tokens of one streamed chunk microseconds apart) is not compared")
+    return report
+
+
+def _seconds(path: Path, where: str, value):
+    if value is None:
+        raise TraceError(f"{path}: no {where}; an inference-perf lifecycle report has it ({FIX})")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise TraceError(f"{path}: {where} is {value!r}, not a time in seconds >= 0")
+    return float(value)
+
+
+def _quantiles(path: Path, summary: dict, where: str) -> list:
+    out = []
+    for key, q in QUANTILE_KEYS:
+        value = summary.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 1:
+            raise TraceError(f"{path}: {where}.{key} is {value!r}, not a token count >= 1")
+        out.append((q, float(value)))
+    if len(out) < 2 or out[0][0] != 0.0 or out[-1][0] != 1.0:
+        raise TraceError(f"{path}: {where} needs at least min and max (and the percentiles between); {FIX}")
+    values = [v for _, v in out]
+    if any(b < a for a, b in zip(values, values[1:])):
+        raise TraceError(f"{path}: {where}'s quantiles decrease; not a length summary")
+    return out

@@ -1,0 +1,342 @@
+"""Capture client-side ground truth with its engine-side twin: ``vllm serve`` driven by ``vllm bench serve``.
+
+One OpenAI-compatible vLLM server (the venv's CPU build, a ``llmsched make-model`` folder with random weights) is
+started with a few stamps added in its API-server process, then ``vllm bench serve --save-result --save-detailed``
+sends the random dataset at each ``--rates`` value. For every request the run keeps, on one clock (Linux
+``CLOCK_MONOTONIC``: the client's ``time.perf_counter`` and the server's ``time.monotonic`` read the same clock on
+one machine):
+
+* the client's figures, as ``vllm bench serve`` saves them: ``start_times`` (send), ``ttfts``, ``itls``,
+  ``latencies``, ``input_lens``, ``output_lens``;
+* the API server's: ``http_ts`` (the completion handler entered), ``rendered_ts`` (prompt rendered and
+  tokenised), ``added_ts`` (handed to the engine client), ``first_out_ts``/``last_out_ts`` (the output processor
+  took the request's first and last outputs), ``prompt_tokens`` (the server's own count);
+* the engine core's, vLLM's ``RequestStateStats``: ``queued_ts``, ``scheduled_ts``, ``first_token_ts``,
+  ``last_token_ts``.
+
+Each rate becomes a run folder in ``--out`` in the ground-truth schema: ``bench.json`` (the bench result without its
+generated texts), ``requests.jsonl`` (the engine's stamps in the ground-truth format, plus the server's and the
+client's send time), ``meta.json`` (the engine arguments, vLLM's version, the host CPU) and ``config.json``.
+
+    PYTHONPATH=$PWD python scripts/client_capture.py --out tests/data/cpu_client_run --rates 2 6 --num-prompts 30
+
+The stamping runs in the server process: ``python scripts/client_capture.py --serve STAMPS -- ARGS`` patches
+four methods (no behaviour changed, each only records a time) and then runs vLLM's API server with ``ARGS``.
+"""
+from __future__ import annotations
+
+import argparse
+import contextvars
+import json
+import os
+import platform
+import runpy
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+ENGINE_ARGS = dict(load_format="dummy", dtype="bfloat16", enforce_eager=True, max_model_len=1024,
+                   max_num_seqs=16, max_num_batched_tokens=1024, block_size=32, kv_cache_memory_bytes=256 << 20,
+                   seed=0)
+
+
+def install_stamps(path: str) -> None:
+    """Record, in this (the API server's) process, when each request passes the front end's stages."""
+    from vllm.entrypoints.openai.completion.serving import OpenAIServingCompletion
+    from vllm.v1.engine.output_processor import OutputProcessor
+
+    out = open(path, "a", buffering=1)
+    seen: dict[str, dict] = {}
+    current = contextvars.ContextVar("client_capture_key", default=None)  # the request a handler serves
+
+    def key_of(raw_request) -> str | None:
+        return None if raw_request is None else raw_request.headers.get("X-Request-Id")
+
+    create = OpenAIServingCompletion.create_completion
+
+    async def create_completion(self, request, raw_request=None):
+        key = key_of(raw_request)
+        if key is not None:
+            seen.setdefault(f"cmpl-{key}-0", {})["http_ts"] = time.monotonic()
+            current.set(f"cmpl-{key}-0")
+        return await create(self, request, raw_request)
+
+    render = OpenAIServingCompletion.render_completion_request
+
+    async def render_completion_request(self, request):
+        result = await render(self, request)
+        key = current.get()  # the request id is made after rendering: the handler's, one prompt a request
+        if key is not None:
+            seen.setdefault(key, {})["rendered_ts"] = time.monotonic()
+        return result
+
+    add = OutputProcessor.add_request
+
+    def add_request(self, request, *args, **kwargs):
+        rid = getattr(request, "external_req_id", None) or request.request_id
+        seen.setdefault(rid, {})["added_ts"] = time.monotonic()
+        return add(self, request, *args, **kwargs)
+
+    process = OutputProcessor.process_outputs
+
+    def process_outputs(self, engine_core_outputs, *args, **kwargs):
+        now = time.monotonic()
+        for o in engine_core_outputs:
+            state = self.request_states.get(o.request_id)
+            if state is None:
+                continue
+            row = seen.setdefault(state.external_req_id, {})
+            row.setdefault("first_out_ts", now)
+            row["last_out_ts"] = now
+        return process(self, engine_core_outputs, *args, **kwargs)
+
+    finish = OutputProcessor._finish_request
+
+    def finish_request(self, req_state):
+        s = req_state.stats
+        row = seen.pop(req_state.external_req_id, {})
+        if s is not None:
+            row.update(request_id=req_state.external_req_id, arrival_time=s.arrival_time, queued_ts=s.queued_ts,
+                       scheduled_ts=s.scheduled_ts, first_token_ts=s.first_token_ts, last_token_ts=s.last_token_ts,
+                       output_tokens=s.num_generation_tokens, num_preemptions=s.num_preemptions,
+                       prompt_tokens=len(req_state.prompt_token_ids or ()),
+                       wall_minus_mono=time.time() - time.monotonic())
+            out.write(json.dumps(row) + "\n")
+        return finish(self, req_state)
+
+    from vllm.v1.engine.async_llm import AsyncLLM
+    from vllm.v1.metrics.loggers import StatLoggerBase
+    steps = open(os.path.join(os.path.dirname(path), "steps.jsonl"), "a", buffering=1)
+
+    class StepRows(StatLoggerBase):
+        """One row per engine step as the front end receives its outputs (vLLM calls ``record`` for each)."""
+
+        def __init__(self, vllm_config=None, engine_index: int = 0, *args, **kwargs):
+            pass
+
+        def record(self, scheduler_stats=None, iteration_stats=None, *args, **kwargs):
+            it, st = iteration_stats, scheduler_stats
+            if it is None:
+                return
+            steps.write(json.dumps({"t": time.monotonic(), "prompt_tokens": it.num_prompt_tokens,
+                                    "generation_tokens": it.num_generation_tokens,
+                                    "running": getattr(st, "num_running_reqs", None),
+                                    "waiting": getattr(st, "num_waiting_reqs", None)}) + "\n")
+
+        def log_engine_initialized(self):
+            pass
+
+        def log(self):
+            pass
+
+    init = AsyncLLM.__init__
+
+    def async_llm_init(self, *args, **kwargs):
+        kwargs["stat_loggers"] = list(kwargs.get("stat_loggers") or []) + [StepRows]
+        init(self, *args, **kwargs)
+
+    AsyncLLM.__init__ = async_llm_init
+    OpenAIServingCompletion.create_completion = create_completion
+    OpenAIServingCompletion.render_completion_request = render_completion_request
+    OutputProcessor.add_request = add_request
+    OutputProcessor.process_outputs = process_outputs
+    OutputProcessor._finish_request = finish_request
+
+
+def serve(stamps: str, args: list[str]) -> None:
+    install_stamps(stamps)
+    sys.argv = [SERVER_MODULE] + args
+    runpy.run_module(SERVER_MODULE, run_name="__main__", alter_sys=True)
+
+
+def server_command(model: Path, port: int, stamps: Path) -> list[str]:
+    cmd = [sys.executable, __file__, "--serve", str(stamps), "--", "--model", str(model), "--host", "127.0.0.1",
+           "--port", str(port)]
+    for name, value in ENGINE_ARGS.items():
+        flag = "--" + name.replace("_", "-")
+        cmd += [flag] if value is True else [flag, str(value)]
+    return cmd
+
+
+def server_env(work: Path) -> dict:
+    """The CPU notes' settings (docs/vllm.md): one OMP thread, no core binding, job-local temp and cache."""
+    env = dict(os.environ)
+    for sub in ("tmp", "cache"):
+        (work / sub).mkdir(parents=True, exist_ok=True)
+    env.update({"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1", "VLLM_CACHE_ROOT": str(work / "cache"), "TMPDIR": str(work / "tmp")})
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited ({proc.returncode}); its log:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return time.monotonic() - t0
+        except OSError:
+            pass
+        time.sleep(1.0)
+    raise SystemExit(f"the server did not answer /health in {timeout:.0f} s; its log:\n{log.read_text()[-3000:]}")
+
+
+def bench_command(model: Path, port: int, rate: float, args, result_dir: Path, name: str) -> list[str]:
+    """``vllm bench serve`` (called through its module: the CPU wheel's ``vllm`` console script finds no package
+    metadata, docs/vllm.md)."""
+    words = ["--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}", "--model", str(model),
+             "--tokenizer", str(model), "--dataset-name", "random", "--random-input-len", str(args.input_len),
+             "--random-output-len", str(args.output_len), "--random-range-ratio", str(args.range_ratio),
+             "--num-prompts", str(args.num_prompts), "--request-rate", str(rate), "--seed", str(args.seed),
+             "--ignore-eos", "--save-result", "--save-detailed", "--result-dir", str(result_dir),
+             "--result-filename", name, "--request-id-prefix", f"r{rate:g}-", "--percentile-metrics",
+             "ttft,tpot,itl,e2el", "--num-warmups", "2"]
+    code = ("import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+            "from vllm.benchmarks.serve import add_cli_args, main; p = FlexibleArgumentParser(); add_cli_args(p); "
+            "main(p.parse_args(sys.argv[1:]))")
+    return [sys.executable, "-c", code, *words]
+
+
+def stop(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def step_model(steps: list[dict], t0: float, t1: float) -> dict:
+    """The CPU engine's step time as const + per_token × tokens, least squares over the steps between ``t0`` and
+    ``t1`` that followed a busy step (a step's time is the gap between consecutive outputs; sync scheduling on
+    CPU runs the next step at once while work remains). Fitted on the run's own steps: it prices the engine so that
+    a replay isolates the front end's terms, and is not a model of any GPU."""
+    rows = [r for r in steps if t0 <= r["t"] <= t1]
+    x, y = [], []
+    for prev, row in zip(rows, rows[1:]):
+        if (prev.get("running") or 0) + (prev.get("waiting") or 0) > 0:
+            x.append(row["prompt_tokens"] + row["generation_tokens"])
+            y.append(row["t"] - prev["t"])
+    import numpy as np
+    const, per_token = np.linalg.lstsq(np.vstack([np.ones(len(x)), x]).T, np.array(y), rcond=None)[0]
+    return {"const": round(float(max(const, 0.0)), 6), "per_token": round(float(max(per_token, 0.0)), 9),
+            "steps": len(x), "median_step_s": round(float(np.median(y)), 6)}
+
+
+def run_folder(out: Path, rate: float, bench: dict, stamps: list[dict], model: Path, args, host: str,
+               steps: list[dict]) -> None:
+    """One rate's folder: the bench result (no generated texts), the engine's stamps as requests.jsonl, meta.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    prefix = f"r{rate:g}-"
+    bench = {k: v for k, v in bench.items() if k != "generated_texts"}
+    bench["itls"] = [[round(g, 6) for g in gaps] for gaps in bench["itls"]]  # microseconds: the file stays small
+    (out / "bench.json").write_text(json.dumps(bench, separators=(",", ":")) + "\n")
+    mine = {}
+    for row in stamps:
+        rid = row.get("request_id", "")
+        if rid.startswith(f"cmpl-{prefix}"):
+            mine[int(rid[len(f"cmpl-{prefix}"):].split("-")[0])] = row
+    starts = bench["start_times"]
+    lines = []
+    for i in sorted(mine):
+        row = mine[i]
+        keep = {"request_id": f"{prefix}{i}", "input_toks": row["prompt_tokens"], "output_toks": row["output_tokens"],
+                "arrival_time": round(row["arrival_time"], 6), "client_sent": round(starts[i], 6)}
+        for k in ("http_ts", "added_ts", "first_out_ts", "last_out_ts", "queued_ts", "scheduled_ts",
+                  "first_token_ts", "last_token_ts"):
+            if row.get(k) is not None:
+                keep[k] = round(row[k], 6)
+        keep["client_first"] = round(starts[i] + bench["ttfts"][i], 6)
+        keep["client_last"] = round(starts[i] + bench["latencies"][i], 6)
+        keep["num_preemptions"] = row.get("num_preemptions")
+        lines.append(keep)
+    lines.sort(key=lambda r: r["arrival_time"])  # the engine's reading needs its arrival order
+    model_of_steps = step_model(steps, min(r["client_sent"] for r in lines), max(r["client_last"] for r in lines))
+    (out / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    config = json.loads((model / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    import vllm
+    meta = {"model": "tiny (llmsched make-model)", "vllm_version": vllm.__version__, "gpu": "cpu", "host_cpu": host,
+            "engine_kwargs": {**{k: v for k, v in ENGINE_ARGS.items()}, "tensor_parallel_size": 1,
+                              "data_parallel_size": 1},
+            "engine_defaults_seen": {"async_scheduling": False, "enable_prefix_caching": True},
+            "front_end": "vllm-serve",
+            "front_end_details": {"server": "vllm serve (python -m vllm.entrypoints.openai.api_server)",
+                                  "endpoint": "/v1/completions, streamed", "prompt": "text (tokenised by the server)",
+                                  "stream_interval": 1, "detokenize": True},
+            "client": {"tool": "vllm bench serve", "dataset": "random", "request_rate": rate,
+                       "num_prompts": args.num_prompts, "random_input_len": args.input_len,
+                       "random_output_len": args.output_len, "random_range_ratio": args.range_ratio,
+                       "seed": args.seed, "ignore_eos": True},
+            "cpu_step_model": model_of_steps,
+            "command": "PYTHONPATH=$PWD python scripts/client_capture.py " + " ".join(sys.argv[1:])}
+    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--serve"]:
+        serve(argv[1], argv[3:] if argv[2:3] == ["--"] else argv[2:])
+        return 0
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--rates", type=float, nargs="+", default=[2.0, 6.0])
+    p.add_argument("--num-prompts", type=int, default=30)
+    p.add_argument("--input-len", type=int, default=400)
+    p.add_argument("--output-len", type=int, default=48)
+    p.add_argument("--range-ratio", type=float, default=0.8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--start-timeout", type=float, default=600)
+    args = p.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from llmsched.vllm.model import write_model
+    out = Path(args.out)
+    work = Path(tempfile.mkdtemp(prefix="client_capture_"))
+    model = write_model(work / "tiny")
+    stamps = work / "stamps.jsonl"
+    port = free_port()
+    log = work / "server.log"
+    host = platform.processor() or platform.machine()
+    try:
+        host = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    with open(log, "w") as f:
+        proc = subprocess.Popen(server_command(model, port, stamps), stdout=f, stderr=subprocess.STDOUT,
+                                env=server_env(work), start_new_session=True)
+    try:
+        print(f"server ready in {wait_ready(f'http://127.0.0.1:{port}', proc, log, args.start_timeout):.0f} s")
+        for rate in args.rates:
+            name = f"bench-{rate:g}.json"
+            subprocess.run(bench_command(model, port, rate, args, work, name), check=True, env=server_env(work))
+            time.sleep(2.0)  # the last finish is written
+            bench = json.loads((work / name).read_text())
+            rows = [json.loads(line) for line in stamps.read_text().splitlines() if line.strip()]
+            step_rows = [json.loads(line) for line in (work / "steps.jsonl").read_text().splitlines() if line.strip()]
+            run_folder(out / f"rate-{rate:g}", rate, bench, rows, model, args, host, step_rows)
+            print(f"wrote {out / f'rate-{rate:g}'}")
+    finally:
+        stop(proc)
+        shutil.copy(log, out / "server.log") if out.exists() else None
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

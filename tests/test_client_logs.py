@@ -1,0 +1,126 @@
+"""Client-side logs compared like with like: this project's CPU capture (vllm serve + vllm bench serve with the
+engine's own stamps), GuideLLM reports, inference-perf lifecycle reports, and a replayed log whose preempted
+requests find their own cached blocks."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llmsched.experiment import run
+from llmsched.run_config import RunConfig
+from llmsched.validate.serving import validate
+from llmsched.validate.serving_run import load_runs
+from llmsched.workload.lifecycle_report import LifecycleReport
+from llmsched.workload.server_log import read_server_log
+from llmsched.workload.traces import TraceError
+
+DATA = Path(__file__).parent / "data"
+CPU = DATA / "cpu_client_run"
+PERF = DATA / "inference_perf_h100"
+
+
+def cpu_params(folder: Path) -> dict:
+    model = json.loads((folder / "meta.json").read_text())["cpu_step_model"]
+    return {"const": model["const"], "per_token": model["per_token"]}
+
+
+def test_the_capture_keeps_the_client_and_the_engine_on_one_clock():
+    for folder in (CPU / "rate-2", CPU / "rate-8"):
+        rows = [json.loads(line) for line in (folder / "requests.jsonl").read_text().splitlines()]
+        bench = json.loads((folder / "bench.json").read_text())
+        assert len(rows) == len(bench["ttfts"]) == 30 and not any(bench["errors"])
+        for r in rows:  # client send < server receipt < engine queue < first token < client's first chunk
+            assert r["client_sent"] < r["http_ts"] < r["added_ts"] <= r["queued_ts"] <= r["scheduled_ts"]
+            assert r["scheduled_ts"] < r["first_token_ts"] <= r["first_out_ts"] < r["client_first"]
+            assert r["last_token_ts"] <= r["last_out_ts"] < r["client_last"]
+        client = read_server_log(folder / "requests.jsonl", measured=True, clock="client")
+        from_bench = read_server_log(folder / "bench.json", measured=True)
+        np.testing.assert_allclose(np.sort(client.ttft), np.sort(from_bench.ttft), atol=2e-6)
+        np.testing.assert_allclose(np.sort(client.e2e), np.sort(from_bench.e2e), atol=2e-6)
+        engine = read_server_log(folder / "requests.jsonl", measured=True)
+        assert engine.boundary == "engine" and client.boundary == "client"
+        assert np.median(client.ttft) > np.median(engine.ttft)  # the front end and the step in flight
+
+
+@pytest.mark.parametrize("rate", ["rate-2", "rate-8"])
+def test_validate_serving_replays_the_cpu_capture_client_side(rate):
+    folder = CPU / rate
+    run_ = load_runs(folder, None, "client")[0]
+    kw = dict(gpu="l4", batch_time="linear", batch_time_params=cpu_params(folder))
+    after = validate(run_, **kw)
+    before = validate(run_, simulated_at="engine", **kw)
+    assert after["latency_boundary"] == "client" and after["front_end"] == "vllm-serve"
+    assert before["latency_boundary"] == "engine"
+    assert after["real"] == before["real"]  # the same client measurements, two predictions of them
+    # the client-side replay adds the front end's measured terms: nearer the client's TTFT and E2E than the
+    # engine-side prediction that was all the project gave before
+    for metric in ("ttft", "e2e"):
+        assert after["simulated"][metric]["p50"] > before["simulated"][metric]["p50"]
+        assert abs(after["errors"][metric]["p50"]) < abs(before["errors"][metric]["p50"])
+    assert abs(after["errors"]["throughput"]["output_tps"]) < 6
+
+
+def guidellm_report(bench: dict, benchmarks: int = 1) -> dict:
+    """A GuideLLM report (schema version 2) of the same requests as a vllm bench serve result."""
+    rows = [{"request_id": str(i), "request_start_time": 1.8e9 + s, "prompt_tokens": p, "output_tokens": o,
+             "time_to_first_token_ms": t * 1e3, "request_latency": e,
+             "inter_token_latency_ms": (e - t) / (o - 1) * 1e3 if o > 1 else None}
+            for i, (s, p, o, t, e) in enumerate(zip(bench["start_times"], bench["input_lens"], bench["output_lens"],
+                                                    bench["ttfts"], bench["latencies"]))]
+    one = {"type_": "generative_benchmark", "requests": {"successful": rows, "incomplete": [], "errored": []}}
+    return {"metadata": {"version": 2}, "benchmarks": [one] * benchmarks}
+
+
+def test_a_guidellm_report_reads_as_its_requests_at_the_client(tmp_path):
+    bench = json.loads((CPU / "rate-8" / "bench.json").read_text())
+    for k in (1, 2):
+        folder = tmp_path / f"g{k}"
+        folder.mkdir()
+        (folder / "benchmarks.json").write_text(json.dumps(guidellm_report(bench, k)))
+        (folder / "meta.json").write_text((CPU / "rate-8" / "meta.json").read_text())
+        runs = load_runs(folder)
+        assert len(runs) == k and all(r.boundary == "client" and r.log.format == "guidellm" for r in runs)
+        ref = read_server_log(CPU / "rate-8" / "bench.json", measured=True)
+        np.testing.assert_allclose(runs[0].log.arrivals, ref.arrivals, atol=1e-6)
+        np.testing.assert_allclose(runs[0].log.ttft, ref.ttft, atol=1e-9)
+        np.testing.assert_array_equal(runs[0].log.output_lens, ref.output_lens)
+    report = guidellm_report(bench)
+    report["benchmarks"][0]["requests"]["errored"] = [report["benchmarks"][0]["requests"]["successful"][0]]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(report))
+    with pytest.raises(TraceError, match=r"benchmarks\[0\].requests.errored: 1 request"):
+        read_server_log(path, measured=True)
+
+
+def test_inference_perf_stages_validate_their_percentiles():
+    runs = load_runs(PERF)
+    assert [r.name for r in runs] == [f"inference_perf_h100/stage_{i}" for i in range(4)]
+    stage = runs[0]
+    assert isinstance(stage.log, LifecycleReport) and stage.boundary == "client" and len(stage.log) == 60
+    data = json.loads((PERF / "stage_0_lifecycle_metrics.json").read_text())
+    assert stage.log.latency["ttft"]["p50"] == data["successes"]["latency"]["time_to_first_token"]["median"]
+    assert stage.log.latency["tpot"]["p50"] is None  # meta.json: the demo's TPOT counted a BOS per chunk
+    prompts, outputs = stage.log.lengths()
+    assert prompts.min() >= 194 and prompts.max() <= 208 and outputs.max() <= 66
+    row = validate(stage, "h100")
+    assert row["targets"]["tpot p50"]["met"] is None and row["errors"]["tpot"]["p50"] is None
+    assert row["simulated"]["throughput"]["rps"] == pytest.approx(1.0, rel=0.05)
+    assert abs(row["errors"]["e2e"]["p50"]) < 15
+
+
+def test_a_request_preempted_by_recompute_finds_its_own_blocks(tmp_path):
+    """A log without token ids: with vLLM's prefix cache on, a request preempted by recompute re-prefills only what
+    the cache lost; without it, all of it."""
+    log = tmp_path / "requests.jsonl"
+    log.write_text("".join(json.dumps({"request_id": str(i), "input_toks": 900, "output_toks": (50, 500)[i % 2],
+                                       "arrival_time": 1.0 + 0.01 * i, "queued_ts": 5.0 + 0.01 * i}) + "\n"
+                           for i in range(24)))  # short requests finish and make room before the cache forgets
+    base = dict(trace=str(log), rate=None, scheduler="vllm-chunked", model="llama-3-8b", gpu="a100", num_blocks=1000,
+                block_size=16, latency_boundary="engine", seed=0)
+    cached = run(RunConfig(**base, prefix_caching=True))
+    plain = run(RunConfig(**base, prefix_caching=False))
+    assert sum(r["preemptions"] for r in cached.replica_stats) > 0
+    assert sum(r["cached_tokens"] for r in cached.replica_stats) > 0  # found again after a preemption
+    assert (cached.requests.column("cached_tokens") == 0).all()  # no prompt shares anything with another
+    assert cached.steps.arrays()["prefill_tokens"].sum() < plain.steps.arrays()["prefill_tokens"].sum()
