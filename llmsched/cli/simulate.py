@@ -19,7 +19,8 @@ def add(sub) -> None:
                         "memory stays flat however many requests; implies --sketch: the files are those of a "
                         "--sketch run (no gap array is kept, so requests.csv's gap_offset is 0), the summary's "
                         "TTFT, TPOT and E2E quantiles come from sketches (1%% error); no --plots, no --warmup or "
-                        "--cooldown")
+                        "--cooldown; latencies at the engine (--latency-boundary engine) unless the client boundary is "
+                        "asked for, which a streamed run cannot price: its output path needs every step's batch")
     add_run_options(s)
     s.set_defaults(func=simulate)
 
@@ -28,7 +29,7 @@ def simulate(args) -> int:
     from ..experiment import run
     from ..metrics.summary import summarize
     from ..metrics.writers import format_table, write_run
-    from .run_options import base_config, run_configs
+    from .run_options import base_config, config_with_origins, run_configs
     from .runs import TABLE_COLUMNS, check_out_dir, summary_row
     check_out_dir(args.out)
     base = base_config(args)
@@ -40,6 +41,8 @@ def simulate(args) -> int:
             raise ValueError("--plots draws from rows a streamed run does not keep: drop --plots or --stream")
         check_stream_window(cfg.warmup, cfg.cooldown)
         cfg = cfg.with_values(keep_gaps=False)
+        if "latency_boundary" not in config_with_origins(args)[1]:
+            cfg = cfg.with_values(latency_boundary="engine")  # the default boundary, where a stream can keep it
     result = run(cfg, progress=not args.no_progress, stream=args.stream, out=args.out)
     summ = summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
     print(format_table([summary_row(cfg, result, summ)], TABLE_COLUMNS))
