@@ -123,8 +123,11 @@ class RunConfig:
     max_model_len: int | None = MAX_MODEL_LEN.field(default=None, optional=True, hint="at most the model's context "
                                                     "length", help="longest prompt+output served (default: the "
                                                                    "model's context length)")
-    gpu_memory_utilization: float = declare(0.9, "fraction of GPU memory for weights+KV (vLLM's, default 0.9)",
-                                            above=0, high=1)
+    gpu_memory_utilization: float | None = declare(None, "fraction of GPU memory for weights+KV, vLLM's "
+                                                         "gpu_memory_utilization (default: vLLM's, 0.92 since v0.21; "
+                                                         "a real run's log: the run's; 0.9 for the reserve estimate "
+                                                         "of the engine-agnostic batch-time kinds)",
+                                                   kind=float, optional=True, above=0, high=1)
     kv_cache_dtype: str = declare("auto", "KV cache data type, vLLM's kv_cache_dtype: auto (the model's), fp8 (one "
                                           "byte an element: twice the tokens in the same memory, half the bytes an "
                                           "attention step reads), bfloat16, ...", choices=tuple(KV_CACHE_DTYPE_BYTES))

@@ -14,12 +14,12 @@ v1's default: on. ``hash_block`` (optional): the tokens each of the log's ``hash
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..hardware.gpus import GPUS
+from ..batchtime.vllm_v1 import cudagraph_capture_sizes
 from ..hardware.hf_config import KV_CACHE_DTYPE_BYTES, kv_cache_dtype_bytes
+from ..hardware.kv_sizing import RunMemory, gpu_named_in, run_memory
 from ..hardware.models import ModelSpec, model as model_preset
 from ..workload.hash_blocks import HASH_BLOCK
 from ..workload.server_log import ServerLog, read_server_log
@@ -43,10 +43,9 @@ class EngineArgs:
     gpu_memory_utilization: float | None
     block_size: int
     gpu: str | None = None
-    num_gpu_blocks: int | None = None
+    memory: RunMemory | None = None     # what vLLM reported of its KV cache, its version and settings
     capture_sizes: list[int] | None = None
     async_scheduling: bool = True
-    memory_gib: dict = field(default_factory=dict)
     kv_cache_dtype: str = "auto"
     enable_prefix_caching: bool = True
 
@@ -173,8 +172,8 @@ def read_meta(path: Path) -> EngineArgs:
         max_model_len=need_int("max_model_len", low=2, optional=True),
         gpu_memory_utilization=float(utilization) if utilization is not None else None,
         block_size=need_int("block_size", default=16), gpu=meta.get("gpu"),
-        num_gpu_blocks=need_int("num_gpu_blocks", optional=True), capture_sizes=sizes,
-        async_scheduling=bool(seen.get("async_scheduling", True)), memory_gib=dict(meta.get("memory_gib") or {}),
+        memory=run_memory(meta, path, cudagraph_capture_sizes), capture_sizes=sizes,
+        async_scheduling=bool(seen.get("async_scheduling", True)),
         kv_cache_dtype=str(kv_dtype).lower(), enable_prefix_caching=True if caching is None else caching)
 
 
@@ -183,7 +182,7 @@ def gpu_of(run: ServingRun, given: str | None) -> str:
     if given:
         return given
     text = (run.args.gpu or "").lower()
-    named = [name for name in GPUS if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)]
+    named = gpu_named_in(text)
     if len(named) == 1:
         return named[0]
     what = f"its gpu {run.args.gpu!r} names {'no' if not named else 'more than one'} GPU preset" if text else \
