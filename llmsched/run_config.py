@@ -49,9 +49,9 @@ class RunConfig:
                                    hint="a GPU spec file (.toml/.json) of datasheet figures", parse=gpu_spec_file)
     tp: int | None = declare(None, "tensor-parallel degree (overrides the model preset's)", kind=int, optional=True,
                              low=1, high=64)
-    batch_time: str = declare("roofline", "batch-time model: roofline, roofline-staircase, calibrated, engine, "
-                                          "linear, vllm-v1 (vLLM v1's engine terms around the roofline), or a "
-                                          "stored profile")
+    batch_time: str = declare("vllm-v1", "batch-time model: vllm-v1 (vLLM v1's engine terms around the roofline, "
+                                         "validated against vLLM: the default), roofline, roofline-staircase, "
+                                         "calibrated, engine, linear, or a stored profile")
     batch_time_params: dict = declare({}, "batch-time model parameter (repeatable)", flag="--bt-param",
                                       metavar="KEY=VALUE")
     replicas: int = declare(1, "number of replicas behind the router", low=1, high=4096)
