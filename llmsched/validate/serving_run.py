@@ -77,7 +77,8 @@ class ServingRun:
                                       expert_parallel=ep), name
         where = self.config or self.folder / "meta.json"
         raise ValueError(f"{where}: model {self.args.model!r} is neither a config.json llmsched reads nor a preset "
-                         f"(tried {', '.join(map(repr, tried))}); give --model PRESET")
+                         f"(tried {', '.join(map(repr, tried))}); put its config.json beside meta.json, or give "
+                         f"--model PRESET or a shipped Hugging Face id")
 
 
 def load_run(folder, log_name: str | None = None) -> ServingRun:
