@@ -96,8 +96,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     # vLLM's async scheduling: a request arriving during a step is queued at its end and first scheduled in the
     # step after the next (batchtime/vllm_v1.py); such arrivals wait here, per replica, until their step ends
     held = [[] for _ in replicas] if any(rep.batch_time.async_admission for rep in replicas) else None
-    if (lanes and len(replicas) > 1 and getattr(router, "routes_ahead", False) and replicas[0].quiet_finishes
-            and held is None):
+    if lanes and len(replicas) > 1 and getattr(router, "routes_ahead", False) and replicas[0].quiet_finishes:
         now, cut = run_lanes(arrivals, pending, replicas, router, rng, horizon, log, on_done, router_left, bar,
                              shared_steps, stream, out_of_order)
         return finish_run(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)
