@@ -181,7 +181,21 @@ def repeated_mooncake(path: Path, total: int, out: Path) -> Path:
     return out
 
 
+PINNED_KIND = "roofline"  # every row's batch-time kind unless it names one: rows compare like with like across
+                          # checkouts made before and after vllm-v1 became the default (as the identity matrix)
+
+
 def rows(names: list[str], tmp: Path):
+    """(row label, kind, spec) for each requested row, the batch-time kind pinned where the row names none."""
+    for label, kind, spec in unpinned_rows(names, tmp):
+        if isinstance(spec, dict):
+            spec = {"batch_time": PINNED_KIND, **spec}
+        elif "--batch-time" not in spec:
+            spec = [*spec, "--batch-time", PINNED_KIND]
+        yield label, kind, spec
+
+
+def unpinned_rows(names: list[str], tmp: Path):
     """(row label, kind, spec) for each requested row."""
     from llmsched.workload.traces import resolve_data_file
     for name in names:

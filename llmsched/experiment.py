@@ -12,11 +12,11 @@ import warnings
 import numpy as np
 
 from .batchtime.registry import BATCH_TIME_MODELS, make_batch_time_model, resolve_kind
+from .batchtime.vllm_v1 import cudagraph_capture_sizes
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.hf_config import kv_cache_dtype_bytes
-from .hardware.memory import kv_capacity_blocks
-from .hardware.vllm_memory import no_room, vllm_kv_budget
+from .hardware.kv_sizing import KVCache, kv_cache, memory_beside
 from .hardware.models import model as model_preset
 from .hardware.front_end import front_end
 from .metrics.client_side import to_client
@@ -93,17 +93,28 @@ def run_params(cfg: RunConfig) -> dict:
 
 
 def kv_blocks(cfg: RunConfig, spec, device, bt) -> int:
-    """KV blocks per replica (per DP rank): sized as vLLM v1 does (hardware/vllm_memory.py) for the vllm-v1
-    batch-time kind, else the weights-and-activation reserve of hardware/memory.py."""
-    if resolve_kind(cfg.batch_time)[0] != "vllm-v1":
-        return kv_capacity_blocks(spec, device, gpu_memory_utilization=cfg.gpu_memory_utilization,
-                                  block_size=cfg.block_size)
-    budget = vllm_kv_budget(spec, device, max_num_batched_tokens=cfg.max_num_batched_tokens,
-                            max_num_seqs=cfg.max_num_seqs, gpu_memory_utilization=cfg.gpu_memory_utilization,
-                            capture_sizes=len(getattr(bt, "capture_sizes", ())), block_size=cfg.block_size)
-    if budget.blocks < 1:
-        raise ValueError(no_room(spec, device, budget, cfg.gpu_memory_utilization))
-    return budget.blocks
+    """KV blocks per replica (per DP rank): :func:`run_kv_cache`'s."""
+    return run_kv_cache(cfg, spec, device, bt).blocks
+
+
+def run_kv_cache(cfg: RunConfig, spec, device, bt) -> KVCache:
+    """The run's KV cache, sized by the one function every command uses (hardware/kv_sizing.py): the block count
+    vLLM reported for the real run whose log ``cfg.trace`` is (its meta.json beside it, where that describes this
+    model, parallelism and GPU), else vLLM's sizing for the vllm-v1 kind (or a real vLLM run's log), else the
+    weights-and-reserve estimate of the engine-agnostic kinds."""
+    vllm_engine = resolve_kind(cfg.batch_time)[0] == "vllm-v1"
+    run = None
+    if cfg.trace:
+        try:
+            run = memory_beside(resolve_data_file(cfg.trace), spec, device, cudagraph_capture_sizes)
+        except (DataFileNotFound, OSError):
+            run = None  # the trace's own reader says what is wrong with it
+    sizes = getattr(bt, "capture_sizes", None)
+    graphs = len(sizes) if sizes is not None else \
+        len(cudagraph_capture_sizes(cfg.max_num_seqs, cfg.max_num_batched_tokens)) if run is not None else 0
+    return kv_cache(spec, device, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
+                    max_num_batched_tokens=cfg.max_num_batched_tokens, vllm_engine=vllm_engine,
+                    gpu_memory_utilization=cfg.gpu_memory_utilization, capture_sizes=graphs, run=run)
 
 
 def workload_params(cfg: RunConfig, source) -> dict:
@@ -220,6 +231,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         "scheduler": rep.scheduler.describe(),
         "batch_time": rep.batch_time.describe(),
         "kv_blocks": rep.config.num_blocks,
+        "kv_cache": kv_description(cfg, rep),
         "block_size": rep.config.block_size,
         "max_model_len": rep.config.max_model_len,
         "wall_time_s": result.wall_time,
@@ -275,6 +287,13 @@ def last_batch(replicas: list[Replica], req) -> int:
         return 0
     _, prefills, decodes, _ = replicas[req.replica].row
     return prefills + decodes
+
+
+def kv_description(cfg: RunConfig, rep: Replica) -> dict:
+    """How the run's KV cache was sized, for meta.json."""
+    if cfg.num_blocks:
+        return {"blocks": cfg.num_blocks, "source": "given (num_blocks)"}
+    return run_kv_cache(cfg, run_model(cfg), gpu_preset(cfg.gpu), rep.batch_time).describe()
 
 
 def offered(source) -> int:

@@ -63,7 +63,9 @@ class LeastOutstanding(Router):
         while heap[0][0] != counts[heap[0][1]]:  # stale: that replica's count changed since
             heapq.heappop(heap)
         c, i = heap[0]
-        assert replicas[i].num_outstanding == c, f"router {self.name}: count of replica {i} out of date"
+        # the router's count also holds the arrivals the simulator keeps for a step in flight (vLLM's async
+        # admission, sim/simulator.py): sent to the replica, not yet in its queue
+        assert replicas[i].num_outstanding <= c, f"router {self.name}: count of replica {i} out of date"
         counts[i] = c + 1
         heapq.heapreplace(heap, (c + 1, i))
         return i

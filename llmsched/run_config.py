@@ -50,9 +50,9 @@ class RunConfig:
                                    hint="a GPU spec file (.toml/.json) of datasheet figures", parse=gpu_spec_file)
     tp: int | None = declare(None, "tensor-parallel degree (overrides the model preset's)", kind=int, optional=True,
                              low=1, high=64)
-    batch_time: str = declare("roofline", "batch-time model: roofline, roofline-staircase, calibrated, engine, "
-                                          "linear, vllm-v1 (vLLM v1's engine terms around the roofline), or a "
-                                          "stored profile")
+    batch_time: str = declare("vllm-v1", "batch-time model: vllm-v1 (vLLM v1's engine terms around the roofline, "
+                                         "validated against vLLM: the default), roofline, roofline-staircase, "
+                                         "calibrated, engine, linear, or a stored profile")
     batch_time_params: dict = declare({}, "batch-time model parameter (repeatable)", flag="--bt-param",
                                       metavar="KEY=VALUE")
     replicas: int = declare(1, "number of replicas behind the router", low=1, high=4096)
@@ -131,8 +131,11 @@ class RunConfig:
     max_model_len: int | None = MAX_MODEL_LEN.field(default=None, optional=True, hint="at most the model's context "
                                                     "length", help="longest prompt+output served (default: the "
                                                                    "model's context length)")
-    gpu_memory_utilization: float = declare(0.9, "fraction of GPU memory for weights+KV (vLLM's, default 0.9)",
-                                            above=0, high=1)
+    gpu_memory_utilization: float | None = declare(None, "fraction of GPU memory for weights+KV, vLLM's "
+                                                         "gpu_memory_utilization (default: vLLM's, 0.92 since v0.21; "
+                                                         "a real run's log: the run's; 0.9 for the reserve estimate "
+                                                         "of the engine-agnostic batch-time kinds)",
+                                                   kind=float, optional=True, above=0, high=1)
     kv_cache_dtype: str = declare("auto", "KV cache data type, vLLM's kv_cache_dtype: auto (the model's), fp8 (one "
                                           "byte an element: twice the tokens in the same memory, half the bytes an "
                                           "attention step reads), bfloat16, ...", choices=tuple(KV_CACHE_DTYPE_BYTES))

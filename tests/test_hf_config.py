@@ -141,7 +141,7 @@ def test_distinct_experts_follow_the_occupancy_formula():
     ({"vision_config": {"hidden_size": 1024}}, ["field 'vision_config'", "multimodal"]),
     ({"model_type": "mamba"}, ["model_type = \"mamba\"", "state-space"]),
     ({"layers_block_type": ["mamba", "attention"]}, ["field 'layers_block_type'", "state-space"]),
-    ({"model_type": "gemma3_text"}, ["model_type = \"gemma3_text\"", "supported: llama"]),
+    ({"model_type": "falcon"}, ["model_type = \"falcon\"", "supported: llama"]),
     ({"model_type": None}, ["model_type is missing"]),
     ({"hidden_size": None}, ["hidden_size is missing"]),
     ({"num_key_value_heads": 5}, ["num_key_value_heads = 5 does not divide num_attention_heads = 32"]),

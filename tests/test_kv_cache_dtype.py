@@ -23,7 +23,8 @@ def test_fp8_halves_a_tokens_kv_bytes_at_any_parallelism():
 def test_an_fp8_cache_holds_twice_the_blocks_and_carries_more_load():
     base = dict(model="llama-3-8b", gpu="a100", scheduler="vllm-chunked", num_requests=300, rate=20.0, seed=3)
     auto, fp8 = run(RunConfig(**base)), run(RunConfig(**base, kv_cache_dtype="fp8"))
-    assert fp8.meta["kv_blocks"] == 2 * auto.meta["kv_blocks"]
+    # twice the tokens in the same bytes (vLLM's sizing, the default's, floors each to whole blocks)
+    assert fp8.meta["kv_blocks"] - 2 * auto.meta["kv_blocks"] in (0, 1)
     a, f = summarize(auto), summarize(fp8)
     assert a["preemptions"]["total"] > 0 and f["preemptions"]["total"] < a["preemptions"]["total"]
     assert f["throughput"]["requests_per_s"] > a["throughput"]["requests_per_s"]

@@ -163,7 +163,7 @@ def test_steps_csv_round_trip_through_the_simulator(tmp_path):
     are rebuilt exactly (0% error); mixed steps only approximately (the cached context's split is not logged)."""
     sim = tmp_path / "sim"
     assert main(["simulate", "--model", "llama-3-8b", "--gpu", "a100", "--rate", "5", "--num-requests", "120",
-                 "--out", str(sim), "--no-progress"]) == 0
+                 "--batch-time", "roofline", "--out", str(sim), "--no-progress"]) == 0
     assert main(["validate-timing", "--data", str(sim / "steps.csv"), "--model", "llama-3-8b", "--gpu", "a100",
                  "--batch-time", "roofline", "--out", str(tmp_path / "val")]) == 0
     cells = {r["phase"]: r for r in json.loads((tmp_path / "val" / "validation.json").read_text())["cells"]}

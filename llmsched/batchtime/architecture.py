@@ -69,7 +69,7 @@ class ArchitectureTerms:
             self._dp = dp
             self._kernels = m.moe_layers * MOE_EXTRA_KERNELS * layer_overhead / DENSE_LAYER_KERNELS
             self._c = m.moe_layers * k * dp * 2 * m.expert_params / group / flops          # s per token
-            self._w = m.moe_layers * m.expert_params * wb / group / bw                     # s per active expert
+            self._w = m.moe_layers * m.expert_params * m.expert_weight_bytes / group / bw  # s per active expert
             # a (token, expert) pair reads its hidden state and writes its output (h each) and writes, then reads
             # the gate/up and activated intermediates (2f + f); the activation reads 2f and writes f, the
             # weighted combine reads h. Expert parallelism: G-th of the pairs, whole f; else every pair, f / G.

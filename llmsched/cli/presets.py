@@ -20,6 +20,7 @@ def all_presets() -> dict:
     from ..batchtime.named import profile_names
     from ..batchtime.registry import BATCH_TIME_MODELS
     from ..hardware.gpus import GPUS
+    from ..hardware.hub_models import hub_table
     from ..hardware.memory import kv_bytes_per_token
     from ..hardware.models import MODELS
     from ..hardware.prices import load_prices
@@ -34,6 +35,8 @@ def all_presets() -> dict:
                        "max_model_len": m.max_model_len, "kv_bytes_per_token": kv_bytes_per_token(m),
                        "experts": m.experts, "experts_per_token": m.experts_per_token, "expert_ffn": m.expert_ffn,
                        "source": m.source} for n, m in MODELS.items()},
+        "hub_models": {n: {"architecture": e["architecture"], "source": e["source"], "checked": e["checked"]}
+                       for n, e in hub_table().items()},
         "gpus": {n: {"bf16_tflops": g.flops / 1e12, "fp8_tflops": g.fp8_flops / 1e12, "interconnect": g.interconnect,
                      "mem_bw_gbs": g.mem_bw / 1e9, "mem_gib": g.mem_bytes / 2**30,
                      "usd_per_gpu_hour": prices.usd_per_hour.get(n), "price_source": prices.sources.get(n),
@@ -79,6 +82,11 @@ def format_presets(data: dict) -> str:
         lines.append(f"  {n:<18} {m['layers']}L h{m['hidden']} heads {m['heads']}/{m['kv_heads']} {mlp} "
                      f"tp{m['tp']} ctx {m['max_model_len']}  KV {m['kv_bytes_per_token'] // 1024} KiB/token")
         lines.append(f"  {'':<18} source: {m['source']}")
+    lines.append("\nHUGGING FACE IDS (--model ID; their config.json facts ship with llmsched; presets take their "
+                 "own ids too)")
+    for n, m in data.get("hub_models", {}).items():
+        lines.append(f"  {n:<46} {m['architecture']}")
+        lines.append(f"  {'':<46} source: {m['source']} (checked {m['checked']})")
     lines.append("\nGPUS")
     for n, g in data["gpus"].items():
         price = f", ${g['usd_per_gpu_hour']:.2f}/GPU-hour" if g.get("usd_per_gpu_hour") else ", no price listed"

@@ -4,9 +4,14 @@ Families read (``model_type``): Llama, Mistral, Qwen2, Qwen3 (GQA, explicit ``he
 window), Mixtral, Qwen2-MoE and Qwen3-MoE (routed experts, experts per token, ``moe_intermediate_size``, shared
 experts, dense layers by ``decoder_sparse_step`` / ``mlp_only_layers``), DeepSeek-V2/V3 (MLA: ``kv_lora_rank`` +
 ``qk_rope_head_dim`` cached per token and layer, q/kv LoRA projections, ``first_k_dense_replace`` /
-``moe_layer_freq``, shared experts). Field names and defaults follow transformers' configuration classes and vLLM's
+``moe_layer_freq``, shared experts), Llama-4 (``llama4_text``: routed experts with a shared expert, MoE layers
+every ``interleave_moe_layer_step``-th, dense ones of ``intermediate_size_mlp``, chunked local attention as a window),
+gpt-oss (routed experts with MXFP4 weights, sliding window on alternate ``layer_types``) and Gemma-3 (``gemma3_text``:
+sliding window on 5 of 6 layers, tied embeddings, q/k norm); a multimodal Llama-4, Gemma-3 or Mistral-3 checkpoint
+is read as its ``text_config`` (the vision tower is not modelled). Field names and defaults follow transformers' configuration classes and vLLM's
 reading of them (``vllm/transformers_utils/model_arch_config_convertor.py``). Weights: bf16/fp16 (fp32 checkpoints
-are served in 16 bits, as vLLM's ``dtype="auto"`` does), or fp8 through ``quantization_config``. DeepSeek's
+are served in 16 bits, as vLLM's ``dtype="auto"`` does), or fp8 through ``quantization_config`` (MXFP4 for gpt-oss's
+experts). DeepSeek's
 multi-token-prediction layers (``num_nextn_predict_layers``) are not counted: vLLM runs them only for speculative
 decoding.
 
@@ -20,10 +25,16 @@ import json
 from pathlib import Path
 from typing import NoReturn
 
-DENSE = ("llama", "mistral", "qwen2", "qwen3")
-MOE = ("mixtral", "qwen2_moe", "qwen3_moe")
+DENSE = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
+MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "llama4_text", "gpt_oss")
 MLA = ("deepseek_v2", "deepseek_v3")
 SUPPORTED = DENSE + MOE + MLA
+# multimodal checkpoints whose text decoder is modelled: the wrapper's model_type -> its text_config's (the vision
+# tower is not modelled, and its weights are not counted)
+TEXT_OF = {"llama4": "llama4_text", "gemma3": "gemma3_text", "mistral3": "mistral"}
+# weight formats by quantization_config.quant_method: bytes a weight of the layers they cover
+FP8_METHODS = ("fp8", "fbgemm_fp8")
+MXFP4_BYTES = 4.25 / 8      # OCP MX FP4: 4-bit E2M1 values, one 8-bit E8M0 scale per 32 (OCP MX spec v1.0, §5.3)
 # fields whose presence means a part llmsched does not model
 TOWERS = ("vision_config", "audio_config", "vision_tower", "mm_vision_tower", "visual", "speech_config")
 STATE_SPACE = ("ssm_cfg", "mamba_d_state", "mamba_expand", "ssm_state_size", "layers_block_type",
@@ -106,7 +117,27 @@ def spec_fields(path: str | Path, name: str | None = None) -> dict:
     """Keyword arguments of ``ModelSpec`` for the model whose config.json is at ``path`` (``name`` defaults to
     the path as given). ``params`` is the count the shape implies, norms and biases included."""
     data, file = read_config(path)
-    f = _Fields(data, file)
+    return fields_from(data, str(file), name or str(path))
+
+
+def text_part(data: dict) -> dict:
+    """A multimodal checkpoint's text decoder (its ``text_config``, with the wrapper's dtype and quantization
+    where the text part names none) for the wrappers in :data:`TEXT_OF`; any other config unchanged."""
+    kind, text = data.get("model_type"), data.get("text_config")
+    if kind not in TEXT_OF or not isinstance(text, dict):
+        return data
+    out = {k: v for k, v in data.items() if k in ("torch_dtype", "dtype", "quantization_config")}
+    out.update(text)
+    out["model_type"] = text.get("model_type") or TEXT_OF[kind]
+    if out["model_type"] == "llama4":
+        out["model_type"] = "llama4_text"
+    return out
+
+
+def fields_from(data: dict, where: str, name: str) -> dict:
+    """``spec_fields`` of a parsed config (``where`` names it in errors: a file, or a shipped hub id)."""
+    data = text_part(data)
+    f = _Fields(data, where)
     for field in TOWERS + ("text_config",):
         if field in data:
             f.fail(f"field '{field}'", "belongs to a multimodal model (a vision or audio tower), which llmsched "
@@ -132,21 +163,21 @@ def spec_fields(path: str | Path, name: str | None = None) -> dict:
     if heads % kv_heads:
         f.fail("num_key_value_heads", f"= {kv_heads} does not divide num_attention_heads = {heads}",
                f"grouped-query attention needs a divisor of {heads}")
-    out = dict(name=name or str(path), layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+    out = dict(name=name, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
                vocab=f.int("vocab_size"), max_model_len=f.int("max_position_embeddings"),
-               tied_embeddings=f.bool("tie_word_embeddings", False), gated_mlp=True)
+               tied_embeddings=f.bool("tie_word_embeddings", kind == "gemma3_text"), gated_mlp=True)
     out["dtype_bytes"] = _dtype_bytes(f)
-    out["weight_dtype_bytes"] = _weight_bytes(f, out["dtype_bytes"])
+    out["weight_dtype_bytes"], out["expert_weight_bytes"] = _weight_bytes(f, out["dtype_bytes"])
     if kind in MLA:
         out.update(_mla(f, heads))
     else:
         out["head_dim"] = _head_dim(f, hidden, heads)
     out["qkv_bias"] = kind in ("qwen2", "qwen2_moe") and f.bool("qkv_bias", True) or \
-        kind in ("llama", "qwen3", "qwen3_moe") and f.bool("attention_bias", False)
-    out["qk_norm"] = kind in ("qwen3", "qwen3_moe")
+        kind in ("llama", "qwen3", "qwen3_moe", "gpt_oss") and f.bool("attention_bias", False)
+    out["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text")   # Llama-4's qk norm is a weightless L2 norm
     out.update(_sliding_window(f, kind, layers))
     out.update(_experts(f, kind, layers, hidden))
-    out["source"] = (f"{file} (model_type {kind}"
+    out["source"] = (f"{where} (model_type {kind}"
                      f"{', ' + '/'.join(data['architectures']) if isinstance(data.get('architectures'), list) else ''}"
                      f"); parameter count from the shape")
     return out
@@ -161,20 +192,25 @@ def _dtype_bytes(f: _Fields) -> int:
     return DTYPE_BYTES[dtype]
 
 
-def _weight_bytes(f: _Fields, dtype_bytes: int) -> int:
+def _weight_bytes(f: _Fields, dtype_bytes: int) -> tuple[int, float | None]:
+    """Bytes a weight of the linear layers, and of the routed experts where they differ (None: the same)."""
     quant = f.data.get("quantization_config")
     if quant is None:
-        return dtype_bytes
+        return dtype_bytes, None
     method = quant.get("quant_method") if isinstance(quant, dict) else None
     if method == "fp8":
-        return 1
+        return 1, None
     if method == "compressed-tensors" or method == "compressed_tensors":
         schemes = [g.get("weights", {}) for g in (quant.get("config_groups") or {}).values() if isinstance(g, dict)]
         if schemes and all(s.get("type") == "float" and s.get("num_bits") == 8 for s in schemes):
-            return 1
+            return 1, None
+    if method == "mxfp4" and f.kind == "gpt_oss":
+        # gpt-oss: MXFP4 routed experts; attention, router, embedding and LM head stay 16-bit (its
+        # modules_to_not_convert). vLLM's kernels (Marlin, triton_kernels' matmul_ogs) multiply them in BF16.
+        return dtype_bytes, MXFP4_BYTES
     f.fail("quantization_config.quant_method", f"= {json.dumps(method)} is not a weight format llmsched models",
            "give a bf16 or fp8 checkpoint's config.json (quant_method \"fp8\", or compressed-tensors with 8-bit "
-           "float weights)")
+           "float weights; mxfp4 for gpt-oss's experts)")
 
 
 def _head_dim(f: _Fields, hidden: int, heads: int) -> int:
@@ -197,8 +233,24 @@ def _mla(f: _Fields, heads: int) -> dict:
 def _sliding_window(f: _Fields, kind: str, layers: int) -> dict:
     window = f.data.get("sliding_window")
     types = f.data.get("layer_types")
+    if kind == "llama4_text":
+        # chunked local attention (attention_chunk_size) on the RoPE layers, global attention on the NoPE ones
+        # (every no_rope_layer_interval-th, transformers' Llama4TextConfig); modelled as a sliding window of the
+        # chunk: exact up to one chunk of context, an upper bound beyond (a query sees 1..chunk tokens, not chunk)
+        window = f.data.get("attention_chunk_size")
+        rope = f.data.get("no_rope_layers")
+        if isinstance(rope, list) and len(rope) == layers:
+            sliding = sum(1 for r in rope if r)
+        else:
+            interval = f.int("no_rope_layer_interval", default=4)
+            sliding = sum(1 for i in range(layers) if (i + 1) % interval)
+        return dict(sliding_window=f.int("attention_chunk_size"), sliding_layers=sliding) if window else {}
     if isinstance(types, list):
         sliding = sum(t == "sliding_attention" for t in types)
+    elif kind == "gemma3_text":
+        # transformers' Gemma3TextConfig: every sliding_window_pattern-th layer global, the others sliding
+        pattern = f.int("sliding_window_pattern", default=6)
+        sliding = layers - layers // pattern
     elif kind in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
         # transformers' Qwen2/Qwen3: layers from max_window_layers on slide, and only with use_sliding_window
         if not f.bool("use_sliding_window", False):
@@ -216,10 +268,20 @@ def _sliding_window(f: _Fields, kind: str, layers: int) -> dict:
 def _experts(f: _Fields, kind: str, layers: int, hidden: int) -> dict:
     if kind in DENSE:
         return dict(ffn=f.int("intermediate_size"))
-    if kind == "mixtral":
+    if kind in ("mixtral", "gpt_oss"):
         experts, expert_ffn = f.int("num_local_experts"), f.int("intermediate_size")
         moe = list(range(layers))
         ffn, shared, gate = expert_ffn, 0, False
+    elif kind == "llama4_text":
+        # transformers' Llama4TextConfig: MoE layers every interleave_moe_layer_step-th (moe_layers where given),
+        # each with a shared expert of intermediate_size; the others dense of intermediate_size_mlp
+        experts, expert_ffn = f.int("num_local_experts"), f.int("intermediate_size")
+        step = f.int("interleave_moe_layer_step", default=1)
+        moe = f.data.get("moe_layers") or list(range(step - 1, layers, step))
+        if not isinstance(moe, list) or not all(isinstance(i, int) and 0 <= i < layers for i in moe):
+            f.fail("moe_layers", f"= {json.dumps(moe)} is not a list of layer indices below {layers}", "fix the list")
+        ffn = f.int("intermediate_size_mlp") if len(moe) < layers else expert_ffn
+        shared, gate = expert_ffn, False
     elif kind in ("qwen2_moe", "qwen3_moe"):
         experts, expert_ffn = f.int("num_experts"), f.int("moe_intermediate_size")
         step = f.int("decoder_sparse_step", default=1)

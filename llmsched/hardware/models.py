@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from . import hf_config
+from . import hf_config, hub_models
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,7 +31,8 @@ class ModelSpec:
     ``sliding_window`` > 0: ``sliding_layers`` layers (default all) attend over the last ``sliding_window`` tokens
     only. ``dtype_bytes`` is the activations' dtype; ``weight_dtype_bytes`` the linear layers' weights (1 for
     fp8; embedding and LM head stay at ``dtype_bytes``), ``kv_dtype_bytes`` the KV cache's (1 for fp8); both
-    default to ``dtype_bytes``. ``dp`` and ``expert_parallel``: data-parallel ranks and vLLM's
+    default to ``dtype_bytes``. ``expert_weight_bytes``: the routed experts' bytes a weight where their format
+    differs (gpt-oss's MXFP4: 4.25 bits), default ``weight_dtype_bytes``. ``dp`` and ``expert_parallel``: data-parallel ranks and vLLM's
     ``--enable-expert-parallel``; MoE layers shard their experts over ``tp * dp`` GPUs either way (vLLM's
     ``FusedMoEParallelConfig``: by expert with expert parallelism, else each expert's intermediate dimension).
     """
@@ -66,6 +67,7 @@ class ModelSpec:
     qkv_bias: bool = False
     qk_norm: bool = False
     weight_dtype_bytes: int | None = None
+    expert_weight_bytes: float | None = None
     kv_dtype_bytes: int | None = None
     dp: int = 1
     expert_parallel: bool = False
@@ -77,6 +79,11 @@ class ModelSpec:
         for field_name, default in resolved.items():
             if getattr(self, field_name) is None:
                 object.__setattr__(self, field_name, default)
+        if self.expert_weight_bytes is None:
+            object.__setattr__(self, "expert_weight_bytes", self.weight_dtype_bytes)
+        if not (isinstance(self.expert_weight_bytes, (int, float)) and 0 < self.expert_weight_bytes <= 4):
+            raise ValueError(f"model {self.name!r}: expert_weight_bytes must be in (0, 4], got "
+                             f"{self.expert_weight_bytes!r}")
         for field_name in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "params",
                            "dtype_bytes", "tp", "max_model_len", "v_head_dim", "weight_dtype_bytes",
                            "kv_dtype_bytes", "dp"):
@@ -261,12 +268,17 @@ class ModelSpec:
 
     @property
     def weight_bytes(self) -> int:
-        """Every weight at its dtype: embedding and LM head at ``dtype_bytes``, the rest at
-        ``weight_dtype_bytes`` (vLLM's fp8 quantises the linear layers only)."""
+        """Every weight at its dtype: embedding and LM head at ``dtype_bytes``, routed experts at
+        ``expert_weight_bytes``, the rest at ``weight_dtype_bytes`` (vLLM's fp8 quantises the linear layers only)."""
+        experts = self.routed_expert_params
         if self.weight_dtype_bytes == self.dtype_bytes:
-            return self.params * self.dtype_bytes
-        embeddings = min(self.embedding_params, self.params)
-        return embeddings * self.dtype_bytes + (self.params - embeddings) * self.weight_dtype_bytes
+            dense = self.params * self.dtype_bytes
+        else:
+            embeddings = min(self.embedding_params, self.params)
+            dense = embeddings * self.dtype_bytes + (self.params - embeddings) * self.weight_dtype_bytes
+        if self.expert_weight_bytes == self.weight_dtype_bytes:
+            return dense
+        return int(dense + experts * (self.expert_weight_bytes - self.weight_dtype_bytes))
 
     @property
     def weight_bytes_per_gpu(self) -> float:
@@ -274,7 +286,7 @@ class ModelSpec:
         tp · dp GPUs (by expert with expert parallelism, else by intermediate dimension)."""
         if not self.is_moe or self.dp == 1:
             return self.weight_bytes / self.tp
-        experts = self.routed_expert_params * self.weight_dtype_bytes
+        experts = self.routed_expert_params * self.expert_weight_bytes
         return (self.weight_bytes - experts) / self.tp + experts / (self.tp * self.dp)
 
     @property
@@ -470,8 +482,9 @@ _ALIASES = {
 
 
 def model(name: str | ModelSpec) -> ModelSpec:
-    """The preset called ``name`` (case-insensitive, Hugging Face ids accepted; a ModelSpec passes through), or
-    the model of a Hugging Face ``config.json`` (a path to it, or to a folder holding one).
+    """The preset called ``name`` (case-insensitive, Hugging Face ids accepted; a ModelSpec passes through), the
+    model of a Hugging Face ``config.json`` (a path to it, or to a folder holding one), or a shipped Hugging Face
+    id (hub_models.json); an id that is not shipped is refused with what to pass instead.
 
     A ``-tp<n>`` suffix (then ``-dp<n>``, ``-ep``) on any preset or path gives its parallel variant:
     ``model("llama-3-70b-tp8")``.
@@ -484,15 +497,21 @@ def model(name: str | ModelSpec) -> ModelSpec:
         return MODELS[key]
     if hf_config.looks_like_path(text):
         return from_config(text)
+    if hub_models.shipped(text):
+        return from_hub(hub_models.shipped(text))
     match = re.fullmatch(r"(.+?)(?:-tp(\d+))?(?:-dp(\d+))?(-ep)?", text)
     if match and any(match.groups()[1:]):
         base, tp, dp, ep = match.groups()
         if hf_config.looks_like_path(base):
             spec = from_config(base)
+        elif hub_models.shipped(base):
+            spec = from_hub(hub_models.shipped(base))
         else:
             spec = MODELS.get(_ALIASES.get(base.lower(), base.lower()))
         if spec is not None:
             return spec.with_parallel(tp=int(tp or 1), dp=int(dp or 1), expert_parallel=bool(ep))
+    if hub_models.looks_like_hub_id(text):
+        raise ValueError(hub_models.not_shipped(text))
     raise ValueError(f"unknown model {name!r}; valid models: {', '.join(sorted(MODELS))} "
                      f"(append -tp<n> for tensor parallelism), or the path of a Hugging Face config.json")
 
@@ -503,6 +522,17 @@ def from_config(path: str | Path) -> ModelSpec:
     file = hf_config.config_file(path)
     stat = file.stat()
     return _from_config(str(path).strip().rstrip("/"), str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=None)
+def from_hub(hub_id: str) -> ModelSpec:
+    """The model of a shipped Hugging Face id (hub_models.json), built once."""
+    fields = hub_models.hub_fields(hub_id)
+    try:
+        spec = ModelSpec(params=1, **fields)
+    except ValueError as e:
+        raise ValueError(f"hub model {hub_id}: {e}") from None
+    return replace(spec, params=spec.shape_params + spec.norm_params)
 
 
 @lru_cache(maxsize=64)

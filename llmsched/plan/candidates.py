@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from ..capacity.probe import at_rate
 from ..experiment import RunConfig
 from ..hardware.gpus import GiB, gpu as gpu_preset
-from ..hardware.memory import default_activation_reserve, kv_capacity_tokens
+from ..hardware.kv_sizing import RESERVE_UTILIZATION, kv_cache
+from ..hardware.vllm_memory import default_utilization
 from ..hardware.models import model as model_preset
 from ..config_fields import check_params, parse_params
 from ..routers import ROUTERS
@@ -91,18 +92,36 @@ def build_candidates(gpus: list[str], tps: list[int], schedulers: list[str], rou
             for g in devices for tp in tps for s in schedulers for params in variations.get(s, [()]) for r in routers]
 
 
-def memory_fit(model: str, gpu: str, tp: int, gpu_memory_utilization: float = 0.9) -> dict:
-    """Per GPU: weights, reserve, budget (GiB) and the KV tokens left; ``fits`` False with the reason."""
+def memory_fit(model: str, gpu: str, tp: int, base: RunConfig | None = None) -> dict:
+    """Per GPU: weights, what else the engine keeps (``reserve_gib``), budget (GiB) and the KV tokens left, sized as
+    ``base``'s runs size them (hardware/kv_sizing.py; default: a default run's); ``fits`` False with the reason."""
+    from ..batchtime.registry import resolve_kind
+    from ..batchtime.vllm_v1 import cudagraph_capture_sizes
+    base = base or RunConfig()
     device, preset = gpu_preset(gpu), model_preset(model)      # unknown names: errors listing the valid ones
     try:
         spec = preset.with_tp(tp)
     except ValueError as e:
         return {"fits": False, "reason": str(e)}
-    reserve = default_activation_reserve(spec)
-    figures = {"weights_gib_per_gpu": spec.weight_bytes_per_gpu / GiB, "reserve_gib": reserve / GiB,
-               "budget_gib": device.mem_bytes * gpu_memory_utilization / GiB}
+    vllm_engine = resolve_kind(base.batch_time)[0] == "vllm-v1"
+    graphs = len(cudagraph_capture_sizes(base.max_num_seqs, base.max_num_batched_tokens)) if vllm_engine else 0
     try:
-        tokens = kv_capacity_tokens(spec, device, gpu_memory_utilization)
+        cache = kv_cache(spec, device, block_size=base.block_size, max_num_seqs=base.max_num_seqs,
+                         max_num_batched_tokens=base.max_num_batched_tokens, vllm_engine=vllm_engine,
+                         gpu_memory_utilization=base.gpu_memory_utilization, capture_sizes=graphs)
+        error = ""
     except ValueError as e:
-        return {"fits": False, "reason": str(e), "kv_tokens": 0, **figures}
-    return {"fits": True, "reason": "", "kv_tokens": tokens, **figures}
+        cache, error = None, str(e)
+    budget = cache.budget if cache is not None else None
+    utilization = base.gpu_memory_utilization or (default_utilization(None) if vllm_engine else RESERVE_UTILIZATION)
+    requested = device.mem_bytes * utilization
+    free = cache.blocks * base.block_size * spec.kv_bytes_per_token_per_gpu if cache else 0
+    reserve = budget.non_torch + budget.activation_peak + budget.cuda_graphs if budget else \
+        max(0.0, requested - spec.weight_bytes_per_gpu - free)
+    figures = {"weights_gib_per_gpu": spec.weight_bytes_per_gpu / GiB, "reserve_gib": reserve / GiB,
+               "budget_gib": requested / GiB}
+    if cache is None:
+        reason = error if "does not fit" in error else \
+            f"{spec.name} does not fit on {device.name}: " + error.split(": ", 1)[-1]
+        return {"fits": False, "reason": reason, "kv_tokens": 0, **figures}
+    return {"fits": True, "reason": "", "kv_tokens": cache.blocks * base.block_size, **figures}

@@ -50,7 +50,7 @@ class LengthCache:
 
 def screen(candidate: Candidate, base: RunConfig, rate: float, seeds, max_replicas: int,
            lengths: LengthCache) -> Screened:
-    fit = memory_fit(base.model, candidate.gpu, candidate.tp, base.gpu_memory_utilization)
+    fit = memory_fit(base.model, candidate.gpu, candidate.tp, base)
     out = Screened(candidate, rate, fit)
     if not fit["fits"]:
         out.pruned = "memory: " + fit["reason"]

@@ -30,6 +30,7 @@ from pathlib import Path
 from ..capacity import ProbeCache, find_capacities, parse_slos
 from ..executors import make_executor
 from ..run_config import RunConfig
+from . import PINNED_KIND
 
 
 COMPETITORS = ("vllm-chunked", "sarathi", "slai", "fairbatching", "nested-wait", "infermax", "deferred-prefill",
@@ -195,7 +196,7 @@ def reproduce(*, settings: str = "named", schedulers: str | None = None, budget:
             held = tuple(range(HELD_OUT_SEED, HELD_OUT_SEED + held_out))
             configs = {}
             for name in names:
-                base = RunConfig(latency_boundary="engine", scheduler=name, duration=duration, seed=0,
+                base = RunConfig(latency_boundary="engine", scheduler=name, duration=duration, seed=0, batch_time=PINNED_KIND,
                                  scheduler_params=slo_params(name, slos), **setting.run)
                 params = search_space(base)
                 t1 = time.perf_counter()

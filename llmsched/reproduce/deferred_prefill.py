@@ -41,6 +41,7 @@ from ..workload.lengths import Capped, Geometric
 from .deferred_prefill_runs.closed_loop import sweep
 from .deferred_prefill_runs.measured_step_time import PROFILE, MeasuredVLLMStepTime, find_profile
 from .deferred_prefill_runs.request_model import BenchmarkFiltered
+from . import PINNED_KIND
 
 
 MAX_MODEL_LEN = 1024
@@ -80,7 +81,7 @@ def config(model_key: str, timing_name: str, profile: str = PROFILE, host_scale:
     model, C_paper, preset = MODELS[model_key]
     C = C or C_paper
     gpu = "a100-pcie" if timing_name == "measured" else "a100"   # the paper's GPU (§4.1); roofline as before
-    base = RunConfig(latency_boundary="engine", model=model, gpu=gpu, max_num_seqs=C, max_model_len=MAX_MODEL_LEN,
+    base = RunConfig(latency_boundary="engine", model=model, gpu=gpu, max_num_seqs=C, max_model_len=MAX_MODEL_LEN, batch_time=PINNED_KIND,
                      max_num_batched_tokens=C * MAX_MODEL_LEN)   # a refill is one prefill step, as in eq. (1)
     if timing_name == "roofline":
         return base, None, None

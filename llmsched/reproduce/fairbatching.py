@@ -32,6 +32,7 @@ from ..sim.simulator import simulate
 from ..workload.arrivals import TraceReplay
 from ..workload.traces import DataFileNotFound, read_trace
 from ..workload.workload import OpenLoop, named_workload
+from . import PINNED_KIND
 
 
 MODELS = {"llama-3.1-8b/a800": ("llama-3.1-8b", "a800"), "qwen3-14b/h20": ("qwen3-14b", "h20")}
@@ -129,7 +130,7 @@ def run_point(pt: Point) -> dict:
     model, gpu = MODELS[pt.model]
     cfg = RunConfig(scheduler=pt.system.scheduler, scheduler_params={**dict(pt.system.params),
                     **_slo_params(pt)}, model=model, gpu=gpu, replicas=pt.replicas, max_num_seqs=MAX_NUM_SEQS,
-                    seed=pt.seed, latency_boundary="engine")
+                    seed=pt.seed, batch_time=PINNED_KIND, latency_boundary="engine")
     replicas = build_replicas(cfg)
     reqs = make_requests(pt.trace, pt.rate, pt.n, pt.ttft, pt.tpot, pt.seed, pt.use_trace)
     result = simulate(OpenLoop(reqs), replicas, make_router(pt.system.router), seed=pt.seed)
@@ -187,8 +188,8 @@ def capacity_base(model: str, trace: str, system: System, ttft: float, tpot: flo
         except DataFileNotFound:
             source = generated
     return RunConfig(scheduler=system.scheduler, scheduler_params=params, model=name, gpu=gpu, replicas=replicas,
-                     router=system.router, max_num_seqs=MAX_NUM_SEQS, rate=rate,
-                     tiers=f"slo:ttft={ttft:g}:tpot={tpot:g}", **source, latency_boundary="engine")
+                     router=system.router, max_num_seqs=MAX_NUM_SEQS, rate=rate, batch_time=PINNED_KIND, latency_boundary="engine",
+                     tiers=f"slo:ttft={ttft:g}:tpot={tpot:g}", **source)
 
 
 def shared_capacities(bases: dict[str, RunConfig], jobs: int, resolution: float = 0.02) -> dict[str, dict]:
@@ -414,7 +415,7 @@ def predictor_error(s: Settings) -> dict:
         res = {}
         for label, online in (("offline", False), ("online", True)):
             cfg = RunConfig(scheduler="fairbatching", scheduler_params={"online_refit": online, "ttft_slo": ttft},
-                            model=name, gpu=gpu, max_num_seqs=MAX_NUM_SEQS, latency_boundary="engine")
+                            model=name, gpu=gpu, max_num_seqs=MAX_NUM_SEQS, batch_time=PINNED_KIND, latency_boundary="engine")
             replicas = build_replicas(cfg)
             result = simulate(OpenLoop(make_requests(trace, rate, s.n, ttft, TPOT, use_trace=s.use_trace)), replicas)
             pred = replicas[0].scheduler.predictor

@@ -24,6 +24,7 @@ from ..experiment import run as run_config
 from ..metrics.summary import summarize
 from ..results_file import write_results
 from ..run_config import RunConfig
+from . import PINNED_KIND
 
 CAPACITY = 2.8  # req/s, ShareGPT on Llama-3-8B/A100 (the figure; the simulator saturates at about 2.7)
 
@@ -43,7 +44,7 @@ def summary(setup: Setup, scheduler: str, tenants: str, **params) -> dict:
 
 def result_of(setup: Setup, scheduler: str, tenants: str, **params):
     cfg = RunConfig(scheduler=scheduler, tenants=tenants, duration=setup.duration, seed=setup.seed,
-                    model=setup.model, gpu=setup.gpu, scheduler_params=params, latency_boundary="engine")
+                    model=setup.model, gpu=setup.gpu, scheduler_params=params, batch_time=PINNED_KIND, latency_boundary="engine")
     return run_config(cfg)
 
 

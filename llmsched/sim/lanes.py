@@ -34,11 +34,13 @@ FINISH = attrgetter("finish")
 class Lane:
     """One replica's own events: the arrivals routed to it, its step end and its wake-ups."""
 
-    __slots__ = ("rep", "arrivals", "heap", "seq", "done", "last", "steps")
+    __slots__ = ("rep", "arrivals", "heap", "seq", "done", "last", "steps", "held")
 
     def __init__(self, rep: Replica):
         self.rep = rep
         self.arrivals: deque = deque()
+        # vLLM's async scheduling (batchtime/vllm_v1.py): arrivals during a step wait for its end, as in simulate
+        self.held: list | None = [] if rep.batch_time.async_admission else None
         self.heap: list = []  # (time, seq, kind): the step in flight's end, wake-ups (a stale one stays queued)
         self.seq = 0
         self.done: list = []  # requests that left in this window, in the order they left
@@ -61,6 +63,9 @@ class Lane:
                 return
             self.last = t
             if arrival:
+                if self.held is not None and rep.busy:
+                    self.held.append(arrivals.popleft())
+                    continue
                 rep.add(arrivals.popleft(), t)
                 if rep.completed:
                     self.drain()
@@ -72,20 +77,27 @@ class Lane:
                 continue
             kind = heap[0][2]
             if kind == STEP_END and rep.end_and_repeat(t):
+                waiting = self.held
                 until = self.next_event(before, past_root=True)
-                if rep.step_end < until:
+                if rep.step_end < until and not waiting:
                     rep.fold(until, horizon)
                 heapq.heapreplace(heap, (rep.step_end, self.seq, STEP_END))
                 self.seq += 1
                 if rep.completed:
                     self.drain()
+                if waiting:
+                    self.admit_held(t, before, horizon)
                 continue
             heapq.heappop(heap)
             if kind == STEP_END:
                 rep.end_step(t)
                 if rep.completed:
                     self.drain()
-                self.start(t, before, horizon)
+                if self.held:
+                    self.start(t, t, horizon)  # no fast-forward: the held arrivals join after this step is planned
+                    self.admit_held(t, before, horizon)
+                else:
+                    self.start(t, before, horizon)
             elif not rep.busy:  # WAKE
                 self.start(t, before, horizon)
 
@@ -101,6 +113,18 @@ class Lane:
         elif heap and heap[0][0] < t:
             t = heap[0][0]
         return t if t < before else before
+
+    def admit_held(self, t: float, before: float, horizon: float | None) -> None:
+        """The arrivals held during the step that ended at ``t`` join, queued at ``t`` (simulate's admit_held)."""
+        rep = self.rep
+        for r in self.held:
+            r.arrival = t
+            rep.add(r, t)
+        self.held.clear()
+        if rep.completed:
+            self.drain()
+        if not rep.busy:
+            self.start(t, before, horizon)
 
     def start(self, t: float, before: float, horizon: float | None) -> None:
         rep = self.rep
@@ -121,7 +145,7 @@ class Lane:
 
     @property
     def idle(self) -> bool:
-        return not self.arrivals and not self.heap
+        return not self.arrivals and not self.heap and not self.held
 
 
 def run_lanes(arrivals, pending, replicas: list[Replica], router, rng, horizon: float | None, log, on_done,
@@ -161,6 +185,9 @@ def run_lanes(arrivals, pending, replicas: list[Replica], router, rng, horizon: 
             lane.rep.log_steps_to(shared_steps)
     now = max(lane.last for lane in lanes)
     cut = pending is not None or not all(lane.idle for lane in lanes)
+    for lane in lanes:  # arrivals held when the horizon cut the run leave it unfinished, as in simulate
+        for r in lane.held or ():
+            lane.rep.add(r, r.arrival)
     return (now if now > -math.inf else 0.0), cut
 
 

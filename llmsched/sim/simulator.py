@@ -105,7 +105,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     timeout_reason = (f"aborted: no answer {client_timeout:g} s after the client sent it (client timeout)"
                       if client_timeout is not None else "")
     if (lanes and len(replicas) > 1 and getattr(router, "routes_ahead", False) and replicas[0].quiet_finishes
-            and held is None and aborting is None):
+            and aborting is None):
         now, cut = run_lanes(arrivals, pending, replicas, router, rng, horizon, log, on_done, router_left, bar,
                              shared_steps, stream, out_of_order)
         return finish_run(replicas, log, shared_steps, stream, horizon if cut else None, now, bar, wall0)

@@ -37,6 +37,10 @@ kernel launches overlapped with the GPU's work as a smoothed maximum ``(gpu^q + 
 is ≥ ``gpu``, plus serial host work per step and per row. Dropping the launch term leaves a lower bound on
 every step (exact whenever the launches hide under the GPU's work and q = ∞), so the same sum bounds it.
 
+The ``vllm-v1`` model (llmsched/batchtime/vllm_v1.py) runs its GPU model on the CUDA-graph padded batch and
+overlaps (or adds) the host's work: both only lengthen a step, so the GPU model's decomposition of the unpadded
+work bounds it from below.
+
 Other batch-time models have no such decomposition: :func:`busy_time_form` raises ValueError for them. The
 roofline decomposition is rebuilt from the model's public parameters and checked against its ``step_time`` on
 probe batches (:func:`busy_time_form`: equal for the roofline, never above for the engine model), so a change
@@ -60,6 +64,7 @@ from ..batchtime.linear import LinearBatchTime
 from ..batchtime.roofline import RooflineBatchTime
 from ..batchtime.serving_engine import EngineBatchTime
 from ..run_config import RunConfig
+from ..batchtime.vllm_v1 import VLLMV1BatchTime
 
 @dataclass(frozen=True)
 class EngineLimits:
@@ -232,6 +237,8 @@ PROBE_BATCHES = (Batch([1], [0], []), Batch([], [], [1]), Batch([300], [0], []),
 
 def busy_time_form(bt: BatchTimeModel):
     """The decomposition of ``bt`` the bound sums (ValueError where none is known to hold)."""
+    if type(bt) is VLLMV1BatchTime:
+        return vllm_v1_form(bt)
     if type(bt) is LinearBatchTime:          # exact types: a subclass may add terms the bound does not know
         return LinearTerms(dict(bt.coefficients))
     if type(bt) in (RooflineBatchTime, EngineBatchTime) and bt.architecture is not None:
@@ -250,6 +257,24 @@ def busy_time_form(bt: BatchTimeModel):
         return terms
     raise ValueError(f"no sound throughput bound for batch-time model {bt.name!r}: it is known for roofline, "
                      f"roofline-staircase, calibrated, engine and linear")
+
+
+def vllm_v1_form(bt: VLLMV1BatchTime):
+    """vLLM v1's engine around a GPU model: a step is the GPU model's step of the CUDA-graph padded batch (padding
+    only adds dummy decodes, and the GPU models are monotone in tokens, rows and context), overlapped with or
+    followed by the host's work (``max(gpu, cpu)`` or ``gpu + cpu``, both >= gpu): the GPU model's form of the
+    unpadded work bounds it from below. Checked on the probe batches: never above ``bt``'s step time."""
+    inner = busy_time_form(bt.gpu_model)
+    if not isinstance(inner, RooflineTerms):
+        raise ValueError(f"no sound throughput bound for vllm-v1 around {bt.gpu_model.name!r}: known around "
+                         f"roofline, roofline-staircase, calibrated and engine")
+    for batch in PROBE_BATCHES:
+        want, got = bt.step_time(batch), inner.step_time(batch)
+        if got > want * (1 + 1e-9) + 1e-15:
+            raise ValueError(f"the vllm-v1 batch time fell below its GPU model's decomposition ({want:.6g} s vs "
+                             f"{got:.6g} s on {batch}); update llmsched/theory/throughput_bound.py before pruning "
+                             f"with it")
+    return inner
 
 
 @dataclass(frozen=True)

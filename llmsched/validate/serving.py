@@ -34,7 +34,8 @@ from ..experiment import run as run_config
 from ..metrics.requests import CACHED_FIELD, prefix_cache_stats
 from ..run_config import RunConfig
 from ..hardware.gpus import gpu as gpu_preset
-from ..hardware.vllm_memory import default_utilization, no_room, parse_version, vllm_kv_budget
+from ..hardware.kv_sizing import kv_cache
+from ..hardware.vllm_memory import default_utilization, parse_version
 from ..batchtime.registry import resolve_kind
 from ..batchtime.vllm_v1 import cudagraph_capture_sizes
 from ..workload.lifecycle_report import LifecycleReport
@@ -95,29 +96,28 @@ def drawn_lengths(report: LifecycleReport) -> Path:
 
 
 def kv_blocks(run: ServingRun, spec, device, model_name: str) -> int:
-    """The KV blocks per rank: vLLM's own figure from meta.json, else its sizing for the run's version; a model
-    that leaves no room, or too little for the run's longest request, is an error naming meta.json."""
+    """The KV blocks per rank, by the one function every command sizes with (hardware/kv_sizing.py): vLLM's own
+    figure from meta.json, else its sizing for the run's version; a model that leaves no room, or too little for
+    the run's longest request, is an error naming meta.json."""
     args = run.args
     meta = run.folder / "meta.json"
-    if args.num_gpu_blocks:
-        return args.num_gpu_blocks
-    tokens = args.memory_gib.get("kv_cache_tokens")
-    if isinstance(tokens, int) and tokens > 0:
-        return tokens // args.block_size
     sizes = args.capture_sizes or cudagraph_capture_sizes(args.max_num_seqs, args.max_num_batched_tokens)
-    utilization = args.gpu_memory_utilization or default_utilization(args.vllm_version)
-    budget = vllm_kv_budget(spec, device, max_num_batched_tokens=args.max_num_batched_tokens,
-                            max_num_seqs=args.max_num_seqs, gpu_memory_utilization=utilization,
-                            vllm_version=args.vllm_version, capture_sizes=len(sizes), block_size=args.block_size)
-    if budget.blocks < 1:
-        raise ValueError(f"{meta}: engine_kwargs.tensor_parallel_size {args.tensor_parallel_size}: "
-                         f"{no_room(spec, device, budget, utilization)}")
+    try:
+        cache = kv_cache(spec, device, block_size=args.block_size, max_num_seqs=args.max_num_seqs,
+                         max_num_batched_tokens=args.max_num_batched_tokens, vllm_engine=True,
+                         gpu_memory_utilization=args.gpu_memory_utilization, capture_sizes=len(sizes),
+                         run=args.memory)
+    except ValueError as e:
+        raise ValueError(f"{meta}: engine_kwargs.tensor_parallel_size {args.tensor_parallel_size}: {e}") from None
+    if args.memory is not None and args.memory.reported_tokens:
+        return cache.blocks
     longest = int(np.max(run.log.prompt_lens + run.log.output_lens))
-    if budget.tokens < longest:
+    if cache.blocks * args.block_size < longest:
         raise ValueError(f"{meta}: {model_name} on {device.name} at tensor_parallel_size "
-                         f"{args.tensor_parallel_size} leaves a KV cache of {budget.tokens} tokens, less than the "
-                         f"run's longest request ({longest}); raise the tensor parallelism or check --gpu")
-    return budget.blocks
+                         f"{args.tensor_parallel_size} leaves a KV cache of {cache.blocks * args.block_size} tokens, "
+                         f"less than the run's longest request ({longest}); raise the tensor parallelism or check "
+                         f"--gpu")
+    return cache.blocks
 
 
 def stats(values: np.ndarray) -> dict:

@@ -14,13 +14,14 @@ v1's default: on. ``hash_block`` (optional): the tokens each of the log's ``hash
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..hardware.front_end import FRONT_ENDS
 from ..hardware.gpus import GPUS
+from ..batchtime.vllm_v1 import cudagraph_capture_sizes
 from ..hardware.hf_config import KV_CACHE_DTYPE_BYTES, kv_cache_dtype_bytes
+from ..hardware.kv_sizing import RunMemory, gpu_named_in, run_memory
 from ..hardware.models import ModelSpec, model as model_preset
 from ..workload.hash_blocks import HASH_BLOCK
 from ..workload.guidellm_report import benchmarks_of, read_guidellm
@@ -46,10 +47,9 @@ class EngineArgs:
     gpu_memory_utilization: float | None
     block_size: int
     gpu: str | None = None
-    num_gpu_blocks: int | None = None
+    memory: RunMemory | None = None     # what vLLM reported of its KV cache, its version and settings
     capture_sizes: list[int] | None = None
     async_scheduling: bool = True
-    memory_gib: dict = field(default_factory=dict)
     kv_cache_dtype: str = "auto"
     enable_prefix_caching: bool = True
     front_end: str | None = None  # meta.json's front_end (a preset of hardware/front_end.py), where it names one
@@ -98,7 +98,8 @@ class ServingRun:
                                       expert_parallel=ep), name
         where = self.config or self.folder / "meta.json"
         raise ValueError(f"{where}: model {self.args.model!r} is neither a config.json llmsched reads nor a preset "
-                         f"(tried {', '.join(map(repr, tried))}); give --model PRESET")
+                         f"(tried {', '.join(map(repr, tried))}); put its config.json beside meta.json, or give "
+                         f"--model PRESET or a shipped Hugging Face id")
 
 
 def load_run(folder, log_name: str | None = None, boundary: str | None = None,
@@ -265,8 +266,8 @@ def read_meta(path: Path) -> EngineArgs:
         max_model_len=need_int("max_model_len", low=2, optional=True),
         gpu_memory_utilization=float(utilization) if utilization is not None else None,
         block_size=need_int("block_size", default=16), gpu=meta.get("gpu"),
-        num_gpu_blocks=need_int("num_gpu_blocks", optional=True), capture_sizes=sizes,
-        async_scheduling=bool(seen.get("async_scheduling", True)), memory_gib=dict(meta.get("memory_gib") or {}),
+        memory=run_memory(meta, path, cudagraph_capture_sizes), capture_sizes=sizes,
+        async_scheduling=bool(seen.get("async_scheduling", True)),
         kv_cache_dtype=str(kv_dtype).lower(), enable_prefix_caching=True if caching is None else caching,
         front_end=front, skip_tokenizer_init=bool(kw.get("skip_tokenizer_init", False)), stream_interval=interval)
 
@@ -276,7 +277,7 @@ def gpu_of(run: ServingRun, given: str | None) -> str:
     if given:
         return given
     text = (run.args.gpu or "").lower()
-    named = [name for name in GPUS if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)]
+    named = gpu_named_in(text)
     if len(named) == 1:
         return named[0]
     what = f"its gpu {run.args.gpu!r} names {'no' if not named else 'more than one'} GPU preset" if text else \
