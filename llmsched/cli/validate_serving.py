@@ -7,10 +7,11 @@ import shlex
 from pathlib import Path
 
 from ..hardware.front_end import FRONT_ENDS
+from ..run_config import RunConfig
 from ..validate.serving import METRICS, STATS, pct, validate
 from ..validate.serving_run import load_runs
 
-DEFAULT_BATCH_TIME = "vllm-v1"
+DEFAULT_BATCH_TIME = RunConfig.batch_time  # the run field's default (vllm-v1), declared once
 
 
 def add(sub) -> None:
@@ -36,7 +37,7 @@ def add(sub) -> None:
     p.add_argument("--front-end", choices=tuple(FRONT_ENDS),
                    help="the front end of a client-side replay (default: meta.json's front_end, else vllm-async-llm "
                         "for an engine run with skip_tokenizer_init, else vllm-serve)")
-    p.add_argument("--batch-time", default=DEFAULT_BATCH_TIME,
+    p.add_argument("--batch-time", default=None,
                    help=f"batch-time kind or stored profile (default {DEFAULT_BATCH_TIME})")
     p.add_argument("--bt-param", action="append", default=[], metavar="KEY=VALUE",
                    help="batch-time model parameter (repeatable)")
@@ -57,7 +58,7 @@ def fit_command(args) -> str:
                         ("--latency-boundary", args.latency_boundary), ("--front-end", args.front_end)):
         if value:
             words += [flag, value]
-    if args.batch_time != DEFAULT_BATCH_TIME:
+    if args.batch_time not in (None, DEFAULT_BATCH_TIME):
         words += ["--batch-time", args.batch_time]
     for param in args.bt_param:
         words += ["--bt-param", param]
@@ -74,7 +75,8 @@ def cmd_validate_serving(args) -> int:
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ValueError(f"two runs have the same folder name ({', '.join(names)}); give each its own name")
-    batch_time, calibrated_on, fit_record = args.batch_time, [], None
+    asked = args.batch_time or DEFAULT_BATCH_TIME
+    batch_time, calibrated_on, fit_record = asked, [], None
     if args.calibrate:
         from ..validate.serving_calibrate import calibrate, profile_payload
         check_name(args.calibrate)
@@ -99,7 +101,7 @@ def cmd_validate_serving(args) -> int:
     for run in runs:
         row = validate(run, args.gpu, batch_time, params, args.model, args.front_end)
         row["split"] = "calibration" if run.name in calibrated_on else "validation"
-        row["profile"] = args.calibrate or (args.batch_time if args.batch_time != batch_time else None)
+        row["profile"] = args.calibrate or (asked if asked != batch_time else None)
         rows.append(row)
     print(format_report(rows))
     if args.out:

@@ -14,6 +14,7 @@ v1's default: on. ``hash_block`` (optional): the tokens each of the log's ``hash
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
