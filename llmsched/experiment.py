@@ -39,6 +39,39 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
     """The run's replicas, sharing ``steps`` (default a new StepLog); ``workload_params`` (from
     ``workload_params(cfg, source)``) tunes workload-aware policies to the run's own workload where the user did
     not set those parameters."""
+    bt, config = replica_parts(cfg)
+    steps = steps if steps is not None else StepLog()
+    params = {**(workload_params or {}), **cfg.scheduler_params}
+    policies = [new_policy(cfg, params, config, i == 0) for i in range(cfg.replicas if cfg.dp == 1 else cfg.dp)]
+    return [Replica(i, policy, bt, config, steps) for i, policy in enumerate(policies)]
+
+
+def replica_maker(cfg: RunConfig, workload_params: dict | None, steps: StepLog):
+    """A function that builds one more of ``cfg``'s replicas, given its index (in a fleet, unique across the
+    pools), recording into ``steps``: the batch-time model and the limits built once, a new policy each."""
+    bt, config = replica_parts(cfg)
+    params = {**(workload_params or {}), **cfg.scheduler_params}
+    made = []
+
+    def make(index: int) -> Replica:
+        made.append(index)
+        return Replica(index, new_policy(cfg, params, config, len(made) == 1), bt, config, steps)
+    return make
+
+
+def new_policy(cfg: RunConfig, params: dict, config: ReplicaConfig, first: bool):
+    """A replica's own scheduler; a token budget above the replica's cap is lowered, recorded, and warned about
+    for the ``first`` replica only."""
+    try:
+        policy = create_scheduler(cfg.scheduler, **params)
+    except TypeError as e:
+        raise ValueError(f"scheduler {cfg.scheduler!r} parameters {params}: a value has the wrong type ({e})") from None
+    policy.fit_token_budgets(config.max_num_batched_tokens, cfg.scheduler_params if first else ())
+    return policy
+
+
+def replica_parts(cfg: RunConfig) -> tuple:
+    """What the run's replicas share: the batch-time model and the replica config (limits, KV cache size)."""
     m = run_model(cfg)
     if cfg.max_model_len is not None and cfg.max_model_len > m.max_model_len:
         raise ValueError(f"max_model_len {cfg.max_model_len} is above {cfg.model}'s context length "
@@ -58,15 +91,7 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow,
         fast_forward=cfg.fast_forward and not in_lockstep(cfg.dp, cfg.expert_parallel, m),
         check_invariants=cfg.check_invariants, prefix_caching=cfg.prefix_caching and carries_content(cfg))
-    steps = steps if steps is not None else StepLog()
-    params = {**(workload_params or {}), **cfg.scheduler_params}
-    try:
-        policies = [create_scheduler(cfg.scheduler, **params) for _ in range(cfg.replicas if cfg.dp == 1 else cfg.dp)]
-    except TypeError as e:
-        raise ValueError(f"scheduler {cfg.scheduler!r} parameters {params}: a value has the wrong type ({e})") from None
-    for i, policy in enumerate(policies):  # a budget above the replica's cap: lowered, recorded, warned about once
-        policy.fit_token_budgets(config.max_num_batched_tokens, cfg.scheduler_params if i == 0 else ())
-    return [Replica(i, policy, bt, config, steps) for i, policy in enumerate(policies)]
+    return bt, config
 
 
 def run_model(cfg: RunConfig):
@@ -259,17 +284,15 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     """One simulation. ``stream``: write ``out``/requests.csv and steps.csv during the run (no ``out``: keep
     totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False``."""
     source = build_source(cfg)
-    caching = cfg.prefix_caching and carries_content(cfg)
-    log = steps = None
-    if stream:
-        if cfg.keep_gaps:
-            raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
-        log, steps = open_streams(out, caching)
-    elif caching:
-        log = RequestLog(cfg.keep_gaps, cached=True)
-    replicas = build_replicas(cfg, workload_params(cfg, source), steps)
-    result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
-    rep = replicas[0]
+    if cfg.fleet:  # imported here: a run without a fleet loads none of it
+        from .fleet_setup import run_fleet
+        result, rep, fleet_meta = run_fleet(cfg, source, progress, stream, out)
+    else:
+        fleet_meta = None
+        log, steps = open_logs(cfg, cfg.prefix_caching and carries_content(cfg), stream, out)
+        replicas = build_replicas(cfg, workload_params(cfg, source), steps)
+        result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
+        rep = replicas[0]
     result.meta = {
         "config": dataclasses.asdict(cfg),
         "scheduler": rep.scheduler.describe(),
@@ -280,9 +303,24 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         "wall_time_s": result.wall_time,
         "simulated_s": result.end_time,
     }
+    if fleet_meta is not None:
+        result.meta["fleet"] = fleet_meta
     if cfg.horizon is not None:
         account_horizon(cfg, source, result)
     return result
+
+
+def open_logs(cfg: RunConfig, caching: bool, stream: bool, out):
+    """The run's request and step logs: None, None for the defaults (a plain log, a new step log), streams
+    writing ``out`` for a streamed run, a log of cached tokens for a run with a prefix cache."""
+    log = steps = None
+    if stream:
+        if cfg.keep_gaps:
+            raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
+        log, steps = open_streams(out, caching)
+    elif caching:
+        log = RequestLog(cfg.keep_gaps, cached=True)
+    return log, steps
 
 
 def offered(source) -> int:
