@@ -17,17 +17,27 @@ from .fleet.state import FleetState
 from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
 from .routers import make_router
-from .run_config import DEFAULTS, RunConfig, checked_router_params
+from .config_fields import check_combination
+from .run_config import DEFAULTS, RunConfig, check_field, checked_params, checked_router_params
 from .run_field import API, Origin
 from .sim.fleet_loop import simulate_fleet
 from .sim.simulator import RunResult, simulate
 
 
 def pool_config(cfg: RunConfig, pool) -> RunConfig:
-    """The config of ``pool``'s replicas: ``cfg``'s fields with the pool's own, checked together."""
+    """The config of ``pool``'s replicas: ``cfg``'s fields (checked when ``cfg`` was made) with the pool's own,
+    each checked by its declaration, all of them together, and parameters the pool gives for the run's scheduler
+    or router against it."""
+    origin = pool.origin if pool.origin is not None else API
     run = {k: v for k, v in cfg.__dict__.items() if k != "fleet" and v != DEFAULTS[k]}
-    origin = {k: pool.origin for k in pool.fields} if pool.origin is not None else API
-    return RunConfig.from_dict(pool.run_fields(run), origin=origin)
+    data = pool.run_fields(run)
+    data.update({k: check_field(k, v, origin) for k, v in pool.fields.items()})
+    check_combination(data, lambda key: origin if key in pool.fields else API)
+    if "scheduler_params" in pool.fields and "scheduler" not in pool.fields:
+        data["scheduler_params"] = checked_params(data, origin)
+    if "router_params" in pool.fields and "router" not in pool.fields:
+        data["router_params"] = checked_router_params(data, origin)
+    return RunConfig.checked(data)
 
 
 def pool_configs(cfg: RunConfig, fleet: Fleet) -> dict[str, RunConfig]:

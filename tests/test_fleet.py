@@ -245,3 +245,21 @@ def test_the_pool_fields_are_run_fields():
     from llmsched.run_config import RUN_FIELDS
     assert set(POOL_FIELDS) <= set(RUN_FIELDS)
     assert np.all([name not in POOL_FIELDS for name in ("rate", "trace", "seed", "horizon", "dp", "fleet")])
+
+
+def test_the_fleet_file_in_the_docs_runs(tmp_path):
+    """docs/fleet.md's example, as written (a shorter run: both of its scale events still happen)."""
+    import re
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "fleet.md").read_text()
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(re.search(r"```toml\n(.*?)```", doc, re.S).group(1))
+    assert "llmsched simulate --fleet fleet.toml --model llama-3-8b --rate 12 --duration 600" in doc
+    files = cli_run(tmp_path, "doc", "--fleet", str(fleet), "--model", "llama-3-8b", "--rate", "12",
+                    "--duration", "450")
+    section = files["summary.json"]["fleet"]
+    assert section["scale_events"] == 2 and section["unrouted"] == 0
+    h100 = section["pools"]["h100"]
+    assert h100["replicas_made"] == 3 and h100["replicas_max"] == 3
+    rows = [(r["t"], r["serving"], r["draining"]) for r in h100["timeline"]]
+    assert rows[:6] == [(0.0, 1, 0), (60.0, 1, 0), (80.0, 1, 0), (120.0, 1, 0), (125.0, 3, 0), (400.0, 1, 2)]
+    assert files["meta.json"]["fleet"]["pools"]["h100"]["scheduler"]["name"] == "vllm-chunked"

@@ -65,3 +65,6 @@ class OnePath:
 
     def __call__(self, req: Request) -> Path:
         return self.path
+
+    def __repr__(self) -> str:
+        return f"OnePath({self.path.roles})"

@@ -71,7 +71,10 @@ class FleetState:
 
     def add_replica(self, pool: PoolState, state: str, now: float) -> Life:
         index = len(self.replicas)
-        rep = pool.make(index)
+        try:
+            rep = pool.make(index)
+        except ValueError as e:
+            raise ValueError(f"pool {pool.spec.name!r}: {e}") from None
         rep.quiet_finishes = self.quiet
         life = Life(index, pool.spec.name, state, now)
         self.replicas.append(rep)
