@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config_fields import MAX_REQUESTS, MAX_SECONDS, MIN_RATE, check_combination, check_params, parse_rate_schedule
-from .fleet.fleet_file import read_fleet
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
                             MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
 from .hardware.gpus import gpu_from_file
@@ -34,6 +33,7 @@ def gpu_spec_file(text: str):
 
 def fleet_file(text: str):
     """A fleet file (llmsched/fleet/fleet_file.py): its pools' run fields checked by their declarations here."""
+    from .fleet.fleet_file import read_fleet  # here: a run without a fleet loads none of the fleet layer
     data = load_config(text, "fleet file")
     return read_fleet(data, text, Path(text).read_text(), checked_fields)
 

@@ -181,3 +181,16 @@ def test_timeline_counts_each_state():
     with pytest.raises(ValueError, match="replica 0: gone at t=5 cannot become serving"):
         a.enter(SERVING, 6.0)
     assert np.isclose(PhaseTimes(1, 2, 3).cold_start, 6.0)
+
+
+def test_an_engine_with_async_scheduling_drains_what_it_held():
+    """vLLM v1's async scheduling holds an arrival until the step in flight ends (batchtime/vllm_v1.py): a replica
+    given up while it holds one still serves it, and is gone only after."""
+    result, state = up_and_down(batch_time="vllm-v1", scheduler="vllm-chunked", rate=9.0)
+    assert state.replicas[0].batch_time.async_admission
+    log = result.requests
+    assert len(log) == 500 and set(log.column("status")) == {int(Status.FINISHED)}
+    replica, finish = log.column("replica"), log.column("finish")
+    for k in (1, 2):
+        gone = entered(state.lives[k])[GONE]
+        assert gone == pytest.approx(finish[replica == k].max()) and gone > 60.0

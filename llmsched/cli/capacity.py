@@ -88,7 +88,11 @@ def capacity(args) -> int:
     where = cfg0.trace or cfg0.workload
     if cfg0.tenants and not cfg0.trace:
         where += f", tenants {cfg0.tenants} (rates scaled together: a probe's rate is their total)"
-    print(f"{cfg0.model} on {cfg0.gpu} (x{cfg0.replicas}, router {cfg0.router}), {where}; SLOs: "
+    deployment = f"{cfg0.model} on {cfg0.gpu} (x{cfg0.replicas}, router {cfg0.router})"
+    if cfg0.fleet:  # the pools of the fleet file, each with its own fields over the run's
+        pools = cfg0.fleet.value.pools
+        deployment = f"fleet {cfg0.fleet} ({', '.join(f'{p.name} x{p.replicas}' for p in pools)})"
+    print(f"{deployment}, {where}; SLOs: "
           f"{', '.join(s.text for s in slos) or 'none (stability only)'}; seeds {', '.join(map(str, seeds))}")
     for r in results.values():
         print("\n".join(lines(r, slos)))

@@ -30,7 +30,7 @@ from ..metrics.requests import RequestLog
 from ..request import Status
 from .simulator import RunResult, finish_run, initial_arrivals, progress_bar
 
-STEP_END, WAKE, STAGE = 1, 2, 3
+ARRIVAL, STEP_END, WAKE, STAGE = 0, 1, 2, 3
 FINISHED, REJECTED, UNFINISHED = Status.FINISHED, Status.REJECTED, Status.UNFINISHED
 
 
@@ -91,14 +91,13 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
 
     def leave(r, t: float) -> None:
         """``r`` leaves the run (finished, or rejected in any stage)."""
-        nonlocal pending
         if bar is not None:
             bar.update(1)
         log.record(r)
         more = on_done(r, t)
         if more:
             for m in more:
-                push(m.arrival, 0, m)  # a closed loop's next request: an arrival event (kind 0)
+                push(m.arrival, ARRIVAL, m)  # a closed loop's next request
 
     def empty(rep) -> bool:
         return not (rep.busy or rep.num_outstanding or rep.completed or (held is not None and held.get(rep.index)))
@@ -224,9 +223,8 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
         elif kind == STAGE:
             req, path, stage = x
             enter(req, path, stage, t)
-        else:  # a closed loop's next arrival
-            path = choose(x)
-            enter(x, path, 0, t)
+        else:  # ARRIVAL: a closed loop's next request
+            enter(x, choose(x), 0, t)
     cut = cut and bool(heap or pending is not None)
     if cut:
         for _, _, kind, x in heap:  # requests between two stages when the horizon cut the run
