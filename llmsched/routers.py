@@ -40,7 +40,7 @@ class RoundRobin(Router):
 
     def leaving(self, replicas, position):
         if position < self.next:
-            self.next -= 1  # the same replica is next; the one leaving was next: its successor is
+            self.next -= 1  # the replica that was next stays next (the successor of one leaving while next)
         self.next = self.next % len(replicas) if replicas else 0
 
 

@@ -194,3 +194,50 @@ def test_an_engine_with_async_scheduling_drains_what_it_held():
     for k in (1, 2):
         gone = entered(state.lives[k])[GONE]
         assert gone == pytest.approx(finish[replica == k].max()) and gone > 60.0
+
+
+class Member:
+    """A replica as a router reads it: its fleet index, and for vLLM's balancer a view of its queues."""
+
+    def __init__(self, index, waiting=0, running=0):
+        self.index = index
+        self.num_outstanding = waiting + running
+        self.view = type("View", (), {"waiting": [None] * waiting, "num_running": running, "swapped": [],
+                                      "kv_utilisation": 0.0})()
+
+
+def test_round_robin_keeps_its_turn_while_replicas_join_and_leave():
+    from llmsched.request import Request
+    from llmsched.routers import make_router
+    rr = make_router("round-robin")
+    members = [Member(i) for i in range(4)]
+    req = Request(0, 0.0, 5, 5)
+    assert [members[rr.route(req, members, None)].index for _ in range(2)] == [0, 1]  # replica 2 is next
+    members.pop(1)
+    rr.leaving(members, 1)  # one before the next leaves: replica 2 is still next
+    assert members[rr.route(req, members, None)].index == 2
+    members.pop(2)
+    rr.leaving(members, 2)  # the next one (replica 3) leaves: its successor, replica 0, is next
+    members.append(Member(4))
+    rr.joined(members, 2)
+    assert [members[rr.route(req, members, None)].index for _ in range(4)] == [0, 2, 4, 0]
+
+
+def test_vllm_balancer_keeps_the_in_flight_counts_of_the_replicas_that_stay():
+    from llmsched.request import Request
+    from llmsched.routers import make_router
+    router = make_router("vllm-dp-latest")
+    members = [Member(0), Member(1), Member(2)]
+    router.begin(members)
+    for i in range(6):
+        router.route(Request(i, 0.0, 5, 5), members, None)
+    assert router.inflight == [2, 2, 2]
+    router.left(2, 2)
+    members.pop(0)
+    router.leaving(members, 0)
+    assert router.inflight == [2, 0]
+    members.append(Member(3))
+    router.joined(members, 2)
+    assert router.inflight == [2, 0, 0]
+    picks = [members[router.route(Request(10 + i, 1.0, 5, 5), members, None)].index for i in range(2)]
+    assert sorted(picks) == [2, 3]  # replica 1 still has two in flight: the idle ones first
