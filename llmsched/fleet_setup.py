@@ -45,8 +45,13 @@ def pool_configs(cfg: RunConfig, fleet: Fleet) -> dict[str, RunConfig]:
 
 
 def fleet_of(cfg: RunConfig) -> Fleet:
-    """The run's fleet: its fleet file's, or one pool of the run's replicas."""
-    return cfg.fleet.value if cfg.fleet else Fleet.single(cfg.replicas)
+    """The run's fleet: its fleet file's, or one pool of the run's replicas (a DP group is no fleet: its ranks
+    are one server, ``experiment.simulate_config`` runs them)."""
+    if cfg.fleet:
+        return cfg.fleet.value
+    if cfg.dp > 1:
+        raise ValueError(f"dp={cfg.dp}: a DP group is one server of {cfg.dp} ranks, not a fleet of replicas")
+    return Fleet.single(cfg.replicas)
 
 
 def role_router(cfg: RunConfig, fleet: Fleet, role: str, configs: dict[str, RunConfig]):
