@@ -69,8 +69,9 @@ def role_router(cfg: RunConfig, fleet: Fleet, role: str, configs: dict[str, RunC
 
 
 def build_fleet(cfg: RunConfig, fleet: Fleet, source, steps: StepLog,
-                configs: dict[str, RunConfig] | None = None) -> FleetState:
-    """``fleet`` (of run ``cfg``) at the run's start, its replicas recording into ``steps``."""
+                configs: dict[str, RunConfig] | None = None, controllers=()) -> FleetState:
+    """``fleet`` (of run ``cfg``) at the run's start, its replicas recording into ``steps``; ``controllers``: what
+    changes its size besides its scale events (``FleetState``)."""
     configs = configs or pool_configs(cfg, fleet)
     total = fleet.initial_replicas
     makers, gpus = {}, {}
@@ -84,7 +85,7 @@ def build_fleet(cfg: RunConfig, fleet: Fleet, source, steps: StepLog,
             raise ValueError(f"{fleet.source}: pool {pool.name!r}: {e}") from None
     routers = {role: role_router(cfg, fleet, role, configs) for role in fleet.roles}
     try:
-        return FleetState(fleet, makers, routers, gpus)
+        return FleetState(fleet, makers, routers, gpus, controllers)
     except ValueError as e:
         raise ValueError(f"{fleet.source}: {e}") from None
 
@@ -96,18 +97,19 @@ def fleet_caching(configs: dict[str, RunConfig]) -> bool:
 
 def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, progress: bool = False, log=None,
                           steps: StepLog | None = None, keep_gaps: bool | None = None, fleet: Fleet | None = None,
-                          configs: dict[str, RunConfig] | None = None) -> tuple[RunResult, FleetState]:
+                          configs: dict[str, RunConfig] | None = None,
+                          controllers=()) -> tuple[RunResult, FleetState]:
     """Simulate ``fleet`` (default the run's, ``fleet_of(cfg)``) on ``source`` (module docstring); ``log`` and
-    ``steps`` as ``simulate``'s."""
+    ``steps`` as ``simulate``'s; ``controllers`` change its size (an autoscaler: ``FleetState``)."""
     fleet = fleet or fleet_of(cfg)
     configs = configs or pool_configs(cfg, fleet)
     keep_gaps = cfg.keep_gaps if keep_gaps is None else keep_gaps
     if log is None:
         log = RequestLog(keep_gaps, cached=fleet_caching(configs))
     steps = steps if steps is not None else StepLog()
-    state = build_fleet(cfg, fleet, source, steps, configs)
+    state = build_fleet(cfg, fleet, source, steps, configs, controllers)
     log.pools = ([p.name for p in fleet.pools], state.pool_index)  # requests.csv's pool column
-    if fleet.is_static:
+    if fleet.is_static and not controllers:
         members = state.members[fleet.roles[0]]
         result = simulate(source, state.replicas, members.router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes,
                           progress=progress, keep_gaps=keep_gaps, log=log)

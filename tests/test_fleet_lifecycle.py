@@ -241,3 +241,35 @@ def test_vllm_balancer_keeps_the_in_flight_counts_of_the_replicas_that_stay():
     assert router.inflight == [2, 0, 0]
     picks = [members[router.route(Request(10 + i, 1.0, 5, 5), members, None)].index for i in range(2)]
     assert sorted(picks) == [2, 3]  # replica 1 still has two in flight: the idle ones first
+
+
+class QueueScaler:
+    """A controller of our own for the test (not a cited autoscaler): every second, one more replica while more
+    than 8 requests wait in the pool, up to 4."""
+
+    def __init__(self, pool: str):
+        self.pool = pool
+
+    def start(self, fleet, schedule):
+        self.fleet, self.schedule = fleet, schedule
+        schedule(1.0, self.tick)
+
+    def tick(self, now):
+        pool = self.fleet.pools[self.pool]
+        waiting = sum(len(rep.waiting) for rep in pool.replicas)
+        if waiting > 8 and len(pool.active()) < 4:
+            self.fleet.scale(self.pool, len(pool.active()) + 1, now)
+        self.schedule(now + 1.0, self.tick)
+
+
+def test_a_controller_scales_the_fleet_through_the_same_entry_point():
+    fleet = Fleet((Pool("main", 1, phases=PhaseTimes(provisioning=2.0, loading=3.0)),))
+    cfg = RunConfig(rate=12.0, num_requests=400)
+    result, state = simulate_fleet_config(cfg, build_source(cfg), fleet=fleet, controllers=[QueueScaler("main")])
+    log = result.requests
+    assert len(log) == 400 and set(log.column("status")) == {int(Status.FINISHED)}
+    assert len(state.replicas) == 4 and result.fleet["scale_events"] == 3
+    joins = [entered(life)[SERVING] for life in state.lives[1:]]
+    asked = [entered(life)[PROVISIONING] for life in state.lives[1:]]
+    assert all(j == a + 5.0 for j, a in zip(joins, asked)) and asked == sorted(asked)
+    assert result.end_time < 400 / 12 + 60  # its ticks do not keep the run going after the last request

@@ -9,7 +9,9 @@ ReplicaSet"). A serving replica given up drains: the router stops sending it req
 and is gone when it holds nothing (``idle``, told by the event loop, which knows what is queued for it).
 
 The event loop gives ``begin`` its ``schedule(t, action)``: the start-up phases' ends and the scripted scale events
-are actions it runs at their time, ``action(now)``; an autoscaler schedules its own ticks the same way.
+are actions it runs at their time, ``action(now)``. What changes the fleet's size is a controller, told
+``start(fleet_state, schedule)`` at ``begin``: the scripted events are one (``ScaleScript``); an autoscaler is another,
+scheduling its own ticks, reading the pools' replicas and calling ``scale``.
 """
 from __future__ import annotations
 
@@ -36,11 +38,26 @@ class PoolState:
         return [life for life in self.lives if life.state not in (DRAINING, GONE)]
 
 
+class ScaleScript:
+    """The fleet's scripted scale events, a controller: each event is a call of ``scale`` at its time."""
+
+    def __init__(self, events):
+        self.events = tuple(events)
+
+    def start(self, fleet: "FleetState", schedule) -> None:
+        for event in self.events:
+            schedule(event.at, partial(fleet.scale, event.pool, event.replicas))
+
+
 class FleetState:
-    def __init__(self, fleet: Fleet, makers: dict[str, Callable[[int], Replica]], routers: dict, gpus: dict[str, int]):
+    def __init__(self, fleet: Fleet, makers: dict[str, Callable[[int], Replica]], routers: dict, gpus: dict[str, int],
+                 controllers=()):
         """``makers``: per pool, a function that builds one of its replicas given its index in the fleet;
-        ``routers``: per role, the router over the replicas serving it; ``gpus``: per pool, GPUs per replica."""
+        ``routers``: per role, the router over the replicas serving it; ``gpus``: per pool, GPUs per replica;
+        ``controllers``: what changes the fleet's size besides its scripted events (an autoscaler), each told
+        ``start(fleet_state, schedule)`` when the run starts, to schedule its own actions (its ticks)."""
         self.fleet = fleet
+        self.controllers = [ScaleScript(fleet.scale), *controllers]
         self.pools = {p.name: PoolState(p, makers[p.name], gpus[p.name]) for p in fleet.pools}
         self.members = {role: Members(role, routers[role]) for role in fleet.roles}
         self.replicas: list[Replica] = []  # by index in the fleet
@@ -66,8 +83,8 @@ class FleetState:
             rep.quiet_finishes = quiet
         for members in self.members.values():
             members.begin()
-        for event in self.fleet.scale:
-            schedule(event.at, partial(self.scale, event.pool, event.replicas))
+        for controller in self.controllers:
+            controller.start(self, schedule)
 
     def add_replica(self, pool: PoolState, state: str, now: float) -> Life:
         index = len(self.replicas)
