@@ -317,10 +317,10 @@ FLEET_GPUS = ("a100", "h100", "h200")  # cards every drawn model fits on
 
 
 def random_fleet(seed: int, cfg: RunConfig) -> Fleet | None:
-    """Three tenths of the seeds (drawn from a stream of their own, so every seed keeps its config) run their config a
-    second time as a fleet: the config's replicas as one pool and a second pool on another card (sometimes with
-    another scheduler), start-up phases of 0 to 3 s, and up to four scale events up and down (to 0 too, up to 6) while the
-    requests arrive; a tenth of them with no scale event (the plain loop runs those)."""
+    """Three tenths of the seeds (drawn from a stream of their own, so every seed keeps its config) run their
+    config a second time as a fleet: the config's replicas as one pool and a second pool on another card (sometimes
+    with another scheduler), start-up phases of 0 to 3 s, and up to four scale events up and down (to 0 too, up to
+    6) while the requests arrive; a tenth of them with no scale event (the plain loop runs those)."""
     rng = np.random.default_rng([39, seed])
     if rng.random() >= 0.3:
         return None
