@@ -99,6 +99,8 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
                          f"many requests it sends in all")
     if given(data, "tenants") and isinstance(data["tenants"], str):
         check_tenant_combination(data, origin_of)
+    if given(data, "fleet"):
+        check_fleet_combination(data, origin_of)
     dp, replicas = data.get("dp"), data.get("replicas")
     if isinstance(dp, int) and dp > 1 and isinstance(replicas, int) and replicas > 1:
         raise ValueError(f"{origin_of('dp').name('dp')} {dp} with {origin_of('replicas').name('replicas')} "
@@ -112,6 +114,22 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
         if isinstance(duration, (int, float)) and duration * rate > MAX_REQUESTS:
             raise ValueError(f"{origin_of('duration').name('duration')} {duration:g} at rate {rate:g} means about "
                              f"{duration * rate:.3g} requests (more than {MAX_REQUESTS:,}); shorten the duration")
+
+
+def check_fleet_combination(data: dict, origin_of) -> None:
+    """A fleet file gives its pools' sizes; vLLM's data parallelism is a plain run's (a DP group of a dense model is
+    a pool of replicas behind vllm-dp-latest in a fleet; a MoE model's DP ranks step in lockstep, which a fleet's
+    pools do not)."""
+    for key, neutral, why in (("replicas", 1, "the fleet file gives each pool's replicas ([pools.NAME] replicas = "
+                                              "N)"),
+                              ("dp", 1, "a pool's replicas are its engines; for vLLM's DP balancer write a pool of "
+                                        "replicas with router = \"vllm-dp-latest\", or run the DP group without "
+                                        "--fleet"),
+                              ("expert_parallel", False, "a MoE model's DP ranks step in lockstep, which a fleet's "
+                                                         "pools do not; run it without --fleet")):
+        if given(data, key) and data[key] != neutral:
+            raise ValueError(f"{origin_of(key).name(key)} does not apply together with "
+                             f"{origin_of('fleet').name('fleet')}: {why}")
 
 
 def check_tenant_combination(data: dict, origin_of) -> None:

@@ -41,6 +41,39 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
     """The run's replicas, sharing ``steps`` (default a new StepLog); ``workload_params`` (from
     ``workload_params(cfg, source)``) tunes workload-aware policies to the run's own workload where the user did
     not set those parameters."""
+    bt, config = replica_parts(cfg)
+    steps = steps if steps is not None else StepLog()
+    params = {**(workload_params or {}), **cfg.scheduler_params}
+    policies = [new_policy(cfg, params, config, i == 0) for i in range(cfg.replicas if cfg.dp == 1 else cfg.dp)]
+    return [Replica(i, policy, bt, config, steps) for i, policy in enumerate(policies)]
+
+
+def replica_maker(cfg: RunConfig, workload_params: dict | None, steps: StepLog):
+    """A function that builds one more of ``cfg``'s replicas, given its index (in a fleet, unique across the
+    pools), recording into ``steps``: the batch-time model and the limits built once, a new policy each."""
+    bt, config = replica_parts(cfg)
+    params = {**(workload_params or {}), **cfg.scheduler_params}
+    made = []
+
+    def make(index: int) -> Replica:
+        made.append(index)
+        return Replica(index, new_policy(cfg, params, config, len(made) == 1), bt, config, steps)
+    return make
+
+
+def new_policy(cfg: RunConfig, params: dict, config: ReplicaConfig, first: bool):
+    """A replica's own scheduler; a token budget above the replica's cap is lowered, recorded, and warned about
+    for the ``first`` replica only."""
+    try:
+        policy = create_scheduler(cfg.scheduler, **params)
+    except TypeError as e:
+        raise ValueError(f"scheduler {cfg.scheduler!r} parameters {params}: a value has the wrong type ({e})") from None
+    policy.fit_token_budgets(config.max_num_batched_tokens, cfg.scheduler_params if first else ())
+    return policy
+
+
+def replica_parts(cfg: RunConfig) -> tuple:
+    """What the run's replicas share: the batch-time model and the replica config (limits, KV cache size)."""
     m = run_model(cfg)
     if cfg.max_model_len is not None and cfg.max_model_len > m.max_model_len:
         raise ValueError(f"max_model_len {cfg.max_model_len} is above {cfg.model}'s context length "
@@ -60,15 +93,7 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow,
         fast_forward=cfg.fast_forward and not in_lockstep(cfg.dp, cfg.expert_parallel, m),
         check_invariants=cfg.check_invariants, prefix_caching=cfg.prefix_caching and carries_content(cfg))
-    steps = steps if steps is not None else StepLog()
-    params = {**(workload_params or {}), **cfg.scheduler_params}
-    try:
-        policies = [create_scheduler(cfg.scheduler, **params) for _ in range(cfg.replicas if cfg.dp == 1 else cfg.dp)]
-    except TypeError as e:
-        raise ValueError(f"scheduler {cfg.scheduler!r} parameters {params}: a value has the wrong type ({e})") from None
-    for i, policy in enumerate(policies):  # a budget above the replica's cap: lowered, recorded, warned about once
-        policy.fit_token_budgets(config.max_num_batched_tokens, cfg.scheduler_params if i == 0 else ())
-    return [Replica(i, policy, bt, config, steps) for i, policy in enumerate(policies)]
+    return bt, config
 
 
 def run_model(cfg: RunConfig):
@@ -174,15 +199,7 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
     keep_gaps = cfg.keep_gaps if keep_gaps is None else keep_gaps
     router = (make_router(DP_ROUTER) if cfg.dp > 1 and cfg.router == "round-robin"
               else make_router(cfg.router, cfg.router_params))
-    client = cfg.latency_boundary == "client"
-    fe = front_end(cfg.front_end)
-    if client:
-        if getattr(log, "streamed", False):
-            raise ValueError("a streamed run (--stream) keeps no step log to price the front end's output path "
-                             "per step: add --latency-boundary engine (latency_boundary = \"engine\")")
-        if log is None:
-            log = RequestLog(keep_gaps, cached=replicas[0].caching, client=True)
-        source = client_sends(source, fe, lambda req: last_batch(replicas, req))
+    source, log, fe = client_sends_of(cfg, source, log, keep_gaps, replicas[0].caching, replicas)
     if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
         if cfg.client_timeout is not None:
             raise ValueError(f"client_timeout {cfg.client_timeout:g}: a MoE model's DP ranks step in lockstep "
@@ -192,8 +209,8 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
     else:
         result = simulate(source, replicas, router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes,
                           progress=progress, keep_gaps=keep_gaps, log=log, client_timeout=cfg.client_timeout,
-                          abort_delay=fe.handoff if client else 0.0)
-    if client:
+                          abort_delay=fe.handoff if fe is not None else 0.0)
+    if fe is not None:
         to_client(result.requests, result.steps, fe, cfg.stream_interval)
     return result
 
@@ -203,29 +220,20 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False`` and the
     engine latency boundary."""
     source = build_source(cfg)
-    caching = cfg.prefix_caching and carries_content(cfg)
-    client = cfg.latency_boundary == "client"
-    log = steps = None
-    if stream:
-        if cfg.keep_gaps:
-            raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
-        if cfg.client_timeout is not None:
-            raise ValueError("a streamed run (--stream) does not count aborted requests: leave --client-timeout out "
-                             "or run without --stream")
-        if client:
-            raise ValueError("a streamed run (--stream) keeps no step log to price the front end's output path "
-                             "per step: add --latency-boundary engine (latency_boundary = \"engine\")")
-        log, steps = open_streams(out, caching)
-    elif caching or client:
-        log = RequestLog(cfg.keep_gaps, cached=caching, client=client)
-    replicas = build_replicas(cfg, workload_params(cfg, source), steps)
     timeline = run_timeline(cfg, source)
-    if timeline is not None and getattr(log, "streamed", False):
-        log.timeline = timeline  # a streamed log folds arrivals in as it writes them
-    result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
+    if cfg.fleet:  # imported here: a run without a fleet loads none of it
+        from .fleet_setup import run_fleet
+        result, rep, fleet_meta = run_fleet(cfg, source, progress, stream, out, timeline)
+    else:
+        fleet_meta = None
+        log, steps = open_logs(cfg, cfg.prefix_caching and carries_content(cfg), stream, out)
+        if timeline is not None and getattr(log, "streamed", False):
+            log.timeline = timeline  # a streamed log folds arrivals in as it writes them
+        replicas = build_replicas(cfg, workload_params(cfg, source), steps)
+        result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
+        rep = replicas[0]
     if timeline is not None:
         result.timeline = offered_timeline(cfg, timeline, result)
-    rep = replicas[0]
     result.meta = {
         "config": dataclasses.asdict(cfg),
         "scheduler": rep.scheduler.describe(),
@@ -239,8 +247,10 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     }
     if cfg.rate_schedule:
         result.meta["rate_schedule"] = cfg.rate_schedule.value.describe()  # the pieces the text stood for
-    if client:
+    if cfg.latency_boundary == "client":
         result.meta["front_end"] = {**front_end(cfg.front_end).describe(), "stream_interval": cfg.stream_interval}
+    if fleet_meta is not None:
+        result.meta["fleet"] = fleet_meta
     if cfg.horizon is not None:
         account_horizon(cfg, source, result)
     return result
@@ -294,6 +304,41 @@ def kv_description(cfg: RunConfig, rep: Replica) -> dict:
     if cfg.num_blocks:
         return {"blocks": cfg.num_blocks, "source": "given (num_blocks)"}
     return run_kv_cache(cfg, run_model(cfg), gpu_preset(cfg.gpu), rep.batch_time).describe()
+
+
+def open_logs(cfg: RunConfig, caching: bool, stream: bool, out):
+    """The run's request and step logs: None, None for the defaults (a plain log, a new step log), streams
+    writing ``out`` for a streamed run, a log of cached tokens and of client sends where the run has them."""
+    client = cfg.latency_boundary == "client"
+    log = steps = None
+    if stream:
+        if cfg.keep_gaps:
+            raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
+        if cfg.client_timeout is not None:
+            raise ValueError("a streamed run (--stream) does not count aborted requests: leave --client-timeout out "
+                             "or run without --stream")
+        if client:
+            raise ValueError("a streamed run (--stream) keeps no step log to price the front end's output path "
+                             "per step: add --latency-boundary engine (latency_boundary = \"engine\")")
+        log, steps = open_streams(out, caching)
+    elif caching or client:
+        log = RequestLog(cfg.keep_gaps, cached=caching, client=client)
+    return log, steps
+
+
+def client_sends_of(cfg: RunConfig, source, log, keep_gaps: bool, caching: bool, replicas: list[Replica]):
+    """At the client latency boundary: ``source``'s requests sent through the run's front end
+    (workload/client_sends.py) into a log that keeps each send; returns the source, the log and the front end
+    (None at the engine boundary, where nothing changes)."""
+    if cfg.latency_boundary != "client":
+        return source, log, None
+    if getattr(log, "streamed", False):
+        raise ValueError("a streamed run (--stream) keeps no step log to price the front end's output path "
+                         "per step: add --latency-boundary engine (latency_boundary = \"engine\")")
+    if log is None:
+        log = RequestLog(keep_gaps, cached=caching, client=True)
+    fe = front_end(cfg.front_end)
+    return client_sends(source, fe, lambda req: last_batch(replicas, req)), log, fe
 
 
 def offered(source) -> int:

@@ -34,6 +34,15 @@ class RoundRobin(Router):
         self.next = (i + 1) % len(replicas)
         return i
 
+    def joined(self, replicas, position):
+        if position <= self.next and len(replicas) > 1:
+            self.next += 1  # the same replica is next
+
+    def leaving(self, replicas, position):
+        if position < self.next:
+            self.next -= 1  # the replica that was next stays next (the successor of one leaving while next)
+        self.next = self.next % len(replicas) if replicas else 0
+
 
 class LeastOutstanding(Router):
     """The replica with the fewest requests waiting, running or swapped, the lowest index among equals.
@@ -175,6 +184,10 @@ class PABRouter(Router):
         self.reported: list[float] = []
         self._fallback: dict = {}
 
+    def begin(self, replicas):
+        self.budget = []  # every replica reports afresh at the next arrival
+        self.reported = []
+
     def pab(self, replica: Replica, now: float) -> float:
         pab = getattr(replica.scheduler, "pab", None)
         if pab is not None:
@@ -251,6 +264,10 @@ class VLLMDataParallel(Router):
         self.counts: list[list[int]] = []
         self.published = -float("inf")
         self.start = 0
+
+    def begin(self, replicas):
+        self.counts = []  # the next arrival reads fresh counts
+        self.start = self.start % len(replicas) if replicas else 0
 
     def route(self, req, replicas, rng):
         n = len(replicas)
@@ -345,3 +362,16 @@ class VLLMDataParallelLatest(Router):
     def left(self, index, count):
         if self.inflight:
             self.inflight[index] -= count
+
+    def joined(self, replicas, position):
+        self.inflight.insert(position, 0)
+        self.counts = []  # the coordinator's next snapshot includes it
+        if position <= self.start and len(replicas) > 1:
+            self.start += 1
+
+    def leaving(self, replicas, position):
+        del self.inflight[position]
+        self.counts = []
+        if position < self.start:
+            self.start -= 1
+        self.start = self.start % len(replicas) if replicas else 0

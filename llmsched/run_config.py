@@ -32,6 +32,13 @@ def gpu_spec_file(text: str):
     return gpu_from_file(text)
 
 
+def fleet_file(text: str):
+    """A fleet file (llmsched/fleet/fleet_file.py): its pools' run fields checked by their declarations here."""
+    from .fleet.fleet_file import read_fleet  # here: a run without a fleet loads none of the fleet layer
+    data = load_config(text, "fleet file")
+    return read_fleet(data, text, Path(text).read_text(), checked_fields)
+
+
 @dataclass
 class RunConfig:
     """Everything one run needs. Field names match the CLI options and config-file keys."""
@@ -60,6 +67,11 @@ class RunConfig:
                                          "least-load, prefix-affinity, prefix-hash, ... (see `llmsched presets`)")
     router_params: dict = declare({}, "router parameter (repeatable), e.g. balance_abs=16 for prefix-affinity "
                                       "(see docs/prefix-routing.md)", flag="--router-param", metavar="KEY=VALUE")
+    # pools of replicas, each with its own run fields, their start-up phases and scale events (llmsched/fleet/)
+    fleet: str | None = declare(None, "a fleet file (TOML/YAML): pools of replicas, each its own model, GPU, TP, "
+                                      "scheduler and router, with their start-up phases and scale events in time "
+                                      "(docs/fleet.md)", kind=str, optional=True,
+                                hint="a fleet file (.toml/.yaml), see docs/fleet.md", parse=fleet_file)
     # vLLM's data parallelism: dp engines (attention ranks), each with its own scheduler and KV cache, behind
     # vLLM's DP load balancer (the router, unless one is named); expert_parallel shards a MoE model's experts
     # over them, and a MoE model's ranks step in lockstep (sim/dp_lockstep.py)
@@ -259,6 +271,19 @@ def checked_params(data: dict, origin: Origin) -> dict:
                         origin.name("scheduler_params"))
 
 
+def checked_fields(data: dict, origin: Origin) -> dict:
+    """``data``'s fields each checked by its declaration and together, and the parameters of a scheduler or router
+    that ``data`` names checked against it (a fleet file's pool; parameters for the run's scheduler are checked
+    with the run's)."""
+    out = {k: check_field(k, v, origin) for k, v in data.items()}
+    check_combination(out, lambda key: origin)
+    if "scheduler" in out and "scheduler_params" in out:
+        out["scheduler_params"] = checked_params(out, origin)
+    if "router" in out and "router_params" in out:
+        out["router_params"] = checked_router_params(out, origin)
+    return out
+
+
 def checked_router_params(data: dict, origin: Origin) -> dict:
     """``data``'s router parameters checked against its router's (by name and by their defaults' types)."""
     from .routers import router_params
@@ -267,37 +292,38 @@ def checked_router_params(data: dict, origin: Origin) -> dict:
                         origin.name("router_params"))
 
 
-def load_config(path: str | Path) -> dict:
-    """Read a TOML or YAML run config safely (data only, no code, no tags)."""
+def load_config(path: str | Path, what: str = "config file") -> dict:
+    """Read a TOML or YAML run config (or, as ``what`` says, another file of the same form) safely (data only, no
+    code, no tags)."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as e:
-        raise ValueError(f"cannot read config file {path}: {e.strerror}") from None
+        raise ValueError(f"cannot read {what} {path}: {e.strerror}") from None
     if path.suffix == ".toml":
         import tomllib  # here: most runs have no config file
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
-            raise ValueError(f"config file {path} is not valid TOML: {e}") from None
+            raise ValueError(f"{what} {path} is not valid TOML: {e}") from None
     elif path.suffix in (".yaml", ".yml"):
         import yaml
         try:
             data = yaml.load(text, Loader=unique_keys_loader()) or {}
         except DuplicateKey as e:
-            raise ValueError(f"config file {path}:{e.line}: {e.key} is given twice (first at line {e.first}); "
+            raise ValueError(f"{what} {path}:{e.line}: {e.key} is given twice (first at line {e.first}); "
                              f"give each key once") from None
         except yaml.YAMLError as e:
-            raise ValueError(f"config file {path} is not valid YAML: {e}") from None
+            raise ValueError(f"{what} {path} is not valid YAML: {e}") from None
     else:
-        raise ValueError(f"config file {path}: use a .toml, .yaml or .yml file")
+        raise ValueError(f"{what} {path}: use a .toml, .yaml or .yml file")
     if not isinstance(data, dict):
-        raise ValueError(f"config file {path} must hold a table/mapping of run options")
+        raise ValueError(f"{what} {path} must hold a table/mapping of run options")
     out, spelt = {}, {}
     for key, value in data.items():
         name = key.replace("-", "_") if isinstance(key, str) else key
         if name in out:
-            raise ValueError(f"config file {path}: {name} is given twice (as {spelt[name]} and as {key}); give it "
+            raise ValueError(f"{what} {path}: {name} is given twice (as {spelt[name]} and as {key}); give it "
                              f"once")
         out[name], spelt[name] = value, key
     return out

@@ -28,10 +28,17 @@ import numpy as np
 import pytest
 
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
+from llmsched.fleet.fleet import Fleet, ScaleEvent
+from llmsched.fleet.lifecycle import DRAINING, GONE, SERVING, PhaseTimes
+from llmsched.fleet.pool import Pool
+from llmsched.fleet_setup import build_fleet, fleet_caching, pool_configs
+from llmsched.metrics.requests import RequestLog
+from llmsched.metrics.steps import StepLog
 from llmsched.hardware.models import model as model_preset
 from llmsched.request import Status
 from llmsched.routers import ROUTERS, make_router
 from llmsched.schedulers.registry import create_scheduler, scheduler_info, scheduler_names
+from llmsched.sim.fleet_loop import simulate_fleet
 from llmsched.sim.simulator import simulate
 
 STALLED = "(the scheduler stalled)"
@@ -210,11 +217,24 @@ def outcome(seed: int) -> tuple[str, str | None]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             failure = _check(cfg)
-        return ("failed", failure) if failure else ("ok", None)
+        if failure:
+            return "failed", failure
     except Refused as e:
         return _refusal(seed, e.__cause__)
     except Exception:
         return "failed", f"seed {seed} ({_short(cfg)}): {traceback.format_exc()}"
+    fleet = random_fleet(seed, cfg)  # the same config again as a fleet that changes while it runs
+    if fleet is None:
+        return "ok", None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            failure = _check_fleet(cfg, fleet)
+        return ("failed", failure) if failure else ("ok", None)
+    except Refused as e:
+        return _refusal(seed, e.__cause__)
+    except Exception:
+        return "failed", f"seed {seed} ({_short(cfg)}; {fleet}): {traceback.format_exc()}"
 
 
 def _refusal(seed: int, e: BaseException) -> tuple[str, str]:
@@ -241,6 +261,14 @@ def _check(cfg: RunConfig) -> str | None:
         rep.config.check_invariants = True  # the full KV/swap accounting after every step
         rep.start_step = _watch_idle(rep, idle)
     result = simulate(source, replicas, make_router(cfg.router, cfg.router_params), horizon=cfg.horizon, seed=cfg.seed)
+    problems = _conservation(cfg, source, result, replicas, idle)
+    if problems:
+        return f"{_short(cfg)}: " + "; ".join(problems[:5])
+    return None
+
+
+def _conservation(cfg: RunConfig, source, result, replicas, idle: list) -> list[str]:
+    """What every run must end with (module docstring), as a list of what broke."""
     log = result.requests
     cols = log.cols
     status = [Status(s) for s in cols["status"]]
@@ -282,9 +310,103 @@ def _check(cfg: RunConfig) -> str | None:
     idle = sum(1 for p, d in zip(steps["prefill_tokens"], steps["num_decodes"]) if p == 0 and d == 0)
     if idle:
         problems.append(f"{idle} steps did no work")
+    return problems
+
+
+FLEET_GPUS = ("a100", "h100", "h200")  # cards every drawn model fits on
+
+
+def random_fleet(seed: int, cfg: RunConfig) -> Fleet | None:
+    """Three tenths of the seeds (drawn from a stream of their own, so every seed keeps its config) run their
+    config a second time as a fleet: the config's replicas as one pool and a second pool on another card (sometimes
+    with another scheduler), start-up phases of 0 to 3 s, and up to four scale events up and down (to 0 too, up to
+    6) while the requests arrive; a tenth of them with no scale event (the plain loop runs those)."""
+    rng = np.random.default_rng([39, seed])
+    if rng.random() >= 0.3:
+        return None
+    pick = lambda xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
+    phases = lambda: PhaseTimes(*(float(pick((0.0, 0.0, 0.0, 0.05, 0.2, 1.0))) for _ in range(3)))  # noqa: E731
+    other = {"gpu": pick([g for g in FLEET_GPUS if g != cfg.gpu])}
+    if rng.random() < 0.5:
+        name = pick(builtin_schedulers())
+        info = scheduler_info(name)
+        other.update(scheduler=name, oracle=bool(info["needs_oracle"] or cfg.oracle))
+        if getattr(create_scheduler(name), "recompute_only", False):
+            other["preemption_mode"] = "recompute"
+    if rng.random() < 0.5:
+        other["max_num_seqs"] = int(pick((1, 4, 16, 256)))
+    pools = (Pool("a", cfg.replicas, phases=phases()), Pool("b", int(rng.integers(1, 3)), fields=other,
+                                                              phases=phases()))
+    span = (cfg.num_requests or 30) / (cfg.rate or 10.0)
+    events = () if rng.random() < 0.1 else tuple(sorted(
+        (ScaleEvent(float(rng.uniform(0, 0.7 * span)), pick(("a", "b")), int(pick((0, 1, 2, 3, 4, 6))))
+         for _ in range(int(rng.integers(1, 5)))), key=lambda e: e.at))
+    return Fleet(pools, events)
+
+
+def _check_fleet(cfg: RunConfig, fleet: Fleet) -> str | None:
+    """``_check``'s guarantees for ``cfg`` run as ``fleet``, and the fleet's own: every request went to a replica
+    serving when it arrived (or was rejected for want of one), every replica given up is gone once empty, and the
+    billing covers the serving time, which covers the busy time."""
+    try:
+        source = build_source(cfg)
+        configs = pool_configs(cfg, fleet)
+        log = RequestLog(True, cached=fleet_caching(configs))
+        state = build_fleet(cfg, fleet, source, StepLog(), configs)
+    except ValueError as e:
+        raise Refused() from e
+    idle = []
+    for rep in state.replicas:
+        rep.config.check_invariants = True  # each pool's replicas share their config: later ones check too
+        rep.start_step = _watch_idle(rep, idle)
+    for pool in state.pools.values():
+        pool.make = _watched_maker(pool.make, idle)
+    log.pools = ([p.name for p in fleet.pools], state.pool_index)
+    if fleet.is_static:
+        result = simulate(source, state.replicas, state.members["serve"].router, horizon=cfg.horizon, seed=cfg.seed,
+                          log=log)
+        result.fleet = state.summary(result.end_time)
+    else:
+        result = simulate_fleet(source, state, horizon=cfg.horizon, seed=cfg.seed, log=log)
+    problems = _conservation(cfg, source, result, state.replicas, idle)
+    cols = result.requests.cols
+    replica, arrival, status = (np.asarray(cols[k]) for k in ("replica", "arrival", "status"))
+    finish = np.asarray(cols["finish"])
+    unrouted = replica < 0
+    if result.fleet["unrouted"] != int(unrouted.sum()):
+        problems.append(f"{result.fleet['unrouted']} requests found no replica, {int(unrouted.sum())} recorded so")
+    if (status[unrouted] != int(Status.REJECTED)).any():
+        problems.append("a request with no replica was not rejected")
+    for k, life in enumerate(state.lives):
+        when = dict(life.entered)
+        mine = replica == k
+        if mine.any():
+            if SERVING not in when or arrival[mine].min() < when[SERVING]:
+                problems.append(f"replica {k} took a request arriving at {arrival[mine].min():g} before it served "
+                                f"({life.entered})")
+            elif DRAINING in when and arrival[mine].max() > when[DRAINING]:
+                problems.append(f"replica {k} took a request arriving at {arrival[mine].max():g} after it began "
+                                f"draining ({life.entered})")
+        if DRAINING in when and GONE in when and mine.any() and np.nanmax(finish[mine]) > when[GONE] + 1e-9:
+            problems.append(f"replica {k} gone at {when[GONE]:g} before its request finished at "
+                            f"{np.nanmax(finish[mine]):g}")
+        if life.state == DRAINING and cfg.horizon is None:
+            problems.append(f"replica {k} still draining at the end of a run without a horizon")
+    for name, pool in result.fleet["pools"].items():
+        if not pool["billed_replica_s"] + 1e-9 >= pool["serving_replica_s"] >= pool["busy_s"] - 1e-6:
+            problems.append(f"pool {name}: billed {pool['billed_replica_s']:g} s, serving "
+                            f"{pool['serving_replica_s']:g} s, busy {pool['busy_s']:g} s")
     if problems:
-        return f"{_short(cfg)}: " + "; ".join(problems[:5])
+        return f"{_short(cfg)}; {fleet}: " + "; ".join(problems[:5])
     return None
+
+
+def _watched_maker(make, idle: list):
+    def watched(index):
+        rep = make(index)
+        rep.start_step = _watch_idle(rep, idle)
+        return rep
+    return watched
 
 
 def _watch_idle(rep, idle: list):

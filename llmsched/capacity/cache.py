@@ -51,7 +51,10 @@ def config_key(cfg) -> str:
         path = resolve_data_file(cfg.trace)
         st = path.stat()
         data["trace_sha256"] = _file_digest(str(path), st.st_size, st.st_mtime_ns)
-    for key, file in (("model", _model_file(cfg.model)), ("gpu", _gpu_file(cfg.gpu))):
+    files = [("model", _model_file(cfg.model)), ("gpu", _gpu_file(cfg.gpu))]
+    if cfg.fleet:  # a fleet file's content decides too
+        files.append(("fleet", Path(cfg.fleet)))
+    for key, file in files:
         if file is not None:    # a config.json or GPU spec file: its content, not only its name, decides
             st = file.stat()
             data[f"{key}_sha256"] = _file_digest(str(file), st.st_size, st.st_mtime_ns)

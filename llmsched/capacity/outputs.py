@@ -23,7 +23,11 @@ def heading(cfg, slos: list[SLO], seeds) -> str:
     where = cfg.trace or cfg.workload
     if cfg.tenants and not cfg.trace:
         where += f", tenants {cfg.tenants} (rates scaled together: a probe's rate is their total)"
-    return (f"{cfg.model} on {cfg.gpu} (x{cfg.replicas}, router {cfg.router}), {where}; SLOs: "
+    deployment = f"{cfg.model} on {cfg.gpu} (x{cfg.replicas}, router {cfg.router})"
+    if cfg.fleet:  # the pools of the fleet file, each with its own fields over the run's
+        pools = cfg.fleet.value.pools
+        deployment = f"fleet {cfg.fleet} ({', '.join(f'{p.name} x{p.replicas}' for p in pools)})"
+    return (f"{deployment}, {where}; SLOs: "
             f"{', '.join(s.text for s in slos) or 'none (stability only)'}; seeds {', '.join(map(str, seeds))}")
 
 

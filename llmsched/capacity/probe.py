@@ -77,14 +77,18 @@ def min_rate(base: RunConfig) -> float:
 
 def measure_point(cfg: RunConfig) -> dict:
     """Simulate one probe config and return its JSON-clean record (see ``verdict.measure``)."""
-    replicas = build_replicas(cfg)
+    replicas = None if cfg.fleet else build_replicas(cfg)
     source = build_source(cfg)
     horizon = None
     if isinstance(source, OpenLoop) and len(source):
         arrivals = source.arrival_times
         _, end = window(arrivals, cfg.warmup, cfg.cooldown)
         horizon = max(float(arrivals.max()), end + GRACE_S) or None
-    result = simulate_config(cfg, source, replicas, horizon=horizon, keep_gaps=True)
+    if cfg.fleet:  # each probe runs the fleet file's pools and scale events at the probe's rate
+        from ..fleet_setup import simulate_fleet_config
+        result, _ = simulate_fleet_config(cfg, source, horizon=horizon, keep_gaps=True)
+    else:
+        result = simulate_config(cfg, source, replicas, horizon=horizon, keep_gaps=True)
     return json.loads(json.dumps(measure(result, cfg.warmup, cfg.cooldown)))
 
 

@@ -21,7 +21,8 @@ DESCRIPTION = (
     "with their cost per hour and per million output tokens, and the cost-vs-latency Pareto frontier. Before "
     "simulating, candidates whose model does not fit the GPU are listed as infeasible with the memory figures, "
     "and the sound throughput bound (`llmsched theory throughput-bound`) gives each candidate its least replicas.")
-EXCLUDED = ("gpu", "gpu_spec", "tp", "replicas", "router", "rate", "horizon", "rate_schedule", "concurrency")
+EXCLUDED = ("gpu", "gpu_spec", "tp", "replicas", "router", "rate", "horizon", "rate_schedule", "concurrency",
+            "fleet")  # plan chooses the deployment itself
 
 
 def add(sub) -> None:

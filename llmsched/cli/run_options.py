@@ -101,7 +101,7 @@ def warn_router_of_one(data: dict, origins: dict) -> None:
     fairbatching-pab scheduler's): said in one line, from the command line and a config file alike."""
     from ..routers import ROUTERS
     router, replicas = data.get("router"), data.get("replicas", RunConfig.replicas)
-    if router in ROUTERS and replicas == 1:
+    if router in ROUTERS and replicas == 1 and not data.get("fleet"):  # a fleet's pools have their own sizes
         pab = " (PAB's admission control on one replica: --scheduler fairbatching-pab)" if router == "pab" else ""
         warnings.warn(f"{origins.get('router', API).at('router', router)}: a router picks among replicas and this "
                       f"run has one, so it changes nothing{pab}; give --replicas N (N > 1) or drop it", stacklevel=2)

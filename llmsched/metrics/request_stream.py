@@ -15,6 +15,7 @@ from collections import Counter
 import numpy as np
 
 from ..request import Status
+from .pools import add_counts, pool_counts
 from .requests import CACHED_FIELD, FLOAT_FIELDS, TBT_MISS_TOLERANCE, RequestLog
 from .sketch import QuantileSketch
 from .writers import CHUNK_ROWS, csv_line, request_columns, write_request_rows
@@ -77,6 +78,7 @@ class RequestStream(RequestLog):
         self.preemptions = self.preemptions_finished = self.preempted = 0
         self.tier_totals: list[TierTotals] = []
         self.timeline = None  # a metrics.timeline.Timeline to fold the arrivals into, when the run keeps one
+        self.pool_counts: dict = {}  # a fleet run's requests by pool (metrics/pools.py)
         self.closed = False
 
     def __len__(self) -> int:
@@ -134,6 +136,8 @@ class RequestStream(RequestLog):
         status = col("status")
         finished = status == FINISHED
         self.status.update(status.tolist())
+        if self.pools is not None:
+            add_counts(self.pool_counts, pool_counts(self.pools, col("replica"), status))
         arrival, finish = col("arrival"), col("finish")
         if self.timeline is not None:
             self.timeline.add("arrivals", arrival)

@@ -70,6 +70,9 @@ class RequestLog:
         self._gaps = array("d")
         self.sketches: dict[str, QuantileSketch] = {}
         self.reasons: dict[int, str] = {}  # request id -> why it was rejected or unfinished
+        # a fleet run: (pool names, each replica's pool as an index into them), growing as replicas are added;
+        # requests.csv then has a pool column (metrics/pools.py)
+        self.pools: tuple[list[str], list[int]] | None = None
         # keep_gaps: the token times of the requests recorded since the last settle, and their TBT targets; their
         # gap columns (GAP_FIELDS) are filled in by _settle, for a batch at a time
         self._pending_times: list[array] = []

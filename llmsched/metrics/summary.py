@@ -36,6 +36,7 @@ from .fairness import INPUT_WEIGHT, OUTPUT_WEIGHT, SERIES_BINS, backlogged, insi
 from .requests import CACHED_FIELD, CLIENT_FIELDS, TBT_MISS_TOLERANCE, RequestLog, prefix_cache_stats
 from .latency_stats import NAN, QUANTILES, TOP_REASONS, merged_sketch, sketch_stats, value_stats
 from .policy_stats import summed
+from .pools import fleet_section, pool_counts
 
 LATENCY_METRICS = ("ttft", "tbt", "tpot", "e2e")
 
@@ -133,6 +134,8 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
         out["policy"] = summed(policy)
     if getattr(result, "timeline", None) is not None:
         out["timeline"] = result.timeline  # the run's load over time (experiment.offered_timeline)
+    if getattr(result, "fleet", None) is not None:  # a fleet run: its pools (every request, not the window's)
+        out["fleet"] = fleet_section(result.fleet, pool_counts(log.pools, log.column("replica"), status))
     return out
 
 

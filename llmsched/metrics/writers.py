@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..request import Status
+from .pools import POOL_COLUMN, pool_names
 from .requests import CACHED_FIELD, CLIENT_FIELDS, FLOAT_FIELDS, INT_FIELDS
 from .steps import CACHED_STEP_FIELD, STEP_FIELDS
 
@@ -94,6 +95,8 @@ def request_columns(log) -> tuple[str, ...]:
     own figures (``queued``, ``engine_ttft``, ``engine_tpot``, ``engine_e2e``) after ``reason`` only in a run
     measured at the client, and ``cached_tokens`` last only in a run with a prefix cache."""
     columns = TENANT_COLUMNS if log.tenants else REQUEST_COLUMNS
+    if log.pools is not None:  # a fleet run: each request's pool after its replica
+        columns = columns[:2] + (POOL_COLUMN,) + columns[2:]
     client = CLIENT_FIELDS if CLIENT_FIELDS[0] in log.cols else ()
     return columns + client + ((CACHED_FIELD,) if CACHED_FIELD in log.cols else ())
 
@@ -111,6 +114,8 @@ def write_request_rows(f, log) -> None:
         cols["reason"] = [reasons.get(r, "") for r in cols["id"].tolist()] if reasons else [""] * len(cols["id"])
         if log.tenants:
             cols["tenant"] = [tenant_names[t] for t in log.cols["tenant"][i:i + CHUNK_ROWS].tolist()]
+        if log.pools is not None:
+            cols[POOL_COLUMN] = pool_names(log.pools, cols["replica"])
         f.write(csv_rows([cols[c] for c in columns]))
 
 

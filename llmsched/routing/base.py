@@ -28,6 +28,18 @@ class Router:
     def route(self, req: Request, replicas: list[Replica], rng: np.random.Generator) -> int:
         raise NotImplementedError
 
+    def joined(self, replicas: list[Replica], position: int) -> None:
+        """In a fleet, a replica began serving: it is ``replicas[position]`` (the list routed over from now on).
+        By default the router begins again over the new list, which is right for a router whose figures are read
+        from the replicas themselves; one that keeps figures of its own per position keeps them in step here."""
+        self.begin(replicas)
+
+    def leaving(self, replicas: list[Replica], position: int) -> None:
+        """In a fleet, the replica at ``position`` of the list routed over so far began draining: it takes no new
+        request, ``replicas`` is the list without it (the later positions one lower), and the requests it still
+        holds are not reported to ``left``. By default the router begins again over the new list."""
+        self.begin(replicas)
+
     def left(self, index: int, count: int) -> None:
         """``count`` requests left replica ``index`` (finished or rejected): the simulator reports every request
         that leaves, so a router may keep its own per-replica counts instead of scanning the replicas."""

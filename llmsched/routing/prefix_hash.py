@@ -52,7 +52,9 @@ class PrefixHash(Router):
         self.owners: list[int] = []
 
     def begin(self, replicas):
-        ring = sorted((ring_point(i, v), i) for i in range(len(replicas)) for v in range(self.vnodes))
+        # each replica's points from its own index (unique in a fleet), so a key stays where it was when others
+        # join or leave: consistent hashing's point
+        ring = sorted((ring_point(rep.index, v), i) for i, rep in enumerate(replicas) for v in range(self.vnodes))
         self.points = [p for p, _ in ring]
         self.owners = [i for _, i in ring]
 

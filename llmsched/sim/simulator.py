@@ -27,6 +27,7 @@ class RunResult:
     wall_time: float  # seconds the simulation took
     meta: dict = field(default_factory=dict)
     replica_stats: list[dict] = field(default_factory=list)
+    fleet: dict | None = None  # a fleet run's pools: replicas over time, billing, busy time (fleet/state.py)
 
 
 def simulate(source, replicas: list[Replica], router: Router | None = None, horizon: float | None = None,
@@ -69,10 +70,9 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
 
     # the initial arrivals stay outside the heap, in arrival order, and come before any heap event at the same
     # time (as if pushed first, with the lowest sequence numbers)
-    first = source.initial()
-    arrivals = iter(sorted(first, key=_arrival) if isinstance(first, list) else first)
+    arrivals = initial_arrivals(source)
     pending = next(arrivals, None)
-    bar = _progress(progress, len(source) if hasattr(source, "__len__") else None)
+    bar = progress_bar(progress, source)
     now = 0.0
     on_done = source.on_done
     for rep in replicas:  # completions that add no event let a replica fold decode runs past them
@@ -305,6 +305,13 @@ def finish_run(replicas: list[Replica], log, shared_steps, stream: bool, cut_at:
     return RunResult(log, shared_steps, stop_time, time.perf_counter() - wall0, {}, stats)
 
 
+def initial_arrivals(source):
+    """``source``'s initial requests as an iterator in arrival order (a list is sorted; any other iterable is taken
+    lazily, as it comes)."""
+    first = source.initial()
+    return iter(sorted(first, key=_arrival) if isinstance(first, list) else first)
+
+
 def _arrival(req) -> float:
     return req.arrival
 
@@ -313,8 +320,9 @@ def _nothing(*args) -> None:
     return None
 
 
-def _progress(enabled: bool, total: int | None):
+def progress_bar(enabled: bool, source):
     if not enabled:
         return None
     from tqdm import tqdm
+    total = len(source) if hasattr(source, "__len__") else None
     return tqdm(total=total, unit="req", desc="simulating", mininterval=0.5, leave=False)

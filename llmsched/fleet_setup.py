@@ -1,0 +1,158 @@
+"""A run's fleet, built from its RunConfig and its fleet file, and run.
+
+Each pool's replicas are built as a run's replicas are (``experiment.replica_maker``), from the pool's config: the
+run's fields with the pool's own (``Pool.run_fields``), checked as any run config is; an error names the fleet
+file, the pool and the field. A role one pool serves is routed by that pool's router; a role several pools serve
+by the fleet's (the file's top-level ``router``, else the run's).
+
+A fleet in which no replica joins or leaves and every request is served in one stage (``Fleet.is_static``) runs in
+``simulate``, lanes and all: exactly a plain run of its replicas behind its router. Any other runs in
+``sim/fleet_loop.py``.
+"""
+from __future__ import annotations
+
+from .experiment import (carries_content, client_sends_of, open_logs, replica_maker, run_model,
+                         workload_params)
+from .metrics.client_side import to_client
+from .fleet.fleet import Fleet
+from .fleet.state import FleetState
+from .metrics.requests import RequestLog
+from .metrics.steps import StepLog
+from .routers import make_router
+from .config_fields import check_combination
+from .run_config import DEFAULTS, RunConfig, check_field, checked_params, checked_router_params
+from .run_field import API, Origin
+from .sim.fleet_loop import simulate_fleet
+from .sim.simulator import RunResult, simulate
+
+
+def pool_config(cfg: RunConfig, pool) -> RunConfig:
+    """The config of ``pool``'s replicas: ``cfg``'s fields (checked when ``cfg`` was made) with the pool's own,
+    each checked by its declaration, all of them together, and parameters the pool gives for the run's scheduler
+    or router against it."""
+    origin = pool.origin if pool.origin is not None else API
+    run = {k: v for k, v in cfg.__dict__.items() if k != "fleet" and v != DEFAULTS[k]}
+    data = pool.run_fields(run)
+    data.update({k: check_field(k, v, origin) for k, v in pool.fields.items()})
+    check_combination(data, lambda key: origin if key in pool.fields else API)
+    if "scheduler_params" in pool.fields and "scheduler" not in pool.fields:
+        data["scheduler_params"] = checked_params(data, origin)
+    if "router_params" in pool.fields and "router" not in pool.fields:
+        data["router_params"] = checked_router_params(data, origin)
+    return RunConfig.checked(data)
+
+
+def pool_configs(cfg: RunConfig, fleet: Fleet) -> dict[str, RunConfig]:
+    return {pool.name: pool_config(cfg, pool) for pool in fleet.pools}
+
+
+def fleet_of(cfg: RunConfig) -> Fleet:
+    """The run's fleet: its fleet file's, or one pool of the run's replicas (a DP group is no fleet: its ranks
+    are one server, ``experiment.simulate_config`` runs them)."""
+    if cfg.fleet:
+        return cfg.fleet.value
+    if cfg.dp > 1:
+        raise ValueError(f"dp={cfg.dp}: a DP group is one server of {cfg.dp} ranks, not a fleet of replicas")
+    return Fleet.single(cfg.replicas)
+
+
+def role_router(cfg: RunConfig, fleet: Fleet, role: str, configs: dict[str, RunConfig]):
+    """The router of ``role``: its one pool's, or the fleet's for a role several pools serve."""
+    pools = fleet.pools_of(role)
+    if len(pools) == 1:
+        own = configs[pools[0].name]
+        return make_router(own.router, own.router_params)
+    data = {"router": cfg.router, "router_params": cfg.router_params}
+    if fleet.router.get("router", cfg.router) != cfg.router:
+        data["router_params"] = {}  # the fleet's router takes only the parameters the file gives it
+    data.update(fleet.router)
+    where = Origin.file(fleet.source) if fleet.router else API
+    return make_router(data["router"], checked_router_params(data, where))
+
+
+def build_fleet(cfg: RunConfig, fleet: Fleet, source, steps: StepLog,
+                configs: dict[str, RunConfig] | None = None, controllers=()) -> FleetState:
+    """``fleet`` (of run ``cfg``) at the run's start, its replicas recording into ``steps``; ``controllers``: what
+    changes its size besides its scale events (``FleetState``)."""
+    configs = configs or pool_configs(cfg, fleet)
+    total = fleet.initial_replicas
+    makers, gpus = {}, {}
+    for pool in fleet.pools:
+        own = configs[pool.name]
+        try:  # a policy tuned to its workload sees its replica's share of the fleet's rate
+            params = workload_params(own.with_values(replicas=total), source)
+            makers[pool.name] = replica_maker(own, params, steps)
+            gpus[pool.name] = run_model(own).tp
+        except ValueError as e:
+            raise ValueError(f"{fleet.source}: pool {pool.name!r}: {e}") from None
+    routers = {role: role_router(cfg, fleet, role, configs) for role in fleet.roles}
+    try:
+        return FleetState(fleet, makers, routers, gpus, controllers)
+    except ValueError as e:
+        raise ValueError(f"{fleet.source}: {e}") from None
+
+
+def fleet_caching(configs: dict[str, RunConfig]) -> bool:
+    """Whether any pool keeps a prefix cache (the run's requests then record their cached tokens)."""
+    return any(c.prefix_caching and carries_content(c) for c in configs.values())
+
+
+def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, progress: bool = False, log=None,
+                          steps: StepLog | None = None, keep_gaps: bool | None = None, fleet: Fleet | None = None,
+                          configs: dict[str, RunConfig] | None = None,
+                          controllers=()) -> tuple[RunResult, FleetState]:
+    """Simulate ``fleet`` (default the run's, ``fleet_of(cfg)``) on ``source`` (module docstring); ``log`` and
+    ``steps`` as ``simulate``'s; ``controllers`` change its size (an autoscaler: ``FleetState``)."""
+    fleet = fleet or fleet_of(cfg)
+    configs = configs or pool_configs(cfg, fleet)
+    keep_gaps = cfg.keep_gaps if keep_gaps is None else keep_gaps
+    steps = steps if steps is not None else StepLog()
+    state = build_fleet(cfg, fleet, source, steps, configs, controllers)
+    source, log, fe = client_sends_of(cfg, source, log, keep_gaps, fleet_caching(configs), state.replicas)
+    if log is None:
+        log = RequestLog(keep_gaps, cached=fleet_caching(configs))
+    log.pools = ([p.name for p in fleet.pools], state.pool_index)  # requests.csv's pool column
+    if fleet.is_static and not controllers:
+        members = state.members[fleet.roles[0]]
+        result = simulate(source, state.replicas, members.router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes,
+                          progress=progress, keep_gaps=keep_gaps, log=log, client_timeout=cfg.client_timeout,
+                          abort_delay=fe.handoff if fe is not None else 0.0)
+        result.fleet = state.summary(result.end_time)
+    else:
+        if cfg.client_timeout is not None:
+            raise ValueError(f"client_timeout {cfg.client_timeout:g}: a fleet whose replicas join or leave runs in "
+                             f"the fleet loop (sim/fleet_loop.py), which does not model aborts yet; leave "
+                             f"--client-timeout out")
+        result = simulate_fleet(source, state, horizon=horizon, seed=cfg.seed, progress=progress,
+                                keep_gaps=keep_gaps, log=log)
+    if fe is not None:
+        to_client(result.requests, result.steps, fe, cfg.stream_interval)
+    return result, state
+
+
+def run_fleet(cfg: RunConfig, source, progress: bool, stream: bool, out, timeline=None):
+    """``experiment.run`` of a fleet: the result, the fleet's first replica (the run's meta describes it) and the
+    fleet's own meta (each pool's settings, the scale events); ``timeline`` a streamed log folds arrivals into."""
+    fleet = fleet_of(cfg)
+    configs = pool_configs(cfg, fleet)
+    log, steps = open_logs(cfg, fleet_caching(configs), stream, out)
+    if timeline is not None and getattr(log, "streamed", False):
+        log.timeline = timeline
+    result, state = simulate_fleet_config(cfg, source, horizon=cfg.horizon, progress=progress, log=log,
+                                          steps=steps, fleet=fleet, configs=configs)
+    return result, state.replicas[0], fleet_meta(state, configs)
+
+
+def fleet_meta(state: FleetState, configs: dict[str, RunConfig]) -> dict:
+    fleet = state.fleet
+    pools = {}
+    for name, pool in state.pools.items():
+        rep = pool.replicas[0]
+        pools[name] = {"role": pool.spec.role, "replicas": pool.spec.replicas, "fields": pool.spec.fields,
+                       "phases_s": {p: pool.spec.phases.seconds(p) for p in ("provisioning", "loading", "warm")},
+                       "scheduler": rep.scheduler.describe(), "batch_time": rep.batch_time.describe(),
+                       "kv_blocks": rep.config.num_blocks, "max_model_len": rep.config.max_model_len,
+                       "gpus_per_replica": pool.gpus}
+    routers = {role: members.router.name for role, members in state.members.items()}
+    return {"file": fleet.source, "pools": pools, "routers": routers,
+            "scale": [{"at": e.at, "pool": e.pool, "replicas": e.replicas} for e in fleet.scale]}

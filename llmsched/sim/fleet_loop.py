@@ -1,0 +1,243 @@
+"""The event loop of a fleet that changes while it runs: replicas join after their start-up phases and drain when
+given up, and a request may be served in several stages (sim/simulator.py's ``simulate`` runs a fleet that does
+neither, as it runs a plain run).
+
+Its events are those of ``simulate`` (arrivals, step ends, wake-ups), handled the same way (a step that repeats its
+plan folds the steps after it up to the next event; arrivals during a step of an engine with vLLM's async
+scheduling wait for its end), and two more:
+
+* a fleet action at its time (``FleetState.begin``'s ``schedule``: a start-up phase ending, a scripted scale
+  event, an autoscaler's tick), run before the other events of its instant, so a scale event at t applies to the
+  arrivals at t; a step folds no further than the next action, so whatever the action reads (an autoscaler, a
+  replica's queue) is as of its time;
+* a stage's request ready for the next stage of its path (``Path.handoffs``), routed then like an arrival.
+
+A request that finds no replica of its stage serving (the pool scaled to 0, or every replica still starting) is
+rejected at once with that reason. A draining replica that holds nothing (none waiting, running, swapped, nor held
+for its step's end) is gone. Actions still queued when no request is left to serve are not run: the run ends with
+its last request, as a plain run does, and replicas are billed up to then.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import time
+
+import numpy as np
+
+from ..fleet.state import FleetState
+from ..metrics.requests import RequestLog
+from ..request import Status
+from .simulator import RunResult, finish_run, initial_arrivals, progress_bar
+
+ARRIVAL, STEP_END, WAKE, STAGE = 0, 1, 2, 3
+FINISHED, REJECTED, UNFINISHED = Status.FINISHED, Status.REJECTED, Status.UNFINISHED
+
+
+def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed: int = 0, progress: bool = False,
+                   keep_gaps: bool = True, log: RequestLog | None = None) -> RunResult:
+    """Run ``source``'s requests through ``fleet`` until all leave, or until ``horizon``: the contract of
+    ``simulate`` (every request leaves finished, rejected with a reason, or unfinished at the horizon; ``log`` a
+    request log or a stream), with the fleet's lifecycle and paths (module docstring). ``result.fleet`` is the
+    fleet's accounting (``FleetState.summary``)."""
+    if horizon is not None and not horizon > 0:
+        raise ValueError(f"horizon must be a positive number of seconds, got {horizon}")
+    replicas = fleet.replicas
+    if not replicas:
+        raise ValueError("simulate_fleet needs a fleet with at least one replica at the start")
+    rng = np.random.default_rng(seed)
+    wall0 = time.perf_counter()
+    log = RequestLog(keep_gaps) if log is None else log
+    steps = replicas[0].steps
+    if any(rep.steps is not steps for rep in replicas):
+        raise ValueError("all replicas of a fleet must share one StepLog")
+    stream = getattr(log, "streamed", False)
+    if stream != getattr(steps, "streamed", False):
+        raise ValueError("a streamed run needs both a RequestStream log and replicas sharing a StepStream")
+    heap: list = []  # (time, seq, kind, payload): step ends, wake-ups, requests between stages
+    actions: list = []  # (time, seq, action): the fleet's
+    seq = 0
+    arrivals = initial_arrivals(source)
+    pending = next(arrivals, None)
+    bar = progress_bar(progress, source)
+    on_done = source.on_done
+    choose = fleet.fleet.paths
+    staged = any(len(path.stages) > 1 for path in choose.paths)
+    stage_of: dict[int, tuple] = {}  # request id -> (its path, the stage it is in): paths of several stages only
+    draining = fleet.draining
+    # held arrivals of engines with vLLM's async scheduling (see simulate), by replica index
+    held = {} if any(rep.batch_time.async_admission for rep in replicas) else None
+
+    def schedule(t: float, action) -> None:
+        nonlocal seq
+        heapq.heappush(actions, (t, seq, action))
+        seq += 1
+
+    # a stage's end that hands a request on is an event: no fold may pass it
+    fleet.begin(schedule, quiet=not getattr(source, "done_adds_requests", True) and not staged)
+
+    def push(t: float, kind: int, payload) -> None:
+        nonlocal seq
+        heapq.heappush(heap, (t, seq, kind, payload))
+        seq += 1
+
+    def next_event() -> float:
+        t = pending.arrival if pending is not None else math.inf
+        if heap and heap[0][0] < t:
+            t = heap[0][0]
+        if actions and actions[0][0] < t:
+            t = actions[0][0]
+        return t
+
+    def leave(r, t: float) -> None:
+        """``r`` leaves the run (finished, or rejected in any stage)."""
+        if bar is not None:
+            bar.update(1)
+        log.record(r)
+        more = on_done(r, t)
+        if more:
+            for m in more:
+                push(m.arrival, ARRIVAL, m)  # a closed loop's next request
+
+    def empty(rep) -> bool:
+        return not (rep.busy or rep.num_outstanding or rep.completed or (held is not None and held.get(rep.index)))
+
+    def drain(rep, t: float) -> None:
+        done = rep.completed
+        rep.completed = []
+        fleet.left(rep, len(done))
+        for r in done:
+            if staged:
+                at = stage_of.pop(r.id, None)
+                if at is not None and r.status is FINISHED and at[1] + 1 < len(at[0].stages):
+                    path, stage = at
+                    nxt, ready = path.handoffs[stage](r, t)
+                    if not ready >= t:
+                        raise ValueError(f"path handoff {path.handoffs[stage]!r}: request {r.id} ready at {ready}, "
+                                         f"before its stage ended at {t}")
+                    push(ready, STAGE, (nxt, path, stage + 1))
+                    continue
+            leave(r, t)
+        if rep.index in draining and empty(rep):
+            fleet.idle(rep, t)
+
+    def start(rep, t: float, until: float | None = None) -> None:
+        d = rep.start_step(t, next_event() if until is None else until, horizon)
+        if d is not None:
+            push(rep.step_end, STEP_END, rep)
+        elif rep.wake_at is not None:
+            push(rep.wake_at, WAKE, rep)
+        if rep.completed:
+            drain(rep, t)
+
+    def admit_held(rep, t: float) -> None:
+        waiting = held[rep.index]
+        for r in waiting:
+            r.arrival = t
+            rep.add(r, t)
+        waiting.clear()
+        if rep.completed:
+            drain(rep, t)
+        if not rep.busy:
+            start(rep, t)
+
+    def enter(req, path, stage: int, t: float) -> None:
+        """``req`` enters ``stage`` of ``path`` at ``t``: routed to a replica serving that stage's role."""
+        role = path.stages[stage].role
+        rep = fleet.route(req, rng, role)
+        if rep is None:
+            req.status = REJECTED
+            req.reject_reason = (f"no replica of the fleet's {role!r} pools was serving at t={t:g}s (each one "
+                                 f"starting up, draining or scaled away)")
+            req.finish = t
+            leave(req, t)
+            return
+        if staged:
+            stage_of[req.id] = (path, stage)
+        if held is not None and rep.busy:
+            held.setdefault(rep.index, []).append(req)
+            return
+        rep.add(req, t)
+        if rep.completed:
+            drain(rep, t)
+        if not rep.busy and ((heap and heap[0][0] == t) or (pending is not None and pending.arrival == t)):
+            push(t, WAKE, rep)  # more events at this instant: decide once they are all in
+        elif not rep.busy:
+            start(rep, t)
+
+    now = 0.0
+    cut = False
+    while heap or pending is not None:
+        t_work = pending.arrival if pending is not None else math.inf
+        if heap and heap[0][0] < t_work:
+            t_work = heap[0][0]
+        if actions and actions[0][0] <= t_work:  # the fleet acts first at its instant
+            t, _, action = heapq.heappop(actions)
+            if horizon is not None and t > horizon:
+                cut = True
+                break
+            now = t
+            action(t)
+            for i in [i for i in draining if empty(replicas[i])]:
+                fleet.idle(replicas[i], t)
+            continue
+        if horizon is not None and t_work > horizon:
+            cut = True
+            break
+        if pending is not None and (not heap or pending.arrival <= heap[0][0]):
+            x = pending
+            t = x.arrival
+            pending = next(arrivals, None)
+            if pending is not None and pending.arrival < t:
+                raise ValueError(f"source {type(source).__name__}: initial() must give requests in arrival order; "
+                                 f"request {pending.id} arrives at {pending.arrival} after one at {t}")
+            now = t
+            enter(x, choose(x), 0, t)
+            continue
+        t, _, kind, x = heapq.heappop(heap)
+        now = t
+        if kind == STEP_END:
+            waiting = held is not None and held.get(x.index)
+            if x.end_and_repeat(t):  # the same plan again: fold the steps before the next event
+                if not waiting and x.step_end < next_event():
+                    x.fold(next_event(), horizon)
+                push(x.step_end, STEP_END, x)
+                if x.completed:
+                    drain(x, t)
+                if waiting:
+                    admit_held(x, t)
+            else:
+                x.end_step(t)
+                if x.completed:
+                    drain(x, t)
+                if waiting:
+                    start(x, t, t)  # no fast-forward: the held arrivals join after this step is planned
+                    admit_held(x, t)
+                else:
+                    start(x, t)
+            if stream and steps.full:
+                steps.flush(log.end_max)
+        elif kind == WAKE:
+            if not x.busy:
+                start(x, t)
+        elif kind == STAGE:
+            req, path, stage = x
+            enter(req, path, stage, t)
+        else:  # ARRIVAL: a closed loop's next request
+            enter(x, choose(x), 0, t)
+    cut = cut and bool(heap or pending is not None)
+    if cut:
+        for _, _, kind, x in heap:  # requests between two stages when the horizon cut the run
+            if kind == STAGE:
+                req = x[0]
+                req.status = UNFINISHED
+                req.reject_reason = f"unfinished at the horizon t={horizon:g}s (between two stages of its path)"
+                req.finish = horizon
+                log.record(req)
+    if held is not None:  # arrivals held when the horizon cut the run leave it unfinished
+        for i, waiting in held.items():
+            for r in waiting:
+                replicas[i].add(r, r.arrival)
+    result = finish_run(replicas, log, steps, stream, horizon if cut else None, now, bar, wall0)
+    result.fleet = fleet.summary(result.end_time)
+    return result
