@@ -167,7 +167,7 @@ def test_pools_take_their_own_scheduler_and_the_run_keeps_its_parameters_for_its
 def test_a_fleet_streams(tmp_path):
     fleet = tmp_path / "scaled.toml"
     fleet.write_text(TWO_POOLS + "\n[[scale]]\nat = 5.0\npool = \"h100\"\nreplicas = 2\n")
-    common = ["--fleet", str(fleet), "--rate", "9", "--num-requests", "120", "--sketch"]
+    common = ["--fleet", str(fleet), "--rate", "9", "--num-requests", "120", "--sketch", "--latency-boundary", "engine"]
     kept = cli_run(tmp_path, "kept", *common)
     out = tmp_path / "streamed"
     assert main(["simulate", *common, "--stream", "--out", str(out), "--no-progress"]) == 0
@@ -213,7 +213,7 @@ def test_a_second_stage_in_another_pool_takes_the_request_on():
     originals: dict[int, Request] = {}
     two_stage = FleetPath((Stage("first"), Stage("second")), (handoff,))
     fleet = Fleet((Pool("front", 1, role="first"), Pool("back", 2, role="second")), paths=OnePath(two_stage))
-    cfg = RunConfig(rate=4.0, num_requests=30, router="round-robin")
+    cfg = RunConfig(rate=4.0, num_requests=30, router="round-robin", latency_boundary="engine", batch_time="roofline")
     state = build_fleet(cfg, fleet, build_source(cfg), StepLog(), pool_configs(cfg, fleet))
     result = simulate_fleet(FirstStage(build_source(cfg)), state, seed=cfg.seed)
     log = result.requests

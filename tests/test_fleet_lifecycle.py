@@ -18,11 +18,14 @@ from llmsched.request import Status
 from llmsched.routers import ROUTERS
 from llmsched.routing.prefix_hash import PrefixHash
 
+AT_ROUTING = {"latency_boundary": "engine", "batch_time": "roofline"}
 PHASES = PhaseTimes(provisioning=5.0, loading=10.0, warm=2.0)  # joins 17 s after it is asked for
 
 
 def run_fleet(fleet: Fleet, **fields):
-    cfg = RunConfig(**{"rate": 6.0, "num_requests": 500, **fields})
+    """Engine-side stamps of an engine that admits at once: a request's arrival is when it was routed, which the
+    lifecycle checks read (the client's send comes earlier; vLLM v1's async admission queues it later)."""
+    cfg = RunConfig(**{"rate": 6.0, "num_requests": 500, **AT_ROUTING, **fields})
     result, state = simulate_fleet_config(cfg, build_source(cfg), horizon=cfg.horizon, fleet=fleet)
     return result, state
 
@@ -264,7 +267,7 @@ class QueueScaler:
 
 def test_a_controller_scales_the_fleet_through_the_same_entry_point():
     fleet = Fleet((Pool("main", 1, phases=PhaseTimes(provisioning=2.0, loading=3.0)),))
-    cfg = RunConfig(rate=12.0, num_requests=400)
+    cfg = RunConfig(rate=12.0, num_requests=400, **AT_ROUTING)
     result, state = simulate_fleet_config(cfg, build_source(cfg), fleet=fleet, controllers=[QueueScaler("main")])
     log = result.requests
     assert len(log) == 400 and set(log.column("status")) == {int(Status.FINISHED)}
