@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import math
 
+from .bounds import MAX_REQUESTS, MAX_SECONDS, MIN_RATE
+from .engine.limits import MAX_NUM_BATCHED_TOKENS, vllm_refusal
 from .run_field import API, shown
-from .workload.arrivals import MAX_SECONDS
-from .workload.tenants import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
+from .workload.tenants import EXAMPLE as TENANTS_EXAMPLE, parse_tenants, total_rate
 from .workload.tiers import parse_tiers
 
-# A run must mean something: a mean gap longer than MIN_RATE's (about 11.6 days) or more than MAX_REQUESTS
-# requests is a typo (1e-300, 1e30), not an experiment; such a run would never end or never start.
-MIN_RATE = 1e-6
-MAX_REQUESTS = 100_000_000
 
 
 def parse_rate_schedule(text: str) -> list[tuple[float, float]]:
@@ -116,15 +113,33 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
     if isinstance(dp, int) and dp > 1 and isinstance(replicas, int) and replicas > 1:
         raise ValueError(f"{origin_of('dp').name('dp')} {dp} with {origin_of('replicas').name('replicas')} "
                          f"{replicas}: a DP group is one server of {dp} ranks; give --dp or --replicas, not both")
-    rate = data.get("rate")
+    rate, rate_key = data.get("rate"), "rate"
+    if given(data, "tenants") and isinstance(data["tenants"], str) and not given(data, "trace"):
+        rate, rate_key = total_rate(parse_tenants(data["tenants"])), "tenants"  # the tenants' rates added up
     if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0:
         n, duration = data.get("num_requests"), data.get("duration")
+        what = f"{origin_of(rate_key).name(rate_key)} {rate:g}" + (" requests/s in all" if rate_key == "tenants"
+                                                                    else "")
         if isinstance(n, int) and n > 1 and (n - 1) / rate > MAX_SECONDS:
-            raise ValueError(f"{origin_of('rate').name('rate')} {rate:g} with {n} requests: arrivals would span "
-                             f"{(n - 1) / rate:.3g} s (more than {MAX_SECONDS:g} s); raise the rate")
+            raise ValueError(f"{what} with {n} requests: arrivals would span {(n - 1) / rate:.3g} s (more than "
+                             f"{MAX_SECONDS:g} s); raise the rate")
         if isinstance(duration, (int, float)) and duration * rate > MAX_REQUESTS:
-            raise ValueError(f"{origin_of('duration').name('duration')} {duration:g} at rate {rate:g} means about "
+            raise ValueError(f"{origin_of('duration').name('duration')} {duration:g} at {what} means about "
                              f"{duration * rate:.3g} requests (more than {MAX_REQUESTS:,}); shorten the duration")
+
+
+def refuse_as_vllm(cfg, policy, max_model_len: int) -> None:
+    """A run of vLLM's own scheduler (``models_vllm``) with limits vLLM refuses at start-up: refused with vLLM's
+    reason. Without chunked prefill vLLM also refuses a step budget below the context length, but raises its own
+    default budget to the context length: so the rule applies to a budget given here, and the default one keeps
+    rejecting longer prompts at arrival, with that reason."""
+    if not policy.models_vllm:
+        return
+    given = cfg.max_num_batched_tokens != MAX_NUM_BATCHED_TOKENS.default
+    reason = vllm_refusal(cfg.max_num_batched_tokens, cfg.max_num_seqs, max_model_len if given else None,
+                          policy.chunks_prompts)
+    if reason:
+        raise ValueError(f"scheduler {policy.name!r} is vLLM's, and vLLM refuses these limits at start-up: {reason}")
 
 
 def check_tenant_combination(data: dict, origin_of) -> None:

@@ -12,7 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config_fields import MAX_REQUESTS, MAX_SECONDS, MIN_RATE, check_combination, check_params, parse_rate_schedule
+from .bounds import MAX_BLOCKS, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, MIN_RATE
+from .config_fields import check_combination, check_params, parse_rate_schedule
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
                             MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
 from .hardware.gpus import gpu_from_file
@@ -114,7 +115,7 @@ class RunConfig:
                                   hint=f"e.g. {TENANTS_EXAMPLE} (keys rate, weight, workload, priority)",
                                   parse=parse_tenants)
     max_total_tokens: int | None = declare(None, "cap prompt+output tokens of generated requests", kind=int,
-                                           optional=True, low=2)
+                                           optional=True, low=2, high=MAX_TOKENS)
     # replica limits, named as in vLLM
     block_size: int = BLOCK_SIZE.field()
     max_num_seqs: int = MAX_NUM_SEQS.field()
@@ -129,7 +130,7 @@ class RunConfig:
                                           "byte an element: twice the tokens in the same memory, half the bytes an "
                                           "attention step reads), bfloat16, ...", choices=tuple(KV_CACHE_DTYPE_BYTES))
     num_blocks: int | None = declare(None, "KV cache size in blocks (overrides the size derived from the GPU)",
-                                     kind=int, optional=True, low=1,
+                                     kind=int, optional=True, low=1, high=MAX_BLOCKS,
                                      hint="leave it out to size the KV cache from the GPU")
     preemption_mode: str = PREEMPTION_MODE.field()
     overflow: str = OVERFLOW.field()

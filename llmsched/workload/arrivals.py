@@ -12,9 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
+from llmsched.bounds import MAX_SECONDS
 from llmsched.workload.chunks import CHUNK, check_chunk, pieces
-
-MAX_SECONDS = 1e9  # the longest span of arrivals a run may have: about 32 years of simulated time
 
 
 def check_rate(name: str, value: float, allow_zero: bool = False) -> float:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .arrivals import MAX_SECONDS
+from llmsched.bounds import MAX_SECONDS, MAX_TOKENS
 from llmsched.workload.jsonl import first_keys, is_jsonl
 from llmsched.workload.llmservingsim import FLAT as LLMSERVINGSIM, is_llmservingsim, read_llmservingsim
 from llmsched.workload.mooncake import KEYS as MOONCAKE, is_mooncake, read_mooncake
@@ -149,14 +149,20 @@ def _tokens(path: Path, column: str, values: list[str], lines: list[int]) -> np.
         tokens = np.empty(len(values), np.int64)
         for i, (text, line) in enumerate(zip(values, lines)):
             try:
-                tokens[i] = _parse_int(text)
+                value = _parse_int(text)
             except (ValueError, OverflowError):
                 what = "is empty" if not text.strip() else f"is {text!r}, not a whole number"
                 raise TraceError(f"{path}:{line}: {column} {what}") from None
+            tokens[i] = min(max(value, -1), MAX_TOKENS + 1)  # out of range either way: reported below
     negative = np.flatnonzero(tokens < 0)
     if len(negative):
         i = negative[0]
-        raise TraceError(f"{path}:{lines[i]}: {column} is {tokens[i]}; token counts cannot be negative")
+        raise TraceError(f"{path}:{lines[i]}: {column} is {values[i].strip()}; token counts cannot be negative")
+    beyond = np.flatnonzero(tokens > MAX_TOKENS)
+    if len(beyond):
+        i = beyond[0]
+        raise TraceError(f"{path}:{lines[i]}: {column} is {values[i].strip()}; a length must be at most "
+                         f"{MAX_TOKENS:,} tokens (the longest context served is about 10 million)")
     return tokens
 
 
