@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from .batchtime.registry import BATCH_TIME_MODELS, make_batch_time_model, resolve_kind
+from .config_fields import refuse_as_vllm
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.hf_config import kv_cache_dtype_bytes
@@ -35,10 +36,11 @@ from .workload.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, open_lo
 
 
 def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
-                   steps: StepLog | None = None) -> list[Replica]:
+                   steps: StepLog | None = None, ran: str | None = None) -> list[Replica]:
     """The run's replicas, sharing ``steps`` (default a new StepLog); ``workload_params`` (from
     ``workload_params(cfg, source)``) tunes workload-aware policies to the run's own workload where the user did
-    not set those parameters."""
+    not set those parameters. ``ran``: the log that proves this model ran on this GPU (a real run replayed), so
+    that a model the memory model finds no room for is warned about, not refused."""
     m = run_model(cfg)
     if cfg.max_model_len is not None and cfg.max_model_len > m.max_model_len:
         raise ValueError(f"max_model_len {cfg.max_model_len} is above {cfg.model}'s context length "
@@ -50,6 +52,8 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
         raise ValueError(f"batch_time_params {cfg.batch_time_params}: a value has the wrong type for batch-time "
                          f"model {cfg.batch_time!r} ({e}); give numbers (and a path for file=)") from None
     num_blocks = cfg.num_blocks or kv_blocks(cfg, m, g, bt)
+    if cfg.num_blocks:
+        check_fit(cfg, m, g, bt, ran)
     block_bytes = m.kv_bytes_per_token * cfg.block_size
     config = ReplicaConfig(
         num_blocks=num_blocks, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
@@ -64,6 +68,7 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
         policies = [create_scheduler(cfg.scheduler, **params) for _ in range(cfg.replicas if cfg.dp == 1 else cfg.dp)]
     except TypeError as e:
         raise ValueError(f"scheduler {cfg.scheduler!r} parameters {params}: a value has the wrong type ({e})") from None
+    refuse_as_vllm(cfg, policies[0], config.max_model_len)
     for i, policy in enumerate(policies):  # a budget above the replica's cap: lowered, recorded, warned about once
         policy.fit_token_budgets(config.max_num_batched_tokens, cfg.scheduler_params if i == 0 else ())
     return [Replica(i, policy, bt, config, steps) for i, policy in enumerate(policies)]
@@ -102,6 +107,20 @@ def kv_blocks(cfg: RunConfig, spec, device, bt) -> int:
     if budget.blocks < 1:
         raise ValueError(no_room(spec, device, budget, cfg.gpu_memory_utilization))
     return budget.blocks
+
+
+def check_fit(cfg: RunConfig, spec, device, bt, ran: str | None = None) -> None:
+    """A given KV cache size (``num_blocks``) sets the cache, not the room the weights need: the weights must still
+    fit the GPU at the run's tensor parallelism, or the run is refused as without it (a warning where ``ran``, a
+    real run's log, shows it ran there)."""
+    try:
+        kv_blocks(cfg, spec, device, bt)
+    except ValueError as e:
+        if ran is None:
+            raise ValueError(f"{e} (--num-blocks {cfg.num_blocks} sets the KV cache's size, not the memory the "
+                             f"weights need)") from None
+        warnings.warn(f"{e}; yet {ran} shows the model ran there: the replay uses the KV cache the log reports, "
+                      f"but check --model and --gpu", stacklevel=3)
 
 
 def workload_params(cfg: RunConfig, source) -> dict:
@@ -255,9 +274,10 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
                     keep_gaps=keep_gaps, log=log)
 
 
-def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) -> RunResult:
+def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None, ran: str | None = None) -> RunResult:
     """One simulation. ``stream``: write ``out``/requests.csv and steps.csv during the run (no ``out``: keep
-    totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False``."""
+    totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False``.
+    ``ran``: see ``build_replicas``."""
     source = build_source(cfg)
     caching = cfg.prefix_caching and carries_content(cfg)
     log = steps = None
@@ -267,7 +287,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         log, steps = open_streams(out, caching)
     elif caching:
         log = RequestLog(cfg.keep_gaps, cached=True)
-    replicas = build_replicas(cfg, workload_params(cfg, source), steps)
+    replicas = build_replicas(cfg, workload_params(cfg, source), steps, ran)
     result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
     rep = replicas[0]
     result.meta = {

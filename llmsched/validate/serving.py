@@ -65,6 +65,16 @@ def replay_config(run: ServingRun, gpu: str | None = None, batch_time: str = "vl
         num_blocks=kv_blocks(run, spec, device, model_name))
 
 
+def proven_by(run: ServingRun, gpu: str | None = None, model: str | None = None) -> str | None:
+    """meta.json, where it proves the run's model ran on its GPU: vLLM reported the KV cache it allocated (which it
+    does only after the weights loaded and memory was profiled) for the model and GPU meta.json names, not ones
+    given on the command line. Else None: the replay's model must fit the GPU (``experiment.check_fit``)."""
+    args = run.args
+    tokens = args.memory_gib.get("kv_cache_tokens")
+    reported = bool(args.num_gpu_blocks) or isinstance(tokens, int) and tokens > 0
+    return str(run.folder / "meta.json") if reported and not gpu and not model else None
+
+
 def kv_blocks(run: ServingRun, spec, device, model_name: str) -> int:
     """The KV blocks per rank: vLLM's own figure from meta.json, else its sizing for the run's version; a model
     that leaves no room, or too little for the run's longest request, is an error naming meta.json."""
@@ -176,7 +186,7 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
              batch_time_params: dict | None = None, model: str | None = None) -> dict:
     """Replay ``run`` and compare: the run's row of the report (config, real, simulated, errors, targets)."""
     cfg = replay_config(run, gpu, batch_time, batch_time_params, model)
-    result = run_config(cfg)
+    result = run_config(cfg, ran=proven_by(run, gpu, model))
     real = measured(run)
     sim = simulated(result, with_itl=run.log.itls is not None)
     err = errors(real, sim)
