@@ -95,8 +95,8 @@ def memory_fit(model: str, gpu: str, tp: int, gpu_memory_utilization: float = 0.
     device, preset = gpu_preset(gpu), model_preset(model)      # unknown names: errors listing the valid ones
     try:
         spec = preset.with_tp(tp)
-    except ValueError as e:
-        return {"fits": False, "reason": str(e)}
+    except ValueError as e:  # not memory: the TP cannot split the model's heads
+        return {"fits": False, "reason": str(e), "tp": True}
     reserve = default_activation_reserve(spec)
     figures = {"weights_gib_per_gpu": spec.weight_bytes_per_gpu / GiB, "reserve_gib": reserve / GiB,
                "budget_gib": device.mem_bytes * gpu_memory_utilization / GiB}

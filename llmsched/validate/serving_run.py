@@ -18,11 +18,17 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..bounds import MAX_BLOCKS, MAX_REQUESTS, MAX_TOKENS
 from ..hardware.gpus import GPUS
 from ..hardware.hf_config import KV_CACHE_DTYPE_BYTES, kv_cache_dtype_bytes
 from ..hardware.models import ModelSpec, model as model_preset
 from ..workload.hash_blocks import HASH_BLOCK
 from ..workload.server_log import ServerLog, read_server_log
+
+# the run's integer engine arguments, each within the bounds of every number a user gives (bounds.py); a length
+# in tokens (max_num_batched_tokens, max_model_len) within MAX_TOKENS
+ENGINE_INT_BOUNDS = {"max_num_seqs": MAX_REQUESTS, "num_gpu_blocks": MAX_BLOCKS, "block_size": 4096,
+                     "tensor_parallel_size": 64, "data_parallel_size": 1024}
 
 LOG_NAMES = ("requests.jsonl",)
 DTYPES = ("auto", "bfloat16", "bf16", "float16", "fp16", "half")
@@ -124,8 +130,9 @@ def read_meta(path: Path) -> EngineArgs:
         value = kw.get(key, seen.get(key, default))
         if value is None and optional:
             return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            hint = "vLLM's default for that version" if value is None else f"an integer >= {low}"
+        high = ENGINE_INT_BOUNDS.get(key, MAX_TOKENS)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            hint = "vLLM's default for that version" if value is None else f"an integer from {low} to {high:,}"
             raise ValueError(f"{path}: engine_kwargs.{key} is {json.dumps(value)}; write {hint} there")
         return value
 

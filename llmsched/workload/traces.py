@@ -96,7 +96,7 @@ def _read_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
         try:
             header = next(reader, None)
             if header is None:
-                raise TraceError(f"{path}:1: the file is empty; expected a CSV header. Supported: {SUPPORTED}")
+                raise empty(path)
             rows, lines = [], []
             for row in reader:
                 if row:
@@ -340,6 +340,14 @@ def read_lengths(path, zero_lengths: str = "error") -> Trace:
     return _read(path, "lengths", None, names, zero_lengths)
 
 
+def empty(path: Path) -> TraceError:
+    """The error for a file with nothing in it, by what its name says it should hold: JSON lines or a CSV."""
+    if Path(path).suffix.lower() in (".jsonl", ".json", ".ndjson"):
+        return TraceError(f"{path}:1: the file is empty; expected JSON lines, one request a line. Supported: "
+                          f"{JSONL_SUPPORTED}")
+    return TraceError(f"{path}:1: the file is empty; expected a CSV header. Supported: {SUPPORTED}")
+
+
 def read_header(path) -> list[str]:
     """The CSV header's column names."""
     path = Path(path)
@@ -352,7 +360,7 @@ def read_header(path) -> list[str]:
             raise TraceError(f"{path}:1: not a UTF-8 text file; a trace is a CSV file. Supported: {SUPPORTED}"
                              ) from None
     if header is None:
-        raise TraceError(f"{path}:1: the file is empty; expected a CSV header. Supported: {SUPPORTED}")
+        raise empty(path)
     return [h.strip() for h in header]
 
 
