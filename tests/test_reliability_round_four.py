@@ -228,3 +228,11 @@ def test_trace_lengths_beyond_the_bound_are_refused_at_their_line(tmp_path):
     path.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,1e30,5\n")
     with pytest.raises(ValueError, match=r"t.csv:2: num_prefill_tokens is 1e30; a length must be at most"):
         read_trace(path)
+
+
+def test_plan_names_a_tp_that_does_not_divide_the_heads(capsys):
+    """plan --tp 3 on a 32-head model said '1 do not fit in memory'."""
+    main(["plan", "--tp", "3", "--target-rate", "1", "--gpus", "h100", "--num-requests", "50"])
+    out = capsys.readouterr().out
+    assert "1 at a TP that does not divide the model's heads" in out and "tp=3 must divide the 32 attention heads" in out
+    assert "1 do not fit in memory" not in out
