@@ -13,13 +13,17 @@ import math
 
 # a run's arrivals
 MIN_RATE = 1e-6  # requests/s: a mean gap of 11.6 days
-MAX_REQUESTS = 100_000_000  # requests in one run (the Azure 2024 week-long trace holds about 44 million)
+MAX_REQUESTS = 100_000_000  # requests in one run, and the seats of a replica
 MAX_SECONDS = 1e9  # seconds of arrivals, about 32 years of simulated time
 # a request's length (prompt or output), in tokens: the longest context served is 10,485,760 (Llama 4 Scout)
 MAX_TOKENS = 1 << 24
 # a tenant's weight, its share in fair sharing relative to the others'
 MIN_WEIGHT, MAX_WEIGHT = 1e-6, 1e6
-# a replica's KV cache, in blocks (an H200's 141 GB holds about 1.1 million 16-token blocks of Llama-3-8B)
+# a linear batch-time model's coefficient given on the command line (seconds per step, per token, per context token,
+# per prefill): a step's fixed cost is about 0.01 s, a token's 5e-5 s on the GPUs of the presets
+MAX_STEP_COEFFICIENT = 10.0
+# a replica's KV cache, in blocks (an H200's 141 GB holds about 65 thousand 16-token blocks of Llama-3-8B's KV,
+# 128 KiB a token)
 MAX_BLOCKS = 1 << 27
 
 # a model's config.json: its sizes, each with the largest public value beside it

@@ -104,6 +104,11 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
     if data.get("workload_params") and data.get("workload") != "shared-prefix":
         raise ValueError(f"{origin_of('workload_params').name('workload_params')} applies to --workload "
                          f"shared-prefix (the only workload with parameters); drop it or use that workload")
+    turns, users, n = data.get("turns"), data.get("concurrency"), data.get("num_requests")
+    if all(isinstance(x, int) for x in (turns, users, n)) and n + users * (turns - 1) > MAX_REQUESTS:
+        raise ValueError(f"{origin_of('turns').name('turns')} {turns} with "
+                         f"{origin_of('concurrency').name('concurrency')} {users}: the sessions draw {n + users * (turns - 1):,} requests' lengths, more than "
+                         f"{MAX_REQUESTS:,}; fewer turns (a session of more turns than --num-requests never ends)")
     if given(data, "concurrency") and not given(data, "num_requests"):
         raise ValueError(f"{origin_of('concurrency').name('concurrency')} (a closed loop) needs --num-requests, how "
                          f"many requests it sends in all")
@@ -126,6 +131,17 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
         if isinstance(duration, (int, float)) and duration * rate > MAX_REQUESTS:
             raise ValueError(f"{origin_of('duration').name('duration')} {duration:g} at {what} means about "
                              f"{duration * rate:.3g} requests (more than {MAX_REQUESTS:,}); shorten the duration")
+    schedule = getattr(data.get("rate_schedule"), "value", None)  # a Piecewise, parsed by the field's check
+    if schedule is not None:
+        n, duration = data.get("num_requests"), data.get("duration")
+        name = origin_of("rate_schedule").name("rate_schedule")
+        if isinstance(n, int) and math.isfinite(schedule.time_of(n)) and schedule.time_of(n) > MAX_SECONDS:
+            raise ValueError(f"{name} {data['rate_schedule']} with {n} requests: arrivals would span "
+                             f"{schedule.time_of(n):.3g} s (more than {MAX_SECONDS:g} s); raise the rates")
+        if isinstance(duration, (int, float)) and schedule.expected_count(duration) > MAX_REQUESTS:
+            raise ValueError(f"{origin_of('duration').name('duration')} {duration:g} at {name} "
+                             f"{data['rate_schedule']} means about {schedule.expected_count(duration):.3g} requests "
+                             f"(more than {MAX_REQUESTS:,}); shorten the duration")
 
 
 def refuse_as_vllm(cfg, policy, max_model_len: int) -> None:

@@ -91,7 +91,7 @@ class RunConfig:
     arrival: str = declare("poisson", "arrival process for named workloads: poisson, gamma (bursty, see --cv), "
                                       "constant", choices=("poisson", "gamma", "constant"))
     cv: float | None = declare(None, "coefficient of variation of gamma inter-arrival times (>1 is burstier than "
-                                     "Poisson)", kind=float, optional=True, above=0, high=1e3)
+                                     "Poisson)", kind=float, optional=True, low=1e-3, high=1e3)
     rate_schedule: str | None = declare(None, "piecewise-constant arrival rate 'START:RATE,...', e.g. '0:2,300:4' "
                                               "(with --workload)", kind=str, optional=True,
                                         hint="'START:RATE,...', e.g. '0:2,300:4'", parse=parse_rate_schedule_text)

@@ -236,3 +236,13 @@ def test_plan_names_a_tp_that_does_not_divide_the_heads(capsys):
     out = capsys.readouterr().out
     assert "1 at a TP that does not divide the model's heads" in out and "tp=3 must divide the 32 attention heads" in out
     assert "1 do not fit in memory" not in out
+
+
+def test_a_window_that_trims_every_request_still_writes_the_run(tmp_path):
+    """--warmup longer than the arrivals: known only after the run, which raised then and wrote nothing."""
+    out = tmp_path / "run"
+    with pytest.warns(UserWarning, match="trim every request"):
+        assert main(["simulate", "--warmup", "1e8", "--num-requests", "10", "--out", str(out), "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["window"]["available"] is False and "--warmup" not in summary["window"]["reason"]
+    assert len((out / "requests.csv").read_text().splitlines()) == 11

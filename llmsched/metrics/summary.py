@@ -62,13 +62,14 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     arrival = log.column("arrival")
     finish = log.column("finish")
     n_total = len(arrival)
+    trimmed = ""
     if n_total:
         lo, hi = float(arrival.min()) + warmup, float(arrival.max()) - cooldown
         win = (arrival >= lo) & (arrival <= hi)
-        if not win.any():
-            raise ValueError(f"summarize: warmup={warmup:g}s and cooldown={cooldown:g}s trim every request "
-                             f"(arrivals span {float(arrival.max() - arrival.min()):g}s); use a shorter warm-up "
-                             f"or cool-down")
+        if not win.any():  # known only after the run: the summary says so, with every figure NaN
+            trimmed = (f"warmup={warmup:g}s and cooldown={cooldown:g}s trim every request (arrivals span "
+                       f"{float(arrival.max() - arrival.min()):g}s); use a shorter warm-up or cool-down")
+            warnings.warn(f"summary: {trimmed}", stacklevel=2)
     else:
         lo = hi = NAN
         win = np.zeros(0, dtype=bool)
@@ -95,6 +96,8 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
         "counts": {"offered": n_win, "finished": n_fin, "rejected": int(rejected.sum()),
                    "unfinished": int(unfinished.sum()), "reasons": _top_reasons(log, win & ~finished)},
     }
+    if trimmed:
+        out["window"].update(available=False, reason=trimmed)
     out["latency"] = available("latency", lambda: {
         "ttft": value_stats(log.column("ttft")[finished]), "tbt": _tbt_stats(log, win),
         "tpot": value_stats(log.column("tpot")[finished]), "e2e": value_stats(log.column("e2e")[finished])})
