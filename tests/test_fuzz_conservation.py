@@ -2,7 +2,8 @@
 
 Each seed draws one small run (tens of requests): any registered scheduler (oracle-only ones with the oracle),
 any router, 1-8 replicas, KV caches from a few blocks to thousands, both preemption modes, every overflow mode,
-open loops (Poisson, gamma, constant, a rate schedule), closed loops, SLO tiers, short horizons. Every run must
+open loops (Poisson, gamma, constant, a rate schedule), closed loops, SLO tiers, short horizons; token budgets
+below the concurrency (up to 64 users) and of a few tokens, and tenants of weights 1e-3 to 1e3. Every run must
 end with each request finished, rejected with a reason, or (only when a horizon cut the run) unfinished; every
 KV and swap block free again; the full block accounting checked after every step; every step doing work; and no
 request rejected by the simulator's stall guard ("(the scheduler stalled)"), which counts as a failure here; nor
