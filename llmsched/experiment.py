@@ -13,6 +13,7 @@ import numpy as np
 
 from .batchtime.registry import BATCH_TIME_MODELS, make_batch_time_model, resolve_kind
 from .batchtime.vllm_v1 import cudagraph_capture_sizes
+from .config_fields import refuse_as_vllm
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.hf_config import kv_cache_dtype_bytes
@@ -37,11 +38,12 @@ from .workload.shared_prefix import NAME as SHARED_PREFIX
 
 
 def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
-                   steps: StepLog | None = None) -> list[Replica]:
+                   steps: StepLog | None = None, ran: str | None = None) -> list[Replica]:
     """The run's replicas, sharing ``steps`` (default a new StepLog); ``workload_params`` (from
     ``workload_params(cfg, source)``) tunes workload-aware policies to the run's own workload where the user did
-    not set those parameters."""
-    bt, config = replica_parts(cfg)
+    not set those parameters. ``ran``: the log that proves this model ran on this GPU (a real run replayed), so
+    that a model the memory model finds no room for is warned about, not refused."""
+    bt, config = replica_parts(cfg, ran)
     steps = steps if steps is not None else StepLog()
     params = {**(workload_params or {}), **cfg.scheduler_params}
     policies = [new_policy(cfg, params, config, i == 0) for i in range(cfg.replicas if cfg.dp == 1 else cfg.dp)]
@@ -68,12 +70,15 @@ def new_policy(cfg: RunConfig, params: dict, config: ReplicaConfig, first: bool)
         policy = create_scheduler(cfg.scheduler, **params)
     except TypeError as e:
         raise ValueError(f"scheduler {cfg.scheduler!r} parameters {params}: a value has the wrong type ({e})") from None
+    if first:
+        refuse_as_vllm(cfg, policy, config.max_model_len)
     policy.fit_token_budgets(config.max_num_batched_tokens, cfg.scheduler_params if first else ())
     return policy
 
 
-def replica_parts(cfg: RunConfig) -> tuple:
-    """What the run's replicas share: the batch-time model and the replica config (limits, KV cache size)."""
+def replica_parts(cfg: RunConfig, ran: str | None = None) -> tuple:
+    """What the run's replicas share: the batch-time model and the replica config (limits, KV cache size);
+    ``ran``: see ``build_replicas``."""
     m = run_model(cfg)
     if cfg.max_model_len is not None and cfg.max_model_len > m.max_model_len:
         raise ValueError(f"max_model_len {cfg.max_model_len} is above {cfg.model}'s context length "
@@ -85,6 +90,8 @@ def replica_parts(cfg: RunConfig) -> tuple:
         raise ValueError(f"batch_time_params {cfg.batch_time_params}: a value has the wrong type for batch-time "
                          f"model {cfg.batch_time!r} ({e}); give numbers (and a path for file=)") from None
     num_blocks = cfg.num_blocks or kv_blocks(cfg, m, g, bt)
+    if cfg.num_blocks:
+        check_fit(cfg, m, g, bt, ran)
     block_bytes = m.kv_bytes_per_token * cfg.block_size
     config = ReplicaConfig(
         num_blocks=num_blocks, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
@@ -140,6 +147,20 @@ def run_kv_cache(cfg: RunConfig, spec, device, bt) -> KVCache:
     return kv_cache(spec, device, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
                     max_num_batched_tokens=cfg.max_num_batched_tokens, vllm_engine=vllm_engine,
                     gpu_memory_utilization=cfg.gpu_memory_utilization, capture_sizes=graphs, run=run)
+
+
+def check_fit(cfg: RunConfig, spec, device, bt, ran: str | None = None) -> None:
+    """A given KV cache size (``num_blocks``) sets the cache, not the room the weights need: the weights must still
+    fit the GPU at the run's tensor parallelism, or the run is refused as without it (a warning where ``ran``, a
+    real run's log, shows it ran there)."""
+    try:
+        kv_blocks(cfg, spec, device, bt)
+    except ValueError as e:
+        if ran is None:
+            raise ValueError(f"{e} (--num-blocks {cfg.num_blocks} sets the KV cache's size, not the memory the "
+                             f"weights need)") from None
+        warnings.warn(f"{e}; yet {ran} shows the model ran there: the replay uses the KV cache the log reports, "
+                      f"but check --model and --gpu", stacklevel=3)
 
 
 def workload_params(cfg: RunConfig, source) -> dict:
@@ -215,10 +236,10 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
     return result
 
 
-def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) -> RunResult:
+def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None, ran: str | None = None) -> RunResult:
     """One simulation. ``stream``: write ``out``/requests.csv and steps.csv during the run (no ``out``: keep
     totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False`` and the
-    engine latency boundary."""
+    engine latency boundary. ``ran``: see ``build_replicas``."""
     source = build_source(cfg)
     timeline = run_timeline(cfg, source)
     if cfg.fleet:  # imported here: a run without a fleet loads none of it
@@ -229,7 +250,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         log, steps = open_logs(cfg, cfg.prefix_caching and carries_content(cfg), stream, out)
         if timeline is not None and getattr(log, "streamed", False):
             log.timeline = timeline  # a streamed log folds arrivals in as it writes them
-        replicas = build_replicas(cfg, workload_params(cfg, source), steps)
+        replicas = build_replicas(cfg, workload_params(cfg, source), steps, ran)
         result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
         rep = replicas[0]
     if timeline is not None:

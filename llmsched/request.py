@@ -24,6 +24,8 @@ from array import array
 from dataclasses import dataclass
 from enum import IntEnum
 
+from .bounds import MAX_WEIGHT, MIN_WEIGHT
+
 
 @dataclass(frozen=True, slots=True)
 class SLO:
@@ -80,8 +82,9 @@ class Tenant:
         if not self.name:
             raise ValueError("tenant name must be non-empty")
         w = self.weight
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not (w > 0 and math.isfinite(w)):
-            raise ValueError(f"tenant {self.name!r}: weight must be a positive finite number, got {w!r}")
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not MIN_WEIGHT <= w <= MAX_WEIGHT:
+            raise ValueError(f"tenant {self.name!r}: weight must be a positive number from {MIN_WEIGHT:g} to "
+                             f"{MAX_WEIGHT:g} (a share relative to the other tenants'), got {w!r}")
         check_priority(f"tenant {self.name!r}", self.priority)
 
 

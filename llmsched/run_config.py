@@ -12,7 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config_fields import MAX_REQUESTS, MAX_SECONDS, MIN_RATE, check_combination, check_params
+from .bounds import MAX_BLOCKS, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, MIN_RATE
+from .config_fields import check_combination, check_params
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
                             MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
 from .hardware.front_end import DEFAULT as DEFAULT_FRONT_END, FRONT_ENDS
@@ -103,7 +104,7 @@ class RunConfig:
     arrival: str = declare("poisson", "arrival process for named workloads: poisson, gamma (bursty, see --cv), "
                                       "constant", choices=("poisson", "gamma", "constant"))
     cv: float | None = declare(None, "coefficient of variation of gamma inter-arrival times (>1 is burstier than "
-                                     "Poisson)", kind=float, optional=True, above=0, high=1e3)
+                                     "Poisson)", kind=float, optional=True, low=1e-3, high=1e3)
     rate_schedule: str | None = declare(None, "arrival rate over time (docs/workloads.md, \"Time-varying traffic\"): "
                                               "steps 'START:RATE,...', inference-perf stages 'stages:RATE@SECONDS,"
                                               "...' (or its config file), 'diurnal:peak=R,trough=R[,period=S]"
@@ -134,7 +135,7 @@ class RunConfig:
                                   hint=f"e.g. {TENANTS_EXAMPLE} (keys rate, weight, workload, priority)",
                                   parse=parse_tenants)
     max_total_tokens: int | None = declare(None, "cap prompt+output tokens of generated requests", kind=int,
-                                           optional=True, low=2)
+                                           optional=True, low=2, high=MAX_TOKENS)
     # replica limits, named as in vLLM
     block_size: int = BLOCK_SIZE.field()
     max_num_seqs: int = MAX_NUM_SEQS.field()
@@ -152,7 +153,7 @@ class RunConfig:
                                           "byte an element: twice the tokens in the same memory, half the bytes an "
                                           "attention step reads), bfloat16, ...", choices=tuple(KV_CACHE_DTYPE_BYTES))
     num_blocks: int | None = declare(None, "KV cache size in blocks (overrides the size derived from the GPU)",
-                                     kind=int, optional=True, low=1,
+                                     kind=int, optional=True, low=1, high=MAX_BLOCKS,
                                      hint="leave it out to size the KV cache from the GPU")
     preemption_mode: str = PREEMPTION_MODE.field()
     overflow: str = OVERFLOW.field()

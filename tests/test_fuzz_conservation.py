@@ -2,7 +2,8 @@
 
 Each seed draws one small run (tens of requests): any registered scheduler (oracle-only ones with the oracle),
 any router, 1-8 replicas, KV caches from a few blocks to thousands, both preemption modes, every overflow mode,
-open loops (Poisson, gamma, constant, a rate schedule), closed loops, SLO tiers, short horizons. Every run must
+open loops (Poisson, gamma, constant, a rate schedule), closed loops, SLO tiers, short horizons; token budgets
+below the concurrency (up to 64 users) and of a few tokens, and tenants of weights 1e-3 to 1e3. Every run must
 end with each request finished, rejected with a reason, or (only when a horizon cut the run) unfinished; every
 KV and swap block free again; the full block accounting checked after every step; every step doing work; and no
 request rejected by the simulator's stall guard ("(the scheduler stalled)"), which counts as a failure here; nor
@@ -143,7 +144,57 @@ def random_config(seed: int) -> RunConfig:
     with_tenants(cfg, np.random.default_rng([31, seed]))
     if np.random.default_rng([29, seed]).random() < 0.1:
         cfg["kv_cache_dtype"] = "fp8"  # a token's KV at one byte: twice the blocks
+    with_budget_below_concurrency(cfg, np.random.default_rng([41, seed]))
+    as_vllm_allows(cfg)
     return RunConfig(**cfg)
+
+
+def with_budget_below_concurrency(cfg: dict, rng) -> None:
+    """A fifth of the seeds (drawn apart, so the other seeds keep their configs) run more requests at once than the
+    token budget holds: a closed loop of up to 64 users over a budget below their number, or an open loop at up to
+    200 requests/s over a budget of 1-8 tokens, with seats for all of them; LMSYS's lengths (41% of its prompts
+    have at most 16 tokens), so that policies that never chunk admit some whole prompts into such a budget."""
+    if rng.random() >= 0.2:
+        return
+    if cfg.get("workload") != "shared-prefix":
+        cfg["workload"] = "lmsys"
+    cfg["max_total_tokens"] = min(cfg.get("max_total_tokens", 512), 512)  # a step per few tokens: keep runs short
+    if cfg.get("workload") == "shared-prefix":
+        cfg.pop("max_total_tokens")
+    if cfg.get("concurrency") is not None:
+        cfg["concurrency"] = int(rng.integers(2, 65))
+        cfg["max_num_batched_tokens"] = int(rng.integers(1, cfg["concurrency"]))
+    else:
+        cfg["max_num_batched_tokens"] = int(rng.integers(1, 9))
+        if cfg.get("rate") is not None:
+            cfg["rate"] = float(rng.uniform(20, 200))
+    cfg["max_num_seqs"] = int(max(cfg["max_num_seqs"], cfg.get("concurrency") or 64))
+    if "token_budget" in cfg.get("scheduler_params", {}):
+        cfg["scheduler_params"]["token_budget"] = int(rng.integers(1, cfg["max_num_batched_tokens"] + 1))
+    if cfg.get("rate") is not None and not cfg.get("arrival") and cfg.get("workload") != "shared-prefix" \
+            and rng.random() < 0.5:  # tenants of weights far apart (1e-3 to 1e3), half under a fair policy
+        shares = rng.dirichlet(np.ones(int(rng.integers(2, 4))))
+        cfg["tenants"] = ",".join(f"t{i}:rate={cfg['rate'] * share:.6g}:weight={math.exp(rng.uniform(-6.9, 6.9)):.3g}"
+                                  for i, share in enumerate(shares))
+        del cfg["rate"]
+        if cfg.get("tiers"):
+            cfg["tiers"] = TIERS[0]
+        if rng.random() < 0.5:
+            cfg["scheduler"] = ("vtc", "wfq", "priority")[int(rng.integers(3))]
+            cfg["oracle"] = False
+            cfg.pop("scheduler_params", None)
+
+
+def as_vllm_allows(cfg: dict) -> None:
+    """vLLM's own schedulers run only under limits vLLM accepts (tests/test_budgets_below_concurrency.py checks the
+    refusal): the seats cut to the budget and, without chunked prefill, the context to it, as vLLM's message asks."""
+    policy = create_scheduler(cfg["scheduler"])
+    if not policy.models_vllm:
+        return
+    budget = cfg["max_num_batched_tokens"]
+    cfg["max_num_seqs"] = min(cfg["max_num_seqs"], budget)
+    if not policy.chunks_prompts and budget < cfg["max_model_len"]:
+        cfg["max_model_len"] = max(2, budget)
 
 
 def with_tenants(cfg: dict, rng) -> None:

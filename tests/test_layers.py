@@ -16,7 +16,7 @@ REPO = PACKAGE.parent
 # holds); the longest name that matches a module decides its layer.
 LAYERS = {
     "mechanism": ("llmsched", "llmsched.compiled", "llmsched.results_file", "llmsched.request",
-                  "llmsched.run_field", "llmsched.engine", "llmsched.batchtime", "llmsched.hardware",
+                  "llmsched.run_field", "llmsched.bounds", "llmsched.engine", "llmsched.batchtime", "llmsched.hardware",
                   "llmsched.workload", "llmsched.metrics"),
     "policies": ("llmsched.schedulers", "llmsched.routers", "llmsched.routing"),
     "fleet": ("llmsched.fleet",),

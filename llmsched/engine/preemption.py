@@ -12,12 +12,14 @@ import math
 from array import array
 
 from ..request import Request, Status
+from .livelock import note_preemption
 from .plan import BatchPlan
 
 WAITING, RUNNING, SWAPPED = Status.WAITING, Status.RUNNING, Status.SWAPPED
 
 
 def preempt(rep, r: Request) -> None:
+    note_preemption(rep, r)  # the livelock guard: a request preempted for ever without a token ends the run
     rep.num_preemptions += 1
     r.preemptions += 1
     kv = rep.kv

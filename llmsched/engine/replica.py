@@ -68,6 +68,7 @@ class Replica(GroupSteps):
         self.num_preemptions = 0
         self.swap_fallbacks = 0
         self.num_evictions = 0
+        self.fruitless: dict = {}  # request id -> (its tokens, preemptions in a row without one more): livelock.py
         self.plan: BatchPlan | None = None  # the step in flight's
         self.row = (0, 0, 0, 0)  # the step in flight's prefill tokens, prefills, decodes, context sum
         self.swap_time = 0.0  # host->GPU transfers done before the policy decided, charged to the next step

@@ -101,8 +101,8 @@ def memory_fit(model: str, gpu: str, tp: int, base: RunConfig | None = None) -> 
     device, preset = gpu_preset(gpu), model_preset(model)      # unknown names: errors listing the valid ones
     try:
         spec = preset.with_tp(tp)
-    except ValueError as e:
-        return {"fits": False, "reason": str(e)}
+    except ValueError as e:  # not memory: the TP cannot split the model's heads
+        return {"fits": False, "reason": str(e), "tp": True}
     vllm_engine = resolve_kind(base.batch_time)[0] == "vllm-v1"
     graphs = len(cudagraph_capture_sizes(base.max_num_seqs, base.max_num_batched_tokens)) if vllm_engine else 0
     try:

@@ -77,13 +77,15 @@ def pruning(result: PlanResult) -> str:
     """How many candidates needed no probe, and how many probe rounds the bound's least replica counts saved."""
     screened, searched = result.screened, result.searched
     memory = sum(1 for s in screened if s.pruned.startswith("memory"))
+    tp = [s for s in screened if s.pruned.startswith("tp")]
     bound = sum(1 for s in screened if s.pruned.startswith("bound"))
     saved = sum(probes_saved(s.screened.min_replicas) for s in searched)
     nobound = sum(1 for s in screened if not s.pruned and s.bound_rps_per_replica is None)
-    text = (f"pruning: {memory + bound} of {len(screened)} candidates needed no probe ({memory} do not fit in "
-            f"memory, {bound} need more replicas than allowed by the sound throughput bound); the bound's least "
-            f"replica counts skipped {saved} probe rounds (x{len(result.seeds)} seeds) that a search from 1 replica "
-            f"(1, 2, 4, ...) would have run")
+    split = f"{len(tp)} at a TP that does not divide the model's heads ({tp[0].pruned[4:]}), " if tp else ""
+    text = (f"pruning: {memory + len(tp) + bound} of {len(screened)} candidates needed no probe ({split}{memory} do "
+            f"not fit in memory, {bound} need more replicas than allowed by the sound throughput bound); the "
+            f"bound's least replica counts skipped {saved} probe rounds (x{len(result.seeds)} seeds) that a search "
+            f"from 1 replica (1, 2, 4, ...) would have run")
     if nobound:
         text += f"; {nobound} candidates had no bound (batch-time model without one)"
     return text

@@ -23,6 +23,9 @@ class Scheduler:
     needs_oracle: ClassVar[bool] = False  # decides from true output lengths (runs only with oracle=True)
     chunks_prompts: ClassVar[bool] = True  # False: every prefill runs whole in one step (see prefill_limit)
     recompute_only: ClassVar[bool] = False  # True: the policy cannot run with preemption_mode="swap"
+    # True: the policy is vLLM's own scheduler, so a run refuses the limits vLLM refuses at start-up
+    # (config_fields.refuse_as_vllm)
+    models_vllm: ClassVar[bool] = False
     # True: once this policy decodes every running request and nothing else, with no request waiting or swapped,
     # it returns that same plan at every step until a request arrives or finishes or a decode finds no free KV
     # block (it reads neither the clock nor step times, and keeps no per-step state). The simulator then

@@ -19,8 +19,9 @@ class VLLM(WatermarkAdmission, Scheduler):
 
     Each step admits waiting requests FCFS while their whole prompts fit the token budget
     (``max_num_batched_tokens``), the sequence cap and the free KV blocks above a 1%
-    watermark, and runs them as a prefill-only batch; otherwise it decodes every running
-    request, preempting the newest when a block is short, then swaps requests back in.
+    watermark, and runs them as a prefill-only batch; otherwise it decodes the running requests in
+    order, as many as the token budget holds (the rest wait, as in vLLM's scheduler), preempting the
+    newest when a block is short, then swaps requests back in.
     The head of the queue blocks those behind it. Prefill and decode never share a step. A
     prompt longer than the budget can never run unchunked and is rejected with that reason, as
     is one needing more than the whole cache less the watermark (schedulers/watermark.py).
@@ -36,6 +37,7 @@ class VLLM(WatermarkAdmission, Scheduler):
     source = ("vLLM v0 default scheduler (Kwon et al., SOSP'23, PagedAttention); as the baseline of "
               "Bari et al. §2.5 (max_num_seqs 128, max_num_batched_tokens 8192) and Kim et al. §1.6 (vLLM row)")
     chunks_prompts = False
+    models_vllm = True  # refused where vLLM refuses its limits
     watermark: float = 0.01
 
     def __post_init__(self):
@@ -48,14 +50,14 @@ class VLLM(WatermarkAdmission, Scheduler):
             plan = BatchPlan()
             if admit_whole_prompts(view, plan, view.max_num_seqs - view.num_running, self.watermark):
                 return plan
-            if group.size and group.blocks_needed <= view.free_blocks:
+            if group.size and group.blocks_needed <= view.free_blocks and group.size <= view.max_num_batched_tokens:
                 plan.decode_group = True
                 return plan
         plan = BatchPlan()
         if not view.swapped and admit_whole_prompts(view, plan, view.max_num_seqs - len(view.running),
                                                     self.watermark):
             return plan
-        free = add_decodes(view, plan)
+        free = add_decodes(view, plan, limit=view.max_num_batched_tokens)  # decodes beyond the budget wait
         if not plan.preempt:
             swap_in(view, plan, free - int(self.watermark * view.total_blocks))
         return plan

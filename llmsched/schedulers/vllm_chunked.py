@@ -32,6 +32,7 @@ class VLLMChunked(Scheduler):
     steady_after_finishes = True  # after a finish, with nothing waiting, every remaining decode fits its budget
     plans_decode_group = True  # when the decodes come first in running order and all fit, they are the group
     token_budgets = ("token_budget",)
+    models_vllm = True  # refused where vLLM refuses its limits
     token_budget: int = 2048
     # token_budget is vLLM's max_num_batched_tokens; max_num_seqs its seat cap
     tunable = {"token_budget": IntRange(64, 8192, log=True), "max_num_seqs": IntRange(16, 1024, log=True)}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ..config_fields import MAX_REQUESTS
+from ..bounds import MAX_REQUESTS
 from ..workload.length_presets import length_preset
 from ..workload.workload import lengths_file
 

@@ -12,9 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
+from llmsched.bounds import MAX_SECONDS, MIN_RATE
 from llmsched.workload.chunks import CHUNK, check_chunk, pieces
-
-MAX_SECONDS = 1e9  # the longest span of arrivals a run may have: about 32 years of simulated time
 
 
 def check_rate(name: str, value: float, allow_zero: bool = False) -> float:
@@ -218,10 +217,22 @@ class Piecewise(ArrivalProcess):
             raise ValueError(f"Piecewise segment starts must be finite and strictly increasing, got {starts}")
         if not any(r > 0 for r in rates):
             raise ValueError("Piecewise: every segment has rate 0, so no request would ever arrive")
+        for i, (start, rate) in enumerate(zip(starts, rates)):  # bounds.py: as --rate and --duration
+            if 0 < rate < MIN_RATE:
+                raise ValueError(f"Piecewise rate of segment {i} ({rate:g}) must be 0 or at least {MIN_RATE:g} "
+                                 f"requests/s (a mean gap of at most 11.6 days)")
+            if start > MAX_SECONDS:
+                raise ValueError(f"Piecewise segment {i} starts at {start:g} s, after the {MAX_SECONDS:g} s "
+                                 f"(about 32 years) a run may span")
         self.starts = np.array(starts)
         self.rates = np.array(rates)
         # cumulative expected arrivals at each segment start
         self.cumulative = np.concatenate(([0.0], np.cumsum(self.rates[:-1] * np.diff(self.starts))))
+
+    def time_of(self, count: float) -> float:
+        """When ``count`` arrivals are expected (inf if the last segment's rate 0 never brings them)."""
+        i = int(np.searchsorted(self.cumulative, count, side="right")) - 1
+        return float(self.starts[i] + (count - self.cumulative[i]) / self.rates[i]) if self.rates[i] > 0 else math.inf
 
     def expected_count(self, t: float) -> float:
         """Expected number of arrivals in [0, t)."""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from llmsched.bounds import MAX_SECONDS, MAX_TOKENS
 from llmsched.workload.trace_error import TraceError
 
 
@@ -75,23 +76,34 @@ def require(path: Path, number: int, row: dict, key: str, fix: str = ""):
 
 
 def whole(path: Path, number: int, key: str, value, low: int = 0) -> int:
-    """An integer field (a float with no fraction is taken, as JSON writers give 12.0) at least ``low``."""
+    """An integer field (a float with no fraction is taken, as JSON writers give 12.0) at least ``low`` and at most
+    ``bounds.MAX_TOKENS`` (every such field is a length in tokens or a turn's number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TraceError(f"{path}:{number}: {key} is {json.dumps(value)}, not a whole number")
     if isinstance(value, float):
         if not value.is_integer():
             raise TraceError(f"{path}:{number}: {key} is {value!r}, not a whole number")
+        if value > MAX_TOKENS:
+            raise TraceError(f"{path}:{number}: {key} is {value!r}; it must be at most {MAX_TOKENS:,} tokens (the "
+                             f"longest context served is about 10 million)")
         value = int(value)
     if value < low:
         raise TraceError(f"{path}:{number}: {key} is {value}; it must be >= {low}")
+    if value > MAX_TOKENS:
+        raise TraceError(f"{path}:{number}: {key} is {value}; it must be at most {MAX_TOKENS:,} tokens (the longest "
+                         f"context served is about 10 million)")
     return value
 
 
 def seconds(path: Path, number: int, key: str, value, scale: float = 1.0) -> float:
-    """A time field, as seconds (``scale`` converts the file's unit: 1e-3 for milliseconds)."""
+    """A time field, as seconds (``scale`` converts the file's unit: 1e-3 for milliseconds), at most
+    ``bounds.MAX_SECONDS``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise TraceError(f"{path}:{number}: {key} is {json.dumps(value)}; arrival times must be finite numbers "
                          f">= 0")
+    if value * scale > MAX_SECONDS:
+        raise TraceError(f"{path}:{number}: {key} is {json.dumps(value)}, {value * scale:.3g} s, more than "
+                         f"{MAX_SECONDS:.0e} s (about 32 years) the simulator runs: check the field's unit")
     return value * scale
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from llmsched.bounds import MAX_REQUESTS, MAX_TOKENS
 from llmsched.content import Content, Space, piece_id
 from llmsched.request import DEFAULT_TIER
 from llmsched.workload.arrivals import ArrivalProcess, Constant, Gamma, Poisson
@@ -40,6 +41,7 @@ from llmsched.workload.workload import ARRIVAL_KINDS, SessionOpenLoop, StreamedO
 
 NAME = "shared-prefix"
 ALIASES = {"num_unique_system_prompts": "num_groups", "num_users_per_system_prompt": "num_prompts_per_group"}
+COUNTS = ("num_groups", "num_prompts_per_group")  # the other integers are lengths in tokens
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,18 @@ class SharedPrefix:
                 want = "true or false" if kind is bool else "an integer >= 1"
                 raise ValueError(f"workload {NAME} parameter {key} = {value!r} must be {want} "
                                  f"(--wl-param {key}=VALUE)")
+            high = MAX_REQUESTS if name in COUNTS else MAX_TOKENS
+            if kind is int and value > high:
+                what = "prompts" if name in COUNTS else "tokens"
+                raise ValueError(f"workload {NAME} parameter {key} = {value!r} must be at most {high:,} {what} "
+                                 f"(--wl-param {key}=VALUE)")
             values[name] = value
-        return cls(**values, seed=check_seed(seed))
+        out = cls(**values, seed=check_seed(seed))
+        if out.num_prompts > MAX_REQUESTS:  # the generator draws a permutation of every distinct prompt
+            raise ValueError(f"workload {NAME}: num_groups {out.num_groups:,} x num_prompts_per_group "
+                             f"{out.num_prompts_per_group:,} = {out.num_prompts:,} distinct prompts, more than "
+                             f"{MAX_REQUESTS:,}; lower one of them (--wl-param)")
+        return out
 
     @property
     def num_prompts(self) -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from llmsched.bounds import MAX_WEIGHT, MIN_RATE, MIN_WEIGHT
 from llmsched.request import DEFAULT_TIER, Request, Tenant, Tier
 from llmsched.workload.chunks import CHUNK
 from llmsched.workload.modulated import scheduled_arrivals
@@ -81,6 +82,8 @@ def parse_tenants(spec: str) -> tuple[TenantStream, ...]:
 
 
 def positive(name: str, key: str, text: str) -> float:
+    """A rate (requests/s, at least bounds.MIN_RATE, as --rate) or a weight (within bounds.MIN_WEIGHT and
+    MAX_WEIGHT: a share a million times another's is a typo, and would overflow the fairness figures)."""
     try:
         value = float(text)
     except ValueError:
@@ -88,6 +91,12 @@ def positive(name: str, key: str, text: str) -> float:
     if not (value > 0 and math.isfinite(value)):
         what = "requests/s" if key == "rate" else "share of service"
         raise ValueError(f"tenant {name!r}: {key} must be a positive finite number ({what}), got {text!r}")
+    if key == "rate" and value < MIN_RATE:
+        raise ValueError(f"tenant {name!r}: rate={text} must be at least {MIN_RATE:g} requests/s (a mean gap of at "
+                         f"most 11.6 days), as --rate")
+    if key == "weight" and not MIN_WEIGHT <= value <= MAX_WEIGHT:
+        raise ValueError(f"tenant {name!r}: weight={text} must be from {MIN_WEIGHT:g} to {MAX_WEIGHT:g} (a share "
+                         f"relative to the other tenants')")
     return value
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .arrivals import MAX_SECONDS
+from llmsched.bounds import MAX_SECONDS, MAX_TOKENS
 from llmsched.workload.jsonl import first_keys, is_jsonl
 from llmsched.workload.llmservingsim import FLAT as LLMSERVINGSIM, is_llmservingsim, read_llmservingsim
 from llmsched.workload.mooncake import KEYS as MOONCAKE, is_mooncake, read_mooncake
@@ -96,7 +96,7 @@ def _read_rows(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
         try:
             header = next(reader, None)
             if header is None:
-                raise TraceError(f"{path}:1: the file is empty; expected a CSV header. Supported: {SUPPORTED}")
+                raise empty(path)
             rows, lines = [], []
             for row in reader:
                 if row:
@@ -149,14 +149,20 @@ def _tokens(path: Path, column: str, values: list[str], lines: list[int]) -> np.
         tokens = np.empty(len(values), np.int64)
         for i, (text, line) in enumerate(zip(values, lines)):
             try:
-                tokens[i] = _parse_int(text)
+                value = _parse_int(text)
             except (ValueError, OverflowError):
                 what = "is empty" if not text.strip() else f"is {text!r}, not a whole number"
                 raise TraceError(f"{path}:{line}: {column} {what}") from None
+            tokens[i] = min(max(value, -1), MAX_TOKENS + 1)  # out of range either way: reported below
     negative = np.flatnonzero(tokens < 0)
     if len(negative):
         i = negative[0]
-        raise TraceError(f"{path}:{lines[i]}: {column} is {tokens[i]}; token counts cannot be negative")
+        raise TraceError(f"{path}:{lines[i]}: {column} is {values[i].strip()}; token counts cannot be negative")
+    beyond = np.flatnonzero(tokens > MAX_TOKENS)
+    if len(beyond):
+        i = beyond[0]
+        raise TraceError(f"{path}:{lines[i]}: {column} is {values[i].strip()}; a length must be at most "
+                         f"{MAX_TOKENS:,} tokens (the longest context served is about 10 million)")
     return tokens
 
 
@@ -334,6 +340,14 @@ def read_lengths(path, zero_lengths: str = "error") -> Trace:
     return _read(path, "lengths", None, names, zero_lengths)
 
 
+def empty(path: Path) -> TraceError:
+    """The error for a file with nothing in it, by what its name says it should hold: JSON lines or a CSV."""
+    if Path(path).suffix.lower() in (".jsonl", ".json", ".ndjson"):
+        return TraceError(f"{path}:1: the file is empty; expected JSON lines, one request a line. Supported: "
+                          f"{JSONL_SUPPORTED}")
+    return TraceError(f"{path}:1: the file is empty; expected a CSV header. Supported: {SUPPORTED}")
+
+
 def read_header(path) -> list[str]:
     """The CSV header's column names."""
     path = Path(path)
@@ -346,7 +360,7 @@ def read_header(path) -> list[str]:
             raise TraceError(f"{path}:1: not a UTF-8 text file; a trace is a CSV file. Supported: {SUPPORTED}"
                              ) from None
     if header is None:
-        raise TraceError(f"{path}:1: the file is empty; expected a CSV header. Supported: {SUPPORTED}")
+        raise empty(path)
     return [h.strip() for h in header]
 
 
