@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from .batchtime.registry import BATCH_TIME_MODELS, make_batch_time_model, resolve_kind
+from .engine.offload_plan import plan_offload
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.hf_config import kv_cache_dtype_bytes
@@ -51,13 +52,14 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
                          f"model {cfg.batch_time!r} ({e}); give numbers (and a path for file=)") from None
     num_blocks = cfg.num_blocks or kv_blocks(cfg, m, g, bt)
     block_bytes = m.kv_bytes_per_token * cfg.block_size
+    caching = cfg.prefix_caching and carries_content(cfg)
     config = ReplicaConfig(
         num_blocks=num_blocks, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
         max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len or m.max_model_len,
         preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow,
         fast_forward=cfg.fast_forward and not in_lockstep(cfg.dp, cfg.expert_parallel, m),
-        check_invariants=cfg.check_invariants, prefix_caching=cfg.prefix_caching and carries_content(cfg))
+        check_invariants=cfg.check_invariants, prefix_caching=caching, kv_offload=offload_plan(cfg, m, g, caching))
     steps = steps if steps is not None else StepLog()
     params = {**(workload_params or {}), **cfg.scheduler_params}
     try:
@@ -67,6 +69,18 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
     for i, policy in enumerate(policies):  # a budget above the replica's cap: lowered, recorded, warned about once
         policy.fit_token_budgets(config.max_num_batched_tokens, cfg.scheduler_params if i == 0 else ())
     return [Replica(i, policy, bt, config, steps) for i, policy in enumerate(policies)]
+
+
+def offload_plan(cfg: RunConfig, spec, device, caching: bool):
+    """The run's KV tiers below the GPU resolved for its model, GPU and TP (None without ``kv_offload``)."""
+    if not cfg.kv_offload:
+        return None
+    if not caching:
+        raise ValueError(f"--kv-offload {cfg.kv_offload}: offload tiers keep cached prefixes, so the requests must "
+                         f"name their prompts (a Mooncake or session trace, --workload shared-prefix, --turns); this "
+                         f"run's do not")
+    return plan_offload(cfg.kv_offload.value, cfg.kv_offload_mode, spec, device, spec.tp, cfg.block_size,
+                        replicas=max(cfg.replicas, cfg.dp))
 
 
 def run_model(cfg: RunConfig):
@@ -261,12 +275,13 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     source = build_source(cfg)
     caching = cfg.prefix_caching and carries_content(cfg)
     log = steps = None
+    tier_names = offload_tier_names(cfg) if caching else ()
     if stream:
         if cfg.keep_gaps:
             raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
-        log, steps = open_streams(out, caching)
+        log, steps = open_streams(out, caching, tier_names)
     elif caching:
-        log = RequestLog(cfg.keep_gaps, cached=True)
+        log = RequestLog(cfg.keep_gaps, cached=True, tiers=tier_names)
     replicas = build_replicas(cfg, workload_params(cfg, source), steps)
     result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
     rep = replicas[0]
@@ -277,12 +292,18 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         "kv_blocks": rep.config.num_blocks,
         "block_size": rep.config.block_size,
         "max_model_len": rep.config.max_model_len,
+        **({"kv_offload": rep.config.kv_offload.describe()} if rep.config.kv_offload is not None else {}),
         "wall_time_s": result.wall_time,
         "simulated_s": result.end_time,
     }
     if cfg.horizon is not None:
         account_horizon(cfg, source, result)
     return result
+
+
+def offload_tier_names(cfg: RunConfig) -> tuple[str, ...]:
+    """The media of the run's KV tiers below the GPU, in order (none without ``kv_offload``)."""
+    return tuple(t.medium for t in cfg.kv_offload.value) if cfg.kv_offload else ()
 
 
 def offered(source) -> int:

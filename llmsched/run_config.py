@@ -15,6 +15,7 @@ from pathlib import Path
 from .config_fields import MAX_REQUESTS, MAX_SECONDS, MIN_RATE, check_combination, check_params, parse_rate_schedule
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
                             MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
+from .engine.offload_spec import MODES as KV_OFFLOAD_MODES, parse_kv_offload
 from .hardware.gpus import gpu_from_file
 from .hardware.hf_config import KV_CACHE_DTYPE_BYTES
 from .run_field import API, Origin, declare, declared, default_of
@@ -137,6 +138,17 @@ class RunConfig:
                                    high=1e6)
     oracle: bool = ORACLE.field()
     prefix_caching: bool = PREFIX_CACHING.field()
+    # KV tiers below the GPU cache (docs/kv-offload.md): host memory, local disk, a remote store
+    kv_offload: str | None = declare(None, "KV offload tiers below the GPU's prefix cache, per replica: cpu:200GiB "
+                                           "(vLLM's --kv-offloading-size), several as cpu:200GiB,disk:2TB, a tier's "
+                                           "settings after its size (cpu:200GiB:link=pcie-gen4:chunk=256), or a "
+                                           ".toml/.yaml file of [[tier]] tables", kind=str, optional=True,
+                                     hint="e.g. cpu:200GiB or cpu:200GiB,disk:2TB or a .toml file of [[tier]] tables",
+                                     parse=parse_kv_offload)
+    kv_offload_mode: str = declare("vllm", "the connector --kv-offload models: vllm (vLLM's native "
+                                           "OffloadingConnector: async loads and stores), lmcache (LMCache's CPU/disk "
+                                           "backends: loads and stores inside the step), lmcache-layerwise",
+                                   choices=KV_OFFLOAD_MODES)
     # run control
     horizon: float | None = declare(None, "stop simulating at this time (s); requests in flight end unfinished",
                                     kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")

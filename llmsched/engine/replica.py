@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from ..batchtime.base import BatchTimeModel
+from ..batchtime.base import Batch, BatchTimeModel
 from ..metrics.steps import StepLog
 from ..request import Request, Status
 from . import plan_check, preemption
@@ -20,6 +20,7 @@ from .config import ReplicaConfig
 from .decode_run import fast_forward_decodes, fast_forward_group
 from .group_steps import GroupSteps
 from .kv_cache import KVCacheManager
+from .kv_tiers import KVTiers
 from .plan import BatchPlan
 from .prefix_cache import PrefixCachingKVManager
 from .policy import Policy
@@ -52,8 +53,19 @@ class Replica(GroupSteps):
         self.batch_time = batch_time
         self.config = config
         self.caching = config.prefix_caching  # vLLM v1's prefix cache (engine/prefix_cache.py)
-        manager = PrefixCachingKVManager if self.caching else KVCacheManager
-        self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks)
+        if config.kv_offload is not None:  # KV tiers below the GPU, a component of the KV manager
+            if not self.caching:
+                raise ValueError("KV offload tiers hold cached prefixes: they need the prefix cache, and requests "
+                                 "whose prompts have identities (a Mooncake or session trace, --workload "
+                                 "shared-prefix, --turns)")
+            tiers = KVTiers(config.kv_offload, config.block_size)
+            tiers.recompute = lambda tokens, context: batch_time.step_time(Batch([tokens], [context], []))
+            self.kv = PrefixCachingKVManager(config.num_blocks, config.block_size, config.swap_blocks, tiers)
+        else:
+            manager = PrefixCachingKVManager if self.caching else KVCacheManager
+            self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks)
+        self.loading: list[Request] = []  # waiting for their KV from a tier below the GPU (vLLM's connector)
+        self.step_fast = (self.folds, self._groups)  # fast paths, off while a load is in flight
         self.waiting: list[Request] = []
         self.running: list[Request] = []
         self.swapped: list[Request] = []
@@ -115,6 +127,8 @@ class Replica(GroupSteps):
         req.status = REJECTED
         req.reject_reason = reason
         if self.caching:
+            if req.num_blocks:  # its KV came from a tier while it waited
+                self.kv.release(req)
             self.kv.discard(req)
         req.finish = self.now
         self.completed.append(req)
@@ -122,7 +136,7 @@ class Replica(GroupSteps):
 
     @property
     def num_outstanding(self) -> int:
-        return len(self.waiting) + len(self.running) + len(self.swapped)
+        return len(self.waiting) + len(self.running) + len(self.swapped) + len(self.loading)
 
     # --- a step -----------------------------------------------------------
     def start_step(self, now: float, until: float | None = None, horizon: float | None = None) -> float | None:
@@ -165,6 +179,8 @@ class Replica(GroupSteps):
         if self.swapped:
             self.settle()
             preemption.swap_in(self)
+        if self.loading:
+            self.land_loads(now)
         plan = self.scheduler.schedule(self.view)
         self.asked_at = self.arrivals
         for req, reason in plan.reject:
@@ -175,6 +191,10 @@ class Replica(GroupSteps):
             plan_check.check_idle(self, plan, now)
             if plan.wait_until is not None:
                 self.wake_at = plan.wait_until
+            if self.loading:  # woken when a transfer lands
+                t = self.kv.tiers.next_event()
+                if t is not None and (self.wake_at is None or t < self.wake_at):
+                    self.wake_at = t
             return None
         duration = self.launch(plan, now)
         if duration is None:  # overflow evicted every request of the plan: ask the policy again
@@ -208,12 +228,16 @@ class Replica(GroupSteps):
             self.step_preempted += preempted + evicted
             return duration
         extra_time = 0.0
+        load_time = 0.0
         cfg = self.config
         if hits is not None:  # before any block is taken: the hits' cached blocks are the plan's
-            for r, hit in hits:
-                kv.admit(r, hit)
-                if r.first_scheduled != r.first_scheduled:  # first admission: the tokens it found cached
-                    r.num_cached = len(hit) * kv.block_size
+            if kv.tiers is not None:
+                load_time = self.admit_tiered(hits, now)
+            else:
+                for r, hit in hits:
+                    kv.admit(r, hit)
+                    if r.first_scheduled != r.first_scheduled:  # first admission: the tokens it found cached
+                        r.num_cached = len(hit) * kv.block_size
         for r in swap_in:
             self.swapped.remove(r)
             extra_time += kv.swap_in(r) * cfg.swap_seconds_per_block
@@ -225,6 +249,12 @@ class Replica(GroupSteps):
             if r.first_scheduled != r.first_scheduled:  # NaN: first admission
                 r.first_scheduled = now
             self.append_running(r)
+        store_time = 0.0
+        if self.caching and kv.tiers is not None:
+            if kv.tiers.sync and plan.prefills:
+                store_time = kv.tiers.sync_stores(plan.prefills)
+            if not plan.prefills and not plan.decodes:  # the plan's work all became loads: ask again
+                return None
         if grow:
             kv.allocate_decodes(grow)
         if plan.prefills:
@@ -232,7 +262,59 @@ class Replica(GroupSteps):
         self.step_preempted = preempted
         self.plan = plan
         self.row = (prefill_tokens, len(batch.prefill_new), len(batch.decode_ctx), batch.context_sum)
-        return self.duration(self.batch_time.step_time(batch) + extra_time + self.swap_time, now)
+        compute = self.batch_time.step_time(batch)
+        if load_time or store_time:
+            compute = kv.tiers.step_time(compute, load_time, store_time, kv.tiers.plan.layers)
+        return self.duration(compute + extra_time + self.swap_time, now)
+
+    # --- KV tiers below the GPU (engine/kv_tiers.py) ------------------------------------------------------------
+    def admit_tiered(self, hits: list, now: float) -> float:
+        """The plan's admissions from their cached blocks, with the tiers: GPU hits referenced first (before any
+        block is taken), then the tiers' blocks taken; vLLM's loads start (their requests wait in ``loading``),
+        LMCache's load in this step. Returns the seconds this step waits for loads."""
+        kv = self.kv
+        tiers = kv.tiers
+        bs = kv.block_size
+        for r, hit, th, _ in hits:
+            kv.admit(r, hit)
+        wait = 0.0
+        for r, hit, th, load in hits:
+            first = r.first_scheduled != r.first_scheduled
+            if th is not None:
+                kv.take_loaded(r, th.blocks)
+            tiers.admitted(r, th, len(hit))
+            if first and r.tier_cached is None:  # first admission (or load): the tokens it found cached
+                r.num_cached = r.num_computed
+                r.tier_cached = tuple(tiers.tier_tokens(th)) if th is not None else (0,) * len(tiers.stores)
+            if th is None:
+                continue
+            if load:
+                self.waiting.remove(r)
+                self.loading.append(r)
+                tiers.start_load(r, th, now)
+                if self.folds or self._groups:  # no fast path while a load is in flight
+                    self.folds = self._groups = False
+            else:
+                wait += tiers.sync_load(r, th)
+        return wait
+
+    def land_loads(self, now: float) -> None:
+        """Requests whose loads landed by ``now`` go back to the front of the queue, holding their blocks (vLLM:
+        WAITING_FOR_REMOTE_KVS -> WAITING, their blocks cached)."""
+        tiers = self.kv.tiers
+        tiers.poll(now)
+        if not tiers.ready:
+            return
+        back = []
+        for r, _ in tiers.ready:
+            self.loading.remove(r)
+            self.kv.loaded(r)
+            back.append(r)
+        tiers.ready = []
+        self.waiting[:0] = back
+        self.version += 1
+        if not self.loading:
+            self.folds, self._groups = self.step_fast
 
     def duration(self, duration: float, now: float) -> float:
         """A launched step's predicted ``duration`` plus the wake-up cost after idle time; the swap charge paid."""
@@ -300,9 +382,12 @@ class Replica(GroupSteps):
         new, prefills, decodes, context = self.row
         self.add_row(self.index, self.step_start, duration, new, prefills, decodes, context,
                      kv.total - kv.free, kv.total, len(self.waiting), len(self.running), self.step_preempted)
-        if self.caching and kv.step_hits:
-            self.steps.add_hits(kv.step_hits)
-            kv.step_hits = 0
+        if self.caching:
+            if kv.step_hits:
+                self.steps.add_hits(kv.step_hits)
+                kv.step_hits = 0
+            if kv.tiers is not None:
+                kv.tiers.step_ended(self.plan.prefills, now)
 
     def check(self) -> None:
         """Full accounting check: the decode group's totals, every running request running, and the KV manager's
@@ -314,7 +399,14 @@ class Replica(GroupSteps):
             assert r.status is RUNNING, f"request {r.id} in running is {r.status.name}"
         for r in self.waiting:
             assert r.status is WAITING, f"request {r.id} in waiting is {r.status.name}"
-        self.kv.check(self.running, self.swapped, self.waiting, g)
+        holding = [r for r in self.waiting if r.num_blocks]  # loaded from a tier, not yet admitted
+        for r in holding:
+            assert r.num_computed and r.content is not None, f"waiting request {r.id} holds KV it did not load"
+        free = [r for r in self.waiting if not r.num_blocks] if holding else self.waiting
+        self.kv.check(self.running + self.loading + holding, self.swapped, free, g)
+        if self.caching and self.kv.tiers is not None:
+            for store in self.kv.tiers.stores:
+                store.check()
 
     def stop(self, reason: str, status: Status = REJECTED) -> list[Request]:
         """End the run here: every request still queued or in flight leaves with ``status``."""
@@ -325,7 +417,11 @@ class Replica(GroupSteps):
             kv.release(r)
         for r in self.swapped:
             kv.drop_swapped(r)
-        left = self.waiting + self.running + self.swapped
+        for r in self.loading + self.waiting:
+            if r.num_blocks:  # a load in flight or landed
+                kv.release(r)
+        left = self.waiting + self.running + self.swapped + self.loading
+        self.loading = []
         for r in left:
             r.status = status
             r.reject_reason = reason

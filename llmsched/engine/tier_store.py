@@ -185,11 +185,23 @@ class TierStore:
                 n += min(s.hi, b) - max(s.lo, a)
         return n
 
+    def first_ready(self, keys: list, starts: list, lo: int, hi: int) -> int:
+        """The first chunk of ``[lo, hi)`` held and ready (``hi``: none)."""
+        for key, a, b in piece_ranges(keys, starts, lo, hi):
+            for s in self.overlapping(key, a, b):
+                if s.ready:
+                    return max(s.lo, a)
+        return hi
+
     # --- changes ----------------------------------------------------------------------------------------------
     def pin(self, keys: list, starts: list, lo: int, hi: int, by: int = 1) -> None:
         """Loads reading chunks ``[lo, hi)`` (held and ready) start (``by=1``) or end (``by=-1``): pinned chunks are
         not evicted."""
-        for key, a, b in piece_ranges(keys, starts, lo, hi):
+        self.pin_ranges(piece_ranges(keys, starts, lo, hi), by)
+
+    def pin_ranges(self, ranges: list, by: int = 1) -> None:
+        """``pin`` of ``(key, a, b)`` ranges."""
+        for key, a, b in ranges:
             for s in self.cover(key, a, b):
                 was = s.evictable
                 s.pins += by
@@ -199,7 +211,11 @@ class TierStore:
 
     def rerank(self, keys: list, starts: list, lo: int, hi: int) -> None:
         """The held chunks of ``[lo, hi)`` take fresh ranks, the tail oldest and the head newest."""
-        for key, a, b in piece_ranges(keys, starts, lo, hi, reverse=True):
+        self.rerank_ranges(piece_ranges(keys, starts, lo, hi))
+
+    def rerank_ranges(self, ranges: list) -> None:
+        """``rerank`` of ``(key, a, b)`` ranges given head first."""
+        for key, a, b in reversed(ranges):
             parts = self.cover(key, a, b)
             for s in reversed(parts):  # the highest first: the oldest of the new ranks
                 self.unlink(s)
@@ -215,8 +231,12 @@ class TierStore:
         ranks in prefix order, evicting the least recent evictable chunks outside the offer to make room. Whole
         or nothing (None: no room, nothing changes), or with ``partial`` the first that fit. Returns the inserted
         ``(key, a, b)`` ranges."""
+        return self.insert_ranges(piece_ranges(keys, starts, lo, hi), partial)
+
+    def insert_ranges(self, offer: list, partial: bool = False) -> list | None:
+        """``insert`` of the ``(key, a, b)`` ranges ``offer``, head first."""
         missing = []
-        for key, a, b in piece_ranges(keys, starts, lo, hi):
+        for key, a, b in offer:
             p = a
             for s in self.overlapping(key, a, b):
                 if s.lo > p:
@@ -229,17 +249,17 @@ class TierStore:
             return []
         free = self.capacity - self.used
         if want > free:
-            self.pin(keys, starts, lo, hi)  # the offer's own chunks are protected
+            self.pin_ranges(offer)  # the offer's own chunks are protected
             room = self.evictable
             take = want - free
             if take > room:
                 if not partial:
-                    self.pin(keys, starts, lo, hi, -1)
+                    self.pin_ranges(offer, -1)
                     return None
                 take = room
                 want = free + room
             self.evict(take)
-            self.pin(keys, starts, lo, hi, -1)
+            self.pin_ranges(offer, -1)
         out = []
         for key, a, b in missing:
             if want <= 0:

@@ -22,9 +22,16 @@ RECORD_ORDER = ("id", "replica", "tier", "status", "prompt_len", "output_len", "
                 "e2e", "max_gap", "ttft_slo", "tbt_slo", "tpot_slo")
 assert sorted(RECORD_ORDER) == sorted(INT_FIELDS + FLOAT_FIELDS)
 CACHED_FIELD = "cached_tokens"  # int, only in runs with a prefix cache (their requests carry content)
+TIER_CACHED_PREFIX = "cached_tokens_"  # + gpu and each KV tier's medium: only in runs with tiers below the GPU
 TBT_MISS_TOLERANCE = 0.01  # a request meets its TBT target if at most 1% of its gaps exceed it
 GAP_FIELDS = ("num_gaps", "tbt_misses", "gap_offset", "max_gap")  # filled in per batch when the gaps are kept
 SETTLE_BATCH = 256  # requests whose gap columns are computed together (its temporaries raise the peak)
+
+
+def tier_columns(tiers) -> tuple[str, ...]:
+    """requests.csv's split of ``cached_tokens`` in a run with KV tiers ``tiers`` (their media): the GPU's part,
+    then each tier's."""
+    return tuple(TIER_CACHED_PREFIX + name for name in ("gpu", *tiers)) if tiers else ()
 
 
 def prefix_cache_stats(cached: int, prompt: int) -> dict:
@@ -36,7 +43,7 @@ def prefix_cache_stats(cached: int, prompt: int) -> dict:
 class RequestLog:
     """Column store of requests that left the run (finished, rejected or unfinished)."""
 
-    def __init__(self, keep_gaps: bool = True, cached: bool = False):
+    def __init__(self, keep_gaps: bool = True, cached: bool = False, tiers: tuple = ()):
         self.keep_gaps = keep_gaps
         self._cols = {name: array("d") for name in FLOAT_FIELDS}
         self._cols.update({name: array("q") for name in INT_FIELDS})
@@ -45,6 +52,13 @@ class RequestLog:
         if cached:
             self._cols[CACHED_FIELD] = array("q")
             self._append_cached = self._cols[CACHED_FIELD].append
+        # with KV tiers below the GPU, the cached tokens split by where they were found (tier_columns)
+        self.tier_names = tuple(tiers)
+        self._append_tier_cached = None
+        if cached and tiers:
+            for name in tier_columns(tiers):
+                self._cols[name] = array("q")
+            self._append_tier_cached = tuple(self._cols[name].append for name in tier_columns(tiers))
         # record() appends a row through these bound methods (the columns are emptied in place, never replaced)
         self._append_now = tuple(self._cols[name].append for name in RECORD_ORDER if name not in GAP_FIELDS)
         self._append_gap = tuple(self._cols[name].append for name in GAP_FIELDS)
@@ -120,6 +134,11 @@ class RequestLog:
         a_tpot_slo(math.nan if slo.tpot is None else float(slo.tpot))
         if self._append_cached is not None:
             self._append_cached(r.num_cached)
+            if self._append_tier_cached is not None:
+                split = r.tier_cached or (0,) * (len(self._append_tier_cached) - 1)
+                self._append_tier_cached[0](r.num_cached - sum(split))
+                for append, n in zip(self._append_tier_cached[1:], split):
+                    append(n)
         if r.status is not Status.FINISHED and r.reject_reason:
             self.reasons[r.id] = r.reject_reason
         if self.keep_gaps:  # the gap columns for a batch of requests at once (_settle: the same values)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..request import Status
-from .requests import CACHED_FIELD, FLOAT_FIELDS, INT_FIELDS
+from .requests import CACHED_FIELD, FLOAT_FIELDS, INT_FIELDS, tier_columns
 from .steps import CACHED_STEP_FIELD, STEP_FIELDS
 
 REQUEST_COLUMNS = INT_FIELDS[:3] + ("tier_name", "status", "status_name") + INT_FIELDS[4:] + FLOAT_FIELDS + (
@@ -87,10 +87,13 @@ def _write_requests(log, path: Path) -> None:
 
 
 def request_columns(log) -> tuple[str, ...]:
-    """requests.csv's columns: a ``tenant`` column after ``tier_name`` only when the run has tenants, and
-    ``cached_tokens`` last only in a run with a prefix cache."""
+    """requests.csv's columns: a ``tenant`` column after ``tier_name`` only when the run has tenants,
+    ``cached_tokens`` last only in a run with a prefix cache, followed by its split by tier only in a run with KV
+    tiers below the GPU."""
     columns = TENANT_COLUMNS if log.tenants else REQUEST_COLUMNS
-    return columns + ((CACHED_FIELD,) if CACHED_FIELD in log.cols else ())
+    if CACHED_FIELD not in log.cols:
+        return columns
+    return columns + (CACHED_FIELD,) + tier_columns(getattr(log, "tier_names", ()))
 
 
 def write_request_rows(f, log) -> None:
