@@ -95,6 +95,7 @@ class KVTiers:
         self.load_time = 0.0  # summed over loads, start to finish
         self.sync_time = 0.0  # lmcache: step time spent loading and storing
         self.slow_loads = 0  # loads that took longer than computing their tokens
+        self.released_loads = 0  # landed loads let go to unblock the queue's head (the replica's guard)
         # seconds to compute ``tokens`` prompt tokens after ``context`` cached ones (the replica's batch-time model),
         # to count slow loads; None: not counted
         self.recompute = None
@@ -240,17 +241,20 @@ class KVTiers:
     def start_load(self, req, hit: TierHit, now: float) -> None:
         """vLLM: a load of ``hit`` starts at ``now`` (``req`` holds its blocks): its chunks pinned, those below
         host memory promoted into it first."""
+        self.poll(now)  # the links' clocks reach now in order of their events
         keys, starts, _ = self.pieces[req]
         for i, lo, hi in hit.load_parts:
             self.stores[i].pin(keys, starts, lo, hi)
         load = Load(req, hit, now)
         self.loads[req] = load
-        lower, _, _ = self.transfer_bytes(hit)
         plan = self.plan
-        for i, n, nbytes in lower:
-            load.pending += 1
-            self.reads[i].start(now, nbytes, (LOAD1, req, i), n * plan.tiers[i].op_latency)
-            self.loaded_bytes[i] += nbytes
+        for k, (i, lo, hi) in enumerate(hit.load_parts):  # each part below host memory: one read of its tier
+            if i:
+                n = hi - lo
+                nbytes = n * plan.tiers[i].chunk_bytes
+                load.pending += 1
+                self.reads[i].start(now, nbytes, (LOAD1, req, k), n * plan.tiers[i].op_latency)
+                self.loaded_bytes[i] += nbytes
         for i, lo, hi in hit.load_parts:
             if i:
                 load.promoted += self.stores[0].insert(keys, starts, lo, hi, partial=True) or []
@@ -295,10 +299,8 @@ class KVTiers:
         load = self.loads[req]
         keys, starts, _ = self.pieces[req]
         if kind == LOAD1:
-            i = tag[2]
-            for j, lo, hi in load.hit.load_parts:
-                if j == i:
-                    self.stores[i].pin(keys, starts, lo, hi, -1)
+            i, lo, hi = load.hit.load_parts[tag[2]]
+            self.stores[i].pin(keys, starts, lo, hi, -1)
             load.pending -= 1
             if not load.pending:
                 if load.promoted:
@@ -450,4 +452,5 @@ class KVTiers:
                           "read_utilisation": read / duration if duration > 0 else 0.0,
                           "write_utilisation": write / duration if duration > 0 else 0.0})
         return {"mode": self.plan.mode, "loads": self.loads_done, "load_time_s": self.load_time,
-                "sync_time_s": self.sync_time, "slow_loads": self.slow_loads, "tiers": tiers}
+                "sync_time_s": self.sync_time, "slow_loads": self.slow_loads, "released_loads": self.released_loads,
+                "tiers": tiers}

@@ -64,6 +64,7 @@ class Replica(GroupSteps):
         else:
             manager = PrefixCachingKVManager if self.caching else KVCacheManager
             self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks)
+        self.tiers = self.kv.tiers if self.caching else None  # the KV manager's tiers below the GPU, or None
         self.loading: list[Request] = []  # waiting for their KV from a tier below the GPU (vLLM's connector)
         self.step_fast = (self.folds, self._groups)  # fast paths, off while a load is in flight
         self.waiting: list[Request] = []
@@ -179,7 +180,7 @@ class Replica(GroupSteps):
         if self.swapped:
             self.settle()
             preemption.swap_in(self)
-        if self.loading:
+        if self.tiers is not None:  # transfers landed by now: stores readable, loaded requests back in the queue
             self.land_loads(now)
         plan = self.scheduler.schedule(self.view)
         self.asked_at = self.arrivals
@@ -188,6 +189,11 @@ class Replica(GroupSteps):
             self.waiting.remove(req)
             self.reject(req, f"{self.scheduler.name}: {reason}")
         if not plan.has_work:
+            if self.tiers is not None:
+                if plan.preempt:
+                    return self.preempt_only(plan, now)
+                if not self.running and not self.loading and self.holds_loaded() and self.release_loaded():
+                    return self._ask_and_launch(now)
             plan_check.check_idle(self, plan, now)
             if plan.wait_until is not None:
                 self.wake_at = plan.wait_until
@@ -297,6 +303,34 @@ class Replica(GroupSteps):
             else:
                 wait += tiers.sync_load(r, th)
         return wait
+
+    def holds_loaded(self) -> bool:
+        """Requests outside ``running`` hold blocks: loads in flight, or landed and waiting."""
+        return bool(self.loading) or any(r.num_blocks for r in self.waiting)
+
+    def release_loaded(self) -> bool:
+        """Nothing runs or loads, and the policy admits nothing: the KV that waiting requests loaded holds the blocks
+        the queue's head needs (vLLM would wait for ever). Every loaded request but the head lets its blocks go (they
+        stay in the GPU prefix cache, so its admission finds them there); True if any did."""
+        loaded = [r for r in self.waiting[1:] if r.num_blocks]
+        for r in loaded:
+            self.kv.release(r)
+            r.num_computed = 0
+        self.kv.tiers.released_loads += len(loaded)
+        return bool(loaded)
+
+    def preempt_only(self, plan: BatchPlan, now: float) -> float | None:
+        """A plan that only preempts: the policy found no room even for its first running request (loads hold
+        blocks outside ``running``, or a tier hit it counted on was not taken), and vLLM's scheduler preempts that
+        request itself then. With KV tiers the preemptions happen and the policy is asked again."""
+        self.settle()
+        stamp = self.num_steps
+        for r in plan.preempt:
+            plan_check.check_preempt(self, r, stamp)
+            preemption.preempt(self, r)
+            r.mark = -1
+        self.running[:] = [r for r in self.running if r.status is RUNNING]
+        return self._ask_and_launch(now)
 
     def land_loads(self, now: float) -> None:
         """Requests whose loads landed by ``now`` go back to the front of the queue, holding their blocks (vLLM:

@@ -50,6 +50,7 @@ def fit_tier_hits(rep, hits: list, need: int, plan, prefill_new: list, prefill_c
                     gone_prefills.add(i)
                     gone_slots.add(slot)
                     admit.remove(r)
+                    r.mark = -1  # not in this step: a plan after its load, with no step between, may list it
                     admitted.append((r, used, th, True))
                     continue
                 m = m2

@@ -130,12 +130,19 @@ class ReplicaView:
     def admission_blocks(self, req: Request, n: int) -> int:
         """Free blocks admitting waiting ``req`` with a chunk of ``n`` tokens to compute takes: the chunk's new
         blocks after its cached prefix, plus the cached blocks nobody references (they leave the free pool; a
-        block shared with a running request costs nothing). Without a cache, ``blocks_for(n)``."""
+        block shared with a running request costs nothing), plus, with KV tiers below the GPU, the blocks a tier's
+        hit fills. Without a cache, ``blocks_for(n)``."""
         r = self._r
         kv = r.kv
         if not r.caching or req.num_computed or req.content is None:
             return kv.blocks_for(n)
-        return kv.blocks_for(n) + kv.unreferenced(kv.lookup(req))
+        hit = kv.lookup(req)
+        extra = kv.unreferenced(hit)
+        if kv.tiers is not None:
+            tier_hit = kv.tiers.lookup(req, len(hit))
+            if tier_hit is not None:
+                extra += tier_hit.blocks
+        return kv.blocks_for(n) + extra
 
     def preempt_frees(self, req: Request) -> int:
         """Blocks preempting running ``req`` returns to the free pool: its blocks, less those another running
