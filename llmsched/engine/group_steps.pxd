@@ -21,6 +21,7 @@ cdef class GroupSteps:
     cdef public object index
     cdef public object kv
     cdef public object last_end
+    cdef public object loading
     cdef public object now
     cdef public object num_steps
     cdef public object plan

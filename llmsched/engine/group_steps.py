@@ -35,6 +35,7 @@ class GroupSteps:
         self._form_wait = 0  # steps to wait before forming it again (settled soon after forming: back off)
         self._backoff = 1
         self._repeat_plan = BatchPlan(decode_group=True)  # the plan of a repeated step (read, never changed)
+        self.loading: list = []  # requests waiting for their KV from a tier below the GPU: no step repeats unasked
 
     # --- a step that repeats ----------------------------------------------------------------------------------
     def end_and_repeat(self, now: float) -> bool:
@@ -49,8 +50,8 @@ class GroupSteps:
         nxt = g.clock + 1
         kv = self.kv
         need = g.hist[-nxt % g.block_size]
-        if (nxt in g.finish_at or g.partials or self.waiting or self.swapped or self.asked_at != self.arrivals
-                or need > kv.free):
+        if (nxt in g.finish_at or g.partials or self.waiting or self.swapped or self.loading
+                or self.asked_at != self.arrivals or need > kv.free):
             return False
         assert self.busy and len(self.running) == g.size
         self.version += 1
@@ -89,7 +90,8 @@ class GroupSteps:
         was asked, nothing waits and every decode finds its block."""
         g = self.group
         return (g is not None and g.size > 0 and not g.partials and not self.waiting and not self.swapped
-                and self.asked_at == self.arrivals and now == self.last_end and g.blocks_needed <= self.kv.free)
+                and not self.loading and self.asked_at == self.arrivals and now == self.last_end
+                and g.blocks_needed <= self.kv.free)
 
     def relaunch_group(self, now: float) -> float:
         """``launch_group`` of the plan that decodes the group alone, which the step that just ended ran: its

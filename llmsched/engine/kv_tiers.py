@@ -79,11 +79,15 @@ class KVTiers:
         self.writes = [SharedLink(t.link.write_bw, t.link.latency, t.concurrency) for t in plan.tiers]
         self.links = self.reads + self.writes
         self.pieces: dict = {}  # request -> [piece keys, first chunks, chunks covered] at the chunk size
+        self.pieces_of = None  # the KV manager's pieces of a request, where a chunk is one block (shared)
         self.stored: dict = {}  # request -> its next prompt chunk to store
         self.seen: dict = {}  # request -> the first chunk it looked up or offered (re-ranked at its finish)
         self.loads: dict = {}  # request -> Load in flight
         self.ready: list = []  # (request, time) whose loads finished, not yet handed back
         self.due: list = []  # lmcache: disk writes of this step's stores, started at its end
+        self.version = 0  # moves whenever what a lookup sees may change
+        self.looked: dict = {}  # request -> (version, GPU hit, its TierHit): a lookup asked again unchanged
+        self.next_done = None  # the links' next finish (None: none in flight; 0.0: not known)
         n = len(plan.tiers)
         self.hit_tokens = [0] * n  # tokens loaded from each tier, every admission
         self.loaded_bytes = [0.0] * n  # over each tier's link (a host tier: every rank's share)
@@ -102,6 +106,10 @@ class KVTiers:
 
     # --- chunks of a request ----------------------------------------------------------------------------------
     def chunk_pieces(self, req, chunks: int) -> list:
+        """``[keys, starts, n >= chunks]``: the pieces ``req``'s first chunks lie in (the KV manager's own list when a
+        chunk is one block: ``pieces_of``)."""
+        if self.pieces_of is not None:
+            return self.pieces_of(req, chunks)
         known = self.pieces.get(req)
         if known is None:
             known = self.pieces[req] = [[], [], 0]
@@ -114,6 +122,14 @@ class KVTiers:
     def lookup(self, req, gpu_blocks: int) -> TierHit | None:
         """``req``'s hit beyond its GPU hit of ``gpu_blocks`` (whole chunks, at most its tokens less one), or
         None."""
+        memo = self.looked.get(req)
+        if memo is not None and memo[0] == self.version and memo[1] == gpu_blocks:
+            return memo[2]
+        hit = self.find(req, gpu_blocks)
+        self.looked[req] = (self.version, gpu_blocks, hit)
+        return hit
+
+    def find(self, req, gpu_blocks: int) -> TierHit | None:
         bs, cb = self.block_size, self.cb
         most = (req.num_tokens - 1) // bs // cb
         gpu_chunk = gpu_blocks // cb
@@ -156,7 +172,7 @@ class KVTiers:
         if self.sync:  # LMCache stores past its own hit; it touched the hit at lookup (head newest)
             start = hit.end_chunk if hit is not None else self.own_hit(req)
             if hit is not None:
-                keys, starts, _ = self.pieces[req]
+                keys, starts, _ = self.chunk_pieces(req, 0)
                 for store in self.stores:
                     store.rerank(keys, starts, 0, hit.end_chunk)
         else:  # vLLM stores from the start, or past a load; it re-ranks what it looked up at the finish
@@ -199,6 +215,7 @@ class KVTiers:
     def sync_load(self, req, hit: TierHit) -> float:
         """LMCache: the seconds the step waits for ``hit`` (chunks below host memory read one after another, then
         the host->GPU copy); what is read from a lower tier lands in host memory where room allows."""
+        self.version += 1
         lower, rank, chunks = self.transfer_bytes(hit)
         plan = self.plan
         t = 0.0
@@ -208,7 +225,7 @@ class KVTiers:
             t += d
             self.sync_busy[i][0] += d
             self.loaded_bytes[i] += nbytes
-        keys, starts, _ = self.pieces[req]
+        keys, starts, _ = self.chunk_pieces(req, 0)
         for i, lo, hi in hit.load_parts:
             if i:
                 done = self.stores[0].insert(keys, starts, lo, hi, partial=True)
@@ -242,7 +259,8 @@ class KVTiers:
         """vLLM: a load of ``hit`` starts at ``now`` (``req`` holds its blocks): its chunks pinned, those below
         host memory promoted into it first."""
         self.poll(now)  # the links' clocks reach now in order of their events
-        keys, starts, _ = self.pieces[req]
+        self.version += 1
+        keys, starts, _ = self.chunk_pieces(req, 0)
         for i, lo, hi in hit.load_parts:
             self.stores[i].pin(keys, starts, lo, hi)
         load = Load(req, hit, now)
@@ -253,7 +271,7 @@ class KVTiers:
                 n = hi - lo
                 nbytes = n * plan.tiers[i].chunk_bytes
                 load.pending += 1
-                self.reads[i].start(now, nbytes, (LOAD1, req, k), n * plan.tiers[i].op_latency)
+                self.send(self.reads[i], now, nbytes, (LOAD1, req, k), n * plan.tiers[i].op_latency)
                 self.loaded_bytes[i] += nbytes
         for i, lo, hi in hit.load_parts:
             if i:
@@ -263,27 +281,37 @@ class KVTiers:
 
     def host_load(self, load: Load, now: float) -> None:
         _, rank, chunks = self.transfer_bytes(load.hit)
-        self.reads[0].start(now, rank, (LOAD2, load.req, 0), chunks * self.plan.tiers[0].op_latency)
+        self.send(self.reads[0], now, rank, (LOAD2, load.req, 0), chunks * self.plan.tiers[0].op_latency)
         self.loaded_bytes[0] += rank * self.copies
+
+    def send(self, link: SharedLink, now: float, nbytes: float, tag, extra: float) -> None:
+        link.start(now, nbytes, tag, extra)
+        nxt = self.next_done
+        if link.fifo is not None and nxt != 0.0:  # one at a time: the others' finishes stay where they were
+            first = link.fifo[0][0]
+            self.next_done = first if nxt is None or first < nxt else nxt
+        else:
+            self.next_done = 0.0
 
     # --- transfers finishing ----------------------------------------------------------------------------------
     def poll(self, now: float) -> None:
         """Every transfer finished by ``now``, in order of finishing: stores land, promotions go on to the host
         link, finished loads join ``ready``."""
+        nxt = self.next_done
+        if nxt is None or (nxt and nxt > now):
+            return
         links = self.links
         while True:
-            t = None
-            for link in links:
-                if link.waiting or link.starting or link.flowing:
-                    c = link.next_completion()
-                    if c is not None and (t is None or c < t):
-                        t = c
+            t = self.next_event()
+            self.next_done = t
             if t is None or t > now:
                 return
             done = []
             for link in links:
-                if link.waiting or link.starting or link.flowing:
+                if len(link):
                     done += link.advance(t)
+            self.version += 1
+            self.next_done = 0.0
             for tag, _ in done:
                 self.finished(tag, t)
 
@@ -297,7 +325,7 @@ class KVTiers:
             return
         req = tag[1]
         load = self.loads[req]
-        keys, starts, _ = self.pieces[req]
+        keys, starts, _ = self.chunk_pieces(req, 0)
         if kind == LOAD1:
             i, lo, hi = load.hit.load_parts[tag[2]]
             self.stores[i].pin(keys, starts, lo, hi, -1)
@@ -322,6 +350,7 @@ class KVTiers:
     def cascade(self, ranges: list, chunks: int, t: float) -> None:
         """Chunks that landed in host memory go on to every lower tier (vLLM's tiering: all of them; LMCache: the
         disk backend's put)."""
+        self.version += 1
         for i in range(1, len(self.stores)):
             done = self.stores[i].insert_ranges(ranges, partial=self.sync)
             if done is None:
@@ -331,7 +360,7 @@ class KVTiers:
             if n:
                 tier = self.plan.tiers[i]
                 nbytes = n * tier.chunk_bytes
-                self.writes[i].start(t, nbytes, (STORE, i, done, nbytes, n), n * tier.op_latency)
+                self.send(self.writes[i], t, nbytes, (STORE, i, done, nbytes, n), n * tier.op_latency)
                 self.stored_bytes[i] += nbytes
                 self.stored_chunks[i] += n
 
@@ -339,7 +368,7 @@ class KVTiers:
         """When the next transfer finishes (None: none in flight)."""
         t = None
         for link in self.links:
-            if link.waiting or link.starting or link.flowing:
+            if len(link):
                 c = link.next_completion()
                 if c is not None and (t is None or c < t):
                     t = c
@@ -369,6 +398,7 @@ class KVTiers:
             self.due = []
             return
         host = self.plan.tiers[0]
+        self.version += 1
         for r, _ in prefills:
             offered = self.offer(r, r.num_computed)
             if offered is None:
@@ -380,7 +410,7 @@ class KVTiers:
             n = sum(b - a for _, a, b in done)
             if n:
                 nbytes = n * host.rank_chunk_bytes
-                self.writes[0].start(now, nbytes, (STORE, 0, done, nbytes, n), n * host.op_latency)
+                self.send(self.writes[0], now, nbytes, (STORE, 0, done, nbytes, n), n * host.op_latency)
                 self.stored_bytes[0] += nbytes * self.copies
                 self.stored_chunks[0] += n
 
@@ -388,6 +418,7 @@ class KVTiers:
         """LMCache: the seconds this step's stores add (every full prompt chunk past the stored ones, copied to
         host memory before the step ends; kept as room allows, the disk writes at the step's end)."""
         host = self.plan.tiers[0]
+        self.version += 1
         t = 0.0
         for r, n in prefills:
             offered = self.offer(r, r.num_computed + n)
@@ -421,17 +452,20 @@ class KVTiers:
     def released(self, req, finished: bool) -> None:
         """``req`` let go of its blocks: when it finished, vLLM re-ranks what it looked up and stored, and its
         records go."""
+        self.looked.pop(req, None)
         if not finished:
             return
         seen = self.seen.pop(req, None)
         end = self.stored.pop(req, None)
-        known = self.pieces.pop(req, None)
-        if seen is not None and end is not None and end > seen and known is not None:
+        if seen is not None and end is not None and end > seen:
+            keys, starts, _ = self.chunk_pieces(req, end)
             for store in self.stores:
-                store.rerank(known[0], known[1], seen, end)
+                store.rerank(keys, starts, seen, end)
+        self.pieces.pop(req, None)
 
     def forget(self, req) -> None:
         """``req`` left without releasing (rejected while waiting)."""
+        self.looked.pop(req, None)
         self.seen.pop(req, None)
         self.stored.pop(req, None)
         self.pieces.pop(req, None)

@@ -84,7 +84,7 @@ class SharedLink:
     ones wait in arrival order. Time only moves forward (``advance``)."""
 
     __slots__ = ("bandwidth", "latency", "concurrency", "now", "waiting", "starting", "flowing", "busy_time",
-                 "bytes_done", "done_count", "cached_next")
+                 "bytes_done", "done_count", "cached_next", "fifo")
 
     def __init__(self, bandwidth: float, latency: float, concurrency: int = 0):
         if not bandwidth > 0:
@@ -104,8 +104,12 @@ class SharedLink:
         self.bytes_done = 0.0
         self.done_count = 0
         self.cached_next = None  # next_completion's answer while nothing changed (False: not known)
+        # one transfer at a time: each finishes at a time known when it is submitted ([finish, tag, bytes] in order)
+        self.fifo: deque | None = deque() if concurrency == 1 else None
 
     def __len__(self) -> int:
+        if self.fifo is not None:
+            return len(self.fifo)
         return len(self.waiting) + len(self.starting) + len(self.flowing)
 
     @property
@@ -117,6 +121,12 @@ class SharedLink:
         advanced to it first, so call ``advance`` and collect what finished before)."""
         if nbytes < 0 or extra_latency < 0:
             raise ValueError(f"a transfer needs bytes >= 0 and latency >= 0, got {nbytes!r} and {extra_latency!r}")
+        if self.fifo is not None:  # after the one before it: latency, then its bytes alone
+            done = self.advance(now)
+            assert not done, "advance the link to now (and collect its finished transfers) before starting one"
+            begin = self.fifo[-1][0] if self.fifo and self.fifo[-1][0] > now else now
+            self.fifo.append([begin + self.latency + extra_latency + nbytes / self.bandwidth, tag, nbytes])
+            return
         done = self.advance(now)
         assert not done, "advance the link to now (and collect its finished transfers) before starting one"
         self.cached_next = False
@@ -130,6 +140,11 @@ class SharedLink:
         return self.next_step()[0]
 
     def next_step(self) -> tuple:
+        if self.fifo is not None:
+            return (self.fifo[0][0], True) if self.fifo else (None, False)
+        return self.next_step_shared()
+
+    def next_step_shared(self) -> tuple:
         """``(time, bytes finish)``: the next event and whether it is a transfer finishing its bytes (else one
         ending its latency); ``(None, False)`` when idle."""
         t = min((s[0] for s in self.starting), default=None)
@@ -144,11 +159,14 @@ class SharedLink:
         """When the next transfer finishes (None: none in flight), as the link stands now."""
         if not len(self):
             return None
+        if self.fifo is not None:
+            return self.fifo[0][0]
         if self.cached_next:
             return self.cached_next
         probe = SharedLink(self.bandwidth, self.latency, self.concurrency)
-        probe.now = self.now
-        probe.waiting = deque(list(w) for w in self.waiting)
+        probe.now = self.now  # the first to finish is in service: those waiting start only after it
+        if not self.starting and not self.flowing:
+            probe.waiting = deque(list(w) for w in self.waiting)
         probe.starting = [list(s) for s in self.starting]
         probe.flowing = [list(f) for f in self.flowing]
         while True:
@@ -163,6 +181,8 @@ class SharedLink:
         the order they finished (ties: in order of starting)."""
         if t < self.now:
             raise ValueError(f"a link's clock runs forward: asked for {t} at {self.now}")
+        if self.fifo is not None:
+            return self.advance_fifo(t)
         if t > self.now:  # the probe's arithmetic no longer follows this state's exactly
             self.cached_next = False
         finished = []
@@ -192,6 +212,18 @@ class SharedLink:
             while self.waiting and (not self.concurrency or self.in_service < self.concurrency):
                 tag, nbytes, extra = self.waiting.popleft()
                 self.starting.append([te + self.latency + extra, tag, nbytes])
+
+    def advance_fifo(self, t: float) -> list:
+        fifo = self.fifo
+        finished = []
+        while fifo and fifo[0][0] <= t:
+            end, tag, nbytes = fifo.popleft()
+            finished.append((tag, end))
+            self.busy_time += nbytes / self.bandwidth
+            self.bytes_done += nbytes
+            self.done_count += 1
+        self.now = t
+        return finished
 
     def progress(self, t: float, finish_least: bool = False) -> None:
         """Bytes move from the clock to ``t`` with no event between; with ``finish_least`` the transfers with the

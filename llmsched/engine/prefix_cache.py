@@ -52,6 +52,8 @@ class PrefixCachingKVManager(KVCacheManager):
         super().__init__(total_blocks, block_size, swap_blocks)
         # the KV tiers below the GPU (engine/kv_tiers.py: a KVTiers, this manager's component), or None
         self.tiers = tiers
+        if tiers is not None and tiers.ct == block_size:  # chunks of one block: the tiers name them by its pieces
+            tiers.pieces_of = self.request_pieces
         self.cached: dict = {}  # piece key -> the registrations holding cached blocks in that piece
         self.dups: dict = {}  # (piece key, block) -> registrations holding that block at once, first registered first
         self.lru = Lru()  # the cached blocks nobody references, evicted first
@@ -403,9 +405,9 @@ class PrefixCachingKVManager(KVCacheManager):
                     freed += r.hi - r.lo
             reg.merge(i, j)
         self.free += freed
-        self.pieces.pop(req, None)
         if self.tiers is not None:
             self.tiers.released(req, req.status is Status.FINISHED)
+        self.pieces.pop(req, None)
 
     # --- loads from the tiers below the GPU (engine/kv_tiers.py) -------------------------------------------------
     def take_loaded(self, req: Request, blocks: int) -> None:

@@ -65,8 +65,6 @@ class Replica(GroupSteps):
             manager = PrefixCachingKVManager if self.caching else KVCacheManager
             self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks)
         self.tiers = self.kv.tiers if self.caching else None  # the KV manager's tiers below the GPU, or None
-        self.loading: list[Request] = []  # waiting for their KV from a tier below the GPU (vLLM's connector)
-        self.step_fast = (self.folds, self._groups)  # fast paths, off while a load is in flight
         self.waiting: list[Request] = []
         self.running: list[Request] = []
         self.swapped: list[Request] = []
@@ -165,7 +163,7 @@ class Replica(GroupSteps):
         self.step_end = now + duration
         launched = self.plan
         if (until is not None and self.folds and self.step_end < until and not launched.prefills
-                and not self.step_preempted and not self.waiting and not self.swapped):
+                and not self.step_preempted and not self.waiting and not self.swapped and not self.loading):
             # end_step checks the state it leaves
             through = self.quiet_finishes and self.folds_finishes
             if launched.decode_group:
@@ -298,8 +296,6 @@ class Replica(GroupSteps):
                 self.waiting.remove(r)
                 self.loading.append(r)
                 tiers.start_load(r, th, now)
-                if self.folds or self._groups:  # no fast path while a load is in flight
-                    self.folds = self._groups = False
             else:
                 wait += tiers.sync_load(r, th)
         return wait
@@ -347,8 +343,6 @@ class Replica(GroupSteps):
         tiers.ready = []
         self.waiting[:0] = back
         self.version += 1
-        if not self.loading:
-            self.folds, self._groups = self.step_fast
 
     def duration(self, duration: float, now: float) -> float:
         """A launched step's predicted ``duration`` plus the wake-up cost after idle time; the swap charge paid."""

@@ -236,47 +236,97 @@ class TierStore:
     def insert_ranges(self, offer: list, partial: bool = False) -> list | None:
         """``insert`` of the ``(key, a, b)`` ranges ``offer``, head first."""
         missing = []
+        want = 0
+        held = False  # some chunk of the offer is held already (protected from this store's evictions)
+        table = self.table
         for key, a, b in offer:
+            listed = table.get(key)
+            if listed is None:
+                missing.append((key, a, b))
+                want += b - a
+                continue
             p = a
-            for s in self.overlapping(key, a, b):
-                if s.lo > p:
-                    missing.append((key, p, s.lo))
-                p = s.hi
+            for s in listed:
+                if s.lo < b and s.hi > a:
+                    held = True
+                    if s.lo > p:
+                        missing.append((key, p, s.lo))
+                        want += s.lo - p
+                    p = s.hi
             if p < b:
                 missing.append((key, p, b))
-        want = sum(b - a for _, a, b in missing)
+                want += b - p
         if not want:
             return []
         free = self.capacity - self.used
         if want > free:
-            self.pin_ranges(offer)  # the offer's own chunks are protected
-            room = self.evictable
             take = want - free
+            held = held and self.would_evict(offer, take)
+            if held:
+                self.pin_ranges(offer)  # the offer's own chunks are protected
+            room = self.evictable
             if take > room:
                 if not partial:
-                    self.pin_ranges(offer, -1)
+                    if held:
+                        self.pin_ranges(offer, -1)
                     return None
                 take = room
                 want = free + room
             self.evict(take)
-            self.pin_ranges(offer, -1)
+            if held:
+                self.pin_ranges(offer, -1)
         out = []
+        head = self.head
+        stored = 0
         for key, a, b in missing:
-            if want <= 0:
+            if stored >= want:
                 break
-            b = min(b, a + want)
+            if b - a > want - stored:
+                b = a + want - stored
             seg = Seg(key, a, b, True, 0, False)
-            self.place(seg)
-            self.append(seg)
+            listed = table.get(key)
+            if listed is None:
+                table[key] = [seg]
+            else:
+                self.place(seg)
+            seg.prev = head.prev  # newest: the tail of the rank list
+            seg.next = head
+            head.prev.next = seg
+            head.prev = seg
             out.append((key, a, b))
-            want -= b - a
-            self.used += b - a
-            self.inserted += b - a
+            stored += b - a
+        self.used += stored
+        self.inserted += stored
         return out
+
+    def would_evict(self, offer: list, take: int) -> bool:
+        """Whether evicting ``take`` chunks without protection would reach a segment holding a chunk of ``offer``
+        (else no protection is needed: eviction stops before any)."""
+        spans: dict = {}
+        for key, a, b in offer:
+            spans.setdefault(key, []).append((a, b))
+        s = self.head.next
+        while take > 0 and s is not self.head:
+            if s.evictable:
+                for a, b in spans.get(s.key, ()):
+                    if s.lo < b and s.hi > a:
+                        return True
+                take -= s.hi - s.lo
+            s = s.next
+        return False
 
     def complete(self, ranges: list) -> None:
         """The stores of ``ranges`` (from ``insert``) finished: their chunks are ready."""
         for key, a, b in ranges:
+            listed = self.table.get(key)
+            if listed is not None and len(listed) == 1:  # commonly the segment the store made, whole
+                s = listed[0]
+                if s.lo == a and s.hi == b:
+                    if not s.ready:
+                        s.ready = True
+                        if not s.pins:
+                            self.evictable += b - a
+                    continue
             for s in self.cover(key, a, b):
                 if not s.ready:
                     s.ready = True
