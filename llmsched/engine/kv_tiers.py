@@ -83,6 +83,7 @@ class KVTiers:
         self.stored: dict = {}  # request -> its next prompt chunk to store
         self.seen: dict = {}  # request -> the first chunk it looked up or offered (re-ranked at its finish)
         self.loads: dict = {}  # request -> Load in flight
+        self.finishing: dict = {}  # request -> its pieces: finished, its last stores and re-ranking due at step end
         self.ready: list = []  # (request, time) whose loads finished, not yet handed back
         self.due: list = []  # lmcache: disk writes of this step's stores, started at its end
         self.version = 0  # moves whenever what a lookup sees may change
@@ -108,6 +109,12 @@ class KVTiers:
     def chunk_pieces(self, req, chunks: int) -> list:
         """``[keys, starts, n >= chunks]``: the pieces ``req``'s first chunks lie in (the KV manager's own list when a
         chunk is one block: ``pieces_of``)."""
+        known = self.finishing.get(req)
+        if known is not None:  # its KV manager let it go: its own list, extended here
+            if known[2] < chunks:
+                req.content.block_groups(self.ct, known[2], chunks, known[0], known[1])
+                known[2] = chunks
+            return known
         if self.pieces_of is not None:
             return self.pieces_of(req, chunks)
         known = self.pieces.get(req)
@@ -396,6 +403,8 @@ class KVTiers:
             for ranges, chunks in self.due:
                 self.cascade(ranges, chunks, now)
             self.due = []
+            if self.finishing:
+                self.finish()
             return
         host = self.plan.tiers[0]
         self.version += 1
@@ -413,6 +422,8 @@ class KVTiers:
                 self.send(self.writes[0], now, nbytes, (STORE, 0, done, nbytes, n), n * host.op_latency)
                 self.stored_bytes[0] += nbytes * self.copies
                 self.stored_chunks[0] += n
+        if self.finishing:
+            self.finish()
 
     def sync_stores(self, prefills) -> float:
         """LMCache: the seconds this step's stores add (every full prompt chunk past the stored ones, copied to
@@ -450,22 +461,30 @@ class KVTiers:
 
     # --- a request leaving --------------------------------------------------------------------------------------
     def released(self, req, finished: bool) -> None:
-        """``req`` let go of its blocks: when it finished, vLLM re-ranks what it looked up and stored, and its
-        records go."""
+        """``req`` let go of its blocks; when it finished, its last step's stores and vLLM's re-ranking of what it
+        looked up and stored come at the step's end (``step_ended``: vLLM builds them from the finished requests at
+        its next step), with its pieces kept until then."""
         self.looked.pop(req, None)
-        if not finished:
-            return
-        seen = self.seen.pop(req, None)
-        end = self.stored.pop(req, None)
-        if seen is not None and end is not None and end > seen:
-            keys, starts, _ = self.chunk_pieces(req, end)
-            for store in self.stores:
-                store.rerank(keys, starts, seen, end)
-        self.pieces.pop(req, None)
+        if finished:
+            self.finishing[req] = self.chunk_pieces(req, 0)
+
+    def finish(self) -> None:
+        """The requests that finished: vLLM re-ranks the chunks each looked up or stored, tail oldest; their
+        records go."""
+        for req, (keys, starts, _) in self.finishing.items():
+            seen = self.seen.pop(req, None)
+            end = self.stored.pop(req, None)
+            if seen is not None and end is not None and end > seen:
+                self.chunk_pieces(req, end)
+                for store in self.stores:
+                    store.rerank(keys, starts, seen, end)
+            self.pieces.pop(req, None)
+        self.finishing = {}
 
     def forget(self, req) -> None:
         """``req`` left without releasing (rejected while waiting)."""
         self.looked.pop(req, None)
+        self.finishing.pop(req, None)
         self.seen.pop(req, None)
         self.stored.pop(req, None)
         self.pieces.pop(req, None)
