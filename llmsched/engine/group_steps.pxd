@@ -35,6 +35,7 @@ cdef class GroupSteps:
     cdef public object step_start
     cdef public object swap_time
     cdef public object swapped
+    cdef public object tiers
     cdef public object version
     cdef public object waiting
     cdef public object wake_at

@@ -36,6 +36,7 @@ class GroupSteps:
         self._backoff = 1
         self._repeat_plan = BatchPlan(decode_group=True)  # the plan of a repeated step (read, never changed)
         self.loading: list = []  # requests waiting for their KV from a tier below the GPU: no step repeats unasked
+        self.tiers = None  # the KV manager's tiers below the GPU (engine/kv_tiers.py), set by the replica
 
     # --- a step that repeats ----------------------------------------------------------------------------------
     def end_and_repeat(self, now: float) -> bool:
@@ -127,8 +128,9 @@ class GroupSteps:
         prefill_new = []
         prefill_ctx = []
         prefill_tokens = context = 0
-        ok = True
-        for r, n in plan.prefills:
+        # LMCache's stores of prompt chunks wait inside the step: the listed launch prices them
+        ok = not (plan.prefills and self.tiers is not None and self.tiers.sync)
+        for r, n in plan.prefills if ok else ():
             st = r.status
             if r.replica != index or r.lag >= 0 or r.mark == stamp or (st is not RUNNING and st is not WAITING):
                 ok = False
