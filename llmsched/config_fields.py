@@ -112,7 +112,7 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
                          f"many requests it sends in all")
     if given(data, "tenants") and isinstance(data["tenants"], str):
         check_tenant_combination(data, origin_of)
-    if given(data, "kv_offload_mode") and not given(data, "kv_offload"):
+    if data.get("kv_offload_mode") not in (None, "", "vllm") and not given(data, "kv_offload"):  # not the default
         raise ValueError(f"{origin_of('kv_offload_mode').name('kv_offload_mode')} chooses the connector of KV "
                          f"offload tiers: give them with --kv-offload (e.g. cpu:200GiB), or drop it")
     if given(data, "kv_offload") and data.get("prefix_caching") is False:

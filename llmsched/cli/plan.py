@@ -15,10 +15,10 @@ from ..capacity.slo import RATIOS, canonical_metric, valid_metrics
 from ..experiment import build_source
 from ..hardware.models import model as model_preset
 from ..hardware.prices import PRICES_PATH, load_prices
-from ..plan.candidates import build_candidates, parse_tps, parse_variations, split_names
+from ..plan.candidates import build_candidates, parse_offloads, parse_tps, parse_variations, split_names
 from ..plan.prune import LengthCache, probes_saved, screen
-from ..plan.report import candidate_rows, cheapest, deployment_rows, deployments, pareto, simulate_command, table, \
-    write_html
+from ..plan.report import candidate_rows, cheapest, deployment_rows, deployments, offload_verdicts, pareto, \
+    simulate_command, table, write_html
 from ..plan.replica_search import search_replicas
 from .capacity import add_probe_options, check_slos_apply, parse_slo_args
 from .run_options import add_run_options, run_configs
@@ -48,6 +48,10 @@ def add(sub) -> None:
     p.add_argument("--vary", action="append", default=[], metavar="SCHEDULER.KEY=V1,V2",
                    help="also try these values of a scheduler parameter (repeatable; combinations multiply)")
     p.add_argument("--routers", default="round-robin", help="comma-separated routers (default round-robin)")
+    p.add_argument("--kv-offloads", default=None, metavar="none,cpu:256GiB,...",
+                   help="also try these KV tiers below the GPU (docs/kv-offload.md): 'none' for without, '+' "
+                        "between one candidate's tiers (cpu:256GiB+disk:2TB); host memory is priced per GiB-hour "
+                        "(prices.json host_memory)")
     p.add_argument("--max-replicas", type=int, default=16, help="most replicas per deployment (default 16)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per probe; a probe meets only if every seed does")
     p.add_argument("--prices", default=None, metavar="FILE", help=f"a JSON file of USD per GPU-hour on top of "
@@ -129,7 +133,7 @@ def plan(args) -> int:
     gpus = split_names(args.gpus, "--gpus")
     routers = split_names(args.routers, "--routers")
     candidates = build_candidates(gpus, parse_tps(args.tps), schedulers, routers,
-                                  parse_variations(args.vary, schedulers))
+                                  parse_variations(args.vary, schedulers), parse_offloads(args.kv_offloads))
     prices = read_prices(args.prices)
     for g in {c.gpu for c in candidates}:
         prices.price(g)                       # a GPU with no price: error before any simulation
@@ -154,7 +158,9 @@ def plan(args) -> int:
     with make_executor(args.executor, jobs=args.jobs, ray_address=args.ray_address) as executor:
         searched = search_replicas(screened, bases, slos, seeds, args.max_replicas, executor, cache,
                                    progress=not args.no_progress)
-    deps = deployments(searched, prices.price, metric)
+    def host_cost(cand):  # a replica's CPU KV tier, USD per hour
+        return prices.host_gib_hour * cand.host_gib(bases[cand.scheduler])
+    deps = deployments(searched, prices.price, metric, host_cost)
     cheap, front = cheapest(deps), pareto(deps)
 
     slo_text = ", ".join(s.text for s in slos) or "none (stability only)"
@@ -165,7 +171,7 @@ def plan(args) -> int:
     print(f"{len(candidates)} candidates ({len(gpus)} GPUs x {len(set(c.tp for c in candidates))} TP x "
           f"{len({(c.scheduler, c.params) for c in candidates})} scheduler settings x {len(routers)} routers)"
           + (f" at each of {len(rates)} rates" if len(rates) > 1 else ""))
-    cand_table = candidate_rows(screened, searched, prices.price)
+    cand_table = candidate_rows(screened, searched, prices.price, host_cost)
     print("\n".join(table(*cand_table)))
     slo_keys = [s.key for s in slos]
     if cheap:
@@ -177,6 +183,10 @@ def plan(args) -> int:
         print(f"\nreproduce the cheapest: {simulate_command(cheap[0].config)}")
     else:
         print("\n" + none_found(screened, searched, slos, args.max_replicas))
+    verdicts = offload_verdicts(cheap, candidates)
+    if verdicts:
+        print(f"\nwhere KV offload pays (host memory at ${prices.host_gib_hour:g} per GiB-hour):")
+        print("\n".join(verdicts))
     pruning = summary(screened, searched, seeds)
     wall = time.perf_counter() - t0
     print(f"\n{pruning}")
@@ -188,7 +198,7 @@ def plan(args) -> int:
         write_html(args.report, {"title": title, "slo_text": slo_text, "slo_keys": slo_keys, "command": command,
                                  "prices": "; ".join(sorted(set(prices.sources.values()))), "deployments": deps,
                                  "frontier": front, "cheapest": cheap, "pareto_metric": metric,
-                                 "candidate_table": cand_table, "pruning": pruning})
+                                 "candidate_table": cand_table, "pruning": pruning, "offload": verdicts})
         print(f"wrote {args.report}")
     if args.json_out:
         data = {"title": title, "rates": rates, "slos": [s.text for s in slos], "seeds": list(seeds),

@@ -31,6 +31,7 @@ from .offload_plan import OffloadPlan
 from .tier_store import TierStore, piece_ranges
 
 LOAD1, LOAD2, STORE = 0, 1, 2
+USAGE_SAMPLES = 1200
 
 
 class TierHit:
@@ -101,6 +102,10 @@ class KVTiers:
         self.sync_time = 0.0  # lmcache: step time spent loading and storing
         self.slow_loads = 0  # loads that took longer than computing their tokens
         self.released_loads = 0  # landed loads let go to unblock the queue's head (the replica's guard)
+        # chunks each tier holds over time, (time, chunks...) a sample, thinned to at most USAGE_SAMPLES (the
+        # KV-usage figure's tier lines)
+        self.usage: list = []
+        self.usage_gap = 0.0
         # seconds to compute ``tokens`` prompt tokens after ``context`` cached ones (the replica's batch-time model),
         # to count slow loads; None: not counted
         self.recompute = None
@@ -399,6 +404,12 @@ class KVTiers:
         """After a step: transfers finished by ``now`` land; vLLM stores each prompt chunk just computed (not yet in
         host memory); LMCache starts the disk writes of its step's stores."""
         self.poll(now)
+        usage = self.usage
+        if not usage or now - usage[-1][0] >= self.usage_gap:
+            usage.append((now, *(store.used for store in self.stores)))
+            if len(usage) > USAGE_SAMPLES:  # every other sample, twice the gap: bounded whatever the run's length
+                del usage[1::2]
+                self.usage_gap = 2 * self.usage_gap if self.usage_gap else now / len(usage)
         if self.sync:
             for ranges, chunks in self.due:
                 self.cascade(ranges, chunks, now)
@@ -506,4 +517,4 @@ class KVTiers:
                           "write_utilisation": write / duration if duration > 0 else 0.0})
         return {"mode": self.plan.mode, "loads": self.loads_done, "load_time_s": self.load_time,
                 "sync_time_s": self.sync_time, "slow_loads": self.slow_loads, "released_loads": self.released_loads,
-                "tiers": tiers}
+                "tiers": tiers, "usage": list(self.usage)}

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..hardware.links import PER_CARD, link as resolve_link
 from ..hardware.quantities import parse_bytes, parse_seconds
 
 MEDIA = ("cpu", "disk", "remote")  # in the order tiers must come: nearer the GPU first
@@ -122,6 +123,11 @@ def make_tier(fields: dict, where: str) -> TierSpec:
     link = fields.get("link")
     if link is not None and not str(link).strip():
         raise ValueError(f"{where}: link is empty; name a link preset or give bw=...,latency=...")
+    if link is not None and str(link).strip().lower() not in PER_CARD:  # the GPU's own links resolve with it
+        try:
+            resolve_link(str(link))
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
     return TierSpec(medium, size, None if link is None else str(link).strip(), chunk, op, concurrency)
 
 
