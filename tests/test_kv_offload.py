@@ -173,3 +173,24 @@ def test_the_tier_write_finder_sees_the_forms_used():
            "t = TierStore(4)\nbook.insert(3)\n"
     assert [c for _, c in tier_writes(ast.parse(code))] == ["self.stores[0].insert", "store.rerank",
                                                            "kv.tiers.stores[1].evict", "TierStore"]
+
+
+def test_per_request_records_leave_with_their_requests():
+    """The tiers keep records only of requests in flight: after a run nothing is left, and each tier holds at most
+    its chunks (memory bounded by the tiers' sizes, whatever the run's length)."""
+    cfg = RunConfig(scheduler="vllm-chunked", model="llama-3-8b", gpu="a100", workload="shared-prefix",
+                    workload_params={"enable_multi_turn_chat": True, "system_prompt_len": 700, "question_len": 300,
+                                     "num_groups": 6, "num_prompts_per_group": 4},
+                    rate=6.0, num_requests=150, num_blocks=300, kv_offload="cpu:1GiB,disk:4GiB")
+    from llmsched.experiment import build_replicas, build_source, simulate_config, workload_params
+    source = build_source(cfg)
+    reps = build_replicas(cfg, workload_params(cfg, source))
+    simulate_config(cfg, source, reps)
+    tiers = reps[0].kv.tiers
+    for name in ("pieces", "stored", "seen", "loads", "looked", "finishing"):
+        assert not getattr(tiers, name), f"{name} kept {len(getattr(tiers, name))} records after the run"
+    for store in tiers.stores:
+        store.check()
+        assert store.used <= store.capacity
+        assert sum(len(v) for v in store.table.values()) <= store.used
+    assert len(tiers.usage) <= 1200
