@@ -87,7 +87,8 @@ class KVTiers:
         self.finishing: dict = {}  # request -> its pieces: finished, its last stores and re-ranking due at step end
         self.ready: list = []  # (request, time) whose loads finished, not yet handed back
         self.due: list = []  # lmcache: disk writes of this step's stores, started at its end
-        self.version = 0  # moves whenever what a lookup sees may change
+        self.version = 0  # moves whenever what a lookup sees may change: a chunk lands or one is evicted
+        self.evictions_seen = 0
         self.looked: dict = {}  # request -> (version, GPU hit, its TierHit): a lookup asked again unchanged
         self.next_done = None  # the links' next finish (None: none in flight; 0.0: not known)
         n = len(plan.tiers)
@@ -271,7 +272,6 @@ class KVTiers:
         """vLLM: a load of ``hit`` starts at ``now`` (``req`` holds its blocks): its chunks pinned, those below
         host memory promoted into it first."""
         self.poll(now)  # the links' clocks reach now in order of their events
-        self.version += 1
         keys, starts, _ = self.chunk_pieces(req, 0)
         for i, lo, hi in hit.load_parts:
             self.stores[i].pin(keys, starts, lo, hi)
@@ -288,6 +288,7 @@ class KVTiers:
         for i, lo, hi in hit.load_parts:
             if i:
                 load.promoted += self.stores[0].insert(keys, starts, lo, hi, partial=True) or []
+        self.note_evictions()
         if not load.pending:
             self.host_load(load, now)
 
@@ -295,6 +296,15 @@ class KVTiers:
         _, rank, chunks = self.transfer_bytes(load.hit)
         self.send(self.reads[0], now, rank, (LOAD2, load.req, 0), chunks * self.plan.tiers[0].op_latency)
         self.loaded_bytes[0] += rank * self.copies
+
+    def note_evictions(self) -> None:
+        """Stores (in flight: no lookup sees them yet) changed what lookups see only if they evicted."""
+        n = 0
+        for store in self.stores:
+            n += store.evicted
+        if n != self.evictions_seen:
+            self.evictions_seen = n
+            self.version += 1
 
     def send(self, link: SharedLink, now: float, nbytes: float, tag, extra: float) -> None:
         link.start(now, nbytes, tag, extra)
@@ -362,7 +372,6 @@ class KVTiers:
     def cascade(self, ranges: list, chunks: int, t: float) -> None:
         """Chunks that landed in host memory go on to every lower tier (vLLM's tiering: all of them; LMCache: the
         disk backend's put)."""
-        self.version += 1
         for i in range(1, len(self.stores)):
             done = self.stores[i].insert_ranges(ranges, partial=self.sync)
             if done is None:
@@ -375,6 +384,7 @@ class KVTiers:
                 self.send(self.writes[i], t, nbytes, (STORE, i, done, nbytes, n), n * tier.op_latency)
                 self.stored_bytes[i] += nbytes
                 self.stored_chunks[i] += n
+        self.note_evictions()
 
     def next_event(self) -> float | None:
         """When the next transfer finishes (None: none in flight)."""
@@ -418,7 +428,6 @@ class KVTiers:
                 self.finish()
             return
         host = self.plan.tiers[0]
-        self.version += 1
         for r, _ in prefills:
             offered = self.offer(r, r.num_computed)
             if offered is None:
@@ -433,6 +442,7 @@ class KVTiers:
                 self.send(self.writes[0], now, nbytes, (STORE, 0, done, nbytes, n), n * host.op_latency)
                 self.stored_bytes[0] += nbytes * self.copies
                 self.stored_chunks[0] += n
+        self.note_evictions()
         if self.finishing:
             self.finish()
 
