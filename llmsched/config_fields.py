@@ -103,6 +103,12 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
         check_tenant_combination(data, origin_of)
     if given(data, "fleet"):
         check_fleet_combination(data, origin_of)
+    if data.get("kv_offload_mode") not in (None, "", "vllm") and not given(data, "kv_offload"):  # not the default
+        raise ValueError(f"{origin_of('kv_offload_mode').name('kv_offload_mode')} chooses the connector of KV "
+                         f"offload tiers: give them with --kv-offload (e.g. cpu:200GiB), or drop it")
+    if given(data, "kv_offload") and data.get("prefix_caching") is False:
+        raise ValueError(f"{origin_of('kv_offload').name('kv_offload')}: offload tiers keep cached prefixes below "
+                         f"the GPU's prefix cache; drop --no-prefix-caching or the tiers")
     dp, replicas = data.get("dp"), data.get("replicas")
     if isinstance(dp, int) and dp > 1 and isinstance(replicas, int) and replicas > 1:
         raise ValueError(f"{origin_of('dp').name('dp')} {dp} with {origin_of('replicas').name('replicas')} "

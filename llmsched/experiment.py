@@ -14,6 +14,7 @@ import numpy as np
 from .batchtime.registry import BATCH_TIME_MODELS, make_batch_time_model, resolve_kind
 from .batchtime.vllm_v1 import cudagraph_capture_sizes
 from .config_fields import refuse_as_vllm
+from .engine.offload_plan import plan_offload
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.hf_config import kv_cache_dtype_bytes
@@ -93,14 +94,27 @@ def replica_parts(cfg: RunConfig, ran: str | None = None) -> tuple:
     if cfg.num_blocks:
         check_fit(cfg, m, g, bt, ran)
     block_bytes = m.kv_bytes_per_token * cfg.block_size
+    caching = cfg.prefix_caching and carries_content(cfg)
     config = ReplicaConfig(
         num_blocks=num_blocks, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
         max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len or m.max_model_len,
         preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow,
         fast_forward=cfg.fast_forward and not in_lockstep(cfg.dp, cfg.expert_parallel, m),
-        check_invariants=cfg.check_invariants, prefix_caching=cfg.prefix_caching and carries_content(cfg))
+        check_invariants=cfg.check_invariants, prefix_caching=caching, kv_offload=offload_plan(cfg, m, g, caching))
     return bt, config
+
+
+def offload_plan(cfg: RunConfig, spec, device, caching: bool):
+    """The run's KV tiers below the GPU resolved for its model, GPU and TP (None without ``kv_offload``)."""
+    if not cfg.kv_offload:
+        return None
+    if not caching:
+        raise ValueError(f"--kv-offload {cfg.kv_offload}: offload tiers keep cached prefixes, so the requests must "
+                         f"name their prompts (a Mooncake or session trace, --workload shared-prefix, --turns); this "
+                         f"run's do not")
+    return plan_offload(cfg.kv_offload.value, cfg.kv_offload_mode, spec, device, spec.tp, cfg.block_size,
+                        replicas=max(cfg.replicas, cfg.dp))
 
 
 def run_model(cfg: RunConfig):
@@ -263,6 +277,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None, 
         "kv_cache": kv_description(cfg, rep),
         "block_size": rep.config.block_size,
         "max_model_len": rep.config.max_model_len,
+        **({"kv_offload": rep.config.kv_offload.describe()} if rep.config.kv_offload is not None else {}),
         "wall_time_s": result.wall_time,
         "simulated_s": result.end_time,
     }
@@ -341,9 +356,10 @@ def open_logs(cfg: RunConfig, caching: bool, stream: bool, out):
         if client:
             raise ValueError("a streamed run (--stream) keeps no step log to price the front end's output path "
                              "per step: add --latency-boundary engine (latency_boundary = \"engine\")")
-        log, steps = open_streams(out, caching)
+        log, steps = open_streams(out, caching, offload_tier_names(cfg) if caching else ())
     elif caching or client:
-        log = RequestLog(cfg.keep_gaps, cached=caching, client=client)
+        log = RequestLog(cfg.keep_gaps, cached=caching, client=client,
+                         tiers=offload_tier_names(cfg) if caching else ())
     return log, steps
 
 

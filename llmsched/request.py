@@ -114,7 +114,7 @@ class Request:
         # state (mutated only by the replica)
         "status", "num_computed", "num_generated", "num_blocks", "replica",
         "first_scheduled", "first_token", "last_token", "finish", "preemptions",
-        "reject_reason", "token_times", "mark", "lag", "order", "num_cached",
+        "reject_reason", "token_times", "mark", "lag", "order", "num_cached", "tier_cached",
     )
 
     def __init__(self, id: int, arrival: float, prompt_len: int, output_len: int,
@@ -156,6 +156,7 @@ class Request:
         self.lag = -1
         self.order = -1  # position in the replica's running order (admission or swap-in sequence)
         self.num_cached = 0  # prompt tokens a prefix cache held at its first admission (vLLM's num_cached_tokens)
+        self.tier_cached = None  # of them, those each KV tier below the GPU supplied (runs with tiers)
 
     @property
     def num_tokens(self) -> int:

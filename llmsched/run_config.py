@@ -17,6 +17,7 @@ from .config_fields import check_combination, check_params
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
                             MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
 from .hardware.front_end import DEFAULT as DEFAULT_FRONT_END, FRONT_ENDS
+from .engine.offload_spec import MODES as KV_OFFLOAD_MODES, parse_kv_offload
 from .hardware.gpus import gpu_from_file
 from .hardware.hf_config import KV_CACHE_DTYPE_BYTES
 from .run_field import API, Origin, declare, declared, default_of
@@ -184,6 +185,17 @@ class RunConfig:
                                                  "engine); benchmarks' defaults: inference-perf 300, GuideLLM 300, "
                                                  "vllm bench serve 21600; default none",
                                            kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")
+    # KV tiers below the GPU cache (docs/kv-offload.md): host memory, local disk, a remote store
+    kv_offload: str | None = declare(None, "KV offload tiers below the GPU's prefix cache, per replica: cpu:200GiB "
+                                           "(vLLM's --kv-offloading-size), several as cpu:200GiB,disk:2TB, a tier's "
+                                           "settings after its size (cpu:200GiB:link=pcie-gen4:chunk=256), or a "
+                                           ".toml/.yaml file of [[tier]] tables", kind=str, optional=True,
+                                     hint="e.g. cpu:200GiB or cpu:200GiB,disk:2TB or a .toml file of [[tier]] tables",
+                                     parse=parse_kv_offload)
+    kv_offload_mode: str = declare("vllm", "the connector --kv-offload models: vllm (vLLM's native "
+                                           "OffloadingConnector: async loads and stores), lmcache (LMCache's CPU/disk "
+                                           "backends: loads and stores inside the step), lmcache-layerwise",
+                                   choices=KV_OFFLOAD_MODES)
     # run control
     horizon: float | None = declare(None, "stop simulating at this time (s); requests in flight end unfinished",
                                     kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")

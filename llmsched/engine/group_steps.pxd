@@ -21,6 +21,7 @@ cdef class GroupSteps:
     cdef public object index
     cdef public object kv
     cdef public object last_end
+    cdef public object loading
     cdef public object now
     cdef public object num_steps
     cdef public object plan
@@ -34,6 +35,7 @@ cdef class GroupSteps:
     cdef public object step_start
     cdef public object swap_time
     cdef public object swapped
+    cdef public object tiers
     cdef public object version
     cdef public object waiting
     cdef public object wake_at

@@ -35,6 +35,8 @@ class GroupSteps:
         self._form_wait = 0  # steps to wait before forming it again (settled soon after forming: back off)
         self._backoff = 1
         self._repeat_plan = BatchPlan(decode_group=True)  # the plan of a repeated step (read, never changed)
+        self.loading: list = []  # requests waiting for their KV from a tier below the GPU: no step repeats unasked
+        self.tiers = None  # the KV manager's tiers below the GPU (engine/kv_tiers.py), set by the replica
 
     # --- a step that repeats ----------------------------------------------------------------------------------
     def end_and_repeat(self, now: float) -> bool:
@@ -49,8 +51,8 @@ class GroupSteps:
         nxt = g.clock + 1
         kv = self.kv
         need = g.hist[-nxt % g.block_size]
-        if (nxt in g.finish_at or g.partials or self.waiting or self.swapped or self.asked_at != self.arrivals
-                or need > kv.free):
+        if (nxt in g.finish_at or g.partials or self.waiting or self.swapped or self.loading
+                or self.asked_at != self.arrivals or need > kv.free):
             return False
         assert self.busy and len(self.running) == g.size
         self.version += 1
@@ -89,7 +91,8 @@ class GroupSteps:
         was asked, nothing waits and every decode finds its block."""
         g = self.group
         return (g is not None and g.size > 0 and not g.partials and not self.waiting and not self.swapped
-                and self.asked_at == self.arrivals and now == self.last_end and g.blocks_needed <= self.kv.free)
+                and not self.loading and self.asked_at == self.arrivals and now == self.last_end
+                and g.blocks_needed <= self.kv.free)
 
     def relaunch_group(self, now: float) -> float:
         """``launch_group`` of the plan that decodes the group alone, which the step that just ended ran: its
@@ -125,8 +128,9 @@ class GroupSteps:
         prefill_new = []
         prefill_ctx = []
         prefill_tokens = context = 0
-        ok = True
-        for r, n in plan.prefills:
+        # LMCache's stores of prompt chunks wait inside the step: the listed launch prices them
+        ok = not (plan.prefills and self.tiers is not None and self.tiers.sync)
+        for r, n in plan.prefills if ok else ():
             st = r.status
             if r.replica != index or r.lag >= 0 or r.mark == stamp or (st is not RUNNING and st is not WAITING):
                 ok = False

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from ..batchtime.base import BatchTimeModel
+from ..batchtime.base import Batch, BatchTimeModel
 from ..metrics.steps import StepLog
 from ..request import Request, Status
 from . import plan_check, preemption
@@ -20,6 +20,7 @@ from .config import ReplicaConfig
 from .decode_run import fast_forward_decodes, fast_forward_group
 from .group_steps import GroupSteps
 from .kv_cache import KVCacheManager
+from .kv_tiers import KVTiers
 from .plan import BatchPlan
 from .prefix_cache import PrefixCachingKVManager
 from .policy import Policy
@@ -52,8 +53,18 @@ class Replica(GroupSteps):
         self.batch_time = batch_time
         self.config = config
         self.caching = config.prefix_caching  # vLLM v1's prefix cache (engine/prefix_cache.py)
-        manager = PrefixCachingKVManager if self.caching else KVCacheManager
-        self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks)
+        if config.kv_offload is not None:  # KV tiers below the GPU, a component of the KV manager
+            if not self.caching:
+                raise ValueError("KV offload tiers hold cached prefixes: they need the prefix cache, and requests "
+                                 "whose prompts have identities (a Mooncake or session trace, --workload "
+                                 "shared-prefix, --turns)")
+            tiers = KVTiers(config.kv_offload, config.block_size)
+            tiers.recompute = lambda tokens, context: batch_time.step_time(Batch([tokens], [context], []))
+            self.kv = PrefixCachingKVManager(config.num_blocks, config.block_size, config.swap_blocks, tiers)
+        else:
+            manager = PrefixCachingKVManager if self.caching else KVCacheManager
+            self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks)
+        self.tiers = self.kv.tiers if self.caching else None  # the KV manager's tiers below the GPU, or None
         self.waiting: list[Request] = []
         self.running: list[Request] = []
         self.swapped: list[Request] = []
@@ -116,6 +127,8 @@ class Replica(GroupSteps):
         req.status = REJECTED
         req.reject_reason = reason
         if self.caching:
+            if req.num_blocks:  # its KV came from a tier while it waited
+                self.kv.release(req)
             self.kv.discard(req)
         req.finish = self.now
         self.completed.append(req)
@@ -123,7 +136,7 @@ class Replica(GroupSteps):
 
     @property
     def num_outstanding(self) -> int:
-        return len(self.waiting) + len(self.running) + len(self.swapped)
+        return len(self.waiting) + len(self.running) + len(self.swapped) + len(self.loading)
 
     # --- a step -----------------------------------------------------------
     def start_step(self, now: float, until: float | None = None, horizon: float | None = None) -> float | None:
@@ -151,7 +164,7 @@ class Replica(GroupSteps):
         self.step_end = now + duration
         launched = self.plan
         if (until is not None and self.folds and self.step_end < until and not launched.prefills
-                and not self.step_preempted and not self.waiting and not self.swapped):
+                and not self.step_preempted and not self.waiting and not self.swapped and not self.loading):
             # end_step checks the state it leaves
             through = self.quiet_finishes and self.folds_finishes
             if launched.decode_group:
@@ -166,6 +179,8 @@ class Replica(GroupSteps):
         if self.swapped:
             self.settle()
             preemption.swap_in(self)
+        if self.tiers is not None:  # transfers landed by now: stores readable, loaded requests back in the queue
+            self.land_loads(now)
         plan = self.scheduler.schedule(self.view)
         self.asked_at = self.arrivals
         for req, reason in plan.reject:
@@ -173,9 +188,18 @@ class Replica(GroupSteps):
             self.waiting.remove(req)
             self.reject(req, f"{self.scheduler.name}: {reason}")
         if not plan.has_work:
+            if self.tiers is not None:
+                if plan.preempt:
+                    return self.preempt_only(plan, now)
+                if not self.running and not self.loading and self.holds_loaded() and self.release_loaded():
+                    return self._ask_and_launch(now)
             plan_check.check_idle(self, plan, now)
             if plan.wait_until is not None:
                 self.wake_at = plan.wait_until
+            if self.loading:  # woken when a transfer lands
+                t = self.kv.tiers.next_event()
+                if t is not None and (self.wake_at is None or t < self.wake_at):
+                    self.wake_at = t
             return None
         duration = self.launch(plan, now)
         if duration is None:  # overflow evicted every request of the plan: ask the policy again
@@ -209,12 +233,16 @@ class Replica(GroupSteps):
             self.step_preempted += preempted + evicted
             return duration
         extra_time = 0.0
+        load_time = 0.0
         cfg = self.config
         if hits is not None:  # before any block is taken: the hits' cached blocks are the plan's
-            for r, hit in hits:
-                kv.admit(r, hit)
-                if r.first_scheduled != r.first_scheduled:  # first admission: the tokens it found cached
-                    r.num_cached = len(hit) * kv.block_size
+            if kv.tiers is not None:
+                load_time = self.admit_tiered(hits, now)
+            else:
+                for r, hit in hits:
+                    kv.admit(r, hit)
+                    if r.first_scheduled != r.first_scheduled:  # first admission: the tokens it found cached
+                        r.num_cached = len(hit) * kv.block_size
         for r in swap_in:
             self.swapped.remove(r)
             extra_time += kv.swap_in(r) * cfg.swap_seconds_per_block
@@ -226,6 +254,12 @@ class Replica(GroupSteps):
             if r.first_scheduled != r.first_scheduled:  # NaN: first admission
                 r.first_scheduled = now
             self.append_running(r)
+        store_time = 0.0
+        if self.caching and kv.tiers is not None:
+            if kv.tiers.sync and plan.prefills:
+                store_time = kv.tiers.sync_stores(plan.prefills)
+            if not plan.prefills and not plan.decodes:  # the plan's work all became loads: ask again
+                return None
         if grow:
             kv.allocate_decodes(grow)
         if plan.prefills:
@@ -233,7 +267,83 @@ class Replica(GroupSteps):
         self.step_preempted = preempted
         self.plan = plan
         self.row = (prefill_tokens, len(batch.prefill_new), len(batch.decode_ctx), batch.context_sum)
-        return self.duration(self.batch_time.step_time(batch) + extra_time + self.swap_time, now)
+        compute = self.batch_time.step_time(batch)
+        if load_time or store_time:
+            compute = kv.tiers.step_time(compute, load_time, store_time, kv.tiers.plan.layers)
+        return self.duration(compute + extra_time + self.swap_time, now)
+
+    # --- KV tiers below the GPU (engine/kv_tiers.py) ------------------------------------------------------------
+    def admit_tiered(self, hits: list, now: float) -> float:
+        """The plan's admissions from their cached blocks, with the tiers: GPU hits referenced first (before any
+        block is taken), then the tiers' blocks taken; vLLM's loads start (their requests wait in ``loading``),
+        LMCache's load in this step. Returns the seconds this step waits for loads."""
+        kv = self.kv
+        tiers = kv.tiers
+        bs = kv.block_size
+        for r, hit, th, _ in hits:
+            kv.admit(r, hit)
+        wait = 0.0
+        for r, hit, th, load in hits:
+            first = r.first_scheduled != r.first_scheduled
+            if th is not None:
+                kv.take_loaded(r, th.blocks)
+            tiers.admitted(r, th, len(hit))
+            if first and r.tier_cached is None:  # first admission (or load): the tokens it found cached
+                r.num_cached = r.num_computed
+                r.tier_cached = tuple(tiers.tier_tokens(th)) if th is not None else (0,) * len(tiers.stores)
+            if th is None:
+                continue
+            if load:
+                self.waiting.remove(r)
+                self.loading.append(r)
+                tiers.start_load(r, th, now)
+            else:
+                wait += tiers.sync_load(r, th)
+        return wait
+
+    def holds_loaded(self) -> bool:
+        """Requests outside ``running`` hold blocks: loads in flight, or landed and waiting."""
+        return bool(self.loading) or any(r.num_blocks for r in self.waiting)
+
+    def release_loaded(self) -> bool:
+        """Nothing runs or loads, and the policy admits nothing: the KV that waiting requests loaded holds the blocks
+        the queue's head needs (vLLM would wait for ever). Every loaded request but the head lets its blocks go (they
+        stay in the GPU prefix cache, so its admission finds them there); True if any did."""
+        loaded = [r for r in self.waiting[1:] if r.num_blocks]
+        for r in loaded:
+            self.kv.release(r)
+            r.num_computed = 0
+        self.kv.tiers.released_loads += len(loaded)
+        return bool(loaded)
+
+    def preempt_only(self, plan: BatchPlan, now: float) -> float | None:
+        """A plan that only preempts: the policy found no room even for its first running request (loads hold
+        blocks outside ``running``, or a tier hit it counted on was not taken), and vLLM's scheduler preempts that
+        request itself then. With KV tiers the preemptions happen and the policy is asked again."""
+        self.settle()
+        stamp = self.num_steps
+        for r in plan.preempt:
+            plan_check.check_preempt(self, r, stamp)
+            preemption.preempt(self, r)
+            r.mark = -1
+        self.running[:] = [r for r in self.running if r.status is RUNNING]
+        return self._ask_and_launch(now)
+
+    def land_loads(self, now: float) -> None:
+        """Requests whose loads landed by ``now`` go back to the front of the queue, holding their blocks (vLLM:
+        WAITING_FOR_REMOTE_KVS -> WAITING, their blocks cached)."""
+        tiers = self.kv.tiers
+        tiers.poll(now)
+        if not tiers.ready:
+            return
+        back = []
+        for r, _ in tiers.ready:
+            self.loading.remove(r)
+            self.kv.loaded(r)
+            back.append(r)
+        tiers.ready = []
+        self.waiting[:0] = back
+        self.version += 1
 
     def duration(self, duration: float, now: float) -> float:
         """A launched step's predicted ``duration`` plus the wake-up cost after idle time; the swap charge paid."""
@@ -301,9 +411,12 @@ class Replica(GroupSteps):
         new, prefills, decodes, context = self.row
         self.add_row(self.index, self.step_start, duration, new, prefills, decodes, context,
                      kv.total - kv.free, kv.total, len(self.waiting), len(self.running), self.step_preempted)
-        if self.caching and kv.step_hits:
-            self.steps.add_hits(kv.step_hits)
-            kv.step_hits = 0
+        if self.caching:
+            if kv.step_hits:
+                self.steps.add_hits(kv.step_hits)
+                kv.step_hits = 0
+            if kv.tiers is not None:
+                kv.tiers.step_ended(self.plan.prefills, now)
 
     def check(self) -> None:
         """Full accounting check: the decode group's totals, every running request running, and the KV manager's
@@ -315,7 +428,14 @@ class Replica(GroupSteps):
             assert r.status is RUNNING, f"request {r.id} in running is {r.status.name}"
         for r in self.waiting:
             assert r.status is WAITING, f"request {r.id} in waiting is {r.status.name}"
-        self.kv.check(self.running, self.swapped, self.waiting, g)
+        holding = [r for r in self.waiting if r.num_blocks]  # loaded from a tier, not yet admitted
+        for r in holding:
+            assert r.num_computed and r.content is not None, f"waiting request {r.id} holds KV it did not load"
+        free = [r for r in self.waiting if not r.num_blocks] if holding else self.waiting
+        self.kv.check(self.running + self.loading + holding, self.swapped, free, g)
+        if self.caching and self.kv.tiers is not None:
+            for store in self.kv.tiers.stores:
+                store.check()
 
     def abort(self, req: Request, reason: str, now: float) -> None:
         """``req``'s client gave up: between steps, as vLLM's engine core reads an abort with its inputs, the
@@ -349,7 +469,11 @@ class Replica(GroupSteps):
             kv.release(r)
         for r in self.swapped:
             kv.drop_swapped(r)
-        left = self.waiting + self.running + self.swapped
+        for r in self.loading + self.waiting:
+            if r.num_blocks:  # a load in flight or landed
+                kv.release(r)
+        left = self.waiting + self.running + self.swapped + self.loading
+        self.loading = []
         for r in left:
             r.status = status
             r.reject_reason = reason

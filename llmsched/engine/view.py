@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import deque
 
 from ..batchtime.base import BatchTimeModel
-from ..request import Request
+from ..request import Request, Status
 
 
 class ReplicaView:
@@ -106,27 +106,43 @@ class ReplicaView:
     def cached_tokens(self, req: Request) -> int:
         """Leading tokens of waiting ``req`` that the prefix cache holds now, so its admission starts after them
         (whole blocks, at most its tokens less one, as vLLM v1's ``get_computed_blocks``); 0 without a cache, for
-        a request without content, and for one already holding KV. The replica looks again when it admits: the
-        plan's own preemptions can only add to it."""
+        a request without content, and for one already running. The replica looks again when it admits: the
+        plan's own preemptions can only add to it. With KV tiers below the GPU, what they hold past the GPU hit
+        counts too (vLLM counts external hits), and a waiting request whose KV a tier loaded holds it already."""
         r = self._r
-        if not r.caching or req.num_computed or req.content is None:
+        if not r.caching or req.content is None:
             return 0
-        return len(r.kv.lookup(req)) * r.kv.block_size
+        if req.num_computed:
+            return req.num_computed if req.num_blocks and req.status is Status.WAITING else 0
+        kv = r.kv
+        blocks = len(kv.lookup(req))
+        if kv.tiers is not None:
+            hit = kv.tiers.lookup(req, blocks)
+            if hit is not None:
+                blocks += hit.blocks
+        return blocks * kv.block_size
 
     def tokens_to_compute(self, req: Request) -> int:
         """Tokens ``req`` must still compute before its next output token: its remaining prompt less what the
         prefix cache holds (what a step's token budget counts, as in vLLM v1)."""
-        return req.prompt_len + req.num_generated - req.num_computed - self.cached_tokens(req)
+        return req.prompt_len + req.num_generated - max(req.num_computed, self.cached_tokens(req))
 
     def admission_blocks(self, req: Request, n: int) -> int:
         """Free blocks admitting waiting ``req`` with a chunk of ``n`` tokens to compute takes: the chunk's new
         blocks after its cached prefix, plus the cached blocks nobody references (they leave the free pool; a
-        block shared with a running request costs nothing). Without a cache, ``blocks_for(n)``."""
+        block shared with a running request costs nothing), plus, with KV tiers below the GPU, the blocks a tier's
+        hit fills. Without a cache, ``blocks_for(n)``."""
         r = self._r
         kv = r.kv
         if not r.caching or req.num_computed or req.content is None:
             return kv.blocks_for(n)
-        return kv.blocks_for(n) + kv.unreferenced(kv.lookup(req))
+        hit = kv.lookup(req)
+        extra = kv.unreferenced(hit)
+        if kv.tiers is not None:
+            tier_hit = kv.tiers.lookup(req, len(hit))
+            if tier_hit is not None:
+                extra += tier_hit.blocks
+        return kv.blocks_for(n) + extra
 
     def preempt_frees(self, req: Request) -> int:
         """Blocks preempting running ``req`` returns to the free pool: its blocks, less those another running

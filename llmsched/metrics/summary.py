@@ -36,7 +36,8 @@ import numpy as np
 
 from ..request import Status
 from .fairness import INPUT_WEIGHT, OUTPUT_WEIGHT, SERIES_BINS, backlogged, inside, intersect, jain, service_events
-from .requests import CACHED_FIELD, CLIENT_FIELDS, TBT_MISS_TOLERANCE, RequestLog, prefix_cache_stats
+from .offload_summary import offload_summary
+from .requests import CACHED_FIELD, CLIENT_FIELDS, TBT_MISS_TOLERANCE, RequestLog, prefix_cache_stats, tier_columns
 from .latency_stats import NAN, QUANTILES, TOP_REASONS, merged_sketch, sketch_stats, value_stats
 from .policy_stats import summed
 from .pools import fleet_section, pool_counts
@@ -127,6 +128,11 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     if CACHED_FIELD in log.cols:
         out["prefix_cache"] = available("prefix_cache", lambda: prefix_cache_stats(
             int(log.column(CACHED_FIELD)[finished].sum()), int(prompt[finished].sum())))
+    offload = [row["kv_offload"] for row in result.replica_stats if "kv_offload" in row]
+    if offload:
+        out["kv_offload"] = available("kv_offload", lambda: offload_summary(
+            offload, {name: int(log.column(name)[finished].sum()) for name in tier_columns(log.tier_names)},
+            int(prompt[finished].sum())))
     out["steps"] = available("steps", lambda: _step_stats(result.steps, s0, s1, max(len(result.replica_stats), 1)))
     out["littles_law"] = available("littles_law", lambda: _littles_law(arrival, end, win, result.steps, s0, s1))
     out["run"] = {"end_time": float(result.end_time), "wall_time": float(result.wall_time),

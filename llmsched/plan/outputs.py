@@ -29,7 +29,7 @@ def lines(result: PlanResult, top: int, prices_file: str | None, price_of) -> li
            f"{len(cands)} candidates ({len({c.gpu for c in cands})} GPUs x {len({c.tp for c in cands})} TP x "
            f"{len({(c.scheduler, c.params) for c in cands})} scheduler settings x {len({c.router for c in cands})} "
            f"routers)" + (f" at each of {len(result.rates)} rates" if len(result.rates) > 1 else "")]
-    out += table(*candidate_rows(result.screened, result.searched, price_of))
+    out += table(*candidate_rows(result.screened, result.searched, price_of, result.host_cost))
     slo_keys = [s.key for s in result.slos]
     cheap = result.cheapest
     if cheap:
@@ -41,6 +41,9 @@ def lines(result: PlanResult, top: int, prices_file: str | None, price_of) -> li
         out.append(f"\nreproduce the cheapest: {simulate_command(cheap[0].config)}")
     else:
         out.append("\n" + none_found(result))
+    if result.offload:
+        out.append("\nwhere KV offload pays (host memory priced per GiB-hour, prices.json host_memory):")
+        out += result.offload
     out.append(f"\n{pruning(result)}")
     return out
 
@@ -103,8 +106,8 @@ def report_context(result: PlanResult, command: str, prices, price_of) -> dict:
             "command": command, "prices": "; ".join(sorted(set(prices.sources.values()))),
             "deployments": result.deployments, "frontier": result.frontier, "cheapest": result.cheapest,
             "pareto_metric": result.metric,
-            "candidate_table": candidate_rows(result.screened, result.searched, price_of),
-            "pruning": pruning(result)}
+            "candidate_table": candidate_rows(result.screened, result.searched, price_of, result.host_cost),
+            "pruning": pruning(result), "offload": list(result.offload)}
 
 
 def json_data(result: PlanResult) -> dict:

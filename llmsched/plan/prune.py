@@ -54,6 +54,9 @@ def screen(candidate: Candidate, base: RunConfig, rate: float, seeds, max_replic
         out.pruned = ("tp: " if fit.get("tp") else "memory: ") + fit["reason"]
         return out
     per_replica = math.inf
+    if candidate.config(base, rate, 1).kv_offload:
+        out.notes.append("no bound pruning: KV tiers cut the prefill work the bound counts")
+        return out
     for seed in seeds:
         cfg = probe_config(candidate.config(base, rate, 1), rate, seed)
         try:

@@ -302,6 +302,8 @@ def finish_run(replicas: list[Replica], log, shared_steps, stream: bool, cut_at:
             row["policy"] = figures  # the policy's own figures (Scheduler.stats), summed in the summary
         if rep.caching:  # every admission's hits, re-admissions after preemption included
             row["cached_tokens"] = rep.kv.hit_tokens
+            if rep.kv.tiers is not None:  # the KV tiers below the GPU (engine/kv_tiers.py)
+                row["kv_offload"] = rep.kv.tiers.stats(stop_time)
     return RunResult(log, shared_steps, stop_time, time.perf_counter() - wall0, {}, stats)
 
 
