@@ -363,6 +363,11 @@ def open_logs(cfg: RunConfig, caching: bool, stream: bool, out):
     return log, steps
 
 
+
+def offload_tier_names(cfg: RunConfig) -> tuple[str, ...]:
+    """The media of the run's KV tiers below the GPU, in order (none without ``kv_offload``)."""
+    return tuple(t.medium for t in cfg.kv_offload.value) if cfg.kv_offload else ()
+
 def client_sends_of(cfg: RunConfig, source, log, keep_gaps: bool, caching: bool, replicas: list[Replica]):
     """At the client latency boundary: ``source``'s requests sent through the run's front end
     (workload/client_sends.py) into a log that keeps each send; returns the source, the log and the front end

@@ -128,7 +128,7 @@ def test_without_the_option_nothing_changes_in_the_files(tmp_path):
 def test_a_streamed_run_writes_the_split_and_keeps_its_records_bounded(tmp_path):
     cfg = RunConfig(scheduler="vllm-chunked", model="llama-3-8b", gpu="a100", workload="shared-prefix",
                     workload_params={"enable_multi_turn_chat": True}, rate=6.0, num_requests=120, num_blocks=300,
-                    kv_offload="cpu:0.5GiB", keep_gaps=False)
+                    kv_offload="cpu:0.5GiB", keep_gaps=False, latency_boundary="engine")  # a stream measures at the engine
     result = run(cfg, stream=True, out=tmp_path)
     assert "kv_offload" in summarize_stream(result)
     header = (tmp_path / "requests.csv").read_text().splitlines()[0]
