@@ -143,14 +143,15 @@ def kv_blocks(cfg: RunConfig, spec, device, bt) -> int:
     return run_kv_cache(cfg, spec, device, bt).blocks
 
 
-def run_kv_cache(cfg: RunConfig, spec, device, bt) -> KVCache:
+def run_kv_cache(cfg: RunConfig, spec, device, bt, reported: bool = True) -> KVCache:
     """The run's KV cache, sized by the one function every command uses (hardware/kv_sizing.py): the block count
     vLLM reported for the real run whose log ``cfg.trace`` is (its meta.json beside it, where that describes this
     model, parallelism and GPU), else vLLM's sizing for the vllm-v1 kind (or a real vLLM run's log), else the
-    weights-and-reserve estimate of the engine-agnostic kinds."""
+    weights-and-reserve estimate of the engine-agnostic kinds. ``reported=False`` leaves the real run's count out:
+    what the memory model alone finds room for (the fit check)."""
     vllm_engine = resolve_kind(cfg.batch_time)[0] == "vllm-v1"
     run = None
-    if cfg.trace:
+    if cfg.trace and reported:
         try:
             run = memory_beside(resolve_data_file(cfg.trace), spec, device, cudagraph_capture_sizes)
         except (DataFileNotFound, OSError):
@@ -168,7 +169,7 @@ def check_fit(cfg: RunConfig, spec, device, bt, ran: str | None = None) -> None:
     fit the GPU at the run's tensor parallelism, or the run is refused as without it (a warning where ``ran``, a
     real run's log, shows it ran there)."""
     try:
-        kv_blocks(cfg, spec, device, bt)
+        run_kv_cache(cfg, spec, device, bt, reported=False)
     except ValueError as e:
         if ran is None:
             raise ValueError(f"{e} (--num-blocks {cfg.num_blocks} sets the KV cache's size, not the memory the "

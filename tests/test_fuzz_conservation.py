@@ -435,7 +435,8 @@ def _check_fleet(cfg: RunConfig, fleet: Fleet) -> str | None:
             if SERVING not in when or arrival[mine].min() < when[SERVING]:
                 problems.append(f"replica {k} took a request arriving at {arrival[mine].min():g} before it served "
                                 f"({life.entered})")
-            elif DRAINING in when and arrival[mine].max() > when[DRAINING]:
+            elif DRAINING in when and arrival[mine].max() > when[DRAINING] and not _held_over_drain(
+                    state.replicas[k], result.steps, k, when[DRAINING], arrival[mine].max()):
                 problems.append(f"replica {k} took a request arriving at {arrival[mine].max():g} after it began "
                                 f"draining ({life.entered})")
         if DRAINING in when and GONE in when and mine.any() and np.nanmax(finish[mine]) > when[GONE] + 1e-9:
@@ -458,6 +459,18 @@ def _watched_maker(make, idle: list):
         rep.start_step = _watch_idle(rep, idle)
         return rep
     return watched
+
+
+def _held_over_drain(rep, steps, k: int, drained: float, queued: float) -> bool:
+    """vLLM v1's async admission: a request routed during a step is queued at the step's end, so one routed just
+    before the replica began draining is queued just after; it belongs to the drain if a step of the replica was in
+    flight at the drain and ended at its queueing."""
+    if not rep.batch_time.async_admission:
+        return False
+    cols = steps.arrays() if hasattr(steps, "arrays") else steps
+    mine = cols["replica"] == k
+    starts, ends = cols["start"][mine], cols["start"][mine] + cols["duration"][mine]
+    return bool(((starts <= drained) & (np.abs(ends - queued) < 1e-9)).any())
 
 
 def _watch_idle(rep, idle: list):
