@@ -74,7 +74,7 @@ RUN_CHILD = CHILD_HELPERS + r"""
 import json, sys, time
 import llmsched
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.sim.simulator import simulate
 spec = json.loads(sys.argv[1])
 repeat = spec.pop("repeat", 1)

@@ -25,7 +25,7 @@ from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
 from .metrics.timeline import Timeline, window_width
-from .routers import make_router
+from .routing.registry import make_router
 from .run_config import RunConfig
 from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.dp_lockstep import in_lockstep, simulate_lockstep

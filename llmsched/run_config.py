@@ -287,7 +287,7 @@ def checked_fields(data: dict, origin: Origin) -> dict:
 
 def checked_router_params(data: dict, origin: Origin) -> dict:
     """``data``'s router parameters checked against its router's (by name and by their defaults' types)."""
-    from .routers import router_params
+    from .routing.registry import router_params
     name = data.get("router", DEFAULTS["router"])
     return check_params(f"router {name!r}", data["router_params"], router_params(name),
                         origin.name("router_params"))

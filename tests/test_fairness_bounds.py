@@ -12,7 +12,7 @@ import pytest
 
 from llmsched.experiment import RunConfig, build_replicas, build_source
 from llmsched.request import Status
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.sim.simulator import simulate
 from llmsched.workload.tenants import parse_tenants
 

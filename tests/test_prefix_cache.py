@@ -127,7 +127,7 @@ class Seen:
 def run_seen(cfg: RunConfig):
     from llmsched.experiment import build_replicas, build_source, workload_params
     from llmsched.metrics.requests import RequestLog
-    from llmsched.routers import make_router
+    from llmsched.routing.registry import make_router
     from llmsched.sim.simulator import simulate
     source = Seen(build_source(cfg))
     result = simulate(source, build_replicas(cfg, workload_params(cfg, source.source)), make_router(cfg.router),

@@ -9,7 +9,8 @@ import pytest
 from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.metrics.steps import StepLog
 from llmsched.request import Request
-from llmsched.routers import LeastLoad, LeastOutstanding, Router
+from llmsched.routing.base import Router
+from llmsched.routing.least_loaded import LeastLoad, LeastOutstanding
 from llmsched.schedulers.registry import create_scheduler
 from llmsched.sim.simulator import simulate
 from llmsched.workload.lengths import Uniform

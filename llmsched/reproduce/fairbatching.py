@@ -26,7 +26,7 @@ from ..executors import make_executor
 from ..experiment import RunConfig, build_replicas
 from ..metrics.tpot_attainment import attainment, tpot_values
 from ..request import SLO, Request, Status, Tier
-from ..routers import make_router
+from ..routing.registry import make_router
 from ..schedulers.fairbatching.predictor import StepPredictor, prediction_errors
 from ..sim.simulator import simulate
 from ..workload.arrivals import TraceReplay

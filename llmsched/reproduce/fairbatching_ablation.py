@@ -58,7 +58,7 @@ from ..capacity.verdict import measure, window
 from ..executors import make_executor
 from ..experiment import RunConfig, build_replicas, build_source
 from ..metrics.tpot_attainment import CHECKS, slo_met
-from ..routers import make_router
+from ..routing.registry import make_router
 from ..sim.simulator import simulate
 from ..workload.length_presets import LENGTH_PRESETS
 from ..workload.traces import DataFileNotFound, resolve_data_file

@@ -8,7 +8,7 @@ import numpy as np
 from ...batchtime.base import BatchTimeModel
 from ...engine.replica import Replica, ReplicaConfig
 from ...metrics.steps import StepLog
-from ...routers import make_router
+from ...routing.registry import make_router
 from ...schedulers.registry import create_scheduler
 from ...sim.simulator import simulate
 from ...workload.arrivals import Poisson
