@@ -197,7 +197,7 @@ def rows(names: list[str], tmp: Path):
 
 def unpinned_rows(names: list[str], tmp: Path):
     """(row label, kind, spec) for each requested row."""
-    from llmsched.workload.traces import resolve_data_file
+    from llmsched.workload.traces.readers import resolve_data_file
     for name in names:
         if name == "conv":
             trace = str(resolve_data_file("AzureLLMInferenceTrace_conv.csv"))

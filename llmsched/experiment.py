@@ -32,9 +32,9 @@ from .sim.dp_lockstep import in_lockstep, simulate_lockstep
 from .sim.simulator import RunResult, simulate
 from .sources.registry import build_source
 from .workload.workload import ClosedLoop, OpenLoop, names_prompts
-from .workload.traces import DataFileNotFound, resolve_data_file
+from .workload.traces.readers import DataFileNotFound, resolve_data_file
 from .workload.client_sends import client_sends
-from .workload.shared_prefix import NAME as SHARED_PREFIX
+from .workload.generators.shared_prefix import NAME as SHARED_PREFIX
 
 
 def build_replicas(cfg: RunConfig, workload_params: dict | None = None,

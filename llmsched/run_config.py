@@ -20,9 +20,9 @@ from .hardware.front_end import DEFAULT as DEFAULT_FRONT_END, FRONT_ENDS
 from .hardware.gpus import gpu_from_file
 from .hardware.hf_config import KV_CACHE_DTYPE_BYTES
 from .run_field import API, Origin, declare, declared, default_of
-from .workload.rate_schedule import EXAMPLE as SCHEDULE_EXAMPLE, RateSchedule, parse_rate_schedule
-from .workload.tenants import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
-from .workload.tiers import parse_tiers
+from .workload.arrivals.rate_schedule import EXAMPLE as SCHEDULE_EXAMPLE, RateSchedule, parse_rate_schedule
+from .workload.tenants.streams import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
+from .workload.tenants.tiers import parse_tiers
 
 
 def parse_rate_schedule_text(text: str) -> RateSchedule:

@@ -13,7 +13,7 @@ from llmsched.routing.base import Router
 from llmsched.routing.least_loaded import LeastLoad, LeastOutstanding
 from llmsched.schedulers.registry import create_scheduler
 from llmsched.sim.simulator import simulate
-from llmsched.workload.lengths import Uniform
+from llmsched.workload.lengths.distributions import Uniform
 from llmsched.workload.workload import ClosedLoop
 
 from conftest import AffineStepTime, ListSource, make_requests

@@ -26,7 +26,7 @@ def all_presets() -> dict:
     from ..hardware.prices import load_prices
     from ..routing.registry import router_classes
     from ..schedulers.registry import scheduler_info, scheduler_names
-    from ..workload.length_presets import LENGTH_PRESETS
+    from ..workload.lengths.length_presets import LENGTH_PRESETS
     prices = load_prices()
 
     return {

@@ -11,8 +11,8 @@ from ...metrics.steps import StepLog
 from ...routing.registry import make_router
 from ...schedulers.registry import create_scheduler
 from ...sim.simulator import simulate
-from ...workload.arrivals import Poisson
-from ...workload.lengths import LengthDist
+from ...workload.arrivals.processes import Poisson
+from ...workload.lengths.distributions import LengthDist
 from ...workload.workload import Workload
 
 
