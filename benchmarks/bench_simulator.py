@@ -76,7 +76,7 @@ RUN_CHILD = CHILD_HELPERS + r"""
 import json, sys, time
 import llmsched
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.sim.simulator import simulate
 spec = json.loads(sys.argv[1])
 repeat = spec.pop("repeat", 1)
@@ -199,7 +199,7 @@ def rows(names: list[str], tmp: Path):
 
 def unpinned_rows(names: list[str], tmp: Path):
     """(row label, kind, spec) for each requested row."""
-    from llmsched.workload.traces import resolve_data_file
+    from llmsched.workload.traces.readers import resolve_data_file
     for name in names:
         if name == "conv":
             trace = str(resolve_data_file("AzureLLMInferenceTrace_conv.csv"))

@@ -12,8 +12,8 @@ import math
 from .bounds import MAX_REQUESTS, MAX_SECONDS, MIN_RATE
 from .engine.limits import MAX_NUM_BATCHED_TOKENS, vllm_refusal
 from .run_field import API, shown
-from .workload.tenants import EXAMPLE as TENANTS_EXAMPLE, parse_tenants, total_rate
-from .workload.tiers import parse_tiers
+from .workload.tenants.streams import EXAMPLE as TENANTS_EXAMPLE, parse_tenants, total_rate
+from .workload.tenants.tiers import parse_tiers
 
 
 

@@ -26,16 +26,16 @@ from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
 from .metrics.timeline import Timeline, window_width
-from .routers import make_router
+from .routing.registry import make_router
 from .run_config import RunConfig
 from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.dp_lockstep import in_lockstep, simulate_lockstep
 from .sim.simulator import RunResult, simulate
 from .sources.registry import build_source
 from .workload.workload import ClosedLoop, OpenLoop, names_prompts
-from .workload.traces import DataFileNotFound, resolve_data_file
+from .workload.traces.readers import DataFileNotFound, resolve_data_file
 from .workload.client_sends import client_sends
-from .workload.shared_prefix import NAME as SHARED_PREFIX
+from .workload.generators.shared_prefix import NAME as SHARED_PREFIX
 
 
 def build_replicas(cfg: RunConfig, workload_params: dict | None = None,

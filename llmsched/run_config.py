@@ -21,9 +21,9 @@ from .engine.offload_spec import MODES as KV_OFFLOAD_MODES, parse_kv_offload
 from .hardware.gpus import gpu_from_file
 from .hardware.hf_config import KV_CACHE_DTYPE_BYTES
 from .run_field import API, Origin, declare, declared, default_of
-from .workload.rate_schedule import EXAMPLE as SCHEDULE_EXAMPLE, RateSchedule, parse_rate_schedule
-from .workload.tenants import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
-from .workload.tiers import parse_tiers
+from .workload.arrivals.rate_schedule import EXAMPLE as SCHEDULE_EXAMPLE, RateSchedule, parse_rate_schedule
+from .workload.tenants.streams import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
+from .workload.tenants.tiers import parse_tiers
 
 
 def parse_rate_schedule_text(text: str) -> RateSchedule:
@@ -299,7 +299,7 @@ def checked_fields(data: dict, origin: Origin) -> dict:
 
 def checked_router_params(data: dict, origin: Origin) -> dict:
     """``data``'s router parameters checked against its router's (by name and by their defaults' types)."""
-    from .routers import router_params
+    from .routing.registry import router_params
     name = data.get("router", DEFAULTS["router"])
     return check_params(f"router {name!r}", data["router_params"], router_params(name),
                         origin.name("router_params"))

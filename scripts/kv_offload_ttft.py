@@ -21,7 +21,7 @@ from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.hardware.gpus import gpu
 from llmsched.hardware.models import model
 from llmsched.request import Request
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.schedulers import create_scheduler
 from llmsched.sim.simulator import simulate
 from llmsched.workload.workload import OpenLoop

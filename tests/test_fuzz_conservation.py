@@ -37,7 +37,7 @@ from llmsched.metrics.requests import RequestLog
 from llmsched.metrics.steps import StepLog
 from llmsched.hardware.models import model as model_preset
 from llmsched.request import Status
-from llmsched.routers import ROUTERS, make_router
+from llmsched.routing.registry import make_router, router_classes
 from llmsched.schedulers.registry import create_scheduler, scheduler_info, scheduler_names
 from llmsched.sim.fleet_loop import simulate_fleet
 from llmsched.sim.simulator import simulate
@@ -71,7 +71,7 @@ PREFIX_ROUTER_PARAMS = {  # the cache-aware routers, drawn by with_prefix_router
                         "balance_rel": (1.0, 1.1, 3.0), "load_weight": (0.0, 0.5, 4.0), "report_delay": (0.0, 0.05, 1.0)},
     "prefix-hash": {"prefix_blocks": (1, 4, 64), "load_factor": (1.0, 1.25, 2.0), "vnodes": (1, 16, 64)},
 }
-LOAD_ROUTERS = sorted(set(ROUTERS) - set(PREFIX_ROUTER_PARAMS))  # drawn for every config, as before the cache-aware
+LOAD_ROUTERS = sorted(set(router_classes()) - set(PREFIX_ROUTER_PARAMS))  # drawn for every config, as before the cache-aware
 TIERS = ("paid:tbt=0.1:share=0.3,free:tbt=0.5", "gold:ttft=1:tpot=0.05:share=0.5,bronze:ttft=5")
 
 
@@ -529,7 +529,7 @@ def test_configs_are_deterministic_and_varied():
     assert {c.scheduler for c in drawn} == set(builtin_schedulers())
     assert {"vllm", "sarathi", "wait", "nested-wait", "fairbatching-pab", "infermax-oracle", "goodput",
             "goodput-fixed-budget"} <= set(builtin_schedulers())
-    assert {c.router for c in drawn} == set(ROUTERS)
+    assert {c.router for c in drawn} == set(router_classes())
     assert {c.preemption_mode for c in drawn} == {"recompute", "swap"}
     assert any(c.concurrency for c in drawn) and any(c.rate_schedule for c in drawn) and any(c.horizon for c in drawn)
 

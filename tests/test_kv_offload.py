@@ -24,7 +24,7 @@ from llmsched.metrics.stream_summary import summarize_stream
 from llmsched.metrics.summary import summarize
 from llmsched.metrics.writers import write_run
 from llmsched.request import Request, Status
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.run_config import RunConfig
 from llmsched.schedulers import create_scheduler
 from llmsched.sim.simulator import simulate

@@ -220,7 +220,7 @@ def test_every_stored_model_config_lies_within_the_model_bounds(folder):
 
 
 def test_trace_lengths_beyond_the_bound_are_refused_at_their_line(tmp_path):
-    from llmsched.workload.traces import read_trace
+    from llmsched.workload.traces.readers import read_trace
     path = tmp_path / "t.csv"
     path.write_text(f"arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,5\n1,{MAX_TOKENS + 1},5\n")
     with pytest.raises(ValueError, match=rf"t.csv:3: num_prefill_tokens is {MAX_TOKENS + 1}; a length must be at "

@@ -9,10 +9,11 @@ import pytest
 from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.metrics.steps import StepLog
 from llmsched.request import Request
-from llmsched.routers import LeastLoad, LeastOutstanding, Router
+from llmsched.routing.base import Router
+from llmsched.routing.least_loaded import LeastLoad, LeastOutstanding
 from llmsched.schedulers.registry import create_scheduler
 from llmsched.sim.simulator import simulate
-from llmsched.workload.lengths import Uniform
+from llmsched.workload.lengths.distributions import Uniform
 from llmsched.workload.workload import ClosedLoop
 
 from conftest import AffineStepTime, ListSource, make_requests

@@ -99,9 +99,9 @@ def read_options(args) -> tuple[dict, dict[str, Origin]]:
 def warn_router_of_one(data: dict, origins: dict) -> None:
     """A router the user chose for a run of one replica picks nothing (PAB's admission control, for one, is the
     fairbatching-pab scheduler's): said in one line, from the command line and a config file alike."""
-    from ..routers import ROUTERS
+    from ..routing.registry import router_classes
     router, replicas = data.get("router"), data.get("replicas", RunConfig.replicas)
-    if router in ROUTERS and replicas == 1 and not data.get("fleet"):  # a fleet's pools have their own sizes
+    if router in router_classes() and replicas == 1 and not data.get("fleet"):  # a fleet's pools have their own sizes
         pab = " (PAB's admission control on one replica: --scheduler fairbatching-pab)" if router == "pab" else ""
         warnings.warn(f"{origins.get('router', API).at('router', router)}: a router picks among replicas and this "
                       f"run has one, so it changes nothing{pab}; give --replicas N (N > 1) or drop it", stacklevel=2)

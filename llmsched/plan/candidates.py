@@ -14,7 +14,7 @@ from ..hardware.vllm_memory import default_utilization
 from ..hardware.models import model as model_preset
 from ..config_fields import check_params, parse_params
 from ..engine.offload_spec import parse_kv_offload
-from ..routers import ROUTERS
+from ..routing.registry import router_classes
 from ..schedulers.registry import scheduler_info
 
 
@@ -119,8 +119,8 @@ def build_candidates(gpus: list[str], tps: list[int], schedulers: list[str], rou
     for name in schedulers:
         scheduler_info(name)
     for name in routers:
-        if name not in ROUTERS:
-            raise ValueError(f"unknown router {name!r}; valid routers: {', '.join(ROUTERS)}")
+        if name not in router_classes():
+            raise ValueError(f"unknown router {name!r}; valid routers: {', '.join(router_classes())}")
     variations = variations or {}
     devices = dict.fromkeys(gpu_preset(g).name for g in gpus)  # two names of one GPU (a100, A100): one candidate
     return [Candidate(g, tp, s, params, r, o)

@@ -12,7 +12,8 @@ from ..engine.replica import Replica
 from ..metrics.requests import RequestLog
 from ..metrics.steps import StepLog
 from ..request import Status
-from ..routers import RoundRobin, Router
+from ..routing.base import Router
+from ..routing.simple import RoundRobin
 from .lanes import run_lanes
 
 ARRIVAL, STEP_END, WAKE, ABORT = 0, 1, 2, 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from ..bounds import MAX_REQUESTS
-from ..workload.length_presets import length_preset
+from ..workload.lengths.length_presets import length_preset
 from ..workload.workload import lengths_file
 
 

@@ -38,7 +38,7 @@ from ..hardware.kv_sizing import kv_cache
 from ..hardware.vllm_memory import default_utilization, parse_version
 from ..batchtime.registry import resolve_kind
 from ..batchtime.vllm_v1 import cudagraph_capture_sizes
-from ..workload.lifecycle_report import LifecycleReport
+from ..workload.traces.lifecycle_report import LifecycleReport
 from .serving_run import ServingRun, gpu_of
 
 STATS = ("mean", "p50", "p90", "p99")

@@ -25,10 +25,10 @@ from ..batchtime.vllm_v1 import cudagraph_capture_sizes
 from ..hardware.hf_config import KV_CACHE_DTYPE_BYTES, kv_cache_dtype_bytes
 from ..hardware.kv_sizing import RunMemory, gpu_named_in, run_memory
 from ..hardware.models import ModelSpec, model as model_preset
-from ..workload.hash_blocks import HASH_BLOCK
-from ..workload.guidellm_report import benchmarks_of, read_guidellm
-from ..workload.lifecycle_report import is_lifecycle, read_lifecycle
-from ..workload.server_log import ServerLog, read_json, read_server_log
+from ..workload.traces.hash_blocks import HASH_BLOCK
+from ..workload.traces.guidellm_report import benchmarks_of, read_guidellm
+from ..workload.traces.lifecycle_report import is_lifecycle, read_lifecycle
+from ..workload.traces.server_log import ServerLog, read_json, read_server_log
 
 # the run's integer engine arguments, each within the bounds of every number a user gives (bounds.py); a length
 # in tokens (max_num_batched_tokens, max_model_len) within MAX_TOKENS
@@ -169,7 +169,7 @@ def _stage_number(path: Path) -> int:
 
 
 def load_stage(folder: Path, path: Path, boundary: str | None) -> ServingRun:
-    """One stage of an inference-perf run: its lifecycle report (workload/lifecycle_report.py) and the folder's
+    """One stage of an inference-perf run: its lifecycle report (workload/traces/lifecycle_report.py) and the folder's
     meta.json; compared at the client, where inference-perf measures."""
     if boundary == "engine":
         raise ValueError(f"{path}: an inference-perf lifecycle report measures at the client, not in the engine; "

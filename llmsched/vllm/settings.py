@@ -36,8 +36,8 @@ import os
 from dataclasses import dataclass, field
 
 from ..request import DEFAULT_TIER, Tenant, Tier
-from ..workload.tenants import check_tenants
-from ..workload.tiers import parse_tiers
+from ..workload.tenants.streams import check_tenants
+from ..workload.tenants.tiers import parse_tiers
 
 TIER_KEY = "tier"  # SamplingParams.extra_args key (OpenAI API: extra_body={"vllm_xargs": {"tier": "paid"}})
 TENANT_KEY = "tenant"  # SamplingParams.extra_args key (extra_body={"vllm_xargs": {"tenant": "acme"}})

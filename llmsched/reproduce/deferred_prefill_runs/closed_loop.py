@@ -15,7 +15,7 @@ from ...batchtime.base import BatchTimeModel
 from ...experiment import RunConfig, build_replicas
 from ...request import Status
 from ...sim.simulator import RunResult, simulate
-from ...workload.lengths import LengthDist
+from ...workload.lengths.distributions import LengthDist
 from ...workload.workload import ClosedLoop
 
 

@@ -27,7 +27,7 @@ from ...experiment import RunConfig, build_replicas
 from ...metrics.summary import summarize
 from ...schedulers.wait.fluid_model import PromptType
 from ...sim.simulator import simulate
-from ...workload.arrivals import Poisson
+from ...workload.arrivals.processes import Poisson
 from ...workload.workload import OpenLoop, Workload
 from .kv_ledger import kv_ledger
 from .paper_model import paper_metrics

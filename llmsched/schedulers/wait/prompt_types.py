@@ -15,12 +15,12 @@ MAX_BINS = 10_000  # types from a length distribution: finer than one output len
 
 def length_samples(lengths: str, n: int = 20000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(prompts, outputs) drawn from a length preset or this package's workloads, or all rows of a trace file."""
-    from ...workload.length_presets import LENGTH_PRESETS, length_preset
+    from ...workload.lengths.length_presets import LENGTH_PRESETS, length_preset
     from .synthetic_workloads import WAIT_WORKLOADS
     if lengths in LENGTH_PRESETS or lengths in WAIT_WORKLOADS:
         dist = length_preset(lengths) if lengths in LENGTH_PRESETS else WAIT_WORKLOADS[lengths]().lengths
         return dist.sample(n, np.random.default_rng(seed))
-    from ...workload.traces import read_trace
+    from ...workload.traces.readers import read_trace
     try:
         trace = read_trace(lengths, zero_lengths="clamp")
     except FileNotFoundError:

@@ -32,11 +32,11 @@ import numpy as np
 from llmsched.bounds import MAX_REQUESTS, MAX_TOKENS
 from llmsched.content import Content, Space, piece_id
 from llmsched.request import DEFAULT_TIER
-from llmsched.workload.arrivals import ArrivalProcess, Constant, Gamma, Poisson
+from llmsched.workload.arrivals.processes import ArrivalProcess, Constant, Gamma, Poisson
 from llmsched.workload.chunks import CHUNK, pieces
-from llmsched.workload.closed_sessions import SessionClosedLoop
-from llmsched.workload.sessions import Turn, turn_number
-from llmsched.workload.tiers import assign_tiers, check_tiers
+from llmsched.workload.generators.closed_sessions import SessionClosedLoop
+from llmsched.workload.generators.sessions import Turn, turn_number
+from llmsched.workload.tenants.tiers import assign_tiers, check_tiers
 from llmsched.workload.workload import ARRIVAL_KINDS, SessionOpenLoop, StreamedOpenLoop, check_seed, streams
 
 NAME = "shared-prefix"

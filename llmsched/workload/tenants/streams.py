@@ -21,9 +21,9 @@ import numpy as np
 from llmsched.bounds import MAX_WEIGHT, MIN_RATE, MIN_WEIGHT
 from llmsched.request import DEFAULT_TIER, Request, Tenant, Tier
 from llmsched.workload.chunks import CHUNK
-from llmsched.workload.modulated import scheduled_arrivals
-from llmsched.workload.rate_shape import RateShape
-from llmsched.workload.tiers import parse_priority
+from llmsched.workload.arrivals.modulated import scheduled_arrivals
+from llmsched.workload.arrivals.rate_shape import RateShape
+from llmsched.workload.tenants.tiers import parse_priority
 from llmsched.workload.workload import OpenLoop, StreamedOpenLoop, Workload, check_seed, generated_workload
 
 KEYS = ("rate", "weight", "workload", "priority")

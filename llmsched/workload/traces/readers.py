@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from llmsched.bounds import MAX_SECONDS, MAX_TOKENS
-from llmsched.workload.jsonl import first_keys, is_jsonl
-from llmsched.workload.llmservingsim import FLAT as LLMSERVINGSIM, is_llmservingsim, read_llmservingsim
-from llmsched.workload.mooncake import KEYS as MOONCAKE, is_mooncake, read_mooncake
-from llmsched.workload.session_trace import KEYS as SESSIONS, is_session_trace, read_session_trace
-from llmsched.workload.trace_error import TraceError
+from llmsched.workload.traces.jsonl import first_keys, is_jsonl
+from llmsched.workload.traces.llmservingsim import FLAT as LLMSERVINGSIM, is_llmservingsim, read_llmservingsim
+from llmsched.workload.traces.mooncake import KEYS as MOONCAKE, is_mooncake, read_mooncake
+from llmsched.workload.traces.session_trace import KEYS as SESSIONS, is_session_trace, read_session_trace
+from llmsched.workload.traces.trace_error import TraceError
 
 AZURE = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 VIDUR = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
@@ -75,7 +75,7 @@ def resolve_data_file(name) -> Path:
         if env:
             tried += [Path(env) / given, Path(env) / "traces" / given]
         tried += [Path.cwd().parent / "shared" / "data" / "traces" / given,
-                  Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces" / given]
+                  Path(__file__).resolve().parents[3].parent / "shared" / "data" / "traces" / given]
     tried = list(dict.fromkeys(tried))
     for place in tried:
         if place.is_file():

@@ -10,9 +10,9 @@ import numpy as np
 
 from llmsched.request import DEFAULT_TIER, Request, Tier
 from llmsched.workload.chunks import CHUNK
-from llmsched.workload.lengths import Capped, LengthDist, positive_int
-from llmsched.workload.sessions import Turn, first_prompt, next_prompt, turn_number
-from llmsched.workload.tiers import check_tiers, tier_chunks
+from llmsched.workload.lengths.distributions import Capped, LengthDist, positive_int
+from llmsched.workload.generators.sessions import Turn, first_prompt, next_prompt, turn_number
+from llmsched.workload.tenants.tiers import check_tiers, tier_chunks
 from llmsched.workload.workload import streams
 
 

@@ -2,15 +2,16 @@
 (milliseconds), ``input_length``, ``output_length`` and ``hash_ids``, one id per 512-token block of the prompt
 (the last block partial), equal ids standing for equal blocks.
 
-Each prompt becomes a ``Content`` whose pieces are its blocks (workload/hash_blocks.py, which server logs with
+Each prompt becomes a ``Content`` whose pieces are its blocks (workload/traces/hash_blocks.py, which server logs with
 ``hash_ids`` share).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from llmsched.workload.hash_blocks import HASH_BLOCK, block_content, check_blocks
-from llmsched.workload.jsonl import Columns, JsonlTrace, chunked, in_order, integers, lines, require, seconds, whole
+from llmsched.workload.traces.hash_blocks import HASH_BLOCK, block_content, check_blocks
+from llmsched.workload.traces.jsonl import Columns, JsonlTrace, chunked, in_order, integers, lines, require, \
+    seconds, whole
 
 KEYS = ("timestamp", "input_length", "output_length", "hash_ids")
 FIX = "Mooncake's hash_ids list one integer block id per 512 prompt tokens"

@@ -18,9 +18,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmsched.content import MAX_NUMBER, Space, name_number, piece_id
-from llmsched.workload.jsonl import Columns, JsonlTrace, capped, chunked, in_order, lines, require, seconds, whole
-from llmsched.workload.sessions import first_prompt, next_prompt
-from llmsched.workload.trace_error import TraceError
+from llmsched.workload.traces.jsonl import Columns, JsonlTrace, capped, chunked, in_order, lines, require, \
+    seconds, whole
+from llmsched.workload.generators.sessions import first_prompt, next_prompt
+from llmsched.workload.traces.trace_error import TraceError
 
 KEYS = ("arrival", "prompt_len", "output_len")
 OPTIONAL = ("session", "turn", "prefix")

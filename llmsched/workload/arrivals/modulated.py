@@ -21,9 +21,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from llmsched.workload.arrivals import ArrivalProcess, Piecewise, check_count, check_duration
+from llmsched.workload.arrivals.processes import ArrivalProcess, Piecewise, check_count, check_duration
 from llmsched.workload.chunks import CHUNK, check_chunk, pieces
-from llmsched.workload.rate_shape import RateShape
+from llmsched.workload.arrivals.rate_shape import RateShape
 
 UNITS = ("poisson", "gamma", "constant")
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from llmsched.workload.rate_shape import RateShape, Sinusoid
+from llmsched.workload.arrivals.rate_shape import RateShape, Sinusoid
 
 DAY = 86400.0
 FILE_SUFFIXES = (".yaml", ".yml", ".json")

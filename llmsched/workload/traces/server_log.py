@@ -12,8 +12,8 @@ Two formats, told apart by the file's name:
   a millisecond, and the replay sorts them. Optional, on every line or on none: ``hash_ids``, the prompt's block
   ids as Mooncake gives them (one per 512 tokens, the last block partial; llmsched's captures build each block's
   tokens from its id, so equal ids are equal tokens and vLLM's prefix cache finds them), which give the replayed
-  prompts the same content (workload/hash_blocks.py); and ``num_cached_tokens``, vLLM's count of the prompt tokens
-  its prefix cache held (RequestOutput.num_cached_tokens).
+  prompts the same content (workload/traces/hash_blocks.py); and ``num_cached_tokens``, vLLM's count of the prompt
+  tokens its prefix cache held (RequestOutput.num_cached_tokens).
   Where the log also has the client's own stamps on one monotonic clock with the engine's (``client_sent``,
   ``client_first``, ``client_last``: llmsched's captures, ``scripts/vllm_gpu_replay.py``,
   ``scripts/client_capture.py``), it can be read at the client (``clock="client"``): arrivals are the sends and
@@ -24,7 +24,7 @@ Two formats, told apart by the file's name:
   ``start_times`` (client send times, ``time.perf_counter``) and ``errors``, one entry a request in send order.
   Its timings are the client's.
 * **GuideLLM** report JSON (``guidellm run --output kind=json``; ``GenerativeBenchmarksReport``,
-  workload/guidellm_report.py): each benchmark's successful requests with their client timings.
+  workload/traces/guidellm_report.py): each benchmark's successful requests with their client timings.
 
 A row that cannot be replayed is an error naming the file, the line (or list index) and the field, never
 skipped: a missing field, arrivals out of order, a zero prompt or output, a failed request.

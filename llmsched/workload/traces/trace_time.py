@@ -23,11 +23,11 @@ import math
 import numpy as np
 
 from llmsched.request import DEFAULT_TIER
-from llmsched.workload.arrivals import ArrivalProcess, TraceReplay, check_count, check_duration
+from llmsched.workload.arrivals.processes import ArrivalProcess, TraceReplay, check_count, check_duration
 from llmsched.workload.chunks import CHUNK, check_chunk
-from llmsched.workload.lengths import Empirical
-from llmsched.workload.rate_shape import RateShape
-from llmsched.workload.traces import TraceError
+from llmsched.workload.lengths.distributions import Empirical
+from llmsched.workload.arrivals.rate_shape import RateShape
+from llmsched.workload.traces.readers import TraceError
 from llmsched.workload.workload import Workload, replay
 
 

@@ -221,7 +221,7 @@ class Empirical(LengthDist):
     ``draw``: "resample" picks rows i.i.d. with replacement; "shuffle" walks one seeded permutation of the rows
     (a fresh permutation after each full pass), as SLAI's generator does (Bari et al. §5); "sequential"
     takes the first n rows in order, for trace replay, and refuses n beyond the data; "cycle" takes them in order and
-    starts again after the last, for a trace replayed back to back (``workload/trace_time.py``).
+    starts again after the last, for a trace replayed back to back (``workload/traces/trace_time.py``).
     """
 
     def __init__(self, prompts, outputs, draw: str = "resample", name: str | None = None):

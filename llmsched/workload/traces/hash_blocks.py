@@ -12,8 +12,8 @@ from array import array
 from pathlib import Path
 
 from llmsched.content import MAX_NUMBER, Content, Space, piece_id
-from llmsched.workload.jsonl import capped
-from llmsched.workload.trace_error import TraceError
+from llmsched.workload.traces.jsonl import capped
+from llmsched.workload.traces.trace_error import TraceError
 
 HASH_BLOCK = 512
 FIX = "hash_ids list one integer block id per 512 prompt tokens"

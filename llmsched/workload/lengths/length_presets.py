@@ -9,7 +9,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from llmsched.workload.lengths import Capped, LengthDist, QuantileTable
+from llmsched.workload.lengths.distributions import Capped, LengthDist, QuantileTable
 
 PRESET_DIR = Path(__file__).with_name("presets")
 

@@ -19,10 +19,10 @@ from array import array
 from pathlib import Path
 
 from llmsched.content import Content, Space, piece_id
-from llmsched.workload.jsonl import Columns, JsonlTrace, capped, chunked, in_order, integers, lines, require, \
-    seconds, whole
-from llmsched.workload.sessions import Turn
-from llmsched.workload.trace_error import TraceError
+from llmsched.workload.traces.jsonl import Columns, JsonlTrace, capped, chunked, in_order, integers, lines, \
+    require, seconds, whole
+from llmsched.workload.generators.sessions import Turn
+from llmsched.workload.traces.trace_error import TraceError
 
 FLAT = ("input_toks", "output_toks", "arrival_time_ns")
 AGENTIC = ("arrival_time_ns", "sub_requests")

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from llmsched.bounds import MAX_SECONDS, MAX_TOKENS
-from llmsched.workload.trace_error import TraceError
+from llmsched.workload.traces.trace_error import TraceError
 
 
 def is_jsonl(path: Path) -> bool:
