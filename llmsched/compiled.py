@@ -43,6 +43,8 @@ MODULES = (
     "llmsched.engine.plan_check",
     "llmsched.engine.preemption",
     "llmsched.engine.replica",
+    "llmsched.engine.step_clock",
+    "llmsched.engine.step_counters",
     "llmsched.engine.tokens",
     "llmsched.engine.view",
     "llmsched.batchtime.roofline",

@@ -115,14 +115,17 @@ def test_an_edited_source_runs_alone_from_source(package):
 
 
 def test_an_edited_declaration_takes_its_dependents_along(package):
-    """The view's declarations cimport the replica's: a replica running from source takes the view with it."""
+    """The view's and the decode-group path's declarations cimport the replica's: a replica running from source
+    takes them with it (the group path's and the replica's cimport each other)."""
     _built(package)
     assert "llmsched.engine.replica" in compiled.cimports("llmsched.engine.view", package)
+    assert "llmsched.engine.replica" in compiled.cimports("llmsched.engine.group_steps", package)
     pxd = compiled.sources("llmsched.engine.replica", package)[1]
     assert pxd.suffix == ".pxd"
     pxd.write_text(pxd.read_text() + "\n")
     kind, why, source = compiled.plan(package, environ={})
-    assert kind == "partial" and source == {"llmsched.engine.replica", "llmsched.engine.view"}
+    assert kind == "partial" and source == {"llmsched.engine.replica", "llmsched.engine.view",
+                                            "llmsched.engine.group_steps"}
     assert "dependents" in why
 
 
