@@ -7,6 +7,7 @@ from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from ..request import Status
 from .base import Scheduler
+from .decode_pass import RunningWork
 from .registry import register
 from .whole_prompt import too_long
 
@@ -56,12 +57,7 @@ class FasterTransformer(Scheduler):
                 plan.prefills.append((r, n))
                 tokens += n
             return plan
-        group = view.decode_group
-        if group is not None and group.size and not group.partials:  # every running request is a member
-            plan.decode_group = True
-            return plan
-        for r in view.running:
-            plan.decodes.append(r)
+        RunningWork(view).decode_all(plan)  # the cohort decodes (the decode group's, while one is formed)
         return plan
 
     def _new_cohort(self, view: ReplicaView, plan: BatchPlan) -> list:
