@@ -24,7 +24,6 @@ from .step_clock import StepClock
 from .step_counters import StepCounters
 from .kv_cache import KVCacheManager
 from .plan import BatchPlan
-from .prefix_cache import PrefixCachingKVManager
 from .policy import Policy
 from .tokens import advance_chunk
 from .view import ReplicaView
@@ -57,7 +56,10 @@ class Replica:
         self.batch_time = batch_time
         self.config = config
         self.caching = config.prefix_caching  # vLLM v1's prefix cache (engine/prefix_cache.py)
-        manager = PrefixCachingKVManager if self.caching else KVCacheManager
+        if self.caching:
+            from .prefix_cache import PrefixCachingKVManager as manager  # imported only by a run that caches
+        else:
+            manager = KVCacheManager
         self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks)
         self.waiting: list[Request] = []
         self.running: list[Request] = []
