@@ -88,7 +88,8 @@ class RunningWork:
         else:
             self.group = group
             self.running = self.decodes = None
-            self.partials = group.partials if order is None else sorted(group.partials, key=order)
+            partials = group.partials
+            self.partials = sorted(partials, key=order) if order is not None and partials else partials
             self.grow = group.blocks_needed
 
     def split(self) -> None:

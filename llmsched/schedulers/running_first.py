@@ -70,7 +70,14 @@ class RunningFirst(Scheduler):
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()
         if self.decodes_first:
-            budget, free = self._decodes_first(view, plan)
+            work = RunningWork(view, self.running_order)
+            left = self._decodes_then_chunks(view, plan, work)
+            if left is None:  # a chunk must preempt, which a plan of the decode group cannot: over the requests
+                work.split()
+                plan.decode_group = False
+                plan.prefills.clear()
+                left = self._decodes_then_chunks(view, plan, work)
+            budget, free = left
         else:
             budget, free = self._in_admission_order(view, plan)
         if plan.preempt:
@@ -78,16 +85,6 @@ class RunningFirst(Scheduler):
         if view.waiting:
             self.admit(view, plan, budget, free, view.max_num_seqs - view.num_running)
         return plan
-
-    def _decodes_first(self, view: ReplicaView, plan: BatchPlan) -> tuple[int, int]:
-        work = RunningWork(view, self.running_order)
-        left = self._decodes_then_chunks(view, plan, work)
-        if left is None:  # a chunk must preempt, which a plan of the decode group cannot: over the requests
-            work.split()
-            plan.decode_group = False
-            plan.prefills.clear()
-            left = self._decodes_then_chunks(view, plan, work)
-        return left
 
     def _decodes_then_chunks(self, view: ReplicaView, plan: BatchPlan, work: RunningWork):
         """Every decode (preempting the newest when a block is short), then the unfinished prompts' chunks in
@@ -138,15 +135,32 @@ class RunningFirst(Scheduler):
         group = view.decode_group
         if group is not None:
             partials = group.partials
-            if ((not partials or partials[0].order >= group.max_order) and group.size <= budget
-                    and group.blocks_needed <= view.free_blocks):
+            left = budget - group.size
+            free = view.free_blocks - group.blocks_needed
+            if (not partials or partials[0].order >= group.max_order) and left >= 0 and free >= 0:
                 # every decode comes ahead of every unfinished prompt and fits: the group, then the chunks in order
-                left, free = self._chunks_in_order(view, partials, budget - group.size,
-                                                   view.free_blocks - group.blocks_needed, plan.prefills)
-                if left is not None:
+                bs = view.block_size
+                chunk = self.chunk
+                prefills = plan.prefills
+                short = False
+                for r in partials:
+                    if left <= 0:
+                        break
+                    n = chunk(r, left)
+                    if n <= 0:
+                        continue
+                    need = -(-(r.num_computed + n) // bs) - r.num_blocks
+                    if need > free:
+                        short = True
+                        break
+                    if need > 0:
+                        free -= need
+                    left -= n
+                    prefills.append((r, n))
+                if not short:
                     plan.decode_group = group.size > 0
                     return left, free
-                plan.prefills.clear()  # a chunk finds no block: the pass over the requests preempts
+                prefills.clear()  # a chunk finds too few free blocks: the pass over the requests preempts
         free = view.free_blocks
         bs = view.block_size
         running = view.running
@@ -177,23 +191,4 @@ class RunningFirst(Scheduler):
             else:
                 prefills.append((r, n))
             i += 1
-        return budget, free
-
-    def _chunks_in_order(self, view: ReplicaView, partials, budget: int, free: int, prefills: list):
-        """The chunks of ``partials`` after the group's decodes: (budget, free) left, or (None, None) when one finds
-        too few free blocks (the pass over the requests would preempt)."""
-        bs = view.block_size
-        for r in partials:
-            if budget <= 0:
-                break
-            n = self.chunk(r, budget)
-            if n <= 0:
-                continue
-            need = -(-(r.num_computed + n) // bs) - r.num_blocks
-            if need > free:
-                return None, None
-            if need > 0:
-                free -= need
-            budget -= n
-            prefills.append((r, n))
         return budget, free
