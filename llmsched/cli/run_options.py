@@ -173,16 +173,22 @@ def run_configs(args, names: list[str], rates=None) -> list[RunConfig]:
 
 def tuned_names(args) -> list[str]:
     """The schedulers of the --tuned files, in the order given (a command's default when none is named)."""
-    from ..tune.tuned_file import read_tuned
-    return list(dict.fromkeys(read_tuned(path)["scheduler"] for path in getattr(args, "tuned", None) or ()))
+    paths = getattr(args, "tuned", None) or ()
+    if not paths:
+        return []
+    from ..tune.tuned_file import read_tuned  # only a run given --tuned files loads the tuner's reader
+    return list(dict.fromkeys(read_tuned(path)["scheduler"] for path in paths))
 
 
 def tuned_settings(args, names: list[str]) -> dict[str, dict]:
     """Per scheduler of this run, its --tuned file's record; a file for a scheduler not in the run, or two files
     for one scheduler, is an error."""
-    from ..tune.tuned_file import read_tuned
+    paths = getattr(args, "tuned", None) or ()
+    if not paths:
+        return {}
+    from ..tune.tuned_file import read_tuned  # only a run given --tuned files loads the tuner's reader
     out: dict[str, dict] = {}
-    for path in getattr(args, "tuned", None) or ():
+    for path in paths:
         record = read_tuned(path)
         name = record["scheduler"]
         if name not in names:

@@ -22,7 +22,7 @@ class ReplicaView:
     # --- clock and queues -------------------------------------------------
     @property
     def now(self) -> float:
-        return self._r.now
+        return self._r.clock.now
 
     @property
     def replica_index(self) -> int:
@@ -37,8 +37,9 @@ class ReplicaView:
     def running(self) -> list[Request]:
         """Requests holding KV on the GPU, in admission order (their fields exact: the decode group is settled)."""
         r = self._r
-        if r.group is not None:
-            r.settle()
+        groups = r.groups
+        if groups.group is not None:
+            groups.settle()
         return r.running
 
     @property
@@ -50,7 +51,7 @@ class ReplicaView:
         """The running requests in decode phase as one ``DecodeGroup`` (size, blocks_needed, partials: the other
         running requests, in running order), or None. A policy that plans from it without reading ``running`` sets
         ``BatchPlan.decode_group``; reading ``running`` dissolves it."""
-        return self._r.group
+        return self._r.groups.group
 
     @property
     def swapped(self) -> list[Request]:
@@ -160,17 +161,17 @@ class ReplicaView:
     @property
     def recent_step_times(self) -> deque:
         """Durations of the last steps, oldest first (what a real engine observes)."""
-        return self._r.recent_steps
+        return self._r.counters.recent_steps
 
     @property
     def mean_step_time(self) -> float:
         """Mean duration of all steps so far (0 before the first)."""
-        r = self._r
-        return r.busy_time / r.num_steps if r.num_steps else 0.0
+        counters = self._r.counters
+        return counters.busy_time / counters.num_steps if counters.num_steps else 0.0
 
     @property
     def num_steps(self) -> int:
-        return self._r.num_steps
+        return self._r.counters.num_steps
 
     @property
     def batch_time(self) -> BatchTimeModel | None:

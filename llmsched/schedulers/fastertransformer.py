@@ -7,6 +7,7 @@ from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from ..request import Status
 from .base import Scheduler
+from .decode_pass import RunningWork
 from .registry import register
 from .whole_prompt import too_long
 
@@ -57,12 +58,7 @@ class FasterTransformer(Scheduler):
                 plan.prefills.append((r, n))
                 tokens += n
             return plan
-        group = view.decode_group
-        budget = view.max_num_batched_tokens
-        if group is not None and group.size and not group.partials and group.size <= budget:  # all are members
-            plan.decode_group = True
-            return plan
-        plan.decodes.extend(view.running[:budget])  # a cohort larger than the token budget: the rest wait
+        RunningWork(view).decode_all(plan, limit=view.max_num_batched_tokens)  # the cohort decodes; beyond the budget, wait
         return plan
 
     def _new_cohort(self, view: ReplicaView, plan: BatchPlan) -> list:

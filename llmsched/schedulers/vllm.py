@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from .base import Scheduler
-from .decode_pass import add_decodes
+from .decode_pass import RunningWork
 from .registry import register
 from .whole_prompt import admit_whole_prompts
 from .watermark import WatermarkAdmission
@@ -45,27 +45,19 @@ class VLLM(WatermarkAdmission, Scheduler):
             raise ValueError(f"vllm: watermark must be in [0, 1), got {self.watermark}")
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
-        group = view.decode_group
-        if group is not None and not group.partials:  # a formed group: nothing is swapped
-            plan = BatchPlan()
-            if admit_whole_prompts(view, plan, view.max_num_seqs - view.num_running, self.watermark):
-                return plan
-            if group.size and group.blocks_needed <= view.free_blocks and group.size <= view.max_num_batched_tokens:
-                plan.decode_group = True
-                return plan
         plan = BatchPlan()
-        if not view.swapped and admit_whole_prompts(view, plan, view.max_num_seqs - len(view.running),
+        if not view.swapped and admit_whole_prompts(view, plan, view.max_num_seqs - view.num_running,
                                                     self.watermark):
             return plan
-        free = add_decodes(view, plan, limit=view.max_num_batched_tokens)  # decodes beyond the budget wait
-        if not plan.preempt:
+        free = RunningWork(view).add_decodes(plan, limit=view.max_num_batched_tokens)  # decodes beyond the budget wait
+        if not plan.preempt and view.swapped:
             swap_in(view, plan, free - int(self.watermark * view.total_blocks))
         return plan
 
 
 def swap_in(view: ReplicaView, plan: BatchPlan, free: int) -> None:
     """Bring swapped requests back, oldest first, while ``free`` blocks, seats and budget allow."""
-    room = view.max_num_seqs - len(view.running)
+    room = view.max_num_seqs - view.num_running
     tokens = plan.num_tokens
     for r in view.swapped:
         remaining = r.prompt_len + r.num_generated - r.num_computed

@@ -194,7 +194,7 @@ def _timestamps(path: Path, column: str, values: list[str], lines: list[int]) ->
     An offset such as the 2024 trace's ``+00:00`` is applied (numpy converts to UTC; its warning is silenced).
     numpy alone would read ``1700158624`` as the year 1700158624, so numbers are told apart first.
     """
-    numeric = np.array([_is_number(v) for v in values], bool)
+    numeric = np.array([":" not in v and _is_number(v) for v in values], bool)  # a clock time is no number
     if numeric.any():
         if not numeric.all():
             i, j = int(np.argmax(numeric)), int(np.argmin(numeric))
