@@ -332,7 +332,7 @@ def last_batch(replicas: list[Replica], req) -> int:
     """The requests that got a token in the step that just ended on ``req``'s replica (its decodes and chunks)."""
     if req.replica < 0:
         return 0
-    _, prefills, decodes, _ = replicas[req.replica].row
+    _, prefills, decodes, _ = replicas[req.replica].clock.row
     return prefills + decodes
 
 
