@@ -26,6 +26,19 @@ class LeastOutstanding(Router):
 
     def begin(self, replicas):
         self.counts = [r.num_outstanding for r in replicas]
+        self._rebuild()
+
+    def joined(self, replicas, position):
+        """Counts kept, not read again: a replica's ``num_outstanding`` leaves out the requests sent to it and
+        held for its step in flight, which the kept count holds."""
+        self.counts.insert(position, replicas[position].num_outstanding)
+        self._rebuild()
+
+    def leaving(self, replicas, position):
+        del self.counts[position]
+        self._rebuild()
+
+    def _rebuild(self):
         self.heap = [(c, i) for i, c in enumerate(self.counts)]
         heapq.heapify(self.heap)
 
@@ -49,8 +62,7 @@ class LeastOutstanding(Router):
         heap = self.heap
         heapq.heappush(heap, (c, index))
         if len(heap) > 4 * len(self.counts) + 64:  # stale entries below the top: rebuild from the counts
-            heap[:] = [(c, i) for i, c in enumerate(self.counts)]
-            heapq.heapify(heap)
+            self._rebuild()
 
 
 @register_router
