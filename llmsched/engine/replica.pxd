@@ -27,6 +27,7 @@ cdef class Replica:
     cdef public object scheduler
     cdef public object steps
     cdef public object swapped
+    cdef public object tiers
     cdef public object version
     cdef public object view
     cdef public object waiting

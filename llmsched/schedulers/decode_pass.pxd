@@ -7,5 +7,5 @@ cdef class RunningWork:
     cdef public object partials
     cdef public object grow
     cpdef split(self)
-    cpdef decode_all(self, plan)
+    cpdef decode_all(self, plan, limit=*)
     cpdef add_decodes(self, plan, reserve=*, limit=*, among_decodes=*)
