@@ -23,6 +23,7 @@ from llmsched.request import DEFAULT_TIER, Request, Tenant, Tier
 from llmsched.workload.chunks import CHUNK
 from llmsched.workload.arrivals.modulated import scheduled_arrivals
 from llmsched.workload.arrivals.rate_shape import RateShape
+from llmsched.workload.tenants.spec_fields import key_value, named_parts
 from llmsched.workload.tenants.tiers import parse_priority
 from llmsched.workload.workload import OpenLoop, StreamedOpenLoop, Workload, check_seed, generated_workload
 
@@ -53,20 +54,10 @@ def parse_tenants(spec: str) -> tuple[TenantStream, ...]:
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"tenant spec must be a non-empty string like {EXAMPLE}, got {spec!r}")
     out: list[TenantStream] = []
-    for part in spec.split(","):
-        name, *fields = [f.strip() for f in part.split(":")]
-        if not name:
-            raise ValueError(f"tenant spec {spec!r}: every tenant needs a name before its ':key=value' fields")
-        if name in (s.name for s in out):
-            raise ValueError(f"tenant spec {spec!r}: tenant {name!r} appears twice; give each tenant once")
+    for name, fields in named_parts(spec, "tenant"):
         values: dict = {}
         for field in fields:
-            key, eq, text = field.partition("=")
-            key, text = key.strip(), text.strip()
-            if key not in KEYS or not eq:
-                raise ValueError(f"tenant {name!r}: {field!r} is not key=value with key one of {', '.join(KEYS)}")
-            if key in values:
-                raise ValueError(f"tenant {name!r}: {key} is given twice")
+            key, text = key_value(f"tenant {name!r}", field, KEYS, values)
             if key == "priority":
                 values[key] = parse_priority(f"tenant {name!r}", text)
             elif key == "workload":
