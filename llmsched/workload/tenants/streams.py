@@ -234,6 +234,17 @@ class TraceTenants(OpenLoop):
             yield Request(r.id, r.arrival, r.prompt_len, r.output_len, r.tier, by_name[names[r.id % len(names)]])
 
 
+def check_trace_streams(streams: Sequence[TenantStream], where: str = "") -> None:
+    """Tenants of a trace give weight and priority only: a rate or workload of their own is an error (``where``:
+    where they were given, said first), as the trace gives every tenant's arrivals and lengths."""
+    for s in streams:
+        for key in ("rate", "workload"):
+            if getattr(s, key) is not None:
+                raise ValueError(f"{where}{': ' if where else ''}tenant {s.name!r}: {key}= does not apply with "
+                                 f"--trace: the trace's tenant column says whose each request is and the trace "
+                                 f"gives its arrivals and lengths; give weight= and priority= only")
+
+
 def trace_tenants(source: StreamedOpenLoop, names: Sequence[str], streams: Sequence[TenantStream] | None,
                   where: str) -> TraceTenants:
     """The trace's tenant column ``names`` (one per row, in order) joined to the configured tenants (None: each
@@ -242,12 +253,7 @@ def trace_tenants(source: StreamedOpenLoop, names: Sequence[str], streams: Seque
     used = list(dict.fromkeys(names[:len(source)]))  # a tiled trace's later copies repeat these
     if streams is None:
         return TraceTenants(source, names, {n: Tenant(n) for n in used})
-    for s in streams:
-        for key in ("rate", "workload"):
-            if getattr(s, key) is not None:
-                raise ValueError(f"tenant {s.name!r}: {key}= does not apply with --trace: the trace's tenant column "
-                                 f"says whose each request is and the trace gives its arrivals and lengths; give "
-                                 f"weight= and priority= only")
+    check_trace_streams(streams)
     by_name = {s.name: s.tenant for s in streams}
     unknown = [n for n in used if n not in by_name]
     if unknown:
