@@ -25,7 +25,7 @@ from llmsched.workload.arrivals.modulated import scheduled_arrivals
 from llmsched.workload.arrivals.rate_shape import RateShape
 from llmsched.workload.tenants.spec_fields import key_value, named_parts
 from llmsched.workload.tenants.tiers import parse_priority
-from llmsched.workload.workload import OpenLoop, StreamedOpenLoop, Workload, check_seed, generated_workload
+from llmsched.workload.workload import LazyOpenLoop, StreamedOpenLoop, Workload, check_seed, generated_workload
 
 KEYS = ("rate", "weight", "workload", "priority")
 EXAMPLE = "'heavy:rate=8,light:rate=0.5:weight=2'"
@@ -168,7 +168,7 @@ def tenant_workloads(streams: Sequence[TenantStream], lengths_of: Callable[[str 
     return TenantMerge(workloads, [s.tenant for s in streams], num_requests)
 
 
-class TenantMerge(OpenLoop):
+class TenantMerge(LazyOpenLoop):
     """Several open loops, one per tenant, merged by arrival time (a tie goes to the tenant given first); request
     ids 0..n-1 in merged order. Each stream is drawn in chunks as the run reaches it."""
 
@@ -179,23 +179,6 @@ class TenantMerge(OpenLoop):
         total = sum(len(s) for s in self.sources)
         self.n = total if limit is None else min(limit, total)
 
-    def __len__(self) -> int:
-        return self.n
-
-    @property
-    def requests(self) -> list[Request]:
-        return list(self.initial())
-
-    @property
-    def arrival_times(self) -> np.ndarray:
-        return np.array([r.arrival for r in self.initial()], dtype=np.float64)
-
-    @property
-    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
-        reqs = list(self.initial())
-        return (np.array([r.prompt_len for r in reqs], dtype=np.int64),
-                np.array([r.output_len for r in reqs], dtype=np.int64))
-
     def initial(self):
         streams = [tagged(s.initial(), t) for s, t in zip(self.sources, self.tenants)]
         for i, (r, tenant) in enumerate(heapq.merge(*streams, key=arrival_of)):
@@ -204,7 +187,7 @@ class TenantMerge(OpenLoop):
             yield Request(i, r.arrival, r.prompt_len, r.output_len, r.tier, tenant)
 
 
-class TraceTenants(OpenLoop):
+class TraceTenants(LazyOpenLoop):
     """A trace replay whose rows name their tenant: request i is the i-th row's, with that tenant's weight and
     priority."""
 
@@ -213,12 +196,9 @@ class TraceTenants(OpenLoop):
         self.names = names
         self.by_name = tenants
 
-    def __len__(self) -> int:
-        return len(self.source)
-
     @property
-    def requests(self) -> list[Request]:
-        return list(self.initial())
+    def n(self) -> int:
+        return len(self.source)
 
     @property
     def arrival_times(self) -> np.ndarray:
