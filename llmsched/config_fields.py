@@ -12,7 +12,7 @@ import math
 from .bounds import MAX_REQUESTS, MAX_SECONDS, MIN_RATE
 from .engine.limits import MAX_NUM_BATCHED_TOKENS, vllm_refusal
 from .run_field import API, shown
-from .workload.tenants.streams import EXAMPLE as TENANTS_EXAMPLE, parse_tenants, total_rate
+from .workload.tenants.streams import EXAMPLE as TENANTS_EXAMPLE, check_trace_streams, parse_tenants, total_rate
 from .workload.tenants.tiers import parse_tiers
 
 
@@ -181,12 +181,7 @@ def check_tenant_combination(data: dict, origin_of) -> None:
     streams = parse_tenants(data["tenants"])
     where = origin_of("tenants").at("tenants", data["tenants"])
     if given(data, "trace"):
-        for s in streams:
-            for key in ("rate", "workload"):
-                if getattr(s, key) is not None:
-                    raise ValueError(f"{where}: tenant {s.name!r}: {key}= does not apply with --trace (the trace "
-                                     f"gives arrivals and lengths, its tenant column whose each request is); give "
-                                     f"weight= and priority= only")
+        check_trace_streams(streams, where)
     else:
         for s in streams:
             if s.rate is None:

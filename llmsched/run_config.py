@@ -21,6 +21,7 @@ from .engine.offload_spec import MODES as KV_OFFLOAD_MODES, parse_kv_offload
 from .hardware.gpus import gpu_from_file
 from .hardware.hf_config import KV_CACHE_DTYPE_BYTES
 from .run_field import API, Origin, declare, declared, default_of
+from .user_files import read_user_file
 from .workload.arrivals.rate_schedule import EXAMPLE as SCHEDULE_EXAMPLE, RateSchedule, parse_rate_schedule
 from .workload.tenants.streams import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
 from .workload.tenants.tiers import parse_tiers
@@ -309,10 +310,7 @@ def load_config(path: str | Path, what: str = "config file") -> dict:
     """Read a TOML or YAML run config (or, as ``what`` says, another file of the same form) safely (data only, no
     code, no tags)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ValueError(f"cannot read {what} {path}: {e.strerror}") from None
+    text = read_user_file(path, what)
     if path.suffix == ".toml":
         import tomllib  # here: most runs have no config file
         try:

@@ -15,7 +15,7 @@ REPO = PACKAGE.parent
 # Lowest first; a module may import only its own layer or lower. A name is a module or a package (with all it
 # holds); the longest name that matches a module decides its layer.
 LAYERS = {
-    "mechanism": ("llmsched", "llmsched.compiled", "llmsched.results_file", "llmsched.request",
+    "mechanism": ("llmsched", "llmsched.compiled", "llmsched.results_file", "llmsched.user_files", "llmsched.request",
                   "llmsched.run_field", "llmsched.bounds", "llmsched.engine", "llmsched.batchtime", "llmsched.hardware",
                   "llmsched.workload", "llmsched.metrics"),
     "policies": ("llmsched.schedulers", "llmsched.routing"),

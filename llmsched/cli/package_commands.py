@@ -1,8 +1,11 @@
 """Sub-commands of ``llmsched theory`` and ``llmsched reproduce``, from an explicit table of modules.
 
 Each module named in the table (in this package) defines ``NAME`` (the sub-command), ``HELP`` (one line),
-``FUNCTION`` (the library function its options feed), ``add_arguments(parser)`` and ``run(args) -> int``; nothing
-scans a folder, so a helper module beside them is never taken for a command.
+``FUNCTION`` (the library function its options feed) and ``add_arguments(parser)``; nothing scans a folder, so a
+helper module beside them is never taken for a command. How the command runs is said once, here, for all:
+``FUNCTION`` is called with the options (``keywords``). A module that prints the result defines
+``print_text(out, args) -> int`` and gets a ``--json`` option (the result as JSON instead); one that runs otherwise
+defines ``run(args) -> int``.
 
 An option that gives no default of its own takes its library parameter's (``library_defaults``), so a default is
 written once, in the library: the run's own (``RunConfig.model``) or a paper's setting named there with its
@@ -14,7 +17,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import json
 
+from ..results_file import write_results
 from ..run_config import DEFAULTS, RUN_FIELDS
 from ..run_field import API, KINDS
 
@@ -35,12 +40,35 @@ def add_package_commands(sub, modules: tuple[str, ...], title: str, help_text: s
 
 
 def runner(module):
-    return lambda args: module.run(args)
+    if hasattr(module, "run"):
+        return module.run
+    if hasattr(module, "print_text"):
+        return lambda args: print_result(module, args)
+    return lambda args: (module.FUNCTION(**keywords(args)), 0)[1]
+
+
+def print_result(module, args) -> int:
+    """``module.FUNCTION``'s result for ``args``: JSON with --json (numpy scalars as floats), else its text."""
+    out = module.FUNCTION(**keywords(args, "json"))
+    if args.json:
+        print(json.dumps(out, indent=2, default=float))
+        return 0
+    return module.print_text(out, args)
+
+
+def print_report(out, report, folder: str | None) -> int:
+    """Print ``report(out)``; with a ``folder`` (--out), also write ``out`` there as results.json and say where."""
+    print(report(out))
+    if folder:
+        print(f"wrote {write_results(folder, out)}")
+    return 0
 
 
 def add_options(module, parser: argparse.ArgumentParser) -> None:
     """``module``'s options on ``parser``, each that gives no default of its own with its library parameter's."""
     module.add_arguments(parser)
+    if hasattr(module, "print_text"):
+        parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(**library_defaults(module.FUNCTION, parser))
 
 
@@ -61,10 +89,24 @@ def library_defaults(function, parser: argparse.ArgumentParser) -> dict:
     return out
 
 
+# the help of a run field's option where a command says no more of it than what it is: one wording for all
+PLAIN_HELP = {"model": "model preset (default %(default)s)", "gpu": "GPU preset (default %(default)s)",
+              "workload": "length preset (default %(default)s)",
+              "batch_time": "batch-time model kind (default %(default)s)"}
+
+
 def run_field_option(p, name: str, help: str | None = None) -> None:
     """The option of run field ``name`` (RunConfig's): its declared flag, a value checked by its declaration
-    (a bad one is a usage error naming the option), no default here (the library's, see ``library_defaults``)."""
-    p.add_argument(RUN_FIELDS[name].flag_of(name), dest=name, type=field_type(name), help=help)
+    (a bad one is a usage error naming the option), no default here (the library's, see ``library_defaults``).
+    ``help``: what the option is to this command (default ``PLAIN_HELP``'s, if any)."""
+    p.add_argument(RUN_FIELDS[name].flag_of(name), dest=name, type=field_type(name),
+                   help=PLAIN_HELP.get(name) if help is None else help)
+
+
+def run_field_options(p, *names: str) -> None:
+    """``run_field_option`` for each of ``names``, each with its plain help."""
+    for name in names:
+        run_field_option(p, name)
 
 
 def field_type(name: str):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..capacity.cache import default_dir
 from ..reproduce.beyond import FAST_COMPETITORS, HELD_OUT_SEED, SETTINGS, reproduce
-from .package_commands import keywords, run_field_option
+from .package_commands import run_field_option
 
 NAME = "beyond"
 FUNCTION = reproduce
@@ -42,8 +42,3 @@ def add_arguments(p) -> None:
                    help="take each (setting, scheduler)'s tuned setting from this earlier run's beyond.json instead of "
                         "tuning it again (the held-out and other-workload capacities are measured anew)")
     p.add_argument("--out", default="reproduce-beyond", help="output folder (default reproduce-beyond/)")
-
-
-def run(args) -> int:
-    reproduce(**keywords(args))
-    return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..reproduce.deferred_prefill import TIMINGS, WORKLOADS, reproduce
 from ..reproduce.deferred_prefill_runs.measured_step_time import PROFILE
-from .package_commands import keywords, run_field_option
+from .package_commands import run_field_option
 
 NAME = "deferred-prefill"
 FUNCTION = reproduce
@@ -26,8 +26,3 @@ def add_arguments(p) -> None:
     run_field_option(p, "seed")
     p.add_argument("--fast", action="store_true", help="Granite, synthetic, K = 1, 26 and K*: seconds, for CI")
     p.add_argument("--out", default=None, help="write results.json and results.csv here")
-
-
-def run(args) -> int:
-    reproduce(**keywords(args))
-    return 0

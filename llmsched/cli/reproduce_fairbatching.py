@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 
 from ..reproduce.fairbatching import MODELS, PARTS, TRACES, report, reproduce
-from ..results_file import write_results
-from .package_commands import keywords
+from .package_commands import keywords, print_report
 
 NAME = "fairbatching"
 FUNCTION = reproduce
@@ -25,8 +24,4 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    out = reproduce(**keywords(args, "out"))
-    print(report(out))
-    if args.out:
-        print(f"wrote {write_results(args.out, out)}")
-    return 0
+    return print_report(reproduce(**keywords(args, "out")), report, args.out)

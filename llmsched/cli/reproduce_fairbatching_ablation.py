@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from ..reproduce.fairbatching_ablation import (CASES, CLUSTER_SYSTEMS, LEVELS, REFERENCE, TPOT, TTFT, ablate, report,
                                                settings)
-from ..results_file import write_results
 from ..workload.lengths.length_presets import LENGTH_PRESETS
-from .package_commands import keywords, run_field_option
+from .package_commands import keywords, print_report, run_field_option
 
 NAME = "fairbatching-ablation"
 FUNCTION = settings
@@ -46,8 +45,4 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    out = ablate(settings(**keywords(args, "out")))
-    print(report(out))
-    if args.out:
-        print(f"wrote {write_results(args.out, out)}")
-    return 0
+    return print_report(ablate(settings(**keywords(args, "out"))), report, args.out)

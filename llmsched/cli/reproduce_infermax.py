@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from ..reproduce.infermax import PARTS, reproduce
-from .package_commands import keywords
 
 NAME = "infermax"
 FUNCTION = reproduce
@@ -21,8 +20,3 @@ def add_arguments(p) -> None:
     p.add_argument("--workers", type=int, default=1,
                    help="CP-SAT workers (default 1; more run an interleaved, still deterministic search)")
     p.add_argument("--out", default=None, help="write results.json (every table) into this folder")
-
-
-def run(args) -> int:
-    reproduce(**keywords(args))
-    return 0

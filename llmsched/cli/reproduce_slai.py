@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..reproduce.slai import reproduce
-from .package_commands import keywords, run_field_option
+from .package_commands import run_field_option
 
 NAME = "slai"
 FUNCTION = reproduce
@@ -25,8 +25,3 @@ def add_arguments(p) -> None:
                         "paper engine's Python cost; default 0)")
     p.add_argument("--jobs", type=int, default=2, help="parallel runs (default 2)")
     run_field_option(p, "seed")
-
-
-def run(args) -> int:
-    reproduce(**keywords(args))
-    return 0

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..reproduce.wait import reproduce
 from ..reproduce.wait_runs.experiments import SETTINGS
-from .package_commands import keywords, run_field_option
+from .package_commands import run_field_option
 
 NAME = "wait"
 FUNCTION = reproduce
@@ -26,8 +26,3 @@ def add_arguments(p) -> None:
     p.add_argument("--capacity-slo", default="", help="SLOs for the capacities, e.g. 'e2e_p50<=30' (default: "
                                                       "stability only)")
     p.add_argument("--skip-lmsys", action="store_true", help="skip the LMSYS-lengths run (needs the data file)")
-
-
-def run(args) -> int:
-    reproduce(**keywords(args))
-    return 0

@@ -2,11 +2,9 @@
 prefill (Mohanty et al.); llmsched/theory/deferred_prefill.py computes them."""
 from __future__ import annotations
 
-import json
-
 from ..theory.deferred_prefill import APPENDIX_A, compute
 from .argtypes import count
-from .package_commands import keywords, run_field_option
+from .package_commands import run_field_option, run_field_options
 
 NAME = "deferred-prefill"
 FUNCTION = compute
@@ -25,20 +23,13 @@ def add_arguments(p) -> None:
     src.add_argument("--timing", metavar="C_P,S_P,C_D,T_D", help="explicit constants in seconds")
     src.add_argument("--steps", metavar="STEPS_CSV", help="fit to measured steps (a steps.csv of a non-mixing "
                                                            "scheduler, e.g. deferred-prefill or vllm)")
-    run_field_option(src, "model", "model preset (default %(default)s)")
-    run_field_option(src, "gpu", "GPU preset (default %(default)s)")
-    run_field_option(src, "batch_time", "batch-time model kind (default %(default)s)")
+    run_field_options(src, "model", "gpu", "batch_time")
     run_field_option(src, "max_num_batched_tokens", "token budget that splits a refill into steps (default: one step "
                                                     "per refill)")
     p.add_argument("--K", default=None, help="thresholds to tabulate, comma-separated (default a spread plus K*)")
-    p.add_argument("--json", action="store_true", help="print JSON")
 
 
-def run(args) -> int:
-    out = compute(**keywords(args, "json"))
-    if args.json:
-        print(json.dumps(out, indent=2))
-        return 0
+def print_text(out, args) -> int:
     t = out["timing"]
     print(f"C = {out['C']}, α = 1/{out['mean_output']:g}; timing from {out['timing_source']}")
     print(f"c_p = {t['c_p'] * 1e3:.3f} ms, s_p = {t['s_p'] * 1e3:.3f} ms/prompt, c_d = {t['c_d'] * 1e3:.3f} ms, "

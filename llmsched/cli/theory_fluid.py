@@ -2,12 +2,10 @@
 llmsched/theory/fluid.py computes them."""
 from __future__ import annotations
 
-import json
-
 from ..schedulers.wait.synthetic_workloads import WAIT_WORKLOADS
 from ..theory.fluid import compute
 from .argtypes import count, non_negative, positive, probability
-from .package_commands import keywords, run_field_option
+from .package_commands import run_field_option
 
 NAME = "fluid"
 FUNCTION = compute
@@ -36,14 +34,9 @@ def add_arguments(p) -> None:
     p.add_argument("--batch-cap", type=count, default=None, help="B: thresholds by the experiments' rule")
     p.add_argument("--delta", type=probability, default=0.01, help="Nested WAIT overflow probability δ (default 0.01)")
     p.add_argument("--horizon", type=positive, help="horizon T in seconds for the buffer (default %(default)g)")
-    p.add_argument("--json", action="store_true", help="print JSON")
 
 
-def run(args) -> int:
-    out = compute(**keywords(args, "json"))
-    if args.json:
-        print(json.dumps(out, indent=2, default=float))
-        return 0
+def print_text(out, args) -> int:
     eq, tm = out["equilibrium"], out["timing"]
     print(f"iteration time: d0 = {tm['d0'] * 1e3:.4g} ms, d1 = {tm['d1'] * 1e6:.4g} µs/token ({tm['source']})")
     if "simulate_with" in tm:

@@ -2,11 +2,9 @@
 sound throughput bound; llmsched/theory/rad_bound.py computes them."""
 from __future__ import annotations
 
-import json
-
 from ..theory.rad_bound import compute
 from .argtypes import count
-from .package_commands import keywords, run_field_option
+from .package_commands import run_field_option, run_field_options
 
 NAME = "rad-bound"
 FUNCTION = compute
@@ -15,8 +13,7 @@ HELP = ("Bari et al. Theorem 1: mean optimal service time T̄ᴿ and r/T̄ᴿ, R
 
 
 def add_arguments(p) -> None:
-    run_field_option(p, "workload", "length preset (default %(default)s)")
-    run_field_option(p, "model", "model preset (default %(default)s)")
+    run_field_options(p, "workload", "model")
     run_field_option(p, "gpu", "GPU preset (default %(default)s); its tile gives t*_col and t*_lcm")
     run_field_option(p, "batch_time", "batch-time model kind, as the simulator's --batch-time (default %(default)s)")
     run_field_option(p, "replicas", "r, identical replicas (default %(default)s)")
@@ -29,14 +26,9 @@ def add_arguments(p) -> None:
     run_field_option(p, "seed")
     p.add_argument("--n", type=count, default=None, help="RAD's cycle parameter: check Theorem 2 at --rate")
     run_field_option(p, "rate", "arrival rate (req/s) for the Theorem 2 check")
-    p.add_argument("--json", action="store_true", help="print JSON")
 
 
-def run(args) -> int:
-    out = compute(**keywords(args, "json"))
-    if args.json:
-        print(json.dumps(out, indent=2))
-        return 0
+def print_text(out, args) -> int:
     print(f"{out['model']} on {out['gpu']} ({out['batch_time']}), {out['workload']} lengths "
           f"(mean prompt {out['mean_prompt']:.0f}, output {out['mean_output']:.0f}; {out['samples']} samples)")
     print(f"tiles: t*_col = {out['t_col']}, t*_lcm = {out['t_lcm']}; decode count: {out['convention']}")

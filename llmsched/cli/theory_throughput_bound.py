@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..theory.throughput_bound import PRESET_REQUESTS, compute, describe
-from .package_commands import keywords, run_field_option
+from .package_commands import keywords, run_field_option, run_field_options
 
 NAME = "throughput-bound"
 FUNCTION = compute
@@ -14,12 +14,11 @@ HELP = ("a sound upper bound on the requests/s any scheduler can serve for a mod
 
 
 def add_arguments(p) -> None:
-    run_field_option(p, "model", "model preset (default %(default)s)")
-    run_field_option(p, "gpu", "GPU preset (default %(default)s)")
+    run_field_options(p, "model", "gpu")
     run_field_option(p, "tp", "tensor-parallel degree")
     run_field_option(p, "batch_time", "batch-time model (roofline, roofline-staircase, calibrated, linear)")
     src = p.add_mutually_exclusive_group()
-    run_field_option(src, "workload", "length preset (default %(default)s)")
+    run_field_option(src, "workload")
     run_field_option(src, "trace", "a trace file: its own lengths")
     run_field_option(p, "num_requests", f"requests drawn from --workload (default {PRESET_REQUESTS}) or read from "
                                         f"--trace (default all)")

@@ -15,6 +15,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from operator import attrgetter
 
+from .ring import Ring
+
 LO = attrgetter("lo")
 
 
@@ -136,39 +138,28 @@ class Run:
         self.prev = self.next = None
 
 
-class Lru:
-    """The cached free blocks in eviction order: a ring of free runs behind a sentinel (``head.next`` is evicted
-    first), and how many blocks they hold (``blocks``)."""
+class Lru(Ring):
+    """The cached free blocks in eviction order: a ring of free runs (``head.next`` is evicted first), and how many
+    blocks they hold (``blocks``)."""
 
-    __slots__ = ("head", "blocks")
+    __slots__ = ("blocks",)
 
     def __init__(self):
-        self.head = Run(None, 0, 0, -1)
-        self.head.prev = self.head.next = self.head
+        super().__init__(Run(None, 0, 0, -1))
         self.blocks = 0
 
     def __len__(self) -> int:
         return self.blocks
 
     def append(self, r: Run) -> None:
-        head = self.head
-        r.prev = head.prev
-        r.next = head
-        head.prev.next = r
-        head.prev = r
+        Ring.append(self, r)
         self.blocks += r.hi - r.lo
 
     def remove(self, r: Run) -> None:
-        r.prev.next = r.next
-        r.next.prev = r.prev
-        r.prev = r.next = None
+        self.unlink(r)
         self.blocks -= r.hi - r.lo
 
-    def runs(self):
-        r = self.head.next
-        while r is not self.head:
-            yield r
-            r = r.next
+    runs = Ring.nodes
 
 
 class Hit:

@@ -132,17 +132,21 @@ class KVCacheManager:
         req.num_blocks = -(-tokens // self.block_size)
 
     # --- checks -----------------------------------------------------------------------------------------------
+    def checked_blocks(self, r: Request, group) -> int:
+        """The blocks running request ``r`` holds (a member of ``group``: those of its exact context, written or
+        not), asserted to be those of its KV tokens."""
+        member = r.lag >= 0
+        computed = group.exact(r)[0] if member else r.num_computed
+        blocks = self.blocks_for(computed) if member else r.num_blocks
+        assert blocks == self.blocks_for(computed), f"request {r.id} holds {blocks} blocks for {computed} KV tokens"
+        return blocks
+
     def check(self, running, swapped=(), waiting=(), group=None) -> None:
         """Every block is held by a running request or free (a member of ``group`` holds the blocks of its exact
         context, written or not); swapped requests hold host blocks; waiting ones hold none."""
         held = 0
         for r in running:
-            member = r.lag >= 0
-            computed = group.exact(r)[0] if member else r.num_computed
-            blocks = self.blocks_for(computed) if member else r.num_blocks
-            assert blocks == self.blocks_for(computed), (
-                f"request {r.id} holds {blocks} blocks for {computed} KV tokens")
-            held += blocks
+            held += self.checked_blocks(r, group)
         assert self.free >= 0, f"negative free KV blocks: {self.free}"
         assert held + self.free == self.total, (
             f"KV block leak: {held} held + {self.free} free != {self.total} total")

@@ -480,11 +480,7 @@ class PrefixCachingKVManager(KVCacheManager):
         anon = 0
         regs: dict = {}
         for r in running:
-            member = r.lag >= 0
-            computed = group.exact(r)[0] if member else r.num_computed
-            blocks = self.blocks_for(computed) if member else r.num_blocks
-            assert blocks == self.blocks_for(computed), (
-                f"request {r.id} holds {blocks} blocks for {computed} KV tokens")
+            blocks = self.checked_blocks(r, group)
             p = 0
             for reg, lo, hi in self.held.get(r, ()):
                 assert lo == p < hi, f"request {r.id} holds cached blocks [{lo}, {hi}) after {p}"

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from .ring import Ring
+
 
 class Seg:
     """Chunks ``[lo, hi)`` of piece ``key``, consecutive in rank (``up``: the lowest oldest), ``pins`` loads
@@ -69,10 +71,10 @@ def piece_ranges(keys: list, starts: list, lo: int, hi: int, reverse: bool = Fal
     return out
 
 
-class TierStore:
-    """A tier of ``capacity`` chunks (see the module docstring)."""
+class TierStore(Ring):
+    """A tier of ``capacity`` chunks (see the module docstring); the ring is its rank list."""
 
-    __slots__ = ("capacity", "used", "evictable", "table", "head", "evicted", "inserted")
+    __slots__ = ("capacity", "used", "evictable", "table", "evicted", "inserted")
 
     def __init__(self, capacity: int):
         if capacity < 1:
@@ -81,29 +83,11 @@ class TierStore:
         self.used = 0  # chunks held, ready or not
         self.evictable = 0  # chunks ready and not pinned
         self.table: dict = {}  # piece key -> its segments, sorted by lo
-        self.head = Seg(0, 0, 0, True)
-        self.head.prev = self.head.next = self.head
+        super().__init__(Seg(0, 0, 0, True))
         self.evicted = 0  # chunks evicted over the run
         self.inserted = 0  # chunks stored over the run
 
-    # --- the rank list ----------------------------------------------------------------------------------------
-    def append(self, seg: Seg) -> None:
-        head = self.head
-        seg.prev = head.prev
-        seg.next = head
-        head.prev.next = seg
-        head.prev = seg
-
-    def unlink(self, seg: Seg) -> None:
-        seg.prev.next = seg.next
-        seg.next.prev = seg.prev
-        seg.prev = seg.next = None
-
-    def segs(self):
-        s = self.head.next
-        while s is not self.head:
-            yield s
-            s = s.next
+    segs = Ring.nodes  # the rank list, the first to be evicted first
 
     # --- the table --------------------------------------------------------------------------------------------
     def overlapping(self, key: int, a: int, b: int) -> list:

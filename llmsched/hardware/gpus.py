@@ -1,4 +1,5 @@
-"""GPU presets: the datasheet figures a batch-time model needs, each with its source."""
+"""GPU presets: the datasheet figures a batch-time model needs, each with its source (the presets are data, in
+gpus.json, with the fields of a GPU spec file)."""
 from __future__ import annotations
 
 import json
@@ -101,6 +102,19 @@ class GPUSpec:
 INTERCONNECTS = ("nvlink", "xgmi", "pcie")
 COLLECTIVE_MODELS = ("fixed", "nccl")
 NCCL_LINKS = ("nvlink", "pcie")
+PRESETS_PATH = Path(__file__).with_name("gpus.json")
+
+
+def preset(entry: dict) -> GPUSpec:
+    """A GPU of gpus.json: GPUSpec's fields, memory in GiB (``mem_gib``)."""
+    fields = dict(entry)
+    fields["mem_bytes"] = fields.pop("mem_gib") * GiB
+    return GPUSpec(**fields)
+
+
+GPUS: dict[str, GPUSpec] = {g.name: g for g in map(preset,
+                                                   json.loads(PRESETS_PATH.read_text(encoding="utf-8"))["gpus"])}
+
 # NCCL's all-reduce among RTX PRO 6000 Blackwell cards over PCIe 5 x16 (no NVLink), measured with nccl-tests'
 # all_reduce_perf: 22.2 GB/s bus bandwidth with NCCL's default settings (32 MB messages) on cards attached
 # directly to the CPUs' root ports, 40.1 GB/s behind PCIe switches, 37.6-41.1 GB/s only with
@@ -108,115 +122,7 @@ NCCL_LINKS = ("nvlink", "pcie")
 # Bandwidth"). vLLM leaves NCCL at its defaults and a two-card workstation has no switch, so the direct-attach
 # default figure applies; it is 0.41 of the 54-56 GB/s those cards' P2P copies reach one way (same page,
 # p2pBandwidthLatencyTest), and half the 44.8 GB/s the datasheet × the NVLink-fitted comm_eff 0.7 would give.
-RTX_PRO_6000_ALLREDUCE_BUSBW = 22.2e9
-_AMPERE_TILES = dict(t_row=256, t_col=128, t_red=32)   # Bari et al. §1.3: 256×128 (or 128×256) / 32 on A100
-_HOPPER_TILES = dict(t_row=256, t_col=128, t_red=64)
-_ADA_TILES = dict(t_row=128, t_col=128, t_red=32)
-
-GPUS: dict[str, GPUSpec] = {g.name: g for g in (
-    GPUSpec("a100", flops=312e12, mem_bw=2039e9, mem_bytes=80 * GiB, host_bw=64e9, interconnect_bw=600e9,
-            sms=108, **_AMPERE_TILES, family="a100", interconnect="nvlink",
-            source="NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM): BF16 312 TFLOPS dense, HBM2e 2,039 GB/s, "
-                   "NVLink 600 GB/s, PCIe Gen4 64 GB/s; 108 SMs per the NVIDIA Ampere GA100 whitepaper. Tiles: "
-                   "Bari et al. §1.3 (optimal A100 output tile 128×256/256×128, t_red 32); the token edge t_col=128 "
-                   "matches the steps at 136/264/392/520 tokens in Vidur's A100 profiles."),
-    GPUSpec("a100-pcie", flops=312e12, mem_bw=1935e9, mem_bytes=80 * GiB, host_bw=64e9, interconnect_bw=64e9,
-            sms=108, **_AMPERE_TILES, family="a100", link_latency=1.0e-6, interconnect="pcie",
-            source="NVIDIA A100 Tensor Core GPU datasheet (A100 80GB PCIe): BF16 312 TFLOPS dense at the 1,410 MHz "
-                   "boost clock, HBM2e 1,935 GB/s (1,512 MHz memory clock), 300 W TDP (SXM: 400 W, 2,039 GB/s), "
-                   "PCIe Gen4 64 GB/s; NVLink only through an optional two-card bridge, so tensor-parallel "
-                   "all-reduce goes over PCIe here. Same GA100 chip (108 SMs) as the SXM part. The GPU of Mohanty et al. "
-                   "(clocks locked at 1,380 MHz SM / 1,512 MHz memory: pass compute scaling yourself if "
-                   "needed, 1380/1410 = 0.979)."),
-    GPUSpec("h100", flops=989e12, mem_bw=3350e9, mem_bytes=80 * GiB, host_bw=128e9, interconnect_bw=900e9,
-            sms=132, **_HOPPER_TILES, family="h100", fp8_flops=1979e12, interconnect="nvlink",
-            source="NVIDIA H100 Tensor Core GPU datasheet (H100 SXM 80GB): BF16 1,979 TFLOPS with sparsity = 989 "
-                   "dense, FP8 3,958 with sparsity = 1,979 dense, HBM3 3.35 TB/s, NVLink 900 GB/s, PCIe Gen5 128 "
-                   "GB/s; 132 SMs (Hopper whitepaper). "
-                   "Tiles: CUTLASS Hopper 128×256×64 warp-group tile, token edge 128 (steps at 136/264/392/520 "
-                   "in Vidur's H100 profile)."),
-    GPUSpec("h200", flops=989e12, mem_bw=4800e9, mem_bytes=141 * GiB, host_bw=128e9, interconnect_bw=900e9,
-            sms=132, **_HOPPER_TILES, family="h100", fp8_flops=1979e12, interconnect="nvlink",
-            source="NVIDIA H200 Tensor Core GPU datasheet (H200 SXM): BF16 1,979 TFLOPS with sparsity = 989 dense, "
-                   "FP8 3,958 with sparsity = 1,979 dense, "
-                   "141 GB HBM3e at 4.8 TB/s, NVLink 900 GB/s, PCIe Gen5 128 GB/s; same GH100 chip as H100 "
-                   "(132 SMs)."),
-    GPUSpec("rtx-6000-ada", flops=364.2e12, mem_bw=960e9, mem_bytes=48 * GiB, host_bw=64e9, interconnect_bw=64e9,
-            sms=142, **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=728.5e12, interconnect="pcie",
-            source="NVIDIA RTX 6000 Ada Generation datasheet: 48 GB GDDR6 at 960 GB/s, PCIe Gen4 x16 (64 GB/s), "
-                   "no NVLink (all-reduce over PCIe), 142 SMs; tensor 1,457 TFLOPS = FP8 with sparsity, so FP8 dense "
-                   "= 728.5 and BF16 dense = 364.2 TFLOPS (Ada Lovelace architecture whitepaper, appendix). The "
-                   "GPU of Bari et al.'s experiments."),
-    GPUSpec("a800", flops=312e12, mem_bw=1935e9, mem_bytes=80 * GiB, host_bw=64e9, interconnect_bw=400e9,
-            sms=108, **_AMPERE_TILES, family="a100", interconnect="nvlink",
-            source="NVIDIA A800 80GB PCIe datasheet: BF16 312 TFLOPS dense (624 with sparsity), HBM2e 1,935 GB/s, "
-                   "NVLink bridge 400 GB/s, PCIe Gen4 64 GB/s; GA100 chip, 108 SMs. The GPU of Lyu et al. "
-                   "(Llama-3.1-8B)."),
-    GPUSpec("h20", flops=148e12, mem_bw=4000e9, mem_bytes=96 * GiB, host_bw=128e9, interconnect_bw=900e9,
-            sms=78, **_HOPPER_TILES, family="h20", fp8_flops=296e12, interconnect="nvlink",
-            source="NVIDIA HGX H20 as published for the China market (no public NVIDIA datasheet): 96 GB HBM3 at "
-                   "4.0 TB/s, FP16/BF16 148 TFLOPS dense, FP8 296 dense, NVLink 900 GB/s, PCIe Gen5; 78 SMs as "
-                   "reported by Geekbench listings. The GPU of Lyu et al. (Qwen3-14B, Qwen3-32B, Llama-3.3-70B)."),
-    GPUSpec("l20", flops=119.5e12, mem_bw=864e9, mem_bytes=48 * GiB, host_bw=64e9, interconnect_bw=64e9,
-            sms=92, **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=239e12, interconnect="pcie",
-            source="NVIDIA L20 (AD102, China-market data-centre card) product brief: 48 GB GDDR6 at 864 GB/s, "
-                   "FP16/BF16 tensor 119.5 TFLOPS dense (FP8 239), PCIe Gen4 x16, no NVLink, 92 SMs. The GPU of "
-                   "Ao et al.'s Fig. 3."),
-    # --- today's cards ---
-    GPUSpec("rtx-4090", flops=165.2e12, mem_bw=1008e9, mem_bytes=24 * GiB, host_bw=64e9, interconnect_bw=64e9,
-            sms=128, **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=330.3e12, interconnect="pcie",
-            source="NVIDIA Ada Lovelace architecture whitepaper, appendix (GeForce RTX 4090): 128 SMs, 24 GB GDDR6X "
-                   "at 1,008 GB/s, peak BF16 tensor 165.2 TFLOPS dense with FP32 accumulate (330.4 with "
-                   "sparsity; GeForce runs FP16/BF16 with FP32 accumulate at half the FP16-accumulate rate), FP8 "
-                   "330.3 dense with FP32 accumulate; PCIe Gen4 x16 (64 GB/s), no NVLink and no peer-to-peer, so "
-                   "all-reduce goes through host memory over PCIe."),
-    GPUSpec("rtx-pro-6000", flops=503.8e12, mem_bw=1792e9, mem_bytes=96 * GiB, host_bw=128e9,
-            interconnect_bw=128e9, sms=188, **_ADA_TILES, family="blackwell-rtx", link_latency=1.0e-6,
-            fp8_flops=1007.6e12, interconnect="pcie", allreduce_busbw=RTX_PRO_6000_ALLREDUCE_BUSBW,
-            collective_model="nccl",
-            source="NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet and RTX Blackwell GPU architecture "
-                   "whitepaper (GB202, 188 SMs): 96 GB GDDR7 ECC at 1,792 GB/s (512-bit, 28 Gbps), 4,000 AI TOPS "
-                   "= FP4 with sparsity, so FP4 dense 2,015, FP8 dense 1,007.6 and BF16 dense 503.8 TFLOPS with FP32 "
-                   "accumulate (the professional card runs FP32 accumulate at full rate), 600 W; PCIe Gen5 x16 "
-                   "(128 GB/s), no NVLink: tensor-parallel all-reduce over PCIe. Tiles as Ada's (sm_120 has no "
-                   "Hopper wgmma or datacenter-Blackwell tcgen05). The GPU of the shared ground-truth runs. "
-                   "All-reduce: 22.2 GB/s bus bandwidth, NCCL's all_reduce_perf at its defaults on RTX PRO 6000 "
-                   "Blackwell cards attached directly to the CPUs (no PCIe switch), as measured in the "
-                   "voipmonitor/rtx6kpro knowledge base, hardware/pcie-bandwidth.md (see "
-                   "RTX_PRO_6000_ALLREDUCE_BUSBW); smaller collectives as NCCL's tuning model prices them "
-                   "(hardware/nccl_model.py)."),
-    GPUSpec("l4", flops=121e12, mem_bw=300e9, mem_bytes=24 * GiB, host_bw=64e9, interconnect_bw=64e9, sms=58,
-            **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=242.5e12, interconnect="pcie",
-            source="NVIDIA L4 Tensor Core GPU datasheet: 24 GB GDDR6 at 300 GB/s, BF16 242 TFLOPS with sparsity = "
-                   "121 dense, FP8 485 with sparsity = 242.5 dense, 72 W, PCIe Gen4 x16 (64 GB/s), no NVLink; "
-                   "AD104, 58 SMs."),
-    GPUSpec("l40s", flops=362.05e12, mem_bw=864e9, mem_bytes=48 * GiB, host_bw=64e9, interconnect_bw=64e9,
-            sms=142, **_ADA_TILES, family="ada", link_latency=1.0e-6, fp8_flops=733e12, interconnect="pcie",
-            source="NVIDIA L40S datasheet: 48 GB GDDR6 ECC at 864 GB/s, BF16 362.05 TFLOPS dense (733 with "
-                   "sparsity), FP8 733 dense (1,466 with sparsity), 350 W, PCIe Gen4 x16 (64 GB/s bidirectional), "
-                   "no NVLink; AD102, 142 SMs (142 RT cores, 568 tensor cores)."),
-    GPUSpec("h100-pcie", flops=756e12, mem_bw=2000e9, mem_bytes=80 * GiB, host_bw=128e9, interconnect_bw=128e9,
-            sms=114, **_HOPPER_TILES, family="h100", link_latency=1.0e-6, fp8_flops=1513e12, interconnect="pcie",
-            source="NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe 80GB): BF16 1,513 TFLOPS with sparsity = 756 "
-                   "dense, FP8 3,026 with sparsity = 1,513 dense, HBM2e 2 TB/s, 350 W, PCIe Gen5 128 GB/s; NVLink "
-                   "only through two-card bridges (600 GB/s), so a group of more than two goes over PCIe, as "
-                   "here (a bridged pair: a spec file with interconnect = \"nvlink\"). GH100 with 114 SMs."),
-    GPUSpec("b200", flops=2.25e15, mem_bw=8000e9, mem_bytes=180 * GiB, host_bw=128e9, interconnect_bw=1800e9,
-            sms=148, **_HOPPER_TILES, family="b200", fp8_flops=4.5e15, interconnect="nvlink",
-            source="NVIDIA HGX B200 datasheet (per GPU, 1,000 W): FP16/BF16 4.5 PFLOPS with sparsity = 2.25 dense, "
-                   "FP8 9 with sparsity = 4.5 dense, 180 GB HBM3e (1,440 GB per 8-GPU board) at 8 TB/s, fifth-"
-                   "generation NVLink 1.8 TB/s through NVSwitch; PCIe Gen5 x16 to the host in HGX/DGX B200 "
-                   "systems (128 GB/s). NVIDIA publishes no SM count: 148 as CUDA reports it. Tiles as Hopper's "
-                   "(tcgen05 MMA up to 256 x 256 per CTA pair; the staircase's token edge kept at 128)."),
-    GPUSpec("mi300x", flops=1307.4e12, mem_bw=5300e9, mem_bytes=192 * GiB, host_bw=128e9, interconnect_bw=896e9,
-            sms=304, **_HOPPER_TILES, family="mi300", fp8_flops=2614.9e12, interconnect="xgmi",
-            source="AMD Instinct MI300X data sheet: peak BF16/FP16 matrix 1,307.4 TFLOPS dense (2,614.9 with "
-                   "sparsity), FP8 2,614.9 dense, 192 GB HBM3 at 5.3 TB/s, 304 compute units (counted as sms), "
-                   "750 W; AMD Infinity Fabric: 7 links of 128 GB/s to the other seven GPUs of an 8-GPU platform, "
-                   "896 GB/s aggregate; PCIe Gen5 x16 128 GB/s. RCCL (an NCCL fork) keeps NCCL's tuning model, so "
-                   "the per-hop latency is NCCL's NVLink figure. Tiles: hipBLASLt's common 256 x 128 macro tile "
-                   "(not a datasheet figure)."),
-)}
+RTX_PRO_6000_ALLREDUCE_BUSBW = GPUS["rtx-pro-6000"].allreduce_busbw
 
 _ALIASES = {"a100-80gb": "a100", "a100-sxm": "a100", "a100-80gb-pcie": "a100-pcie", "a100-pcie-80gb": "a100-pcie", "h100-sxm": "h100", "h100-80gb": "h100",
             "h200-sxm": "h200", "rtx6000ada": "rtx-6000-ada", "rtx-6000": "rtx-6000-ada", "l20-48gb": "l20",

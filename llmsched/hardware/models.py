@@ -1,6 +1,8 @@
-"""Model presets: the transformer shapes a batch-time and memory model needs, from public model cards."""
+"""Model presets: the transformer shapes a batch-time and memory model needs, from public model cards (the presets
+are data, in models.json)."""
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, replace
@@ -375,91 +377,9 @@ def _divisors(n: int) -> str:
     return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0 and d <= 64)
 
 
-_LLAMA3_8B = dict(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn=14336, vocab=128256,
-                  params=8_030_261_248)
-_LLAMA3_70B = dict(layers=80, hidden=8192, heads=64, kv_heads=8, head_dim=128, ffn=28672, vocab=128256,
-                   params=70_553_706_496, max_model_len=8192)
-_LLAMA3_70B_SOURCE = ("meta-llama/Meta-Llama-3-70B config.json (Hugging Face model card): 80 layers, hidden 8192, "
-                      "64 heads, 8 KV heads, head_dim 128, intermediate 28672, vocab 128256, 8k context; 70.6B "
-                      "parameters")
-
+PRESETS_PATH = Path(__file__).with_name("models.json")
 MODELS: dict[str, ModelSpec] = {m.name: m for m in (
-    ModelSpec(name="llama-2-7b", layers=32, hidden=4096, heads=32, kv_heads=32, head_dim=128, ffn=11008,
-              vocab=32000, params=6_738_415_616, max_model_len=4096,
-              source="meta-llama/Llama-2-7b-hf config.json (Hugging Face model card): 32 layers, hidden 4096, "
-                     "32 heads (no GQA), head_dim 128, intermediate 11008, vocab 32000, 4k context; 6.74B "
-                     "parameters"),
-    ModelSpec(name="llama-3-8b", **_LLAMA3_8B, max_model_len=8192,
-              source="meta-llama/Meta-Llama-3-8B config.json (Hugging Face model card): 32 layers, hidden 4096, "
-                     "32 heads, 8 KV heads, head_dim 128, intermediate 14336, vocab 128256, 8k context; 8.03B "
-                     "parameters"),
-    ModelSpec(name="llama-3.1-8b", **_LLAMA3_8B, max_model_len=131072,
-              source="meta-llama/Llama-3.1-8B config.json (Hugging Face model card): Llama-3-8B's shape with "
-                     "a 128k context; 8.03B parameters. The model of Lyu et al. (on A800)"),
-    ModelSpec(name="mistral-7b", layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn=14336,
-              vocab=32000, params=7_241_732_096, max_model_len=32768,
-              source="mistralai/Mistral-7B-Instruct-v0.2 config.json (Hugging Face model card): 32 layers, "
-                     "hidden 4096, 32 heads, 8 KV heads, head_dim 128, intermediate 14336, vocab 32000, 32k "
-                     "context; 7.24B parameters. The model of Bari et al. (on RTX 6000 Ada)"),
-    ModelSpec(name="qwen3-14b", layers=40, hidden=5120, heads=40, kv_heads=8, head_dim=128, ffn=17408,
-              vocab=151936, params=14_768_307_200, max_model_len=40960,
-              source="Qwen/Qwen3-14B config.json (Hugging Face model card): 40 layers, hidden 5120, 40 heads, "
-                     "8 KV heads, head_dim 128, intermediate 17408, vocab 151936, 40,960 positions; 14.8B "
-                     "parameters. The model of Lyu et al. (on H20)"),
-    ModelSpec(name="granite-3.1-8b", layers=40, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn=12800,
-              vocab=49155, params=8_170_864_640, max_model_len=131072, tied_embeddings=True,
-              source="ibm-granite/granite-3.1-8b-instruct config.json (Hugging Face model card): 40 layers, "
-                     "hidden 4096, 32 heads, 8 KV heads, head_dim 128, intermediate 12800, vocab 49155, tied "
-                     "embeddings, 128k context; 8.17B parameters. The model of Mohanty et al. (on A100)"),
-    ModelSpec(name="llama-2-70b", layers=80, hidden=8192, heads=64, kv_heads=8, head_dim=128, ffn=28672,
-              vocab=32000, params=68_976_648_192, max_model_len=4096,
-              source="meta-llama/Llama-2-70b-hf config.json (Hugging Face model card): 80 layers, hidden 8192, 64 "
-                     "heads, 8 KV heads, head_dim 128, intermediate 28672, vocab 32000, 4k context; 69.0B "
-                     "parameters. The model of the Splitwise measurements (Patel et al., ISCA 2024) at TP 2/4/8"),
-    ModelSpec(name="bloom-176b", layers=70, hidden=14336, heads=112, kv_heads=112, head_dim=128, ffn=57344,
-              vocab=250880, params=176_247_271_424, max_model_len=16384, gated_mlp=False, tied_embeddings=True,
-              source="bigscience/bloom config.json (Hugging Face model card): 70 layers, hidden 14336, 112 heads "
-                     "(multi-head, no GQA), GELU MLP of 4×hidden = 57344, vocab 250880, tied embeddings, ALiBi "
-                     "positions (trained at 2048 tokens; no hard limit, and Splitwise measured prompts of 8192 "
-                     "plus 8192 generated, hence 16384 here); 176.2B parameters. The other Splitwise model (TP 8)"),
-    ModelSpec(name="llama-3-70b", **_LLAMA3_70B, source=_LLAMA3_70B_SOURCE),
-    ModelSpec(name="llama-3-70b-tp4", **_LLAMA3_70B, tp=4,
-              source=_LLAMA3_70B_SOURCE + "; served with tensor parallelism 4, as in Kim et al. (4×A100) and "
-                     "Lyu et al. (Llama-3.3-70B on 4×H20)"),
-    ModelSpec(name="llama-3.1-70b", **{**_LLAMA3_70B, "max_model_len": 131072},
-              source="meta-llama/Llama-3.1-70B config.json (Hugging Face model card): Llama-3-70B's shape (80 layers, "
-                     "hidden 8192, 64 heads, 8 KV heads, head_dim 128, intermediate 28672, vocab 128256) with a "
-                     "128k context (131,072 positions); 70.6B parameters"),
-    ModelSpec(name="codellama-34b", layers=48, hidden=8192, heads=64, kv_heads=8, head_dim=128, ffn=22016,
-              vocab=32000, params=33_743_970_304, max_model_len=16384,
-              source="codellama/CodeLlama-34b-hf config.json (Hugging Face model card): 48 layers, hidden 8192, 64 "
-                     "heads, 8 KV heads, head_dim 128, intermediate 22016, vocab 32000, 16,384 positions; "
-                     "33,743,970,304 parameters from the shape with norms (card: 33.7B; Rozière et al. 2023: 34B)"),
-    ModelSpec(name="qwen3-32b", layers=64, hidden=5120, heads=64, kv_heads=8, head_dim=128, ffn=25600,
-              vocab=151936, params=32_762_123_264, max_model_len=40960, qk_norm=True,
-              source="Qwen/Qwen3-32B config.json (Hugging Face; the copy in tests/data/gpu_runs/h200-qwen3-32b): 64 "
-                     "layers, hidden 5120, 64 heads with an explicit head_dim of 128 (not hidden/heads = 80), 8 KV "
-                     "heads, intermediate 25600, vocab 151936, 40,960 positions, per-head q/k RMSNorm; "
-                     "32,762,123,264 parameters from the shape with norms (model card: 32.8B). The dense model of "
-                     "the shared RTX PRO 6000 run (TP 2)"),
-    ModelSpec(name="qwen3-30b-a3b", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn=6144,
-              vocab=151936, params=30_532_122_624, max_model_len=262144, qk_norm=True, experts=128,
-              experts_per_token=8, expert_ffn=768,
-              source="Qwen/Qwen3-30B-A3B-Instruct-2507 config.json (Hugging Face; the copy in "
-                     "tests/data/gpu_runs/h200-qwen3-30b-a3b): 48 layers, all MoE (decoder_sparse_step 1, no "
-                     "mlp_only_layers), 128 routed experts of moe_intermediate_size 768, 8 a token, no shared "
-                     "expert; hidden 2048, 32 heads, 4 KV heads, head_dim 128, vocab 151936, 262,144 positions "
-                     "(the original Qwen3-30B-A3B: 40,960); 30,532,122,624 parameters from the shape with norms "
-                     "(model card: 30.5B, 3.3B activated). The MoE model of the shared RTX PRO 6000 run (DP 2 + EP)"),
-    ModelSpec(name="mixtral-8x7b", layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, ffn=14336,
-              vocab=32000, params=46_702_792_704, max_model_len=32768, experts=8, experts_per_token=2,
-              expert_ffn=14336,
-              source="mistralai/Mixtral-8x7B-v0.1 config.json (Hugging Face model card): 32 layers, each with 8 "
-                     "experts (num_local_experts) of intermediate 14336, 2 a token (num_experts_per_tok); hidden "
-                     "4096, 32 heads, 8 KV heads, head_dim 128, vocab 32000, 32,768 positions, no sliding window; "
-                     "46,702,792,704 parameters from the shape with norms (Mistral AI: 46.7B total, 12.9B a "
-                     "token)"),
-)}
+    ModelSpec(**entry) for entry in json.loads(PRESETS_PATH.read_text(encoding="utf-8"))["models"])}
 
 _ALIASES = {
     "meta-llama/llama-2-7b-hf": "llama-2-7b", "llama2-7b": "llama-2-7b",

@@ -12,11 +12,17 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class IntRange:
-    low: int
-    high: int
+class Bounds:
+    """Numbers from ``low`` to ``high``, both included, searched on a log scale or not; what numbers (integers or
+    any), and how a bound is written, is each kind's own."""
+
+    low: float
+    high: float
     log: bool = False
 
+
+@dataclass(frozen=True)
+class IntRange(Bounds):
     def __post_init__(self):
         if not (isinstance(self.low, int) and isinstance(self.high, int) and self.low <= self.high):
             raise ValueError(f"IntRange({self.low!r}, {self.high!r}): give integers with low <= high")
@@ -36,11 +42,7 @@ class IntRange:
 
 
 @dataclass(frozen=True)
-class FloatRange:
-    low: float
-    high: float
-    log: bool = False
-
+class FloatRange(Bounds):
     def __post_init__(self):
         if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low <= self.high):
             raise ValueError(f"FloatRange({self.low!r}, {self.high!r}): give finite numbers with low <= high")

@@ -205,7 +205,32 @@ class OpenLoop:
 Chunks = Callable[[], Iterator]  # a fresh iterator over a column's pieces, from the start, at each call
 
 
-class StreamedOpenLoop(OpenLoop):
+class LazyOpenLoop(OpenLoop):
+    """An open loop of ``n`` requests that ``initial`` builds as the run reaches them, none held: the list, the
+    arrivals and the lengths are built from it anew at each call (a subclass that holds columns reads those)."""
+
+    n: int
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def requests(self) -> list[Request]:
+        """Every request as a fresh object (builds them all: for callers that need the list)."""
+        return list(self.initial())
+
+    @property
+    def arrival_times(self) -> np.ndarray:
+        return np.array([r.arrival for r in self.initial()], dtype=np.float64)
+
+    @property
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        reqs = list(self.initial())
+        return (np.array([r.prompt_len for r in reqs], dtype=np.int64),
+                np.array([r.output_len for r in reqs], dtype=np.int64))
+
+
+class StreamedOpenLoop(LazyOpenLoop):
     """An open loop held as column chunks: the columns are drawn a chunk at a time and each Request is built when
     the run reaches its arrival and dropped once recorded, so memory follows the requests in flight, not the
     number of requests. Each column is a function giving its pieces anew (times; (prompts, outputs); tiers; and,
@@ -215,14 +240,6 @@ class StreamedOpenLoop(OpenLoop):
         self.n = n
         self._times, self._lengths, self._tiers = times, lengths, tiers
         self._contents = contents
-
-    def __len__(self) -> int:
-        return self.n
-
-    @property
-    def requests(self) -> list[Request]:
-        """Every request as a fresh object (builds them all: for callers that need the list)."""
-        return list(self.initial())
 
     @property
     def arrival_times(self) -> np.ndarray:

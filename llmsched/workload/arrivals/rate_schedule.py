@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from llmsched.user_files import read_user_file
 from llmsched.workload.arrivals.rate_shape import RateShape, Sinusoid
 
 DAY = 86400.0
@@ -282,10 +283,7 @@ def read_stage_file(path: str) -> tuple[list[tuple[float, float]], float, str]:
 
 def read_config_file(path: Path):
     """A YAML or JSON file's data (safe loading: data only); errors name the file."""
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ValueError(f"cannot read the rate schedule file {path}: {e.strerror}") from None
+    text = read_user_file(path, "the rate schedule file")
     if path.suffix == ".json":
         import json
         try:

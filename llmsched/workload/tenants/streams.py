@@ -23,8 +23,9 @@ from llmsched.request import DEFAULT_TIER, Request, Tenant, Tier
 from llmsched.workload.chunks import CHUNK
 from llmsched.workload.arrivals.modulated import scheduled_arrivals
 from llmsched.workload.arrivals.rate_shape import RateShape
+from llmsched.workload.tenants.spec_fields import key_value, named_parts
 from llmsched.workload.tenants.tiers import parse_priority
-from llmsched.workload.workload import OpenLoop, StreamedOpenLoop, Workload, check_seed, generated_workload
+from llmsched.workload.workload import LazyOpenLoop, StreamedOpenLoop, Workload, check_seed, generated_workload
 
 KEYS = ("rate", "weight", "workload", "priority")
 EXAMPLE = "'heavy:rate=8,light:rate=0.5:weight=2'"
@@ -53,20 +54,10 @@ def parse_tenants(spec: str) -> tuple[TenantStream, ...]:
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"tenant spec must be a non-empty string like {EXAMPLE}, got {spec!r}")
     out: list[TenantStream] = []
-    for part in spec.split(","):
-        name, *fields = [f.strip() for f in part.split(":")]
-        if not name:
-            raise ValueError(f"tenant spec {spec!r}: every tenant needs a name before its ':key=value' fields")
-        if name in (s.name for s in out):
-            raise ValueError(f"tenant spec {spec!r}: tenant {name!r} appears twice; give each tenant once")
+    for name, fields in named_parts(spec, "tenant"):
         values: dict = {}
         for field in fields:
-            key, eq, text = field.partition("=")
-            key, text = key.strip(), text.strip()
-            if key not in KEYS or not eq:
-                raise ValueError(f"tenant {name!r}: {field!r} is not key=value with key one of {', '.join(KEYS)}")
-            if key in values:
-                raise ValueError(f"tenant {name!r}: {key} is given twice")
+            key, text = key_value(f"tenant {name!r}", field, KEYS, values)
             if key == "priority":
                 values[key] = parse_priority(f"tenant {name!r}", text)
             elif key == "workload":
@@ -177,7 +168,7 @@ def tenant_workloads(streams: Sequence[TenantStream], lengths_of: Callable[[str 
     return TenantMerge(workloads, [s.tenant for s in streams], num_requests)
 
 
-class TenantMerge(OpenLoop):
+class TenantMerge(LazyOpenLoop):
     """Several open loops, one per tenant, merged by arrival time (a tie goes to the tenant given first); request
     ids 0..n-1 in merged order. Each stream is drawn in chunks as the run reaches it."""
 
@@ -188,23 +179,6 @@ class TenantMerge(OpenLoop):
         total = sum(len(s) for s in self.sources)
         self.n = total if limit is None else min(limit, total)
 
-    def __len__(self) -> int:
-        return self.n
-
-    @property
-    def requests(self) -> list[Request]:
-        return list(self.initial())
-
-    @property
-    def arrival_times(self) -> np.ndarray:
-        return np.array([r.arrival for r in self.initial()], dtype=np.float64)
-
-    @property
-    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
-        reqs = list(self.initial())
-        return (np.array([r.prompt_len for r in reqs], dtype=np.int64),
-                np.array([r.output_len for r in reqs], dtype=np.int64))
-
     def initial(self):
         streams = [tagged(s.initial(), t) for s, t in zip(self.sources, self.tenants)]
         for i, (r, tenant) in enumerate(heapq.merge(*streams, key=arrival_of)):
@@ -213,7 +187,7 @@ class TenantMerge(OpenLoop):
             yield Request(i, r.arrival, r.prompt_len, r.output_len, r.tier, tenant)
 
 
-class TraceTenants(OpenLoop):
+class TraceTenants(LazyOpenLoop):
     """A trace replay whose rows name their tenant: request i is the i-th row's, with that tenant's weight and
     priority."""
 
@@ -222,12 +196,9 @@ class TraceTenants(OpenLoop):
         self.names = names
         self.by_name = tenants
 
-    def __len__(self) -> int:
-        return len(self.source)
-
     @property
-    def requests(self) -> list[Request]:
-        return list(self.initial())
+    def n(self) -> int:
+        return len(self.source)
 
     @property
     def arrival_times(self) -> np.ndarray:
@@ -243,6 +214,17 @@ class TraceTenants(OpenLoop):
             yield Request(r.id, r.arrival, r.prompt_len, r.output_len, r.tier, by_name[names[r.id % len(names)]])
 
 
+def check_trace_streams(streams: Sequence[TenantStream], where: str = "") -> None:
+    """Tenants of a trace give weight and priority only: a rate or workload of their own is an error (``where``:
+    where they were given, said first), as the trace gives every tenant's arrivals and lengths."""
+    for s in streams:
+        for key in ("rate", "workload"):
+            if getattr(s, key) is not None:
+                raise ValueError(f"{where}{': ' if where else ''}tenant {s.name!r}: {key}= does not apply with "
+                                 f"--trace: the trace's tenant column says whose each request is and the trace "
+                                 f"gives its arrivals and lengths; give weight= and priority= only")
+
+
 def trace_tenants(source: StreamedOpenLoop, names: Sequence[str], streams: Sequence[TenantStream] | None,
                   where: str) -> TraceTenants:
     """The trace's tenant column ``names`` (one per row, in order) joined to the configured tenants (None: each
@@ -251,12 +233,7 @@ def trace_tenants(source: StreamedOpenLoop, names: Sequence[str], streams: Seque
     used = list(dict.fromkeys(names[:len(source)]))  # a tiled trace's later copies repeat these
     if streams is None:
         return TraceTenants(source, names, {n: Tenant(n) for n in used})
-    for s in streams:
-        for key in ("rate", "workload"):
-            if getattr(s, key) is not None:
-                raise ValueError(f"tenant {s.name!r}: {key}= does not apply with --trace: the trace's tenant column "
-                                 f"says whose each request is and the trace gives its arrivals and lengths; give "
-                                 f"weight= and priority= only")
+    check_trace_streams(streams)
     by_name = {s.name: s.tenant for s in streams}
     unknown = [n for n in used if n not in by_name]
     if unknown:

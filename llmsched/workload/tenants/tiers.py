@@ -13,6 +13,7 @@ import numpy as np
 
 from llmsched.request import SLO, Tier
 from llmsched.workload.chunks import CHUNK, check_chunk
+from llmsched.workload.tenants.spec_fields import key_value, named_parts
 
 SLO_KEYS = ("ttft", "tbt", "tpot")
 KEYS = SLO_KEYS + ("share", "priority")
@@ -28,30 +29,20 @@ def parse_tiers(spec: str) -> tuple[Tier, ...]:
         raise ValueError(f"tier spec must be a non-empty string like 'paid:tbt=0.1:share=0.05,free:tbt=0.5', "
                          f"got {spec!r}")
     parsed = []
-    for part in spec.split(","):
-        name, *fields = [f.strip() for f in part.split(":")]
-        if not name:
-            raise ValueError(f"tier spec {spec!r}: every tier needs a name before its ':key=value' fields")
-        if name in (p[0] for p in parsed):
-            raise ValueError(f"tier spec {spec!r}: tier {name!r} appears twice")
+    for name, fields in named_parts(spec, "tier"):
         values = {}
         for field in fields:
-            key, eq, text = field.partition("=")
-            key = key.strip()
-            if key not in KEYS or not eq:
-                raise ValueError(f"tier {name!r}: {field!r} is not key=value with key one of {', '.join(KEYS)}")
-            if key in values:
-                raise ValueError(f"tier {name!r}: {key} is given twice")
+            key, text = key_value(f"tier {name!r}", field, KEYS, values)
             if key == "priority":
                 values[key] = parse_priority(f"tier {name!r}", text)
                 continue
             try:
                 value = float(text)
             except ValueError:
-                raise ValueError(f"tier {name!r}: {key}={text.strip()!r} is not a number"
+                raise ValueError(f"tier {name!r}: {key}={text!r} is not a number"
                                  f"{' of seconds' if key != 'share' else ''}") from None
             if not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"tier {name!r}: {key} must be a positive finite number, got {text.strip()!r}")
+                raise ValueError(f"tier {name!r}: {key} must be a positive finite number, got {text!r}")
             values[key] = value
         parsed.append((name, values))
 

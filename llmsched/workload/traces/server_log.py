@@ -162,15 +162,23 @@ def _read_jsonl(path: Path, measured: bool, clock: str = "engine") -> ServerLog:
     if clock == "arrival_time":
         log.notes.append("no queued_ts: arrivals are the client's arrival_time")
     if all(r.get("first_token_ts") is not None and r.get("last_token_ts") is not None for r in rows):
-        first = seconds(path, "first_token_ts", [r["first_token_ts"] for r in rows], lines)
-        last = seconds(path, "last_token_ts", [r["last_token_ts"] for r in rows], lines)
-        for i, n in enumerate(lines):
-            if not queued[i] <= first[i] <= last[i]:
-                raise TraceError(f"{path}:{n}: needs {clock} <= first_token_ts <= last_token_ts, got "
-                                 f"{queued[i]!r}, {first[i]!r}, {last[i]!r}")
-        log.ttft, log.e2e = (first - queued)[order], (last - queued)[order]
+        _read_latencies(path, rows, lines, (clock, queued), "first_token_ts", "last_token_ts", order, log)
     _read_prefix_fields(path, rows, lines, prompts, order, log)
     return log
+
+
+def _read_latencies(path: Path, rows: list[dict], lines: list[int], start: tuple[str, np.ndarray], first_key: str,
+                    last_key: str, order: np.ndarray, log: ServerLog) -> None:
+    """TTFT and E2E, in ``order``, from each line's first- and last-token stamps less its ``start`` (the clock's
+    name and times): the engine's and the client's stamps are read alike."""
+    clock, start_times = start
+    first = seconds(path, first_key, [r[first_key] for r in rows], lines)
+    last = seconds(path, last_key, [r[last_key] for r in rows], lines)
+    for i, n in enumerate(lines):
+        if not start_times[i] <= first[i] <= last[i]:
+            raise TraceError(f"{path}:{n}: needs {clock} <= {first_key} <= {last_key}, got "
+                             f"{start_times[i]!r}, {first[i]!r}, {last[i]!r}")
+    log.ttft, log.e2e = (first - start_times)[order], (last - start_times)[order]
 
 
 def _read_prefix_fields(path: Path, rows: list[dict], lines: list[int], prompts: np.ndarray, order: np.ndarray,
@@ -213,13 +221,7 @@ def _read_jsonl_client(path: Path, rows: list[dict], lines: list[int], measured:
     if not stamped:
         log.notes.append("no client_sent: arrivals are the client's arrival_time")
     if all(r.get(k) is not None for r in rows for k in CLIENT_STAMPS):
-        first = seconds(path, "client_first", [r["client_first"] for r in rows], lines)
-        last = seconds(path, "client_last", [r["client_last"] for r in rows], lines)
-        for i, n in enumerate(lines):
-            if not sent[i] <= first[i] <= last[i]:
-                raise TraceError(f"{path}:{n}: needs client_sent <= client_first <= client_last, got "
-                                 f"{sent[i]!r}, {first[i]!r}, {last[i]!r}")
-        log.ttft, log.e2e = (first - sent)[order], (last - sent)[order]
+        _read_latencies(path, rows, lines, (clock, sent), "client_first", "client_last", order, log)
     _read_prefix_fields(path, rows, lines, prompts, order, log)
     return log
 
