@@ -46,6 +46,9 @@ CONFLICTS = (
 
 # what the rest of a run is, for defaults that would not apply to it
 ARRIVAL_KEYS = ("rate", "duration", "arrival", "cv", "rate_schedule")
+# prefill/decode disaggregation's fields (disagg_config.py checks them together with the rest)
+DISAGG_KEYS = ("disaggregate", "prefill_gpu", "prefill_tp", "decode_gpu", "decode_tp", "prefill_pool", "decode_pool",
+               "kv_link", "kv_connector", "pd_decider", "pd_decider_params")
 
 
 def given(data: dict, key: str) -> bool:
@@ -101,6 +104,9 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
         check_tenant_combination(data, origin_of)
     if given(data, "fleet"):
         check_fleet_combination(data, origin_of)
+    if any(given(data, key) for key in DISAGG_KEYS):
+        from .disagg_config import check_disagg_combination  # here: a plain run loads none of the fleet layer
+        check_disagg_combination(data, origin_of)
     dp, replicas = data.get("dp"), data.get("replicas")
     if isinstance(dp, int) and dp > 1 and isinstance(replicas, int) and replicas > 1:
         raise ValueError(f"{origin_of('dp').name('dp')} {dp} with {origin_of('replicas').name('replicas')} "

@@ -25,6 +25,7 @@ cdef class GroupSteps:
     cdef public object num_steps
     cdef public object plan
     cdef public object quiet_finishes
+    cdef public object receiving
     cdef public object recent_steps
     cdef public object row
     cdef public object running

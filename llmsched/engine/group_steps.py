@@ -50,7 +50,7 @@ class GroupSteps:
         kv = self.kv
         need = g.hist[-nxt % g.block_size]
         if (nxt in g.finish_at or g.partials or self.waiting or self.swapped or self.asked_at != self.arrivals
-                or need > kv.free):
+                or need > kv.free or self.receiving):
             return False
         assert self.busy and len(self.running) == g.size
         self.version += 1
@@ -89,7 +89,8 @@ class GroupSteps:
         was asked, nothing waits and every decode finds its block."""
         g = self.group
         return (g is not None and g.size > 0 and not g.partials and not self.waiting and not self.swapped
-                and self.asked_at == self.arrivals and now == self.last_end and g.blocks_needed <= self.kv.free)
+                and self.asked_at == self.arrivals and now == self.last_end and g.blocks_needed <= self.kv.free
+                and not self.receiving)
 
     def relaunch_group(self, now: float) -> float:
         """``launch_group`` of the plan that decodes the group alone, which the step that just ended ran: its

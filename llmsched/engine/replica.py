@@ -15,7 +15,7 @@ from collections import deque
 from ..batchtime.base import BatchTimeModel
 from ..metrics.steps import StepLog
 from ..request import Request, Status
-from . import plan_check, preemption
+from . import plan_check, preemption, remote_kv
 from .config import ReplicaConfig
 from .decode_run import fast_forward_decodes, fast_forward_group
 from .group_steps import GroupSteps
@@ -58,6 +58,12 @@ class Replica(GroupSteps):
         self.running: list[Request] = []
         self.swapped: list[Request] = []
         self.completed: list[Request] = []  # finished or rejected since the caller last drained it
+        # requests whose prompt KV comes from a prefill instance (remote_kv.py): received and waiting for blocks,
+        # in transfer, and those reserved since the caller last drained it (it starts their transfers)
+        self.receiving: deque = deque()
+        self.transferring: list[Request] = []
+        self.reserved: list[Request] = []
+        self.remote = 0  # received or in transfer
         self.log_steps_to(steps if steps is not None else StepLog())
         self.view = ReplicaView(self)
         self.now = 0.0
@@ -122,7 +128,7 @@ class Replica(GroupSteps):
 
     @property
     def num_outstanding(self) -> int:
-        return len(self.waiting) + len(self.running) + len(self.swapped)
+        return len(self.waiting) + len(self.running) + len(self.swapped) + self.remote
 
     # --- a step -----------------------------------------------------------
     def start_step(self, now: float, until: float | None = None, horizon: float | None = None) -> float | None:
@@ -150,7 +156,7 @@ class Replica(GroupSteps):
         self.step_end = now + duration
         launched = self.plan
         if (until is not None and self.folds and self.step_end < until and not launched.prefills
-                and not self.step_preempted and not self.waiting and not self.swapped):
+                and not self.step_preempted and not self.waiting and not self.swapped and not self.receiving):
             # end_step checks the state it leaves
             through = self.quiet_finishes and self.folds_finishes
             if launched.decode_group:
@@ -165,6 +171,8 @@ class Replica(GroupSteps):
         if self.swapped:
             self.settle()
             preemption.swap_in(self)
+        if self.receiving:
+            remote_kv.reserve(self)
         plan = self.scheduler.schedule(self.view)
         self.asked_at = self.arrivals
         for req, reason in plan.reject:
@@ -172,6 +180,8 @@ class Replica(GroupSteps):
             self.waiting.remove(req)
             self.reject(req, f"{self.scheduler.name}: {reason}")
         if not plan.has_work:
+            if plan.preempt and (self.transferring or any(r.num_blocks for r in self.waiting)):
+                return self._preempt_then_ask(plan, now)
             plan_check.check_idle(self, plan, now)
             if plan.wait_until is not None:
                 self.wake_at = plan.wait_until
@@ -179,6 +189,24 @@ class Replica(GroupSteps):
         duration = self.launch(plan, now)
         if duration is None:  # overflow evicted every request of the plan: ask the policy again
             return self._ask_and_launch(now)
+        return duration
+
+    def _preempt_then_ask(self, plan: BatchPlan, now: float) -> float | None:
+        """A plan of preemptions alone, where prompts a prefill instance sent hold blocks no running request can
+        take: a running request found no block, and the policy preempted it (vLLM v1 preempts then, and schedules
+        what fits after). They run, and the policy is asked again."""
+        if self.group is not None:
+            self.settle()
+        stamp = self.num_steps
+        for r in plan.preempt:
+            plan_check.check_preempt(self, r, stamp)
+            preemption.preempt(self, r)
+        for r in plan.preempt:
+            r.mark = -1  # the next plan, a new decision, may list it
+        self.running[:] = [r for r in self.running if r.status is RUNNING]
+        duration = self._ask_and_launch(now)
+        if duration is not None:
+            self.step_preempted += len(plan.preempt)
         return duration
 
     def launch(self, plan: BatchPlan, now: float) -> float | None:
@@ -314,7 +342,8 @@ class Replica(GroupSteps):
             assert r.status is RUNNING, f"request {r.id} in running is {r.status.name}"
         for r in self.waiting:
             assert r.status is WAITING, f"request {r.id} in waiting is {r.status.name}"
-        self.kv.check(self.running, self.swapped, self.waiting, g)
+        self.kv.check(self.running, self.swapped, self.waiting, g, remote_kv.holding(self) if self.remote or
+                      self.waiting else ())
 
     def abort(self, req: Request, reason: str, now: float) -> None:
         """``req``'s client gave up: between steps, as vLLM's engine core reads an abort with its inputs, the
@@ -332,7 +361,9 @@ class Replica(GroupSteps):
             self.swapped.remove(req)
         else:
             self.waiting.remove(req)
-            if self.caching:
+            if req.num_blocks:  # its prompt KV loaded from a prefill instance
+                kv.release(req)
+            elif self.caching:
                 kv.discard(req)
         req.status = Status.ABORTED
         req.reject_reason = reason
@@ -348,7 +379,10 @@ class Replica(GroupSteps):
             kv.release(r)
         for r in self.swapped:
             kv.drop_swapped(r)
-        left = self.waiting + self.running + self.swapped
+        for r in self.waiting:
+            if r.num_blocks:  # its prompt KV loaded from a prefill instance
+                kv.release(r)
+        left = self.waiting + self.running + self.swapped + (remote_kv.stop(self) if self.remote else [])
         for r in left:
             r.status = status
             r.reject_reason = reason

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections import deque
 
 from ..batchtime.base import BatchTimeModel
-from ..request import Request
+from ..request import Request, Status
+
+WAITING = Status.WAITING
 
 
 class ReplicaView:
@@ -107,8 +109,12 @@ class ReplicaView:
         """Leading tokens of waiting ``req`` that the prefix cache holds now, so its admission starts after them
         (whole blocks, at most its tokens less one, as vLLM v1's ``get_computed_blocks``); 0 without a cache, for
         a request without content, and for one already holding KV. The replica looks again when it admits: the
-        plan's own preemptions can only add to it."""
+        plan's own preemptions can only add to it. A waiting request whose prompt KV a prefill instance sent
+        (engine/remote_kv.py) holds all of it but its last token: those count, as vLLM v1 counts a connector's
+        external hit with the local one."""
         r = self._r
+        if req.num_blocks and req.status is WAITING:
+            return req.num_computed
         if not r.caching or req.num_computed or req.content is None:
             return 0
         return len(r.kv.lookup(req)) * r.kv.block_size
@@ -116,15 +122,20 @@ class ReplicaView:
     def tokens_to_compute(self, req: Request) -> int:
         """Tokens ``req`` must still compute before its next output token: its remaining prompt less what the
         prefix cache holds (what a step's token budget counts, as in vLLM v1)."""
-        return req.prompt_len + req.num_generated - req.num_computed - self.cached_tokens(req)
+        if req.num_computed:  # holding KV: its prompt's last token (a prefill instance sent the rest), or a chunk
+            return req.prompt_len + req.num_generated - req.num_computed
+        return req.prompt_len + req.num_generated - self.cached_tokens(req)
 
     def admission_blocks(self, req: Request, n: int) -> int:
         """Free blocks admitting waiting ``req`` with a chunk of ``n`` tokens to compute takes: the chunk's new
         blocks after its cached prefix, plus the cached blocks nobody references (they leave the free pool; a
-        block shared with a running request costs nothing). Without a cache, ``blocks_for(n)``."""
+        block shared with a running request costs nothing). Without a cache, ``blocks_for(n)``; a request whose
+        prompt KV a prefill instance sent takes the blocks beyond those it holds."""
         r = self._r
         kv = r.kv
-        if not r.caching or req.num_computed or req.content is None:
+        if req.num_computed:  # its prompt's KV loaded from a prefill instance: it holds those blocks
+            return kv.extra_blocks(req, req.num_computed + n)
+        if not r.caching or req.content is None:
             return kv.blocks_for(n)
         return kv.blocks_for(n) + kv.unreferenced(kv.lookup(req))
 
