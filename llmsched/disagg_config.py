@@ -77,13 +77,17 @@ def check_disagg_combination(data: dict, origin_of) -> None:
 def check_pool_table(table: str, values: dict, origin) -> dict:
     """``--prefill-pool``/``--decode-pool``'s fields, each checked by its run field's declaration."""
     from .run_config import check_field
+    from .run_field import API
     out = {}
     for key, value in values.items():
         if key not in TABLE_FIELDS:
             raise ValueError(f"{origin.name(table)} {key}={shown(value)}: a pool here sets "
                              f"{', '.join(TABLE_FIELDS)} (replicas come from xPyD; parameter tables need a fleet "
                              f"file)")
-        out[key] = check_field(key, value, origin)
+        try:
+            out[key] = check_field(key, value, API)
+        except ValueError as e:  # named as written: --decode-pool max_num_seqs=0: must be ...
+            raise ValueError(f"{origin.name(table)} {e}") from None
     return out
 
 
@@ -114,6 +118,10 @@ def disaggregation(cfg, fleet: Fleet, configs: dict, front_end=None) -> tuple[Fl
     if missing:
         raise ValueError(f"{fleet.source}: a disaggregated fleet needs a {missing[0]} pool (role = "
                          f"\"{missing[0]}\") besides its {'decode' if missing[0] == PREFILL else 'prefill'} pools")
+    from .engine.kv_transfer import check_tp
+    for pool in pools:  # each side's KV layout splits the model's KV heads (the transfer maps one onto the other)
+        check_tp(run_model(configs[pool.name].with_values(tp=None)), configs[pool.name].tp or 1,
+                 f"{fleet.source}: pool {pool.name!r}:")
     first = pools[0]
     model, spec = configs[first.name].model, run_model(configs[first.name])
     for pool in pools[1:]:
@@ -172,10 +180,12 @@ def check_decode_fits(state, source) -> None:
 def workload_longest(source) -> tuple[int, int] | None:
     """The (prompt, output) of ``source``'s request with the most KV tokens, where the source knows its lengths
     before the run (open loops of a fixed list, closed loops); None otherwise."""
-    lengths = getattr(source, "lengths", None)
     try:
+        lengths = getattr(source, "lengths", None)  # an open loop's (drawn anew: a property or a method)
         if callable(lengths):
-            prompts, outputs = lengths()
+            lengths = lengths()
+        if isinstance(lengths, tuple):
+            prompts, outputs = lengths
         elif hasattr(source, "prompts") and hasattr(source, "outputs"):
             prompts, outputs = source.prompts(), source.outputs()
         else:
