@@ -48,10 +48,10 @@ class FairNetwork:
         ``latency`` seconds; advance the network to ``now`` (and collect what finished) first."""
         if nbytes < 0 or latency < 0:
             raise ValueError(f"a transfer needs bytes >= 0 and latency >= 0, got {nbytes!r} and {latency!r}")
-        unknown = [s for s in sides if s not in self.capacity]
-        if unknown:
-            raise ValueError(f"transfer over unknown link side {unknown[0]!r}")
-        assert not self.advance(now), "advance the network to now (and collect its finished transfers) first"
+        if not sides or any(s not in self.capacity for s in sides):
+            raise ValueError(f"a transfer crosses one or more known link sides, got {sides!r}")
+        if now != self.now:
+            assert not self.advance(now), "advance the network to now (and collect its finished transfers) first"
         self.starting.append([now + latency, tag, float(nbytes), tuple(sides)])
 
     def next_event(self) -> float | None:
@@ -68,6 +68,9 @@ class FairNetwork:
         (ties: in order of starting)."""
         if t < self.now:
             raise ValueError(f"the network's clock runs forward: asked for {t} at {self.now}")
+        if not self.starting and not self.flowing:
+            self.now = t
+            return []
         finished = []
         while True:
             te = self.next_event()
@@ -75,8 +78,8 @@ class FairNetwork:
                 self.progress(t)
                 return finished
             gone = self.progress(te)
-            ready = [s for s in self.starting if s[0] <= te]
-            if ready:
+            if self.starting and min(s[0] for s in self.starting) <= te:
+                ready = [s for s in self.starting if s[0] <= te]
                 self.starting = [s for s in self.starting if s[0] > te]
                 for _, tag, nbytes, sides in ready:
                     if nbytes > 0:
@@ -86,7 +89,11 @@ class FairNetwork:
             for tag in gone:
                 finished.append((tag, te))
                 self.done_count += 1
-            self.rates = fair_rates([f[2] for f in self.flowing], self.capacity)
+            flowing = self.flowing
+            if len(flowing) == 1:  # alone: its narrowest side
+                self.rates = [min(self.capacity[s] for s in flowing[0][2])]
+            else:
+                self.rates = fair_rates([f[2] for f in flowing], self.capacity)
 
     def progress(self, t: float) -> list:
         """Bytes move from the clock to ``t`` at the current rates (no change between); returns the tags of the
@@ -125,6 +132,12 @@ def fair_rates(routes: list[tuple], capacity: dict) -> list[float]:
     rates = [0.0] * n
     if not n:
         return rates
+    users: dict = {}
+    for route in routes:
+        for s in route:
+            users[s] = users.get(s, 0) + 1
+    if all(k == 1 for k in users.values()):  # no side shared: each at its narrowest side
+        return [min(capacity[s] for s in route) for route in routes]
     left = {s: capacity[s] for route in routes for s in route}
     active = set(range(n))
     while active:

@@ -54,14 +54,18 @@ class KVTransfers:
         self.bytes = 0  # every rank's bytes, all transfers: the volume that crossed the network
         self.durations: list[float] = []
         self.first = math.inf
+        self.layouts: dict = {}  # (sender's TP, receiver's TP) -> transfer_split of one token (checked once)
 
     def rank_bytes(self, prompt: int, src: int, dst: int) -> tuple[int, int]:
         """``(bytes one rank moves, bytes all ranks move)`` of a ``prompt``-token KV from replica ``src`` to
-        ``dst``."""
+        ``dst``: ``transfer_split``'s, which is linear in the tokens but for the senders' rounding up."""
         bs = self.block_of(src)
         tokens = -(-prompt // bs) * bs
         src_tp, dst_tp = self.tp_of(src), self.tp_of(dst)
-        send, recv = transfer_split(self.spec, tokens, src_tp, dst_tp)
+        if (src_tp, dst_tp) not in self.layouts:
+            self.layouts[src_tp, dst_tp] = transfer_split(self.spec, 1, src_tp, dst_tp)
+        recv = tokens * self.layouts[src_tp, dst_tp][1]
+        send = -(-tokens * self.spec.kv_bytes_per_token // src_tp)
         return max(send, recv), max(send * src_tp, recv * dst_tp)
 
     def start(self, req, dst: int, now: float) -> None:
