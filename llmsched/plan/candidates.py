@@ -1,5 +1,10 @@
-"""Deployment candidates: GPU × tensor parallelism × scheduler (× its key parameters) × router, and whether the
-model fits the GPU at that tensor parallelism (weights + activation reserve + at least one token of KV)."""
+"""Deployment candidates: GPU × tensor parallelism × scheduler (× its key parameters) × router, colocated or (with
+P:D ratios) disaggregated over a prefill and a decode (GPU, TP), and whether the model fits the GPU at that tensor
+parallelism (weights + activation reserve + at least one token of KV).
+
+A disaggregated candidate ``a:b`` scales as one unit: its "replicas" r are r·a prefill and r·b decode replicas
+(``--disaggregate`` (r·a)P(r·b)D), so the replica search over r keeps the ratio and more replicas never take any
+away from either pool; its GPUs and price count both pools."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,6 +22,13 @@ from ..routers import ROUTERS
 from ..schedulers.registry import scheduler_info
 
 
+# a colocated candidate's run leaves disaggregation's fields at their defaults (the plan's runs carry them for
+# its disaggregated candidates)
+COLOCATED = {"disaggregate": None, "prefill_gpu": None, "prefill_tp": None, "decode_gpu": None, "decode_tp": None,
+             "prefill_pool": {}, "decode_pool": {}, "kv_link": RunConfig.kv_link, "kv_connector": RunConfig.kv_connector,
+             "pd_decider": RunConfig.pd_decider, "pd_decider_params": {}}
+
+
 @dataclass(frozen=True)
 class Candidate:
     gpu: str
@@ -24,17 +36,46 @@ class Candidate:
     scheduler: str
     params: tuple = ()          # (key, value) pairs varied by --vary, on top of --param
     router: str = "round-robin"
+    # disaggregated: (prefill GPU, prefill TP, decode GPU, decode TP, prefill replicas, decode replicas) a unit
+    pd: tuple | None = None
 
     @property
     def label(self) -> str:
         extra = "[" + ",".join(f"{k}={v}" for k, v in self.params) + "]" if self.params else ""
+        if self.pd is not None:
+            gp, tpp, gd, tpd, a, b = self.pd
+            return f"{a}P:{b}D {gp} tp{tpp} / {gd} tp{tpd} {self.scheduler}{extra} {self.router}"
         return f"{self.gpu} tp{self.tp} {self.scheduler}{extra} {self.router}"
 
+    @property
+    def price_gpus(self) -> list[str]:
+        return [self.pd[0], self.pd[2]] if self.pd is not None else [self.gpu]
+
+    def gpus(self, replicas: int) -> int:
+        if self.pd is not None:
+            _, tpp, _, tpd, a, b = self.pd
+            return replicas * (a * tpp + b * tpd)
+        return replicas * self.tp
+
+    def usd_per_hour(self, price_of, replicas: int) -> float:
+        """Both pools' GPUs for a disaggregated one."""
+        if self.pd is not None:
+            gp, tpp, gd, tpd, a, b = self.pd
+            return replicas * (a * tpp * price_of(gp) + b * tpd * price_of(gd))
+        return price_of(self.gpu) * self.tp * replicas
+
     def config(self, base: RunConfig, rate: float, replicas: int) -> RunConfig:
-        """``base`` (the scheduler's run options) deployed as this candidate with ``replicas`` replicas."""
-        return at_rate(dataclasses.replace(base, gpu=self.gpu, tp=self.tp, scheduler=self.scheduler,
-                                           router=self.router, replicas=replicas,
-                                           scheduler_params={**base.scheduler_params, **dict(self.params)}), rate)
+        """``base`` (the scheduler's run options) deployed as this candidate with ``replicas`` replicas (units of a
+        disaggregated one)."""
+        common = dict(scheduler=self.scheduler, router=self.router,
+                      scheduler_params={**base.scheduler_params, **dict(self.params)})
+        if self.pd is not None:
+            gp, tpp, gd, tpd, a, b = self.pd
+            return at_rate(dataclasses.replace(base, replicas=1, disaggregate=f"{replicas * a}P{replicas * b}D",
+                                               prefill_gpu=gp, prefill_tp=tpp, decode_gpu=gd, decode_tp=tpd,
+                                               **common), rate)
+        return at_rate(dataclasses.replace(base, gpu=self.gpu, tp=self.tp, replicas=replicas,
+                                           **{**COLOCATED, **common}), rate)
 
 
 def split_names(text: str, option: str) -> list[str]:
@@ -77,8 +118,26 @@ def parse_variations(items: list[str], schedulers: list[str]) -> dict[str, list[
             for name in per for keys in [sorted(per[name])]}
 
 
+def parse_ratios(text: str) -> list[tuple[int, int]]:
+    """``--pd-ratios``: P:D pairs, e.g. ``1:1,2:1,1:2``."""
+    out = []
+    for part in split_names(text, "--pd-ratios"):
+        try:
+            a, b = (int(x) for x in part.split(":"))
+        except ValueError:
+            raise ValueError(f"--pd-ratios {text!r}: write P:D pairs of replicas, e.g. 1:1,2:1,1:2") from None
+        if a < 1 or b < 1:
+            raise ValueError(f"--pd-ratios {text!r}: {part} has a pool of 0 replicas; each side needs >= 1")
+        out.append((a, b))
+    return list(dict.fromkeys(out))
+
+
 def build_candidates(gpus: list[str], tps: list[int], schedulers: list[str], routers: list[str],
-                     variations: dict[str, list[tuple]] | None = None) -> list[Candidate]:
+                     variations: dict[str, list[tuple]] | None = None,
+                     ratios: list[tuple[int, int]] = ()) -> list[Candidate]:
+    """Every colocated candidate, and with ``ratios`` every disaggregated one: each (GPU, TP) for the prefill
+    pool with each for the decode pool (the same or another card: Splitwise's point), at each P:D ratio, for the
+    schedulers that can run a decode pool (``Scheduler.serves_transferred_kv``)."""
     for name in gpus:
         gpu_preset(name)                      # unknown GPU: error listing the valid ones
     for name in schedulers:
@@ -88,8 +147,19 @@ def build_candidates(gpus: list[str], tps: list[int], schedulers: list[str], rou
             raise ValueError(f"unknown router {name!r}; valid routers: {', '.join(ROUTERS)}")
     variations = variations or {}
     devices = dict.fromkeys(gpu_preset(g).name for g in gpus)  # two names of one GPU (a100, A100): one candidate
-    return [Candidate(g, tp, s, params, r)
-            for g in devices for tp in tps for s in schedulers for params in variations.get(s, [()]) for r in routers]
+    out = [Candidate(g, tp, s, params, r)
+           for g in devices for tp in tps for s in schedulers for params in variations.get(s, [()]) for r in routers]
+    if ratios:
+        from ..schedulers.registry import create_scheduler
+        able = [s for s in schedulers if getattr(create_scheduler(s), "serves_transferred_kv", False)]
+        if not able:
+            raise ValueError(f"--pd-ratios: none of --schedulers ({', '.join(schedulers)}) can run a decode pool; "
+                             f"add one that can (e.g. sarathi, vllm-chunked, vllm)")
+        sides = [(g, tp) for g in devices for tp in tps]
+        out += [Candidate(gd, tpd, s, params, r, (gp, tpp, gd, tpd, a, b))
+                for (gp, tpp) in sides for (gd, tpd) in sides for a, b in ratios for s in able
+                for params in variations.get(s, [()]) for r in routers]
+    return out
 
 
 def memory_fit(model: str, gpu: str, tp: int, base: RunConfig | None = None) -> dict:
