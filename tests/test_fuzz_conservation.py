@@ -396,7 +396,8 @@ def random_disaggregation(seed: int, cfg: RunConfig) -> tuple[RunConfig, Fleet] 
     if decider == "llm-d":
         params = {"non_cached_tokens": int(pick((0, 1, 16, 256, 2048)))}
     elif decider == "dynamo":
-        params = {"eff_isl_threshold": int(pick((0, 64, 2048))), "eff_isl_ratio_threshold": float(pick((0.3, 0.7, 1.0)))}
+        params = {"eff_isl_threshold": int(pick((0, 64, 2048))),
+                  "eff_isl_ratio_threshold": float(pick((0.3, 0.7, 1.0)))}
     run_cfg = RunConfig.checked({**vars(cfg), "pd_decider": decider, "pd_decider_params": params,
                                  "kv_connector": pick(("nixl", "layerwise")),
                                  "kv_link": pick(("ib-400g", "ib-100g", "pcie-gen4", "bw=50MB/s,latency=1ms"))})

@@ -10,10 +10,11 @@ instance, over the run's link, every instance's send and receive sides shared fa
   the prefill instance, ``Link.bandwidth`` into the decode instance).
 * **Connector** ``nixl`` (vLLM's NixlConnector, the default): the decode side pulls the whole prompt's KV after the
   prefill ended. ``layerwise`` (LMCache's layer-wise store/retrieve; Splitwise's layer-wise KV transfer, Patel et
-  al., ISCA 2024, section 4.3): layer i's KV is sent while layer i+1 computes, so the part of the transfer that
-  outlasts the prefill is what ``kv_transfer.pipelined`` leaves after the prefill's compute: one layer's share,
-  plus the excess of the transfer over the prefill's time (at the link's uncontended rate) in the other layers.
-  That part is what crosses the network after the prefill; the decode side's blocks are reserved as for ``nixl``.
+  al., ISCA 2024, its optimised KV-cache transfer): layer i's KV is sent while layer i+1 computes, so the part of
+  the transfer that outlasts the prefill is what ``kv_transfer.pipelined`` leaves after the prefill's compute: one
+  layer's share, plus the excess of the transfer over the prefill's time (at the link's uncontended rate) in the
+  other layers. That part is what crosses the network after the prefill; the decode side's blocks are reserved as
+  for ``nixl``.
 """
 from __future__ import annotations
 

@@ -25,8 +25,8 @@ from ..schedulers.registry import scheduler_info
 # a colocated candidate's run leaves disaggregation's fields at their defaults (the plan's runs carry them for
 # its disaggregated candidates)
 COLOCATED = {"disaggregate": None, "prefill_gpu": None, "prefill_tp": None, "decode_gpu": None, "decode_tp": None,
-             "prefill_pool": {}, "decode_pool": {}, "kv_link": RunConfig.kv_link, "kv_connector": RunConfig.kv_connector,
-             "pd_decider": RunConfig.pd_decider, "pd_decider_params": {}}
+             "prefill_pool": {}, "decode_pool": {}, "kv_link": RunConfig.kv_link,
+             "kv_connector": RunConfig.kv_connector, "pd_decider": RunConfig.pd_decider, "pd_decider_params": {}}
 
 
 @dataclass(frozen=True)
