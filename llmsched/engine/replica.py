@@ -156,7 +156,8 @@ class Replica(GroupSteps):
         self.step_end = now + duration
         launched = self.plan
         if (until is not None and self.folds and self.step_end < until and not launched.prefills
-                and not self.step_preempted and not self.waiting and not self.swapped and not self.receiving):
+                and not self.step_preempted and not self.waiting and not self.swapped and not self.receiving
+                and not self.reserved):  # a transfer it just reserved for ends at an event the fold cannot see
             # end_step checks the state it leaves
             through = self.quiet_finishes and self.folds_finishes
             if launched.decode_group:
