@@ -224,3 +224,32 @@ def test_a_kv_landing_during_a_run_of_decode_steps_waits_one_step_at_most():
     longest = float(steps["duration"][steps["replica"] == 1].max())
     wait = np.asarray(cols["first_scheduled"]) - np.asarray(cols["transfer_end"])
     assert (wait >= 0).all() and wait.max() <= 3 * longest, (wait, longest)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_remainder_too_small_to_move_the_clock_still_ends(shared):
+    """Late in a long run (the clock at 1e7 s) two transfers whose ends differ by less than the clock's resolution:
+    both end, where the event loop used to wait forever for a clock that could not reach the second's end."""
+    import signal
+    signal.alarm(20)
+    try:
+        if shared:
+            link_ = SharedLink(4.5e10, 1e-6)
+            link_.advance(1e7)
+            link_.start(1e7, 7.3e7, "a")
+            link_.start(1e7, 7.3e7 * (1 + 3e-9), "b")
+            done = link_.advance(1e7 + 1.0)
+        else:  # three transfers over two senders and two receivers (a case that hung, found by a random search)
+            link_ = FairNetwork()
+            for side, bw in (("s0", 5.26e10), ("s1", 4.35e10), ("r0", 4.35e10), ("r1", 5.26e10)):
+                link_.side(side, bw)
+            link_.advance(1e6)
+            for t, nbytes, tag, sides in ((1000000.00005008, 220000002.14115497, "a", ("s0", "r1")),
+                                          (1000000.0001474251, 130000000.36940718, "b", ("s1", "r0")),
+                                          (1000000.0001954478, 220000001.8772335, "c", ("s1", "r1"))):
+                link_.advance(t)
+                link_.start(t, nbytes, tag, sides, 8.3e-7)
+            done = link_.advance(1e6 + 10.0)
+    finally:
+        signal.alarm(0)
+    assert sorted(tag for tag, _ in done) == (["a", "b"] if shared else ["a", "b", "c"])

@@ -6,7 +6,9 @@ open loops (Poisson, gamma, constant, a rate schedule), closed loops, SLO tiers,
 end with each request finished, rejected with a reason, or (only when a horizon cut the run) unfinished; every
 KV and swap block free again; the full block accounting checked after every step; every step doing work; and no
 request rejected by the simulator's stall guard ("(the scheduler stalled)"), which counts as a failure here; nor
-any replica left idle, holding work, without a wake-up time (its work would wait for an unrelated arrival).
+any replica left idle, holding work, without a wake-up time (its work would wait for an unrelated arrival). Some
+seeds run their config again as a fleet that changes while it runs, and as a disaggregated fleet (prefill and
+decode pools, a decider, the KV over a link), each drawn from a stream of its own.
 
 The suite runs ``LLMSCHED_FUZZ_COUNT`` seeds (default 200; CI sets 1000) on two worker processes. A failure
 prints its seed and config; replay one with ``LLMSCHED_FUZZ_SEED=<seed> python -m pytest -q

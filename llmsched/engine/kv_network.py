@@ -97,13 +97,18 @@ class FairNetwork:
 
     def progress(self, t: float) -> list:
         """Bytes move from the clock to ``t`` at the current rates (no change between); returns the tags of the
-        transfers whose bytes end by ``t`` (those ending first, and any within ``EXACT`` of them), removed."""
+        transfers whose bytes end by ``t`` (those ending first, and any within ``EXACT`` of them), removed. A
+        remainder too small to move the clock (now + its time == now) ends at once, or the clock could not reach
+        its end."""
         dt = t - self.now
         gone = []
-        if dt > 0 and self.flowing:
-            flowing, rates = self.flowing, self.rates
-            first = min(f[0] / r for f, r in zip(flowing, rates))
-            ends = dt >= first * (1 - EXACT)
+        if not self.flowing:
+            self.now = t
+            return gone
+        flowing, rates = self.flowing, self.rates
+        first = min(f[0] / r for f, r in zip(flowing, rates))
+        ends = dt >= first * (1 - EXACT) or self.now + first <= self.now
+        if dt > 0 or ends:
             kept, kept_rates = [], []
             for f, r in zip(flowing, rates):
                 moved = r * dt
@@ -117,7 +122,8 @@ class FairNetwork:
                     kept.append(f)
                     kept_rates.append(r)
             self.flowing, self.rates = kept, kept_rates
-            self.busy_time += dt
+            if dt > 0:
+                self.busy_time += dt
         self.now = t
         return gone
 

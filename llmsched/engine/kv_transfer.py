@@ -172,11 +172,13 @@ class SharedLink:
         """Bytes move from the clock to ``t`` with no event between; the least remaining transfer reaching zero
         at ``t`` is set to exactly zero."""
         dt = t - self.now
-        if dt > 0 and self.flowing:
+        absorbed = bool(self.flowing) and self.now + min(f[0] for f in self.flowing) * len(self.flowing) \
+            / self.bandwidth <= self.now  # a remainder too small to move the clock ends now, or it never could
+        if (dt > 0 or absorbed) and self.flowing:
             n = len(self.flowing)
             share = dt * self.bandwidth / n
             least = min(f[0] for f in self.flowing)
-            if share >= least * (1 - 1e-12):
+            if share >= least * (1 - 1e-12) or absorbed:
                 share = least
             for f in self.flowing:
                 f[0] = f[0] - share if f[0] - share > least * 1e-12 else 0.0
