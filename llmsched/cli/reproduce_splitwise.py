@@ -13,7 +13,7 @@ HELP = ("Patel et al. (ISCA 2024): Llama-2-70B DGX-H100/DGX-A100 clusters at iso
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--fast", action="store_true", help="CI size: 1/20 of the clusters, 100 requests, 30%% resolution")
+    p.add_argument("--fast", action="store_true", help="CI size: 1/20 of the clusters, 300 requests, 30%% resolution")
     p.add_argument("--out", default=None, help="output folder (default %(default)s)")
     p.add_argument("--scale", type=float, default=None,
                    help="divide the clusters' machine counts (and so the traffic they carry) by this (default "

@@ -128,7 +128,7 @@ def reproduce(*, fast: bool = False, out: str = "reproduce-splitwise", scale: fl
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     if fast:
-        scale, num_requests, resolution = 20.0, 100, 0.3
+        scale, num_requests, resolution = 20.0, 300, 0.3
     validation = validate_model(kind=batch_time)
     for cell, e in validation.items():
         print(f"{batch_time} vs Splitwise's DGX step times, {MODEL} TP{TP} {cell}: median |error| "
