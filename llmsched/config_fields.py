@@ -48,7 +48,7 @@ CONFLICTS = (
 ARRIVAL_KEYS = ("rate", "duration", "arrival", "cv", "rate_schedule")
 # prefill/decode disaggregation's fields (disagg_config.py checks them together with the rest)
 DISAGG_KEYS = ("disaggregate", "prefill_gpu", "prefill_tp", "decode_gpu", "decode_tp", "prefill_pool", "decode_pool",
-               "kv_link", "kv_connector", "pd_decider", "pd_decider_params")
+               "kv_link", "kv_connector", "pd_first_token", "pd_decider", "pd_decider_params")
 
 
 def given(data: dict, key: str) -> bool:

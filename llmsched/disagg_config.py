@@ -21,7 +21,7 @@ from .run_field import shown
 
 POOL_OF = {"prefill_gpu": ("prefill", "gpu"), "prefill_tp": ("prefill", "tp"), "decode_gpu": ("decode", "gpu"),
            "decode_tp": ("decode", "tp")}
-LINK_FIELDS = ("kv_link", "kv_connector", "pd_decider", "pd_decider_params")
+LINK_FIELDS = ("kv_link", "kv_connector", "pd_first_token", "pd_decider", "pd_decider_params")
 POOL_TABLES = ("prefill_pool", "decode_pool")
 # a pool table's fields: a replica's run fields written KEY=VALUE (a table of parameters needs a fleet file)
 TABLE_FIELDS = tuple(f for f in POOL_FIELDS if f not in ("replicas", "scheduler_params", "router_params",
@@ -139,7 +139,7 @@ def disaggregation(cfg, fleet: Fleet, configs: dict, front_end=None) -> tuple[Fl
             raise ValueError(f"{fleet.source}: decode pool {pool.name!r}: scheduler {name!r} plans a waiting request "
                              f"as holding no KV, but one whose prompt a prefill instance sent holds its blocks while "
                              f"it waits; a decode pool runs {', '.join(able)} (docs/disaggregation.md)")
-    handoff = KVHandoff(front_end)
+    handoff = KVHandoff(front_end, first_token_at_prefill=cfg.pd_first_token == "prefill")
     decider = make_decider(cfg.pd_decider, dict(cfg.pd_decider_params), handoff)
     return dataclasses.replace(fleet, paths=decider), handoff
 

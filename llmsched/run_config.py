@@ -106,6 +106,11 @@ class RunConfig:
                                         "side pulls the prompt's KV once the prefill ended) or layerwise (sent layer "
                                         "by layer during the prefill, as LMCache and Splitwise do)",
                                 choices=("nixl", "layerwise"))
+    pd_first_token: str = declare("decode", "which instance of a disaggregated run gives the client its first token: "
+                                            "decode (vLLM's proxy: the prefill's token is dropped and the decode "
+                                            "instance streams every token) or prefill (DistServe, Splitwise: the "
+                                            "prefill instance returns it, the transfer and the decode queue fall "
+                                            "in the second token's gap)", choices=("decode", "prefill"))
     pd_decider: str = declare("always", "which requests a disaggregated run prefills remotely: always, llm-d "
                                         "(llm-d's prefix-based P/D decider), dynamo (Dynamo's conditional "
                                         "disaggregation); the rest are served whole by the decode pool",

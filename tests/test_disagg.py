@@ -59,6 +59,26 @@ def test_ttft_is_prefill_then_transfer_then_the_first_decode_step():
     assert cols["transfer_bytes"][0] == 1008 * spec.kv_bytes_per_token
 
 
+def test_with_the_first_token_at_the_prefill_ttft_ends_there_and_the_transfer_falls_in_the_next_gap():
+    """``pd_first_token=prefill`` (DistServe, Splitwise): the client's first token is the prefill instance's, so
+    the TTFT is the prefill step alone, and the transfer and the decode instance's first step fall in the gap
+    before the second token; the decode side runs as before (the same finish)."""
+    prompt, output = 1000, 20
+    proxy, _ = pd(one_by_one((prompt, output)))
+    result, state = pd(one_by_one((prompt, output)), pd_first_token="prefill")
+    cols, before = result.requests.cols, proxy.requests.cols
+    step_prefill = state.replicas[0].batch_time.step_time(Batch([prompt], [0], []))
+    assert cols["ttft"][0] == pytest.approx(step_prefill, rel=1e-12)
+    assert cols["finish"][0] == before["finish"][0] and cols["generated"][0] == output
+    assert cols["tpot"][0] > before["tpot"][0]
+    assert cols["max_gap"][0] >= cols["transfer_end"][0] - cols["transfer_start"][0]
+
+
+def test_the_first_token_field_needs_a_disaggregated_run():
+    with pytest.raises(ValueError, match="pd_first_token"):
+        RunConfig(**ENGINE, pd_first_token="prefill")
+
+
 def test_the_decode_side_never_recomputes_the_prompt():
     """Every decode-side prefill token is one prompt's last (the KV of the rest arrived), and the prefill side
     computes each prompt whole, its one token discarded."""

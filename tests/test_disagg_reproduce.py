@@ -44,3 +44,12 @@ def test_splitwise_fast_checks_the_model_and_measures_every_design(tmp_path):
     for key in ("iso-power/code", "iso-power/conv", "iso-cost/code", "iso-cost/conv"):
         assert set(data["capacities"][key]) == {"Baseline-H100", "Baseline-A100", "Splitwise-HH", "Splitwise-AA",
                                                 "Splitwise-HA"}
+
+
+def test_distserve_fast_checks_the_model_and_compares_per_gpu_rates(tmp_path):
+    assert main(["reproduce", "distserve", "--fast", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert "distserve opt-13b TP1 decode" in data["model_validation"]
+    (row,) = data["rows"]
+    assert row["setting"] == "chatbot-13b" and row["DistServe_gpus"] == 3 and row["vLLM_gpus"] == 1
+    assert row["DistServe_rps_per_gpu"] > 0 and row["vLLM_rps_per_gpu"] > 0

@@ -38,8 +38,12 @@ NO_RECORD = (-1, math.nan, math.nan, 0)
 class KVHandoff:
     """The prefill -> decode hop of a disaggregated path (module docstring)."""
 
-    def __init__(self, front_end=None):
+    def __init__(self, front_end=None, first_token_at_prefill: bool = False):
         self.front_end = front_end  # the run's front end at the client boundary (None: engine boundary)
+        # DistServe's and Splitwise's way (``--pd-first-token prefill``): the prefill instance's token is the
+        # client's first; request id -> its time, until the request leaves (``finish``)
+        self.first_token_at_prefill = first_token_at_prefill
+        self.first_tokens: dict[int, float] = {}
         self.clients: dict[int, Request] = {}  # request id -> the client's request, while its prefill runs
         # request id -> [prefill replica, transfer start, transfer end, bytes, prefill span (s)]
         self.records: dict[int, list] = {}
@@ -57,6 +61,8 @@ class KVHandoff:
         client.arrival = req.arrival  # the engine's first queued stamp (the prefill instance's)
         client.replica = req.replica  # its last replica until a decode replica takes it
         self.records[req.id] = [req.replica, math.nan, math.nan, 0, req.finish - req.first_scheduled]
+        if self.first_token_at_prefill:
+            self.first_tokens[req.id] = req.first_token
         fe = self.front_end
         hop = 0.0 if fe is None else fe.output_delay(1) + fe.request_delay(req.prompt_len)
         return client, now + hop
@@ -73,6 +79,17 @@ class KVHandoff:
         self.records[req.id] = [req.replica, math.nan, math.nan, 0, math.nan]
         return client
 
+    def finish(self, req: Request) -> Request:
+        """The client's request for ``req``, leaving its decode stage: with ``first_token_at_prefill``, its first
+        token is the prefill instance's (the decode instance's first step recomputes it: one step more than
+        DistServe's decode instance runs), so its TTFT ends at the prefill and the transfer and the decode queue
+        fall in the gap before its second token."""
+        t = self.first_tokens.pop(req.id, None)
+        if t is not None and req.token_times:
+            req.first_token = t
+            req.token_times[0] = t
+        return req
+
     def record_of(self, rid: int) -> tuple:
         """``(prefill replica, transfer start, transfer end, bytes)`` of request ``rid`` (-1, NaN, NaN, 0 for one
         that never reached a prefill instance)."""
@@ -83,7 +100,7 @@ class KVHandoff:
 def pd_path(handoff: KVHandoff) -> Path:
     """Prefill in the prefill pool, the KV over the link, decode in the decode pool."""
     return Path((Stage(PREFILL), Stage(DECODE, receives_kv=True)), (handoff,), begin=handoff.begin,
-                report=handoff.report)
+                report=handoff.report, finish=handoff.finish if handoff.first_token_at_prefill else None)
 
 
 LOCAL = Path((Stage(DECODE),))  # served whole by the decode pool (a decider's choice: prefilled locally)

@@ -43,6 +43,8 @@ class Path:
     # the client's request, as recorded, for a stage's request that leaves before the last stage (rejected, or
     # cut by the horizon): default the stage's request itself
     report: Callable[[Request], Request] | None = None
+    # the client's request, as recorded, for the last stage's request when it leaves (default itself)
+    finish: Callable[[Request], Request] | None = None
 
     def __post_init__(self):
         if not self.stages:

@@ -26,7 +26,8 @@ from ..schedulers.registry import scheduler_info
 # its disaggregated candidates)
 COLOCATED = {"disaggregate": None, "prefill_gpu": None, "prefill_tp": None, "decode_gpu": None, "decode_tp": None,
              "prefill_pool": {}, "decode_pool": {}, "kv_link": RunConfig.kv_link,
-             "kv_connector": RunConfig.kv_connector, "pd_decider": RunConfig.pd_decider, "pd_decider_params": {}}
+             "kv_connector": RunConfig.kv_connector, "pd_first_token": RunConfig.pd_first_token,
+             "pd_decider": RunConfig.pd_decider, "pd_decider_params": {}}
 
 
 @dataclass(frozen=True)

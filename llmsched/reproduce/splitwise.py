@@ -16,7 +16,8 @@ under the same power and cost budgets" than clusters that run both phases on eve
    machine (``vllm-chunked``, mixed batching as the paper's baselines); Splitwise-HH and -AA split one machine type
    into prompt and token pools (the split searched: the pools' sound bounds balanced, and one machine either side);
    Splitwise-HA prompts on H100 and generates on A100, over InfiniBand (the simulator's ``transfer_bandwidth``
-   200, per machine: ``ib-200g``), KV moved layer by layer as the paper optimises it. Counts are divided by
+   200, per machine: ``ib-200g``), KV moved layer by layer as the paper optimises it, the first token the prompt
+   machine's (as in Splitwise: ``pd_first_token=prefill``). Counts are divided by
    ``scale`` (a cluster of 1/scale the machines at 1/scale the traffic: per-machine throughput is what the ratios
    compare).
 3. **Throughput**: the capacity (llmsched/capacity: the highest trace rate that is stable and meets the SLOs) on
@@ -98,11 +99,11 @@ def configs(budget: str, scale: float, trace: str, num_requests: int, seed: int,
             out[name] = [RunConfig(**base, gpu="h100" if h else "a100", replicas=h or a)]
         elif role == "ha":
             out[name] = [RunConfig(**base, disaggregate=f"{h}P{a}D", prefill_gpu="h100", decode_gpu="a100",
-                                   kv_link="ib-200g", kv_connector="layerwise")]
+                                   kv_link="ib-200g", kv_connector="layerwise", pd_first_token="prefill")]
         else:
             n, gpu = h or a, "h100" if h else "a100"
             out[name] = [RunConfig(**base, gpu=gpu, disaggregate=f"{p}P{n - p}D", kv_link="ib-200g",
-                                   kv_connector="layerwise") for p in splits(n, gpu, base)]
+                                   kv_connector="layerwise", pd_first_token="prefill") for p in splits(n, gpu, base)]
     return out
 
 

@@ -105,8 +105,13 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
     def client_request(r):
         """The client's request for ``r``, a stage's request that leaves (``Path.report`` before the last stage)."""
         at = stage_of.pop(r.id, None) if staged else None
-        if at is not None and at[1] + 1 < len(at[0].stages) and at[0].report is not None:
-            return at[0].report(r)
+        if at is not None:
+            path, stage = at
+            if stage + 1 < len(path.stages):
+                if path.report is not None:
+                    return path.report(r)
+            elif path.finish is not None:
+                return path.finish(r)
         return r
 
     def leave(r, t: float) -> None:

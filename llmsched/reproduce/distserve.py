@@ -1,0 +1,209 @@
+"""DistServe's goodput comparison (Zhong et al., "DistServe: Disaggregating Prefill and Decoding for
+Goodput-optimized Large Language Model Serving", OSDI 2024) against colocated vLLM (``llmsched reproduce
+distserve``, llmsched/cli/reproduce_distserve.py).
+
+The settings are the paper's artifact's (LLMServe/DistServe ``evaluation/ae-scripts/e2e/_plot.py`` and
+``evaluation/2-benchmark-serving/2-start-api-server.py``): A100-80GB SXM, OPT models, Poisson arrivals, the
+figure of merit the **per-GPU rate at which 90% of requests meet both their TTFT and their TPOT target**
+(``get_attainment`` counts a request when ``ftl <= ttft_slo and tpot <= tpot_slo``):
+
+* **chatbot, OPT-13B** on ShareGPT: TTFT 0.25 s, TPOT 0.1 s; DistServe one prefill instance at TP 2 and one
+  decode instance at TP 1 (3 GPUs), vLLM one instance at TP 1;
+* **chatbot, OPT-66B** on ShareGPT: TTFT 0.4 s, TPOT 0.1 s; DistServe prefill TP 4 and decode TP 2 × PP 2
+  (8 GPUs), vLLM TP 4. llmsched has no pipeline parallelism, so the decode instance is modelled at TP 4 on the
+  same four GPUs (same weights per GPU; PP's bubbles and TP's all-reduces differ);
+* **summarization, OPT-66B** on LongBench: TTFT 15 s, TPOT 0.15 s. LongBench's lengths are not available here;
+  the arXiv-summarization lengths (../shared/data/traces/arxiv_summarization_lengths_llama2_tokenizer.csv) stand
+  in, so this row is a stand-in, not the paper's workload;
+* **code completion** (OPT-66B, HumanEval: TTFT 0.125 s, TPOT 0.2 s) is not run: HumanEval's token lengths
+  (OPT's tokenizer) are not available here.
+
+Engines as the artifact starts them: vLLM with ``--max-num-batched-tokens 16384 --max-num-seqs 1024`` (vLLM of
+early 2024: whole prompts first, no chunking: ``vllm``); DistServe's prefill instance FCFS with at most 8192
+tokens a batch, its decode instance FCFS with up to 1024 requests (``vllm`` on both pools with those limits); the
+KV over the node's NVLink (``same-node``), prefill and decode instances in one node as the paper places them for
+these models; the first token is the prefill instance's, as in DistServe (``pd_first_token=prefill``: the
+transfer and the decode queue count in TPOT, not TTFT).
+
+OPT is a ReLU MLP of two matrices; it is written here as an equivalent Llama-shaped config (a gated MLP of three
+matrices with two thirds of OPT's ``ffn_dim``: the same weights and FLOPs per token; no grouped KV heads, as
+OPT) with OPT's 2,048-token context, and requests longer than that are left out of the length files, as the
+artifact's dataset preparation filters them.
+
+The batch-time model is checked against DistServe's own fitted step-time model of its A100-80GB measurements
+(``simdistserve/estimators/profile_data/profiler-a100-80g.{distserve,vllm}.json``: prefill ``a + b·Σtokens +
+c·Σtokens²`` ms, decode ``a + b·Σcontext + c·batch`` ms), not fitted to it.
+
+Figures compared: the OSDI abstract's "7.4× more requests or 12.6× tighter SLO" (the arXiv v1 and the
+authors' blog said "up to 4.48× goodput or 10.2× tighter SLO"): both "up to" figures over all settings and
+baselines; per-setting figures are read off the OSDI paper's Figures 8 and 9, which are not reproduced here.
+A second, exact comparison: DistServe's simulator README (``simdistserve/README.md``) reports for OPT-13B on
+ShareGPT, TTFT 200 ms and TPOT 100 ms each met by 90% of requests, prefill TP 2 and decode TP 1, a best per-GPU
+rate of 1.56 req/s; ``chatbot-13b-simulator`` runs that.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..capacity import find_capacities, parse_slos
+from ..executors import make_executor
+from ..run_config import RunConfig
+
+PAPER = {"OSDI'24 abstract: more requests (up to)": 7.4, "OSDI'24 abstract: tighter SLO (up to)": 12.6,
+         "arXiv v1 / blog: goodput (up to)": 4.48, "arXiv v1 / blog: tighter SLO (up to)": 10.2,
+         "simdistserve README: OPT-13B ShareGPT per-GPU rate, req/s": 1.56}
+# OPT's shapes (facebook/opt-13b, opt-66b config.json): hidden, layers, heads, ffn_dim
+OPT = {"opt-13b": (5120, 40, 40, 20480), "opt-66b": (9216, 64, 72, 36864)}
+CONTEXT = 2048
+LENGTHS = {"sharegpt": "sharegpt_8k_lengths_llama2_tokenizer.csv",
+           "arxiv": "arxiv_summarization_lengths_llama2_tokenizer.csv"}
+# setting -> model, lengths, TTFT and TPOT targets, (prefill TP, decode TP) of DistServe, vLLM's TP, requests per
+# GPU (the artifact's), joint attainment (the paper's figures) or each target met separately (simdistserve)
+SETTINGS = {
+    "chatbot-13b": dict(model="opt-13b", lengths="sharegpt", ttft=0.25, tpot=0.1, pd=(2, 1), vllm_tp=1,
+                        per_gpu=100, joint=True),
+    "chatbot-13b-simulator": dict(model="opt-13b", lengths="sharegpt", ttft=0.2, tpot=0.1, pd=(2, 1), vllm_tp=1,
+                                  per_gpu=100, joint=False),
+    "chatbot-66b": dict(model="opt-66b", lengths="sharegpt", ttft=0.4, tpot=0.1, pd=(4, 4), vllm_tp=4,
+                        per_gpu=25, joint=True),
+    "summarization-66b (stand-in lengths)": dict(model="opt-66b", lengths="arxiv", ttft=15.0, tpot=0.15, pd=(4, 4),
+                                                 vllm_tp=4, per_gpu=25, joint=True),
+}
+FAST = ("chatbot-13b",)
+
+
+def model_file(folder: Path, name: str) -> str:
+    """OPT ``name`` as a Llama-shaped config.json (module docstring) in ``folder``/``name``."""
+    hidden, layers, heads, ffn = OPT[name]
+    path = folder / name / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "hidden_size": hidden,
+        "intermediate_size": 2 * ffn // 3, "num_hidden_layers": layers, "num_attention_heads": heads,
+        "num_key_value_heads": heads, "max_position_embeddings": CONTEXT, "rms_norm_eps": 1e-05,
+        "tie_word_embeddings": True, "torch_dtype": "float16", "vocab_size": 50272}, indent=1))
+    return str(path.parent)
+
+
+def length_file(folder: Path, name: str) -> str:
+    """``name``'s lengths that fit OPT's context."""
+    from ..workload.traces import resolve_data_file
+    out = folder / f"lengths-{name}.csv"
+    with open(resolve_data_file(LENGTHS[name]), newline="") as f, open(out, "w", newline="") as g:
+        w = csv.writer(g)
+        w.writerow(["num_prefill_tokens", "num_decode_tokens"])
+        for row in csv.DictReader(f):
+            p, d = int(row["num_prefill_tokens"]), int(row["num_decode_tokens"])
+            if p + d <= CONTEXT and d >= 2:
+                w.writerow([p, d])
+    return str(out)
+
+
+def configs(setting: str, folder: Path, seed: int, scale: float = 1.0) -> dict[str, tuple[RunConfig, int]]:
+    """DistServe's and vLLM's deployments of ``setting`` and their GPUs."""
+    s = SETTINGS[setting]
+    (ptp, dtp), vtp = s["pd"], s["vllm_tp"]
+    base = dict(model=model_file(folder, s["model"]), gpu="a100", lengths=length_file(folder, s["lengths"]),
+                seed=seed, rate=1.0, batch_time="vllm-v1")
+    if s["joint"]:
+        base["tiers"] = f"all:ttft={s['ttft']:g}:tpot={s['tpot']:g}"
+    dist_gpus = ptp + dtp
+    dist = RunConfig(**base, disaggregate="1P1D", prefill_tp=ptp, decode_tp=dtp, kv_link="same-node",
+                     pd_first_token="prefill",
+                     scheduler="vllm", num_requests=max(20, round(s["per_gpu"] * dist_gpus / scale)),
+                     prefill_pool={"max_num_batched_tokens": 8192, "max_num_seqs": 128},
+                     decode_pool={"max_num_seqs": 1024, "max_num_batched_tokens": 65536})
+    vllm = RunConfig(**base, tp=vtp, scheduler="vllm", max_num_batched_tokens=16384, max_num_seqs=1024,
+                     num_requests=max(20, round(s["per_gpu"] * vtp / scale)))
+    return {"DistServe": (dist, dist_gpus), "vLLM": (vllm, vtp)}
+
+
+def slos(setting: str) -> str:
+    s = SETTINGS[setting]
+    return "attainment>=0.9" if s["joint"] else f"ttft_p90<={s['ttft']:g}s,tpot_p90<={s['tpot']:g}s"
+
+
+def validate_model(kind: str = "vllm-v1", folder: Path | None = None) -> dict:
+    """The batch-time model against DistServe's fitted A100-80GB step times (its engine's and its vLLM's), per
+    model, TP and phase: median and largest |error| %. Prefill: one prompt of 128..2048 tokens; decode: batches
+    of 1..256 at 512 tokens of context each."""
+    import tempfile
+
+    from ..batchtime.registry import make_batch_time_model
+    from ..batchtime.base import Batch
+    from ..hardware.models import model as model_preset
+    profiles = {k: v for k, v in _profiles().items() if k != "source"}
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(folder or tmp)
+        for engine, data in profiles.items():
+            for model, tps in data.items():
+                name = model.split("/")[-1]
+                if name not in OPT:
+                    continue
+                spec = model_preset(model_file(where, name))
+                for tp, p in tps.items():
+                    bt = make_batch_time_model(kind, spec.with_tp(int(tp)), "a100")
+                    errs = {"prefill": [], "decode": []}
+                    for n in (128, 256, 512, 1024, 2048):
+                        a, b, c = p["prefill"]
+                        ref = (a + b * n + c * n * n) / 1e3
+                        errs["prefill"].append(100 * (bt.step_time(Batch([n], [0], [])) - ref) / ref)
+                    for bs in (1, 8, 32, 128, 256):
+                        a, b, c = p["decoding_smallbs" if bs < p["decoding_large_small_bs_threshold"]
+                                      else "decoding_largebs"]
+                        ref = (a + b * 512 * bs + c * bs) / 1e3
+                        errs["decode"].append(100 * (bt.step_time(Batch([], [], [512] * bs)) - ref) / ref)
+                    for phase, e in errs.items():
+                        e = np.array(e)
+                        out[f"{engine} {name} TP{tp} {phase}"] = {
+                            "median_abs_pct": round(float(np.median(np.abs(e))), 1),
+                            "median_pct": round(float(np.median(e)), 1),
+                            "max_abs_pct": round(float(np.max(np.abs(e))), 1)}
+    return out
+
+
+# DistServe's fitted step-time models (LLMServe/DistServe simdistserve/estimators/profile_data/
+# profiler-a100-80g.{distserve,vllm}.json at commit 82831f1): the coefficients this check needs, in ms
+def _profiles() -> dict:
+    path = Path(__file__).with_name("distserve_a100_profiles.json")
+    return json.loads(path.read_text())
+
+
+def reproduce(*, fast: bool = False, out: str = "reproduce-distserve", seed: int = 0, jobs: int = 2,
+              resolution: float = 0.05, scale: float = 1.0) -> dict:
+    """The model check, then DistServe's and vLLM's per-GPU rate at the attainment target in every setting."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    if fast:
+        resolution, scale = 0.2, 2.0
+    validation = validate_model(folder=folder)
+    for cell, e in validation.items():
+        print(f"vllm-v1 vs DistServe's fitted A100 step times, {cell}: median |error| {e['median_abs_pct']}% "
+              f"(signed {e['median_pct']}%), max {e['max_abs_pct']}%", flush=True)
+    rows = []
+    with make_executor("local", jobs=jobs) as executor:
+        for setting in (FAST if fast else SETTINGS):
+            deployments = configs(setting, folder, seed, scale)
+            found = find_capacities({k: c for k, (c, _) in deployments.items()}, parse_slos(slos(setting)),
+                                    resolution, (seed,), executor)
+            row = {"setting": setting, "slos": slos(setting), **{k: SETTINGS[setting][k] for k in ("ttft", "tpot")}}
+            for k, (_, gpus) in deployments.items():
+                cap = found[k].capacity or 0.0
+                row[f"{k}_gpus"] = gpus
+                row[f"{k}_rps_per_gpu"] = cap / gpus
+            v = row["vLLM_rps_per_gpu"]
+            row["ratio"] = row["DistServe_rps_per_gpu"] / v if v > 0 else None
+            rows.append(row)
+            print(f"{setting}: DistServe {row['DistServe_rps_per_gpu']:.3g} req/s a GPU ({row['DistServe_gpus']} "
+                  f"GPUs), vLLM {v:.3g} ({row['vLLM_gpus']} GPUs): "
+                  f"{'—' if row['ratio'] is None else format(row['ratio'], '.2f')}x", flush=True)
+    result = {"paper": PAPER, "resolution": resolution, "scale": scale, "model_validation": validation,
+              "rows": rows}
+    (folder / "results.json").write_text(json.dumps(result, indent=1))
+    print(f"wrote {folder}/results.json")
+    return result
