@@ -239,7 +239,9 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         "scheduler": rep.scheduler.describe(),
         "batch_time": rep.batch_time.describe(),
         "kv_blocks": rep.config.num_blocks,
-        "kv_cache": kv_description(cfg, rep),
+        # a fleet's first replica's, sized by its pool's fields (the run's own may not fit the card)
+        "kv_cache": fleet_meta["pools"][next(iter(fleet_meta["pools"]))]["kv_cache"] if fleet_meta else
+        kv_description(cfg, rep),
         "block_size": rep.config.block_size,
         "max_model_len": rep.config.max_model_len,
         "wall_time_s": result.wall_time,

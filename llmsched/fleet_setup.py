@@ -11,7 +11,7 @@ A fleet in which no replica joins or leaves and every request is served in one s
 """
 from __future__ import annotations
 
-from .experiment import (carries_content, client_sends_of, open_logs, replica_maker, run_model,
+from .experiment import (carries_content, client_sends_of, kv_description, open_logs, replica_maker, run_model,
                          workload_params)
 from .metrics.client_side import to_client
 from .fleet.fleet import Fleet
@@ -173,8 +173,8 @@ def fleet_meta(state: FleetState, configs: dict[str, RunConfig]) -> dict:
         pools[name] = {"role": pool.spec.role, "replicas": pool.spec.replicas, "fields": pool.spec.fields,
                        "phases_s": {p: pool.spec.phases.seconds(p) for p in ("provisioning", "loading", "warm")},
                        "scheduler": rep.scheduler.describe(), "batch_time": rep.batch_time.describe(),
-                       "kv_blocks": rep.config.num_blocks, "max_model_len": rep.config.max_model_len,
-                       "gpus_per_replica": pool.gpus}
+                       "kv_blocks": rep.config.num_blocks, "kv_cache": kv_description(configs[name], rep),
+                       "max_model_len": rep.config.max_model_len, "gpus_per_replica": pool.gpus}
     routers = {role: members.router.name for role, members in state.members.items()}
     meta = {"file": fleet.source, "pools": pools, "routers": routers,
             "scale": [{"at": e.at, "pool": e.pool, "replicas": e.replicas} for e in fleet.scale]}

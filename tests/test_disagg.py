@@ -74,6 +74,17 @@ def test_with_the_first_token_at_the_prefill_ttft_ends_there_and_the_transfer_fa
     assert cols["max_gap"][0] >= cols["transfer_end"][0] - cols["transfer_start"][0]
 
 
+def test_pools_that_fit_their_cards_run_where_the_runs_own_tp_would_not():
+    """A 70B model at TP 4 in both pools on A100s: the run's own fields (TP 1) could not hold its weights, and its
+    meta describes the KV cache of its first pool."""
+    from llmsched.experiment import run
+    cfg = RunConfig(model="llama-3-70b", gpu="a100", disaggregate="1P1D", prefill_tp=4, decode_tp=4,
+                    scheduler="vllm", num_requests=20, rate=2.0)
+    result = run(cfg)
+    assert len(result.requests) == 20
+    assert result.meta["kv_cache"] == result.meta["fleet"]["pools"]["prefill"]["kv_cache"]
+
+
 def test_the_first_token_field_needs_a_disaggregated_run():
     with pytest.raises(ValueError, match="pd_first_token"):
         RunConfig(**ENGINE, pd_first_token="prefill")

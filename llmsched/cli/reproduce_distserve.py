@@ -12,10 +12,11 @@ HELP = ("Zhong et al. (OSDI 2024): DistServe's prefill/decode instances vs coloc
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--fast", action="store_true", help="CI size: the OPT-13B chatbot alone, half the requests, 20%% "
-                                                       "resolution")
+    p.add_argument("--fast", action="store_true", help="CI size: the OPT-13B chatbot alone, half the requests, one "
+                                                       "seed")
     p.add_argument("--out", default=None, help="output folder (default %(default)s)")
-    p.add_argument("--resolution", type=float, default=None, help="capacity resolution (default %(default)s)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds a rate's attainment is averaged over (default "
+                                                           "%(default)s)")
     p.add_argument("--jobs", type=int, default=None, help="parallel runs (default %(default)s)")
     run_field_option(p, "seed")
 
