@@ -159,6 +159,18 @@ def kv_transfers(cfg, state, handoff: KVHandoff, configs: dict) -> KVTransfers:
                        lambda i: state.replicas[i].kv.block_size, handoff.records)
 
 
+def check_decode_tiers(fleet, configs: dict) -> None:
+    """A decode pool keeps no KV tiers below the GPU: a prompt a prefill instance sent and one a tier loaded would
+    share the waiting queue's held blocks, which vLLM's two connectors (NIXL's and the offloading one) do not do on
+    one instance; a one-line error before the run."""
+    for pool in fleet.pools_of(DECODE):
+        if configs[pool.name].kv_offload:
+            raise ValueError(f"{fleet.source}: decode pool {pool.name!r}: kv_offload = {configs[pool.name].kv_offload!r}"
+                             f": a decode pool receives its prompts' KV from the prefill pool and keeps no KV tiers "
+                             f"below the GPU here; give the tiers to the prefill pool (--prefill-pool kv_offload=...) "
+                             f"or run colocated")
+
+
 def check_decode_fits(state, source) -> None:
     """Before the run: every decode pool's KV cache holds the workload's longest request (a one-line error
     naming the pool and the request otherwise)."""

@@ -18,7 +18,7 @@ from .fleet.fleet import Fleet
 from .fleet.state import FleetState
 from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
-from .routers import make_router
+from .routing.registry import make_router
 from .config_fields import DISAGG_KEYS, check_combination
 from .hardware.front_end import front_end
 from .run_config import DEFAULTS, RunConfig, check_field, checked_params, checked_router_params
@@ -81,7 +81,8 @@ def build_fleet(cfg: RunConfig, fleet: Fleet, source, steps: StepLog,
     configs = configs or pool_configs(cfg, fleet)
     handoff = None
     if disaggregated(fleet):
-        from .disagg_config import disaggregation
+        from .disagg_config import check_decode_tiers, disaggregation
+        check_decode_tiers(fleet, configs)
         fleet, handoff = disaggregation(cfg, fleet, configs,
                                         front_end(cfg.front_end) if cfg.latency_boundary == "client" else None)
     total = fleet.initial_replicas

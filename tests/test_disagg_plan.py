@@ -47,7 +47,8 @@ def test_the_pools_work_adds_up_to_the_whole_requests():
 
 
 def test_plan_candidates_count_both_pools_and_name_the_binding_one():
-    cands = build_candidates(["h100", "a100"], [1], ["sarathi"], ["round-robin"], None, parse_ratios("1:1,2:1,1:2"))
+    cands = build_candidates(["h100", "a100"], [1], ["sarathi"], ["round-robin"], None,
+                             ratios=parse_ratios("1:1,2:1,1:2"))
     assert len(cands) == 2 + 2 * 2 * 3  # colocated, and each prefill (GPU, TP) with each decode one per ratio
     hetero = next(c for c in cands if c.pd == ("h100", 1, "a100", 1, 2, 1))
     prices = {"h100": 3.0, "a100": 1.5}

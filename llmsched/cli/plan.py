@@ -9,7 +9,8 @@ import time
 
 from ..capacity.slo import check_run_slos, slos_with_attainment, valid_metrics
 from ..hardware.prices import PRICES_PATH
-from ..plan.candidates import build_candidates, parse_ratios, parse_tps, parse_variations, split_names
+from ..plan.candidates import (build_candidates, parse_offloads, parse_ratios, parse_tps, parse_variations,
+                               split_names)
 from ..plan.inputs import check_runnable, pareto_metric, plan_rates, read_prices
 from .probe_options import add_probe_options, check_cache_options, probe_cache
 from .run_options import add_run_options, run_configs
@@ -41,6 +42,10 @@ def add(sub) -> None:
     p.add_argument("--vary", action="append", default=[], metavar="SCHEDULER.KEY=V1,V2",
                    help="also try these values of a scheduler parameter (repeatable; combinations multiply)")
     p.add_argument("--routers", default="round-robin", help="comma-separated routers (default round-robin)")
+    p.add_argument("--kv-offloads", default=None, metavar="none,cpu:256GiB,...",
+                   help="also try these KV tiers below the GPU (docs/kv-offload.md): 'none' for without, '+' "
+                        "between one candidate's tiers (cpu:256GiB+disk:2TB); host memory is priced per GiB-hour "
+                        "(prices.json host_memory)")
     p.add_argument("--pd-ratios", default=None, metavar="P:D,...",
                    help="also try disaggregated deployments at these prefill:decode replica ratios (e.g. 1:1,2:1,1:2), "
                         "each --gpus x --tp for the prefill pool with each for the decode pool, scaled as units; "
@@ -80,7 +85,7 @@ def plan(args) -> int:
         args.run_defaults["disaggregate"] = "1P1D"
     candidates = build_candidates(split_names(args.gpus, "--gpus"), parse_tps(args.tps), schedulers,
                                   split_names(args.routers, "--routers"), parse_variations(args.vary, schedulers),
-                                  ratios)
+                                  parse_offloads(args.kv_offloads), ratios)
     prices = read_prices(args.prices, [g for c in candidates for g in c.price_gpus])
     bases = {cfg.scheduler: cfg for cfg in run_configs(args, schedulers)}
     base0 = next(iter(bases.values()))
@@ -91,7 +96,8 @@ def plan(args) -> int:
     cache = probe_cache(args)
     with make_executor(args.executor, jobs=args.jobs, ray_address=args.ray_address) as executor:
         result = plan_deployments(candidates, bases, rates, slos, seeds, args.max_replicas, prices.price, metric,
-                                  executor, cache, progress=not args.no_progress)
+                                  executor, cache, progress=not args.no_progress,
+                                  host_cost=lambda c: prices.host_gib_hour * c.host_gib(bases[c.scheduler]))
     print("\n".join(lines(result, args.top, args.prices, prices.price)))
     print(probes_line(result, time.perf_counter() - t0, args.executor, cache))
     if args.report:

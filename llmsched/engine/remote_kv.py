@@ -17,10 +17,11 @@ loads asynchronously (NIXL's pull; vllm/v1/core/sched/scheduler.py, read at vLLM
   sampled), ahead of requests that hold no KV (vLLM 0.32 drains its KV-holding waiting queue first). The step that
   computes that one token samples the first output token: the decode side never recomputes the prompt.
 
-The KV manager stays the only writer of block state (``reserve``, ``land``, ``release``); the replica's policy
-sees a loaded request as a waiting one with one token to compute (``ReplicaView.tokens_to_compute``). The event
-loop starts each reserved request's transfer (``Replica.reserved``, drained like ``completed``) and calls
-``loaded`` when it ends.
+The KV manager stays the only writer of block state (``reserve``, ``land``, ``release``), the replica of its own
+fields (``Replica.receive``, ``loaded``, ``take_reserved``: these functions change only its queues' contents); the
+replica's policy sees a loaded request as a waiting one with one token to compute
+(``ReplicaView.tokens_to_compute``). The event loop starts each reserved request's transfer
+(``Replica.take_reserved``, drained like ``take_completed``) and calls ``Replica.loaded`` when it ends.
 """
 from __future__ import annotations
 
@@ -29,12 +30,9 @@ from ..request import Request, Status
 WAITING = Status.WAITING
 
 
-def receive(rep, req: Request, now: float) -> bool:
+def receive(rep, req: Request) -> bool:
     """Queue ``req`` (a decode request whose prompt KV comes from a prefill instance) on ``rep``, or reject it when
-    the replica could never serve it. True if queued."""
-    rep.version += 1
-    rep.now = now
-    rep.arrivals += 1
+    the replica could never serve it. True if queued (``Replica.receive`` moves the replica's clock first)."""
     req.replica = rep.index
     total = req.prompt_len + req.output_len
     if total > rep.config.max_model_len:
@@ -46,7 +44,6 @@ def receive(rep, req: Request, now: float) -> bool:
                                f"never be served here")
     req.status = WAITING
     rep.receiving.append(req)
-    rep.remote += 1
     return True
 
 
@@ -64,17 +61,12 @@ def reserve(rep) -> None:
         kv.reserve(req, req.prompt_len)
         rep.transferring.append(req)
         rep.reserved.append(req)
-    rep.version += 1
 
 
-def loaded(rep, req: Request, now: float) -> None:
+def loaded(rep, req: Request) -> None:
     """``req``'s prompt KV has arrived on ``rep``: it waits with all but its last prompt token computed (or is
-    rejected, its blocks freed, if its policy refuses it)."""
-    rep.version += 1
-    rep.now = now
-    rep.arrivals += 1
+    rejected, its blocks freed, if its policy refuses it). ``Replica.loaded`` moves the replica's clock first."""
     rep.transferring.remove(req)
-    rep.remote -= 1
     req.num_computed = req.prompt_len - 1
     rep.kv.land(req, req.prompt_len)
     reason = rep.scheduler.unservable(req, rep.view) or rep.scheduler.on_arrival(req, rep.view)
@@ -109,5 +101,4 @@ def stop(rep) -> list[Request]:
     rep.receiving.clear()
     rep.transferring.clear()
     rep.reserved.clear()
-    rep.remote = 0
     return left

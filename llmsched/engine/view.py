@@ -24,7 +24,7 @@ class ReplicaView:
     # --- clock and queues -------------------------------------------------
     @property
     def now(self) -> float:
-        return self._r.now
+        return self._r.clock.now
 
     @property
     def replica_index(self) -> int:
@@ -39,8 +39,9 @@ class ReplicaView:
     def running(self) -> list[Request]:
         """Requests holding KV on the GPU, in admission order (their fields exact: the decode group is settled)."""
         r = self._r
-        if r.group is not None:
-            r.settle()
+        groups = r.groups
+        if groups.group is not None:
+            groups.settle()
         return r.running
 
     @property
@@ -52,7 +53,7 @@ class ReplicaView:
         """The running requests in decode phase as one ``DecodeGroup`` (size, blocks_needed, partials: the other
         running requests, in running order), or None. A policy that plans from it without reading ``running`` sets
         ``BatchPlan.decode_group``; reading ``running`` dissolves it."""
-        return self._r.group
+        return self._r.groups.group
 
     @property
     def swapped(self) -> list[Request]:
@@ -108,16 +109,23 @@ class ReplicaView:
     def cached_tokens(self, req: Request) -> int:
         """Leading tokens of waiting ``req`` that the prefix cache holds now, so its admission starts after them
         (whole blocks, at most its tokens less one, as vLLM v1's ``get_computed_blocks``); 0 without a cache, for
-        a request without content, and for one already holding KV. The replica looks again when it admits: the
-        plan's own preemptions can only add to it. A waiting request whose prompt KV a prefill instance sent
-        (engine/remote_kv.py) holds all of it but its last token: those count, as vLLM v1 counts a connector's
-        external hit with the local one."""
+        a request without content, and for one already running. The replica looks again when it admits: the
+        plan's own preemptions can only add to it. With KV tiers below the GPU, what they hold past the GPU hit
+        counts too (vLLM counts external hits). A waiting request that holds KV already (a tier loaded it, or a
+        prefill instance sent its prompt's KV, engine/remote_kv.py: all of it but its last token) counts what it
+        holds, as vLLM v1 counts a connector's external hit with the local one."""
         r = self._r
         if req.num_blocks and req.status is WAITING:
             return req.num_computed
         if not r.caching or req.num_computed or req.content is None:
             return 0
-        return len(r.kv.lookup(req)) * r.kv.block_size
+        kv = r.kv
+        blocks = len(kv.lookup(req))
+        if kv.tiers is not None:
+            hit = kv.tiers.lookup(req, blocks)
+            if hit is not None:
+                blocks += hit.blocks
+        return blocks * kv.block_size
 
     def tokens_to_compute(self, req: Request) -> int:
         """Tokens ``req`` must still compute before its next output token: its remaining prompt less what the
@@ -129,15 +137,22 @@ class ReplicaView:
     def admission_blocks(self, req: Request, n: int) -> int:
         """Free blocks admitting waiting ``req`` with a chunk of ``n`` tokens to compute takes: the chunk's new
         blocks after its cached prefix, plus the cached blocks nobody references (they leave the free pool; a
-        block shared with a running request costs nothing). Without a cache, ``blocks_for(n)``; a request whose
-        prompt KV a prefill instance sent takes the blocks beyond those it holds."""
+        block shared with a running request costs nothing), plus, with KV tiers below the GPU, the blocks a tier's
+        hit fills. Without a cache, ``blocks_for(n)``; a request holding KV (a tier loaded it, or a prefill
+        instance sent its prompt's) takes the blocks beyond those it holds."""
         r = self._r
         kv = r.kv
         if req.num_computed:  # its prompt's KV loaded from a prefill instance: it holds those blocks
             return kv.extra_blocks(req, req.num_computed + n)
         if not r.caching or req.content is None:
             return kv.blocks_for(n)
-        return kv.blocks_for(n) + kv.unreferenced(kv.lookup(req))
+        hit = kv.lookup(req)
+        extra = kv.unreferenced(hit)
+        if kv.tiers is not None:
+            tier_hit = kv.tiers.lookup(req, len(hit))
+            if tier_hit is not None:
+                extra += tier_hit.blocks
+        return kv.blocks_for(n) + extra
 
     def preempt_frees(self, req: Request) -> int:
         """Blocks preempting running ``req`` returns to the free pool: its blocks, less those another running
@@ -155,17 +170,17 @@ class ReplicaView:
     @property
     def recent_step_times(self) -> deque:
         """Durations of the last steps, oldest first (what a real engine observes)."""
-        return self._r.recent_steps
+        return self._r.counters.recent_steps
 
     @property
     def mean_step_time(self) -> float:
         """Mean duration of all steps so far (0 before the first)."""
-        r = self._r
-        return r.busy_time / r.num_steps if r.num_steps else 0.0
+        counters = self._r.counters
+        return counters.busy_time / counters.num_steps if counters.num_steps else 0.0
 
     @property
     def num_steps(self) -> int:
-        return self._r.num_steps
+        return self._r.counters.num_steps
 
     @property
     def batch_time(self) -> BatchTimeModel | None:

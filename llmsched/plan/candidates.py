@@ -18,7 +18,8 @@ from ..hardware.kv_sizing import RESERVE_UTILIZATION, kv_cache
 from ..hardware.vllm_memory import default_utilization
 from ..hardware.models import model as model_preset
 from ..config_fields import check_params, parse_params
-from ..routers import ROUTERS
+from ..engine.offload_spec import parse_kv_offload
+from ..routing.registry import router_classes
 from ..schedulers.registry import scheduler_info
 
 
@@ -37,16 +38,18 @@ class Candidate:
     scheduler: str
     params: tuple = ()          # (key, value) pairs varied by --vary, on top of --param
     router: str = "round-robin"
+    kv_offload: str | None = None  # KV tiers below the GPU (--kv-offloads), None: the base run's
     # disaggregated: (prefill GPU, prefill TP, decode GPU, decode TP, prefill replicas, decode replicas) a unit
     pd: tuple | None = None
 
     @property
     def label(self) -> str:
         extra = "[" + ",".join(f"{k}={v}" for k, v in self.params) + "]" if self.params else ""
+        tiers = f" kv-offload {self.kv_offload}" if self.kv_offload else ""
         if self.pd is not None:
             gp, tpp, gd, tpd, a, b = self.pd
-            return f"{a}P:{b}D {gp} tp{tpp} / {gd} tp{tpd} {self.scheduler}{extra} {self.router}"
-        return f"{self.gpu} tp{self.tp} {self.scheduler}{extra} {self.router}"
+            return f"{a}P:{b}D {gp} tp{tpp} / {gd} tp{tpd} {self.scheduler}{extra} {self.router}{tiers}"
+        return f"{self.gpu} tp{self.tp} {self.scheduler}{extra} {self.router}{tiers}"
 
     @property
     def price_gpus(self) -> list[str]:
@@ -58,18 +61,22 @@ class Candidate:
             return replicas * (a * tpp + b * tpd)
         return replicas * self.tp
 
-    def usd_per_hour(self, price_of, replicas: int) -> float:
-        """Both pools' GPUs for a disaggregated one."""
+    def usd_per_hour(self, price_of, replicas: int, host_cost=None) -> float:
+        """The GPUs' price, both pools' for a disaggregated one, with each replica's host memory for a CPU KV tier
+        (``host_cost``: a replica's, per hour) where one is priced."""
+        host = host_cost(self) if host_cost else 0.0
         if self.pd is not None:
             gp, tpp, gd, tpd, a, b = self.pd
-            return replicas * (a * tpp * price_of(gp) + b * tpd * price_of(gd))
-        return price_of(self.gpu) * self.tp * replicas
+            return replicas * (a * (tpp * price_of(gp) + host) + b * (tpd * price_of(gd) + host))
+        return (price_of(self.gpu) * self.tp + host) * replicas
 
     def config(self, base: RunConfig, rate: float, replicas: int) -> RunConfig:
         """``base`` (the scheduler's run options) deployed as this candidate with ``replicas`` replicas (units of a
         disaggregated one)."""
+        tiers = {} if self.kv_offload is None else {"kv_offload": None if self.kv_offload == NO_OFFLOAD else
+                                                    self.kv_offload}
         common = dict(scheduler=self.scheduler, router=self.router,
-                      scheduler_params={**base.scheduler_params, **dict(self.params)})
+                      scheduler_params={**base.scheduler_params, **dict(self.params)}, **tiers)
         if self.pd is not None:
             gp, tpp, gd, tpd, a, b = self.pd
             return at_rate(dataclasses.replace(base, replicas=1, disaggregate=f"{replicas * a}P{replicas * b}D",
@@ -77,6 +84,34 @@ class Candidate:
                                                **common), rate)
         return at_rate(dataclasses.replace(base, gpu=self.gpu, tp=self.tp, replicas=replicas,
                                            **{**COLOCATED, **common}), rate)
+
+    def host_gib(self, base: RunConfig) -> float:
+        """GiB of host memory a replica's CPU KV tier takes (priced per GiB-hour)."""
+        text = base.kv_offload if self.kv_offload is None else (None if self.kv_offload == NO_OFFLOAD
+                                                                  else self.kv_offload)
+        if not text:
+            return 0.0
+        return sum(t.size for t in parse_kv_offload(str(text)) if t.medium == "cpu") / GiB
+
+
+NO_OFFLOAD = "none"
+
+
+def parse_offloads(text: str | None) -> list[str | None]:
+    """``--kv-offloads none,cpu:256GiB,cpu:256GiB+disk:2TB``: the KV tiers to try (``none``: without; ``+`` joins a
+    candidate's several tiers); each checked now."""
+    if not text:
+        return [None]
+    out = []
+    for item in split_names(text, "--kv-offloads"):
+        spec = item.replace("+", ",")
+        if spec != NO_OFFLOAD:
+            try:
+                parse_kv_offload(spec)
+            except ValueError as e:
+                raise ValueError(f"--kv-offloads {text!r}: {e}") from None
+        out.append(spec)
+    return out
 
 
 def split_names(text: str, option: str) -> list[str]:
@@ -135,21 +170,23 @@ def parse_ratios(text: str) -> list[tuple[int, int]]:
 
 def build_candidates(gpus: list[str], tps: list[int], schedulers: list[str], routers: list[str],
                      variations: dict[str, list[tuple]] | None = None,
+                     offloads: list[str | None] = (None,),
                      ratios: list[tuple[int, int]] = ()) -> list[Candidate]:
     """Every colocated candidate, and with ``ratios`` every disaggregated one: each (GPU, TP) for the prefill
     pool with each for the decode pool (the same or another card: Splitwise's point), at each P:D ratio, for the
-    schedulers that can run a decode pool (``Scheduler.serves_transferred_kv``)."""
+    schedulers that can run a decode pool (``Scheduler.serves_transferred_kv``); each with each of ``offloads``."""
     for name in gpus:
         gpu_preset(name)                      # unknown GPU: error listing the valid ones
     for name in schedulers:
         scheduler_info(name)
     for name in routers:
-        if name not in ROUTERS:
-            raise ValueError(f"unknown router {name!r}; valid routers: {', '.join(ROUTERS)}")
+        if name not in router_classes():
+            raise ValueError(f"unknown router {name!r}; valid routers: {', '.join(router_classes())}")
     variations = variations or {}
     devices = dict.fromkeys(gpu_preset(g).name for g in gpus)  # two names of one GPU (a100, A100): one candidate
-    out = [Candidate(g, tp, s, params, r)
-           for g in devices for tp in tps for s in schedulers for params in variations.get(s, [()]) for r in routers]
+    out = [Candidate(g, tp, s, params, r, o)
+           for g in devices for tp in tps for s in schedulers for params in variations.get(s, [()]) for r in routers
+           for o in offloads]
     if ratios:
         from ..schedulers.registry import create_scheduler
         able = [s for s in schedulers if getattr(create_scheduler(s), "serves_transferred_kv", False)]
@@ -157,9 +194,9 @@ def build_candidates(gpus: list[str], tps: list[int], schedulers: list[str], rou
             raise ValueError(f"--pd-ratios: none of --schedulers ({', '.join(schedulers)}) can run a decode pool; "
                              f"add one that can (e.g. sarathi, vllm-chunked, vllm)")
         sides = [(g, tp) for g in devices for tp in tps]
-        out += [Candidate(gd, tpd, s, params, r, (gp, tpp, gd, tpd, a, b))
+        out += [Candidate(gd, tpd, s, params, r, o, (gp, tpp, gd, tpd, a, b))
                 for (gp, tpp) in sides for (gd, tpd) in sides for a, b in ratios for s in able
-                for params in variations.get(s, [()]) for r in routers]
+                for params in variations.get(s, [()]) for r in routers for o in offloads]
     return out
 
 
@@ -172,8 +209,8 @@ def memory_fit(model: str, gpu: str, tp: int, base: RunConfig | None = None) -> 
     device, preset = gpu_preset(gpu), model_preset(model)      # unknown names: errors listing the valid ones
     try:
         spec = preset.with_tp(tp)
-    except ValueError as e:
-        return {"fits": False, "reason": str(e)}
+    except ValueError as e:  # not memory: the TP cannot split the model's heads
+        return {"fits": False, "reason": str(e), "tp": True}
     vllm_engine = resolve_kind(base.batch_time)[0] == "vllm-v1"
     graphs = len(cudagraph_capture_sizes(base.max_num_seqs, base.max_num_batched_tokens)) if vllm_engine else 0
     try:

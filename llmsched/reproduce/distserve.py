@@ -99,7 +99,7 @@ def length_file(folder: Path, name: str) -> str:
     below OPT's context (``prompt_len + output_len >= 2048`` pruned); the summarization stand-in cut as LongBench's
     contexts are (each prompt truncated to ``min(2040 - answer_len, randint(1900, 2048))`` tokens). Outputs of one
     token are left out (TPOT needs two)."""
-    from ..workload.traces import resolve_data_file
+    from ..workload.traces.readers import resolve_data_file
     rng = np.random.default_rng(0)
     out = folder / f"lengths-{name}.csv"
     with open(resolve_data_file(LENGTHS[name]), newline="") as f, open(out, "w", newline="") as g:

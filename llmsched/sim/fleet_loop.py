@@ -30,7 +30,6 @@ import time
 
 import numpy as np
 
-from ..engine import remote_kv
 from ..fleet.state import FleetState
 from ..metrics.requests import RequestLog
 from ..request import Status
@@ -128,9 +127,8 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
     def start_transfers(rep, t: float) -> None:
         """The transfers of the requests ``rep`` reserved blocks for start now."""
         settle_transfers(t)
-        for r in rep.reserved:
+        for r in rep.take_reserved():
             transfers.start(r, rep.index, t)
-        rep.reserved = []
         push_transfer()
 
     def push_transfer() -> None:
@@ -147,7 +145,7 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
             if held is not None and rep.busy:
                 held.setdefault(rep.index, []).append((r, LOAD))
                 continue
-            remote_kv.loaded(rep, r, t)
+            rep.loaded(r, t)
             if rep.completed:
                 drain(rep, t)
             if not rep.busy:
@@ -163,8 +161,7 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
         return not (rep.busy or rep.num_outstanding or rep.completed or (held is not None and held.get(rep.index)))
 
     def drain(rep, t: float) -> None:
-        done = rep.completed
-        rep.completed = []
+        done = rep.take_completed()
         fleet.left(rep, len(done))
         for r in done:
             if staged:
@@ -200,9 +197,9 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
                 r.arrival = t
                 rep.add(r, t)
             elif how == RECEIVE:
-                remote_kv.receive(rep, r, t)
+                rep.receive(r, t)
             else:
-                remote_kv.loaded(rep, r, t)
+                rep.loaded(r, t)
         waiting.clear()
         if rep.completed:
             drain(rep, t)
@@ -230,7 +227,7 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
             held.setdefault(rep.index, []).append((req, RECEIVE if receives else ADD))
             return
         if receives:
-            remote_kv.receive(rep, req, t)
+            rep.receive(req, t)
         else:
             rep.add(req, t)
         if rep.completed:
@@ -321,7 +318,7 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
                 if how == ADD:
                     replicas[i].add(r, r.arrival)
                 elif how == RECEIVE:
-                    remote_kv.receive(replicas[i], r, r.arrival)
+                    replicas[i].receive(r, r.arrival)
     result = finish_run(replicas, log, steps, stream, horizon if cut else None, now, bar, wall0,
                         client_request if staged else None)
     result.fleet = fleet.summary(result.end_time)
