@@ -167,8 +167,7 @@ def check_decode_tiers(fleet, configs: dict) -> None:
         if configs[pool.name].kv_offload:
             raise ValueError(f"{fleet.source}: decode pool {pool.name!r}: kv_offload = {configs[pool.name].kv_offload!r}"
                              f": a decode pool receives its prompts' KV from the prefill pool and keeps no KV tiers "
-                             f"below the GPU here; give the tiers to the prefill pool (--prefill-pool kv_offload=...) "
-                             f"or run colocated")
+                             f"below the GPU here; drop --kv-offload or run colocated")
 
 
 def check_decode_fits(state, source) -> None:
