@@ -160,14 +160,15 @@ def kv_transfers(cfg, state, handoff: KVHandoff, configs: dict) -> KVTransfers:
 
 
 def check_decode_tiers(fleet, configs: dict) -> None:
-    """A decode pool keeps no KV tiers below the GPU: a prompt a prefill instance sent and one a tier loaded would
-    share the waiting queue's held blocks, which vLLM's two connectors (NIXL's and the offloading one) do not do on
-    one instance; a one-line error before the run."""
+    """A decode pool with KV tiers below the GPU is refused before the run (one line): a prompt a prefill instance
+    sent and one a tier loaded would both wait holding blocks, and the decode replica does not tell them apart
+    (vLLM can chain two connectors, its MultiConnector; that is not modelled)."""
     for pool in fleet.pools_of(DECODE):
-        if configs[pool.name].kv_offload:
-            raise ValueError(f"{fleet.source}: decode pool {pool.name!r}: kv_offload = {configs[pool.name].kv_offload!r}"
-                             f": a decode pool receives its prompts' KV from the prefill pool and keeps no KV tiers "
-                             f"below the GPU here; drop --kv-offload or run colocated")
+        tiers = configs[pool.name].kv_offload
+        if tiers:
+            raise ValueError(f"{fleet.source}: decode pool {pool.name!r}: kv_offload = {tiers!r}: a decode pool "
+                             f"receives its prompts' KV from the prefill pool and keeps no KV tiers below the GPU "
+                             f"here; drop --kv-offload or run colocated")
 
 
 def check_decode_fits(state, source) -> None:

@@ -34,7 +34,8 @@ def test_decode_heavy_traffic_does_not_pay_for_a_prefill_pool(crossover):
     _, data = crossover
     rows = {r["deployment"]: r for r in data["rows"] if r["workload"] == "decode-heavy"}
     for slos in data["slos"]:
-        assert (rows["1P1D"][f"{slos}_capacity_rps_per_gpu"] or 0) < rows["colocated x2"][f"{slos}_capacity_rps_per_gpu"]
+        key = f"{slos}_capacity_rps_per_gpu"
+        assert (rows["1P1D"][key] or 0) < rows["colocated x2"][key]
 
 
 def test_splitwise_fast_checks_the_model_and_measures_every_design(tmp_path):

@@ -255,9 +255,8 @@ class Replica:
         launched = clock.plan
         if (until is not None and self.folds and clock.step_end < until and not launched.prefills
                 and not clock.step_preempted and not self.waiting and not self.swapped and not self.loading
-                and not self.receiving and not self.reserved):  # a transfer just reserved for ends at an event
-            # the fold cannot see
-            # end_step checks the state it leaves
+                and not self.receiving and not self.reserved):
+            # end_step checks the state it leaves; a transfer just reserved for ends at an event the fold cannot see
             through = self.quiet_finishes and self.folds_finishes
             if launched.decode_group:
                 if not groups.group.partials:
@@ -614,8 +613,9 @@ class Replica:
         for r in self.loading + self.waiting:
             if r.num_blocks:  # a load in flight or landed, or a prompt's KV a prefill instance sent
                 kv.release(r)
-        left = self.waiting + self.running + self.swapped + self.loading + (remote_kv.stop(self) if self.receiving or self.transferring
-                                                                            else [])
+        left = self.waiting + self.running + self.swapped + self.loading
+        if self.receiving or self.transferring:  # prompts a prefill instance sends: their blocks freed
+            left += remote_kv.stop(self)
         self.loading = []
         for r in left:
             r.status = status
