@@ -43,6 +43,9 @@ CONFLICTS = (
 
 # what the rest of a run is, for defaults that would not apply to it
 ARRIVAL_KEYS = ("rate", "duration", "arrival", "cv", "rate_schedule")
+# prefill/decode disaggregation's fields (disagg_config.py checks them together with the rest)
+DISAGG_KEYS = ("disaggregate", "prefill_gpu", "prefill_tp", "decode_gpu", "decode_tp", "prefill_pool", "decode_pool",
+               "kv_link", "kv_connector", "pd_first_token", "pd_decider", "pd_decider_params")
 
 
 def given(data: dict, key: str) -> bool:
@@ -109,6 +112,9 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
     if given(data, "kv_offload") and data.get("prefix_caching") is False:
         raise ValueError(f"{origin_of('kv_offload').name('kv_offload')}: offload tiers keep cached prefixes below "
                          f"the GPU's prefix cache; drop --no-prefix-caching or the tiers")
+    if any(given(data, key) for key in DISAGG_KEYS):
+        from .disagg_config import check_disagg_combination  # here: a plain run loads none of the fleet layer
+        check_disagg_combination(data, origin_of)
     dp, replicas = data.get("dp"), data.get("replicas")
     if isinstance(dp, int) and dp > 1 and isinstance(replicas, int) and replicas > 1:
         raise ValueError(f"{origin_of('dp').name('dp')} {dp} with {origin_of('replicas').name('replicas')} "

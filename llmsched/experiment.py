@@ -257,7 +257,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None, 
     engine latency boundary. ``ran``: see ``build_replicas``."""
     source = build_source(cfg)
     timeline = run_timeline(cfg, source)
-    if cfg.fleet:  # imported here: a run without a fleet loads none of it
+    if cfg.fleet or cfg.disaggregate:  # imported here: a run without a fleet loads none of it
         from .fleet_setup import run_fleet
         result, rep, fleet_meta = run_fleet(cfg, source, progress, stream, out, timeline)
     else:
@@ -275,7 +275,9 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None, 
         "scheduler": rep.scheduler.describe(),
         "batch_time": rep.batch_time.describe(),
         "kv_blocks": rep.config.num_blocks,
-        "kv_cache": kv_description(cfg, rep),
+        # a fleet's first replica's, sized by its pool's fields (the run's own may not fit the card)
+        "kv_cache": fleet_meta["pools"][next(iter(fleet_meta["pools"]))]["kv_cache"] if fleet_meta else
+        kv_description(cfg, rep),
         "block_size": rep.config.block_size,
         "max_model_len": rep.config.max_model_len,
         **({"kv_offload": rep.config.kv_offload.describe()} if rep.config.kv_offload is not None else {}),

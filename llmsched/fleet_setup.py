@@ -11,7 +11,7 @@ A fleet in which no replica joins or leaves and every request is served in one s
 """
 from __future__ import annotations
 
-from .experiment import (carries_content, client_sends_of, open_logs, replica_maker, run_model,
+from .experiment import (carries_content, client_sends_of, kv_description, open_logs, replica_maker, run_model,
                          workload_params)
 from .metrics.client_side import to_client
 from .fleet.fleet import Fleet
@@ -19,7 +19,8 @@ from .fleet.state import FleetState
 from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
 from .routing.registry import make_router
-from .config_fields import check_combination
+from .config_fields import DISAGG_KEYS, check_combination
+from .hardware.front_end import front_end
 from .run_config import DEFAULTS, RunConfig, check_field, checked_params, checked_router_params
 from .run_field import API, Origin
 from .sim.fleet_loop import simulate_fleet
@@ -31,7 +32,7 @@ def pool_config(cfg: RunConfig, pool) -> RunConfig:
     each checked by its declaration, all of them together, and parameters the pool gives for the run's scheduler
     or router against it."""
     origin = pool.origin if pool.origin is not None else API
-    run = {k: v for k, v in cfg.__dict__.items() if k != "fleet" and v != DEFAULTS[k]}
+    run = {k: v for k, v in cfg.__dict__.items() if k != "fleet" and k not in DISAGG_KEYS and v != DEFAULTS[k]}
     data = pool.run_fields(run)
     data.update({k: check_field(k, v, origin) for k, v in pool.fields.items()})
     check_combination(data, lambda key: origin if key in pool.fields else API)
@@ -51,6 +52,9 @@ def fleet_of(cfg: RunConfig) -> Fleet:
     are one server, ``experiment.simulate_config`` runs them)."""
     if cfg.fleet:
         return cfg.fleet.value
+    if cfg.disaggregate:
+        from .disagg_config import disaggregated_fleet  # here: a plain run loads none of disaggregation
+        return disaggregated_fleet(cfg)
     if cfg.dp > 1:
         raise ValueError(f"dp={cfg.dp}: a DP group is one server of {cfg.dp} ranks, not a fleet of replicas")
     return Fleet.single(cfg.replicas)
@@ -75,6 +79,12 @@ def build_fleet(cfg: RunConfig, fleet: Fleet, source, steps: StepLog,
     """``fleet`` (of run ``cfg``) at the run's start, its replicas recording into ``steps``; ``controllers``: what
     changes its size besides its scale events (``FleetState``)."""
     configs = configs or pool_configs(cfg, fleet)
+    handoff = None
+    if disaggregated(fleet):
+        from .disagg_config import check_decode_tiers, disaggregation
+        check_decode_tiers(fleet, configs)
+        fleet, handoff = disaggregation(cfg, fleet, configs,
+                                        front_end(cfg.front_end) if cfg.latency_boundary == "client" else None)
     total = fleet.initial_replicas
     makers, gpus = {}, {}
     for pool in fleet.pools:
@@ -87,9 +97,20 @@ def build_fleet(cfg: RunConfig, fleet: Fleet, source, steps: StepLog,
             raise ValueError(f"{fleet.source}: pool {pool.name!r}: {e}") from None
     routers = {role: role_router(cfg, fleet, role, configs) for role in fleet.roles}
     try:
-        return FleetState(fleet, makers, routers, gpus, controllers)
+        state = FleetState(fleet, makers, routers, gpus, controllers)
     except ValueError as e:
         raise ValueError(f"{fleet.source}: {e}") from None
+    if handoff is not None:
+        from .disagg_config import check_decode_fits, kv_transfers
+        check_decode_fits(state, source)
+        state.transfers = kv_transfers(cfg, state, handoff, configs)
+        state.handoff = handoff
+    return state
+
+
+def disaggregated(fleet: Fleet) -> bool:
+    """Whether ``fleet`` has prefill or decode pools (its requests' KV moves between them)."""
+    return any(p.role in ("prefill", "decode") for p in fleet.pools)
 
 
 def fleet_caching(configs: dict[str, RunConfig]) -> bool:
@@ -112,6 +133,8 @@ def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, 
     if log is None:
         log = RequestLog(keep_gaps, cached=fleet_caching(configs))
     log.pools = ([p.name for p in fleet.pools], state.pool_index)  # requests.csv's pool column
+    if state.transfers is not None:  # requests.csv's prefill instance and KV transfer columns
+        log.enable_transfers(state.handoff.record_of)
     if fleet.is_static and not controllers:
         members = state.members[fleet.roles[0]]
         result = simulate(source, state.replicas, members.router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes,
@@ -151,8 +174,12 @@ def fleet_meta(state: FleetState, configs: dict[str, RunConfig]) -> dict:
         pools[name] = {"role": pool.spec.role, "replicas": pool.spec.replicas, "fields": pool.spec.fields,
                        "phases_s": {p: pool.spec.phases.seconds(p) for p in ("provisioning", "loading", "warm")},
                        "scheduler": rep.scheduler.describe(), "batch_time": rep.batch_time.describe(),
-                       "kv_blocks": rep.config.num_blocks, "max_model_len": rep.config.max_model_len,
-                       "gpus_per_replica": pool.gpus}
+                       "kv_blocks": rep.config.num_blocks, "kv_cache": kv_description(configs[name], rep),
+                       "max_model_len": rep.config.max_model_len, "gpus_per_replica": pool.gpus}
     routers = {role: members.router.name for role, members in state.members.items()}
-    return {"file": fleet.source, "pools": pools, "routers": routers,
+    meta = {"file": fleet.source, "pools": pools, "routers": routers,
             "scale": [{"at": e.at, "pool": e.pool, "replicas": e.replicas} for e in fleet.scale]}
+    if state.transfers is not None:
+        meta["disaggregation"] = {"decider": repr(fleet.paths), "kv_link": state.transfers.link.describe(),
+                                  "kv_connector": state.transfers.connector}
+    return meta

@@ -35,6 +35,11 @@ def gpu_spec_file(text: str):
     return gpu_from_file(text)
 
 
+def parse_xpyd_text(text: str):
+    from .fleet.disagg import parse_xpyd  # here: a run without disaggregation loads none of the fleet layer
+    return parse_xpyd(text)
+
+
 def fleet_file(text: str):
     """A fleet file (llmsched/fleet/fleet_file.py): its pools' run fields checked by their declarations here."""
     from .fleet.fleet_file import read_fleet  # here: a run without a fleet loads none of the fleet layer
@@ -75,6 +80,47 @@ class RunConfig:
                                       "scheduler and router, with their start-up phases and scale events in time "
                                       "(docs/fleet.md)", kind=str, optional=True,
                                 hint="a fleet file (.toml/.yaml), see docs/fleet.md", parse=fleet_file)
+    # prefill/decode disaggregation (docs/disaggregation.md): a prefill pool and a decode pool, the KV over a link
+    disaggregate: str | None = declare(None, "prefill/decode disaggregation: xPyD, x prefill and y decode replicas "
+                                             "(e.g. 2P1D); each request is prefilled in the prefill pool, its KV "
+                                             "crosses --kv-link, the decode pool produces its tokens "
+                                             "(docs/disaggregation.md)", kind=str, optional=True,
+                                       hint="e.g. 2P1D (x prefill, y decode replicas, each >= 1)",
+                                       parse=parse_xpyd_text)
+    prefill_gpu: str | None = declare(None, "the prefill pool's GPU preset (default --gpu)", kind=str, optional=True,
+                                      hint="a GPU preset (see `llmsched presets`)")
+    prefill_tp: int | None = declare(None, "the prefill pool's tensor parallelism (default --tp)", kind=int,
+                                     optional=True, low=1, high=64)
+    decode_gpu: str | None = declare(None, "the decode pool's GPU preset (default --gpu)", kind=str, optional=True,
+                                     hint="a GPU preset (see `llmsched presets`)")
+    decode_tp: int | None = declare(None, "the decode pool's tensor parallelism (default --tp)", kind=int,
+                                    optional=True, low=1, high=64)
+    prefill_pool: dict = declare({}, "a run field for the prefill pool alone (repeatable), e.g. scheduler=vllm, "
+                                     "max_num_batched_tokens=8192, router=prefix-affinity", flag="--prefill-pool",
+                                 metavar="FIELD=VALUE")
+    decode_pool: dict = declare({}, "a run field for the decode pool alone (repeatable), e.g. scheduler=vllm, "
+                                    "max_num_seqs=512, router=least-outstanding", flag="--decode-pool",
+                                metavar="FIELD=VALUE")
+    kv_link: str = declare("ib-400g", "the link a disaggregated run's KV crosses, per GPU: nvlink3/4/5, ib-100g, "
+                                      "ib-200g, ib-400g, pcie-gen4/5, pcie or same-node (the GPU's), nvme, or "
+                                      "bw=RATE,latency=SECONDS (hardware/links.py)",
+                           hint="a link preset or bw=25GB/s,latency=5us")
+    kv_connector: str = declare("nixl", "how a disaggregated run's KV moves: nixl (vLLM's NixlConnector: the decode "
+                                        "side pulls the prompt's KV once the prefill ended) or layerwise (sent layer "
+                                        "by layer during the prefill, as LMCache and Splitwise do)",
+                                choices=("nixl", "layerwise"))
+    pd_first_token: str = declare("decode", "which instance of a disaggregated run gives the client its first token: "
+                                            "decode (vLLM's proxy: the prefill's token is dropped and the decode "
+                                            "instance streams every token) or prefill (DistServe, Splitwise: the "
+                                            "prefill instance returns it, the transfer and the decode queue fall "
+                                            "in the second token's gap)", choices=("decode", "prefill"))
+    pd_decider: str = declare("always", "which requests a disaggregated run prefills remotely: always, llm-d "
+                                        "(llm-d's prefix-based P/D decider), dynamo (Dynamo's conditional "
+                                        "disaggregation); the rest are served whole by the decode pool",
+                              choices=("always", "llm-d", "dynamo"))
+    pd_decider_params: dict = declare({}, "a decider parameter (repeatable): llm-d non_cached_tokens=16; dynamo "
+                                          "eff_isl_threshold=2048, eff_isl_ratio_threshold=0.7",
+                                      flag="--pd-param", metavar="KEY=VALUE")
     # vLLM's data parallelism: dp engines (attention ranks), each with its own scheduler and KV cache, behind
     # vLLM's DP load balancer (the router, unless one is named); expert_parallel shards a MoE model's experts
     # over them, and a MoE model's ranks step in lockstep (sim/dp_lockstep.py)

@@ -7,7 +7,9 @@ below the concurrency (up to 64 users) and of a few tokens, and tenants of weigh
 end with each request finished, rejected with a reason, or (only when a horizon cut the run) unfinished; every
 KV and swap block free again; the full block accounting checked after every step; every step doing work; and no
 request rejected by the simulator's stall guard ("(the scheduler stalled)"), which counts as a failure here; nor
-any replica left idle, holding work, without a wake-up time (its work would wait for an unrelated arrival).
+any replica left idle, holding work, without a wake-up time (its work would wait for an unrelated arrival). Some
+seeds run their config again as a fleet that changes while it runs, and as a disaggregated fleet (prefill and
+decode pools, a decider, the KV over a link), each drawn from a stream of its own.
 
 The suite runs ``LLMSCHED_FUZZ_COUNT`` seeds (default 200; CI sets 1000) on two worker processes. A failure
 prints its seed and config; replay one with ``LLMSCHED_FUZZ_SEED=<seed> python -m pytest -q
@@ -29,6 +31,8 @@ import numpy as np
 import pytest
 
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
+from llmsched.fleet.deciders import Always
+from llmsched.fleet.disagg import unbuilt
 from llmsched.fleet.fleet import Fleet, ScaleEvent
 from llmsched.fleet.lifecycle import DRAINING, GONE, SERVING, PhaseTimes
 from llmsched.fleet.pool import Pool
@@ -274,18 +278,22 @@ def outcome(seed: int) -> tuple[str, str | None]:
         return _refusal(seed, e.__cause__)
     except Exception:
         return "failed", f"seed {seed} ({_short(cfg)}): {traceback.format_exc()}"
-    fleet = random_fleet(seed, cfg)  # the same config again as a fleet that changes while it runs
-    if fleet is None:
-        return "ok", None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            failure = _check_fleet(cfg, fleet)
-        return ("failed", failure) if failure else ("ok", None)
-    except Refused as e:
-        return _refusal(seed, e.__cause__)
-    except Exception:
-        return "failed", f"seed {seed} ({_short(cfg)}; {fleet}): {traceback.format_exc()}"
+    for draw in (random_fleet, random_disaggregation):  # the same config again as a fleet
+        drawn = draw(seed, cfg)
+        if drawn is None:
+            continue
+        run_cfg, fleet = drawn if isinstance(drawn, tuple) else (cfg, drawn)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                failure = _check_fleet(run_cfg, fleet)
+            if failure:
+                return "failed", failure
+        except Refused as e:
+            return _refusal(seed, e.__cause__)
+        except Exception:
+            return "failed", f"seed {seed} ({_short(run_cfg)}; {fleet}): {traceback.format_exc()}"
+    return "ok", None
 
 
 def _refusal(seed: int, e: BaseException) -> tuple[str, str]:
@@ -395,6 +403,60 @@ def random_fleet(seed: int, cfg: RunConfig) -> Fleet | None:
     return Fleet(pools, events)
 
 
+@functools.cache
+def decode_schedulers() -> list[str]:
+    """The schedulers a decode pool may run (``Scheduler.serves_transferred_kv``)."""
+    return [n for n in builtin_schedulers() if getattr(create_scheduler(n), "serves_transferred_kv", False)]
+
+
+def random_disaggregation(seed: int, cfg: RunConfig) -> tuple[RunConfig, Fleet] | None:
+    """Three tenths of the seeds (from a stream of their own, so every seed keeps its config and its other fleet)
+    run their config a third time disaggregated: a prefill pool (the config's replicas, 1 to 3) and a decode pool
+    (1 to 3), either sometimes on another card, with another scheduler, a tight KV cache or a small max_num_seqs,
+    a decider (always, llm-d or Dynamo's, random thresholds), either connector, a fast or a slow link, and in a
+    third of them scale events on either pool while the requests arrive."""
+    rng = np.random.default_rng([41, seed])
+    if rng.random() >= 0.3:
+        return None
+    pick = lambda xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
+
+    def pool_fields(decode: bool):
+        own = {}
+        if rng.random() < 0.3:
+            own["gpu"] = pick([g for g in FLEET_GPUS if g != cfg.gpu])
+        able = decode_schedulers()
+        if rng.random() < 0.4 or (decode and cfg.scheduler not in able):
+            name = pick(able if decode else builtin_schedulers())
+            info = scheduler_info(name)
+            own.update(scheduler=name, oracle=bool(info["needs_oracle"] or cfg.oracle))
+            if getattr(create_scheduler(name), "recompute_only", False):
+                own["preemption_mode"] = "recompute"
+        if rng.random() < 0.3:
+            own["max_num_seqs"] = int(pick((1, 4, 16, 256)))
+        if rng.random() < 0.3:
+            longest = cfg.max_total_tokens or 2048
+            own["num_blocks"] = max(2, int(rng.uniform(1, 4) * longest) // cfg.block_size)
+        return own
+
+    pools = (Pool("p", int(rng.integers(1, 4)), role="prefill", fields=pool_fields(False)),
+             Pool("d", int(rng.integers(1, 4)), role="decode", fields=pool_fields(True)))
+    span = (cfg.num_requests or 30) / (cfg.rate or 10.0)
+    events = () if rng.random() >= 1 / 3 else tuple(sorted(
+        (ScaleEvent(float(rng.uniform(0, 0.7 * span)), pick(("p", "d")), int(pick((0, 1, 2, 3))))
+         for _ in range(int(rng.integers(1, 4)))), key=lambda e: e.at))
+    decider = pick(("always", "always", "llm-d", "dynamo"))
+    params = {}
+    if decider == "llm-d":
+        params = {"non_cached_tokens": int(pick((0, 1, 16, 256, 2048)))}
+    elif decider == "dynamo":
+        params = {"eff_isl_threshold": int(pick((0, 64, 2048))),
+                  "eff_isl_ratio_threshold": float(pick((0.3, 0.7, 1.0)))}
+    run_cfg = RunConfig.checked({**vars(cfg), "pd_decider": decider, "pd_decider_params": params,
+                                 "kv_connector": pick(("nixl", "layerwise")),
+                                 "kv_link": pick(("ib-400g", "ib-100g", "pcie-gen4", "bw=50MB/s,latency=1ms"))})
+    return run_cfg, Fleet(pools, events, paths=Always(unbuilt()))
+
+
 def _check_fleet(cfg: RunConfig, fleet: Fleet) -> str | None:
     """``_check``'s guarantees for ``cfg`` run as ``fleet``, and the fleet's own: every request went to a replica
     serving when it arrived (or was rejected for want of one), every replica given up is gone once empty, and the
@@ -413,6 +475,8 @@ def _check_fleet(cfg: RunConfig, fleet: Fleet) -> str | None:
     for pool in state.pools.values():
         pool.make = _watched_maker(pool.make, idle)
     log.pools = ([p.name for p in fleet.pools], state.pool_index)
+    if state.transfers is not None:
+        log.enable_transfers(state.handoff.record_of)
     if fleet.is_static:
         result = simulate(source, state.replicas, state.members["serve"].router, horizon=cfg.horizon, seed=cfg.seed,
                           log=log)
@@ -428,9 +492,15 @@ def _check_fleet(cfg: RunConfig, fleet: Fleet) -> str | None:
         problems.append(f"{result.fleet['unrouted']} requests found no replica, {int(unrouted.sum())} recorded so")
     if (status[unrouted] != int(Status.REJECTED)).any():
         problems.append("a request with no replica was not rejected")
+    if state.transfers is not None:
+        problems += _transfer_problems(cols, state)
+        # a request recorded on its decode replica reached it after its prefill, at no time the log keeps (the
+        # transfer checks above cover it): only the others' arrivals are checked against their replica's life
+        pre = np.asarray(cols["prefill_replica"])
+        arrival = np.where((pre >= 0) & (replica != pre), np.nan, arrival)
     for k, life in enumerate(state.lives):
         when = dict(life.entered)
-        mine = replica == k
+        mine = (replica == k) & ~np.isnan(arrival)
         if mine.any():
             if SERVING not in when or arrival[mine].min() < when[SERVING]:
                 problems.append(f"replica {k} took a request arriving at {arrival[mine].min():g} before it served "
@@ -451,6 +521,38 @@ def _check_fleet(cfg: RunConfig, fleet: Fleet) -> str | None:
     if problems:
         return f"{_short(cfg)}; {fleet}: " + "; ".join(problems[:5])
     return None
+
+
+def _transfer_problems(cols, state) -> list[str]:
+    """A disaggregated run's split, request by request: a request that went through a prefill instance was
+    prefilled in a prefill pool and decoded in a decode pool, its transfer (when it reached one) began after its
+    arrival and ended before its decode began, with bytes; one served whole never moved KV."""
+    problems = []
+    roles = [state.fleet.pools[i].role for i in state.pool_index]
+    pre = np.asarray(cols["prefill_replica"])
+    start, end = np.asarray(cols["transfer_start"]), np.asarray(cols["transfer_end"])
+    nbytes, first = np.asarray(cols["transfer_bytes"]), np.asarray(cols["first_scheduled"])
+    for i, rid in enumerate(cols["id"]):
+        rep_i, status = cols["replica"][i], Status(cols["status"][i])
+        if pre[i] < 0:
+            if not (np.isnan(start[i]) and nbytes[i] == 0):
+                problems.append(f"request {rid}: a transfer without a prefill instance")
+            continue
+        if roles[pre[i]] != "prefill":
+            problems.append(f"request {rid}: prefill replica {pre[i]} is in a {roles[pre[i]]!r} pool")
+        if np.isnan(start[i]):
+            continue  # it left before its transfer began (rejected, or cut by the horizon)
+        if rep_i < 0 or roles[rep_i] != "decode":
+            problems.append(f"request {rid}: its KV went to replica {rep_i}, not a decode replica")
+        if not (start[i] >= cols["arrival"][i] and nbytes[i] > 0):
+            problems.append(f"request {rid}: transfer at {start[i]:g} of {nbytes[i]} bytes, arrival "
+                            f"{cols['arrival'][i]:g}")
+        if status is Status.FINISHED and not (start[i] <= end[i] <= first[i] <= cols["first_token"][i]):
+            problems.append(f"request {rid}: transfer {start[i]:g}-{end[i]:g}, decode first scheduled {first[i]:g}, "
+                            f"first token {cols['first_token'][i]:g}")
+    if state.transfers.count != int((~np.isnan(start)).sum()):
+        problems.append(f"{state.transfers.count} transfers, {int((~np.isnan(start)).sum())} recorded")
+    return problems
 
 
 def _watched_maker(make, idle: list):
@@ -480,7 +582,10 @@ def _watch_idle(rep, idle: list):
 
     def watched(now, until=None, horizon=None):
         d = start_step(now, until, horizon)
-        if d is None and rep.wake_at is None and rep.num_outstanding:
+        # a KV transfer to the replica wakes it when it lands (its blocks, or what it brings, may be what the
+        # replica's work waits for)
+        held = (rep.waiting or rep.running or rep.swapped or rep.receiving) and not rep.transferring
+        if d is None and rep.wake_at is None and held:
             idle.append((rep.index, now, len(rep.waiting), len(rep.running), len(rep.swapped)))
         return d
     return watched

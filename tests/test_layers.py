@@ -21,7 +21,7 @@ LAYERS = {
     "policies": ("llmsched.schedulers", "llmsched.routing"),
     "fleet": ("llmsched.fleet",),
     "runs": ("llmsched.sim", "llmsched.run_config", "llmsched.experiment", "llmsched.executors",
-             "llmsched.config_fields", "llmsched.sources", "llmsched.fleet_setup"),
+             "llmsched.config_fields", "llmsched.sources", "llmsched.fleet_setup", "llmsched.disagg_config"),
     "analyses": ("llmsched.capacity", "llmsched.plan", "llmsched.theory", "llmsched.reproduce", "llmsched.validate",
                  "llmsched.report", "llmsched.tune"),
     "interfaces": ("llmsched.cli", "llmsched.__main__", "llmsched.vllm"),

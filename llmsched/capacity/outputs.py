@@ -27,6 +27,10 @@ def heading(cfg, slos: list[SLO], seeds) -> str:
     if cfg.fleet:  # the pools of the fleet file, each with its own fields over the run's
         pools = cfg.fleet.value.pools
         deployment = f"fleet {cfg.fleet} ({', '.join(f'{p.name} x{p.replicas}' for p in pools)})"
+    elif cfg.disaggregate:
+        deployment = (f"{cfg.model}, disaggregated {cfg.disaggregate}: prefill on {cfg.prefill_gpu or cfg.gpu} "
+                      f"TP{cfg.prefill_tp or cfg.tp or 1}, decode on {cfg.decode_gpu or cfg.gpu} TP"
+                      f"{cfg.decode_tp or cfg.tp or 1}, KV over {cfg.kv_link}")
     return (f"{deployment}, {where}; SLOs: "
             f"{', '.join(s.text for s in slos) or 'none (stability only)'}; seeds {', '.join(map(str, seeds))}")
 

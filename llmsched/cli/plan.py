@@ -9,7 +9,8 @@ import time
 
 from ..capacity.slo import check_run_slos, slos_with_attainment, valid_metrics
 from ..hardware.prices import PRICES_PATH
-from ..plan.candidates import build_candidates, parse_offloads, parse_tps, parse_variations, split_names
+from ..plan.candidates import (build_candidates, parse_offloads, parse_ratios, parse_tps, parse_variations,
+                               split_names)
 from ..plan.inputs import check_runnable, pareto_metric, plan_rates, read_prices
 from .probe_options import add_probe_options, check_cache_options, probe_cache
 from .run_options import add_run_options, run_configs
@@ -22,7 +23,8 @@ DESCRIPTION = (
     "simulating, candidates whose model does not fit the GPU are listed as infeasible with the memory figures, "
     "and the sound throughput bound (`llmsched theory throughput-bound`) gives each candidate its least replicas.")
 EXCLUDED = ("gpu", "gpu_spec", "tp", "replicas", "router", "rate", "horizon", "rate_schedule", "concurrency",
-            "fleet")  # plan chooses the deployment itself
+            "fleet", "disaggregate", "prefill_gpu", "prefill_tp", "decode_gpu",
+            "decode_tp")  # plan chooses the deployment itself
 
 
 def add(sub) -> None:
@@ -44,6 +46,11 @@ def add(sub) -> None:
                    help="also try these KV tiers below the GPU (docs/kv-offload.md): 'none' for without, '+' "
                         "between one candidate's tiers (cpu:256GiB+disk:2TB); host memory is priced per GiB-hour "
                         "(prices.json host_memory)")
+    p.add_argument("--pd-ratios", default=None, metavar="P:D,...",
+                   help="also try disaggregated deployments at these prefill:decode replica ratios (e.g. 1:1,2:1,1:2), "
+                        "each --gpus x --tp for the prefill pool with each for the decode pool, scaled as units; "
+                        "--kv-link, --kv-connector, --pd-decider and --prefill-pool/--decode-pool apply to them "
+                        "(docs/disaggregation.md)")
     p.add_argument("--max-replicas", type=int, default=16, help="most replicas per deployment (default 16)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per probe; a probe meets only if every seed does")
     p.add_argument("--prices", default=None, metavar="FILE", help=f"a JSON file of USD per GPU-hour on top of "
@@ -73,10 +80,13 @@ def plan(args) -> int:
             raise ValueError(f"{name} must be >= {low}, got {value}")
     check_cache_options(args)
     schedulers = split_names(args.schedulers, "--schedulers")
+    ratios = parse_ratios(args.pd_ratios) if args.pd_ratios else []
+    if ratios:  # the runs may carry disaggregation's fields (each colocated candidate resets them)
+        args.run_defaults["disaggregate"] = "1P1D"
     candidates = build_candidates(split_names(args.gpus, "--gpus"), parse_tps(args.tps), schedulers,
                                   split_names(args.routers, "--routers"), parse_variations(args.vary, schedulers),
-                                  parse_offloads(args.kv_offloads))
-    prices = read_prices(args.prices, [c.gpu for c in candidates])
+                                  parse_offloads(args.kv_offloads), ratios)
+    prices = read_prices(args.prices, [g for c in candidates for g in c.price_gpus])
     bases = {cfg.scheduler: cfg for cfg in run_configs(args, schedulers)}
     base0 = next(iter(bases.values()))
     check_run_slos(slos, base0, args.attainment)

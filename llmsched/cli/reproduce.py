@@ -7,7 +7,7 @@ from .package_commands import add_package_commands
 # the modules of llmsched.cli that are the sub-commands, in the order --help lists them
 REPRODUCE_COMMANDS = ("reproduce_deferred_prefill", "reproduce_fairbatching", "reproduce_fairbatching_ablation",
                       "reproduce_fairness", "reproduce_infermax", "reproduce_slai", "reproduce_wait",
-                      "reproduce_beyond")
+                      "reproduce_beyond", "reproduce_pd_crossover", "reproduce_splitwise", "reproduce_distserve")
 
 
 def add(sub) -> None:

@@ -86,6 +86,10 @@ def read_options(args) -> tuple[dict, dict[str, Origin]]:
         data["router_params"] = {**data.get("router_params", {}),
                                  **parse_params(args.router_params, CLI_FLAGS["router_params"])}
         origins["router_params"] = CLI
+    for name in ("prefill_pool", "decode_pool", "pd_decider_params"):  # disaggregation's tables
+        if getattr(args, name, None):
+            data[name] = {**data.get(name, {}), **parse_params(getattr(args, name), CLI_FLAGS[name])}
+            origins[name] = CLI
     if (data.get("trace") or data.get("concurrency") or data.get("tenants")) and "rate" not in data:
         data["rate"] = None  # a trace replays at its own rate; a closed loop has none; tenants have their own
     for key, value in args.run_defaults.items():

@@ -56,7 +56,7 @@ class GroupSteps:
         kv = rep.kv
         need = g.hist[-nxt % g.block_size]
         if (nxt in g.finish_at or g.partials or rep.waiting or rep.swapped or rep.loading
-                or rep.asked_at != rep.arrivals or need > kv.free):
+                or rep.asked_at != rep.arrivals or need > kv.free or rep.receiving):
             return False
         assert clock.busy and len(rep.running) == g.size
         # end_step: the group decodes, nobody finishes (g.step and record_step written out: the hot path of a
@@ -92,7 +92,7 @@ class GroupSteps:
         rep = self.rep
         return (g is not None and g.size > 0 and not g.partials and not rep.waiting and not rep.swapped
                 and not rep.loading and rep.asked_at == rep.arrivals and now == rep.clock.last_end
-                and g.blocks_needed <= rep.kv.free)
+                and g.blocks_needed <= rep.kv.free and not rep.receiving)
 
     def relaunch_group(self, now: float) -> float:
         """``launch_group`` of the plan that decodes the group alone, which the step that just ended ran: its

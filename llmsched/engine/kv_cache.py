@@ -87,6 +87,15 @@ class KVCacheManager:
                 r.num_blocks = want
         assert self.free >= 0, f"negative free KV blocks: {self.free}"
 
+    def reserve(self, req: Request, tokens: int) -> None:
+        """``req`` (holding nothing) takes the blocks of ``tokens`` KV tokens that will arrive from elsewhere (a
+        prefill instance's transfer): vLLM's ``allocate_slots`` with external computed tokens, before the load."""
+        self.allocate(req, tokens)
+
+    def land(self, req: Request, tokens: int) -> None:
+        """The KV of ``req``'s first ``tokens`` tokens, reserved by ``reserve``, has arrived (a prefix cache then
+        caches its full blocks, vLLM's ``cache_blocks`` after the load)."""
+
     def release(self, req: Request) -> int:
         """Every block of ``req`` back to the free pool: it finished, was preempted by recompute or evicted."""
         n = req.num_blocks
@@ -132,19 +141,27 @@ class KVCacheManager:
         req.num_blocks = -(-tokens // self.block_size)
 
     # --- checks -----------------------------------------------------------------------------------------------
-    def checked_blocks(self, r: Request, group) -> int:
-        """The blocks running request ``r`` holds (a member of ``group``: those of its exact context, written or
-        not), asserted to be those of its KV tokens."""
+    def checked_blocks(self, r: Request, group, whole_prompt: bool = False) -> int:
+        """The blocks request ``r`` holds (a member of ``group``: those of its exact context, written or not; with
+        ``whole_prompt``, a prompt's KV reserved for, or loaded from, a prefill instance), asserted to be those of
+        its KV tokens."""
         member = r.lag >= 0
         computed = group.exact(r)[0] if member else r.num_computed
         blocks = self.blocks_for(computed) if member else r.num_blocks
+        if whole_prompt:
+            computed = r.prompt_len
         assert blocks == self.blocks_for(computed), f"request {r.id} holds {blocks} blocks for {computed} KV tokens"
         return blocks
 
-    def check(self, running, swapped=(), waiting=(), group=None) -> None:
-        """Every block is held by a running request or free (a member of ``group`` holds the blocks of its exact
-        context, written or not); swapped requests hold host blocks; waiting ones hold none."""
+    def check(self, running, swapped=(), waiting=(), group=None, holding=()) -> None:
+        """Every block is held by a running request, by one of ``holding`` (a prompt's KV reserved for, or loaded
+        from, a prefill instance: the blocks of its whole prompt) or free (a member of ``group`` holds the blocks of
+        its exact context, written or not); swapped requests hold host blocks; other waiting ones hold none."""
         held = 0
+        for r in holding:
+            assert r.num_blocks == self.blocks_for(r.prompt_len), (
+                f"request {r.id} holds {r.num_blocks} blocks for its {r.prompt_len}-token prompt's KV")
+            held += r.num_blocks
         for r in running:
             held += self.checked_blocks(r, group)
         assert self.free >= 0, f"negative free KV blocks: {self.free}"
@@ -152,4 +169,6 @@ class KVCacheManager:
             f"KV block leak: {held} held + {self.free} free != {self.total} total")
         assert sum(r.num_blocks for r in swapped) + self.swap_free == self.swap_total, "swap leak"
         for r in waiting:
-            assert r.num_blocks == 0 and r.num_computed == 0, f"waiting request {r.id} holds KV"
+            assert (r.num_blocks == 0 and r.num_computed == 0) or (r in holding and r.num_computed == r.prompt_len - 1
+                                                                  and not r.num_generated), \
+                f"waiting request {r.id} holds KV"

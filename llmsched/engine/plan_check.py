@@ -1,7 +1,8 @@
 """Checking a scheduler's plan against the replica's hard limits, and what the plan needs.
 
 A plan may list a request once; it decodes running (or swapped) requests in decode phase, prefills waiting,
-running or swapped requests of this replica by chunks of 1 to their remaining tokens, and stays within
+running or swapped requests of this replica by chunks of 1 to their remaining tokens (a waiting request whose
+prompt KV a prefill instance sent, sized on its whole prompt, is cut to what it has left), and stays within
 ``max_num_batched_tokens``, ``max_num_seqs`` and the free KV blocks (after its own preemptions). A violation raises
 ``PlanError`` naming the scheduler, the replica and the limit. ``check_work`` also says what the plan needs: new KV
 blocks, the requests it admits and swaps in, the decodes that grow by a block, and the step's ``Batch``.
@@ -138,8 +139,13 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
         r.mark = stamp
         remaining = r.prompt_len + r.num_generated - r.num_computed
         if not (isinstance(n, int) and 1 <= n <= remaining):
-            fail(rep, "a prefill chunk must be between 1 and the request's remaining tokens",
-                 f"request {r.id}: chunk {n!r}, {remaining} remaining")
+            if not (st is WAITING and r.num_computed and isinstance(n, int) and n > remaining):
+                fail(rep, "a prefill chunk must be between 1 and the request's remaining tokens",
+                     f"request {r.id}: chunk {n!r}, {remaining} remaining")
+            # its prompt's KV came from a prefill instance (remote_kv.py) and the policy sized the whole prompt:
+            # only the rest is computed, as vLLM v1 counts a loaded request's new tokens only
+            n = remaining
+            plan.prefills[i] = (r, n)
         if caching and st is WAITING and r.content is not None and not r.num_computed:
             hit = kv.lookup(r)
             if hit or tiered:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from array import array
 
+from . import remote_kv
 from ..request import Request, Status
 from .livelock import note_preemption
 from .plan import BatchPlan
@@ -33,7 +34,7 @@ def preempt(rep, r: Request) -> None:
     r.num_computed = 0
     r.status = WAITING
     if not reject_unservable(rep, r):
-        rep.waiting.insert(0, r)
+        rep.waiting.insert(remote_kv.front(rep.waiting), r)
 
 
 def evict_for(rep, plan: BatchPlan, need: int) -> tuple[BatchPlan | None, int]:
@@ -86,7 +87,7 @@ def evict(rep, r: Request) -> None:
         r.first_token = r.last_token = math.nan
         rep.waiting.append(r)
     elif not reject_unservable(rep, r):
-        rep.waiting.insert(0, r)
+        rep.waiting.insert(remote_kv.front(rep.waiting), r)
 
 
 def reject_unservable(rep, r: Request) -> bool:

@@ -432,6 +432,18 @@ class PrefixCachingKVManager(KVCacheManager):
         if req.content is not None:
             self.register(req, min(tokens, req.num_tokens))
 
+    def reserve(self, req: Request, tokens: int) -> None:
+        """Blocks for KV that will arrive: taken uncached (a block is cached once its KV is there: ``land``)."""
+        need = -(-tokens // self.block_size) - req.num_blocks
+        if need > self.free:
+            raise KVCapacityError(f"request {req.id} needs {need} more KV blocks, {self.free} free")
+        self.take(need)
+        req.num_blocks += need
+
+    def land(self, req: Request, tokens: int) -> None:
+        if req.content is not None:
+            self.register(req, min(tokens, req.num_tokens))
+
     def allocate_decodes(self, reqs) -> None:
         bs = self.block_size
         for r in reqs:
@@ -470,7 +482,7 @@ class PrefixCachingKVManager(KVCacheManager):
         self.take(blocks)
 
     # --- checks -----------------------------------------------------------------------------------------------
-    def check(self, running, swapped=(), waiting=(), group=None) -> None:
+    def check(self, running, swapped=(), waiting=(), group=None, holding=()) -> None:
         """Every block is referenced or free, each shared block counted once; each cached block's count is its
         holders'; a request holds its leading cached blocks without a gap; the free pool is the uncached free
         blocks and the LRU's runs; runs are disjoint and sorted, free ones in the LRU; the table lists exactly the
@@ -479,8 +491,8 @@ class PrefixCachingKVManager(KVCacheManager):
         refs: dict = {}
         anon = 0
         regs: dict = {}
-        for r in running:
-            blocks = self.checked_blocks(r, group)
+        for r in [*running, *holding]:
+            blocks = self.checked_blocks(r, group, r in holding)
             p = 0
             for reg, lo, hi in self.held.get(r, ()):
                 assert lo == p < hi, f"request {r.id} holds cached blocks [{lo}, {hi}) after {p}"
@@ -533,7 +545,7 @@ class PrefixCachingKVManager(KVCacheManager):
             f"KV block leak: {anon} uncached + {held_blocks} cached held + {self.free} free != {self.total} total")
         assert sum(r.num_blocks for r in swapped) + self.swap_free == self.swap_total, "swap leak"
         for r in waiting:
-            assert r.num_blocks == 0 and r.num_computed == 0, f"waiting request {r.id} holds KV"
+            assert (r.num_blocks == 0 and r.num_computed == 0) or r in holding, f"waiting request {r.id} holds KV"
 
 
 def agree_end(keys: list, starts: list, g: int, reg: Registration, p: int, end: int) -> int:

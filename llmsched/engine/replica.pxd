@@ -23,11 +23,14 @@ cdef class Replica:
     cdef public object kv
     cdef public object loading
     cdef public object quiet_finishes
+    cdef public object receiving
+    cdef public object reserved
     cdef public object running
     cdef public object scheduler
     cdef public object steps
     cdef public object swapped
     cdef public object tiers
+    cdef public object transferring
     cdef public object version
     cdef public object view
     cdef public object waiting

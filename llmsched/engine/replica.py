@@ -16,7 +16,7 @@ from collections import deque
 from ..batchtime.base import Batch, BatchTimeModel
 from ..metrics.steps import StepLog
 from ..request import Request, Status
-from . import plan_check, preemption
+from . import plan_check, preemption, remote_kv
 from .config import ReplicaConfig
 from .decode_run import fast_forward_decodes, fast_forward_group
 from .group_steps import GroupSteps
@@ -78,6 +78,11 @@ class Replica:
         self.running: list[Request] = []
         self.swapped: list[Request] = []
         self.completed: list[Request] = []  # finished or rejected since the caller last drained it
+        # requests whose prompt KV comes from a prefill instance (remote_kv.py): received and waiting for blocks,
+        # in transfer, and those reserved since the caller last drained it (it starts their transfers)
+        self.receiving: deque = deque()
+        self.transferring: list[Request] = []
+        self.reserved: list[Request] = []
         self.log_steps_to(steps if steps is not None else StepLog())
         self.view = ReplicaView(self)
         self.quiet_finishes = False  # a finishing request adds no event (an open loop: set_quiet_finishes)
@@ -156,6 +161,27 @@ class Replica:
         self.completed = []
         return done
 
+    def take_reserved(self) -> list[Request]:
+        """The received requests given their blocks since the last call (their KV transfers start now)."""
+        reserved = self.reserved
+        self.reserved = []
+        return reserved
+
+    # --- requests whose prompt KV a prefill instance sends (remote_kv.py) -----------------------------------------
+    def receive(self, req: Request, now: float) -> bool:
+        """Queue ``req``, a decode request without its prompt's KV, or reject it when it can never be served."""
+        self.version += 1
+        self.clock.tick(now)
+        self.arrivals += 1
+        return remote_kv.receive(self, req)
+
+    def loaded(self, req: Request, now: float) -> None:
+        """``req``'s prompt KV has arrived: it waits with the prompt computed but its last token."""
+        self.version += 1
+        self.clock.tick(now)
+        self.arrivals += 1
+        remote_kv.loaded(self, req)
+
     def log_steps_to(self, steps: StepLog) -> None:
         """Record the steps that end from now on into ``steps`` (the run's shared log, or a lane's own)."""
         self.steps = steps
@@ -199,7 +225,8 @@ class Replica:
 
     @property
     def num_outstanding(self) -> int:
-        return len(self.waiting) + len(self.running) + len(self.swapped) + len(self.loading)
+        return (len(self.waiting) + len(self.running) + len(self.swapped) + len(self.loading)
+                + len(self.receiving) + len(self.transferring))
 
     # --- a step -----------------------------------------------------------
     def start_step(self, now: float, until: float | None = None, horizon: float | None = None) -> float | None:
@@ -227,8 +254,9 @@ class Replica:
         clock.start(now, duration)
         launched = clock.plan
         if (until is not None and self.folds and clock.step_end < until and not launched.prefills
-                and not clock.step_preempted and not self.waiting and not self.swapped and not self.loading):
-            # end_step checks the state it leaves
+                and not clock.step_preempted and not self.waiting and not self.swapped and not self.loading
+                and not self.receiving and not self.reserved):
+            # end_step checks the state it leaves; a transfer just reserved for ends at an event the fold cannot see
             through = self.quiet_finishes and self.folds_finishes
             if launched.decode_group:
                 if not groups.group.partials:
@@ -256,6 +284,8 @@ class Replica:
         if self.swapped:
             self.groups.settle()
             preemption.swap_in(self)
+        if self.receiving:
+            remote_kv.reserve(self)
         if self.tiers is not None:  # transfers landed by now: stores readable, loaded requests back in the queue
             self.land_loads(now)
         plan = self.scheduler.schedule(self.view)
@@ -270,6 +300,8 @@ class Replica:
                     return self.preempt_only(plan, now)
                 if not self.running and not self.loading and self.holds_loaded() and self.release_loaded():
                     return self._ask_and_launch(now)
+            elif plan.preempt and (self.transferring or any(r.num_blocks for r in self.waiting)):
+                return self._preempt_then_ask(plan, now)
             plan_check.check_idle(self, plan, now)
             if plan.wait_until is not None:
                 self.clock.asleep_until(plan.wait_until)
@@ -282,6 +314,23 @@ class Replica:
         duration = self.launch(plan, now)
         if duration is None:  # overflow evicted every request of the plan: ask the policy again
             return self._ask_and_launch(now)
+        return duration
+
+    def _preempt_then_ask(self, plan: BatchPlan, now: float) -> float | None:
+        """A plan of preemptions alone, where prompts a prefill instance sent hold blocks no running request can
+        take: a running request found no block, and the policy preempted it (vLLM v1 preempts then, and schedules
+        what fits after). They run, and the policy is asked again."""
+        self.groups.settle()
+        stamp = self.counters.num_steps
+        for r in plan.preempt:
+            plan_check.check_preempt(self, r, stamp)
+            preemption.preempt(self, r)
+        for r in plan.preempt:
+            r.mark = -1  # the next plan, a new decision, may list it
+        self.running[:] = [r for r in self.running if r.status is RUNNING]
+        duration = self._ask_and_launch(now)
+        if duration is not None:
+            self.clock.carries(len(plan.preempt))  # the preemptions that made room for the step launched
         return duration
 
     def launch(self, plan: BatchPlan, now: float) -> float | None:
@@ -507,6 +556,10 @@ class Replica:
             assert r.status is RUNNING, f"request {r.id} in running is {r.status.name}"
         for r in self.waiting:
             assert r.status is WAITING, f"request {r.id} in waiting is {r.status.name}"
+        if self.tiers is None:
+            self.kv.check(self.running, self.swapped, self.waiting, g, remote_kv.holding(self) if self.transferring or
+                          self.waiting else ())
+            return
         holding = [r for r in self.waiting if r.num_blocks]  # loaded from a tier, not yet admitted
         for r in holding:
             assert r.num_computed and r.content is not None, f"waiting request {r.id} holds KV it did not load"
@@ -532,6 +585,8 @@ class Replica:
             self.swapped.remove(req)
         else:
             self.waiting.remove(req)
+            if req.num_blocks:  # KV a tier loaded, or a prefill instance sent, while it waited
+                kv.release(req)
             if self.caching:
                 kv.discard(req)
         req.status = Status.ABORTED
@@ -556,9 +611,11 @@ class Replica:
         for r in self.swapped:
             kv.drop_swapped(r)
         for r in self.loading + self.waiting:
-            if r.num_blocks:  # a load in flight or landed
+            if r.num_blocks:  # a load in flight or landed, or a prompt's KV a prefill instance sent
                 kv.release(r)
         left = self.waiting + self.running + self.swapped + self.loading
+        if self.receiving or self.transferring:  # prompts a prefill instance sends: their blocks freed
+            left += remote_kv.stop(self)
         self.loading = []
         for r in left:
             r.status = status

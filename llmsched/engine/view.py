@@ -10,6 +10,8 @@ from collections import deque
 from ..batchtime.base import BatchTimeModel
 from ..request import Request, Status
 
+WAITING = Status.WAITING
+
 
 class ReplicaView:
     """Reads its replica's state; it names no engine type, so the mechanism imports it and not the reverse."""
@@ -109,12 +111,14 @@ class ReplicaView:
         (whole blocks, at most its tokens less one, as vLLM v1's ``get_computed_blocks``); 0 without a cache, for
         a request without content, and for one already running. The replica looks again when it admits: the
         plan's own preemptions can only add to it. With KV tiers below the GPU, what they hold past the GPU hit
-        counts too (vLLM counts external hits), and a waiting request whose KV a tier loaded holds it already."""
+        counts too (vLLM counts external hits). A waiting request that holds KV already (a tier loaded it, or a
+        prefill instance sent its prompt's KV, engine/remote_kv.py: all of it but its last token) counts what it
+        holds, as vLLM v1 counts a connector's external hit with the local one."""
         r = self._r
-        if not r.caching or req.content is None:
+        if req.num_blocks and req.status is WAITING:
+            return req.num_computed
+        if not r.caching or req.num_computed or req.content is None:
             return 0
-        if req.num_computed:
-            return req.num_computed if req.num_blocks and req.status is Status.WAITING else 0
         kv = r.kv
         blocks = len(kv.lookup(req))
         if kv.tiers is not None:
@@ -126,16 +130,21 @@ class ReplicaView:
     def tokens_to_compute(self, req: Request) -> int:
         """Tokens ``req`` must still compute before its next output token: its remaining prompt less what the
         prefix cache holds (what a step's token budget counts, as in vLLM v1)."""
-        return req.prompt_len + req.num_generated - max(req.num_computed, self.cached_tokens(req))
+        if req.num_computed:  # holding KV: its prompt's last token (a prefill instance sent the rest), or a chunk
+            return req.prompt_len + req.num_generated - req.num_computed
+        return req.prompt_len + req.num_generated - self.cached_tokens(req)
 
     def admission_blocks(self, req: Request, n: int) -> int:
         """Free blocks admitting waiting ``req`` with a chunk of ``n`` tokens to compute takes: the chunk's new
         blocks after its cached prefix, plus the cached blocks nobody references (they leave the free pool; a
         block shared with a running request costs nothing), plus, with KV tiers below the GPU, the blocks a tier's
-        hit fills. Without a cache, ``blocks_for(n)``."""
+        hit fills. Without a cache, ``blocks_for(n)``; a request holding KV (a tier loaded it, or a prefill
+        instance sent its prompt's) takes the blocks beyond those it holds."""
         r = self._r
         kv = r.kv
-        if not r.caching or req.num_computed or req.content is None:
+        if req.num_computed:  # its prompt's KV loaded from a prefill instance: it holds those blocks
+            return kv.extra_blocks(req, req.num_computed + n)
+        if not r.caching or req.content is None:
             return kv.blocks_for(n)
         hit = kv.lookup(req)
         extra = kv.unreferenced(hit)

@@ -27,7 +27,9 @@ import re
 from ..run_field import Origin, shown
 from .fleet import Fleet, ScaleEvent
 from .lifecycle import START_PHASES, PhaseTimes
-from .pool import FILE_ROLES, POOL_FIELDS, Pool
+from .deciders import Always
+from .disagg import unbuilt
+from .pool import DECODE, FILE_ROLES, POOL_FIELDS, PREFILL, SERVE, Pool
 
 TOP_KEYS = ("pools", "scale", "router", "router_params")
 POOL_KEYS = ("role",) + START_PHASES
@@ -73,10 +75,19 @@ def read_fleet(data: dict, path, text: str, check) -> Fleet:
         raise ValueError(f"{where}: a fleet file needs its pools, each a table [pools.NAME] of run fields "
                          f"(docs/fleet.md)")
     router = check({k: data[k] for k in ("router", "router_params") if k in data}, Origin.file(path, text))
-    fleet = Fleet(tuple(read_pool(str(name), fields, path, text, check) for name, fields in pools.items()),
-                  tuple(read_scale(i, event, path, text, list(pools)) for i, event in
-                        enumerate(scale_list(data.get("scale", []), where), 1)),
-                  router=router, source=where)
+    read = tuple(read_pool(str(name), fields, path, text, check) for name, fields in pools.items())
+    roles = {p.role for p in read}
+    paths = {}
+    if roles & {PREFILL, DECODE}:  # disaggregated: its run builds the decider and the KV handoff (fleet_setup)
+        if SERVE in roles:
+            pool = next(p for p in read if p.role == SERVE)
+            raise ValueError(f"{pool.origin.name('role')}: \"serve\" (whole requests) in a fleet with prefill and "
+                             f"decode pools; give it role \"decode\" (a decider sends some requests to the decode "
+                             f"pools whole) or run it in a fleet of its own")
+        paths = {"paths": Always(unbuilt())}
+    fleet = Fleet(read, tuple(read_scale(i, event, path, text, list(pools)) for i, event in
+                              enumerate(scale_list(data.get("scale", []), where), 1)),
+                  router=router, source=where, **paths)
     return fleet
 
 
@@ -92,8 +103,8 @@ def read_pool(name: str, fields, path, text: str, check) -> Pool:
                          f"fields {', '.join(POOL_FIELDS)}")
     role = fields.pop("role", FILE_ROLES[0])
     if role not in FILE_ROLES:
-        raise ValueError(f"{origin.at('role', role)}: must be one of {', '.join(FILE_ROLES)} (a fleet file's "
-                         f"requests are served whole in one pool's replica)")
+        raise ValueError(f"{origin.at('role', role)}: must be one of {', '.join(FILE_ROLES)} (serve: whole "
+                         f"requests; prefill and decode: a disaggregated fleet, docs/disaggregation.md)")
     phases = {}
     for phase in START_PHASES:
         if phase in fields:

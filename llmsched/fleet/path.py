@@ -7,12 +7,14 @@ disaggregation proxy runs it); the simulator's hook for it is here and in ``sim/
 leaves a stage that is not its last, finished, the stage's ``Handoff`` gives the request the next stage serves and
 the time it is ready there (after a transfer, say), and the fleet routes it to that stage then. A request rejected,
 or still in flight at the horizon, in any stage leaves the run from there; only the last stage's request is
-recorded as the one the client saw.
+recorded as the one the client saw (``Path.report`` gives the client's request for one that leaves earlier). A
+stage that ``receives_kv`` gets its request without the prompt's KV: the replica reserves its blocks and the fleet
+moves the KV (``fleet/kv_transfers.py``) before the request can run.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 from ..request import Request
 
@@ -20,6 +22,9 @@ from ..request import Request
 @dataclass(frozen=True)
 class Stage:
     role: str  # the pools of this role serve the stage
+    # its request arrives without its prompt's KV, which a transfer brings (``engine/remote_kv.py``): the replica
+    # receives it, reserves the prompt's blocks and waits for the KV instead of computing the prompt
+    receives_kv: bool = False
 
 
 class Handoff(Protocol):
@@ -32,6 +37,14 @@ class Handoff(Protocol):
 class Path:
     stages: tuple[Stage, ...]
     handoffs: tuple[Handoff, ...] = ()  # between stage i and stage i + 1
+    # the request the first stage serves, given the client's (default: the client's own; a disaggregated path's
+    # prefill serves a copy asking one token, as vLLM's proxy sends ``max_tokens=1``)
+    begin: Callable[[Request], Request] | None = None
+    # the client's request, as recorded, for a stage's request that leaves before the last stage (rejected, or
+    # cut by the horizon): default the stage's request itself
+    report: Callable[[Request], Request] | None = None
+    # the client's request, as recorded, for the last stage's request when it leaves (default itself)
+    finish: Callable[[Request], Request] | None = None
 
     def __post_init__(self):
         if not self.stages:

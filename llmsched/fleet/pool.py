@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from .lifecycle import PhaseTimes
 
 # what a pool's replicas do for a request, matched by a path's stages: a role is a name; a fleet file's pools serve
-# the one path it describes today, whole requests (prefill and decode pools come with disaggregation's paths)
+# whole requests, or (disaggregation, fleet/disagg.py) the prefill of a request and the decode that follows it
 SERVE = "serve"
-FILE_ROLES = (SERVE,)
+PREFILL = "prefill"
+DECODE = "decode"
+FILE_ROLES = (SERVE, PREFILL, DECODE)
 # the run fields a pool may set: what a replica is, and the router over the pool; the workload, the run's control
 # and vLLM's data parallelism (a DP group is one server: a pool of several replicas behind vllm-dp-latest is the
 # fleet's way to write it) stay the run's

@@ -66,6 +66,8 @@ class FleetState:
         self.members_of: list[Members] = []
         self.draining: set[int] = set()
         self.unrouted = 0  # requests that found no serving replica
+        self.transfers = None  # a disaggregated fleet's KV transfers (fleet/kv_transfers.py), set by its builder
+        self.handoff = None  # and its prefill -> decode handoff (fleet/disagg.py)
         self.scale_events = 0
         self.schedule = None
         self.quiet = False
@@ -187,6 +189,9 @@ class FleetState:
                 "billed_replica_s": billed, "billed_gpu_s": billed * pool.gpus, "serving_replica_s": serving,
                 "busy_s": busy, "utilisation": busy / serving if serving > 0 else float("nan"),
                 "billed_utilisation": busy / billed if billed > 0 else float("nan"), "timeline": rows}
-        return {"billed_gpu_s": sum(p["billed_gpu_s"] for p in pools.values()),
-                "busy_s": sum(p["busy_s"] for p in pools.values()), "scale_events": self.scale_events,
-                "unrouted": self.unrouted, "pools": pools}
+        out = {"billed_gpu_s": sum(p["billed_gpu_s"] for p in pools.values()),
+               "busy_s": sum(p["busy_s"] for p in pools.values()), "scale_events": self.scale_events,
+               "unrouted": self.unrouted, "pools": pools}
+        if self.transfers is not None:
+            out["kv_transfer"] = self.transfers.summary(end)
+        return out

@@ -24,7 +24,9 @@ assert sorted(RECORD_ORDER) == sorted(INT_FIELDS + FLOAT_FIELDS)
 CACHED_FIELD = "cached_tokens"  # int, only in runs with a prefix cache (their requests carry content)
 SENT_FIELD = "sent"  # float, during a client-boundary run only (metrics/client_side.py replaces it)
 CLIENT_FIELDS = ("queued", "engine_ttft", "engine_tpot", "engine_e2e")  # float, a client-boundary run's engine figures
-FLOAT_COLUMNS = FLOAT_FIELDS + (SENT_FIELD,) + CLIENT_FIELDS
+# a disaggregated run's: each request's prefill instance (-1: none) and its KV transfer (NaN, NaN, 0: none)
+TRANSFER_FIELDS = ("prefill_replica", "transfer_start", "transfer_end", "transfer_bytes")
+FLOAT_COLUMNS = FLOAT_FIELDS + (SENT_FIELD,) + CLIENT_FIELDS + ("transfer_start", "transfer_end")
 TIER_CACHED_PREFIX = "cached_tokens_"  # + gpu and each KV tier's medium: only in runs with tiers below the GPU
 TBT_MISS_TOLERANCE = 0.01  # a request meets its TBT target if at most 1% of its gaps exceed it
 GAP_FIELDS = ("num_gaps", "tbt_misses", "gap_offset", "max_gap")  # filled in per batch when the gaps are kept
@@ -87,6 +89,7 @@ class RequestLog:
         # a fleet run: (pool names, each replica's pool as an index into them), growing as replicas are added;
         # requests.csv then has a pool column (metrics/pools.py)
         self.pools: tuple[list[str], list[int]] | None = None
+        self._transfer_of = None  # a disaggregated run's: request id -> its TRANSFER_FIELDS (enable_transfers)
         # keep_gaps: the token times of the requests recorded since the last settle, and their TBT targets; their
         # gap columns (GAP_FIELDS) are filled in by _settle, for a batch at a time
         self._pending_times: list[array] = []
@@ -153,6 +156,9 @@ class RequestLog:
                     append(n)
         if self._append_sent is not None:
             self._append_sent(r.sent)
+        if self._transfer_of is not None:
+            for append, value in zip(self._append_transfer, self._transfer_of(r.id)):
+                append(value)
         if r.status is not Status.FINISHED and r.reject_reason:
             self.reasons[r.id] = r.reject_reason
         if self.keep_gaps:  # the gap columns for a batch of requests at once (_settle: the same values)
@@ -180,6 +186,16 @@ class RequestLog:
             sk = self.sketches[r.tier.name] = QuantileSketch()
         sk.add_many(gaps, owned=True, peak=max_gap)  # gaps is this call's own array
         r.token_times = array("d")  # the run keeps no per-token data in sketch mode
+
+    def enable_transfers(self, transfer_of) -> None:
+        """A disaggregated run: each request recorded from now on carries ``transfer_of(id)``, its prefill instance
+        and KV transfer (TRANSFER_FIELDS), in requests.csv after its pool."""
+        if len(self._cols["id"]):
+            raise ValueError("enable_transfers before the first request is recorded")
+        for name in TRANSFER_FIELDS:
+            self._cols[name] = array("d" if name in FLOAT_COLUMNS else "q")
+        self._append_transfer = tuple(self._cols[name].append for name in TRANSFER_FIELDS)
+        self._transfer_of = transfer_of
 
     def _add_tenant(self, tenant) -> int:
         """A tenant's index, from its first request; rows recorded before any tenant get -1."""

@@ -1,5 +1,10 @@
-"""Deployment candidates: GPU × tensor parallelism × scheduler (× its key parameters) × router, and whether the
-model fits the GPU at that tensor parallelism (weights + activation reserve + at least one token of KV)."""
+"""Deployment candidates: GPU × tensor parallelism × scheduler (× its key parameters) × router, colocated or (with
+P:D ratios) disaggregated over a prefill and a decode (GPU, TP), and whether the model fits the GPU at that tensor
+parallelism (weights + activation reserve + at least one token of KV).
+
+A disaggregated candidate ``a:b`` scales as one unit: its "replicas" r are r·a prefill and r·b decode replicas
+(``--disaggregate`` (r·a)P(r·b)D), so the replica search over r keeps the ratio and more replicas never take any
+away from either pool; its GPUs and price count both pools."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,6 +23,14 @@ from ..routing.registry import router_classes
 from ..schedulers.registry import scheduler_info
 
 
+# a colocated candidate's run leaves disaggregation's fields at their defaults (the plan's runs carry them for
+# its disaggregated candidates)
+COLOCATED = {"disaggregate": None, "prefill_gpu": None, "prefill_tp": None, "decode_gpu": None, "decode_tp": None,
+             "prefill_pool": {}, "decode_pool": {}, "kv_link": RunConfig.kv_link,
+             "kv_connector": RunConfig.kv_connector, "pd_first_token": RunConfig.pd_first_token,
+             "pd_decider": RunConfig.pd_decider, "pd_decider_params": {}}
+
+
 @dataclass(frozen=True)
 class Candidate:
     gpu: str
@@ -26,21 +39,51 @@ class Candidate:
     params: tuple = ()          # (key, value) pairs varied by --vary, on top of --param
     router: str = "round-robin"
     kv_offload: str | None = None  # KV tiers below the GPU (--kv-offloads), None: the base run's
+    # disaggregated: (prefill GPU, prefill TP, decode GPU, decode TP, prefill replicas, decode replicas) a unit
+    pd: tuple | None = None
 
     @property
     def label(self) -> str:
         extra = "[" + ",".join(f"{k}={v}" for k, v in self.params) + "]" if self.params else ""
         tiers = f" kv-offload {self.kv_offload}" if self.kv_offload else ""
+        if self.pd is not None:
+            gp, tpp, gd, tpd, a, b = self.pd
+            return f"{a}P:{b}D {gp} tp{tpp} / {gd} tp{tpd} {self.scheduler}{extra} {self.router}{tiers}"
         return f"{self.gpu} tp{self.tp} {self.scheduler}{extra} {self.router}{tiers}"
 
+    @property
+    def price_gpus(self) -> list[str]:
+        return [self.pd[0], self.pd[2]] if self.pd is not None else [self.gpu]
+
+    def gpus(self, replicas: int) -> int:
+        if self.pd is not None:
+            _, tpp, _, tpd, a, b = self.pd
+            return replicas * (a * tpp + b * tpd)
+        return replicas * self.tp
+
+    def usd_per_hour(self, price_of, replicas: int, host_cost=None) -> float:
+        """The GPUs' price, both pools' for a disaggregated one, with each replica's host memory for a CPU KV tier
+        (``host_cost``: a replica's, per hour) where one is priced."""
+        host = host_cost(self) if host_cost else 0.0
+        if self.pd is not None:
+            gp, tpp, gd, tpd, a, b = self.pd
+            return replicas * (a * (tpp * price_of(gp) + host) + b * (tpd * price_of(gd) + host))
+        return (price_of(self.gpu) * self.tp + host) * replicas
+
     def config(self, base: RunConfig, rate: float, replicas: int) -> RunConfig:
-        """``base`` (the scheduler's run options) deployed as this candidate with ``replicas`` replicas."""
+        """``base`` (the scheduler's run options) deployed as this candidate with ``replicas`` replicas (units of a
+        disaggregated one)."""
         tiers = {} if self.kv_offload is None else {"kv_offload": None if self.kv_offload == NO_OFFLOAD else
                                                     self.kv_offload}
-        return at_rate(dataclasses.replace(base, gpu=self.gpu, tp=self.tp, scheduler=self.scheduler,
-                                           router=self.router, replicas=replicas,
-                                           scheduler_params={**base.scheduler_params, **dict(self.params)},
-                                           **tiers), rate)
+        common = dict(scheduler=self.scheduler, router=self.router,
+                      scheduler_params={**base.scheduler_params, **dict(self.params)}, **tiers)
+        if self.pd is not None:
+            gp, tpp, gd, tpd, a, b = self.pd
+            return at_rate(dataclasses.replace(base, replicas=1, disaggregate=f"{replicas * a}P{replicas * b}D",
+                                               prefill_gpu=gp, prefill_tp=tpp, decode_gpu=gd, decode_tp=tpd,
+                                               **common), rate)
+        return at_rate(dataclasses.replace(base, gpu=self.gpu, tp=self.tp, replicas=replicas,
+                                           **{**COLOCATED, **common}), rate)
 
     def host_gib(self, base: RunConfig) -> float:
         """GiB of host memory a replica's CPU KV tier takes (priced per GiB-hour)."""
@@ -111,9 +154,27 @@ def parse_variations(items: list[str], schedulers: list[str]) -> dict[str, list[
             for name in per for keys in [sorted(per[name])]}
 
 
+def parse_ratios(text: str) -> list[tuple[int, int]]:
+    """``--pd-ratios``: P:D pairs, e.g. ``1:1,2:1,1:2``."""
+    out = []
+    for part in split_names(text, "--pd-ratios"):
+        try:
+            a, b = (int(x) for x in part.split(":"))
+        except ValueError:
+            raise ValueError(f"--pd-ratios {text!r}: write P:D pairs of replicas, e.g. 1:1,2:1,1:2") from None
+        if a < 1 or b < 1:
+            raise ValueError(f"--pd-ratios {text!r}: {part} has a pool of 0 replicas; each side needs >= 1")
+        out.append((a, b))
+    return list(dict.fromkeys(out))
+
+
 def build_candidates(gpus: list[str], tps: list[int], schedulers: list[str], routers: list[str],
                      variations: dict[str, list[tuple]] | None = None,
-                     offloads: list[str | None] = (None,)) -> list[Candidate]:
+                     offloads: list[str | None] = (None,),
+                     ratios: list[tuple[int, int]] = ()) -> list[Candidate]:
+    """Every colocated candidate, and with ``ratios`` every disaggregated one: each (GPU, TP) for the prefill
+    pool with each for the decode pool (the same or another card: Splitwise's point), at each P:D ratio, for the
+    schedulers that can run a decode pool (``Scheduler.serves_transferred_kv``); each with each of ``offloads``."""
     for name in gpus:
         gpu_preset(name)                      # unknown GPU: error listing the valid ones
     for name in schedulers:
@@ -123,9 +184,20 @@ def build_candidates(gpus: list[str], tps: list[int], schedulers: list[str], rou
             raise ValueError(f"unknown router {name!r}; valid routers: {', '.join(router_classes())}")
     variations = variations or {}
     devices = dict.fromkeys(gpu_preset(g).name for g in gpus)  # two names of one GPU (a100, A100): one candidate
-    return [Candidate(g, tp, s, params, r, o)
-            for g in devices for tp in tps for s in schedulers for params in variations.get(s, [()]) for r in routers
-            for o in offloads]
+    out = [Candidate(g, tp, s, params, r, o)
+           for g in devices for tp in tps for s in schedulers for params in variations.get(s, [()]) for r in routers
+           for o in offloads]
+    if ratios:
+        from ..schedulers.registry import create_scheduler
+        able = [s for s in schedulers if getattr(create_scheduler(s), "serves_transferred_kv", False)]
+        if not able:
+            raise ValueError(f"--pd-ratios: none of --schedulers ({', '.join(schedulers)}) can run a decode pool; "
+                             f"add one that can (e.g. sarathi, vllm-chunked, vllm)")
+        sides = [(g, tp) for g in devices for tp in tps]
+        out += [Candidate(gd, tpd, s, params, r, o, (gp, tpp, gd, tpd, a, b))
+                for (gp, tpp) in sides for (gd, tpd) in sides for a, b in ratios for s in able
+                for params in variations.get(s, [()]) for r in routers for o in offloads]
+    return out
 
 
 def memory_fit(model: str, gpu: str, tp: int, base: RunConfig | None = None) -> dict:

@@ -25,10 +25,12 @@ def lines(result: PlanResult, top: int, prices_file: str | None, price_of) -> li
     command that reproduces the cheapest (or why nothing met), and what pruning saved. ``prices_file``: the
     --prices file over the built-in table, if any."""
     cands = result.candidates
+    pd = sum(1 for c in cands if c.pd is not None)
     out = [title(result),
            f"{len(cands)} candidates ({len({c.gpu for c in cands})} GPUs x {len({c.tp for c in cands})} TP x "
            f"{len({(c.scheduler, c.params) for c in cands})} scheduler settings x {len({c.router for c in cands})} "
-           f"routers)" + (f" at each of {len(result.rates)} rates" if len(result.rates) > 1 else "")]
+           f"routers" + (f"; {pd} of them disaggregated, prefill and decode (GPU, TP) pairs x P:D ratios" if pd
+                         else "") + ")" + (f" at each of {len(result.rates)} rates" if len(result.rates) > 1 else "")]
     out += table(*candidate_rows(result.screened, result.searched, price_of, result.host_cost))
     slo_keys = [s.key for s in result.slos]
     cheap = result.cheapest

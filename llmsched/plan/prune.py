@@ -7,6 +7,12 @@
   must serve all but ``GROWTH_MIN`` (5%) of the offered work (llmsched/capacity/stability.py), so the bound is
   taken at that served fraction; the least replicas any search needs is ⌈rate / that bound⌉, and a candidate
   whose least replicas exceed --max-replicas is pruned without a probe.
+* **Pools** (a disaggregated candidate, units of a prefill and b decode replicas): each pool's bound is the same
+  theorem for the part of every request it serves (``throughput_bound(..., stage=...)``: the prompt and one
+  token; the prompt's last token and the decodes), still counting the whole requests' work as what must be
+  served, and a fleet keeps up only where both pools do: a unit serves at most min(a × prefill bound, b × decode
+  bound). The pool that sets it binds (reported). With a decider that serves some requests whole on the decode
+  pool, the prefill pool's bound does not hold (it may serve fewer prompts) and only the decode pool's is used.
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ class Screened:
     min_replicas: int = 1
     pruned: str = ""
     notes: list = field(default_factory=list)
+    binding: str = ""                                # a disaggregated candidate's pool that sets its bound
 
 
 class LengthCache:
@@ -48,7 +55,13 @@ class LengthCache:
 
 def screen(candidate: Candidate, base: RunConfig, rate: float, seeds, max_replicas: int,
            lengths: LengthCache) -> Screened:
-    fit = memory_fit(base.model, candidate.gpu, candidate.tp, base)
+    if candidate.pd is not None:
+        gp, tpp, gd, tpd, _, _ = candidate.pd
+        fits = [memory_fit(base.model, gp, tpp, base), memory_fit(base.model, gd, tpd, base)]
+        fit = fits[1] if fits[0]["fits"] else fits[0]
+        fit = {**fit, "prefill_kv_tokens": fits[0].get("kv_tokens", 0)}
+    else:
+        fit = memory_fit(base.model, candidate.gpu, candidate.tp, base)
     out = Screened(candidate, rate, fit)
     if not fit["fits"]:
         out.pruned = ("tp: " if fit.get("tp") else "memory: ") + fit["reason"]
@@ -61,12 +74,15 @@ def screen(candidate: Candidate, base: RunConfig, rate: float, seeds, max_replic
         cfg = probe_config(candidate.config(base, rate, 1), rate, seed)
         try:
             prompts, outputs = lengths.get(cfg)
-            bt, limits = engine_of(cfg)
-            bound = throughput_bound(bt, prompts, outputs, limits, 1, SERVED_FRACTION)
+            if candidate.pd is not None:
+                bound, out.binding = pool_bound(cfg, candidate.pd, prompts, outputs)
+            else:
+                bt, limits = engine_of(cfg)
+                bound = throughput_bound(bt, prompts, outputs, limits, 1, SERVED_FRACTION).per_replica_rps
         except ValueError as e:
             out.notes.append(f"no bound pruning: {e}")
             return out
-        per_replica = min(per_replica, bound.per_replica_rps)
+        per_replica = min(per_replica, bound)
     out.bound_rps_per_replica = per_replica
     if per_replica <= 0:
         out.pruned = "bound: requests the engine can never hold exceed the 5% of work a stable run may leave"
@@ -76,6 +92,23 @@ def screen(candidate: Candidate, base: RunConfig, rate: float, seeds, max_replic
         out.pruned = (f"bound: needs >= {out.min_replicas} replicas ({rate:g} req/s over at most "
                       f"{per_replica:.3g} req/s per replica), above --max-replicas {max_replicas}")
     return out
+
+
+def pool_bound(cfg: RunConfig, pd: tuple, prompts, outputs) -> tuple[float, str]:
+    """A disaggregated unit's bound (req/s) and the pool that sets it (module docstring)."""
+    from ..fleet_setup import fleet_of, pool_configs
+    _, _, _, _, a, b = pd
+    configs = pool_configs(cfg, fleet_of(cfg))
+    bt, limits = engine_of(configs["decode"])
+    decode = b * throughput_bound(bt, prompts, outputs, limits, 1, SERVED_FRACTION, "decode").per_replica_rps
+    if cfg.pd_decider != "always":
+        return decode, f"decode pool ({decode:.3g} req/s; the prefill pool's bound does not hold under decider " \
+                       f"{cfg.pd_decider})"
+    bt, limits = engine_of(configs["prefill"])
+    prefill = a * throughput_bound(bt, prompts, outputs, limits, 1, SERVED_FRACTION, "prefill").per_replica_rps
+    if prefill <= decode:
+        return prefill, f"prefill pool ({prefill:.3g} req/s a unit; decode {decode:.3g})"
+    return decode, f"decode pool ({decode:.3g} req/s a unit; prefill {prefill:.3g})"
 
 
 def probes_saved(min_replicas: int) -> int:

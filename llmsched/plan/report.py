@@ -51,10 +51,10 @@ def deployments(searched: list[Searched], price_of, pareto_metric: str, host_cos
         for r, probe in item.probes.items():
             if not probe.meets:
                 continue
-            usd = (price_of(cand.gpu) * cand.tp + (host_cost(cand) if host_cost else 0.0)) * r
+            usd = cand.usd_per_hour(price_of, r, host_cost)
             tps = sum(rec["throughput"]["output_tokens_per_s"] for rec in probe.records) / len(probe.records)
             latency = max(rec["metrics"][pareto_metric] for rec in probe.records)
-            out.append(Deployment(cand.label, item.screened.rate, r, cand.tp * r, usd, tps,
+            out.append(Deployment(cand.label, item.screened.rate, r, cand.gpus(r), usd, tps,
                                   usd / (tps * 3600 / 1e6) if tps > 0 else math.inf, latency, dict(probe.values),
                                   item.configs[r]))
     return sorted(out, key=lambda d: (d.rate, d.usd_per_hour, d.latency, d.label))
@@ -132,6 +132,10 @@ def simulate_command(cfg: RunConfig) -> str:
         args += ["--router-param", f"{key}={value}"]
     for key, value in cfg.workload_params.items():
         args += ["--wl-param", f"{key}={value}"]
+    for field, flag in (("prefill_pool", "--prefill-pool"), ("decode_pool", "--decode-pool"),
+                        ("pd_decider_params", "--pd-param")):
+        for key, value in getattr(cfg, field).items():
+            args += [flag, f"{key}={value}"]
     if cfg.oracle:
         args.append("--oracle")
     source = build_source(cfg)
@@ -190,9 +194,10 @@ def candidate_rows(screened, searched: list[Searched], price_of, host_cost=None)
             continue
         probes = "; ".join(f"{r}: {p.verdict}, {'meets' if p.meets else 'fails ' + ','.join(p.failed)}"
                            for r, p in sorted(item.probes.items()))
-        usd = (f"{(price_of(cand.gpu) * cand.tp + (host_cost(cand) if host_cost else 0.0)) * item.replicas:.2f}"
-               if item.replicas else "—")
+        usd = f"{cand.usd_per_hour(price_of, item.replicas, host_cost):.2f}" if item.replicas else "—"
         outcome = f"{item.replicas} replicas" if item.replicas else "no replica count up to --max-replicas meets"
+        if s.binding:
+            outcome += f"; {s.binding} binds"
         rows.append([cand.label, f"{s.rate:g}", kv, bound, s.min_replicas, item.replicas or "—", usd, probes,
                      outcome])
     return head, rows

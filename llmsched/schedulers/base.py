@@ -23,6 +23,10 @@ class Scheduler:
     needs_oracle: ClassVar[bool] = False  # decides from true output lengths (runs only with oracle=True)
     chunks_prompts: ClassVar[bool] = True  # False: every prefill runs whole in one step (see prefill_limit)
     recompute_only: ClassVar[bool] = False  # True: the policy cannot run with preemption_mode="swap"
+    # True: it plans a waiting request whose prompt KV a prefill instance sent (engine/remote_kv.py: it holds its
+    # blocks and has one token to compute, ``view.tokens_to_compute``/``admission_blocks``) as vLLM v1 does, so it
+    # may run a disaggregated fleet's decode pool; a policy that plans waiting requests as holding nothing may not
+    serves_transferred_kv: ClassVar[bool] = False
     # True: the policy is vLLM's own scheduler, so a run refuses the limits vLLM refuses at start-up
     # (config_fields.refuse_as_vllm)
     models_vllm: ClassVar[bool] = False

@@ -30,6 +30,7 @@ class FCFS(Scheduler):
     """
 
     name = "fcfs"
+    serves_transferred_kv = True  # a prompt a prefill instance sent: its last token, its own blocks
     family = "WAIT"
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
     plans_decode_group = True  # when every decode and unfinished prompt fits, the plan is the group plus them
@@ -90,6 +91,6 @@ class FCFS(Scheduler):
         while need > free and plan.prefills:  # admissions alone overflow: admit fewer
             r, n = plan.prefills.pop()
             need -= view.extra_blocks(r, r.num_computed + n)
-        if not plan.has_work:
-            plan.preempt.clear()
+        if not plan.has_work and not any(r.num_blocks for r in view.waiting):
+            plan.preempt.clear()  # (a prompt a prefill instance sent waits for what the preemption frees)
         return plan

@@ -71,6 +71,7 @@ class Goodput(Scheduler):
     prefills, KV-threshold admission and cheapest-first eviction (the five papers' levers, ablated)."""
 
     name = "goodput"
+    serves_transferred_kv = True  # a prompt a prefill instance sent: its last token, its own blocks
     family = "goodput"
     source = ("llmsched's own design, with levers from Bari et al. (SLAI SPF, watermark), Kim et al. (InferMax cost-aware "
               "eviction), Lyu et al. (FairBatching time budget, online-corrected predictor), Ao et al. (WAIT memory "
@@ -257,8 +258,8 @@ class Goodput(Scheduler):
                 continue
             need = -(-(k + n) // bs) - r.num_blocks
             if admit:
-                whole = -(-(r.prompt_len + r.num_generated) // bs)
-                if need > free or (used + whole > limit and (view.num_running or plan.prefills)):
+                whole = -(-(r.prompt_len + r.num_generated) // bs) - r.num_blocks  # (a sent prompt holds its own)
+                if need > free or (whole and used + whole > limit and (view.num_running or plan.prefills)):
                     continue
                 seats -= 1
                 used += whole
@@ -286,7 +287,7 @@ class Goodput(Scheduler):
                     out.append(((-1, r.arrival), r))
                     continue
                 left = r.prompt_len - r.num_computed
-                if cached is not None and group is waiting:
+                if cached is not None and group is waiting and not r.num_computed:
                     left -= cached(r)
                 if aware:
                     if r.slo is not slo:

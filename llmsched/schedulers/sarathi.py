@@ -13,7 +13,11 @@ from .watermark import WatermarkAdmission
 
 ORDERS = ("fcfs", "spf")
 ARRIVAL = attrgetter("arrival")
-PROMPT_LEN = attrgetter("prompt_len")
+
+
+def prompt_left(r) -> int:
+    """A waiting request's prompt tokens to compute: its whole prompt, or one if a prefill instance sent its KV."""
+    return r.prompt_len - r.num_computed
 
 
 @register
@@ -35,6 +39,7 @@ class Sarathi(WatermarkAdmission, RunningFirst):
     """
 
     name = "sarathi"
+    serves_transferred_kv = True  # a prompt a prefill instance sent: its last token, its own blocks
     source = ("Sarathi-Serve (Agrawal et al., OSDI'24); normalised in Bari et al. Algorithm 4 / App. E.2 "
               "(token budget 512, max_num_seqs 128); Kim et al. §1.6 (SARATHI row)")
     running_order = ARRIVAL  # running requests in arrival order: every decode, then the unfinished prompts' chunks
@@ -62,13 +67,13 @@ class Sarathi(WatermarkAdmission, RunningFirst):
         if not waiting or budget <= 0:
             return
         free -= int(self.watermark * view.total_blocks)
-        if self.order == "spf":
-            waiting = sorted(waiting, key=PROMPT_LEN)
+        if self.order == "spf":  # a prompt a prefill instance sent has one token left: first
+            waiting = sorted(waiting, key=prompt_left)
         for r in waiting:
             left = r.prompt_len + r.num_generated - view.cached_tokens(r)  # after its cached prefix
             n = min(left, budget)
             need = view.admission_blocks(r, left)
-            if n <= 0 or room < 1 or need > free:
+            if n <= 0 or room < 1 or (need and need > free):  # a sent prompt's rest may need no block
                 break
             plan.prefills.append((r, n))
             budget -= n

@@ -32,6 +32,7 @@ class VLLM(WatermarkAdmission, Scheduler):
     """
 
     name = "vllm"
+    serves_transferred_kv = True  # a prompt a prefill instance sent: its last token, its own blocks
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
     plans_decode_group = True  # a decode step decodes every running request: the group, when every one fits
     source = ("vLLM v0 default scheduler (Kwon et al., SOSP'23, PagedAttention); as the baseline of "

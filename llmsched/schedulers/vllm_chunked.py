@@ -26,6 +26,7 @@ class VLLMChunked(RunningFirst):
     """
 
     name = "vllm-chunked"
+    serves_transferred_kv = True  # a prompt a prefill instance sent: its last token, its own blocks
     source = ("vLLM v1 scheduler with chunked prefill (vllm/v1/core/sched/scheduler.py); "
               "default max_num_batched_tokens 2048 for online serving; Lyu et al. baseline 'vLLM-vanilla'")
     decodes_first = False  # running requests in admission order, decodes and prompt chunks alike

@@ -8,7 +8,7 @@ from ..request import Request
 
 def too_long(view: ReplicaView, r: Request) -> str | None:
     """Why ``r`` can never be prefilled whole under the token budget, or None."""
-    n = r.prompt_len + r.num_generated
+    n = r.prompt_len + r.num_generated - r.num_computed  # a prompt whose KV came from a prefill instance: its rest
     if n > view.max_num_batched_tokens:
         return (f"its {n}-token prompt exceeds max_num_batched_tokens {view.max_num_batched_tokens} and this "
                 f"scheduler does not chunk prompts (raise the limit or use a chunking scheduler)")
@@ -26,13 +26,12 @@ def admit_whole_prompts(view: ReplicaView, plan: BatchPlan, room: int, watermark
     tokens = 0
     for r in view.waiting:
         n = r.prompt_len + r.num_generated
-        if n > budget:
+        if n - r.num_computed > budget:  # a prompt whose KV a prefill instance sent: only its rest
             plan.reject.append((r, too_long(view, r)))
             continue
-        cached = view.cached_tokens(r)  # a prefix cache's hit: only the rest is computed (vLLM v1)
-        n -= cached
+        n -= view.cached_tokens(r)  # a prefix cache's hit (or a prefill instance's KV): only the rest is computed
         need = view.admission_blocks(r, n)
-        if tokens + n > budget or room < 1 or need > free:
+        if tokens + n > budget or room < 1 or (need and need > free):  # a sent prompt's rest may need none
             break
         plan.prefills.append((r, n))
         tokens += n

@@ -10,7 +10,12 @@ scheduling wait for its end), and two more:
   event, an autoscaler's tick), run before the other events of its instant, so a scale event at t applies to the
   arrivals at t; a step folds no further than the next action, so whatever the action reads (an autoscaler, a
   replica's queue) is as of its time;
-* a stage's request ready for the next stage of its path (``Path.handoffs``), routed then like an arrival.
+* a stage's request ready for the next stage of its path (``Path.handoffs``), routed then like an arrival;
+* a disaggregated fleet's KV transfer changing (``FleetState.transfers``, fleet/kv_transfers.py): a stage that
+  ``receives_kv`` hands its request to the replica without the prompt's KV (``engine/remote_kv.py``); when the
+  replica reserves its blocks, at a scheduling point, the transfer starts; when it ends, the request joins the
+  replica's queue with its prompt computed (held for the step in flight, as an arrival is, under vLLM's async
+  scheduling).
 
 A request that finds no replica of its stage serving (the pool scaled to 0, or every replica still starting) is
 rejected at once with that reason. A draining replica that holds nothing (none waiting, running, swapped, nor held
@@ -30,7 +35,8 @@ from ..metrics.requests import RequestLog
 from ..request import Status
 from .simulator import RunResult, finish_run, initial_arrivals, progress_bar
 
-ARRIVAL, STEP_END, WAKE, STAGE = 0, 1, 2, 3
+ARRIVAL, STEP_END, WAKE, STAGE, TRANSFER = 0, 1, 2, 3, 4
+ADD, RECEIVE, LOAD = 0, 1, 2  # what a request held for a step in flight does when the step ends
 FINISHED, REJECTED, UNFINISHED = Status.FINISHED, Status.REJECTED, Status.UNFINISHED
 
 
@@ -65,8 +71,14 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
     staged = any(len(path.stages) > 1 for path in choose.paths)
     stage_of: dict[int, tuple] = {}  # request id -> (its path, the stage it is in): paths of several stages only
     draining = fleet.draining
-    # held arrivals of engines with vLLM's async scheduling (see simulate), by replica index
+    # held arrivals of engines with vLLM's async scheduling (see simulate), by replica index: (request, ADD, RECEIVE
+    # or LOAD)
     held = {} if any(rep.batch_time.async_admission for rep in replicas) else None
+    transfers = fleet.transfers  # a disaggregated fleet's KV transfers (None: none)
+    transfer_event = 0  # the transfers' latest event (an older one in the heap is stale)
+    begin = getattr(choose, "begin", None)
+    if begin is not None:  # a chooser that reads the fleet (a decider reading the decode pool's caches)
+        begin(fleet)
 
     def schedule(t: float, action) -> None:
         nonlocal seq
@@ -89,8 +101,21 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
             t = actions[0][0]
         return t
 
+    def client_request(r):
+        """The client's request for ``r``, a stage's request that leaves (``Path.report`` before the last stage)."""
+        at = stage_of.pop(r.id, None) if staged else None
+        if at is not None:
+            path, stage = at
+            if stage + 1 < len(path.stages):
+                if path.report is not None:
+                    return path.report(r)
+            elif path.finish is not None:
+                return path.finish(r)
+        return r
+
     def leave(r, t: float) -> None:
         """``r`` leaves the run (finished, or rejected in any stage)."""
+        r = client_request(r)
         if bar is not None:
             bar.update(1)
         log.record(r)
@@ -98,6 +123,39 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
         if more:
             for m in more:
                 push(m.arrival, ARRIVAL, m)  # a closed loop's next request
+
+    def start_transfers(rep, t: float) -> None:
+        """The transfers of the requests ``rep`` reserved blocks for start now."""
+        settle_transfers(t)
+        for r in rep.take_reserved():
+            transfers.start(r, rep.index, t)
+        push_transfer()
+
+    def push_transfer() -> None:
+        nonlocal transfer_event
+        t = transfers.next_event()
+        transfer_event += 1
+        if t is not None:
+            push(t, TRANSFER, transfer_event)
+
+    def settle_transfers(t: float) -> None:
+        """The transfers finished by ``t`` land on their decode replicas."""
+        for r, _ in transfers.advance(t):
+            rep = replicas[r.replica]
+            if held is not None and rep.busy:
+                held.setdefault(rep.index, []).append((r, LOAD))
+                continue
+            rep.loaded(r, t)
+            if rep.completed:
+                drain(rep, t)
+            if not rep.busy:
+                wake_or_start(rep, t)
+
+    def wake_or_start(rep, t: float) -> None:
+        if (heap and heap[0][0] == t) or (pending is not None and pending.arrival == t):
+            push(t, WAKE, rep)  # more events at this instant: decide once they are all in
+        else:
+            start(rep, t)
 
     def empty(rep) -> bool:
         return not (rep.busy or rep.num_outstanding or rep.completed or (held is not None and held.get(rep.index)))
@@ -107,8 +165,9 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
         fleet.left(rep, len(done))
         for r in done:
             if staged:
-                at = stage_of.pop(r.id, None)
+                at = stage_of.get(r.id)
                 if at is not None and r.status is FINISHED and at[1] + 1 < len(at[0].stages):
+                    del stage_of[r.id]
                     path, stage = at
                     nxt, ready = path.handoffs[stage](r, t)
                     if not ready >= t:
@@ -126,14 +185,21 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
             push(rep.step_end, STEP_END, rep)
         elif rep.wake_at is not None:
             push(rep.wake_at, WAKE, rep)
+        if rep.reserved:
+            start_transfers(rep, t)
         if rep.completed:
             drain(rep, t)
 
     def admit_held(rep, t: float) -> None:
         waiting = held[rep.index]
-        for r in waiting:
-            r.arrival = t
-            rep.add(r, t)
+        for r, how in waiting:
+            if how == ADD:
+                r.arrival = t
+                rep.add(r, t)
+            elif how == RECEIVE:
+                rep.receive(r, t)
+            else:
+                rep.loaded(r, t)
         waiting.clear()
         if rep.completed:
             drain(rep, t)
@@ -142,31 +208,40 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
 
     def enter(req, path, stage: int, t: float) -> None:
         """``req`` enters ``stage`` of ``path`` at ``t``: routed to a replica serving that stage's role."""
+        if stage == 0 and path.begin is not None:
+            req = path.begin(req)
+        if staged:
+            stage_of[req.id] = (path, stage)
         role = path.stages[stage].role
         rep = fleet.route(req, rng, role)
         if rep is None:
+            req.replica = -1
             req.status = REJECTED
             req.reject_reason = (f"no replica of the fleet's {role!r} pools was serving at t={t:g}s (each one "
                                  f"starting up, draining or scaled away)")
             req.finish = t
             leave(req, t)
             return
-        if staged:
-            stage_of[req.id] = (path, stage)
+        receives = path.stages[stage].receives_kv
         if held is not None and rep.busy:
-            held.setdefault(rep.index, []).append(req)
+            held.setdefault(rep.index, []).append((req, RECEIVE if receives else ADD))
             return
-        rep.add(req, t)
+        if receives:
+            rep.receive(req, t)
+        else:
+            rep.add(req, t)
         if rep.completed:
             drain(rep, t)
-        if not rep.busy and ((heap and heap[0][0] == t) or (pending is not None and pending.arrival == t)):
-            push(t, WAKE, rep)  # more events at this instant: decide once they are all in
-        elif not rep.busy:
-            start(rep, t)
+        if not rep.busy:
+            wake_or_start(rep, t)
 
     now = 0.0
     cut = False
     while heap or pending is not None:
+        while heap and heap[0][2] == TRANSFER and heap[0][3] != transfer_event:
+            heapq.heappop(heap)  # a stale transfer event: the transfers changed since it was pushed
+        if not heap and pending is None:
+            break
         t_work = pending.arrival if pending is not None else math.inf
         if heap and heap[0][0] < t_work:
             t_work = heap[0][0]
@@ -222,6 +297,10 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
         elif kind == STAGE:
             req, path, stage = x
             enter(req, path, stage, t)
+        elif kind == TRANSFER:
+            if x == transfer_event:
+                settle_transfers(t)
+                push_transfer()
         else:  # ARRIVAL: a closed loop's next request
             enter(x, choose(x), 0, t)
     cut = cut and bool(heap or pending is not None)
@@ -235,8 +314,12 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
                 log.record(req)
     if held is not None:  # arrivals held when the horizon cut the run leave it unfinished
         for i, waiting in held.items():
-            for r in waiting:
-                replicas[i].add(r, r.arrival)
-    result = finish_run(replicas, log, steps, stream, horizon if cut else None, now, bar, wall0)
+            for r, how in waiting:
+                if how == ADD:
+                    replicas[i].add(r, r.arrival)
+                elif how == RECEIVE:
+                    replicas[i].receive(r, r.arrival)
+    result = finish_run(replicas, log, steps, stream, horizon if cut else None, now, bar, wall0,
+                        client_request if staged else None)
     result.fleet = fleet.summary(result.end_time)
     return result

@@ -273,9 +273,10 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
 
 
 def finish_run(replicas: list[Replica], log, shared_steps, stream: bool, cut_at: float | None, now: float, bar,
-            wall0: float) -> RunResult:
+               wall0: float, recorded=None) -> RunResult:
     """End the run at the horizon ``cut_at`` (requests in flight end unfinished) or, with None, at ``now``, the
-    last event (requests left end rejected: the scheduler stalled)."""
+    last event (requests left end rejected: the scheduler stalled). ``recorded(r)``: the request recorded for
+    ``r`` (a fleet's: the client's request for a stage's copy), default ``r``."""
     if bar is not None:
         bar.close()
     stop_time = now if cut_at is None else cut_at
@@ -288,7 +289,7 @@ def finish_run(replicas: list[Replica], log, shared_steps, stream: bool, cut_at:
                             f"{len(rep.swapped)} swapped, {rep.kv.free} of {rep.kv.total} KV blocks free",
                             at=stop_time)
         for r in left + rep.take_completed():
-            log.record(r)
+            log.record(r if recorded is None else recorded(r))
     if stream:
         log.close()
         shared_steps.close(log.arrival_min, log.span_end(stop_time))

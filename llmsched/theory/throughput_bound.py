@@ -110,6 +110,28 @@ def request_work(prompts, outputs) -> dict[str, np.ndarray]:
             "prefills": np.ones_like(p)}
 
 
+def stage_work(stage: str, prompts, outputs) -> dict[str, np.ndarray]:
+    """Per-request least work of a disaggregated deployment's pool (the whole request for ``whole``).
+
+    * ``prefill``: the prompt computed and one token sampled (vLLM's disaggregation proxy sends the prefill
+      instance ``max_tokens=1``): :func:`request_work` of (P, 1).
+    * ``decode``: the prompt's KV arrives, so one chunk computes its last token over P − 1 cached ones (c = 1,
+      m = P − 1: P attention pairs, KV context P) and D − 1 decodes follow at contexts P+1 … P+D−1. Its
+      ``prompt_tokens`` (computed prompt tokens) is 1; the roofline's per-chunk KV read of that chunk (P tokens) is
+      left out, which only lowers the work, so the bound stays an upper bound."""
+    if stage == "whole":
+        return request_work(prompts, outputs)
+    if stage == "prefill":
+        return request_work(prompts, np.ones_like(np.asarray(prompts)))
+    if stage != "decode":
+        raise ValueError(f"stage must be whole, prefill or decode, got {stage!r}")
+    out = request_work(prompts, outputs)
+    p = np.asarray(prompts, dtype=np.float64)
+    d = np.asarray(outputs, dtype=np.float64)
+    out.update(tokens=d, attention_pairs=p, prompt_tokens=np.ones_like(p))
+    return out
+
+
 def least_total(values: np.ndarray, weights: np.ndarray, need: float) -> float:
     """Least Σ values over requests whose weights cover ``need`` (fractional knapsack: a lower bound on the
     least over whole requests; the plain sum when ``need`` is all of the weight)."""
@@ -297,11 +319,13 @@ class ThroughputBound:
 
 
 def throughput_bound(bt: BatchTimeModel, prompts, outputs, limits: EngineLimits, replicas: int = 1,
-                     served_fraction: float = 1.0) -> ThroughputBound:
+                     served_fraction: float = 1.0, stage: str = "whole") -> ThroughputBound:
     """Upper bound on the offered requests/s (of these lengths) that ``replicas`` replicas keep up with, when
     keeping up means serving ``served_fraction`` of the offered work, counted in prompt + output tokens (the
     stability verdict's unit, llmsched/capacity/stability.py). 0 when the unservable requests alone exceed
-    the shortfall allowed."""
+    the shortfall allowed. ``stage``: the part of each request the replicas serve, ``whole``, or a
+    disaggregated deployment's ``prefill`` or ``decode`` pool (:func:`stage_work`); the work that must be served
+    is still the whole requests' tokens, so a fleet keeps up only where each pool does."""
     if replicas < 1:
         raise ValueError(f"replicas must be >= 1, got {replicas}")
     if not 0 < served_fraction <= 1:
@@ -312,8 +336,9 @@ def throughput_bound(bt: BatchTimeModel, prompts, outputs, limits: EngineLimits,
     if prompts.min() < 1 or outputs.min() < 1:
         raise ValueError("throughput bound: prompt and output lengths must be >= 1 token")
     form = busy_time_form(bt)
-    kv_need = -(-(prompts + outputs - 1) // limits.block_size) * limits.block_size
-    servable = (prompts + outputs <= limits.max_model_len) & (kv_need <= limits.kv_tokens)
+    held = outputs if stage != "prefill" else np.ones_like(outputs)  # a prefill instance is asked one token
+    kv_need = -(-(prompts + held - 1) // limits.block_size) * limits.block_size
+    servable = (prompts + held <= limits.max_model_len) & (kv_need <= limits.kv_tokens)
     offered = len(prompts)
     weights = (prompts + outputs).astype(np.float64)
     need = served_fraction * float(weights.sum())
@@ -321,7 +346,7 @@ def throughput_bound(bt: BatchTimeModel, prompts, outputs, limits: EngineLimits,
                   served_fraction=served_fraction, limits=asdict(limits))
     if float(weights[servable].sum()) < need * (1 - 1e-12):
         return ThroughputBound(0.0, 0.0, 0.0, math.inf, math.inf, "unservable requests", components={}, **common)
-    per_request = request_work(prompts[servable], outputs[servable])
+    per_request = stage_work(stage, prompts[servable], outputs[servable])
     weights = weights[servable]
     work = least_work(per_request, weights, need)
     steps, binding = work.steps(limits)

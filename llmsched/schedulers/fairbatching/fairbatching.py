@@ -66,6 +66,7 @@ class FairBatching(Scheduler):
     """
 
     name = "fairbatching"
+    serves_transferred_kv = True  # a prompt a prefill instance sent: its last token, its own blocks
     family = "FairBatching"
     source = ("FairBatching (Lyu et al., arXiv 2510.14392), Lyu et al. §3.1-3.3, Algorithm 1; PAB §3.4 / App. A; "
               "admission control §5.1")
@@ -301,9 +302,10 @@ class FairBatching(Scheduler):
         budget = self.pab(view)
         if self.admit_rule == "positive":
             return None if budget > 0 else f"PAB admission: prefill admission budget {budget:.0f} tokens <= 0"
-        if req.prompt_len <= budget:
+        left = req.prompt_len - req.num_computed  # a prompt whose KV a prefill instance sent: its last token
+        if left <= budget:
             return None
-        return f"PAB admission: prompt {req.prompt_len} tokens > prefill admission budget {budget:.0f}"
+        return f"PAB admission: prompt {left} tokens > prefill admission budget {budget:.0f}"
 
     def load(self, view: ReplicaView) -> float:
         """Minus PAB: the ``least-load`` router then sends work where most prefill budget is left."""

@@ -244,9 +244,10 @@ class SLAI(WatermarkAdmission, Scheduler):
         for r in waiting:
             if tokens >= budget or active >= cap:
                 break
-            left = r.num_tokens - view.cached_tokens(r) if caching else r.num_tokens
-            need = view.admission_blocks(r, left) if caching else view.blocks_for(left)
-            if need > free:
+            loaded = caching or r.num_blocks  # a prefix cache's hit, or a prompt a prefill instance sent
+            left = r.num_tokens - view.cached_tokens(r) if loaded else r.num_tokens
+            need = view.admission_blocks(r, left) if loaded else view.blocks_for(left)
+            if need and need > free:  # a sent prompt's rest may need no block
                 break
             c = min(left, budget - tokens)
             plan.prefills.append((r, c))

@@ -1,0 +1,25 @@
+"""``llmsched reproduce pd-crossover``: colocated vs 1P1D vs 2P1D on prompt-heavy, balanced and decode-heavy traffic;
+llmsched/reproduce/pd_crossover.py runs it."""
+from __future__ import annotations
+
+from ..reproduce.pd_crossover import reproduce
+from .package_commands import keywords, run_field_option
+
+NAME = "pd-crossover"
+FUNCTION = reproduce
+HELP = ("colocated x2/x3 vs 1P1D/2P1D (Llama-3-8B, H100) on prompt-heavy, balanced and decode-heavy traffic: capacity "
+        "per GPU and latencies at a common rate")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--fast", action="store_true", help="CI size: 40 s probes, 15%% resolution")
+    p.add_argument("--out", default=None, help="output folder (default %(default)s)")
+    run_field_option(p, "duration", "seconds of arrivals of each probe (default %(default)s)")
+    p.add_argument("--resolution", type=float, default=None, help="capacity resolution (default %(default)s)")
+    p.add_argument("--jobs", type=int, default=None, help="parallel runs (default %(default)s)")
+    run_field_option(p, "seed")
+
+
+def run(args) -> int:
+    reproduce(**keywords(args))
+    return 0
