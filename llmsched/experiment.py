@@ -221,7 +221,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
     engine latency boundary."""
     source = build_source(cfg)
     timeline = run_timeline(cfg, source)
-    if cfg.fleet:  # imported here: a run without a fleet loads none of it
+    if cfg.fleet or cfg.autoscaler:  # imported here: a run without a fleet loads none of it
         from .fleet_setup import run_fleet
         result, rep, fleet_meta = run_fleet(cfg, source, progress, stream, out, timeline)
     else:

@@ -77,14 +77,14 @@ def min_rate(base: RunConfig) -> float:
 
 def measure_point(cfg: RunConfig) -> dict:
     """Simulate one probe config and return its JSON-clean record (see ``verdict.measure``)."""
-    replicas = None if cfg.fleet else build_replicas(cfg)
+    replicas = None if cfg.fleet or cfg.autoscaler else build_replicas(cfg)
     source = build_source(cfg)
     horizon = None
     if isinstance(source, OpenLoop) and len(source):
         arrivals = source.arrival_times
         _, end = window(arrivals, cfg.warmup, cfg.cooldown)
         horizon = max(float(arrivals.max()), end + GRACE_S) or None
-    if cfg.fleet:  # each probe runs the fleet file's pools and scale events at the probe's rate
+    if cfg.fleet or cfg.autoscaler:  # each probe runs the fleet's pools, scale events and autoscaler at its rate
         from ..fleet_setup import simulate_fleet_config
         result, _ = simulate_fleet_config(cfg, source, horizon=horizon, keep_gaps=True)
     else:

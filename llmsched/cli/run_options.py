@@ -82,10 +82,10 @@ def read_options(args) -> tuple[dict, dict[str, Origin]]:
         data["workload_params"] = {**data.get("workload_params", {}),
                                    **parse_params(args.workload_params, CLI_FLAGS["workload_params"])}
         origins["workload_params"] = CLI
-    if getattr(args, "router_params", None):
-        data["router_params"] = {**data.get("router_params", {}),
-                                 **parse_params(args.router_params, CLI_FLAGS["router_params"])}
-        origins["router_params"] = CLI
+    for name in ("router_params", "autoscaler_params", "cold_start_params"):
+        if getattr(args, name, None):
+            data[name] = {**data.get(name, {}), **parse_params(getattr(args, name), CLI_FLAGS[name])}
+            origins[name] = CLI
     if (data.get("trace") or data.get("concurrency") or data.get("tenants")) and "rate" not in data:
         data["rate"] = None  # a trace replays at its own rate; a closed loop has none; tenants have their own
     for key, value in args.run_defaults.items():

@@ -105,7 +105,7 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
     def drain(rep, t: float) -> None:
         done = rep.completed
         rep.completed = []
-        fleet.left(rep, len(done))
+        fleet.left(rep, done)
         for r in done:
             if staged:
                 at = stage_of.pop(r.id, None)
