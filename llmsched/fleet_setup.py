@@ -21,6 +21,7 @@ from .experiment import (carries_content, client_sends_of, open_logs, replica_ma
 from .fleet.autoscaler import ScalingContext
 from .fleet.autoscalers import make_autoscaler
 from .fleet.cold_start import ColdStart, cold_start_model
+from .hardware.prices import load_prices
 from .metrics.client_side import to_client
 from .fleet.fleet import Fleet
 from .fleet.state import FleetState
@@ -227,7 +228,26 @@ def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, 
                                 keep_gaps=keep_gaps, log=log)
     if fe is not None:
         to_client(result.requests, result.steps, fe, cfg.stream_interval)
+    if state.autoscalers or cfg.cold_start is not None or cfg.cold_start_params:
+        result.fleet["cost"] = fleet_cost(result.fleet, configs)
     return result, state
+
+
+def fleet_cost(fleet: dict, configs: dict[str, RunConfig]) -> dict:
+    """GPU-hours billed per pool and in all, and their cost at the built-in prices (llmsched/hardware/prices.json;
+    a pool whose GPU has no price there costs None, and so does the total)."""
+    prices = load_prices()
+    pools, total = {}, 0.0
+    for name, pool in fleet["pools"].items():
+        hours = pool["billed_gpu_s"] / 3600
+        try:
+            usd = hours * prices.price(configs[name].gpu)
+        except ValueError:
+            usd = None
+        pools[name] = {"gpu": configs[name].gpu, "gpu_hours": hours, "usd": usd}
+        total = None if usd is None or total is None else total + usd
+    return {"gpu_hours": fleet["billed_gpu_s"] / 3600, "usd": total, "pools": pools,
+            "prices": "llmsched/hardware/prices.json"}
 
 
 def run_fleet(cfg: RunConfig, source, progress: bool, stream: bool, out, timeline=None):
