@@ -20,7 +20,8 @@ from .hardware.kv_sizing import KVCache, kv_cache, memory_beside
 from .hardware.models import model as model_preset
 from .hardware.front_end import front_end
 from .metrics.client_side import to_client
-from .metrics.requests import RequestLog, meets
+from .metrics.requests import RequestLog
+from .metrics.slo_met import meets
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
 from .metrics.timeline import Timeline, fold_requests, window_width

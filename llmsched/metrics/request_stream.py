@@ -16,7 +16,8 @@ import numpy as np
 
 from ..request import Status
 from .pools import add_counts, pool_counts
-from .requests import CACHED_FIELD, FLOAT_FIELDS, RequestLog, meets
+from .requests import CACHED_FIELD, FLOAT_FIELDS, RequestLog
+from .slo_met import meets
 from .timeline import fold_requests
 from .sketch import QuantileSketch
 from .writers import CHUNK_ROWS, csv_line, request_columns, write_request_rows

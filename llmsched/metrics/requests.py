@@ -30,19 +30,6 @@ GAP_FIELDS = ("num_gaps", "tbt_misses", "gap_offset", "max_gap")  # filled in pe
 SETTLE_BATCH = 256  # requests whose gap columns are computed together (its temporaries raise the peak)
 
 
-def meets(col, finished: np.ndarray) -> dict[str, np.ndarray]:
-    """Per request (``col(name)`` gives a column): did it finish and meet each target (a missing target is met)?
-    ``all``: every target it has. TBT meets when at most ``TBT_MISS_TOLERANCE`` of its gaps exceed the target."""
-    out = {}
-    with np.errstate(invalid="ignore"):
-        for name in ("ttft", "tpot"):
-            target, value = col(f"{name}_slo"), col(name)
-            out[name] = finished & (np.isnan(target) | np.isnan(value) | (value <= target))
-        out["tbt"] = finished & (np.isnan(col("tbt_slo")) | (col("tbt_misses") <= TBT_MISS_TOLERANCE * col("num_gaps")))
-    out["all"] = out["ttft"] & out["tpot"] & out["tbt"]
-    return out
-
-
 def prefix_cache_stats(cached: int, prompt: int) -> dict:
     """A run with a prefix cache: its finished requests' prompt tokens found cached at their first admission
     (vLLM's num_cached_tokens), and their share of the prompt tokens (the hit rate)."""

@@ -33,7 +33,8 @@ import numpy as np
 
 from ..request import Status
 from .fairness import INPUT_WEIGHT, OUTPUT_WEIGHT, SERIES_BINS, backlogged, inside, intersect, jain, service_events
-from .requests import CACHED_FIELD, CLIENT_FIELDS, RequestLog, meets, prefix_cache_stats
+from .requests import CACHED_FIELD, CLIENT_FIELDS, RequestLog, prefix_cache_stats
+from .slo_met import meets
 from .latency_stats import NAN, QUANTILES, TOP_REASONS, merged_sketch, sketch_stats, value_stats
 from .policy_stats import summed
 from .pools import fleet_section, with_cost_per_good, pool_counts
