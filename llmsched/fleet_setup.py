@@ -19,6 +19,7 @@ import numpy as np
 from .experiment import (carries_content, client_sends_of, open_logs, replica_maker, run_model, schedule_extent,
                          workload_params)
 from .fleet.autoscaler import ScalingContext
+from .workload.workload import OpenLoop
 from .fleet.autoscalers import make_autoscaler
 from .fleet.cold_start import ColdStart, cold_start_model
 from .hardware.prices import load_prices
@@ -110,10 +111,9 @@ def scaling_context(cfg: RunConfig, fleet: Fleet, role: str, source) -> ScalingC
             if value is not None:
                 targets[name] = min(targets.get(name, math.inf), value)
     isl = osl = None
-    requests = getattr(source, "requests", None)
-    if isinstance(requests, list) and requests:
-        isl = float(np.mean([r.prompt_len for r in requests]))
-        osl = float(np.mean([r.output_len for r in requests]))
+    if isinstance(source, OpenLoop) and len(source):  # its columns (a streamed source draws them, builds no request)
+        prompts, outputs = source.lengths
+        isl, osl = float(np.mean(prompts)), float(np.mean(outputs))
     return ScalingContext(forecast, targets.get("ttft"), targets.get("tpot"), isl, osl, len(fleet.pools_of(role)))
 
 

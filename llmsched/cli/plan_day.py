@@ -47,7 +47,7 @@ def add(sub) -> None:
                                                                   f"{PRICES_PATH.name}")
     p.add_argument("--json", dest="json_out", default=None, help="write every day run's figures as JSON here")
     add_probe_options(p)
-    add_run_options(p, exclude=EXCLUDED)
+    add_run_options(p, exclude=EXCLUDED, defaults={"latency_boundary": "engine"})
     p.set_defaults(func=plan_day)
 
 
@@ -85,6 +85,9 @@ def plan_day(args) -> int:
     base = next(iter(bases.values()))
     if not (base.rate_schedule or base.trace):
         raise ValueError("plan-day plans a day of changing traffic: give --rate-schedule (with --duration) or --trace")
+    if base.latency_boundary != "engine":
+        raise ValueError("plan-day streams its days (millions of requests in flat memory), which measure at the "
+                         "engine: leave --latency-boundary out or give engine")
     if not base.tiers:
         raise ValueError(f"--attainment {args.attainment:g} counts the requests that meet their tier's targets: give "
                          f"--tiers, e.g. 'std:ttft=2:tpot=0.1'")

@@ -10,7 +10,9 @@ start), takes the highest rate there (the pool's share of it, when several pools
 ``capacity`` (requests/s a replica carries within the SLOs) is given (``capacity=``, e.g. a capacity search's or a
 plan's measured figure), or else estimated from the replica's batch-time model (replica_sizing.py: its time split
 between prefills and decodes at the ITL target ``itl``, default the run's TPOT target, else 0.05 s) at the workload's
-mean input and output lengths (as observed so far, or the run's requests' before any finished). ``utilization``
+mean input and output lengths: the run's requests' where the source holds them (a forecast of the lengths as the
+schedule is of the rate), else those observed so far (the output lengths of the requests that finished: short ones
+first, so an early estimate runs high). ``utilization``
 (0.8) leaves headroom for the arrivals' burstiness. The forecast is the run's ``--rate-schedule`` (its bursts
 included: a schedule is known in advance) or its constant ``--rate``; a trace replayed at its own pace has none,
 and this autoscaler refuses it.
@@ -62,8 +64,8 @@ class Predictive(Autoscaler):
         if self.params["capacity"] > 0:
             return self.params["capacity"]
         load, ctx = self.load(), self.context
-        isl = load.prompt_tokens / load.arrived if load.arrived else ctx.isl
-        osl = load.output_tokens / load.finished if load.finished else ctx.osl
+        isl = ctx.isl if ctx.isl is not None else load.prompt_tokens / load.arrived if load.arrived else None
+        osl = ctx.osl if ctx.osl is not None else load.output_tokens / load.finished if load.finished else None
         if isl is None or osl is None:
             return None
         itl = self.params["itl"] or ctx.tpot or DYNAMO_ITL

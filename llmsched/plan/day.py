@@ -2,7 +2,8 @@
 scheduler x router), the cheapest fixed fleet and the cheapest autoscaler setting whose day meets the attainment
 target, against an oracle that knows the day in advance, and what cold starts cost the cheapest settings.
 
-Every figure is of whole-day runs (``day_record``: one simulated day, billed from its start to its last request):
+Every figure is of whole-day runs (``day_record``: one simulated day, streamed and so measured at the engine, billed
+from its start to its last request):
 
 * **capacity** of one replica: the highest constant rate it carries meeting the attainment target (the capacity
   search of docs/capacity.md, one replica, ``capacity.rate_search.find_capacities``);
@@ -41,19 +42,20 @@ ORACLE_WINDOW = 60.0  # seconds: the oracle's (and the peak's) windows
 TIMELINE_WINDOW = 60.0  # a day run's timeline windows (the bursts' attainment reads them)
 # each policy's settings tried (beyond its bounds): its defaults, and one or two values of its main knob
 SETTINGS = {
-    "hpa": ({}, {"metric": "running"}, {"metric": "queue", "target": 2.0}),
+    "hpa": ({}, {"metric": "running"}),
     "kpa": ({}, {"target": 50.0}),
-    "dynamo-sla": ({}, {"predictor": "constant"}, {"predictor": "constant", "interval": 60.0}),
+    "dynamo-sla": ({}, {"predictor": "constant"}),
     "saturation": ({},),
     "predictive": ({"utilization": 0.85}, {"utilization": 0.7}),
 }
 
 
 def day_record(cfg: RunConfig) -> dict:
-    """One simulated day of ``cfg``: its attainment, GPU-seconds billed (a fleet's, or every replica from t = 0
-    to the run's end), its timeline rows, its CPU and wall seconds. JSON-clean (an executor's result)."""
+    """One simulated day of ``cfg``, streamed (running totals only: a day of millions of requests in flat memory,
+    latencies at the engine): its attainment, GPU-seconds billed (a fleet's, or every replica from t = 0 to the
+    run's end), its timeline rows, its CPU and wall seconds. JSON-clean (an executor's result)."""
     wall, cpu = time.perf_counter(), time.process_time()
-    result = run(cfg)
+    result = run(cfg.with_values(keep_gaps=False, latency_boundary="engine"), stream=True)
     summary = summarize(result)
     gpus = run_model(cfg).tp
     fleet = summary.get("fleet")
@@ -121,7 +123,8 @@ def arrivals_per_window(cfg: RunConfig, width: float = ORACLE_WINDOW) -> np.ndar
 def capacity_base(cfg: RunConfig) -> RunConfig:
     """One replica of ``cfg`` at a constant rate: what the capacity search probes."""
     return dataclasses.replace(cfg, rate_schedule=None, duration=DEFAULT_DURATION, num_requests=None, rate=2.0,
-                               timeline_window=None, replicas=1, autoscaler=None, keep_gaps=True, horizon=None)
+                               timeline_window=None, replicas=1, autoscaler=None, keep_gaps=True, horizon=None,
+                               latency_boundary="engine")
 
 
 def fixed_search(start: int, most: int):
