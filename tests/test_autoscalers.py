@@ -14,7 +14,7 @@ from llmsched.fleet.autoscaler import ScalingContext
 from llmsched.fleet.autoscalers import AUTOSCALER_MODULES, AUTOSCALER_NAMES, autoscaler_class, make_autoscaler
 from llmsched.fleet.cold_start import (CAPTURES, LOADER_BW, PROVISIONING_S, STORAGE, ColdStart, cold_start_model,
                                        storage)
-from llmsched.fleet.fleet import Fleet
+from llmsched.fleet.fleet import Fleet, ScaleEvent
 from llmsched.fleet.lifecycle import LOADING, PROVISIONING, SERVING, WARM, PhaseTimes
 from llmsched.fleet.load_predictor import Predictor
 from llmsched.fleet.pool import Pool
@@ -321,3 +321,31 @@ def test_predictive_has_the_replicas_serving_before_the_step():
     reactive = day_step("hpa")[2]
     first = min(dict(life.entered).get(SERVING, math.inf) for life in reactive.lives[1:])
     assert first > 150.0  # a reactive policy's first new replica serves only after the step
+
+
+# --- fleets: each pool its own autoscaler, the cold-start model where a pool gives no phases -------------------------
+def test_each_pool_gets_its_own_autoscaler_and_the_cold_start_model_only_without_phases_of_its_own():
+    from llmsched.fleet.cold_start import ColdStart
+    cfg = RunConfig(rate_schedule="0:4,100:30", duration=300.0, autoscaler="hpa", max_replicas=4, cold_start=20.0,
+                    **ENGINE)
+    fleet = Fleet((Pool("fast", 1, phases=PhaseTimes(provisioning=3.0)),
+                   Pool("big", 1, fields={"gpu": "h200", "autoscaler": "kpa", "max_replicas": 3,
+                                          "autoscaler_params": {"target": 20.0}})))
+    result, state = simulate_fleet_config(cfg, build_source(cfg), fleet=fleet)
+    scalers = {a.pool: a for a in state.autoscalers}
+    assert scalers["fast"].name == "hpa" and scalers["fast"].max_replicas == 4
+    assert scalers["big"].name == "kpa" and scalers["big"].max_replicas == 3
+    assert scalers["big"].params["target"] == 20.0
+    assert state.pools["fast"].spec.durations == PhaseTimes(provisioning=3.0)  # the file's figures win
+    big = state.pools["big"].spec.durations
+    assert isinstance(big, ColdStart) and big.cold_start == pytest.approx(20.0)
+    assert set(result.fleet["autoscalers"]) == {"fast", "big"}
+    assert len(result.requests) == len(build_source(cfg))
+
+
+def test_a_run_without_the_new_options_has_no_cold_start_and_no_cost():
+    cfg = RunConfig(rate=4.0, num_requests=200, **ENGINE)
+    fleet = Fleet((Pool("main", 1),), scale=(ScaleEvent(5.0, "main", 2),))
+    result, state = simulate_fleet_config(cfg, build_source(cfg), fleet=fleet)
+    assert state.pools["main"].spec.durations == PhaseTimes()
+    assert "cost" not in result.fleet and "autoscalers" not in result.fleet

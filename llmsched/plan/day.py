@@ -11,7 +11,8 @@ from its start to its last request):
   (peak: the busiest 60-s window of the day's arrivals) down while it meets, up while it fails (more replicas never
   serve worse);
 * **autoscaled**: every policy of ``--autoscalers`` at each setting of its grid (``SETTINGS``: the policy's defaults
-  and one or two values of its main knob), between 1 replica and the fixed fleet's count; the cheapest that meets;
+  and one value of its main knob), between 1 replica and the fixed fleet's count, starting with the replicas the
+  first minute needs at the capacity (as a fleet that had been running); the cheapest that meets;
 * **oracle** (not a bound): per 60-s window, the fewest replicas whose capacity covers that window's arrival rate,
   started at no cost the moment they are needed: what an autoscaler that knows the future and starts replicas
   instantly would pay, at this capacity;
@@ -201,6 +202,7 @@ def plan_day(candidates: list[Candidate], bases: dict[str, RunConfig], attainmen
     for c, cfg in days.items():
         fixed = out[c].best_fixed
         high = fixed.setting["replicas"] if fixed else most_replicas
+        start = starting_replicas(windows, out[c].capacity_rps, high)
         for policy in policies:
             for params in SETTINGS[policy]:
                 params = dict(params)
@@ -208,7 +210,7 @@ def plan_day(candidates: list[Candidate], bases: dict[str, RunConfig], attainmen
                     params["capacity"] = float(out[c].capacity_rps)
                 setting = {"policy": policy, "params": params, "max_replicas": high}
                 batch.append(day("autoscaled", c, setting, cfg.with_values(
-                    autoscaler=policy, autoscaler_params=params, min_replicas=1, max_replicas=high)))
+                    autoscaler=policy, autoscaler_params=params, min_replicas=1, max_replicas=high, replicas=start)))
     say(f"{len(batch)} autoscaled days")
     for (_, c, _, _), d in zip(batch, settle(batch)):
         out[c].autoscaled.append(d)
@@ -227,6 +229,8 @@ def plan_day(candidates: list[Candidate], bases: dict[str, RunConfig], attainmen
     # what cold starts cost the cheapest setting of each policy
     batch = []
     for c, cfg in days.items():
+        fixed = out[c].best_fixed
+        start = starting_replicas(windows, out[c].capacity_rps, fixed.setting["replicas"] if fixed else most_replicas)
         for policy in policies:
             mine = [d for d in out[c].autoscaled if d.setting["policy"] == policy]
             best = out[c].cheapest(mine) or (min(mine, key=lambda d: -d.record["attainment"]) if mine else None)
@@ -236,12 +240,20 @@ def plan_day(candidates: list[Candidate], bases: dict[str, RunConfig], attainmen
                 setting = {**best.setting, "cold_start": float(seconds)}
                 batch.append(day("cold-start", c, setting, cfg.with_values(
                     autoscaler=policy, autoscaler_params=best.setting["params"], min_replicas=1,
-                    max_replicas=best.setting["max_replicas"], cold_start=float(seconds))))
+                    max_replicas=best.setting["max_replicas"], cold_start=float(seconds), replicas=start)))
     if batch:
         say(f"{len(batch)} days at other cold starts")
         for (_, c, _, _), d in zip(batch, settle(batch)):
             out[c].cold_starts.append(d)
     return [out[c] for c in candidates]
+
+
+def starting_replicas(windows: np.ndarray, capacity: float | None, high: int) -> int:
+    """The replicas an autoscaled day starts with: those its first minute's arrivals need at the capacity (as a
+    fleet that had been running would have), within [1, high]."""
+    if not capacity or not len(windows):
+        return 1
+    return int(min(high, max(1, math.ceil(windows[0] / ORACLE_WINDOW / capacity - 1e-9))))
 
 
 def least_busy_seconds(cfg: RunConfig, attainment: float) -> float:
