@@ -17,7 +17,7 @@ compiled = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(compiled)
 
 
-SOURCES: dict[str, str] = {}  # the sources' hashes as Cython read them
+SOURCES: dict[str, dict] = {}  # the sources' hashes and file signatures as Cython read them
 
 
 def extensions() -> list:

@@ -63,7 +63,7 @@ def run_day(scale: float, out: Path, batch_time: str | None) -> dict:
 
 def requests_a_day() -> float:
     """The whole day's expected requests: its schedule's integral over 86,400 s."""
-    from llmsched.workload.rate_schedule import parse_rate_schedule
+    from llmsched.workload.arrivals.rate_schedule import parse_rate_schedule
     return float(parse_rate_schedule(day_args(1.0, None)[4]).shape.cumulative(DAY))
 
 

@@ -18,6 +18,8 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
 * ``prefix``: the Mooncake conversation trace (12,031 requests) at 2 req/s on 8 replicas of Llama-3.1-8B on H100s,
   vllm-chunked, with vLLM v1's prefix cache on and off (llmsched/engine/prefix_cache.py): simulation CPU of the
   same run with and without it (target: at most 1.25x); this checkout only;
+* ``offload``: the ``prefix`` row with the cache on, without KV tiers and with a 200 GiB host-memory tier in each
+  connector's model (vllm, lmcache; docs/kv-offload.md): the tiers' cost, at most 1.25x; this checkout only;
 * ``replicas``: simulation CPU per step with 1, 8 and 32 replicas (round-robin, 4 req/s and 2,000 requests per
   replica; the 1-replica row, a tenth of a second, is the median of five runs; several replicas run as lanes,
   llmsched/sim/lanes.py);
@@ -38,7 +40,7 @@ and prints after/before ratios measured in the same run; ``--baseline pure`` run
 The machine is shared: compare ratios, not absolutes.
 
     python benchmarks/bench_simulator.py [--rows conv,x10,replicas,routers,running256,vllm-v1,configjson,200k,1m,
-        mooncake200k,mooncake1m,prefix] [--baseline PATH|pure]
+        mooncake200k,mooncake1m,prefix,offload] [--baseline PATH|pure]
 """
 from __future__ import annotations
 
@@ -74,7 +76,7 @@ RUN_CHILD = CHILD_HELPERS + r"""
 import json, sys, time
 import llmsched
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.sim.simulator import simulate
 spec = json.loads(sys.argv[1])
 repeat = spec.pop("repeat", 1)
@@ -197,7 +199,7 @@ def rows(names: list[str], tmp: Path):
 
 def unpinned_rows(names: list[str], tmp: Path):
     """(row label, kind, spec) for each requested row."""
-    from llmsched.workload.traces import resolve_data_file
+    from llmsched.workload.traces.readers import resolve_data_file
     for name in names:
         if name == "conv":
             trace = str(resolve_data_file("AzureLLMInferenceTrace_conv.csv"))
@@ -224,6 +226,13 @@ def unpinned_rows(names: list[str], tmp: Path):
                     "scheduler": "vllm-chunked", "trace": str(resolve_data_file("conversation_trace.jsonl")),
                     "rate": 2.0, "model": "llama-3.1-8b", "gpu": "h100", "replicas": 8, "keep_gaps": False,
                     "prefix_caching": caching}
+        elif name == "offload":
+            # the prefix row with KV tiers below the GPU (docs/kv-offload.md): each connector's model, and without
+            for label, extra in (("no tiers", {}), ("cpu:200GiB, vllm", {"kv_offload": "cpu:200GiB"}),
+                                 ("cpu:200GiB, lmcache", {"kv_offload": "cpu:200GiB", "kv_offload_mode": "lmcache"})):
+                yield f"Mooncake conv, prefix cache, {label}", "sim-now", {
+                    "scheduler": "vllm-chunked", "trace": str(resolve_data_file("conversation_trace.jsonl")),
+                    "rate": 2.0, "model": "llama-3.1-8b", "gpu": "h100", "replicas": 8, "keep_gaps": False, **extra}
         elif name == "replicas":
             for n in (1, 8, 32):
                 yield f"{n} replica(s), sarathi", "sim", {
@@ -263,7 +272,7 @@ def unpinned_rows(names: list[str], tmp: Path):
                         "max_num_batched_tokens": 2048, "repeat": 3}
         else:
             raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, mooncake200k, mooncake1m, prefix, "
-                             f"replicas, routers, running256, vllm-v1, configjson")
+                             f"offload, replicas, routers, running256, vllm-v1, configjson")
 
 
 def refuse_stale_build(allowed: bool) -> None:

@@ -7,8 +7,11 @@ same values in struct slots instead of dict or slot lookups), so a compiled run 
 computes (tests/test_compiled.py compares the files byte for byte) in about two thirds of the CPU time.
 
 Python imports an extension module in preference to its ``.py``, so an edited source would be silently ignored until
-the next build. The build records each compiled module's source hash (``compiled.json``). At import, a module whose
-source (``.py`` or ``.pxd``) changed since the build, or whose extension is missing, is imported from its source,
+the next build. The build records each compiled module's source hash (``compiled.json``), with each source file's
+size and modification time: at import a file whose size and time are those recorded is taken as unchanged without
+reading it (every start pays for this check; hashing the sources was a tenth of a simulate's start-up), any other is
+hashed. A module whose source (``.py`` or ``.pxd``) changed since the build, or whose extension is missing, is
+imported from its source,
 and so is every module whose declarations ``cimport`` it (their compiled code relies on its struct layout); the
 others stay compiled, and a warning names the modules running from source and how to rebuild. Extension files
 without a record, or ``LLMSCHED_PURE=1``, mean every module runs from source. Standard library only: ``setup.py``
@@ -43,18 +46,24 @@ MODULES = (
     "llmsched.engine.plan_check",
     "llmsched.engine.preemption",
     "llmsched.engine.replica",
+    "llmsched.engine.step_clock",
+    "llmsched.engine.step_counters",
     "llmsched.engine.tokens",
     "llmsched.engine.view",
     "llmsched.batchtime.roofline",
     "llmsched.metrics.requests",
     "llmsched.metrics.steps",
-    "llmsched.routers",
+    "llmsched.routing.simple",
+    "llmsched.routing.least_loaded",
+    "llmsched.routing.pab",
+    "llmsched.routing.vllm_dp",
     "llmsched.sim.lanes",
     "llmsched.sim.simulator",
     "llmsched.workload.workload",
     "llmsched.schedulers.base",
     "llmsched.schedulers.decode_pass",
     "llmsched.schedulers.fcfs",
+    "llmsched.schedulers.running_first",
     "llmsched.schedulers.sarathi",
     "llmsched.schedulers.vllm",
     "llmsched.schedulers.vllm_chunked",
@@ -67,25 +76,46 @@ CIMPORT = re.compile(r"^\s*(?:from\s+(llmsched(?:\.\w+)+)\s+cimport|cimport\s+(l
 
 def sources(module: str, root: Path = ROOT) -> list[Path]:
     """The files a module is compiled from: its ``.py`` and, if there is one, its ``.pxd``."""
-    base = root.joinpath(*module.split(".")[1:])
-    pxd = base.with_suffix(".pxd")
-    return [base.with_suffix(".py"), *([pxd] if pxd.exists() else [])]
+    return [Path(path) for path in source_files(module, root)]
+
+
+def source_files(module: str, root: Path = ROOT) -> list[str]:
+    """``sources`` as strings (os.path: every start checks the build, and pathlib would be most of that)."""
+    base = os.path.join(root, *module.split(".")[1:])
+    pxd = base + ".pxd"
+    return [base + ".py", pxd] if os.path.exists(pxd) else [base + ".py"]
 
 
 def digest(module: str, root: Path = ROOT) -> str:
     h = hashlib.sha256()
-    for path in sources(module, root):
-        h.update(path.read_bytes())
+    for path in source_files(module, root):
+        with open(path, "rb") as f:
+            h.update(f.read())
     return h.hexdigest()
+
+
+def signature(module: str, root: Path = ROOT) -> list[list[int]]:
+    """[size, modification time in ns] of each file ``module`` is compiled from."""
+    out = []
+    for path in source_files(module, root):
+        st = os.stat(path)
+        out.append([st.st_size, st.st_mtime_ns])
+    return out
+
+
+def current(module: str, entry, root: Path = ROOT) -> bool:
+    """Whether ``module``'s sources are those its record ``entry`` (from ``source_record``) was taken of."""
+    if isinstance(entry, dict):
+        return entry.get("stat") == signature(module, root) or entry.get("sha256") == digest(module, root)
+    return entry == digest(module, root)  # a record of hashes alone (an older build)
 
 
 def extension(module: str, root: Path = ROOT) -> Path | None:
     """The compiled file of ``module`` lying in the package, if any (whatever built it)."""
-    base = root.joinpath(*module.split(".")[1:])
+    base = os.path.join(root, *module.split(".")[1:])
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = base.with_name(base.name + suffix)
-        if path.exists():
-            return path
+        if os.path.exists(base + suffix):
+            return Path(base + suffix)
     return None
 
 
@@ -109,12 +139,12 @@ def dependents(stale: set[str], root: Path = ROOT) -> set[str]:
     return out
 
 
-def source_record(root: Path = ROOT) -> dict[str, str]:
-    """The source hash of every compiled module, taken when Cython reads the sources."""
-    return {module: digest(module, root) for module in MODULES}
+def source_record(root: Path = ROOT) -> dict[str, dict]:
+    """The source hash and file signatures of every compiled module, taken when Cython reads the sources."""
+    return {module: {"sha256": digest(module, root), "stat": signature(module, root)} for module in MODULES}
 
 
-def write_manifest(package_dir: Path, record: dict[str, str]) -> None:
+def write_manifest(package_dir: Path, record: dict[str, dict]) -> None:
     """Write ``record`` (``source_record`` taken before translating) in ``package_dir``, where the build put the
     modules: a source edited while the build ran then reads as changed, not as built."""
     (package_dir / MANIFEST).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
@@ -132,7 +162,7 @@ def plan(root: Path = ROOT, environ=os.environ) -> tuple[str, str, frozenset[str
             return "pure", f"compiled modules lie in {root} without {MANIFEST} (not built by setup.py)", everything
         return "pure", "not compiled (no Cython or no C compiler at install, or LLMSCHED_NO_COMPILE=1)", everything
     record = json.loads(manifest.read_text())
-    changed = {m for m in MODULES if record.get(m) != digest(m, root)}
+    changed = {m for m in MODULES if not current(m, record.get(m), root)}
     missing = {m for m in MODULES if extension(m, root) is None}
     if not changed and not missing:
         return "compiled", "built from these sources", frozenset()

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import math
 
+from .bounds import MAX_REQUESTS, MAX_SECONDS, MIN_RATE
+from .engine.limits import MAX_NUM_BATCHED_TOKENS, vllm_refusal
 from .run_field import API, shown
-from .workload.arrivals import MAX_SECONDS
-from .workload.tenants import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
-from .workload.tiers import parse_tiers
+from .workload.tenants.streams import EXAMPLE as TENANTS_EXAMPLE, parse_tenants, total_rate
+from .workload.tenants.tiers import parse_tiers
 
-# A run must mean something: a mean gap longer than MIN_RATE's (about 11.6 days) or more than MAX_REQUESTS
-# requests is a typo (1e-300, 1e30), not an experiment; such a run would never end or never start.
-MIN_RATE = 1e-6
-MAX_REQUESTS = 100_000_000
 DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS = 1, 16  # an autoscaler's bounds unless given
 
 
@@ -95,6 +92,11 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
     if data.get("workload_params") and data.get("workload") != "shared-prefix":
         raise ValueError(f"{origin_of('workload_params').name('workload_params')} applies to --workload "
                          f"shared-prefix (the only workload with parameters); drop it or use that workload")
+    turns, users, n = data.get("turns"), data.get("concurrency"), data.get("num_requests")
+    if all(isinstance(x, int) for x in (turns, users, n)) and n + users * (turns - 1) > MAX_REQUESTS:
+        raise ValueError(f"{origin_of('turns').name('turns')} {turns} with "
+                         f"{origin_of('concurrency').name('concurrency')} {users}: the sessions draw {n + users * (turns - 1):,} requests' lengths, more than "
+                         f"{MAX_REQUESTS:,}; fewer turns (a session of more turns than --num-requests never ends)")
     if given(data, "concurrency") and not given(data, "num_requests"):
         raise ValueError(f"{origin_of('concurrency').name('concurrency')} (a closed loop) needs --num-requests, how "
                          f"many requests it sends in all")
@@ -103,19 +105,60 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
     if given(data, "fleet"):
         check_fleet_combination(data, origin_of)
     check_autoscaler_combination(data, origin_of)
+    if data.get("kv_offload_mode") not in (None, "", "vllm") and not given(data, "kv_offload"):  # not the default
+        raise ValueError(f"{origin_of('kv_offload_mode').name('kv_offload_mode')} chooses the connector of KV "
+                         f"offload tiers: give them with --kv-offload (e.g. cpu:200GiB), or drop it")
+    if given(data, "kv_offload") and data.get("prefix_caching") is False:
+        raise ValueError(f"{origin_of('kv_offload').name('kv_offload')}: offload tiers keep cached prefixes below "
+                         f"the GPU's prefix cache; drop --no-prefix-caching or the tiers")
     dp, replicas = data.get("dp"), data.get("replicas")
     if isinstance(dp, int) and dp > 1 and isinstance(replicas, int) and replicas > 1:
         raise ValueError(f"{origin_of('dp').name('dp')} {dp} with {origin_of('replicas').name('replicas')} "
                          f"{replicas}: a DP group is one server of {dp} ranks; give --dp or --replicas, not both")
-    rate = data.get("rate")
+    rate, rate_key = data.get("rate"), "rate"
+    if given(data, "tenants") and isinstance(data["tenants"], str) and not given(data, "trace"):
+        rate, rate_key = total_rate(parse_tenants(data["tenants"])), "tenants"  # the tenants' rates added up
     if isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0:
         n, duration = data.get("num_requests"), data.get("duration")
+        what = f"{origin_of(rate_key).name(rate_key)} {rate:g}" + (" requests/s in all" if rate_key == "tenants"
+                                                                    else "")
         if isinstance(n, int) and n > 1 and (n - 1) / rate > MAX_SECONDS:
-            raise ValueError(f"{origin_of('rate').name('rate')} {rate:g} with {n} requests: arrivals would span "
-                             f"{(n - 1) / rate:.3g} s (more than {MAX_SECONDS:g} s); raise the rate")
+            raise ValueError(f"{what} with {n} requests: arrivals would span {(n - 1) / rate:.3g} s (more than "
+                             f"{MAX_SECONDS:g} s); raise the rate")
         if isinstance(duration, (int, float)) and duration * rate > MAX_REQUESTS:
-            raise ValueError(f"{origin_of('duration').name('duration')} {duration:g} at rate {rate:g} means about "
+            raise ValueError(f"{origin_of('duration').name('duration')} {duration:g} at {what} means about "
                              f"{duration * rate:.3g} requests (more than {MAX_REQUESTS:,}); shorten the duration")
+    schedule = getattr(data.get("rate_schedule"), "value", None)  # a RateSchedule, parsed by the field's check
+    if schedule is not None:
+        shape, name = schedule.shape, origin_of("rate_schedule").name("rate_schedule")
+        n, duration = data.get("num_requests"), data.get("duration")
+        low = [r for r in shape.levels if 0 < r < MIN_RATE] if shape.is_steps else []
+        if low:  # bounds.py: as --rate (a rate of 1e-300 would report TTFT = 0)
+            raise ValueError(f"{name} {data['rate_schedule']}: rate {low[0]:g} must be 0 or at least {MIN_RATE:g} "
+                             f"requests/s (a mean gap of at most 11.6 days)")
+        if isinstance(n, int) and n < shape.total:
+            span = float(shape.inverse([float(n)])[0])
+            if span > MAX_SECONDS:
+                raise ValueError(f"{name} {data['rate_schedule']} with {n} requests: arrivals would span "
+                                 f"{span:.3g} s (more than {MAX_SECONDS:g} s); raise the rates")
+        if isinstance(duration, (int, float)) and float(shape.cumulative(duration)) > MAX_REQUESTS:
+            raise ValueError(f"{origin_of('duration').name('duration')} {duration:g} at {name} "
+                             f"{data['rate_schedule']} means about {float(shape.cumulative(duration)):.3g} requests "
+                             f"(more than {MAX_REQUESTS:,}); shorten the duration")
+
+
+def refuse_as_vllm(cfg, policy, max_model_len: int) -> None:
+    """A run of vLLM's own scheduler (``models_vllm``) with limits vLLM refuses at start-up: refused with vLLM's
+    reason. Without chunked prefill vLLM also refuses a step budget below the context length, but raises its own
+    default budget to the context length: so the rule applies to a budget given here, and the default one keeps
+    rejecting longer prompts at arrival, with that reason."""
+    if not policy.models_vllm:
+        return
+    given = cfg.max_num_batched_tokens != MAX_NUM_BATCHED_TOKENS.default
+    reason = vllm_refusal(cfg.max_num_batched_tokens, cfg.max_num_seqs, max_model_len if given else None,
+                          policy.chunks_prompts)
+    if reason:
+        raise ValueError(f"scheduler {policy.name!r} is vLLM's, and vLLM refuses these limits at start-up: {reason}")
 
 
 def check_fleet_combination(data: dict, origin_of) -> None:

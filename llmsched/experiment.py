@@ -13,6 +13,8 @@ import numpy as np
 
 from .batchtime.registry import BATCH_TIME_MODELS, make_batch_time_model, resolve_kind
 from .batchtime.vllm_v1 import cudagraph_capture_sizes
+from .config_fields import refuse_as_vllm
+from .engine.offload_plan import plan_offload
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.hf_config import kv_cache_dtype_bytes
@@ -26,24 +28,25 @@ from .metrics.steps import StepLog
 from .metrics.streams import open_streams
 from .metrics.timeline import Timeline, fold_requests, window_width
 from .request import Status
-from .routers import make_router
+from .routing.registry import make_router
 from .run_config import RunConfig
 from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.dp_lockstep import in_lockstep, simulate_lockstep
 from .sim.simulator import RunResult, simulate
 from .sources.registry import build_source
 from .workload.workload import ClosedLoop, OpenLoop, names_prompts
-from .workload.traces import DataFileNotFound, resolve_data_file
+from .workload.traces.readers import DataFileNotFound, resolve_data_file
 from .workload.client_sends import client_sends
-from .workload.shared_prefix import NAME as SHARED_PREFIX
+from .workload.generators.shared_prefix import NAME as SHARED_PREFIX
 
 
 def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
-                   steps: StepLog | None = None) -> list[Replica]:
+                   steps: StepLog | None = None, ran: str | None = None) -> list[Replica]:
     """The run's replicas, sharing ``steps`` (default a new StepLog); ``workload_params`` (from
     ``workload_params(cfg, source)``) tunes workload-aware policies to the run's own workload where the user did
-    not set those parameters."""
-    bt, config = replica_parts(cfg)
+    not set those parameters. ``ran``: the log that proves this model ran on this GPU (a real run replayed), so
+    that a model the memory model finds no room for is warned about, not refused."""
+    bt, config = replica_parts(cfg, ran)
     steps = steps if steps is not None else StepLog()
     params = {**(workload_params or {}), **cfg.scheduler_params}
     policies = [new_policy(cfg, params, config, i == 0) for i in range(cfg.replicas if cfg.dp == 1 else cfg.dp)]
@@ -70,12 +73,15 @@ def new_policy(cfg: RunConfig, params: dict, config: ReplicaConfig, first: bool)
         policy = create_scheduler(cfg.scheduler, **params)
     except TypeError as e:
         raise ValueError(f"scheduler {cfg.scheduler!r} parameters {params}: a value has the wrong type ({e})") from None
+    if first:
+        refuse_as_vllm(cfg, policy, config.max_model_len)
     policy.fit_token_budgets(config.max_num_batched_tokens, cfg.scheduler_params if first else ())
     return policy
 
 
-def replica_parts(cfg: RunConfig) -> tuple:
-    """What the run's replicas share: the batch-time model and the replica config (limits, KV cache size)."""
+def replica_parts(cfg: RunConfig, ran: str | None = None) -> tuple:
+    """What the run's replicas share: the batch-time model and the replica config (limits, KV cache size);
+    ``ran``: see ``build_replicas``."""
     m = run_model(cfg)
     if cfg.max_model_len is not None and cfg.max_model_len > m.max_model_len:
         raise ValueError(f"max_model_len {cfg.max_model_len} is above {cfg.model}'s context length "
@@ -87,15 +93,30 @@ def replica_parts(cfg: RunConfig) -> tuple:
         raise ValueError(f"batch_time_params {cfg.batch_time_params}: a value has the wrong type for batch-time "
                          f"model {cfg.batch_time!r} ({e}); give numbers (and a path for file=)") from None
     num_blocks = cfg.num_blocks or kv_blocks(cfg, m, g, bt)
+    if cfg.num_blocks:
+        check_fit(cfg, m, g, bt, ran)
     block_bytes = m.kv_bytes_per_token * cfg.block_size
+    caching = cfg.prefix_caching and carries_content(cfg)
     config = ReplicaConfig(
         num_blocks=num_blocks, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
         max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len or m.max_model_len,
         preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow,
         fast_forward=cfg.fast_forward and not in_lockstep(cfg.dp, cfg.expert_parallel, m),
-        check_invariants=cfg.check_invariants, prefix_caching=cfg.prefix_caching and carries_content(cfg))
+        check_invariants=cfg.check_invariants, prefix_caching=caching, kv_offload=offload_plan(cfg, m, g, caching))
     return bt, config
+
+
+def offload_plan(cfg: RunConfig, spec, device, caching: bool):
+    """The run's KV tiers below the GPU resolved for its model, GPU and TP (None without ``kv_offload``)."""
+    if not cfg.kv_offload:
+        return None
+    if not caching:
+        raise ValueError(f"--kv-offload {cfg.kv_offload}: offload tiers keep cached prefixes, so the requests must "
+                         f"name their prompts (a Mooncake or session trace, --workload shared-prefix, --turns); this "
+                         f"run's do not")
+    return plan_offload(cfg.kv_offload.value, cfg.kv_offload_mode, spec, device, spec.tp, cfg.block_size,
+                        replicas=max(cfg.replicas, cfg.dp))
 
 
 def run_model(cfg: RunConfig):
@@ -124,14 +145,15 @@ def kv_blocks(cfg: RunConfig, spec, device, bt) -> int:
     return run_kv_cache(cfg, spec, device, bt).blocks
 
 
-def run_kv_cache(cfg: RunConfig, spec, device, bt) -> KVCache:
+def run_kv_cache(cfg: RunConfig, spec, device, bt, reported: bool = True) -> KVCache:
     """The run's KV cache, sized by the one function every command uses (hardware/kv_sizing.py): the block count
     vLLM reported for the real run whose log ``cfg.trace`` is (its meta.json beside it, where that describes this
     model, parallelism and GPU), else vLLM's sizing for the vllm-v1 kind (or a real vLLM run's log), else the
-    weights-and-reserve estimate of the engine-agnostic kinds."""
+    weights-and-reserve estimate of the engine-agnostic kinds. ``reported=False`` leaves the real run's count out:
+    what the memory model alone finds room for (the fit check)."""
     vllm_engine = resolve_kind(cfg.batch_time)[0] == "vllm-v1"
     run = None
-    if cfg.trace:
+    if cfg.trace and reported:
         try:
             run = memory_beside(resolve_data_file(cfg.trace), spec, device, cudagraph_capture_sizes)
         except (DataFileNotFound, OSError):
@@ -142,6 +164,20 @@ def run_kv_cache(cfg: RunConfig, spec, device, bt) -> KVCache:
     return kv_cache(spec, device, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
                     max_num_batched_tokens=cfg.max_num_batched_tokens, vllm_engine=vllm_engine,
                     gpu_memory_utilization=cfg.gpu_memory_utilization, capture_sizes=graphs, run=run)
+
+
+def check_fit(cfg: RunConfig, spec, device, bt, ran: str | None = None) -> None:
+    """A given KV cache size (``num_blocks``) sets the cache, not the room the weights need: the weights must still
+    fit the GPU at the run's tensor parallelism, or the run is refused as without it (a warning where ``ran``, a
+    real run's log, shows it ran there)."""
+    try:
+        run_kv_cache(cfg, spec, device, bt, reported=False)
+    except ValueError as e:
+        if ran is None:
+            raise ValueError(f"{e} (--num-blocks {cfg.num_blocks} sets the KV cache's size, not the memory the "
+                             f"weights need)") from None
+        warnings.warn(f"{e}; yet {ran} shows the model ran there: the replay uses the KV cache the log reports, "
+                      f"but check --model and --gpu", stacklevel=3)
 
 
 def workload_params(cfg: RunConfig, source) -> dict:
@@ -217,10 +253,10 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
     return result
 
 
-def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) -> RunResult:
+def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None, ran: str | None = None) -> RunResult:
     """One simulation. ``stream``: write ``out``/requests.csv and steps.csv during the run (no ``out``: keep
     totals only) and keep no rows in memory (see ``metrics/stream_summary.py``); needs ``keep_gaps=False`` and the
-    engine latency boundary."""
+    engine latency boundary. ``ran``: see ``build_replicas``."""
     source = build_source(cfg)
     timeline = run_timeline(cfg, source)
     if cfg.fleet or cfg.autoscaler:  # imported here: a run without a fleet loads none of it
@@ -231,7 +267,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         log, steps = open_logs(cfg, cfg.prefix_caching and carries_content(cfg), stream, out)
         if timeline is not None and getattr(log, "streamed", False):
             log.timeline = timeline  # a streamed log folds arrivals in as it writes them
-        replicas = build_replicas(cfg, workload_params(cfg, source), steps)
+        replicas = build_replicas(cfg, workload_params(cfg, source), steps, ran)
         result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
         rep = replicas[0]
     if timeline is not None:
@@ -244,6 +280,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None) 
         "kv_cache": kv_description(cfg, rep),
         "block_size": rep.config.block_size,
         "max_model_len": rep.config.max_model_len,
+        **({"kv_offload": rep.config.kv_offload.describe()} if rep.config.kv_offload is not None else {}),
         "wall_time_s": result.wall_time,
         "simulated_s": result.end_time,
     }
@@ -335,7 +372,7 @@ def last_batch(replicas: list[Replica], req) -> int:
     """The requests that got a token in the step that just ended on ``req``'s replica (its decodes and chunks)."""
     if req.replica < 0:
         return 0
-    _, prefills, decodes, _ = replicas[req.replica].row
+    _, prefills, decodes, _ = replicas[req.replica].clock.row
     return prefills + decodes
 
 
@@ -360,11 +397,17 @@ def open_logs(cfg: RunConfig, caching: bool, stream: bool, out):
         if client:
             raise ValueError("a streamed run (--stream) keeps no step log to price the front end's output path "
                              "per step: add --latency-boundary engine (latency_boundary = \"engine\")")
-        log, steps = open_streams(out, caching)
+        log, steps = open_streams(out, caching, offload_tier_names(cfg) if caching else ())
     elif caching or client:
-        log = RequestLog(cfg.keep_gaps, cached=caching, client=client)
+        log = RequestLog(cfg.keep_gaps, cached=caching, client=client,
+                         tiers=offload_tier_names(cfg) if caching else ())
     return log, steps
 
+
+
+def offload_tier_names(cfg: RunConfig) -> tuple[str, ...]:
+    """The media of the run's KV tiers below the GPU, in order (none without ``kv_offload``)."""
+    return tuple(t.medium for t in cfg.kv_offload.value) if cfg.kv_offload else ()
 
 def client_sends_of(cfg: RunConfig, source, log, keep_gaps: bool, caching: bool, replicas: list[Replica]):
     """At the client latency boundary: ``source``'s requests sent through the run's front end

@@ -28,7 +28,7 @@ from .fleet.fleet import Fleet
 from .fleet.state import FleetState
 from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
-from .routers import make_router
+from .routing.registry import make_router
 from .config_fields import check_combination
 from .run_config import DEFAULTS, RunConfig, check_field, checked_params, checked_router_params
 from .run_field import API, Origin

@@ -25,3 +25,4 @@ cdef class Request:
     cdef public object lag
     cdef public object order
     cdef public object num_cached
+    cdef public object tier_cached

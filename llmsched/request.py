@@ -24,6 +24,8 @@ from array import array
 from dataclasses import dataclass
 from enum import IntEnum
 
+from .bounds import MAX_WEIGHT, MIN_WEIGHT
+
 
 @dataclass(frozen=True, slots=True)
 class SLO:
@@ -80,8 +82,9 @@ class Tenant:
         if not self.name:
             raise ValueError("tenant name must be non-empty")
         w = self.weight
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not (w > 0 and math.isfinite(w)):
-            raise ValueError(f"tenant {self.name!r}: weight must be a positive finite number, got {w!r}")
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not MIN_WEIGHT <= w <= MAX_WEIGHT:
+            raise ValueError(f"tenant {self.name!r}: weight must be a positive number from {MIN_WEIGHT:g} to "
+                             f"{MAX_WEIGHT:g} (a share relative to the other tenants'), got {w!r}")
         check_priority(f"tenant {self.name!r}", self.priority)
 
 
@@ -111,7 +114,7 @@ class Request:
         # state (mutated only by the replica)
         "status", "num_computed", "num_generated", "num_blocks", "replica",
         "first_scheduled", "first_token", "last_token", "finish", "preemptions",
-        "reject_reason", "token_times", "mark", "lag", "order", "num_cached",
+        "reject_reason", "token_times", "mark", "lag", "order", "num_cached", "tier_cached",
     )
 
     def __init__(self, id: int, arrival: float, prompt_len: int, output_len: int,
@@ -153,6 +156,7 @@ class Request:
         self.lag = -1
         self.order = -1  # position in the replica's running order (admission or swap-in sequence)
         self.num_cached = 0  # prompt tokens a prefix cache held at its first admission (vLLM's num_cached_tokens)
+        self.tier_cached = None  # of them, those each KV tier below the GPU supplied (runs with tiers)
 
     @property
     def num_tokens(self) -> int:

@@ -12,18 +12,19 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config_fields import (DEFAULT_MAX_REPLICAS, DEFAULT_MIN_REPLICAS, MAX_REQUESTS, MAX_SECONDS, MIN_RATE,
-                            check_combination, check_params)
+from .bounds import MAX_BLOCKS, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, MIN_RATE
+from .config_fields import DEFAULT_MAX_REPLICAS, DEFAULT_MIN_REPLICAS, check_combination, check_params
 from .fleet.autoscalers import AUTOSCALER_NAMES
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
                             MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
 from .hardware.front_end import DEFAULT as DEFAULT_FRONT_END, FRONT_ENDS
+from .engine.offload_spec import MODES as KV_OFFLOAD_MODES, parse_kv_offload
 from .hardware.gpus import gpu_from_file
 from .hardware.hf_config import KV_CACHE_DTYPE_BYTES
 from .run_field import API, Origin, declare, declared, default_of
-from .workload.rate_schedule import EXAMPLE as SCHEDULE_EXAMPLE, RateSchedule, parse_rate_schedule
-from .workload.tenants import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
-from .workload.tiers import parse_tiers
+from .workload.arrivals.rate_schedule import EXAMPLE as SCHEDULE_EXAMPLE, RateSchedule, parse_rate_schedule
+from .workload.tenants.streams import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
+from .workload.tenants.tiers import parse_tiers
 
 
 def parse_rate_schedule_text(text: str) -> RateSchedule:
@@ -125,7 +126,7 @@ class RunConfig:
     arrival: str = declare("poisson", "arrival process for named workloads: poisson, gamma (bursty, see --cv), "
                                       "constant", choices=("poisson", "gamma", "constant"))
     cv: float | None = declare(None, "coefficient of variation of gamma inter-arrival times (>1 is burstier than "
-                                     "Poisson)", kind=float, optional=True, above=0, high=1e3)
+                                     "Poisson)", kind=float, optional=True, low=1e-3, high=1e3)
     rate_schedule: str | None = declare(None, "arrival rate over time (docs/workloads.md, \"Time-varying traffic\"): "
                                               "steps 'START:RATE,...', inference-perf stages 'stages:RATE@SECONDS,"
                                               "...' (or its config file), 'diurnal:peak=R,trough=R[,period=S]"
@@ -156,7 +157,7 @@ class RunConfig:
                                   hint=f"e.g. {TENANTS_EXAMPLE} (keys rate, weight, workload, priority)",
                                   parse=parse_tenants)
     max_total_tokens: int | None = declare(None, "cap prompt+output tokens of generated requests", kind=int,
-                                           optional=True, low=2)
+                                           optional=True, low=2, high=MAX_TOKENS)
     # replica limits, named as in vLLM
     block_size: int = BLOCK_SIZE.field()
     max_num_seqs: int = MAX_NUM_SEQS.field()
@@ -174,7 +175,7 @@ class RunConfig:
                                           "byte an element: twice the tokens in the same memory, half the bytes an "
                                           "attention step reads), bfloat16, ...", choices=tuple(KV_CACHE_DTYPE_BYTES))
     num_blocks: int | None = declare(None, "KV cache size in blocks (overrides the size derived from the GPU)",
-                                     kind=int, optional=True, low=1,
+                                     kind=int, optional=True, low=1, high=MAX_BLOCKS,
                                      hint="leave it out to size the KV cache from the GPU")
     preemption_mode: str = PREEMPTION_MODE.field()
     overflow: str = OVERFLOW.field()
@@ -205,6 +206,17 @@ class RunConfig:
                                                  "engine); benchmarks' defaults: inference-perf 300, GuideLLM 300, "
                                                  "vllm bench serve 21600; default none",
                                            kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")
+    # KV tiers below the GPU cache (docs/kv-offload.md): host memory, local disk, a remote store
+    kv_offload: str | None = declare(None, "KV offload tiers below the GPU's prefix cache, per replica: cpu:200GiB "
+                                           "(vLLM's --kv-offloading-size), several as cpu:200GiB,disk:2TB, a tier's "
+                                           "settings after its size (cpu:200GiB:link=pcie-gen4:chunk=256), or a "
+                                           ".toml/.yaml file of [[tier]] tables", kind=str, optional=True,
+                                     hint="e.g. cpu:200GiB or cpu:200GiB,disk:2TB or a .toml file of [[tier]] tables",
+                                     parse=parse_kv_offload)
+    kv_offload_mode: str = declare("vllm", "the connector --kv-offload models: vllm (vLLM's native "
+                                           "OffloadingConnector: async loads and stores), lmcache (LMCache's CPU/disk "
+                                           "backends: loads and stores inside the step), lmcache-layerwise",
+                                   choices=KV_OFFLOAD_MODES)
     # run control
     horizon: float | None = declare(None, "stop simulating at this time (s); requests in flight end unfinished",
                                     kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")
@@ -308,7 +320,7 @@ def checked_fields(data: dict, origin: Origin) -> dict:
 
 def checked_router_params(data: dict, origin: Origin) -> dict:
     """``data``'s router parameters checked against its router's (by name and by their defaults' types)."""
-    from .routers import router_params
+    from .routing.registry import router_params
     name = data.get("router", DEFAULTS["router"])
     return check_params(f"router {name!r}", data["router_params"], router_params(name),
                         origin.name("router_params"))

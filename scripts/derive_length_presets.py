@@ -6,7 +6,7 @@
 
 ``NAME=PATH`` picks the file for one preset; a bare ``NAME`` (or ``--all``) looks for the file under its published
 name where resolve_data_file looks ($LLMSCHED_DATA, ../shared/data/traces). The tables go to
-llmsched/workload/presets/NAME.json; ``--docs`` rewrites the measured table (of every shipped preset) in that
+llmsched/workload/lengths/presets/NAME.json; ``--docs`` rewrites the measured table (of every shipped preset) in that
 markdown file. The trace files themselves are never copied.
 """
 from __future__ import annotations
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from llmsched.workload.lengths import QuantileTable
-from llmsched.workload.traces import read_trace, resolve_data_file
+from llmsched.workload.lengths.distributions import QuantileTable
+from llmsched.workload.traces.readers import read_trace, resolve_data_file
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "llmsched" / "workload" / "presets"
+OUT = REPO / "llmsched" / "workload" / "lengths" / "presets"
 AZURE_LICENCE = "CC-BY 4.0 (Azure Public Dataset, Azure LLM inference trace 2023)"
 PRESETS = {
     "sharegpt": dict(

@@ -55,7 +55,7 @@ def configs():
         extra = ["--oracle"] if info["needs_oracle"] else []
         for setting, args in SETTINGS.items():
             out[f"{name}__{setting}"] = ["--scheduler", name, *BASE, *args, *extra]
-    from llmsched.workload.traces import DataFileNotFound, resolve_data_file
+    from llmsched.workload.traces.readers import DataFileNotFound, resolve_data_file
     try:
         trace = resolve_data_file(TRACE)
     except DataFileNotFound:  # a checkout without the data: the trace configs are left out

@@ -1,5 +1,5 @@
-"""The offline prefix-cache count of a trace (llmsched/workload/prefix_stats.py): with a cache that evicts nothing,
-the prompt tokens found cached, request after request in arrival order.
+"""The offline prefix-cache count of a trace (llmsched/workload/traces/prefix_stats.py): with a cache that evicts
+nothing, the prompt tokens found cached, request after request in arrival order.
 
     python scripts/prefix_stats.py conversation_trace.jsonl [--block-size 16] [--no-outputs] [--num-requests N]
 
@@ -12,7 +12,7 @@ import json
 import sys
 import time
 
-from llmsched.workload.prefix_stats import prefix_stats
+from llmsched.workload.traces.prefix_stats import prefix_stats
 from llmsched.workload.workload import trace_workload
 
 

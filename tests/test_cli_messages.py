@@ -36,7 +36,7 @@ def test_a_plan_with_no_feasible_candidate_exits_non_zero(tmp_path):
     p = llmsched("plan", "--tp", "3", "--target-rate", "2", "--gpus", "a100,h100", "--num-requests", "50",
                  "--no-progress", "--no-cache")
     assert p.returncode == 1, p.stderr
-    assert "no candidate can run: all 2 were pruned before any probe (memory; see the table)" in p.stdout
+    assert "no candidate can run: all 2 were pruned before any probe (tp; see the table)" in p.stdout
     assert "tp=3 must divide the 32 attention heads" in p.stdout
 
 

@@ -11,9 +11,9 @@ from llmsched.experiment import run
 from llmsched.run_config import RunConfig
 from llmsched.validate.serving import validate
 from llmsched.validate.serving_run import load_runs
-from llmsched.workload.lifecycle_report import LifecycleReport
-from llmsched.workload.server_log import read_server_log
-from llmsched.workload.traces import TraceError
+from llmsched.workload.traces.lifecycle_report import LifecycleReport
+from llmsched.workload.traces.server_log import read_server_log
+from llmsched.workload.traces.readers import TraceError
 
 DATA = Path(__file__).parent / "data"
 CPU = DATA / "cpu_client_run"

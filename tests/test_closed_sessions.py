@@ -3,8 +3,8 @@ conversation so far; a session's requests do not depend on the order in which se
 import pytest
 
 from llmsched.experiment import RunConfig, build_source, run
-from llmsched.workload.closed_sessions import DrawnSessions, SessionClosedLoop
-from llmsched.workload.length_presets import length_preset
+from llmsched.workload.generators.closed_sessions import DrawnSessions, SessionClosedLoop
+from llmsched.workload.lengths.length_presets import length_preset
 from llmsched.workload.workload import ClosedLoop
 
 

@@ -115,14 +115,17 @@ def test_an_edited_source_runs_alone_from_source(package):
 
 
 def test_an_edited_declaration_takes_its_dependents_along(package):
-    """The view's declarations cimport the replica's: a replica running from source takes the view with it."""
+    """The view's and the decode-group path's declarations cimport the replica's: a replica running from source
+    takes them with it (the group path's and the replica's cimport each other)."""
     _built(package)
     assert "llmsched.engine.replica" in compiled.cimports("llmsched.engine.view", package)
+    assert "llmsched.engine.replica" in compiled.cimports("llmsched.engine.group_steps", package)
     pxd = compiled.sources("llmsched.engine.replica", package)[1]
     assert pxd.suffix == ".pxd"
     pxd.write_text(pxd.read_text() + "\n")
     kind, why, source = compiled.plan(package, environ={})
-    assert kind == "partial" and source == {"llmsched.engine.replica", "llmsched.engine.view"}
+    assert kind == "partial" and source == {"llmsched.engine.replica", "llmsched.engine.view",
+                                            "llmsched.engine.group_steps"}
     assert "dependents" in why
 
 
@@ -213,8 +216,9 @@ def test_an_edited_module_in_a_real_build_runs_from_source_alone(tmp_path):
     child = r"""
 import importlib.abc, json, sys
 import llmsched.compiled as c
-real = c.digest
+real, real_stat = c.digest, c.signature
 c.digest = lambda m, root=c.ROOT: "edited" if m == "llmsched.sim.simulator" else real(m, root)
+c.signature = lambda m, root=c.ROOT: [] if m == "llmsched.sim.simulator" else real_stat(m, root)
 c.guard()
 import llmsched.sim.simulator, llmsched.engine.replica
 print(json.dumps([c.STATE[0], llmsched.sim.simulator.__file__, llmsched.engine.replica.__file__]))
@@ -225,3 +229,33 @@ print(json.dumps([c.STATE[0], llmsched.sim.simulator.__file__, llmsched.engine.r
     assert proc.returncode == 0, proc.stderr[-2000:]
     kind, simulator, replica = json.loads(proc.stdout.strip().splitlines()[-1])
     assert kind == "partial" and simulator.endswith(".py") and not replica.endswith(".py")
+
+
+def test_a_source_with_its_recorded_size_and_time_is_not_read(package, monkeypatch):
+    """Every start checks the build: files whose size and modification time are those recorded are not hashed."""
+    _built(package)
+
+    def unread(module, root=compiled.ROOT):
+        raise AssertionError(f"{module} hashed")
+
+    monkeypatch.setattr(compiled, "digest", unread)
+    assert compiled.state(package, environ={})[0] == "compiled"
+
+
+def test_a_touched_source_is_hashed_and_an_edit_of_the_same_size_is_found(package):
+    _built(package)
+    py = compiled.sources("llmsched.engine.kv_cache", package)[0]
+    os.utime(py, ns=(py.stat().st_atime_ns, py.stat().st_mtime_ns + 10**9))  # touched: same content
+    assert compiled.state(package, environ={})[0] == "compiled"
+    text = py.read_text()
+    py.write_text(text.replace("free", "fre3", 1))  # same size, new content
+    kind, why, source = compiled.plan(package, environ={})
+    assert kind == "partial" and "llmsched.engine.kv_cache" in source
+
+
+def test_a_record_of_hashes_alone_still_decides(package):
+    """A build recorded before file signatures were: its hashes are compared as before."""
+    _built(package)
+    record = {m: entry["sha256"] for m, entry in json.loads((package / compiled.MANIFEST).read_text()).items()}
+    (package / compiled.MANIFEST).write_text(json.dumps(record))
+    assert compiled.state(package, environ={})[0] == "compiled"

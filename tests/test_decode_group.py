@@ -17,7 +17,8 @@ from llmsched.engine.kv_cache import KVCacheManager
 from llmsched.engine.replica import Replica
 from llmsched.experiment import RunConfig
 from llmsched.request import Request
-from llmsched.routers import ROUTERS, Router
+from llmsched.routing.base import Router
+from llmsched.routing.registry import router_classes
 from llmsched.schedulers.base import Scheduler
 from llmsched.schedulers.registry import create_scheduler
 
@@ -37,8 +38,10 @@ MORE = {
 @pytest.mark.parametrize("name", GROUP_POLICIES)
 def test_group_is_identical_to_stepping_every_request(name, workload, tmp_path):
     spec = {**WORKLOADS, **MORE}[workload]
-    if name == "vllm-chunked" and "max_num_batched_tokens" in spec:
+    if name in ("vllm-chunked", "vllm") and "max_num_batched_tokens" in spec:
         spec = {**spec, "max_num_seqs": 64}  # vLLM's budget must hold every decode
+    if name == "vllm" and "max_num_batched_tokens" in spec:
+        spec = {**spec, "max_model_len": 64}  # and without chunked prefill, the context
     cfg = RunConfig(scheduler=name, seed=3, **spec)
     assert _files(cfg, tmp_path, "group") == _files(dataclasses.replace(cfg, fast_forward=False), tmp_path, "ref")
     result, _ = _checked_run(cfg)  # the full KV and group check after every step
@@ -83,7 +86,7 @@ class ReadsRunning(Router):
 def test_a_reader_mid_step_settles_the_group_exactly(name, tmp_path, monkeypatch):
     """A router that reads ``view.running`` while a group step is in flight dissolves the group there: the step
     then ends as a listed plan (its blocks taken at launch), and every figure matches stepping."""
-    monkeypatch.setitem(ROUTERS, ReadsRunning.name, ReadsRunning)
+    monkeypatch.setitem(router_classes(), ReadsRunning.name, ReadsRunning)
     cfg = RunConfig(scheduler=name, workload="azure-conv", rate=12.0, num_requests=150, seed=8, replicas=2,
                     num_blocks=500, router=ReadsRunning.name)
     assert _files(cfg, tmp_path, "group") == _files(dataclasses.replace(cfg, fast_forward=False), tmp_path, "ref")

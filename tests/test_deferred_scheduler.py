@@ -12,7 +12,7 @@ from llmsched.reproduce.deferred_prefill_runs.request_model import DecodeGeometr
 from llmsched.schedulers.deferred.throughput import exact_throughput, optimal_K
 from llmsched.schedulers.deferred.timing_constants import Timing
 from llmsched.sim.simulator import simulate
-from llmsched.workload.lengths import Geometric, Uniform
+from llmsched.workload.lengths.distributions import Geometric, Uniform
 from llmsched.workload.workload import ClosedLoop
 
 SPEC = Timing(c_p=0.02725, s_p=0.0217, c_d=0.03733, t_d=1.5e-4)  # spec Appendix A "G-exact", A = t_d/α + s_p at α = 1/201

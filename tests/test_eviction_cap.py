@@ -10,7 +10,7 @@ import pytest
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
 from llmsched.engine.replica import ReplicaConfig
 from llmsched.request import Status
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.sim.simulator import simulate
 
 

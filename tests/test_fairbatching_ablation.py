@@ -158,7 +158,7 @@ def test_fast_cluster_with_every_router_and_the_effrps_sweep():
 
 
 def test_vllm_dp_fresh_reads_the_counts_at_every_arrival():
-    from llmsched.routers import make_router
+    from llmsched.routing.registry import make_router
     assert make_router("vllm-dp-fresh").publish_interval == 0.0
     assert make_router("vllm-dp").publish_interval == 0.1
 

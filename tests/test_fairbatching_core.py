@@ -11,7 +11,7 @@ from llmsched.metrics.requests import RequestLog
 from llmsched.metrics.steps import StepLog
 from llmsched.metrics.tpot_attainment import attainment, slo_met, tpot_values
 from llmsched.request import SLO, Request, Status, Tier
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.schedulers import create_scheduler
 from llmsched.schedulers.fairbatching.envelope import request_slo, slack, token_deadline
 from llmsched.schedulers.fairbatching.formation import Task, budget_and_groups, form_batch

@@ -12,9 +12,9 @@ import pytest
 
 from llmsched.experiment import RunConfig, build_replicas, build_source
 from llmsched.request import Status
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.sim.simulator import simulate
-from llmsched.workload.tenants import parse_tenants
+from llmsched.workload.tenants.streams import parse_tenants
 
 EPS = 1e-6
 SEEDS = range(int(os.environ.get("LLMSCHED_FUZZ_FIRST", "0")),

@@ -20,7 +20,7 @@ from llmsched.fleet_setup import build_fleet, pool_configs, simulate_fleet_confi
 from llmsched.metrics.steps import StepLog
 from llmsched.metrics.summary import summarize
 from llmsched.request import Request, Status
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.sim.fleet_loop import simulate_fleet
 from llmsched.sim.simulator import simulate
 

@@ -15,7 +15,7 @@ from llmsched.fleet.pool import Pool
 from llmsched.fleet_setup import simulate_fleet_config
 from llmsched.metrics.summary import summarize
 from llmsched.request import Status
-from llmsched.routers import ROUTERS
+from llmsched.routing.registry import router_classes
 from llmsched.routing.prefix_hash import PrefixHash
 
 AT_ROUTING = {"latency_boundary": "engine", "batch_time": "roofline"}
@@ -139,7 +139,7 @@ def test_a_horizon_bills_up_to_the_horizon_and_leaves_requests_unfinished():
     assert (status == int(Status.UNFINISHED)).any()
 
 
-@pytest.mark.parametrize("router", sorted(ROUTERS))
+@pytest.mark.parametrize("router", sorted(router_classes()))
 def test_every_router_routes_over_replicas_that_join_and_leave(router):
     fleet = Fleet((Pool("main", 2, fields={"router": router}, phases=PhaseTimes(provisioning=2.0)),),
                   scale=(ScaleEvent(3.0, "main", 4), ScaleEvent(8.0, "main", 1), ScaleEvent(12.0, "main", 3)))
@@ -211,7 +211,7 @@ class Member:
 
 def test_round_robin_keeps_its_turn_while_replicas_join_and_leave():
     from llmsched.request import Request
-    from llmsched.routers import make_router
+    from llmsched.routing.registry import make_router
     rr = make_router("round-robin")
     members = [Member(i) for i in range(4)]
     req = Request(0, 0.0, 5, 5)
@@ -228,7 +228,7 @@ def test_round_robin_keeps_its_turn_while_replicas_join_and_leave():
 
 def test_vllm_balancer_keeps_the_in_flight_counts_of_the_replicas_that_stay():
     from llmsched.request import Request
-    from llmsched.routers import make_router
+    from llmsched.routing.registry import make_router
     router = make_router("vllm-dp-latest")
     members = [Member(0), Member(1), Member(2)]
     router.begin(members)

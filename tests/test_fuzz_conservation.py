@@ -2,7 +2,8 @@
 
 Each seed draws one small run (tens of requests): any registered scheduler (oracle-only ones with the oracle),
 any router, 1-8 replicas, KV caches from a few blocks to thousands, both preemption modes, every overflow mode,
-open loops (Poisson, gamma, constant, a rate schedule), closed loops, SLO tiers, short horizons. Every run must
+open loops (Poisson, gamma, constant, a rate schedule), closed loops, SLO tiers, short horizons; token budgets
+below the concurrency (up to 64 users) and of a few tokens, and tenants of weights 1e-3 to 1e3. Every run must
 end with each request finished, rejected with a reason, or (only when a horizon cut the run) unfinished; every
 KV and swap block free again; the full block accounting checked after every step; every step doing work; and no
 request rejected by the simulator's stall guard ("(the scheduler stalled)"), which counts as a failure here; nor
@@ -38,7 +39,7 @@ from llmsched.metrics.requests import RequestLog
 from llmsched.metrics.steps import StepLog
 from llmsched.hardware.models import model as model_preset
 from llmsched.request import Status
-from llmsched.routers import ROUTERS, make_router
+from llmsched.routing.registry import make_router, router_classes
 from llmsched.schedulers.registry import create_scheduler, scheduler_info, scheduler_names
 from llmsched.sim.fleet_loop import simulate_fleet
 from llmsched.sim.simulator import simulate
@@ -72,7 +73,7 @@ PREFIX_ROUTER_PARAMS = {  # the cache-aware routers, drawn by with_prefix_router
                         "balance_rel": (1.0, 1.1, 3.0), "load_weight": (0.0, 0.5, 4.0), "report_delay": (0.0, 0.05, 1.0)},
     "prefix-hash": {"prefix_blocks": (1, 4, 64), "load_factor": (1.0, 1.25, 2.0), "vnodes": (1, 16, 64)},
 }
-LOAD_ROUTERS = sorted(set(ROUTERS) - set(PREFIX_ROUTER_PARAMS))  # drawn for every config, as before the cache-aware
+LOAD_ROUTERS = sorted(set(router_classes()) - set(PREFIX_ROUTER_PARAMS))  # drawn for every config, as before the cache-aware
 TIERS = ("paid:tbt=0.1:share=0.3,free:tbt=0.5", "gold:ttft=1:tpot=0.05:share=0.5,bronze:ttft=5")
 
 
@@ -145,7 +146,57 @@ def random_config(seed: int) -> RunConfig:
     with_tenants(cfg, np.random.default_rng([31, seed]))
     if np.random.default_rng([29, seed]).random() < 0.1:
         cfg["kv_cache_dtype"] = "fp8"  # a token's KV at one byte: twice the blocks
+    with_budget_below_concurrency(cfg, np.random.default_rng([41, seed]))
+    as_vllm_allows(cfg)
     return RunConfig(**cfg)
+
+
+def with_budget_below_concurrency(cfg: dict, rng) -> None:
+    """A fifth of the seeds (drawn apart, so the other seeds keep their configs) run more requests at once than the
+    token budget holds: a closed loop of up to 64 users over a budget below their number, or an open loop at up to
+    200 requests/s over a budget of 1-8 tokens, with seats for all of them; LMSYS's lengths (41% of its prompts
+    have at most 16 tokens), so that policies that never chunk admit some whole prompts into such a budget."""
+    if rng.random() >= 0.2:
+        return
+    if cfg.get("workload") != "shared-prefix":
+        cfg["workload"] = "lmsys"
+    cfg["max_total_tokens"] = min(cfg.get("max_total_tokens", 512), 512)  # a step per few tokens: keep runs short
+    if cfg.get("workload") == "shared-prefix":
+        cfg.pop("max_total_tokens")
+    if cfg.get("concurrency") is not None:
+        cfg["concurrency"] = int(rng.integers(2, 65))
+        cfg["max_num_batched_tokens"] = int(rng.integers(1, cfg["concurrency"]))
+    else:
+        cfg["max_num_batched_tokens"] = int(rng.integers(1, 9))
+        if cfg.get("rate") is not None:
+            cfg["rate"] = float(rng.uniform(20, 200))
+    cfg["max_num_seqs"] = int(max(cfg["max_num_seqs"], cfg.get("concurrency") or 64))
+    if "token_budget" in cfg.get("scheduler_params", {}):
+        cfg["scheduler_params"]["token_budget"] = int(rng.integers(1, cfg["max_num_batched_tokens"] + 1))
+    if cfg.get("rate") is not None and not cfg.get("arrival") and cfg.get("workload") != "shared-prefix" \
+            and rng.random() < 0.5:  # tenants of weights far apart (1e-3 to 1e3), half under a fair policy
+        shares = rng.dirichlet(np.ones(int(rng.integers(2, 4))))
+        cfg["tenants"] = ",".join(f"t{i}:rate={cfg['rate'] * share:.6g}:weight={math.exp(rng.uniform(-6.9, 6.9)):.3g}"
+                                  for i, share in enumerate(shares))
+        del cfg["rate"]
+        if cfg.get("tiers"):
+            cfg["tiers"] = TIERS[0]
+        if rng.random() < 0.5:
+            cfg["scheduler"] = ("vtc", "wfq", "priority")[int(rng.integers(3))]
+            cfg["oracle"] = False
+            cfg.pop("scheduler_params", None)
+
+
+def as_vllm_allows(cfg: dict) -> None:
+    """vLLM's own schedulers run only under limits vLLM accepts (tests/test_budgets_below_concurrency.py checks the
+    refusal): the seats cut to the budget and, without chunked prefill, the context to it, as vLLM's message asks."""
+    policy = create_scheduler(cfg["scheduler"])
+    if not policy.models_vllm:
+        return
+    budget = cfg["max_num_batched_tokens"]
+    cfg["max_num_seqs"] = min(cfg["max_num_seqs"], budget)
+    if not policy.chunks_prompts and budget < cfg["max_model_len"]:
+        cfg["max_model_len"] = max(2, budget)
 
 
 def with_tenants(cfg: dict, rng) -> None:
@@ -426,7 +477,8 @@ def _check_fleet(cfg: RunConfig, fleet: Fleet, scalers=()) -> str | None:
             if SERVING not in when or arrival[mine].min() < when[SERVING]:
                 problems.append(f"replica {k} took a request arriving at {arrival[mine].min():g} before it served "
                                 f"({life.entered})")
-            elif DRAINING in when and arrival[mine].max() > when[DRAINING]:
+            elif DRAINING in when and arrival[mine].max() > when[DRAINING] and not _held_over_drain(
+                    state.replicas[k], result.steps, k, when[DRAINING], arrival[mine].max()):
                 problems.append(f"replica {k} took a request arriving at {arrival[mine].max():g} after it began "
                                 f"draining ({life.entered})")
         if DRAINING in when and GONE in when and mine.any() and np.nanmax(finish[mine]) > when[GONE] + 1e-9:
@@ -459,6 +511,18 @@ def _watched_maker(make, idle: list):
         rep.start_step = _watch_idle(rep, idle)
         return rep
     return watched
+
+
+def _held_over_drain(rep, steps, k: int, drained: float, queued: float) -> bool:
+    """vLLM v1's async admission: a request routed during a step is queued at the step's end, so one routed just
+    before the replica began draining is queued just after; it belongs to the drain if a step of the replica was in
+    flight at the drain and ended at its queueing."""
+    if not rep.batch_time.async_admission:
+        return False
+    cols = steps.arrays() if hasattr(steps, "arrays") else steps
+    mine = cols["replica"] == k
+    starts, ends = cols["start"][mine], cols["start"][mine] + cols["duration"][mine]
+    return bool(((starts <= drained) & (np.abs(ends - queued) < 1e-9)).any())
 
 
 def _watch_idle(rep, idle: list):
@@ -517,7 +581,7 @@ def test_configs_are_deterministic_and_varied():
     assert {c.scheduler for c in drawn} == set(builtin_schedulers())
     assert {"vllm", "sarathi", "wait", "nested-wait", "fairbatching-pab", "infermax-oracle", "goodput",
             "goodput-fixed-budget"} <= set(builtin_schedulers())
-    assert {c.router for c in drawn} == set(ROUTERS)
+    assert {c.router for c in drawn} == set(router_classes())
     assert {c.preemption_mode for c in drawn} == {"recompute", "swap"}
     assert any(c.concurrency for c in drawn) and any(c.rate_schedule for c in drawn) and any(c.horizon for c in drawn)
 

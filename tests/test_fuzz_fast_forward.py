@@ -18,7 +18,7 @@ import warnings
 import pytest
 
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.schedulers.registry import create_scheduler
 from llmsched.sim.simulator import simulate
 

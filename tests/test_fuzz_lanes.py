@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.sim.simulator import simulate
 
 from test_fuzz_conservation import random_config

@@ -77,7 +77,7 @@ def test_prompts_are_never_starved_by_a_spent_or_infeasible_time_budget():
     from llmsched.schedulers.goodput import MIN_CHUNK
     rep = replica(tbt_target=0.1, step_fill=0.9, online=False, token_budget=300)
     reqs, t = decoding(rep, 10)
-    rep.now = t + 0.088  # the decodes' slack is nearly spent: the budget leaves no time for a prompt
+    rep.clock.tick(t + 0.088)  # the decodes' slack is nearly spent: the budget leaves no time for a prompt
     rep.add(Request(20, rep.now, 5000, 5), rep.now)
     assert rep.scheduler.schedule(rep.view).prefills[0][1] == MIN_CHUNK
     slow = replica(tbt_target=0.011, step_fill=0.9, online=False, token_budget=300)
@@ -102,7 +102,7 @@ def test_shortest_uncached_first_but_a_request_past_its_ttft_goes_behind_those_t
     short = Request(2, 1.95, 300, 5)
     for r in (late, long, short):
         rep.add(r, r.arrival)
-    rep.now = 2.0
+    rep.clock.tick(2.0)
     order = [r.id for _, r in rep.scheduler._ordered(rep.view, [], rep.view.waiting, 2.0, 5e-5)]
     assert order == [2, 1, 0]
     spf = replica(ttft_target=1.0, order="spf")

@@ -13,7 +13,7 @@ import pytest
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
 from llmsched.metrics.summary import summarize
 from llmsched.request import Request, Status
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.schedulers.registry import create_scheduler, scheduler_names
 from llmsched.sim import lanes as lanes_module
 from llmsched.sim.simulator import simulate
@@ -202,7 +202,7 @@ def test_lanes_keep_the_shared_step_log_on_the_replicas():
 
 
 def test_a_new_routing_rule_does_not_inherit_routes_ahead():
-    from llmsched.routers import RoundRobin
+    from llmsched.routing.simple import RoundRobin
     assert RoundRobin.routes_ahead
     assert not type("Busiest", (RoundRobin,), {"route": lambda self, req, replicas, rng: 0}).routes_ahead
     assert type("Counted", (RoundRobin,), {"left": lambda self, index, count: None}).routes_ahead

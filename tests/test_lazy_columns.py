@@ -6,11 +6,11 @@ import pytest
 
 from llmsched.experiment import RunConfig, build_source
 from llmsched.request import SLO, Tier
-from llmsched.workload.arrivals import Constant, Gamma, Piecewise, Poisson, TraceReplay, TruncatedPoisson
+from llmsched.workload.arrivals.processes import Constant, Gamma, Piecewise, Poisson, TraceReplay, TruncatedPoisson
 from llmsched.workload.chunks import drawn_columns
-from llmsched.workload.length_presets import LENGTH_PRESETS, length_preset
-from llmsched.workload.lengths import Capped, Empirical, Fixed, Geometric, Lognormal, Uniform, Zipf
-from llmsched.workload.tiers import assign_tiers, tier_chunks
+from llmsched.workload.lengths.length_presets import LENGTH_PRESETS, length_preset
+from llmsched.workload.lengths.distributions import Capped, Empirical, Fixed, Geometric, Lognormal, Uniform, Zipf
+from llmsched.workload.tenants.tiers import assign_tiers, tier_chunks
 from llmsched.workload.workload import ClosedLoop, Workload, streams
 
 SIZES = (1, 3, 7, 64)  # chunk sizes: odd ones split the generators' 64-bit words between chunks

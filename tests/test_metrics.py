@@ -121,8 +121,10 @@ def test_warmup_and_cooldown_trim_by_arrival():
     assert s["latency"]["ttft"]["mean"] == pytest.approx(np.mean([0.4, 0.5, 0.6, 0.7, 0.8]))
     assert s["window"]["start"] == 3.0 and s["window"]["end"] == pytest.approx(7.85)
     assert s["throughput"]["requests_per_s"] == pytest.approx(5 / 4.85)
-    with pytest.raises(ValueError, match="trim every request"):
-        summarize(result_of(reqs), warmup=6, cooldown=5)
+    with pytest.warns(UserWarning, match="trim every request"):  # after the run: written, not raised
+        empty = summarize(result_of(reqs), warmup=6, cooldown=5)
+    assert empty["window"]["available"] is False and "trim every request" in empty["window"]["reason"]
+    assert empty["counts"]["offered"] == 0 and math.isnan(empty["latency"]["ttft"]["mean"])
     with pytest.raises(ValueError, match="warmup"):
         summarize(result_of(reqs), warmup=-1)
 

@@ -15,8 +15,8 @@ from llmsched.experiment import carries_content, run
 from llmsched.metrics.summary import summarize
 from llmsched.request import Request
 from llmsched.run_config import RunConfig
-from llmsched.workload.prefix_stats import prefix_stats
-from llmsched.workload.traces import DataFileNotFound, resolve_data_file
+from llmsched.workload.traces.prefix_stats import prefix_stats
+from llmsched.workload.traces.readers import DataFileNotFound, resolve_data_file
 
 SHARED = 1
 
@@ -127,7 +127,7 @@ class Seen:
 def run_seen(cfg: RunConfig):
     from llmsched.experiment import build_replicas, build_source, workload_params
     from llmsched.metrics.requests import RequestLog
-    from llmsched.routers import make_router
+    from llmsched.routing.registry import make_router
     from llmsched.sim.simulator import simulate
     source = Seen(build_source(cfg))
     result = simulate(source, build_replicas(cfg, workload_params(cfg, source.source)), make_router(cfg.router),
@@ -140,7 +140,7 @@ def run_seen(cfg: RunConfig):
 
 def test_without_eviction_a_run_finds_the_offline_count_request_by_request():
     """At a rate where each request ends before the next arrives, a cache of ample blocks finds exactly what the
-    offline count (workload/prefix_stats.py) finds: earlier prompts and replies, leading whole blocks."""
+    offline count (workload/traces/prefix_stats.py) finds: earlier prompts and replies, leading whole blocks."""
     ours, offline = run_seen(shared_prefix_config(rate=0.05, num_requests=60, num_blocks=20000))
     assert ours == offline.cached.tolist()
     assert offline.cached_tokens > 0

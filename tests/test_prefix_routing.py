@@ -14,7 +14,7 @@ from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.experiment import run
 from llmsched.metrics.summary import summarize
 from llmsched.request import Request
-from llmsched.routers import ROUTERS, make_router
+from llmsched.routing.registry import make_router, router_classes
 from llmsched.routing.prefix_affinity import PrefixAffinity
 from llmsched.routing.prefix_hash import PrefixHash
 from llmsched.run_config import RunConfig
@@ -196,5 +196,5 @@ def test_cli_refuses_unknown_and_mistyped_router_parameters(capsys):
 
 
 def test_registered_and_read_state():
-    assert {"prefix-affinity", "prefix-hash"} <= set(ROUTERS)
+    assert {"prefix-affinity", "prefix-hash"} <= set(router_classes())
     assert not PrefixAffinity.routes_ahead and not PrefixHash.routes_ahead  # they read the replicas' state

@@ -6,8 +6,8 @@ import pytest
 
 from llmsched.content import Content, Space, piece_id
 from llmsched.request import Request
-from llmsched.workload.prefix_stats import prefix_stats
-from llmsched.workload.sessions import first_prompt, next_prompt
+from llmsched.workload.traces.prefix_stats import prefix_stats
+from llmsched.workload.generators.sessions import first_prompt, next_prompt
 
 
 def brute_force(requests, block_size, outputs=True):

@@ -7,7 +7,7 @@ import pytest
 from llmsched.experiment import RunConfig, build_replicas, build_source, run
 from llmsched.metrics.summary import summarize
 from llmsched.request import Status
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.sim.simulator import simulate
 from run_files import written_files
 

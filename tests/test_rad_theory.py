@@ -7,7 +7,7 @@ from llmsched.batchtime.linear import LinearBatchTime
 from llmsched.cli import main
 from llmsched.theory.rad_slai.bound_check import TiledPrompts, queue_trace
 from llmsched.theory.rad_slai.theorems import TileCosts, rad_bound, saturated_throughput, theorem2_holds, theorem2_min_n
-from llmsched.workload.lengths import Uniform
+from llmsched.workload.lengths.distributions import Uniform
 
 C1, C3 = 5e-5, 2e-8  # eq. (7) world: c1 per token of staircase compute, c3 per decode context token
 TILE32 = dict(t_row=32, t_col=32, t_red=32)

@@ -8,10 +8,10 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from llmsched.workload.arrivals import Piecewise
-from llmsched.workload.modulated import Modulated, scheduled_arrivals
-from llmsched.workload.rate_schedule import STAGE_LEAD, parse_rate_schedule
-from llmsched.workload.rate_shape import RateShape, Sinusoid
+from llmsched.workload.arrivals.processes import Piecewise
+from llmsched.workload.arrivals.modulated import Modulated, scheduled_arrivals
+from llmsched.workload.arrivals.rate_schedule import STAGE_LEAD, parse_rate_schedule
+from llmsched.workload.arrivals.rate_shape import RateShape, Sinusoid
 
 DIURNAL = "diurnal:peak=40,trough=10,period=600,peak_at=150;burst:at=400,x=3,for=60"
 

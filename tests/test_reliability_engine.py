@@ -41,7 +41,8 @@ def assert_conserved(result, n):
 
 # --- defect 1: a policy's rejections leave at once, so a closed loop refills ------------------------------------
 def test_closed_loop_keeps_every_request_when_the_policy_rejects():
-    result = quiet_run(scheduler="vllm", concurrency=4, num_requests=40, max_num_batched_tokens=512, rate=None)
+    # fcfs: a policy that never chunks (vllm itself refuses a 512-token budget below its context, as vLLM does)
+    result = quiet_run(scheduler="fcfs", concurrency=4, num_requests=40, max_num_batched_tokens=512, rate=None)
     assert_conserved(result, 40)
     out = outcomes(result)
     assert sum(s is Status.FINISHED for s, _ in out) >= 5
@@ -51,7 +52,7 @@ def test_closed_loop_keeps_every_request_when_the_policy_rejects():
 def test_closed_loop_command_writes_all_forty_rows(tmp_path, capsys):
     from llmsched.cli import main
     out = tmp_path / "run"
-    assert main(["simulate", "--scheduler", "vllm", "--concurrency", "4", "--num-requests", "40",
+    assert main(["simulate", "--scheduler", "fcfs", "--concurrency", "4", "--num-requests", "40",
                  "--max-num-batched-tokens", "512", "--out", str(out), "--no-progress"]) == 0
     rows = (out / "requests.csv").read_text().splitlines()
     assert len(rows) == 41  # header + every request, none left neither finished nor rejected
@@ -115,8 +116,9 @@ def test_fairbatching_preempts_when_prompts_in_progress_hold_the_whole_cache(mod
 
 
 # --- defect 3: a request its policy can never schedule is rejected at arrival ----------------------------------
-@pytest.mark.parametrize("name", ["fcfs", "wait", "nested-wait", "vllm", "orca", "fastertransformer"])
+@pytest.mark.parametrize("name", ["fcfs", "wait", "nested-wait", "orca", "fastertransformer"])
 def test_prompt_over_the_budget_is_rejected_at_arrival_by_whole_prompt_schedulers(name):
+    # vllm is left out: vLLM refuses a budget below the context without chunked prefill (tests/test_budgets.py)
     result = quiet_run(scheduler=name, workload="arxiv-summarization", rate=1.0, num_requests=30,
                        max_num_batched_tokens=2048, oracle=True, latency_boundary="engine")  # arrival: the engine's
     assert_conserved(result, 30)
@@ -132,8 +134,10 @@ def test_prompt_over_the_budget_is_rejected_at_arrival_by_whole_prompt_scheduler
 
 @pytest.mark.parametrize("name", builtin_schedulers())
 def test_every_scheduler_serves_or_rejects_long_prompts_without_stalling(name):
+    # vLLM's own scheduler without chunked prefill runs only with a context within the budget, as vLLM
+    limits = {"max_model_len": 2048} if name == "vllm" else {}
     result = quiet_run(scheduler=name, workload="arxiv-summarization", rate=1.0, num_requests=12,
-                       max_num_batched_tokens=2048, oracle=True)
+                       max_num_batched_tokens=2048, oracle=True, **limits)
     assert_conserved(result, 12)
 
 

@@ -9,10 +9,11 @@ import pytest
 from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.metrics.steps import StepLog
 from llmsched.request import Request
-from llmsched.routers import LeastLoad, LeastOutstanding, Router
+from llmsched.routing.base import Router
+from llmsched.routing.least_loaded import LeastLoad, LeastOutstanding
 from llmsched.schedulers.registry import create_scheduler
 from llmsched.sim.simulator import simulate
-from llmsched.workload.lengths import Uniform
+from llmsched.workload.lengths.distributions import Uniform
 from llmsched.workload.workload import ClosedLoop
 
 from conftest import AffineStepTime, ListSource, make_requests
@@ -136,3 +137,21 @@ def test_replicas_out_of_order_are_a_clear_error():
     reps = replicas(2)
     with pytest.raises(ValueError, match=r"replicas\[0\] has index 1.*indexed 0..n-1"):
         simulate(ListSource(make_requests(5)), reps[::-1], LeastOutstanding())
+
+
+def test_least_outstanding_keeps_its_counts_when_a_fleet_member_joins_or_leaves():
+    """In a fleet a request may be sent to a busy replica and held for its step in flight (vLLM v1's async
+    admission): the router counts it, the replica's ``num_outstanding`` does not yet. A replica joining or draining
+    must not make the router forget those held requests on the replicas that stay."""
+    reps = replicas(3)
+    router = LeastOutstanding()
+    router.begin(reps)
+    rng = np.random.default_rng(0)
+    picks = [router.route(None, reps, rng) for _ in range(5)]  # none added: all held
+    assert picks == [0, 1, 2, 0, 1] and router.counts == [2, 2, 1]
+    router.leaving(reps[1:], 0)  # replica 0 drains
+    assert router.counts == [2, 1]
+    new = replicas(4)[3]
+    router.joined([*reps[1:], new], 2)
+    assert router.counts == [2, 1, 0]
+    assert router.route(None, [*reps[1:], new], rng) == 2

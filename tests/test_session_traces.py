@@ -7,7 +7,7 @@ import pytest
 
 from llmsched.content import Space, name_number, piece_id
 from llmsched.experiment import RunConfig, run
-from llmsched.workload.traces import TraceError, read_trace, trace_kind
+from llmsched.workload.traces.readers import TraceError, read_trace, trace_kind
 from llmsched.workload.workload import SessionOpenLoop, StreamedOpenLoop, trace_workload
 
 

@@ -6,8 +6,8 @@ import pytest
 from llmsched.experiment import RunConfig, build_replicas, build_source, run
 from llmsched.request import Status
 from llmsched.sim.simulator import simulate
-from llmsched.workload.prefix_stats import prefix_stats
-from llmsched.workload.shared_prefix import SharedPrefix
+from llmsched.workload.traces.prefix_stats import prefix_stats
+from llmsched.workload.generators.shared_prefix import SharedPrefix
 
 
 def columns(result):

@@ -6,7 +6,7 @@ import pytest
 
 from llmsched.engine.plan import BatchPlan
 from llmsched.request import Request, Status
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 from llmsched.schedulers import register
 from llmsched.schedulers.base import Scheduler
 

@@ -41,14 +41,14 @@ def test_last_schedulable_time_is_fixed_at_the_token():
     t_bar = rep.view.mean_step_time
     for r, tbt in zip(reqs, (0.1, 0.5, 0.3)):
         assert rep.scheduler.deadline(r, rep.view) == pytest.approx(e + tbt - 2.0 * t_bar)
-    rep.now = e + 5.0  # more steps would change t̄; C stays what it was when the token appeared
+    rep.clock.tick(e + 5.0)  # more steps would change t̄; C stays what it was when the token appeared
     assert rep.scheduler.deadline(reqs[0], rep.view) == pytest.approx(e + 0.1 - 2.0 * t_bar)
 
 
 def test_critical_decodes_go_first_in_order_of_c_within_the_budget():
     rep, reqs, e = three_decoders(dynamic=False, offset=0.0, token_budget=2)
     rep.add(Request(3, e, 100, 5, FREE), e)
-    rep.now = e + 1.0  # every decode is past its C
+    rep.clock.tick(e + 1.0)  # every decode is past its C
     plan = rep.scheduler.schedule(rep.view)
     assert [r.id for r in plan.decodes] == [0, 2]  # paid (C = e+0.1), then mid (e+0.3); the budget is 2
     assert not plan.prefills
@@ -56,7 +56,7 @@ def test_critical_decodes_go_first_in_order_of_c_within_the_budget():
 
 def test_non_critical_decodes_are_deferred_only_when_prefills_use_the_budget():
     rep, reqs, e = three_decoders(dynamic=False, offset=0.0, token_budget=64)
-    rep.now = e  # nothing critical yet (every C lies ahead)
+    rep.clock.tick(e)  # nothing critical yet (every C lies ahead)
     plan = rep.scheduler.schedule(rep.view)
     assert sorted(r.id for r in plan.decodes) == [0, 1, 2]  # no prefill work: every decode runs
     rep.add(Request(3, e, 62, 5, FREE), e)
@@ -71,7 +71,7 @@ def test_non_critical_decodes_are_deferred_only_when_prefills_use_the_budget():
 def test_critical_decodes_run_even_when_a_prompt_waits():
     rep, reqs, e = three_decoders(dynamic=False, offset=0.0, token_budget=64)
     rep.add(Request(3, e, 500, 5, FREE), e)
-    rep.now = e + 0.2  # paid (C = e+0.1) is critical, the others are not
+    rep.clock.tick(e + 0.2)  # paid (C = e+0.1) is critical, the others are not
     plan = rep.scheduler.schedule(rep.view)
     assert [r.id for r in plan.decodes] == [0] and plan.prefills[0][1] == 63
 
@@ -79,7 +79,7 @@ def test_critical_decodes_run_even_when_a_prompt_waits():
 def test_decode_limit_beta_and_active_cap_alpha():
     rep, reqs, e = three_decoders(dynamic=False, offset=0.0, max_decodes=2, max_active=3)
     rep.add(Request(3, e, 10, 5, FREE), e)
-    rep.now = e + 1.0
+    rep.clock.tick(e + 1.0)
     plan = rep.scheduler.schedule(rep.view)
     assert len(plan.decodes) == 2
     assert not plan.prefills  # three requests are active: α = 3 admits no fourth

@@ -12,8 +12,8 @@ from llmsched.experiment import RunConfig, build_source, run
 from llmsched.metrics.fairness import INPUT_WEIGHT, OUTPUT_WEIGHT, intersect, inside, jain, union
 from llmsched.metrics.summary import summarize, summary_row
 from llmsched.request import DEFAULT_TIER, Request, Tenant, Tier, priority_of
-from llmsched.workload.tenants import parse_tenants, tenant_seed
-from llmsched.workload.tiers import parse_tiers
+from llmsched.workload.tenants.streams import parse_tenants, tenant_seed
+from llmsched.workload.tenants.tiers import parse_tiers
 
 
 def test_spec_gives_each_tenant_its_rate_weight_workload_and_priority():
@@ -178,7 +178,7 @@ def test_summary_of_a_sketch_run_still_counts_service(tmp_path):
 
 
 def test_a_tenant_spec_reads_back_to_the_same_streams_and_scales_as_one_mix():
-    from llmsched.workload.tenants import parse_tenants, scaled_tenants, tenant_spec, total_rate
+    from llmsched.workload.tenants.streams import parse_tenants, scaled_tenants, tenant_spec, total_rate
     streams = parse_tenants("a:rate=0.3:weight=2.5:workload=azure-code:priority=-1,b:rate=1.7,c:rate=1e-3:priority=2")
     assert parse_tenants(tenant_spec(streams)) == streams
     scaled = parse_tenants(scaled_tenants(streams, 4.002))

@@ -12,7 +12,7 @@ from llmsched.experiment import RunConfig, build_source, run
 from llmsched.metrics.summary import summarize
 from llmsched.metrics.timeline import Timeline, window_sums, window_width
 from llmsched.metrics.writers import write_run
-from llmsched.workload.traces import read_trace, resolve_data_file
+from llmsched.workload.traces.readers import read_trace, resolve_data_file
 
 CONV = "AzureLLMInferenceTrace_conv.csv"
 

@@ -15,9 +15,9 @@ from llmsched.experiment import carries_content, run as run_config
 from llmsched.metrics.requests import CACHED_FIELD
 from llmsched.validate.serving import replay_config, validate
 from llmsched.validate.serving_run import load_run
-from llmsched.workload.mooncake import read_mooncake
-from llmsched.workload.server_log import read_server_log
-from llmsched.workload.traces import TraceError
+from llmsched.workload.traces.mooncake import read_mooncake
+from llmsched.workload.traces.server_log import read_server_log
+from llmsched.workload.traces.readers import TraceError
 from llmsched.workload.workload import server_log_trace
 
 RUN = Path(__file__).parent / "data" / "cpu_prefix_run"

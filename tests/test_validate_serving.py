@@ -10,7 +10,7 @@ import pytest
 from llmsched.cli import main
 from llmsched.validate.serving import TARGETS, dp_router, replay_config
 from llmsched.validate.serving_run import load_run
-from llmsched.workload.server_log import read_server_log
+from llmsched.workload.traces.server_log import read_server_log
 
 RUNS = Path(__file__).parent / "data" / "gpu_runs"
 LLAMA = RUNS / "h200-llama-3.1-8b"

@@ -13,7 +13,7 @@ from llmsched.hardware.gpus import GiB
 from llmsched.hardware.vllm_memory import activation_peak, default_utilization, vllm_kv_budget
 from llmsched.hardware.models import model
 from llmsched.request import Request
-from llmsched.routers import make_router
+from llmsched.routing.registry import make_router
 
 RUNS = Path(__file__).parent / "data" / "gpu_runs"
 
@@ -160,7 +160,7 @@ def test_latest_balancer_weighs_waiting_by_kv_pressure_and_counts_in_flight():
 
 def test_dp_ranks_of_a_moe_run_step_in_lockstep():
     from llmsched.experiment import build_source
-    from llmsched.routers import make_router
+    from llmsched.routing.registry import make_router
     from llmsched.sim.simulator import simulate
     cfg = RunConfig(model="qwen3-30b-a3b", gpu="h200", batch_time="vllm-v1", scheduler="vllm-chunked", dp=2,
                     expert_parallel=True, max_num_seqs=128, max_num_batched_tokens=2048, rate=8.0,

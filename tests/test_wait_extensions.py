@@ -14,7 +14,7 @@ from llmsched.schedulers.wait.nested import memory_requirement, segments
 from llmsched.schedulers.wait.synthetic_workloads import Mixture
 from llmsched.sim.simulator import simulate
 from test_wait_schedulers import Scripted
-from llmsched.workload.arrivals import Piecewise
+from llmsched.workload.arrivals.processes import Piecewise
 from llmsched.workload.workload import OpenLoop, Workload
 
 BT = LinearBatchTime.from_wait(0.01, 1e-5)

@@ -99,7 +99,7 @@ def test_wait_budget_gate_keeps_in_flight_within_the_batch_cap():
     from llmsched.engine.replica import Replica, ReplicaConfig
     from llmsched.schedulers.registry import create_scheduler
     from llmsched.sim.simulator import simulate
-    from llmsched.workload.arrivals import Poisson
+    from llmsched.workload.arrivals.processes import Poisson
     from llmsched.workload.workload import OpenLoop, Workload
     for algo in ("wait",):
         cfg = ReplicaConfig(num_blocks=100_000, block_size=1, max_num_seqs=10_000, max_num_batched_tokens=1 << 30,

@@ -6,7 +6,7 @@ import pytest
 from conftest import shared_data_dir
 
 from llmsched.workload import LENGTH_PRESETS, QuantileTable, length_preset, named_workload, read_trace
-from llmsched.workload.length_presets import PRESET_DIR
+from llmsched.workload.lengths.length_presets import PRESET_DIR
 
 NAMES = ["sharegpt", "azure-conv", "azure-code", "arxiv-summarization", "lmsys"]
 

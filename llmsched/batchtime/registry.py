@@ -4,6 +4,7 @@ from __future__ import annotations
 import inspect
 import warnings
 
+from ..bounds import MAX_STEP_COEFFICIENT
 from ..engine.limits import MAX_NUM_BATCHED_TOKENS, MAX_NUM_SEQS
 from ..hardware.gpus import GPUSpec
 from ..hardware.models import ModelSpec
@@ -47,6 +48,10 @@ def _linear(model=None, gpu=None, *, file=None, steps_csv=None, terms=None, loss
     if file is not None:
         return LinearBatchTime.load(file)
     if coefficients:
+        for term, value in coefficients.items():  # seconds per step, token, context token, prefill: bounds.py
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > MAX_STEP_COEFFICIENT:
+                raise ValueError(f"linear coefficient {term} = {value:g} s is more than {MAX_STEP_COEFFICIENT:g} s: "
+                                 f"no GPU's step takes that per unit (a typo or a unit slip: give seconds)")
         return LinearBatchTime(**coefficients, t_col=t_col, source=source)
     fit_args = {"loss": loss, "t_col": t_col, **({"terms": tuple(terms)} if terms is not None else {})}
     if steps_csv is not None:

@@ -47,7 +47,7 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str:
 def config_key(cfg) -> str:
     data = dataclasses.asdict(cfg)
     if cfg.trace:
-        from ..workload.traces import resolve_data_file
+        from ..workload.traces.readers import resolve_data_file
         path = resolve_data_file(cfg.trace)
         st = path.stat()
         data["trace_sha256"] = _file_digest(str(path), st.st_size, st.st_mtime_ns)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 
 from ..experiment import RunConfig, build_replicas, build_source, simulate_config
-from ..workload.tenants import scaled_tenants, total_rate
+from ..workload.tenants.streams import scaled_tenants, total_rate
 from ..workload.workload import OpenLoop
 from .slo import RATIOS, SLO
 from .stability import worst

@@ -6,7 +6,8 @@ half), until one rate meets and one fails; then it bisects geometrically until h
 (integers: hi - lo <= 1). The capacity is ``lo``, the highest rate that met; the interval is (lo, hi).
 The search's path depends only on probe verdicts, never on the executor or how many workers it has, so every
 executor gives the same probes and the same answer. Several searches (schedulers, plan candidates) advance in
-lock-step so that one round's probes run in parallel.
+lock-step so that one round's probes run in parallel. Every capacity found is checked against the sound
+throughput bound of its own probe (sound_bound.py): one above it fails the search.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ..experiment import RunConfig
 from .lockstep import run_lockstep
 from .probe import Probe, check_base, make_probe, min_rate, probe_config, start_rate
 from .slo import RATIOS, SLO
+from .sound_bound import check_capacity
 
 MIN_RATE_FACTOR = 2.0 ** -10  # give up halving 1024x below the start
 MAX_RATE_FACTOR = 2.0 ** 10
@@ -113,7 +115,10 @@ def find_capacities(bases: dict[str, RunConfig], slos: list[SLO], resolution: fl
     ends = run_lockstep(searches, lambda label, rate: [probe_config(bases[label], rate, s) for s in seeds],
                         lambda label, rate, records: make_probe(rate, seeds, records, slos), executor, cache,
                         record, "capacity" if progress else None)
-    return {lab: _result(lab, units[lab], resolution, probes[lab], ends[lab], slos) for lab in bases}
+    results = {lab: _result(lab, units[lab], resolution, probes[lab], ends[lab], slos) for lab in bases}
+    for lab, result in results.items():  # the sound bound as an invariant (sound_bound.py)
+        check_capacity(lab, bases[lab], result.capacity if result.unit == "req/s" else None, seeds)
+    return results
 
 
 def _result(label, unit, resolution, probes, ends, slos) -> CapacityResult:

@@ -9,7 +9,7 @@ import time
 
 from ..capacity.slo import check_run_slos, slos_with_attainment, valid_metrics
 from ..hardware.prices import PRICES_PATH
-from ..plan.candidates import build_candidates, parse_tps, parse_variations, split_names
+from ..plan.candidates import build_candidates, parse_offloads, parse_tps, parse_variations, split_names
 from ..plan.inputs import check_runnable, pareto_metric, plan_rates, read_prices
 from .probe_options import add_probe_options, check_cache_options, probe_cache
 from .run_options import add_run_options, run_configs
@@ -41,6 +41,10 @@ def add(sub) -> None:
     p.add_argument("--vary", action="append", default=[], metavar="SCHEDULER.KEY=V1,V2",
                    help="also try these values of a scheduler parameter (repeatable; combinations multiply)")
     p.add_argument("--routers", default="round-robin", help="comma-separated routers (default round-robin)")
+    p.add_argument("--kv-offloads", default=None, metavar="none,cpu:256GiB,...",
+                   help="also try these KV tiers below the GPU (docs/kv-offload.md): 'none' for without, '+' "
+                        "between one candidate's tiers (cpu:256GiB+disk:2TB); host memory is priced per GiB-hour "
+                        "(prices.json host_memory)")
     p.add_argument("--max-replicas", dest="most_replicas", type=int, default=16,
                    help="most replicas per deployment (default 16)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per probe; a probe meets only if every seed does")
@@ -72,7 +76,8 @@ def plan(args) -> int:
     check_cache_options(args)
     schedulers = split_names(args.schedulers, "--schedulers")
     candidates = build_candidates(split_names(args.gpus, "--gpus"), parse_tps(args.tps), schedulers,
-                                  split_names(args.routers, "--routers"), parse_variations(args.vary, schedulers))
+                                  split_names(args.routers, "--routers"), parse_variations(args.vary, schedulers),
+                                  parse_offloads(args.kv_offloads))
     prices = read_prices(args.prices, [c.gpu for c in candidates])
     bases = {cfg.scheduler: cfg for cfg in run_configs(args, schedulers)}
     base0 = next(iter(bases.values()))
@@ -83,7 +88,8 @@ def plan(args) -> int:
     cache = probe_cache(args)
     with make_executor(args.executor, jobs=args.jobs, ray_address=args.ray_address) as executor:
         result = plan_deployments(candidates, bases, rates, slos, seeds, args.most_replicas, prices.price, metric,
-                                  executor, cache, progress=not args.no_progress)
+                                  executor, cache, progress=not args.no_progress,
+                                  host_cost=lambda c: prices.host_gib_hour * c.host_gib(bases[c.scheduler]))
     print("\n".join(lines(result, args.top, args.prices, prices.price)))
     print(probes_line(result, time.perf_counter() - t0, args.executor, cache))
     if args.report:

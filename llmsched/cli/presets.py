@@ -24,9 +24,9 @@ def all_presets() -> dict:
     from ..hardware.memory import kv_bytes_per_token
     from ..hardware.models import MODELS
     from ..hardware.prices import load_prices
-    from ..routers import ROUTERS
+    from ..routing.registry import router_classes
     from ..schedulers.registry import scheduler_info, scheduler_names
-    from ..workload.length_presets import LENGTH_PRESETS
+    from ..workload.lengths.length_presets import LENGTH_PRESETS
     prices = load_prices()
 
     return {
@@ -55,7 +55,7 @@ def all_presets() -> dict:
         "batch_time_models": {**{n: info["summary"] for n, info in BATCH_TIME_MODELS.items()},
                               **{n: stored_profile(n) for n in profile_names() if n not in BATCH_TIME_MODELS}},
         "schedulers": {n: public(scheduler_info(n)) for n in scheduler_names() if not n.startswith("test-")},
-        "routers": {n: cls.summary for n, cls in ROUTERS.items()},
+        "routers": {n: cls.summary for n, cls in router_classes().items()},
     }
 
 

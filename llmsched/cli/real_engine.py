@@ -1,6 +1,7 @@
 """The real-engine commands: ``run``, ``profile``, ``fidelity``, ``make-model`` (vLLM imported only when run)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -101,6 +102,14 @@ def _split_config(args, default_scheduler="vllm-chunked"):
     return RunConfig.checked(base), engine
 
 
+def run_setup(args):
+    """``run``'s RunConfig and engine: prefix caching on, as vLLM and ``simulate`` default to
+    (``--no-prefix-caching`` turns it off). ``fidelity`` keeps the engine's default, off: it compares with a
+    simulation of prompts without identities."""
+    cfg, engine = _split_config(args)
+    return cfg, dataclasses.replace(engine, prefix_caching=cfg.prefix_caching)
+
+
 def params_origin(args):
     """Where the run's scheduler parameters were written: the command line if --param was given."""
     return CLI if args.scheduler_params else config_with_origins(args)[1].get("scheduler_params", API)
@@ -115,7 +124,7 @@ def run(args) -> int:
     from ..metrics.summary import summarize, summary_row
     from ..metrics.writers import format_table, write_run
     from .runs import TABLE_COLUMNS
-    cfg, engine = _split_config(args)
+    cfg, engine = run_setup(args)
     _start(args)
     from ..vllm.runner import run_vllm
     result, _ = run_vllm(cfg, engine, profile=args.profile_name, scale=args.scale_lengths)

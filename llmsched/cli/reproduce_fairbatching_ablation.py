@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..reproduce.fairbatching_ablation import (CASES, CLUSTER_SYSTEMS, LEVELS, REFERENCE, TPOT, TTFT, ablate, report,
                                                settings)
 from ..results_file import write_results
-from ..workload.length_presets import LENGTH_PRESETS
+from ..workload.lengths.length_presets import LENGTH_PRESETS
 from .package_commands import keywords, run_field_option
 
 NAME = "fairbatching-ablation"

@@ -99,9 +99,9 @@ def read_options(args) -> tuple[dict, dict[str, Origin]]:
 def warn_router_of_one(data: dict, origins: dict) -> None:
     """A router the user chose for a run of one replica picks nothing (PAB's admission control, for one, is the
     fairbatching-pab scheduler's): said in one line, from the command line and a config file alike."""
-    from ..routers import ROUTERS
+    from ..routing.registry import router_classes
     router, replicas = data.get("router"), data.get("replicas", RunConfig.replicas)
-    if router in ROUTERS and replicas == 1 and not data.get("fleet"):  # a fleet's pools have their own sizes
+    if router in router_classes() and replicas == 1 and not data.get("fleet"):  # a fleet's pools have their own sizes
         pab = " (PAB's admission control on one replica: --scheduler fairbatching-pab)" if router == "pab" else ""
         warnings.warn(f"{origins.get('router', API).at('router', router)}: a router picks among replicas and this "
                       f"run has one, so it changes nothing{pab}; give --replicas N (N > 1) or drop it", stacklevel=2)
@@ -173,16 +173,22 @@ def run_configs(args, names: list[str], rates=None) -> list[RunConfig]:
 
 def tuned_names(args) -> list[str]:
     """The schedulers of the --tuned files, in the order given (a command's default when none is named)."""
-    from ..tune.tuned_file import read_tuned
-    return list(dict.fromkeys(read_tuned(path)["scheduler"] for path in getattr(args, "tuned", None) or ()))
+    paths = getattr(args, "tuned", None) or ()
+    if not paths:
+        return []
+    from ..tune.tuned_file import read_tuned  # only a run given --tuned files loads the tuner's reader
+    return list(dict.fromkeys(read_tuned(path)["scheduler"] for path in paths))
 
 
 def tuned_settings(args, names: list[str]) -> dict[str, dict]:
     """Per scheduler of this run, its --tuned file's record; a file for a scheduler not in the run, or two files
     for one scheduler, is an error."""
-    from ..tune.tuned_file import read_tuned
+    paths = getattr(args, "tuned", None) or ()
+    if not paths:
+        return {}
+    from ..tune.tuned_file import read_tuned  # only a run given --tuned files loads the tuner's reader
     out: dict[str, dict] = {}
-    for path in getattr(args, "tuned", None) or ():
+    for path in paths:
         record = read_tuned(path)
         name = record["scheduler"]
         if name not in names:

@@ -32,6 +32,8 @@ class ReplicaConfig:
     # vLLM v1's prefix cache (engine/prefix_cache.py); the run turns it on only when its requests carry content,
     # so a replica of requests without identities keeps the counting KV manager
     prefix_caching: bool = PREFIX_CACHING.field(default=False)
+    # KV tiers below the GPU cache (engine/offload_plan.py's OffloadPlan, resolved for the run), None: none
+    kv_offload: object = None
 
     def __post_init__(self):
         for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len",

@@ -8,7 +8,8 @@ on when finishing adds no event (an open-loop source) and the policy declares ``
 finished requests leave as ``end_step`` lets them, and the rest decode on. Those steps are run here at
 once: each step's duration is the batch-time model's for the same count and context sum (``decode_sum_time``,
 the very float stepping computes), each is recorded in the step log as stepping records it, and each request
-gets the same token timestamps. The last of them is left in flight, as the simulator's next STEP_END.
+gets the same token timestamps. The last of them is left in flight, as the simulator's next STEP_END: the replica's
+clock (step_clock.py) and counters (step_counters.py) are told where the run left them.
 """
 from __future__ import annotations
 
@@ -35,8 +36,9 @@ def fast_forward_decodes(rep, until: float, horizon: float | None, through_finis
     n = len(running)
     left = [r.output_len - r.num_generated for r in running]  # the step (1 = the one in flight) each finishes in
     first_finish = min(left)
+    clock, counters = rep.clock, rep.counters
     if first_finish < 2 and not through_finishes:  # the step in flight finishes one: nothing to fold
-        return rep.step_end - rep.step_start
+        return clock.step_end - clock.step_start
     kv = rep.kv
     bs = kv.block_size
     computed = [r.num_computed for r in running]  # before the step in flight
@@ -46,11 +48,11 @@ def fast_forward_decodes(rep, until: float, horizon: float | None, through_finis
     nxt = 0  # next of ``order`` to finish
     finished_at: list[tuple[int, list[int]]] = []  # (step, running indices finishing in it)
     bt, steps, index, total = rep.batch_time, rep.steps, rep.index, kv.total
-    context_sum = rep.row[3]  # of the step in flight: Σ (ctx + 1)
-    waiting, busy_time, recent = len(rep.waiting), rep.busy_time, rep.recent_steps
+    context_sum = clock.row[3]  # of the step in flight: Σ (ctx + 1)
+    waiting, busy_time, recent = len(rep.waiting), counters.busy_time, counters.recent_steps
     free = kv.free
-    start, end = rep.step_start, rep.step_end
-    preempted = rep.step_preempted
+    start, end = clock.step_start, clock.step_end
+    preempted = clock.step_preempted
     alive = n
     ends = array("d")
     j = 1  # the step in flight
@@ -101,6 +103,7 @@ def fast_forward_decodes(rep, until: float, horizon: float | None, through_finis
         end = start + bt.decode_sum_time(alive, context_sum)
     done = j - 1
     if done:
+        plan = clock.plan
         gone = set()
         for step, fin in finished_at:
             t = ends[step - 1]
@@ -116,7 +119,7 @@ def fast_forward_decodes(rep, until: float, horizon: float | None, through_finis
                 gone.add(i)
         if gone:
             running[:] = [r for i, r in enumerate(running) if i not in gone]
-            rep.plan = BatchPlan(decodes=list(running))
+            plan = BatchPlan(decodes=list(running))
         for r in running:
             r.num_computed += done
             r.num_generated += done
@@ -124,13 +127,8 @@ def fast_forward_decodes(rep, until: float, horizon: float | None, through_finis
             r.last_token = ends[-1]
         kv.allocate_decodes(running)  # the block of the step in flight's token
         assert kv.free == free, f"fast-forward KV count {free} != the manager's {kv.free}"
-        rep.num_steps += done
-        rep.busy_time = busy_time
-        rep.now = start
-        rep.step_start = start
-        rep.step_end = end
-        rep.step_preempted = 0
-        rep.row = (0, 0, len(running), sum(r.num_computed + 1 for r in running))
+        counters.folded(done, busy_time)
+        clock.folded(start, end, plan, (0, 0, len(running), sum(r.num_computed + 1 for r in running)))
     return end - start
 
 
@@ -139,16 +137,17 @@ def fast_forward_group(rep, until: float, horizon: float | None, through_finishe
     request): each folded step ends as ``end_step`` ends it (the group's clock advances, finishing members leave;
     a step without finishes is recorded right here, the same row) and the next is launched with the group's
     count and context sum, so a step costs no per-request work."""
-    g = rep.group
+    g = rep.groups.group
+    clock, counters = rep.clock, rep.counters
     kv = rep.kv
     bs = g.block_size
     hist, ends = g.hist, g.ends
     decode_sum_time = rep.batch_time.decode_sum_time
-    add, recent = rep.steps.add, rep.recent_steps
+    add, recent = rep.steps.add, counters.recent_steps
     index, total, waiting = rep.index, kv.total, len(rep.waiting)
-    start, end = rep.step_start, rep.step_end
-    context = rep.row[3]  # of the step in flight
-    busy, folded, advanced = rep.busy_time, 0, False
+    start, end = clock.step_start, clock.step_end
+    context = clock.row[3]  # of the step in flight
+    busy, folded, advanced = counters.busy_time, 0, False
     free = kv.free  # the manager's count less ``taken``: the blocks the folded steps took, handed to it in one call
     taken = 0
     finish = g.next_finish()
@@ -169,11 +168,11 @@ def fast_forward_group(rep, until: float, horizon: float | None, through_finishe
                 break
             kv.take_group(taken)
             taken = 0
-            rep.busy_time, rep.num_steps, folded = busy, rep.num_steps + folded, 0
-            rep.row = (0, 0, g.size, context)
-            rep.step_start = start
-            rep.end_group_step(end)
-            busy = rep.busy_time
+            counters.folded(folded, busy)
+            folded = 0
+            clock.folded(start, end, clock.plan, (0, 0, g.size, context))  # the step in flight, ended here
+            rep.groups.end_group_step(end)
+            busy = counters.busy_time
             free = kv.free
             finish = g.next_finish()
         else:
@@ -200,8 +199,7 @@ def fast_forward_group(rep, until: float, horizon: float | None, through_finishe
     if taken:
         kv.take_group(taken)
     if advanced:
-        rep.busy_time, rep.num_steps = busy, rep.num_steps + folded
-        rep.last_end = rep.now = rep.step_start = start
-        rep.step_end = end
-        rep.row = (0, 0, g.size, context)
+        counters.folded(folded, busy)
+        clock.folded(start, end, clock.plan, (0, 0, g.size, context))
+        clock.ended(start)  # the last folded step's end
     return end - start

@@ -1,13 +1,13 @@
-"""The decode-group fast path: a replica's steps launched, ended and repeated with its running requests in decode
+"""The decode-group path: a replica's steps launched, ended and repeated with its running requests in decode
 phase advanced as one group (engine/decode_group.py), so that a step costs no per-request work.
 
 While the group is formed, a plan that decodes the whole group (or none of it) plus prompt chunks launches here
 without touching the members; a step that decoded the group alone and will be planned again (the policy's
 ``steady_decodes``) ends and starts again in one call; anything else settles the group first (every member's
-fields exact again) and runs as a plan that lists its decodes. ``Replica`` (engine/replica.py) inherits these
-methods: they read and write the replica's step state, declared on this class (group_steps.pxd) so that a compiled
-build reaches it as struct slots, and call back the replica's ``launch``, ``record_step``, ``duration``,
-``append_running`` and ``check``.
+fields exact again) and runs as a plan that lists its decodes. ``GroupSteps`` is a component of the replica
+(``Replica.groups``): it owns the group and when to form it again; it moves the replica's time through its
+``StepClock`` and counts steps in its ``StepCounters``, and calls back the replica's ``launch``, ``record_step``,
+``duration``, ``append_running`` and ``check``.
 """
 from __future__ import annotations
 
@@ -24,17 +24,21 @@ ORDER = attrgetter("order")
 
 
 class GroupSteps:
-    """The decode-group half of a replica's step cycle (a base class of ``Replica``)."""
+    """The decode group of a replica (``rep``) and the steps launched, ended and repeated through it."""
 
-    def __init__(self, plans_from_group: bool):
+    __slots__ = ("rep", "group", "steady", "group_step", "forms", "formed_at", "form_wait", "backoff",
+                 "repeat_plan")
+
+    def __init__(self, rep, forms: bool):
+        self.rep = rep
         self.group: DecodeGroup | None = None
         self.steady = False  # the step that just ended decoded the whole group and nothing else
         self.group_step = False  # the step in flight was launched with the group formed (and ends through it)
-        self._groups = plans_from_group  # the policy plans from the group: form one after listed steps
-        self._formed_at = 0  # num_steps when the group formed
-        self._form_wait = 0  # steps to wait before forming it again (settled soon after forming: back off)
-        self._backoff = 1
-        self._repeat_plan = BatchPlan(decode_group=True)  # the plan of a repeated step (read, never changed)
+        self.forms = forms  # the policy plans from the group: form one after listed steps
+        self.formed_at = 0  # num_steps when the group formed
+        self.form_wait = 0  # steps to wait before forming it again (settled soon after forming: back off)
+        self.backoff = 1
+        self.repeat_plan = BatchPlan(decode_group=True)  # the plan of a repeated step (read, never changed)
 
     # --- a step that repeats ----------------------------------------------------------------------------------
     def end_and_repeat(self, now: float) -> bool:
@@ -43,17 +47,18 @@ class GroupSteps:
         (nothing done) for any other step. Same state, row and duration as the two calls; the caller folds the
         steps that follow (``fold``) when the new one ends before its next event, as ``start_step`` would."""
         g = self.group
-        plan = self.plan
+        rep = self.rep
+        clock = rep.clock
+        plan = clock.plan
         if not (self.group_step and plan.decode_group) or plan.prefills:
             return False
         nxt = g.clock + 1
-        kv = self.kv
+        kv = rep.kv
         need = g.hist[-nxt % g.block_size]
-        if (nxt in g.finish_at or g.partials or self.waiting or self.swapped or self.asked_at != self.arrivals
-                or need > kv.free):
+        if (nxt in g.finish_at or g.partials or rep.waiting or rep.swapped or rep.loading
+                or rep.asked_at != rep.arrivals or need > kv.free):
             return False
-        assert self.busy and len(self.running) == g.size
-        self.version += 1
+        assert clock.busy and len(rep.running) == g.size
         # end_step: the group decodes, nobody finishes (g.step and record_step written out: the hot path of a
         # multi-replica run, 5-9% of its CPU as calls; tests compare it with stepping)
         g.ends.append(now)
@@ -62,61 +67,60 @@ class GroupSteps:
         g.context_sum += n
         if len(g.ends) >= 2 * TRIM_AT:
             g.trim()
-        duration = now - self.step_start
-        self.now = self.last_end = now
+        start = clock.step_start
+        duration = now - start
         self.steady = True
-        self.num_steps += 1
-        self.busy_time += duration
-        self.recent_steps.append(duration)
-        self.add_row(self.index, self.step_start, duration, 0, 0, n, self.row[3], kv.total - kv.free, kv.total,
-                     0, n, 0)
-        if self.config.check_invariants:
-            self.check()
-        self.wake_at = None  # start_step: the same plan again
-        self.step_start = now
-        self.step_end = now + self.relaunch_group(now)
+        rep.counters.step(duration)
+        rep.add_row(rep.index, start, duration, 0, 0, n, clock.row[3], kv.total - kv.free, kv.total, 0, n, 0)
+        clock.repeat(now)
+        if rep.config.check_invariants:
+            rep.check()
+        clock.start(now, self.relaunch_group(now))  # start_step: the same plan again
         return True
 
     def fold(self, until: float, horizon: float | None) -> None:
         """After ``end_and_repeat``: the steps that would repeat and end before ``until`` (and by ``horizon``) run
         at once, as ``start_step`` fast-forwards; the last of them is the step in flight."""
-        self.version += 1
-        fast_forward_group(self, until, horizon, self.quiet_finishes and self.folds_finishes)
+        rep = self.rep
+        fast_forward_group(rep, until, horizon, rep.quiet_finishes and rep.folds_finishes)
 
     def repeats(self, now: float) -> bool:
         """True when the policy would plan the group's decodes again (its ``steady_decodes`` declaration): the
         step that just ended at ``now`` decoded the whole group and nothing else, nothing arrived since the policy
         was asked, nothing waits and every decode finds its block."""
         g = self.group
-        return (g is not None and g.size > 0 and not g.partials and not self.waiting and not self.swapped
-                and self.asked_at == self.arrivals and now == self.last_end and g.blocks_needed <= self.kv.free)
+        rep = self.rep
+        return (g is not None and g.size > 0 and not g.partials and not rep.waiting and not rep.swapped
+                and not rep.loading and rep.asked_at == rep.arrivals and now == rep.clock.last_end
+                and g.blocks_needed <= rep.kv.free)
 
     def relaunch_group(self, now: float) -> float:
         """``launch_group`` of the plan that decodes the group alone, which the step that just ended ran: its
         limits held then and hold now (no more members, no more tokens; ``repeats`` checked the blocks)."""
         g = self.group
+        rep = self.rep
         need = g.blocks_needed
         if need:
-            self.kv.take_group(need)
-        self.step_preempted = 0
-        self.plan = self._repeat_plan
+            rep.kv.take_group(need)
         self.group_step = True
         n, decode_sum = g.size, g.context_sum
-        self.row = (0, 0, n, decode_sum)
+        clock = rep.clock
+        clock.launched(self.repeat_plan, (0, 0, n, decode_sum), 0)
         # decode_sum_time: sum_step_time of no prefills, the same float
-        return self.duration(self.batch_time.decode_sum_time(n, decode_sum) + 0.0 + self.swap_time, now)
+        return rep.duration(rep.batch_time.decode_sum_time(n, decode_sum) + 0.0 + clock.pay(), now)
 
     # --- launching and ending with the group ------------------------------------------------------------------
-    def launch_group(self, plan: BatchPlan, now: float) -> float:
-        """``launch`` with the group formed, for a plan that decodes the whole group or none of it, plus prompt
-        chunks: the members need no per-request work. Anything beyond the common case (a swapped request, a broken
-        limit, KV short) goes through ``launch`` with the members listed, which raises or evicts exactly as for
-        such a plan."""
+    def launch_group(self, plan: BatchPlan, now: float):
+        """``Replica.launch`` with the group formed, for a plan that decodes the whole group or none of it, plus
+        prompt chunks: the members need no per-request work. Anything beyond the common case (a swapped request, a
+        broken limit, KV short) goes through ``launch`` with the members listed, which raises or evicts exactly as
+        for such a plan."""
         g = self.group
-        stamp = self.num_steps
-        kv = self.kv
+        rep = self.rep
+        stamp = rep.counters.num_steps
+        kv = rep.kv
         bs = kv.block_size
-        index = self.index
+        index = rep.index
         decoding = plan.decode_group
         decodes = g.size if decoding else 0
         need = g.blocks_needed if decoding else 0
@@ -125,8 +129,9 @@ class GroupSteps:
         prefill_new = []
         prefill_ctx = []
         prefill_tokens = context = 0
-        ok = True
-        for r, n in plan.prefills:
+        # LMCache's stores of prompt chunks wait inside the step: the listed launch prices them
+        ok = not (plan.prefills and rep.tiers is not None and rep.tiers.sync)
+        for r, n in plan.prefills if ok else ():
             st = r.status
             if r.replica != index or r.lag >= 0 or r.mark == stamp or (st is not RUNNING and st is not WAITING):
                 ok = False
@@ -136,7 +141,7 @@ class GroupSteps:
                 ok = False
                 break
             if st is WAITING:
-                if self.caching and r.content is not None:  # its cached prefix: launch admits it
+                if rep.caching and r.content is not None:  # its cached prefix: launch admits it
                     ok = False
                     break
                 admit.append(r)
@@ -148,40 +153,42 @@ class GroupSteps:
             extra = -(-(c + n) // bs) - r.num_blocks
             if extra > 0:
                 need += extra
-        cfg = self.config
+        cfg = rep.config
+        running = rep.running
         if (not ok or prefill_tokens + decodes > cfg.max_num_batched_tokens or need > kv.free
-                or len(self.running) + len(admit) > cfg.max_num_seqs):
+                or len(running) + len(admit) > cfg.max_num_seqs):
             for r, _ in plan.prefills:
                 if r.mark == stamp:
                     r.mark = -1
-            members = [r for r in self.running if r.lag >= 0] if decoding else []
+            members = [r for r in running if r.lag >= 0] if decoding else []
             self.settle()
-            return self.launch(BatchPlan(decodes=members, prefills=plan.prefills), now)
+            return rep.launch(BatchPlan(decodes=members, prefills=plan.prefills), now)
         partials = g.partials
+        waiting = rep.waiting
         for r in admit:
-            self.waiting.remove(r)
+            waiting.remove(r)
             r.status = RUNNING
             if r.first_scheduled != r.first_scheduled:  # NaN: first admission
                 r.first_scheduled = now
-            self.append_running(r)
+            rep.append_running(r)
             partials.append(r)
         if group_need:
             kv.take_group(group_need)
         if prefill_new:
             kv.allocate_chunks(plan.prefills)
-        self.step_preempted = 0
-        self.plan = plan
         self.group_step = True
         decode_sum = g.context_sum if decoding else 0
-        self.row = (prefill_tokens, len(prefill_new), decodes, decode_sum + context)
-        return self.duration(self.batch_time.sum_step_time(prefill_new, prefill_ctx, decodes, decode_sum)
-                             + 0.0 + self.swap_time, now)
+        clock = rep.clock
+        clock.launched(plan, (prefill_tokens, len(prefill_new), decodes, decode_sum + context), 0)
+        return rep.duration(rep.batch_time.sum_step_time(prefill_new, prefill_ctx, decodes, decode_sum)
+                            + 0.0 + clock.pay(), now)
 
     def end_group_step(self, now: float) -> None:
         """``end_step`` for a step launched with the group formed: the members advance by the group's clock when
         the plan decoded them; only those finishing and the prompt chunks are touched."""
         g = self.group
-        plan = self.plan
+        rep = self.rep
+        plan = rep.clock.plan
         done = g.step(now) if plan.decode_group else []
         for r in done:
             r.status = FINISHED
@@ -195,31 +202,38 @@ class GroupSteps:
                 else:
                     g.join(r)
             elif r.num_generated and r.num_computed + 1 == r.prompt_len + r.num_generated:
-                # a recompute one token short of its output so far: its next step is a decode (as _form_group
+                # a recompute one token short of its output so far: its next step is a decode (as form_group
                 # and every policy's own pass classify it), so it decodes with the group
                 g.partials.remove(r)
                 g.join(r)
         if done:
             if len(done) > 1:
                 done.sort(key=ORDER)
-            kv, running = self.kv, self.running
+            kv, running = rep.kv, rep.running
             for r in done:
                 r.finish = now
                 kv.release(r)
                 running.remove(r)
-            self.completed.extend(done)
-        self.steady = not plan.prefills and (not done or self.folds_finishes)
-        self.record_step(now)
+            rep.completed.extend(done)
+        self.steady = not plan.prefills and (not done or rep.folds_finishes)
+        rep.record_step(now)
 
     def listed_step_ended(self) -> None:
         """After a step that listed its decodes: the next one is no repeat, and a policy that plans from the group
         gets it formed again (after the back-off of a group settled soon after forming)."""
         self.steady = False
-        if self._groups and self.group is None:
-            if self._form_wait:
-                self._form_wait -= 1
+        if self.forms and self.group is None:
+            if self.form_wait:
+                self.form_wait -= 1
             else:
-                self._form_group()
+                self.form_group()
+
+    def listed_launch(self) -> None:
+        """A plan that lists its decodes is being launched: the group is settled first, and the step ends as a
+        listed one."""
+        self.group_step = False
+        if self.group is not None:
+            self.settle()
 
     # --- forming and settling ---------------------------------------------------------------------------------
     def settle(self) -> None:
@@ -228,25 +242,29 @@ class GroupSteps:
         g = self.group
         if g is None:
             return
-        members = [r for r in self.running if r.lag >= 0]
+        rep = self.rep
+        members = [r for r in rep.running if r.lag >= 0]
         g.dissolve()
         self.group = None
-        if self.busy and self.group_step:  # the step in flight ends as a listed plan
+        clock = rep.clock
+        if clock.busy and self.group_step:  # the step in flight ends as a listed plan
             self.group_step = False
-            if self.plan.decode_group:  # the members' blocks for it were taken at launch
-                kv = self.kv
+            plan = clock.plan
+            if plan.decode_group:  # the members' blocks for it were taken at launch
+                kv = rep.kv
                 for r in members:
                     kv.settle_member(r, r.num_computed + 1)
-                self.plan = BatchPlan(decodes=members, prefills=self.plan.prefills)
-        self._backoff = min(64, 2 * self._backoff) if self.num_steps - self._formed_at < 8 else 1
-        self._form_wait = self._backoff
+                clock.listed(BatchPlan(decodes=members, prefills=plan.prefills))
+        num_steps = rep.counters.num_steps
+        self.backoff = min(64, 2 * self.backoff) if num_steps - self.formed_at < 8 else 1
+        self.form_wait = self.backoff
 
-    def _form_group(self) -> None:
-        g = DecodeGroup(self.kv)
-        for r in self.running:
+    def form_group(self) -> None:
+        g = DecodeGroup(self.rep.kv)
+        for r in self.rep.running:
             if r.num_generated and r.num_computed + 1 == r.prompt_len + r.num_generated:
                 g.join(r)
             else:
                 g.partials.append(r)
         self.group = g
-        self._formed_at = self.num_steps
+        self.formed_at = self.rep.counters.num_steps

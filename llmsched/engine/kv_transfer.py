@@ -68,13 +68,23 @@ def pipelined(first: float, second: float, layers: int) -> float:
     return first + (layers - 1) * max(first, second) + second
 
 
+def overlap(totals, layers: int) -> float:
+    """Stages of ``totals`` seconds each, every one spread evenly over ``layers`` layers and run as a pipeline
+    (layer i of a stage after layer i of the stage before it): the sum of one layer of each plus ``layers - 1``
+    layers of the slowest (a load, the step's compute and a store, layer by layer)."""
+    if layers < 1:
+        raise ValueError(f"layers must be >= 1, got {layers}")
+    per = [t / layers for t in totals]
+    return sum(per) + (layers - 1) * max(per)
+
+
 class SharedLink:
     """One direction of a link: transfers share ``bandwidth`` (bytes/s) fairly once their ``latency`` (seconds, on
     top of any extra latency a transfer brings) has passed; at most ``concurrency`` in service (0: no bound), later
     ones wait in arrival order. Time only moves forward (``advance``)."""
 
     __slots__ = ("bandwidth", "latency", "concurrency", "now", "waiting", "starting", "flowing", "busy_time",
-                 "bytes_done", "done_count")
+                 "bytes_done", "done_count", "cached_next", "fifo")
 
     def __init__(self, bandwidth: float, latency: float, concurrency: int = 0):
         if not bandwidth > 0:
@@ -93,8 +103,13 @@ class SharedLink:
         self.busy_time = 0.0  # time with bytes moving
         self.bytes_done = 0.0
         self.done_count = 0
+        self.cached_next = None  # next_completion's answer while nothing changed (False: not known)
+        # one transfer at a time: each finishes at a time known when it is submitted ([finish, tag, bytes] in order)
+        self.fifo: deque | None = deque() if concurrency == 1 else None
 
     def __len__(self) -> int:
+        if self.fifo is not None:
+            return len(self.fifo)
         return len(self.waiting) + len(self.starting) + len(self.flowing)
 
     @property
@@ -106,8 +121,15 @@ class SharedLink:
         advanced to it first, so call ``advance`` and collect what finished before)."""
         if nbytes < 0 or extra_latency < 0:
             raise ValueError(f"a transfer needs bytes >= 0 and latency >= 0, got {nbytes!r} and {extra_latency!r}")
+        if self.fifo is not None:  # after the one before it: latency, then its bytes alone
+            done = self.advance(now)
+            assert not done, "advance the link to now (and collect its finished transfers) before starting one"
+            begin = self.fifo[-1][0] if self.fifo and self.fifo[-1][0] > now else now
+            self.fifo.append([begin + self.latency + extra_latency + nbytes / self.bandwidth, tag, nbytes])
+            return
         done = self.advance(now)
         assert not done, "advance the link to now (and collect its finished transfers) before starting one"
+        self.cached_next = False
         if self.concurrency and self.in_service >= self.concurrency:
             self.waiting.append([tag, nbytes, extra_latency])
         else:
@@ -115,40 +137,63 @@ class SharedLink:
 
     def next_event(self) -> float | None:
         """When the next transfer ends its latency or finishes its bytes (None: the link is idle)."""
+        return self.next_step()[0]
+
+    def next_step(self) -> tuple:
+        if self.fifo is not None:
+            return (self.fifo[0][0], True) if self.fifo else (None, False)
+        return self.next_step_shared()
+
+    def next_step_shared(self) -> tuple:
+        """``(time, bytes finish)``: the next event and whether it is a transfer finishing its bytes (else one
+        ending its latency); ``(None, False)`` when idle."""
         t = min((s[0] for s in self.starting), default=None)
         if self.flowing:
             least = min(f[0] for f in self.flowing)
             end = self.now + least * len(self.flowing) / self.bandwidth
-            t = end if t is None or end < t else t
-        return t
+            if t is None or end <= t:
+                return end, True
+        return t, False
 
     def next_completion(self) -> float | None:
         """When the next transfer finishes (None: none in flight), as the link stands now."""
         if not len(self):
             return None
+        if self.fifo is not None:
+            return self.fifo[0][0]
+        if self.cached_next:
+            return self.cached_next
         probe = SharedLink(self.bandwidth, self.latency, self.concurrency)
-        probe.now = self.now
-        probe.waiting = deque(list(w) for w in self.waiting)
+        probe.now = self.now  # the first to finish is in service: those waiting start only after it
+        if not self.starting and not self.flowing:
+            probe.waiting = deque(list(w) for w in self.waiting)
         probe.starting = [list(s) for s in self.starting]
         probe.flowing = [list(f) for f in self.flowing]
         while True:
             t = probe.next_event()
             done = probe.advance(t)
             if done:
-                return done[0][1]
+                self.cached_next = done[0][1]
+                return self.cached_next
 
     def advance(self, t: float) -> list:
         """Move the clock to ``t``; returns ``[(tag, finish time)]`` of the transfers that finished by then, in
         the order they finished (ties: in order of starting)."""
         if t < self.now:
             raise ValueError(f"a link's clock runs forward: asked for {t} at {self.now}")
+        if self.fifo is not None:
+            return self.advance_fifo(t)
+        if t > self.now:  # the probe's arithmetic no longer follows this state's exactly
+            self.cached_next = False
         finished = []
         while True:
-            te = self.next_event()
+            te, bytes_done = self.next_step()
             if te is None or te > t:
                 self.progress(t)
+                if finished:
+                    self.cached_next = False
                 return finished
-            self.progress(te)
+            self.progress(te, bytes_done)
             ready = [s for s in self.starting if s[0] <= te]
             if ready:
                 self.starting = [s for s in self.starting if s[0] > te]
@@ -168,18 +213,30 @@ class SharedLink:
                 tag, nbytes, extra = self.waiting.popleft()
                 self.starting.append([te + self.latency + extra, tag, nbytes])
 
-    def progress(self, t: float) -> None:
-        """Bytes move from the clock to ``t`` with no event between; the least remaining transfer reaching zero
-        at ``t`` is set to exactly zero."""
+    def advance_fifo(self, t: float) -> list:
+        fifo = self.fifo
+        finished = []
+        while fifo and fifo[0][0] <= t:
+            end, tag, nbytes = fifo.popleft()
+            finished.append((tag, end))
+            self.busy_time += nbytes / self.bandwidth
+            self.bytes_done += nbytes
+            self.done_count += 1
+        self.now = t
+        return finished
+
+    def progress(self, t: float, finish_least: bool = False) -> None:
+        """Bytes move from the clock to ``t`` with no event between; with ``finish_least`` the transfers with the
+        least bytes left finish exactly at ``t`` (the event computed them to), whatever the rounding of ``t``."""
         dt = t - self.now
-        if dt > 0 and self.flowing:
-            n = len(self.flowing)
-            share = dt * self.bandwidth / n
-            least = min(f[0] for f in self.flowing)
-            if share >= least * (1 - 1e-12):
-                share = least
-            for f in self.flowing:
-                f[0] = f[0] - share if f[0] - share > least * 1e-12 else 0.0
+        flowing = self.flowing
+        if flowing and (dt > 0 or finish_least):
+            n = len(flowing)
+            least = min(f[0] for f in flowing)
+            share = least if finish_least else min(dt * self.bandwidth / n, least)
+            for f in flowing:
+                left = f[0] - share
+                f[0] = left if left > least * 1e-9 else 0.0
             self.busy_time += dt
             self.bytes_done += share * n
         self.now = t

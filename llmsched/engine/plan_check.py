@@ -12,6 +12,7 @@ from ..batchtime.base import Batch
 from ..request import Request, Status
 from .errors import PlanError
 from .plan import BatchPlan
+from .tier_admission import fit_tier_hits
 
 WAITING, RUNNING, SWAPPED = Status.WAITING, Status.RUNNING, Status.SWAPPED
 
@@ -120,6 +121,7 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
     prefill_tokens = 0
     hits = None
     caching = rep.caching
+    tiered = caching and rep.kv.tiers is not None
     for i, (r, n) in enumerate(plan.prefills):
         st = r.status
         if r.replica != index or st is not RUNNING:
@@ -138,9 +140,9 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
         if not (isinstance(n, int) and 1 <= n <= remaining):
             fail(rep, "a prefill chunk must be between 1 and the request's remaining tokens",
                  f"request {r.id}: chunk {n!r}, {remaining} remaining")
-        if caching and st is WAITING and r.content is not None:
+        if caching and st is WAITING and r.content is not None and not r.num_computed:
             hit = kv.lookup(r)
-            if hit:
+            if hit or tiered:
                 if hits is None:
                     hits = []
                 hits.append((i, len(prefill_new), r, hit, n, remaining))
@@ -155,7 +157,12 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
             need += extra
 
     if hits is not None:
-        admitted, cost, prefill_tokens = fit_hits(kv, hits, need, plan, prefill_new, prefill_ctx, prefill_tokens)
+        if tiered:  # the tiers below the GPU extend the hits (engine/tier_admission.py)
+            admitted, cost, prefill_tokens = fit_tier_hits(rep, hits, need, plan, prefill_new, prefill_ctx,
+                                                           prefill_tokens, admit)
+        else:
+            admitted, cost, prefill_tokens = fit_hits(kv, hits, need, plan, prefill_new, prefill_ctx,
+                                                      prefill_tokens)
         need += cost
         hits = admitted
     tokens = prefill_tokens + len(decode_ctx)

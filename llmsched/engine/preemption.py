@@ -12,13 +12,15 @@ import math
 from array import array
 
 from ..request import Request, Status
+from .livelock import note_preemption
 from .plan import BatchPlan
 
 WAITING, RUNNING, SWAPPED = Status.WAITING, Status.RUNNING, Status.SWAPPED
 
 
 def preempt(rep, r: Request) -> None:
-    rep.num_preemptions += 1
+    note_preemption(rep, r)  # the livelock guard: a request preempted for ever without a token ends the run
+    rep.counters.preempted()
     r.preemptions += 1
     kv = rep.kv
     if rep.config.preemption_mode == "swap":
@@ -26,7 +28,7 @@ def preempt(rep, r: Request) -> None:
             r.status = SWAPPED
             rep.swapped.append(r)
             return
-        rep.swap_fallbacks += 1  # no host space: recompute instead, counted
+        rep.counters.swap_fell_back()  # no host space: recompute instead, counted
     kv.release(r)
     r.num_computed = 0
     r.status = WAITING
@@ -68,8 +70,7 @@ def evict_for(rep, plan: BatchPlan, need: int) -> tuple[BatchPlan | None, int]:
 
 
 def evict(rep, r: Request) -> None:
-    rep.num_evictions += 1
-    rep.num_preemptions += 1
+    rep.counters.evicted()
     r.preemptions += 1
     rep.kv.release(r)
     r.num_computed = 0
@@ -113,6 +114,6 @@ def swap_in(rep) -> None:
             break
         free -= need
         del swapped[0]
-        rep.swap_time += kv.swap_in(r) * rep.config.swap_seconds_per_block
+        rep.clock.owe(kv.swap_in(r) * rep.config.swap_seconds_per_block)
         r.status = RUNNING
         rep.append_running(r)

@@ -38,7 +38,7 @@ from bisect import bisect_right
 from .cache_runs import Hit, Lru, Registration, Run
 from .errors import KVCapacityError
 from .kv_cache import KVCacheManager
-from ..request import Request
+from ..request import Request, Status
 
 NO_HIT = Hit([], 0)
 
@@ -46,10 +46,14 @@ NO_HIT = Hit([], 0)
 class PrefixCachingKVManager(KVCacheManager):
     """The KV cache manager with vLLM v1's prefix cache (see the module docstring)."""
 
-    __slots__ = ("cached", "dups", "lru", "anon_free", "held", "pieces", "hit_tokens", "step_hits")
+    __slots__ = ("cached", "dups", "lru", "anon_free", "held", "pieces", "hit_tokens", "step_hits", "tiers")
 
-    def __init__(self, total_blocks: int, block_size: int = 16, swap_blocks: int = 0):
+    def __init__(self, total_blocks: int, block_size: int = 16, swap_blocks: int = 0, tiers=None):
         super().__init__(total_blocks, block_size, swap_blocks)
+        # the KV tiers below the GPU (engine/kv_tiers.py: a KVTiers, this manager's component), or None
+        self.tiers = tiers
+        if tiers is not None and tiers.ct == block_size:  # chunks of one block: the tiers name them by its pieces
+            tiers.pieces_of = self.request_pieces
         self.cached: dict = {}  # piece key -> the registrations holding cached blocks in that piece
         self.dups: dict = {}  # (piece key, block) -> registrations holding that block at once, first registered first
         self.lru = Lru()  # the cached blocks nobody references, evicted first
@@ -171,6 +175,8 @@ class PrefixCachingKVManager(KVCacheManager):
     def discard(self, req: Request) -> None:
         """``req`` leaves without releasing blocks (rejected while waiting): its pieces are dropped."""
         self.pieces.pop(req, None)
+        if self.tiers is not None:
+            self.tiers.forget(req)
 
     def unreferenced(self, hit: Hit) -> int:
         """Blocks of ``hit`` nobody references: admitting it takes them out of the free pool."""
@@ -399,7 +405,21 @@ class PrefixCachingKVManager(KVCacheManager):
                     freed += r.hi - r.lo
             reg.merge(i, j)
         self.free += freed
+        if self.tiers is not None:
+            self.tiers.released(req, req.status is Status.FINISHED)
         self.pieces.pop(req, None)
+
+    # --- loads from the tiers below the GPU (engine/kv_tiers.py) -------------------------------------------------
+    def take_loaded(self, req: Request, blocks: int) -> None:
+        """``req`` (admitted from its cached blocks) takes ``blocks`` new blocks that a tier's load fills: its KV
+        tokens grow by them, registered as cached when they land (``loaded``, or its chunk's allocation)."""
+        self.take(blocks)
+        req.num_blocks += blocks
+        req.num_computed += blocks * self.block_size
+
+    def loaded(self, req: Request) -> None:
+        """``req``'s load landed: its full blocks are registered (vLLM caches them when the transfer finishes)."""
+        self.register(req, req.num_computed)
 
     # --- the counting manager's verbs ---------------------------------------------------------------------------
     def allocate(self, req: Request, tokens: int) -> None:

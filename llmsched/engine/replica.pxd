@@ -1,13 +1,32 @@
 from llmsched.engine.group_steps cimport GroupSteps
+from llmsched.engine.step_clock cimport StepClock
+from llmsched.engine.step_counters cimport StepCounters
 
 
-cdef class Replica(GroupSteps):
+cdef class Replica:
     cdef dict __dict__
     cdef public object _order
+    cdef public object add_row
+    cdef public object arrivals
+    cdef public object asked_at
+    cdef public object batch_time
+    cdef public object caching
+    cdef public StepClock clock
+    cdef public object completed
+    cdef public object config
+    cdef public StepCounters counters
     cdef public object folds
-    cdef public object num_evictions
-    cdef public object num_preemptions
+    cdef public object folds_finishes
+    cdef public object fruitless
+    cdef public GroupSteps groups
+    cdef public object index
+    cdef public object kv
+    cdef public object loading
+    cdef public object quiet_finishes
+    cdef public object running
     cdef public object scheduler
     cdef public object steps
-    cdef public object swap_fallbacks
+    cdef public object swapped
+    cdef public object version
     cdef public object view
+    cdef public object waiting

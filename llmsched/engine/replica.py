@@ -2,26 +2,28 @@
 
 A step is ``start_step(now)`` (ask the policy, check the plan against the hard limits, preempt, admit, allocate
 KV, predict the duration) then ``end_step(now)`` (tokens appear, finished requests free their KV). The policy never
-mutates state. The replica's concerns live beside it: the KV cache manager, the only writer of block state
-(kv_cache.py); the plan check (plan_check.py); preemption, overflow eviction and swap-in (preemption.py); the
-decode-group fast path, which ``Replica`` inherits (group_steps.py), and fast-forwarded decode runs
-(decode_run.py).
+mutates state. The replica's state has one owner a concern, each a component it holds: the KV cache manager, the
+only writer of block state (``kv``, kv_cache.py); the clock and the step in flight (``clock``, step_clock.py); the
+step and preemption counts (``counters``, step_counters.py); the decode group and the steps launched through it
+(``groups``, group_steps.py). Beside them: the plan check (plan_check.py); preemption, overflow eviction and
+swap-in (preemption.py); fast-forwarded decode runs (decode_run.py). Nothing outside these writes a replica's
+attributes: the simulator reads them (the properties below) and calls its methods.
 """
 from __future__ import annotations
 
-import math
 from collections import deque
 
-from ..batchtime.base import BatchTimeModel
+from ..batchtime.base import Batch, BatchTimeModel
 from ..metrics.steps import StepLog
 from ..request import Request, Status
 from . import plan_check, preemption
 from .config import ReplicaConfig
 from .decode_run import fast_forward_decodes, fast_forward_group
 from .group_steps import GroupSteps
+from .step_clock import StepClock
+from .step_counters import StepCounters
 from .kv_cache import KVCacheManager
 from .plan import BatchPlan
-from .prefix_cache import PrefixCachingKVManager
 from .policy import Policy
 from .tokens import advance_chunk
 from .view import ReplicaView
@@ -31,7 +33,7 @@ __all__ = ["Replica", "ReplicaConfig"]
 WAITING, RUNNING, FINISHED, REJECTED = Status.WAITING, Status.RUNNING, Status.FINISHED, Status.REJECTED
 
 
-class Replica(GroupSteps):
+class Replica:
     def __init__(self, index: int, scheduler: Policy, batch_time: BatchTimeModel,
                  config: ReplicaConfig, steps: StepLog | None = None):
         if scheduler.needs_oracle and not config.oracle:
@@ -46,40 +48,113 @@ class Replica(GroupSteps):
         # a finish folded past frees the blocks the fold counts; with a prefix cache, shared ones stay held
         self.folds_finishes = (self.folds and getattr(scheduler, "steady_after_finishes", False)
                                and not config.prefix_caching)
-        GroupSteps.__init__(self, self.folds and getattr(scheduler, "plans_decode_group", False))
+        self.groups = GroupSteps(self, self.folds and getattr(scheduler, "plans_decode_group", False))
+        self.clock = StepClock()
+        self.counters = StepCounters()
         self.index = index
         self.scheduler = scheduler
         self.batch_time = batch_time
         self.config = config
         self.caching = config.prefix_caching  # vLLM v1's prefix cache (engine/prefix_cache.py)
-        manager = PrefixCachingKVManager if self.caching else KVCacheManager
-        self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks)
+        if config.kv_offload is not None:  # KV tiers below the GPU, a component of the KV manager
+            if not self.caching:
+                raise ValueError("KV offload tiers hold cached prefixes: they need the prefix cache, and requests "
+                                 "whose prompts have identities (a Mooncake or session trace, --workload "
+                                 "shared-prefix, --turns)")
+            from .kv_tiers import KVTiers
+            from .prefix_cache import PrefixCachingKVManager
+            tiers = KVTiers(config.kv_offload, config.block_size)
+            tiers.recompute = lambda tokens, context: batch_time.step_time(Batch([tokens], [context], []))
+            self.kv = PrefixCachingKVManager(config.num_blocks, config.block_size, config.swap_blocks, tiers)
+        else:
+            if self.caching:
+                from .prefix_cache import PrefixCachingKVManager as manager  # imported only by a run that caches
+            else:
+                manager = KVCacheManager
+            self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks)
+        self.tiers = self.kv.tiers if self.caching else None  # the KV manager's tiers below the GPU, or None
+        self.loading: list = []  # requests waiting for their KV from a tier below the GPU: no step repeats unasked
         self.waiting: list[Request] = []
         self.running: list[Request] = []
         self.swapped: list[Request] = []
         self.completed: list[Request] = []  # finished or rejected since the caller last drained it
         self.log_steps_to(steps if steps is not None else StepLog())
         self.view = ReplicaView(self)
-        self.now = 0.0
-        self.busy = False
-        self.num_steps = 0
-        self.busy_time = 0.0
-        self.recent_steps: deque = deque(maxlen=64)
-        self.num_preemptions = 0
-        self.swap_fallbacks = 0
-        self.num_evictions = 0
-        self.plan: BatchPlan | None = None  # the step in flight's
-        self.row = (0, 0, 0, 0)  # the step in flight's prefill tokens, prefills, decodes, context sum
-        self.swap_time = 0.0  # host->GPU transfers done before the policy decided, charged to the next step
-        self.step_start = 0.0
-        self.step_end = math.nan  # when the step in flight ends
-        self.last_end = 0.0  # end of the previous step (the clock origin before any): the idle time before a step
-        self.step_preempted = 0
-        self.quiet_finishes = False  # set by the simulator: a finishing request adds no event (open loop)
+        self.quiet_finishes = False  # a finishing request adds no event (an open loop: set_quiet_finishes)
+        self.fruitless: dict = {}  # request id -> (its tokens, preemptions in a row without one more): livelock.py
         self._order = 0  # next running position
         self.arrivals = 0  # requests added so far
         self.asked_at = 0  # arrivals when the policy was last asked
         self.version = 0  # counts the calls that may change the replica's state: equal values, same state
+
+    # --- what the run reads (each from its owner) -------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        return self.clock.now
+
+    @property
+    def busy(self) -> bool:
+        return self.clock.busy
+
+    @property
+    def plan(self) -> BatchPlan | None:
+        return self.clock.plan
+
+    @property
+    def step_start(self) -> float:
+        return self.clock.step_start
+
+    @property
+    def step_end(self) -> float:
+        return self.clock.step_end
+
+    @property
+    def last_end(self) -> float:
+        return self.clock.last_end
+
+    @property
+    def wake_at(self) -> float | None:
+        return self.clock.wake_at
+
+    @property
+    def num_steps(self) -> int:
+        return self.counters.num_steps
+
+    @property
+    def busy_time(self) -> float:
+        return self.counters.busy_time
+
+    @property
+    def recent_steps(self) -> deque:
+        return self.counters.recent_steps
+
+    @property
+    def num_preemptions(self) -> int:
+        return self.counters.num_preemptions
+
+    @property
+    def swap_fallbacks(self) -> int:
+        return self.counters.swap_fallbacks
+
+    @property
+    def num_evictions(self) -> int:
+        return self.counters.num_evictions
+
+    @property
+    def group(self):
+        """The decode group (engine/decode_group.py), or None while none is formed."""
+        return self.groups.group
+
+    def set_quiet_finishes(self, quiet: bool) -> None:
+        """Whether a finishing request adds no event (an open-loop source): then a fast-forward of decode steps
+        may fold past finishes, for a policy that declares ``steady_after_finishes``."""
+        self.quiet_finishes = quiet
+
+    def take_completed(self) -> list[Request]:
+        """The requests finished or rejected since the last call, in the order they left."""
+        done = self.completed
+        self.completed = []
+        return done
 
     def log_steps_to(self, steps: StepLog) -> None:
         """Record the steps that end from now on into ``steps`` (the run's shared log, or a lane's own)."""
@@ -92,7 +167,7 @@ class Replica(GroupSteps):
     def add(self, req: Request, now: float) -> bool:
         """Queue an arrival, or reject it when it can never be served. True if queued."""
         self.version += 1
-        self.now = now
+        self.clock.tick(now)
         self.arrivals += 1
         req.replica = self.index
         total = req.prompt_len + req.output_len
@@ -115,14 +190,16 @@ class Replica(GroupSteps):
         req.status = REJECTED
         req.reject_reason = reason
         if self.caching:
+            if req.num_blocks:  # its KV came from a tier while it waited
+                self.kv.release(req)
             self.kv.discard(req)
-        req.finish = self.now
+        req.finish = self.clock.now
         self.completed.append(req)
         return False
 
     @property
     def num_outstanding(self) -> int:
-        return len(self.waiting) + len(self.running) + len(self.swapped)
+        return len(self.waiting) + len(self.running) + len(self.swapped) + len(self.loading)
 
     # --- a step -----------------------------------------------------------
     def start_step(self, now: float, until: float | None = None, horizon: float | None = None) -> float | None:
@@ -135,36 +212,52 @@ class Replica(GroupSteps):
         With ``quiet_finishes`` set (by the simulator, for a source whose completions add no event) the run may
         fold past finishes for a policy that declares ``steady_after_finishes``; those requests are in
         ``completed``."""
-        assert not self.busy, "start_step while a step is running"
+        clock = self.clock
+        assert not clock.busy, "start_step while a step is running"
         self.version += 1
-        self.now = now
-        self.wake_at = None
-        if self.steady and until is not None and self.repeats(now):
-            duration = self.relaunch_group(now)
+        clock.tick(now)
+        clock.asleep_until(None)
+        groups = self.groups
+        if groups.steady and until is not None and groups.repeats(now):
+            duration = groups.relaunch_group(now)
         else:
             duration = self._ask_and_launch(now)
             if duration is None:
                 return None
-        self.busy = True
-        self.step_start = now
-        self.step_end = now + duration
-        launched = self.plan
-        if (until is not None and self.folds and self.step_end < until and not launched.prefills
-                and not self.step_preempted and not self.waiting and not self.swapped):
+        clock.start(now, duration)
+        launched = clock.plan
+        if (until is not None and self.folds and clock.step_end < until and not launched.prefills
+                and not clock.step_preempted and not self.waiting and not self.swapped and not self.loading):
             # end_step checks the state it leaves
             through = self.quiet_finishes and self.folds_finishes
             if launched.decode_group:
-                if not self.group.partials:
+                if not groups.group.partials:
                     duration = fast_forward_group(self, until, horizon, through)
             elif len(launched.decodes) == len(self.running):
                 duration = fast_forward_decodes(self, until, horizon, through)
         return duration
 
+    def end_and_repeat(self, now: float) -> bool:
+        """The step in flight ends at ``now`` and the same plan starts again, when it decoded the decode group alone
+        and will repeat (``GroupSteps.end_and_repeat``); False, nothing done, for any other step."""
+        if self.groups.end_and_repeat(now):
+            self.version += 1
+            return True
+        return False
+
+    def fold(self, until: float, horizon: float | None) -> None:
+        """After ``end_and_repeat``: the steps that repeat and end before ``until`` run at once
+        (``GroupSteps.fold``)."""
+        self.version += 1
+        self.groups.fold(until, horizon)
+
     def _ask_and_launch(self, now: float) -> float | None:
         """The policy's plan, launched; None when it has no work (``wake_at`` set if it asked to be woken)."""
         if self.swapped:
-            self.settle()
+            self.groups.settle()
             preemption.swap_in(self)
+        if self.tiers is not None:  # transfers landed by now: stores readable, loaded requests back in the queue
+            self.land_loads(now)
         plan = self.scheduler.schedule(self.view)
         self.asked_at = self.arrivals
         for req, reason in plan.reject:
@@ -172,9 +265,19 @@ class Replica(GroupSteps):
             self.waiting.remove(req)
             self.reject(req, f"{self.scheduler.name}: {reason}")
         if not plan.has_work:
+            if self.tiers is not None:
+                if plan.preempt:
+                    return self.preempt_only(plan, now)
+                if not self.running and not self.loading and self.holds_loaded() and self.release_loaded():
+                    return self._ask_and_launch(now)
             plan_check.check_idle(self, plan, now)
             if plan.wait_until is not None:
-                self.wake_at = plan.wait_until
+                self.clock.asleep_until(plan.wait_until)
+            if self.loading:  # woken when a transfer lands
+                t = self.kv.tiers.next_event()
+                wake = self.clock.wake_at
+                if t is not None and (wake is None or t < wake):
+                    self.clock.asleep_until(t)
             return None
         duration = self.launch(plan, now)
         if duration is None:  # overflow evicted every request of the plan: ask the policy again
@@ -184,13 +287,12 @@ class Replica(GroupSteps):
     def launch(self, plan: BatchPlan, now: float) -> float | None:
         """Check ``plan``, preempt, admit, swap in and allocate its KV; the step's duration (None when overflow
         eviction left nothing of the plan)."""
-        if self.group is not None and not plan.decodes and not plan.preempt:
-            return self.launch_group(plan, now)  # the group decodes, or (prompt chunks only) waits a step
+        groups = self.groups
+        if groups.group is not None and not plan.decodes and not plan.preempt:
+            return groups.launch_group(plan, now)  # the group decodes, or (prompt chunks only) waits a step
         plan_check.check_listed(self, plan)
-        self.group_step = False
-        if self.group is not None:
-            self.settle()
-        stamp = self.num_steps
+        groups.listed_launch()
+        stamp = self.counters.num_steps
         preempted = 0
         for r in plan.preempt:
             plan_check.check_preempt(self, r, stamp)
@@ -205,15 +307,19 @@ class Replica(GroupSteps):
             if kept is None:
                 return None
             duration = self.launch(kept, now)
-            self.step_preempted += preempted + evicted
+            self.clock.carries(preempted + evicted)  # the preemptions and evictions that made room for it
             return duration
         extra_time = 0.0
+        load_time = 0.0
         cfg = self.config
         if hits is not None:  # before any block is taken: the hits' cached blocks are the plan's
-            for r, hit in hits:
-                kv.admit(r, hit)
-                if r.first_scheduled != r.first_scheduled:  # first admission: the tokens it found cached
-                    r.num_cached = len(hit) * kv.block_size
+            if kv.tiers is not None:
+                load_time = self.admit_tiered(hits, now)
+            else:
+                for r, hit in hits:
+                    kv.admit(r, hit)
+                    if r.first_scheduled != r.first_scheduled:  # first admission: the tokens it found cached
+                        r.num_cached = len(hit) * kv.block_size
         for r in swap_in:
             self.swapped.remove(r)
             extra_time += kv.swap_in(r) * cfg.swap_seconds_per_block
@@ -225,20 +331,103 @@ class Replica(GroupSteps):
             if r.first_scheduled != r.first_scheduled:  # NaN: first admission
                 r.first_scheduled = now
             self.append_running(r)
+        store_time = 0.0
+        if self.caching and kv.tiers is not None:
+            if kv.tiers.sync and plan.prefills:
+                store_time = kv.tiers.sync_stores(plan.prefills)
+            if not plan.prefills and not plan.decodes:  # the plan's work all became loads: ask again
+                return None
         if grow:
             kv.allocate_decodes(grow)
         if plan.prefills:
             kv.allocate_chunks(plan.prefills)
-        self.step_preempted = preempted
-        self.plan = plan
-        self.row = (prefill_tokens, len(batch.prefill_new), len(batch.decode_ctx), batch.context_sum)
-        return self.duration(self.batch_time.step_time(batch) + extra_time + self.swap_time, now)
+        clock = self.clock
+        clock.launched(plan, (prefill_tokens, len(batch.prefill_new), len(batch.decode_ctx), batch.context_sum),
+                       preempted)
+        compute = self.batch_time.step_time(batch)
+        if load_time or store_time:
+            compute = kv.tiers.step_time(compute, load_time, store_time, kv.tiers.plan.layers)
+        return self.duration(compute + extra_time + clock.pay(), now)
+
+    # --- KV tiers below the GPU (engine/kv_tiers.py) ------------------------------------------------------------
+    def admit_tiered(self, hits: list, now: float) -> float:
+        """The plan's admissions from their cached blocks, with the tiers: GPU hits referenced first (before any
+        block is taken), then the tiers' blocks taken; vLLM's loads start (their requests wait in ``loading``),
+        LMCache's load in this step. Returns the seconds this step waits for loads."""
+        kv = self.kv
+        tiers = kv.tiers
+        bs = kv.block_size
+        for r, hit, th, _ in hits:
+            kv.admit(r, hit)
+        wait = 0.0
+        for r, hit, th, load in hits:
+            first = r.first_scheduled != r.first_scheduled
+            if th is not None:
+                kv.take_loaded(r, th.blocks)
+            tiers.admitted(r, th, len(hit))
+            if first and r.tier_cached is None:  # first admission (or load): the tokens it found cached
+                r.num_cached = r.num_computed
+                r.tier_cached = tuple(tiers.tier_tokens(th)) if th is not None else (0,) * len(tiers.stores)
+            if th is None:
+                continue
+            if load:
+                self.waiting.remove(r)
+                self.loading.append(r)
+                tiers.start_load(r, th, now)
+            else:
+                wait += tiers.sync_load(r, th)
+        return wait
+
+    def holds_loaded(self) -> bool:
+        """Requests outside ``running`` hold blocks: loads in flight, or landed and waiting."""
+        return bool(self.loading) or any(r.num_blocks for r in self.waiting)
+
+    def release_loaded(self) -> bool:
+        """Nothing runs or loads, and the policy admits nothing: the KV that waiting requests loaded holds the blocks
+        the queue's head needs (vLLM would wait for ever). Every loaded request but the head lets its blocks go (they
+        stay in the GPU prefix cache, so its admission finds them there); True if any did."""
+        loaded = [r for r in self.waiting[1:] if r.num_blocks]
+        for r in loaded:
+            self.kv.release(r)
+            r.num_computed = 0
+        self.kv.tiers.released_loads += len(loaded)
+        return bool(loaded)
+
+    def preempt_only(self, plan: BatchPlan, now: float) -> float | None:
+        """A plan that only preempts: the policy found no room even for its first running request (loads hold
+        blocks outside ``running``, or a tier hit it counted on was not taken), and vLLM's scheduler preempts that
+        request itself then. With KV tiers the preemptions happen and the policy is asked again."""
+        self.settle()
+        stamp = self.counters.num_steps
+        for r in plan.preempt:
+            plan_check.check_preempt(self, r, stamp)
+            preemption.preempt(self, r)
+            r.mark = -1
+        self.running[:] = [r for r in self.running if r.status is RUNNING]
+        return self._ask_and_launch(now)
+
+    def land_loads(self, now: float) -> None:
+        """Requests whose loads landed by ``now`` go back to the front of the queue, holding their blocks (vLLM:
+        WAITING_FOR_REMOTE_KVS -> WAITING, their blocks cached)."""
+        tiers = self.kv.tiers
+        tiers.poll(now)
+        if not tiers.ready:
+            return
+        back = []
+        for r, _ in tiers.ready:
+            self.loading.remove(r)
+            self.kv.loaded(r)
+            back.append(r)
+        tiers.ready = []
+        self.waiting[:0] = back
+        self.version += 1
 
     def duration(self, duration: float, now: float) -> float:
-        """A launched step's predicted ``duration`` plus the wake-up cost after idle time; the swap charge paid."""
-        self.swap_time = 0.0
-        if self.batch_time.wake is not None and now > self.last_end:
-            duration += self.batch_time.wake.time(now - self.last_end, duration)
+        """A launched step's predicted ``duration`` (the swap charge paid in it) plus the wake-up cost after idle
+        time."""
+        last_end = self.clock.last_end
+        if self.batch_time.wake is not None and now > last_end:
+            duration += self.batch_time.wake.time(now - last_end, duration)
         if not duration > 0:
             raise ValueError(f"batch-time model {self.batch_time.name!r} returned {duration} s for a step")
         return duration
@@ -250,21 +439,22 @@ class Replica(GroupSteps):
 
     def end_step(self, now: float) -> None:
         """The running step completes at ``now``: emit tokens, finish requests, record."""
-        assert self.busy, "end_step without a running step"
+        clock = self.clock
+        assert clock.busy, "end_step without a running step"
         self.version += 1
-        plan = self.plan
-        self.now = now
-        if self.group_step:
-            self.end_group_step(now)
+        plan = clock.plan
+        clock.tick(now)
+        groups = self.groups
+        if groups.group_step:
+            groups.end_group_step(now)
         else:
             self._end_listed_step(plan, now)
-            self.listed_step_ended()
-        self.busy = False
-        self.plan = None
+            groups.listed_step_ended()
+        clock.idle()
         assert self.kv.free >= 0 and len(self.running) <= self.config.max_num_seqs
         if self.config.check_invariants:
             self.check()
-        self.scheduler.on_step_end(self.view, plan, now - self.step_start)
+        self.scheduler.on_step_end(self.view, plan, now - clock.step_start)
 
     def _end_listed_step(self, plan: BatchPlan, now: float) -> None:
         finished = 0
@@ -291,37 +481,47 @@ class Replica(GroupSteps):
         self.record_step(now)
 
     def record_step(self, now: float) -> None:
-        duration = now - self.step_start
-        self.last_end = now
-        self.num_steps += 1
-        self.busy_time += duration
-        self.recent_steps.append(duration)
+        clock = self.clock
+        start = clock.step_start
+        duration = now - start
+        clock.ended(now)
+        self.counters.step(duration)
         kv = self.kv
-        new, prefills, decodes, context = self.row
-        self.add_row(self.index, self.step_start, duration, new, prefills, decodes, context,
-                     kv.total - kv.free, kv.total, len(self.waiting), len(self.running), self.step_preempted)
-        if self.caching and kv.step_hits:
-            self.steps.add_hits(kv.step_hits)
-            kv.step_hits = 0
+        new, prefills, decodes, context = clock.row
+        self.add_row(self.index, start, duration, new, prefills, decodes, context,
+                     kv.total - kv.free, kv.total, len(self.waiting), len(self.running), clock.step_preempted)
+        if self.caching:
+            if kv.step_hits:
+                self.steps.add_hits(kv.step_hits)
+                kv.step_hits = 0
+            if kv.tiers is not None:
+                kv.tiers.step_ended(clock.plan.prefills, now)
 
     def check(self) -> None:
         """Full accounting check: the decode group's totals, every running request running, and the KV manager's
         counts (kv_cache.py)."""
-        g = self.group
+        g = self.groups.group
         if g is not None:
             g.check(self.running)
         for r in self.running:
             assert r.status is RUNNING, f"request {r.id} in running is {r.status.name}"
         for r in self.waiting:
             assert r.status is WAITING, f"request {r.id} in waiting is {r.status.name}"
-        self.kv.check(self.running, self.swapped, self.waiting, g)
+        holding = [r for r in self.waiting if r.num_blocks]  # loaded from a tier, not yet admitted
+        for r in holding:
+            assert r.num_computed and r.content is not None, f"waiting request {r.id} holds KV it did not load"
+        free = [r for r in self.waiting if not r.num_blocks] if holding else self.waiting
+        self.kv.check(self.running + self.loading + holding, self.swapped, free, g)
+        if self.caching and self.kv.tiers is not None:
+            for store in self.kv.tiers.stores:
+                store.check()
 
     def abort(self, req: Request, reason: str, now: float) -> None:
         """``req``'s client gave up: between steps, as vLLM's engine core reads an abort with its inputs, the
         request leaves with its KV freed (vLLM's ``finish_requests(..., ABORTED)``), ``completed`` with ABORTED."""
         assert not self.busy, "abort while a step is running: abort between steps"
         self.version += 1
-        self.now = now
+        self.clock.tick(now)
         self.settle()
         kv = self.kv
         if req.status is RUNNING:
@@ -339,20 +539,31 @@ class Replica(GroupSteps):
         req.finish = self.now
         self.completed.append(req)
 
-    def stop(self, reason: str, status: Status = REJECTED) -> list[Request]:
-        """End the run here: every request still queued or in flight leaves with ``status``."""
+    def settle(self) -> None:
+        """Every running request's fields exact: the decode group, if formed, dissolved (``GroupSteps.settle``)."""
+        self.groups.settle()
+
+    def stop(self, reason: str, status: Status = REJECTED, at: float | None = None) -> list[Request]:
+        """End the run here (at ``at``, default the last event's time): every request still queued or in flight
+        leaves with ``status``."""
         self.version += 1
-        self.settle()
+        if at is not None:
+            self.clock.tick(at)
+        self.groups.settle()
         kv = self.kv
         for r in self.running:
             kv.release(r)
         for r in self.swapped:
             kv.drop_swapped(r)
-        left = self.waiting + self.running + self.swapped
+        for r in self.loading + self.waiting:
+            if r.num_blocks:  # a load in flight or landed
+                kv.release(r)
+        left = self.waiting + self.running + self.swapped + self.loading
+        self.loading = []
         for r in left:
             r.status = status
             r.reject_reason = reason
-            r.finish = self.now
+            r.finish = self.clock.now
         self.waiting.clear()
         self.running.clear()
         self.swapped.clear()

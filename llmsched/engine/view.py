@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import deque
 
 from ..batchtime.base import BatchTimeModel
-from ..request import Request
+from ..request import Request, Status
 
 
 class ReplicaView:
@@ -22,7 +22,7 @@ class ReplicaView:
     # --- clock and queues -------------------------------------------------
     @property
     def now(self) -> float:
-        return self._r.now
+        return self._r.clock.now
 
     @property
     def replica_index(self) -> int:
@@ -37,8 +37,9 @@ class ReplicaView:
     def running(self) -> list[Request]:
         """Requests holding KV on the GPU, in admission order (their fields exact: the decode group is settled)."""
         r = self._r
-        if r.group is not None:
-            r.settle()
+        groups = r.groups
+        if groups.group is not None:
+            groups.settle()
         return r.running
 
     @property
@@ -50,7 +51,7 @@ class ReplicaView:
         """The running requests in decode phase as one ``DecodeGroup`` (size, blocks_needed, partials: the other
         running requests, in running order), or None. A policy that plans from it without reading ``running`` sets
         ``BatchPlan.decode_group``; reading ``running`` dissolves it."""
-        return self._r.group
+        return self._r.groups.group
 
     @property
     def swapped(self) -> list[Request]:
@@ -106,27 +107,43 @@ class ReplicaView:
     def cached_tokens(self, req: Request) -> int:
         """Leading tokens of waiting ``req`` that the prefix cache holds now, so its admission starts after them
         (whole blocks, at most its tokens less one, as vLLM v1's ``get_computed_blocks``); 0 without a cache, for
-        a request without content, and for one already holding KV. The replica looks again when it admits: the
-        plan's own preemptions can only add to it."""
+        a request without content, and for one already running. The replica looks again when it admits: the
+        plan's own preemptions can only add to it. With KV tiers below the GPU, what they hold past the GPU hit
+        counts too (vLLM counts external hits), and a waiting request whose KV a tier loaded holds it already."""
         r = self._r
-        if not r.caching or req.num_computed or req.content is None:
+        if not r.caching or req.content is None:
             return 0
-        return len(r.kv.lookup(req)) * r.kv.block_size
+        if req.num_computed:
+            return req.num_computed if req.num_blocks and req.status is Status.WAITING else 0
+        kv = r.kv
+        blocks = len(kv.lookup(req))
+        if kv.tiers is not None:
+            hit = kv.tiers.lookup(req, blocks)
+            if hit is not None:
+                blocks += hit.blocks
+        return blocks * kv.block_size
 
     def tokens_to_compute(self, req: Request) -> int:
         """Tokens ``req`` must still compute before its next output token: its remaining prompt less what the
         prefix cache holds (what a step's token budget counts, as in vLLM v1)."""
-        return req.prompt_len + req.num_generated - req.num_computed - self.cached_tokens(req)
+        return req.prompt_len + req.num_generated - max(req.num_computed, self.cached_tokens(req))
 
     def admission_blocks(self, req: Request, n: int) -> int:
         """Free blocks admitting waiting ``req`` with a chunk of ``n`` tokens to compute takes: the chunk's new
         blocks after its cached prefix, plus the cached blocks nobody references (they leave the free pool; a
-        block shared with a running request costs nothing). Without a cache, ``blocks_for(n)``."""
+        block shared with a running request costs nothing), plus, with KV tiers below the GPU, the blocks a tier's
+        hit fills. Without a cache, ``blocks_for(n)``."""
         r = self._r
         kv = r.kv
         if not r.caching or req.num_computed or req.content is None:
             return kv.blocks_for(n)
-        return kv.blocks_for(n) + kv.unreferenced(kv.lookup(req))
+        hit = kv.lookup(req)
+        extra = kv.unreferenced(hit)
+        if kv.tiers is not None:
+            tier_hit = kv.tiers.lookup(req, len(hit))
+            if tier_hit is not None:
+                extra += tier_hit.blocks
+        return kv.blocks_for(n) + extra
 
     def preempt_frees(self, req: Request) -> int:
         """Blocks preempting running ``req`` returns to the free pool: its blocks, less those another running
@@ -144,17 +161,17 @@ class ReplicaView:
     @property
     def recent_step_times(self) -> deque:
         """Durations of the last steps, oldest first (what a real engine observes)."""
-        return self._r.recent_steps
+        return self._r.counters.recent_steps
 
     @property
     def mean_step_time(self) -> float:
         """Mean duration of all steps so far (0 before the first)."""
-        r = self._r
-        return r.busy_time / r.num_steps if r.num_steps else 0.0
+        counters = self._r.counters
+        return counters.busy_time / counters.num_steps if counters.num_steps else 0.0
 
     @property
     def num_steps(self) -> int:
-        return self._r.num_steps
+        return self._r.counters.num_steps
 
     @property
     def batch_time(self) -> BatchTimeModel | None:

@@ -173,11 +173,12 @@ def typed(key: str, value, default, name: str):
 
 
 def metric_of(rep, metric: str) -> float:
-    """A serving replica's metric as vLLM's /metrics reports it: ``queue`` num_requests_waiting, ``running``
+    """A serving replica's metric as vLLM's /metrics reports it: ``queue`` num_requests_waiting (with those waiting
+    for their KV from a tier below the GPU: vLLM keeps them in its waiting queue), ``running``
     num_requests_running, ``kv`` gpu_cache_usage_perc (0-1), ``concurrency`` requests in flight (waiting, running,
     swapped: what a Knative queue-proxy counts)."""
     if metric == "queue":
-        return float(len(rep.waiting))
+        return float(len(rep.waiting) + len(rep.loading))
     if metric == "running":
         return float(len(rep.running))
     if metric == "kv":

@@ -84,7 +84,7 @@ class FleetState:
         self.schedule = schedule
         self.quiet = quiet
         for rep in self.replicas:
-            rep.quiet_finishes = quiet
+            rep.set_quiet_finishes(quiet)
         for members in self.members.values():
             members.begin()
         for controller in self.controllers:
@@ -96,7 +96,7 @@ class FleetState:
             rep = pool.make(index)
         except ValueError as e:
             raise ValueError(f"pool {pool.spec.name!r}: {e}") from None
-        rep.quiet_finishes = self.quiet
+        rep.set_quiet_finishes(self.quiet)
         life = Life(index, pool.spec.name, state, now)
         self.replicas.append(rep)
         self.lives.append(life)

@@ -5,6 +5,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..bounds import GPU_FIGURES
 from .nccl_model import NcclCollective
 
 GiB = 1 << 30
@@ -291,6 +292,12 @@ def gpu_from_file(path: str | Path) -> GPUSpec:
         missing.append("mem_bytes (or mem_gib)" if "mem_bytes" not in data else "only one of mem_bytes, mem_gib")
     if missing:
         raise ValueError(f"GPU spec {file}: needs {', '.join(missing)}")
+    for key in SPEC_NUMBERS:  # within the range of real cards (bounds.GPU_FIGURES)
+        low, high = GPU_FIGURES[key]
+        if key in data and data[key] != 0 and not low <= data[key] <= high:
+            raise ValueError(f"GPU spec {file}: {key} = {data[key]!r} is outside {low:.3g} to {high:.3g}, the range of "
+                             f"real cards (SI units: FLOP/s, bytes/s, bytes, seconds; mem_gib in GiB): a typo or a "
+                             f"unit slip")
     interconnect = data.get("interconnect", "pcie")
     if interconnect not in _LINK_LATENCY:
         raise ValueError(f"GPU spec {file}: interconnect = {interconnect!r} must be one of "

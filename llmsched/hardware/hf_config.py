@@ -17,13 +17,16 @@ decoding.
 
 Everything else is refused with one line naming the file and the field: a vision or audio tower, state-space
 layers, an unknown ``model_type``, a missing field, and contradictions (KV heads not dividing heads, more experts
-a token than experts). This module imports nothing of llmsched's: ``models.model(path)`` builds the spec.
+a token than experts), and a size beyond ``bounds.MODEL_SIZES`` (far above any public model's). This module imports
+nothing of llmsched's but those bounds: ``models.model(path)`` builds the spec.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import NoReturn
+
+from ..bounds import MAX_MODEL_SIZE, MODEL_SIZES
 
 DENSE = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
 MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "llama4_text", "gpt_oss")
@@ -97,6 +100,10 @@ class _Fields:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             self.fail(field, f"= {json.dumps(value)} is not an integer >= {minimum}", "fix the value")
+        high = MODEL_SIZES.get(field, MAX_MODEL_SIZE)
+        if value > high:
+            self.fail(field, f"= {value} is more than {high:,}, far beyond any public model's",
+                      "fix the value (a typo or a unit slip)")
         return value
 
     def optional_int(self, field: str) -> int:
@@ -306,9 +313,26 @@ def _experts(f: _Fields, kind: str, layers: int, hidden: int) -> dict:
         f.fail("num_experts_per_tok", f"= {k} is more than the {experts} routed experts",
                f"a token picks at most every expert: give at most {experts}")
     if not moe:
-        f.fail("mlp_only_layers", "leaves no layer with experts", "drop the experts or keep a MoE layer")
+        f.fail(*_dense_everywhere(f, kind, layers))
     return dict(ffn=ffn, experts=experts, experts_per_token=k, expert_ffn=expert_ffn, shared_expert_ffn=shared,
                 shared_expert_gate=gate, moe_layers=len(moe))
+
+
+def _dense_everywhere(f: _Fields, kind: str, layers: int) -> tuple[str, str, str]:
+    """(field, problem, fix) for a MoE config whose fields leave no layer with experts: the field that does it."""
+    if kind in ("qwen2_moe", "qwen3_moe"):
+        step = f.int("decoder_sparse_step", default=1)
+        if step > layers:
+            return ("decoder_sparse_step", f"= {step} leaves no layer with experts (every {step}th of "
+                                           f"num_hidden_layers = {layers})", f"give at most {layers}")
+        return "mlp_only_layers", "leaves no layer with experts", "drop the experts or keep a MoE layer"
+    first = f.int("first_k_dense_replace", default=0, minimum=0)
+    if first >= layers:
+        return ("first_k_dense_replace", f"= {first} makes all num_hidden_layers = {layers} dense, leaving no layer "
+                                         f"with experts", f"give at most {layers - 1}")
+    freq = f.int("moe_layer_freq", default=1)
+    return ("moe_layer_freq", f"= {freq} leaves no layer with experts after the first {first} dense ones",
+            "give a smaller frequency")
 
 
 def kv_cache_dtype_bytes(kv_cache_dtype: str) -> int | None:

@@ -116,7 +116,7 @@ ALIASES = {"pcie5": "pcie-gen5", "pcie-5": "pcie-gen5", "pcie4": "pcie-gen4", "p
            "ib-100": "ib-100g", "ib-200": "ib-200g", "ib-400": "ib-400g", "roce-100g": "ib-100g",
            "roce-200g": "ib-200g", "roce-400g": "ib-400g"}
 PER_CARD = ("pcie", "same-node")  # names resolved from the run's GPU
-CUSTOM_EXAMPLE = "bw=25GB/s,latency=5us (optionally write_bw=...)"
+CUSTOM_EXAMPLE = "bw=25GB/s,latency=5us (or ; between them; optionally write_bw=...)"
 
 
 def pcie_of(device: GPUSpec) -> Link:
@@ -160,9 +160,10 @@ def link(text: str, device: GPUSpec | str | None = None) -> Link:
 
 
 def custom_link(spec: str) -> Link:
-    """``bw=25GB/s,latency=5us[,write_bw=12GB/s][,name=...]``."""
+    """``bw=25GB/s,latency=5us[,write_bw=12GB/s][,name=...]`` (``;`` separates too: a link inside a KV tier's
+    short form, whose tiers ``,`` separates)."""
     fields = {}
-    for part in spec.split(","):
+    for part in spec.replace(";", ",").split(","):
         key, sep, value = part.partition("=")
         key = key.strip().lower()
         if not sep or not value.strip():

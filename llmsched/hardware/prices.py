@@ -20,6 +20,8 @@ PRICES_PATH = Path(__file__).with_name("prices.json")
 class PriceTable:
     usd_per_hour: dict          # GPU preset name -> USD per GPU-hour
     sources: dict               # GPU preset name -> where its price comes from
+    host_gib_hour: float = 0.0  # USD per GiB-hour of host memory (a CPU KV tier's)
+    host_source: str = ""
 
     def price(self, name: str) -> float:
         """USD per GPU-hour of ``name``; ValueError naming the priced GPUs and --prices when there is none."""
@@ -36,7 +38,7 @@ def _entries(data, origin: str) -> dict:
         raise ValueError(f"price file {origin}: expected a JSON object of GPU name -> USD per GPU-hour")
     out = {}
     for name, value in table.items():
-        if name in ("unit", "source", "date", "not_listed") and "gpus" not in data:
+        if name in ("unit", "source", "date", "not_listed", "host_memory") and "gpus" not in data:
             continue
         price = value.get("usd_per_hour") if isinstance(value, dict) else value
         if isinstance(price, bool) or not isinstance(price, (int, float)) or not (price > 0 and math.isfinite(price)):
@@ -59,6 +61,8 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
     builtin = json.loads(PRICES_PATH.read_text())
     prices = _entries(builtin, str(PRICES_PATH))
     sources = dict.fromkeys(prices, f"{builtin['source']} ({builtin['date']})")
+    host = builtin["host_memory"]
+    host_price, host_source = host["usd_per_gib_hour"], f"{host['source']} ({host['date']})"
     if path is not None:
         path = Path(path)
         try:
@@ -71,4 +75,14 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
         prices.update(given)
         note = data.get("source") if isinstance(data, dict) and isinstance(data.get("source"), str) else None
         sources.update(dict.fromkeys(given, f"{path}" + (f": {note}" if note else "")))
-    return PriceTable(prices, sources)
+        if isinstance(data, dict) and "host_memory" in data:
+            host_price, host_source = host_memory_price(data["host_memory"], str(path)), str(path)
+    return PriceTable(prices, sources, host_price, host_source)
+
+
+def host_memory_price(entry, origin: str) -> float:
+    """USD per GiB-hour of host memory from a price file's ``host_memory`` entry."""
+    price = entry.get("usd_per_gib_hour") if isinstance(entry, dict) else entry
+    if isinstance(price, bool) or not isinstance(price, (int, float)) or not (price >= 0 and math.isfinite(price)):
+        raise ValueError(f"price file {origin}: host_memory needs usd_per_gib_hour >= 0, got {price!r}")
+    return float(price)

@@ -21,8 +21,14 @@ SERIES_BINS = 100  # service over time: the window cut into this many equal bins
 
 
 def jain(values) -> float:
-    """Jain's fairness index of ``values`` (NaN for none, or when all are 0)."""
+    """Jain's fairness index of ``values`` (NaN for none, when all are 0, or when one is not finite). The index does
+    not change when every value is scaled by one factor: values whose squares would overflow (a weighted service
+    of 1e160) are divided by the largest first."""
     x = np.asarray(values, dtype=np.float64)
+    if len(x) and not np.isfinite(x).all():
+        return math.nan
+    if len(x) and float(np.abs(x).max()) > 1e150:
+        x = x / float(np.abs(x).max())
     square = float((x * x).sum())
     if not len(x) or square == 0:
         return math.nan

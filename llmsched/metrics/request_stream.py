@@ -16,7 +16,7 @@ import numpy as np
 
 from ..request import Status
 from .pools import add_counts, pool_counts
-from .requests import CACHED_FIELD, FLOAT_FIELDS, RequestLog
+from .requests import CACHED_FIELD, FLOAT_FIELDS, RequestLog, tier_columns
 from .slo_met import meets
 from .timeline import fold_requests
 from .sketch import QuantileSketch
@@ -59,8 +59,8 @@ class RequestStream(RequestLog):
 
     streamed = True
 
-    def __init__(self, path=None, cached: bool = False):
-        super().__init__(keep_gaps=False, cached=cached)
+    def __init__(self, path=None, cached: bool = False, tiers: tuple = ()):
+        super().__init__(keep_gaps=False, cached=cached, tiers=tiers)
         self.path = path
         self._file = open(path, "w", newline="") if path is not None else None
         self._header: tuple[str, ...] | None = None  # written with the first rows: it has a tenant column when
@@ -76,6 +76,7 @@ class RequestStream(RequestLog):
         self.latency = {m: Latency() for m in LATENCIES}
         self.generated = self.prompt = 0  # tokens of finished requests
         self.cached = 0  # of them, prompt tokens a prefix cache held (runs with one)
+        self.cached_by_tier = dict.fromkeys(tier_columns(tiers), 0)  # its split by tier (runs with KV tiers)
         self.good = 0
         self.preemptions = self.preemptions_finished = self.preempted = 0
         self.tier_totals: list[TierTotals] = []
@@ -160,6 +161,8 @@ class RequestStream(RequestLog):
         self.prompt += int(col("prompt_len")[finished].sum())
         if CACHED_FIELD in self.cols:
             self.cached += int(col(CACHED_FIELD)[finished].sum())
+            for name in self.cached_by_tier:
+                self.cached_by_tier[name] += int(col(name)[finished].sum())
         pre = col("preemptions")
         self.preemptions += int(pre.sum())
         self.preemptions_finished += int(pre[finished].sum())

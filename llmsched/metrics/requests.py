@@ -25,9 +25,16 @@ CACHED_FIELD = "cached_tokens"  # int, only in runs with a prefix cache (their r
 SENT_FIELD = "sent"  # float, during a client-boundary run only (metrics/client_side.py replaces it)
 CLIENT_FIELDS = ("queued", "engine_ttft", "engine_tpot", "engine_e2e")  # float, a client-boundary run's engine figures
 FLOAT_COLUMNS = FLOAT_FIELDS + (SENT_FIELD,) + CLIENT_FIELDS
+TIER_CACHED_PREFIX = "cached_tokens_"  # + gpu and each KV tier's medium: only in runs with tiers below the GPU
 TBT_MISS_TOLERANCE = 0.01  # a request meets its TBT target if at most 1% of its gaps exceed it
 GAP_FIELDS = ("num_gaps", "tbt_misses", "gap_offset", "max_gap")  # filled in per batch when the gaps are kept
 SETTLE_BATCH = 256  # requests whose gap columns are computed together (its temporaries raise the peak)
+
+
+def tier_columns(tiers) -> tuple[str, ...]:
+    """requests.csv's split of ``cached_tokens`` in a run with KV tiers ``tiers`` (their media): the GPU's part,
+    then each tier's."""
+    return tuple(TIER_CACHED_PREFIX + name for name in ("gpu", *tiers)) if tiers else ()
 
 
 def prefix_cache_stats(cached: int, prompt: int) -> dict:
@@ -39,7 +46,7 @@ def prefix_cache_stats(cached: int, prompt: int) -> dict:
 class RequestLog:
     """Column store of requests that left the run (finished, rejected or unfinished)."""
 
-    def __init__(self, keep_gaps: bool = True, cached: bool = False, client: bool = False):
+    def __init__(self, keep_gaps: bool = True, cached: bool = False, client: bool = False, tiers: tuple = ()):
         self.keep_gaps = keep_gaps
         self._cols = {name: array("d") for name in FLOAT_FIELDS}
         self._cols.update({name: array("q") for name in INT_FIELDS})
@@ -54,6 +61,13 @@ class RequestLog:
         if client:
             self._cols[SENT_FIELD] = array("d")
             self._append_sent = self._cols[SENT_FIELD].append
+        # with KV tiers below the GPU, the cached tokens split by where they were found (tier_columns)
+        self.tier_names = tuple(tiers)
+        self._append_tier_cached = None
+        if cached and tiers:
+            for name in tier_columns(tiers):
+                self._cols[name] = array("q")
+            self._append_tier_cached = tuple(self._cols[name].append for name in tier_columns(tiers))
         # record() appends a row through these bound methods (the columns are emptied in place, never replaced)
         self._append_now = tuple(self._cols[name].append for name in RECORD_ORDER if name not in GAP_FIELDS)
         self._append_gap = tuple(self._cols[name].append for name in GAP_FIELDS)
@@ -132,6 +146,11 @@ class RequestLog:
         a_tpot_slo(math.nan if slo.tpot is None else float(slo.tpot))
         if self._append_cached is not None:
             self._append_cached(r.num_cached)
+            if self._append_tier_cached is not None:
+                split = r.tier_cached or (0,) * (len(self._append_tier_cached) - 1)
+                self._append_tier_cached[0](r.num_cached - sum(split))
+                for append, n in zip(self._append_tier_cached[1:], split):
+                    append(n)
         if self._append_sent is not None:
             self._append_sent(r.sent)
         if r.status is not Status.FINISHED and r.reject_reason:

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from .pools import fleet_section, with_cost_per_good
+from .offload_summary import offload_summary
 from .requests import CACHED_FIELD, prefix_cache_stats
 from .request_stream import FINISHED, LATENCIES, REJECTED, UNFINISHED, RequestStream
 from .step_stream import StepStream
@@ -66,6 +67,9 @@ def summarize_stream(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict
                           "requests_preempted": log.preempted}
     if CACHED_FIELD in log.cols:
         out["prefix_cache"] = prefix_cache_stats(log.cached, log.prompt)
+    offload = [row["kv_offload"] for row in result.replica_stats if "kv_offload" in row]
+    if offload:
+        out["kv_offload"] = offload_summary(offload, log.cached_by_tier, log.prompt)
     out["steps"] = _step_stats(steps, s0, s1, max(len(result.replica_stats), 1))
     out["littles_law"] = _littles_law(log, steps, n, s0, s1, result.end_time)
     out["run"] = {"end_time": float(result.end_time), "wall_time": float(result.wall_time), "keep_gaps": False,

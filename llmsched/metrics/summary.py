@@ -21,19 +21,23 @@ Conventions (all times in seconds):
   target the request has. A rejected or unfinished request violates every target (as Lyu et al.,
   counts it).
 * **Goodput** = measured requests that met every target they have, per second of span.
-* Empty results give NaN for every statistic, never an exception.
+* Empty results give NaN for every statistic, never an exception. A section that cannot be computed at all is
+  written as ``{"available": false, "reason": ...}`` (and warned about): a finished run's summary is always
+  written, never lost to an error raised after the run.
 """
 from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections import Counter
 
 import numpy as np
 
 from ..request import Status
 from .fairness import INPUT_WEIGHT, OUTPUT_WEIGHT, SERIES_BINS, backlogged, inside, intersect, jain, service_events
-from .requests import CACHED_FIELD, CLIENT_FIELDS, RequestLog, prefix_cache_stats
+from .offload_summary import offload_summary
+from .requests import CACHED_FIELD, CLIENT_FIELDS, RequestLog, prefix_cache_stats, tier_columns
 from .slo_met import meets
 from .latency_stats import NAN, QUANTILES, TOP_REASONS, merged_sketch, sketch_stats, value_stats
 from .policy_stats import summed
@@ -61,13 +65,14 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     arrival = log.column("arrival")
     finish = log.column("finish")
     n_total = len(arrival)
+    trimmed = ""
     if n_total:
         lo, hi = float(arrival.min()) + warmup, float(arrival.max()) - cooldown
         win = (arrival >= lo) & (arrival <= hi)
-        if not win.any():
-            raise ValueError(f"summarize: warmup={warmup:g}s and cooldown={cooldown:g}s trim every request "
-                             f"(arrivals span {float(arrival.max() - arrival.min()):g}s); use a shorter warm-up "
-                             f"or cool-down")
+        if not win.any():  # known only after the run: the summary says so, with every figure NaN
+            trimmed = (f"warmup={warmup:g}s and cooldown={cooldown:g}s trim every request (arrivals span "
+                       f"{float(arrival.max() - arrival.min()):g}s); use a shorter warm-up or cool-down")
+            warnings.warn(f"summary: {trimmed}", stacklevel=2)
     else:
         lo = hi = NAN
         win = np.zeros(0, dtype=bool)
@@ -97,48 +102,68 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     }
     if aborted.any():  # client timeouts (--client-timeout): misses, as rejected and unfinished requests are
         out["counts"]["aborted"] = int(aborted.sum())
-    out["latency"] = {"ttft": value_stats(log.column("ttft")[finished]), "tbt": _tbt_stats(log, win),
-                      "tpot": value_stats(log.column("tpot")[finished]),
-                      "e2e": value_stats(log.column("e2e")[finished])}
+    if trimmed:
+        out["window"].update(available=False, reason=trimmed)
+    out["latency"] = available("latency", lambda: {
+        "ttft": value_stats(log.column("ttft")[finished]), "tbt": _tbt_stats(log, win),
+        "tpot": value_stats(log.column("tpot")[finished]), "e2e": value_stats(log.column("e2e")[finished])})
     if CLIENT_FIELDS[0] in log.cols:  # measured at the client: the engine's own figures beside them
-        out["engine_latency"] = {m: value_stats(log.column(f"engine_{m}")[finished]) for m in ("ttft", "tpot", "e2e")}
+        out["engine_latency"] = available("engine_latency", lambda: {
+            m: value_stats(log.column(f"engine_{m}")[finished]) for m in ("ttft", "tpot", "e2e")})
 
     prompt, generated = log.column("prompt_len"), log.column("generated")
-    out["throughput"] = {"requests_per_s": per_s(n_fin),
-                         "output_tokens_per_s": per_s(float(generated[finished].sum())),
-                         "input_tokens_per_s": per_s(float(prompt[finished].sum())),
-                         "span": span}
+    out["throughput"] = available("throughput", lambda: {
+        "requests_per_s": per_s(n_fin), "output_tokens_per_s": per_s(float(generated[finished].sum())),
+        "input_tokens_per_s": per_s(float(prompt[finished].sum())), "span": span})
 
     meets = _meets(log, finished)
     good = int((meets["all"] & win).sum())
     out["goodput"] = {"requests_per_s": per_s(good), "good_requests": good,
                       "fraction": good / n_win if n_win else NAN}
-    out["tiers"] = _tiers(log, win, finished, meets, out["latency"]["tbt"])
+    out["tiers"] = available("tiers", lambda: _tiers(log, win, finished, meets, out["latency"]["tbt"]))
 
     pre = log.column("preemptions")
     out["preemptions"] = {"total": int(pre[win].sum()),
                           "per_finished_request": float(pre[finished].mean()) if n_fin else NAN,
                           "requests_preempted": int((pre[win] > 0).sum())}
     if CACHED_FIELD in log.cols:
-        out["prefix_cache"] = prefix_cache_stats(int(log.column(CACHED_FIELD)[finished].sum()),
-                                                 int(prompt[finished].sum()))
-    out["steps"] = _step_stats(result.steps, s0, s1, max(len(result.replica_stats), 1))
-    out["littles_law"] = _littles_law(arrival, end, win, result.steps, s0, s1)
+        out["prefix_cache"] = available("prefix_cache", lambda: prefix_cache_stats(
+            int(log.column(CACHED_FIELD)[finished].sum()), int(prompt[finished].sum())))
+    offload = [row["kv_offload"] for row in result.replica_stats if "kv_offload" in row]
+    if offload:
+        out["kv_offload"] = available("kv_offload", lambda: offload_summary(
+            offload, {name: int(log.column(name)[finished].sum()) for name in tier_columns(log.tier_names)},
+            int(prompt[finished].sum())))
+    out["steps"] = available("steps", lambda: _step_stats(result.steps, s0, s1, max(len(result.replica_stats), 1)))
+    out["littles_law"] = available("littles_law", lambda: _littles_law(arrival, end, win, result.steps, s0, s1))
     out["run"] = {"end_time": float(result.end_time), "wall_time": float(result.wall_time),
                   "keep_gaps": bool(log.keep_gaps), "tiers": list(log.tiers)}
     if CLIENT_FIELDS[0] in log.cols:
         out["run"]["latency_boundary"] = "client"
     if log.tenants:
-        out["tenants"], out["fairness"] = _tenants(log, win, finished, meets, end, s0, s1)
+        both = available("tenants and fairness", lambda: _tenants(log, win, finished, meets, end, s0, s1))
+        out["tenants"], out["fairness"] = (both, both) if isinstance(both, dict) else both
     policy = [row["policy"] for row in result.replica_stats if row.get("policy")]
     if policy:
-        out["policy"] = summed(policy)
+        out["policy"] = available("policy", lambda: summed(policy))
     if getattr(result, "timeline", None) is not None:
         out["timeline"] = result.timeline  # the run's load over time (experiment.offered_timeline)
     if getattr(result, "fleet", None) is not None:  # a fleet run: its pools (every request, not the window's)
-        out["fleet"] = fleet_section(result.fleet, pool_counts(log.pools, log.column("replica"), status))
+        out["fleet"] = available("fleet", lambda: fleet_section(result.fleet, pool_counts(
+            log.pools, log.column("replica"), status)))
         with_cost_per_good(out)
     return out
+
+
+def available(name: str, compute):
+    """``compute()``; where it cannot be computed, ``{"available": False, "reason": ...}`` and a warning: a finished
+    run's summary is always written, the figure it could not compute marked as such, never raised after the run."""
+    try:
+        return compute()
+    except Exception as e:  # noqa: BLE001 - whatever broke one figure, the run's other figures stand
+        reason = (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[0]
+        warnings.warn(f"summary: {name} not available ({reason})", stacklevel=2)
+        return {"available": False, "reason": reason}
 
 
 def _finite_or(x: np.ndarray, fill: float) -> np.ndarray:
@@ -336,22 +361,38 @@ def summary_row(summary: dict, **labels) -> dict:
     row.update({k: c[k] for k in ("offered", "finished", "rejected", "unfinished")})
     for m in LATENCY_METRICS:
         for k in ("mean", *(f"p{q}" for q in QUANTILES), "max"):
-            row[f"{m}_{k}"] = summary["latency"][m][k]
-    row["throughput_rps"] = summary["throughput"]["requests_per_s"]
+            row[f"{m}_{k}"] = figure(summary, "latency", m, k)
+    row["throughput_rps"] = figure(summary, "throughput", "requests_per_s")
     row["goodput_rps"] = summary["goodput"]["requests_per_s"]
-    row["output_tps"] = summary["throughput"]["output_tokens_per_s"]
-    row["input_tps"] = summary["throughput"]["input_tokens_per_s"]
+    row["output_tps"] = figure(summary, "throughput", "output_tokens_per_s")
+    row["input_tps"] = figure(summary, "throughput", "input_tokens_per_s")
     row["slo_attainment"] = summary["goodput"]["fraction"]
     row["preemptions"] = summary["preemptions"]["total"]
-    row["kv_util_mean"] = summary["steps"]["kv_util_mean"]
-    for name, t in summary["tiers"].items():
+    row["kv_util_mean"] = figure(summary, "steps", "kv_util_mean")
+    for name, t in sections(summary, "tiers"):
         row[f"attain_{name}"] = t["attainment"]["all"]
         row[f"tbt_p99_{name}"] = t["tbt_p99"]
-    for name, t in summary.get("tenants", {}).items():
+    for name, t in sections(summary, "tenants"):
         row[f"ttft_p50_{name}"] = t["latency"]["ttft"]["p50"]
         row[f"ttft_p99_{name}"] = t["latency"]["ttft"]["p99"]
         row[f"service_{name}"] = t["service"]
     if "fairness" in summary:
-        row["jain"] = summary["fairness"]["jain"]
-        row["jain_backlogged"] = summary["fairness"]["jain_while_all_backlogged"]
+        row["jain"] = figure(summary, "fairness", "jain")
+        row["jain_backlogged"] = figure(summary, "fairness", "jain_while_all_backlogged")
     return row
+
+
+def figure(summary: dict, *keys) -> float:
+    """``summary[k1][k2]...``, NaN where a section was not available (``available``)."""
+    value = summary
+    for key in keys:
+        if not isinstance(value, dict) or key not in value:
+            return NAN
+        value = value[key]
+    return value
+
+
+def sections(summary: dict, key: str) -> list:
+    """The (name, section) items of ``summary[key]`` (tiers, tenants); none where it was not available."""
+    part = summary.get(key, {})
+    return [] if part.get("available") is False else list(part.items())

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..request import Status
 from .pools import POOL_COLUMN, pool_names
-from .requests import CACHED_FIELD, CLIENT_FIELDS, FLOAT_FIELDS, INT_FIELDS
+from .requests import CACHED_FIELD, CLIENT_FIELDS, FLOAT_FIELDS, INT_FIELDS, tier_columns
 from .steps import CACHED_STEP_FIELD, STEP_FIELDS
 
 REQUEST_COLUMNS = INT_FIELDS[:3] + ("tier_name", "status", "status_name") + INT_FIELDS[4:] + FLOAT_FIELDS + (
@@ -93,12 +93,15 @@ def _write_requests(log, path: Path) -> None:
 def request_columns(log) -> tuple[str, ...]:
     """requests.csv's columns: a ``tenant`` column after ``tier_name`` only when the run has tenants, the engine's
     own figures (``queued``, ``engine_ttft``, ``engine_tpot``, ``engine_e2e``) after ``reason`` only in a run
-    measured at the client, and ``cached_tokens`` last only in a run with a prefix cache."""
+    measured at the client, and ``cached_tokens`` last only in a run with a prefix cache, followed by its split by
+    tier only in a run with KV tiers below the GPU."""
     columns = TENANT_COLUMNS if log.tenants else REQUEST_COLUMNS
     if log.pools is not None:  # a fleet run: each request's pool after its replica
         columns = columns[:2] + (POOL_COLUMN,) + columns[2:]
     client = CLIENT_FIELDS if CLIENT_FIELDS[0] in log.cols else ()
-    return columns + client + ((CACHED_FIELD,) if CACHED_FIELD in log.cols else ())
+    if CACHED_FIELD not in log.cols:
+        return columns + client
+    return columns + client + (CACHED_FIELD,) + tier_columns(getattr(log, "tier_names", ()))
 
 
 def write_request_rows(f, log) -> None:

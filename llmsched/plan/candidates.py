@@ -13,7 +13,8 @@ from ..hardware.kv_sizing import RESERVE_UTILIZATION, kv_cache
 from ..hardware.vllm_memory import default_utilization
 from ..hardware.models import model as model_preset
 from ..config_fields import check_params, parse_params
-from ..routers import ROUTERS
+from ..engine.offload_spec import parse_kv_offload
+from ..routing.registry import router_classes
 from ..schedulers.registry import scheduler_info
 
 
@@ -24,17 +25,50 @@ class Candidate:
     scheduler: str
     params: tuple = ()          # (key, value) pairs varied by --vary, on top of --param
     router: str = "round-robin"
+    kv_offload: str | None = None  # KV tiers below the GPU (--kv-offloads), None: the base run's
 
     @property
     def label(self) -> str:
         extra = "[" + ",".join(f"{k}={v}" for k, v in self.params) + "]" if self.params else ""
-        return f"{self.gpu} tp{self.tp} {self.scheduler}{extra} {self.router}"
+        tiers = f" kv-offload {self.kv_offload}" if self.kv_offload else ""
+        return f"{self.gpu} tp{self.tp} {self.scheduler}{extra} {self.router}{tiers}"
 
     def config(self, base: RunConfig, rate: float, replicas: int) -> RunConfig:
         """``base`` (the scheduler's run options) deployed as this candidate with ``replicas`` replicas."""
+        tiers = {} if self.kv_offload is None else {"kv_offload": None if self.kv_offload == NO_OFFLOAD else
+                                                    self.kv_offload}
         return at_rate(dataclasses.replace(base, gpu=self.gpu, tp=self.tp, scheduler=self.scheduler,
                                            router=self.router, replicas=replicas,
-                                           scheduler_params={**base.scheduler_params, **dict(self.params)}), rate)
+                                           scheduler_params={**base.scheduler_params, **dict(self.params)},
+                                           **tiers), rate)
+
+    def host_gib(self, base: RunConfig) -> float:
+        """GiB of host memory a replica's CPU KV tier takes (priced per GiB-hour)."""
+        text = base.kv_offload if self.kv_offload is None else (None if self.kv_offload == NO_OFFLOAD
+                                                                  else self.kv_offload)
+        if not text:
+            return 0.0
+        return sum(t.size for t in parse_kv_offload(str(text)) if t.medium == "cpu") / GiB
+
+
+NO_OFFLOAD = "none"
+
+
+def parse_offloads(text: str | None) -> list[str | None]:
+    """``--kv-offloads none,cpu:256GiB,cpu:256GiB+disk:2TB``: the KV tiers to try (``none``: without; ``+`` joins a
+    candidate's several tiers); each checked now."""
+    if not text:
+        return [None]
+    out = []
+    for item in split_names(text, "--kv-offloads"):
+        spec = item.replace("+", ",")
+        if spec != NO_OFFLOAD:
+            try:
+                parse_kv_offload(spec)
+            except ValueError as e:
+                raise ValueError(f"--kv-offloads {text!r}: {e}") from None
+        out.append(spec)
+    return out
 
 
 def split_names(text: str, option: str) -> list[str]:
@@ -78,18 +112,20 @@ def parse_variations(items: list[str], schedulers: list[str]) -> dict[str, list[
 
 
 def build_candidates(gpus: list[str], tps: list[int], schedulers: list[str], routers: list[str],
-                     variations: dict[str, list[tuple]] | None = None) -> list[Candidate]:
+                     variations: dict[str, list[tuple]] | None = None,
+                     offloads: list[str | None] = (None,)) -> list[Candidate]:
     for name in gpus:
         gpu_preset(name)                      # unknown GPU: error listing the valid ones
     for name in schedulers:
         scheduler_info(name)
     for name in routers:
-        if name not in ROUTERS:
-            raise ValueError(f"unknown router {name!r}; valid routers: {', '.join(ROUTERS)}")
+        if name not in router_classes():
+            raise ValueError(f"unknown router {name!r}; valid routers: {', '.join(router_classes())}")
     variations = variations or {}
     devices = dict.fromkeys(gpu_preset(g).name for g in gpus)  # two names of one GPU (a100, A100): one candidate
-    return [Candidate(g, tp, s, params, r)
-            for g in devices for tp in tps for s in schedulers for params in variations.get(s, [()]) for r in routers]
+    return [Candidate(g, tp, s, params, r, o)
+            for g in devices for tp in tps for s in schedulers for params in variations.get(s, [()]) for r in routers
+            for o in offloads]
 
 
 def memory_fit(model: str, gpu: str, tp: int, base: RunConfig | None = None) -> dict:
@@ -101,8 +137,8 @@ def memory_fit(model: str, gpu: str, tp: int, base: RunConfig | None = None) -> 
     device, preset = gpu_preset(gpu), model_preset(model)      # unknown names: errors listing the valid ones
     try:
         spec = preset.with_tp(tp)
-    except ValueError as e:
-        return {"fits": False, "reason": str(e)}
+    except ValueError as e:  # not memory: the TP cannot split the model's heads
+        return {"fits": False, "reason": str(e), "tp": True}
     vllm_engine = resolve_kind(base.batch_time)[0] == "vllm-v1"
     graphs = len(cudagraph_capture_sizes(base.max_num_seqs, base.max_num_batched_tokens)) if vllm_engine else 0
     try:

@@ -29,7 +29,7 @@ def lines(result: PlanResult, top: int, prices_file: str | None, price_of) -> li
            f"{len(cands)} candidates ({len({c.gpu for c in cands})} GPUs x {len({c.tp for c in cands})} TP x "
            f"{len({(c.scheduler, c.params) for c in cands})} scheduler settings x {len({c.router for c in cands})} "
            f"routers)" + (f" at each of {len(result.rates)} rates" if len(result.rates) > 1 else "")]
-    out += table(*candidate_rows(result.screened, result.searched, price_of))
+    out += table(*candidate_rows(result.screened, result.searched, price_of, result.host_cost))
     slo_keys = [s.key for s in result.slos]
     cheap = result.cheapest
     if cheap:
@@ -41,6 +41,9 @@ def lines(result: PlanResult, top: int, prices_file: str | None, price_of) -> li
         out.append(f"\nreproduce the cheapest: {simulate_command(cheap[0].config)}")
     else:
         out.append("\n" + none_found(result))
+    if result.offload:
+        out.append("\nwhere KV offload pays (host memory priced per GiB-hour, prices.json host_memory):")
+        out += result.offload
     out.append(f"\n{pruning(result)}")
     return out
 
@@ -77,13 +80,15 @@ def pruning(result: PlanResult) -> str:
     """How many candidates needed no probe, and how many probe rounds the bound's least replica counts saved."""
     screened, searched = result.screened, result.searched
     memory = sum(1 for s in screened if s.pruned.startswith("memory"))
+    tp = [s for s in screened if s.pruned.startswith("tp")]
     bound = sum(1 for s in screened if s.pruned.startswith("bound"))
     saved = sum(probes_saved(s.screened.min_replicas) for s in searched)
     nobound = sum(1 for s in screened if not s.pruned and s.bound_rps_per_replica is None)
-    text = (f"pruning: {memory + bound} of {len(screened)} candidates needed no probe ({memory} do not fit in "
-            f"memory, {bound} need more replicas than allowed by the sound throughput bound); the bound's least "
-            f"replica counts skipped {saved} probe rounds (x{len(result.seeds)} seeds) that a search from 1 replica "
-            f"(1, 2, 4, ...) would have run")
+    split = f"{len(tp)} at a TP that does not divide the model's heads ({tp[0].pruned[4:]}), " if tp else ""
+    text = (f"pruning: {memory + len(tp) + bound} of {len(screened)} candidates needed no probe ({split}{memory} do "
+            f"not fit in memory, {bound} need more replicas than allowed by the sound throughput bound); the "
+            f"bound's least replica counts skipped {saved} probe rounds (x{len(result.seeds)} seeds) that a search "
+            f"from 1 replica (1, 2, 4, ...) would have run")
     if nobound:
         text += f"; {nobound} candidates had no bound (batch-time model without one)"
     return text
@@ -101,8 +106,8 @@ def report_context(result: PlanResult, command: str, prices, price_of) -> dict:
             "command": command, "prices": "; ".join(sorted(set(prices.sources.values()))),
             "deployments": result.deployments, "frontier": result.frontier, "cheapest": result.cheapest,
             "pareto_metric": result.metric,
-            "candidate_table": candidate_rows(result.screened, result.searched, price_of),
-            "pruning": pruning(result)}
+            "candidate_table": candidate_rows(result.screened, result.searched, price_of, result.host_cost),
+            "pruning": pruning(result), "offload": list(result.offload)}
 
 
 def json_data(result: PlanResult) -> dict:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from .candidates import Candidate
 from .prune import LengthCache, Screened, screen
 from .replica_search import Searched, search_replicas
-from .report import Deployment, cheapest, deployments, pareto
+from .report import Deployment, cheapest, deployments, offload_verdicts, pareto
 
 
 @dataclass
@@ -27,16 +27,20 @@ class PlanResult:
     deployments: list[Deployment]     # every (candidate, replicas) that met, priced
     cheapest: list[Deployment]        # each candidate's fewest replicas that met, cheapest first
     frontier: list[Deployment]
+    host_cost: object = None          # a replica's host memory (its CPU KV tier) in USD per hour, or None
+    offload: list[str] = ()           # where KV offload pays (report.offload_verdicts)
 
 
 def plan(candidates: list[Candidate], bases: dict, rates: list[float], slos, seeds: tuple, max_replicas: int,
-         price_of, metric: str, executor=None, cache=None, progress: bool = False) -> PlanResult:
+         price_of, metric: str, executor=None, cache=None, progress: bool = False, host_cost=None) -> PlanResult:
     """Plan ``candidates`` (each run with its scheduler's options in ``bases``) for each of ``rates``;
-    ``price_of(gpu)`` is USD per GPU-hour, ``metric`` the frontier's latency."""
+    ``price_of(gpu)`` is USD per GPU-hour, ``host_cost(candidate)`` a replica's host memory for its KV tiers in USD
+    per hour (docs/kv-offload.md), ``metric`` the frontier's latency."""
     lengths = LengthCache()
     screened = [screen(c, bases[c.scheduler], rate, seeds, max_replicas, lengths)
                 for rate in rates for c in candidates]
     searched = search_replicas(screened, bases, slos, seeds, max_replicas, executor, cache, progress=progress)
-    deps = deployments(searched, price_of, metric)
+    deps = deployments(searched, price_of, metric, host_cost)
+    cheap = cheapest(deps)
     return PlanResult(next(iter(bases.values())), candidates, rates, slos, seeds, max_replicas, metric, screened,
-                      searched, deps, cheapest(deps), pareto(deps))
+                      searched, deps, cheap, pareto(deps), host_cost, offload_verdicts(cheap, candidates))

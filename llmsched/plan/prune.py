@@ -4,7 +4,7 @@
   parallelism (the figures are reported).
 * **Throughput bound**: no schedule on r replicas keeps up with more than r × the sound bound of
   llmsched/theory/throughput_bound.py, computed for the probe's own requests (each seed's). A stable probe
-  must serve all but ``GROWTH_MIN`` (1%) of the offered work (llmsched/capacity/stability.py), so the bound is
+  must serve all but ``GROWTH_MIN`` (5%) of the offered work (llmsched/capacity/stability.py), so the bound is
   taken at that served fraction; the least replicas any search needs is ⌈rate / that bound⌉, and a candidate
   whose least replicas exceed --max-replicas is pruned without a probe.
 """
@@ -14,12 +14,10 @@ import math
 from dataclasses import dataclass, field
 
 from ..capacity.probe import probe_config
-from ..capacity.stability import GROWTH_MIN
+from ..capacity.sound_bound import SERVED_FRACTION
 from ..experiment import RunConfig
 from ..theory.throughput_bound import config_lengths, engine_of, throughput_bound
 from .candidates import Candidate, memory_fit
-
-SERVED_FRACTION = 1 - GROWTH_MIN
 
 
 @dataclass
@@ -53,9 +51,12 @@ def screen(candidate: Candidate, base: RunConfig, rate: float, seeds, max_replic
     fit = memory_fit(base.model, candidate.gpu, candidate.tp, base)
     out = Screened(candidate, rate, fit)
     if not fit["fits"]:
-        out.pruned = "memory: " + fit["reason"]
+        out.pruned = ("tp: " if fit.get("tp") else "memory: ") + fit["reason"]
         return out
     per_replica = math.inf
+    if candidate.config(base, rate, 1).kv_offload:
+        out.notes.append("no bound pruning: KV tiers cut the prefill work the bound counts")
+        return out
     for seed in seeds:
         cfg = probe_config(candidate.config(base, rate, 1), rate, seed)
         try:
@@ -68,7 +69,7 @@ def screen(candidate: Candidate, base: RunConfig, rate: float, seeds, max_replic
         per_replica = min(per_replica, bound.per_replica_rps)
     out.bound_rps_per_replica = per_replica
     if per_replica <= 0:
-        out.pruned = "bound: requests the engine can never hold exceed the 1% of work a stable run may leave"
+        out.pruned = "bound: requests the engine can never hold exceed the 5% of work a stable run may leave"
         return out
     out.min_replicas = max(1, math.ceil(rate / per_replica - 1e-9))
     if out.min_replicas > max_replicas:

@@ -42,21 +42,53 @@ class Deployment:
         return d
 
 
-def deployments(searched: list[Searched], price_of, pareto_metric: str) -> list[Deployment]:
-    """Every (candidate, replicas) that met, costed; ``price_of(gpu)`` is USD per GPU-hour."""
+def deployments(searched: list[Searched], price_of, pareto_metric: str, host_cost=None) -> list[Deployment]:
+    """Every (candidate, replicas) that met, costed; ``price_of(gpu)`` is USD per GPU-hour, ``host_cost(candidate)``
+    a replica's host memory (its CPU KV tier) in USD per hour."""
     out = []
     for item in searched:
         cand = item.screened.candidate
         for r, probe in item.probes.items():
             if not probe.meets:
                 continue
-            usd = price_of(cand.gpu) * cand.tp * r
+            usd = (price_of(cand.gpu) * cand.tp + (host_cost(cand) if host_cost else 0.0)) * r
             tps = sum(rec["throughput"]["output_tokens_per_s"] for rec in probe.records) / len(probe.records)
             latency = max(rec["metrics"][pareto_metric] for rec in probe.records)
             out.append(Deployment(cand.label, item.screened.rate, r, cand.tp * r, usd, tps,
                                   usd / (tps * 3600 / 1e6) if tps > 0 else math.inf, latency, dict(probe.values),
                                   item.configs[r]))
     return sorted(out, key=lambda d: (d.rate, d.usd_per_hour, d.latency, d.label))
+
+
+def offload_verdicts(cheap: list[Deployment], candidates) -> list[str]:
+    """Where KV offload pays: for each candidate deployed with and without KV tiers (--kv-offloads), its cheapest
+    deployment with each set of tiers against the one without, by cost per hour."""
+    by_label = {c.label: c for c in candidates}
+    groups: dict = {}
+    for d in cheap:
+        cand = by_label.get(d.label)
+        if cand is None or cand.kv_offload is None:
+            continue
+        bare = dataclasses.replace(cand, kv_offload=None).label
+        groups.setdefault((d.rate, bare), {})[cand.kv_offload] = d
+    lines = []
+    for (rate, bare), options in sorted(groups.items()):
+        base = options.get("none")
+        for tiers, d in sorted(options.items()):
+            if tiers == "none":
+                continue
+            if base is None:
+                lines.append(f"{bare} at {rate:g} req/s: kv-offload {tiers} meets with {d.replicas} replicas "
+                             f"(${d.usd_per_hour:.2f}/h); without tiers no replica count up to the limit meets: "
+                             f"offload pays")
+                continue
+            saved = base.usd_per_hour - d.usd_per_hour
+            verdict = (f"offload pays, {saved / base.usd_per_hour:.0%} cheaper" if saved > 1e-9
+                       else "offload does not pay" + (f" ({-saved / base.usd_per_hour:.0%} dearer)" if saved < 0
+                                                      else " (the same cost)"))
+            lines.append(f"{bare} at {rate:g} req/s: kv-offload {tiers}: {d.replicas} replicas, "
+                         f"${d.usd_per_hour:.2f}/h; without: {base.replicas}, ${base.usd_per_hour:.2f}/h: {verdict}")
+    return lines
 
 
 def cheapest(deps: list[Deployment]) -> list[Deployment]:
@@ -141,7 +173,7 @@ def deployment_rows(deps: list[Deployment], slo_keys: list[str]) -> tuple[list[s
     return head, rows
 
 
-def candidate_rows(screened, searched: list[Searched], price_of) -> tuple[list[str], list[list]]:
+def candidate_rows(screened, searched: list[Searched], price_of, host_cost=None) -> tuple[list[str], list[list]]:
     """Every candidate at every rate: memory, bound, least replicas, the replicas found, and each probe."""
     found = {(s.screened.candidate, s.screened.rate): s for s in searched}
     head = ["candidate", "rate", "KV tokens", "bound req/s/replica", "bound replicas", "replicas", "$/hour",
@@ -158,7 +190,8 @@ def candidate_rows(screened, searched: list[Searched], price_of) -> tuple[list[s
             continue
         probes = "; ".join(f"{r}: {p.verdict}, {'meets' if p.meets else 'fails ' + ','.join(p.failed)}"
                            for r, p in sorted(item.probes.items()))
-        usd = f"{price_of(cand.gpu) * cand.tp * item.replicas:.2f}" if item.replicas else "—"
+        usd = (f"{(price_of(cand.gpu) * cand.tp + (host_cost(cand) if host_cost else 0.0)) * item.replicas:.2f}"
+               if item.replicas else "—")
         outcome = f"{item.replicas} replicas" if item.replicas else "no replica count up to --max-replicas meets"
         rows.append([cand.label, f"{s.rate:g}", kv, bound, s.min_replicas, item.replicas or "—", usd, probes,
                      outcome])
@@ -220,6 +253,9 @@ def write_html(path, context: dict) -> None:
                                                           for row, d in zip(rows, front)]))
         parts.append("<h2 id='cheapest'>Each candidate's cheapest deployment</h2>"
                      + image(cost_png(cheap), "cost per candidate") + table_html(*deployment_rows(cheap, slo_keys)))
+    if context.get("offload"):
+        parts.append("<h2 id='offload'>Where KV offload pays</h2><ul>"
+                     + "".join(f"<li>{html.escape(line)}</li>" for line in context["offload"]) + "</ul>")
     parts.append("<h2 id='candidates'>Every candidate: memory, bound, replicas, verdicts</h2>"
                  + table_html(*context["candidate_table"]))
     parts.append(f"<h2>Pruning</h2><p>{html.escape(context['pruning'])}</p>")

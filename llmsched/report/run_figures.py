@@ -17,6 +17,7 @@ from .ticks import plain_log_ticks
 
 CDF_POINTS = 600  # points per CDF line, whatever the number of samples: under a pixel apart in y on a panel
 TIME_BINS = 600  # time bins of the KV-usage plot
+TIER_LINES = {"cpu": "--", "disk": "-.", "remote": ":"}  # KV tiers below the GPU on the KV panel
 CDF_PANELS = (("ttft", "Time to first token (TTFT)"), ("tbt", "Time between tokens (TBT)"),
               ("e2e", "End-to-end latency (E2E)"))
 KV_PANELS = (("KV cache used (%)", "KV-cache utilisation"), ("running requests", "Running batch (all replicas)"),
@@ -152,6 +153,31 @@ def binned(result, bins: np.ndarray):
     return kv, running, waiting
 
 
+def tier_binned(result, bins: np.ndarray) -> dict:
+    """Per KV tier below the GPU (runs with ``--kv-offload``), its share held (%) per time bin, summed over replicas
+    (Σ chunks held / Σ chunks): from each replica's tier samples (engine/kv_tiers.py ``usage``)."""
+    rows = [row["kv_offload"] for row in getattr(result, "replica_stats", ()) if "kv_offload" in row]
+    if not rows:
+        return {}
+    nb = len(bins) - 1
+    out = {}
+    for i, tier in enumerate(rows[0]["tiers"]):
+        used = np.zeros(nb)
+        total = 0.0
+        seen = np.zeros(nb, dtype=bool)
+        for row in rows:
+            samples = np.asarray(row.get("usage") or [(0.0,) + (0,) * len(row["tiers"])], dtype=np.float64)
+            idx = np.clip(np.searchsorted(bins, samples[:, 0], side="right") - 1, 0, nb - 1)
+            count = np.bincount(idx, minlength=nb)
+            mean = np.bincount(idx, weights=samples[:, i + 1], minlength=nb) / np.where(count, count, 1)
+            last = np.maximum.accumulate(np.where(count > 0, np.arange(nb), -1))  # a bin without a sample: the last
+            used += np.where(last >= 0, mean[np.maximum(last, 0)], 0.0)
+            seen |= last >= 0
+            total += row["tiers"][i]["chunks"]
+        out[tier["medium"]] = np.where(seen, 100 * used / total, np.nan)
+    return out
+
+
 def plot_kv_usage(results: dict, path, title: str | None = None, families: dict | None = None):
     """KV-cache utilisation, running-batch size and waiting-queue length over simulated time, one line per
     run label (time-binned means; gaps where the engine was idle)."""
@@ -161,6 +187,7 @@ def plot_kv_usage(results: dict, path, title: str | None = None, families: dict 
 def kv_usage_sheet(results: dict, title: str | None = None, families: dict | None = None) -> Sheet:
     styled = styles(results, families)
     series = {}
+    tiers = {}  # label -> medium -> a KV tier's share held over time (runs with --kv-offload)
     for label, result in results.items():
         if not len(result.steps):
             series[label] = None
@@ -169,6 +196,7 @@ def kv_usage_sheet(results: dict, title: str | None = None, families: dict | Non
         end = float(max(result.end_time, start.max()))
         bins = np.linspace(0.0, end if end > 0 else 1.0, TIME_BINS + 1)
         series[label] = ((bins[:-1] + bins[1:]) / 2, *binned(result, bins))
+        tiers[label] = tier_binned(result, bins)
     twins = same_as({label: list(series[label]) for label in family_order(styled) if series[label] is not None})
     groups = family_groups(styled)
     if len(groups) == 1:  # few runs: the three measures stacked, each panel wide
@@ -178,6 +206,9 @@ def kv_usage_sheet(results: dict, title: str | None = None, families: dict | Non
                 if s is not None:
                     sheet.axes[c][0].plot(s[0], s[c + 1], **styled[label].line(label=display(label, twins),
                                                                                    linewidth=1.2))
+            for medium, share in tiers.get(label, {}).items():  # the tiers below the GPU, on the KV panel
+                kw = styled[label].line(label=f"{display(label, twins)}: {medium} tier", linewidth=1.0)
+                sheet.axes[0][0].plot(s[0], share, **{**kw, "linestyle": TIER_LINES.get(medium, ":")})
         sheet.legend()
         cells = [(sheet.axes[c][0], c, "") for c in range(3)]
     else:
@@ -186,6 +217,9 @@ def kv_usage_sheet(results: dict, title: str | None = None, families: dict | Non
         def draw(ax, c, label, kw, _reference):
             if series[label] is not None:
                 ax.plot(series[label][0], series[label][c + 1], **{**kw, "linewidth": min(kw["linewidth"], 1.2)})
+                for medium, share in tiers.get(label, {}).items() if c == 0 else ():
+                    ax.plot(series[label][0], share, **{**kw, "linewidth": 1.0, "label": None,
+                                                        "linestyle": TIER_LINES.get(medium, ":")})
 
         draw_groups(sheet, styled, groups, 3, draw, twins)
         cells = [(sheet.axes[r][c], c, family) for r, (family, _) in enumerate(groups) for c in range(3)]

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FAMILIES = ("baselines", "RAD/SLAI", "InferMax", "FairBatching", "WAIT", "deferred prefill", "goodput")
+FAMILIES = ("baselines", "RAD/SLAI", "InferMax", "FairBatching", "WAIT", "deferred prefill", "goodput",
+            "tenant policies")
 OTHER = "other"  # a label that names no registered scheduler
 FAMILY_COLOURS = {"baselines": "#1f77b4", "RAD/SLAI": "#ff7f0e", "InferMax": "#2ca02c", "FairBatching": "#d62728",
-                  "WAIT": "#9467bd", "deferred prefill": "#8c564b", "goodput": "#d4a000"}
+                  "WAIT": "#9467bd", "deferred prefill": "#8c564b", "goodput": "#d4a000", "tenant policies": "#c51b7d"}
 FAMILY_SHADES = {"baselines": "Blues", "RAD/SLAI": "Oranges", "InferMax": "Greens", "FairBatching": "Reds",
                  "WAIT": "Purples", "deferred prefill": "copper_r",
-                 "goodput": "YlOrBr"}  # colour maps that run through each hue
+                 "goodput": "YlOrBr", "tenant policies": "RdPu"}  # colour maps that run through each hue
 OTHER_COLOURS = ("#17becf", "#e377c2", "#bcbd22", "#7f7f7f", "#1f3c88", "#a05d00", "#005f3b", "#8b0046")
 REFERENCE_COLOUR = "#9a9a9a"
 LINESTYLES = ("solid", "dashed", "dashdot", "dotted")  # named, so a figure's lines say which they have

@@ -36,8 +36,8 @@ from ..hardware.models import model as model_preset
 from ..schedulers.deferred.throughput import exact_throughput, optimal_K, prop1_throughput
 from ..schedulers.deferred.timing_constants import Timing, timing_from_batch_time
 from ..theory.deferred_prefill import APPENDIX_A
-from ..workload.length_presets import length_preset
-from ..workload.lengths import Capped, Geometric
+from ..workload.lengths.length_presets import length_preset
+from ..workload.lengths.distributions import Capped, Geometric
 from .deferred_prefill_runs.closed_loop import sweep
 from .deferred_prefill_runs.measured_step_time import PROFILE, MeasuredVLLMStepTime, find_profile
 from .deferred_prefill_runs.request_model import BenchmarkFiltered

@@ -26,11 +26,11 @@ from ..executors import make_executor
 from ..experiment import RunConfig, build_replicas
 from ..metrics.tpot_attainment import attainment, tpot_values
 from ..request import SLO, Request, Status, Tier
-from ..routers import make_router
+from ..routing.registry import make_router
 from ..schedulers.fairbatching.predictor import StepPredictor, prediction_errors
 from ..sim.simulator import simulate
-from ..workload.arrivals import TraceReplay
-from ..workload.traces import DataFileNotFound, read_trace
+from ..workload.arrivals.processes import TraceReplay
+from ..workload.traces.readers import DataFileNotFound, read_trace
 from ..workload.workload import OpenLoop, named_workload
 from . import PINNED_KIND
 
@@ -182,7 +182,7 @@ def capacity_base(model: str, trace: str, system: System, ttft: float, tpot: flo
     generated = {"workload": preset, "arrival": "gamma", "cv": GAMMA_CV, "duration": probe_s}
     source = {"trace": file, "num_requests": max(1, round(rate * probe_s))} if file and use_trace else generated
     if "trace" in source:
-        from ..workload.traces import resolve_data_file
+        from ..workload.traces.readers import resolve_data_file
         try:
             resolve_data_file(file)
         except DataFileNotFound:

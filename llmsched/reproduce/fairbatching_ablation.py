@@ -58,10 +58,10 @@ from ..capacity.verdict import measure, window
 from ..executors import make_executor
 from ..experiment import RunConfig, build_replicas, build_source
 from ..metrics.tpot_attainment import CHECKS, slo_met
-from ..routers import make_router
+from ..routing.registry import make_router
 from ..sim.simulator import simulate
-from ..workload.length_presets import LENGTH_PRESETS
-from ..workload.traces import DataFileNotFound, resolve_data_file
+from ..workload.lengths.length_presets import LENGTH_PRESETS
+from ..workload.traces.readers import DataFileNotFound, resolve_data_file
 
 
 CASES = {"qwen3-14b/h20": ("qwen3-14b", "h20", 0.8), "llama-3.1-8b/a800": ("llama-3.1-8b", "a800", 4.0)}

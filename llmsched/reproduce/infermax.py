@@ -23,7 +23,7 @@ from ..theory.infermax.csp import min_batches, solve
 from ..theory.infermax.offline import offline_replica, run_offline
 from ..theory.infermax.optimal import run_heuristics
 from ..theory.infermax.schedule import Instance
-from ..workload.traces import read_trace, resolve_data_file
+from ..workload.traces.readers import read_trace, resolve_data_file
 from ..workload.workload import OpenLoop
 
 PARTS = ("grid", "memory", "eviction", "rank", "csp", "trace")

@@ -37,7 +37,7 @@ from ..capacity.verdict import evaluate, measure
 from ..executors import make_executor
 from ..experiment import RunConfig, build_replicas, build_source
 from ..metrics.summary import summarize
-from ..routers import make_router
+from ..routing.registry import make_router
 from ..schedulers.rad_slai.slai import reserved_kv_use
 from ..sim.simulator import simulate
 

@@ -33,8 +33,10 @@ router's choice.
 from __future__ import annotations
 
 from .base import Router, least_outstanding
+from .registry import register_router
 
 
+@register_router
 class PrefixAffinity(Router):
     name = "prefix-affinity"
     summary = ("the replica whose KV cache holds the longest prefix of the prompt, least-outstanding when loads are "

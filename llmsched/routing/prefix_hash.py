@@ -20,6 +20,7 @@ import math
 from hashlib import blake2b
 
 from .base import Router, least_outstanding
+from .registry import register_router
 
 RING = 1 << 64
 
@@ -29,6 +30,7 @@ def ring_point(replica: int, vnode: int) -> int:
     return int.from_bytes(blake2b(f"llmsched-ring/{replica}/{vnode}".encode(), digest_size=8).digest(), "little")
 
 
+@register_router
 class PrefixHash(Router):
     name = "prefix-hash"
     summary = ("consistent hashing of the prompt's first KV blocks with bounded loads (Mirrokni et al.): equal "

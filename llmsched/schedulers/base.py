@@ -23,6 +23,12 @@ class Scheduler:
     needs_oracle: ClassVar[bool] = False  # decides from true output lengths (runs only with oracle=True)
     chunks_prompts: ClassVar[bool] = True  # False: every prefill runs whole in one step (see prefill_limit)
     recompute_only: ClassVar[bool] = False  # True: the policy cannot run with preemption_mode="swap"
+    # True: the policy is vLLM's own scheduler, so a run refuses the limits vLLM refuses at start-up
+    # (config_fields.refuse_as_vllm)
+    models_vllm: ClassVar[bool] = False
+    # The three properties below let the simulator skip work; a policy built on RunningFirst (running_first.py:
+    # its order, budget, chunk and admission hooks) has all three by construction, one that writes its own
+    # ``schedule`` declares those it keeps.
     # True: once this policy decodes every running request and nothing else, with no request waiting or swapped,
     # it returns that same plan at every step until a request arrives or finishes or a decode finds no free KV
     # block (it reads neither the clock nor step times, and keeps no per-step state). The simulator then
@@ -31,9 +37,9 @@ class Scheduler:
     # True (with steady_decodes): after requests finish in such a run, with none waiting or swapped, it decodes
     # every request still running, so the run is fast-forwarded past finishes too (open-loop sources)
     steady_after_finishes: ClassVar[bool] = False
-    # True (with steady_decodes): while the view offers a decode group, schedule plans from it (its size, its
-    # block crossings, the partial prompts) and reads ``view.running`` only when it takes another decision
-    # (preemption, a budget that cuts decodes); the simulator then steps the group without per-request work
+    # True (with steady_decodes): it reads the running requests through ``RunningWork`` (decode_pass.py), which
+    # plans from the view's decode group while one is formed, and holds no running request of its own to read
+    # between steps; the simulator then steps the group without per-request work
     plans_decode_group: ClassVar[bool] = False
     # True: ``load(view)`` depends only on the replica's queues and requests, not on the clock, so a router may
     # keep it until the replica next changes (``Replica.version``); a subclass with its own ``load`` declares it

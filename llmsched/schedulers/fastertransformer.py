@@ -7,6 +7,7 @@ from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from ..request import Status
 from .base import Scheduler
+from .decode_pass import RunningWork
 from .registry import register
 from .whole_prompt import too_long
 
@@ -21,7 +22,8 @@ class FasterTransformer(Scheduler):
     A cohort is up to ``batch_size`` waiting requests (FCFS; default the sequence cap),
     each reserving KV for ``max_model_len`` tokens. Their whole prompts run first, as many
     per step as the token budget allows, then the cohort decodes together; nothing else is
-    admitted until every member has finished.
+    admitted until every member has finished. A cohort larger than the token budget decodes its first
+    members in order, as many as the budget holds; the rest wait (as decodes beyond the budget do in vLLM).
 
     With a prefix cache: plans as without one; the replica starts each admission after its cached blocks.
     """
@@ -56,12 +58,7 @@ class FasterTransformer(Scheduler):
                 plan.prefills.append((r, n))
                 tokens += n
             return plan
-        group = view.decode_group
-        if group is not None and group.size and not group.partials:  # every running request is a member
-            plan.decode_group = True
-            return plan
-        for r in view.running:
-            plan.decodes.append(r)
+        RunningWork(view).decode_all(plan, limit=view.max_num_batched_tokens)  # the cohort decodes; beyond the budget, wait
         return plan
 
     def _new_cohort(self, view: ReplicaView, plan: BatchPlan) -> list:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..engine.plan import BatchPlan
 from .base import Scheduler
+from .decode_pass import RunningWork
 from .registry import register
 
 
@@ -50,20 +51,17 @@ class FCFS(Scheduler):
             budget -= n
             seats -= 1
             need += blocks
-        group = view.decode_group
-        if group is not None and group.size:
-            # every running request fits the budget left (the pass below would then take them all, decodes in
-            # running order, unfinished prompts whole) and the blocks they need fit too (or the replica evicts):
-            # the same plan, from the group's totals
-            partial = group.partials
-            tokens = group.size + sum(r.remaining_prefill for r in partial)
-            if tokens <= budget:
-                grow = group.blocks_needed + sum(view.extra_blocks(r, r.prompt_len + r.num_generated)
-                                                 for r in partial)
-                if not self.fit or need + grow <= view.free_blocks:
-                    plan.decode_group = True
-                    plan.prefills.extend((r, r.remaining_prefill) for r in partial)
-                    return plan
+        work = RunningWork(view)
+        partial = work.partials
+        if work.num_decodes + sum(r.remaining_prefill for r in partial) <= budget:
+            # every running request fits the budget left: the pass below would take them all (decodes in running
+            # order, unfinished prompts whole), so when their blocks fit too (or the replica evicts) that is the plan,
+            # from the totals (the decode group's, while one is formed)
+            grow = work.grow + sum(view.extra_blocks(r, r.prompt_len + r.num_generated) for r in partial)
+            if not self.fit or need + grow <= view.free_blocks:
+                work.decode_all(plan)
+                plan.prefills.extend((r, r.remaining_prefill) for r in partial)
+                return plan
         grow = {}
         for r in view.running:
             if budget < 1:

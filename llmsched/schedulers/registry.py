@@ -1,8 +1,10 @@
 """Schedulers by name: the only way configs and the CLI reach a policy (no import paths).
 
-A scheduler module registers its classes when it is imported (``@register``, ``register_variant``);
-``BUILTIN_MODULES`` names the modules that hold the built-in ones, imported on the first lookup. A new built-in
-scheduler module is added to that table; a helper module beside the policies is simply not listed.
+A scheduler module registers its classes when it is imported (``@register``, ``register_variant``). ``BUILTIN``
+names the modules that hold the built-in ones and the schedulers each registers; a module is imported when one of
+its schedulers is first asked for, so a run loads its own policy and no other. A new built-in scheduler module (or
+a new variant) is added to that table (tests/test_schedulers.py and tests/test_startup.py check it against what the
+modules register); a helper module beside the policies is simply not listed.
 """
 from __future__ import annotations
 
@@ -12,32 +14,38 @@ from typing import Any
 
 from .base import Scheduler
 
-BUILTIN_MODULES = (
+BUILTIN: dict[str, tuple[str, ...]] = {
     # baselines
-    "llmsched.schedulers.fastertransformer",
-    "llmsched.schedulers.fcfs",
-    "llmsched.schedulers.orca",
-    "llmsched.schedulers.sarathi",
-    "llmsched.schedulers.vllm",
-    "llmsched.schedulers.vllm_chunked",
+    "llmsched.schedulers.fastertransformer": ("fastertransformer",),
+    "llmsched.schedulers.fcfs": ("fcfs",),
+    "llmsched.schedulers.orca": ("orca",),
+    "llmsched.schedulers.sarathi": ("sarathi", "sarathi-spf"),
+    "llmsched.schedulers.vllm": ("vllm",),
+    "llmsched.schedulers.vllm_chunked": ("vllm-chunked",),
     # the papers' policies
-    "llmsched.schedulers.rad_slai.rad",
-    "llmsched.schedulers.rad_slai.slai",
-    "llmsched.schedulers.infermax.infermax",
-    "llmsched.schedulers.fairbatching.fairbatching",
-    "llmsched.schedulers.wait.wait",
-    "llmsched.schedulers.wait.nested_wait",
-    "llmsched.schedulers.deferred.deferred_prefill",
+    "llmsched.schedulers.rad_slai.rad": ("rad", "rad-lowtbt"),
+    "llmsched.schedulers.rad_slai.slai": ("slai", "slai-fcfs", "slai-priority", "slai-spf-fixed"),
+    "llmsched.schedulers.infermax.infermax": (
+        "infermax", "infermax-ft", "infermax-ft-ef", "infermax-oracle", "infermax-orca", "infermax-orca-ef",
+        "infermax-rank-i", "infermax-rank-o", "infermax-rank-org", "infermax-sarathi", "infermax-sarathi-ef",
+        "infermax-sarathi-nocp", "infermax-sarathi-pc", "infermax-sarathi-pc-ef", "infermax-vllm", "infermax-vllm-ef",
+        "infermax-vllm-hy"),
+    "llmsched.schedulers.fairbatching.fairbatching": ("fairbatching", "fairbatching-fb", "fairbatching-pab",
+                                                      "fairbatching-tb"),
+    "llmsched.schedulers.wait.wait": ("wait",),
+    "llmsched.schedulers.wait.nested_wait": ("nested-wait",),
+    "llmsched.schedulers.deferred.deferred_prefill": ("deferred-prefill",),
     # tenants and priorities
-    "llmsched.schedulers.fairness.vtc",
-    "llmsched.schedulers.fairness.wfq",
-    "llmsched.schedulers.fairness.priority",
+    "llmsched.schedulers.fairness.vtc": ("vtc",),
+    "llmsched.schedulers.fairness.wfq": ("wfq",),
+    "llmsched.schedulers.fairness.priority": ("priority",),
     # beyond the papers: their levers combined (docs/goodput.md)
-    "llmsched.schedulers.goodput",
-)
+    "llmsched.schedulers.goodput": ("goodput", "goodput-fixed-budget"),
+}
+BUILTIN_MODULES = tuple(BUILTIN)
+MODULE_OF = {name: module for module, names in BUILTIN.items() for name in names}
 
 _REGISTRY: dict[str, tuple[type[Scheduler], dict[str, Any], str]] = {}
-_loaded = False
 
 
 def register(cls: type[Scheduler]) -> type[Scheduler]:
@@ -52,14 +60,15 @@ def register_variant(name: str, cls: type[Scheduler], summary: str, **defaults) 
 
 
 def _add(name, cls, defaults, summary):
-    if name in _REGISTRY:
+    builtin = MODULE_OF.get(name)
+    if name in _REGISTRY or (builtin is not None and cls.__module__ != builtin):
         raise ValueError(f"scheduler name {name!r} registered twice")
     _REGISTRY[name] = (cls, defaults, summary)
 
 
 def scheduler_names() -> list[str]:
-    _load_builtin()
-    return sorted(_REGISTRY)
+    """Every scheduler's name, the built-in ones without importing them."""
+    return sorted(_REGISTRY.keys() | MODULE_OF.keys())
 
 
 def scheduler_info(name: str) -> dict:
@@ -85,16 +94,14 @@ def create_scheduler(name: str, **params) -> Scheduler:
 
 
 def _lookup(name: str):
-    _load_builtin()
     if name not in _REGISTRY:
-        raise ValueError(f"unknown scheduler {name!r}; known schedulers: {', '.join(sorted(_REGISTRY))} "
-                         f"(see `llmsched presets`)")
+        module = MODULE_OF.get(name)
+        if module is None:
+            raise ValueError(f"unknown scheduler {name!r}; known schedulers: {', '.join(scheduler_names())} "
+                             f"(see `llmsched presets`)")
+        importlib.import_module(module)
+        if name not in _REGISTRY:  # the table promised it: a module that no longer registers the name
+            raise ValueError(f"scheduler {name!r}: {module} does not register it (fix BUILTIN in "
+                             f"llmsched/schedulers/registry.py)")
     return _REGISTRY[name]
 
-
-def _load_builtin():
-    global _loaded
-    if not _loaded:
-        for module in BUILTIN_MODULES:
-            importlib.import_module(module)
-        _loaded = True  # only once all imported: a module that failed to import fails every lookup, not one

@@ -6,9 +6,8 @@ from operator import attrgetter
 
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
-from .base import Scheduler
-from .decode_pass import add_decodes, split_running
 from .registry import register, register_variant
+from .running_first import RunningFirst
 from .tunable import IntRange
 from .watermark import WatermarkAdmission
 
@@ -19,7 +18,7 @@ PROMPT_LEN = attrgetter("prompt_len")
 
 @register
 @dataclass
-class Sarathi(WatermarkAdmission, Scheduler):
+class Sarathi(WatermarkAdmission, RunningFirst):
     """Sarathi-Serve: every running decode, then prompt chunks, within a token budget.
 
     Running requests in arrival order: each decode-phase request gets its token (the newest
@@ -38,9 +37,8 @@ class Sarathi(WatermarkAdmission, Scheduler):
     name = "sarathi"
     source = ("Sarathi-Serve (Agrawal et al., OSDI'24); normalised in Bari et al. Algorithm 4 / App. E.2 "
               "(token budget 512, max_num_seqs 128); Kim et al. §1.6 (SARATHI row)")
-    steady_decodes = True  # decides from queues and blocks only
-    steady_after_finishes = True  # after a finish, with nothing waiting, every remaining decode fits its budget
-    plans_decode_group = True  # when every decode fits, the plan is the decode group plus prompt chunks
+    running_order = ARRIVAL  # running requests in arrival order: every decode, then the unfinished prompts' chunks
+    reserves_prompts = True  # Sarathi allocates a prompt's KV at admission: decodes may not take what it needs
     token_budgets = ("token_budget",)
     token_budget: int = 512
     order: str = "fcfs"
@@ -55,62 +53,10 @@ class Sarathi(WatermarkAdmission, Scheduler):
         if not 0 <= self.watermark < 1:
             raise ValueError(f"sarathi: watermark must be in [0, 1), got {self.watermark}")
 
-    def schedule(self, view: ReplicaView) -> BatchPlan:
-        group = view.decode_group
-        if group is not None and group.size:
-            plan = self._group_plan(view, group)
-            if plan is not None:
-                return plan
-        plan = BatchPlan()
-        running = sorted(view.running, key=ARRIVAL)
-        split = split_running(running, view.block_size)  # decodes, unfinished prompts, block crossings
-        partial = split[1]
-        # KV owed to admitted, unfinished prompts (Sarathi reserves whole prompts at admission): decodes may not
-        # take it, or a later chunk of such a prompt would find no block.
-        reserved = sum(view.extra_blocks(r, r.prompt_len + r.num_generated) for r in partial)
-        free = add_decodes(view, plan, running, reserve=reserved, split=split)
-        if plan.preempt:
-            gone = {r.id for r in plan.preempt}
-            running = [r for r in running if r.id not in gone]
-            partial = [r for r in partial if r.id not in gone]
-        budget = min(self.token_budget, view.max_num_batched_tokens) - len(plan.decodes)
-        budget = self._chunks(plan, partial, budget)
-        if plan.preempt:
-            return plan
-        self._admit(view, plan, budget, free, view.max_num_seqs - len(running))
-        return plan
+    def step_budget(self, view: ReplicaView) -> int:
+        return min(self.token_budget, view.max_num_batched_tokens)
 
-    def _group_plan(self, view: ReplicaView, group) -> BatchPlan | None:
-        """The plan of ``schedule`` when every decode fits, from the view's decode group without a pass over the
-        running requests; None when a decode would find no block (then ``schedule`` preempts)."""
-        partial = group.partials
-        reserved = 0
-        if partial:
-            partial = sorted(partial, key=ARRIVAL)
-            bs = view.block_size
-            for r in partial:  # view.extra_blocks, written out: this runs at most steps
-                need = -(-(r.prompt_len + r.num_generated) // bs) - r.num_blocks
-                if need > 0:
-                    reserved += need
-        free = view.free_blocks - reserved - group.blocks_needed
-        if free < 0:
-            return None
-        plan = BatchPlan(decode_group=True)
-        budget = self._chunks(plan, partial, min(self.token_budget, view.max_num_batched_tokens) - group.size)
-        self._admit(view, plan, budget, free, view.max_num_seqs - view.num_running)
-        return plan
-
-    @staticmethod
-    def _chunks(plan: BatchPlan, partial, budget: int) -> int:
-        """Chunks of the unfinished prompts in order, within ``budget``; returns what is left of it."""
-        for r in partial:
-            n = min(r.prompt_len + r.num_generated - r.num_computed, budget)
-            if n > 0:
-                plan.prefills.append((r, n))
-                budget -= n
-        return budget
-
-    def _admit(self, view: ReplicaView, plan: BatchPlan, budget: int, free: int, room: int) -> None:
+    def admit(self, view: ReplicaView, plan: BatchPlan, budget: int, free: int, room: int) -> None:
         """Waiting requests in order while budget, seats and KV (above the watermark) last."""
         waiting = view.waiting
         if not waiting or budget <= 0:

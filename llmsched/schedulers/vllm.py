@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from .base import Scheduler
-from .decode_pass import add_decodes
+from .decode_pass import RunningWork
 from .registry import register
 from .whole_prompt import admit_whole_prompts
 from .watermark import WatermarkAdmission
@@ -19,8 +19,9 @@ class VLLM(WatermarkAdmission, Scheduler):
 
     Each step admits waiting requests FCFS while their whole prompts fit the token budget
     (``max_num_batched_tokens``), the sequence cap and the free KV blocks above a 1%
-    watermark, and runs them as a prefill-only batch; otherwise it decodes every running
-    request, preempting the newest when a block is short, then swaps requests back in.
+    watermark, and runs them as a prefill-only batch; otherwise it decodes the running requests in
+    order, as many as the token budget holds (the rest wait, as in vLLM's scheduler), preempting the
+    newest when a block is short, then swaps requests back in.
     The head of the queue blocks those behind it. Prefill and decode never share a step. A
     prompt longer than the budget can never run unchunked and is rejected with that reason, as
     is one needing more than the whole cache less the watermark (schedulers/watermark.py).
@@ -36,6 +37,7 @@ class VLLM(WatermarkAdmission, Scheduler):
     source = ("vLLM v0 default scheduler (Kwon et al., SOSP'23, PagedAttention); as the baseline of "
               "Bari et al. §2.5 (max_num_seqs 128, max_num_batched_tokens 8192) and Kim et al. §1.6 (vLLM row)")
     chunks_prompts = False
+    models_vllm = True  # refused where vLLM refuses its limits
     watermark: float = 0.01
 
     def __post_init__(self):
@@ -43,27 +45,19 @@ class VLLM(WatermarkAdmission, Scheduler):
             raise ValueError(f"vllm: watermark must be in [0, 1), got {self.watermark}")
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
-        group = view.decode_group
-        if group is not None and not group.partials:  # a formed group: nothing is swapped
-            plan = BatchPlan()
-            if admit_whole_prompts(view, plan, view.max_num_seqs - view.num_running, self.watermark):
-                return plan
-            if group.size and group.blocks_needed <= view.free_blocks:
-                plan.decode_group = True
-                return plan
         plan = BatchPlan()
-        if not view.swapped and admit_whole_prompts(view, plan, view.max_num_seqs - len(view.running),
+        if not view.swapped and admit_whole_prompts(view, plan, view.max_num_seqs - view.num_running,
                                                     self.watermark):
             return plan
-        free = add_decodes(view, plan)
-        if not plan.preempt:
+        free = RunningWork(view).add_decodes(plan, limit=view.max_num_batched_tokens)  # decodes beyond the budget wait
+        if not plan.preempt and view.swapped:
             swap_in(view, plan, free - int(self.watermark * view.total_blocks))
         return plan
 
 
 def swap_in(view: ReplicaView, plan: BatchPlan, free: int) -> None:
     """Bring swapped requests back, oldest first, while ``free`` blocks, seats and budget allow."""
-    room = view.max_num_seqs - len(view.running)
+    room = view.max_num_seqs - view.num_running
     tokens = plan.num_tokens
     for r in view.swapped:
         remaining = r.prompt_len + r.num_generated - r.num_computed

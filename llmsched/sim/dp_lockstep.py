@@ -67,7 +67,7 @@ def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | 
     left = getattr(router, "left", None)
 
     def drain(rep: Replica, t: float):
-        done, rep.completed = rep.completed, []
+        done = rep.take_completed()
         if done and left is not None:
             left(rep.index, len(done))
         for r in done:
@@ -97,7 +97,7 @@ def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | 
         if end is not None:
             for rep in replicas:
                 if rep.busy:
-                    rep.step_end = end
+                    rep.clock.stretched(end)
         return end
 
     now, group_end, cut = 0.0, None, False

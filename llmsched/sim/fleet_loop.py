@@ -103,8 +103,7 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
         return not (rep.busy or rep.num_outstanding or rep.completed or (held is not None and held.get(rep.index)))
 
     def drain(rep, t: float) -> None:
-        done = rep.completed
-        rep.completed = []
+        done = rep.take_completed()
         fleet.left(rep, done)
         for r in done:
             if staged:

@@ -140,8 +140,7 @@ class Lane:
         self.seq += 1
 
     def drain(self) -> None:
-        self.done.extend(self.rep.completed)
-        self.rep.completed = []
+        self.done.extend(self.rep.take_completed())
 
     @property
     def idle(self) -> bool:

@@ -12,7 +12,8 @@ from ..engine.replica import Replica
 from ..metrics.requests import RequestLog
 from ..metrics.steps import StepLog
 from ..request import Status
-from ..routers import RoundRobin, Router
+from ..routing.base import Router
+from ..routing.simple import RoundRobin
 from .lanes import run_lanes
 
 ARRIVAL, STEP_END, WAKE, ABORT = 0, 1, 2, 3
@@ -76,7 +77,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     now = 0.0
     on_done = source.on_done
     for rep in replicas:  # completions that add no event let a replica fold decode runs past them
-        rep.quiet_finishes = not getattr(source, "done_adds_requests", True)
+        rep.set_quiet_finishes(not getattr(source, "done_adds_requests", True))
     for i, rep in enumerate(replicas):  # a router answers a position; requests and logs carry the index
         if rep.index != i:
             raise ValueError(f"replicas[{i}] has index {rep.index}: give simulate replicas indexed 0..n-1 in order")
@@ -112,9 +113,8 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
 
     def drain(rep: Replica, t: float):
         """Record the requests ``rep`` completed (callers check ``rep.completed`` first: the common case is none)."""
-        done = rep.completed
+        done = rep.take_completed()
         if done:
-            rep.completed = []
             router_left(rep.index, len(done))
             if bar is not None:
                 bar.update(len(done))
@@ -280,16 +280,15 @@ def finish_run(replicas: list[Replica], log, shared_steps, stream: bool, cut_at:
         bar.close()
     stop_time = now if cut_at is None else cut_at
     for rep in replicas:
-        rep.now = stop_time
         if cut_at is not None:
-            left = rep.stop(f"unfinished at the horizon t={cut_at:g}s", Status.UNFINISHED)
+            left = rep.stop(f"unfinished at the horizon t={cut_at:g}s", Status.UNFINISHED, at=stop_time)
         else:
             left = rep.stop(f"{rep.scheduler.name}: left unscheduled with no event left (the scheduler stalled): "
                             f"replica {rep.index} had {len(rep.waiting)} waiting, {len(rep.running)} running, "
-                            f"{len(rep.swapped)} swapped, {rep.kv.free} of {rep.kv.total} KV blocks free")
-        for r in left + rep.completed:
+                            f"{len(rep.swapped)} swapped, {rep.kv.free} of {rep.kv.total} KV blocks free",
+                            at=stop_time)
+        for r in left + rep.take_completed():
             log.record(r)
-        rep.completed = []
     if stream:
         log.close()
         shared_steps.close(log.arrival_min, log.span_end(stop_time))
@@ -302,6 +301,8 @@ def finish_run(replicas: list[Replica], log, shared_steps, stream: bool, cut_at:
             row["policy"] = figures  # the policy's own figures (Scheduler.stats), summed in the summary
         if rep.caching:  # every admission's hits, re-admissions after preemption included
             row["cached_tokens"] = rep.kv.hit_tokens
+            if rep.kv.tiers is not None:  # the KV tiers below the GPU (engine/kv_tiers.py)
+                row["kv_offload"] = rep.kv.tiers.stats(stop_time)
     return RunResult(log, shared_steps, stop_time, time.perf_counter() - wall0, {}, stats)
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import math
 
-from ..config_fields import MAX_REQUESTS
-from ..workload.length_presets import length_preset
+from ..bounds import MAX_REQUESTS
+from ..workload.lengths.length_presets import length_preset
 from ..workload.workload import lengths_file
 
 

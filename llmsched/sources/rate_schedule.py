@@ -1,7 +1,7 @@
 """``--rate-schedule``: the run's lengths arriving at a rate that varies in time (steps, stages, diurnal, bursts), for a count, a duration or the schedule's own end."""
 from __future__ import annotations
 
-from ..workload.modulated import scheduled_arrivals
+from ..workload.arrivals.modulated import scheduled_arrivals
 from ..workload.workload import Workload
 from .common import length_dist, schedule_span, tier_args
 

@@ -1,8 +1,8 @@
 """``--concurrency`` with ``--turns`` > 1: a closed loop of user sessions, each prompt carrying the conversation so
-far (workload/closed_sessions.py)."""
+far (workload/generators/closed_sessions.py)."""
 from __future__ import annotations
 
-from ..workload.closed_sessions import DrawnSessions, SessionClosedLoop
+from ..workload.generators.closed_sessions import DrawnSessions, SessionClosedLoop
 from .closed_loop import check_count
 from .common import length_dist, tier_args
 

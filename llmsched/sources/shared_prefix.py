@@ -1,9 +1,9 @@
-"""``--workload shared-prefix``: inference-perf's shared_prefix generator (workload/shared_prefix.py) in an open or
-a closed loop."""
+"""``--workload shared-prefix``: inference-perf's shared_prefix generator (workload/generators/shared_prefix.py) in an
+open or a closed loop."""
 from __future__ import annotations
 
-from ..workload.modulated import scheduled_arrivals
-from ..workload.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, open_loop_rate
+from ..workload.arrivals.modulated import scheduled_arrivals
+from ..workload.generators.shared_prefix import NAME as SHARED_PREFIX, SharedPrefix, open_loop_rate
 from .common import schedule_span, tier_args
 
 NAME = SHARED_PREFIX

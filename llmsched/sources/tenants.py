@@ -2,8 +2,8 @@
 merged in time order."""
 from __future__ import annotations
 
-from ..workload.length_presets import length_preset
-from ..workload.tenants import tenant_workloads
+from ..workload.lengths.length_presets import length_preset
+from ..workload.tenants.streams import tenant_workloads
 from .common import length_dist, schedule_span, tier_args
 
 NAME = "tenants"

@@ -3,8 +3,8 @@ its requests their tenants, weighted by --tenants."""
 from __future__ import annotations
 
 from ..hardware.models import model as model_preset
-from ..workload.tenants import trace_tenants
-from ..workload.trace_time import play
+from ..workload.tenants.streams import trace_tenants
+from ..workload.traces.trace_time import play
 from ..workload.workload import read_arrival_trace, replay
 from .common import tier_args
 

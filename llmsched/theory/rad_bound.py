@@ -16,8 +16,8 @@ from ..batchtime.registry import make_batch_time_model
 from ..experiment import RunConfig
 from ..hardware.gpus import gpu as gpu_preset
 from ..hardware.models import model as model_preset
-from ..workload.length_presets import length_preset
-from ..workload.lengths import Capped
+from ..workload.lengths.length_presets import length_preset
+from ..workload.lengths.distributions import Capped
 from .rad_slai.bound_check import TiledPrompts
 from .rad_slai.theorems import rad_bound, saturated_throughput, theorem2_holds, theorem2_min_n
 from .throughput_bound import engine_limits, throughput_bound

@@ -48,7 +48,7 @@ to the formula turns the bound off with an error instead of leaving it unsound.
 
 **Shortfalls.** Requests the engine can never hold (longer than max_model_len or the KV cache) cost nothing
 and are never served. ``served_fraction`` q < 1 bounds a run that need serve only a fraction q of the offered
-work in prompt + output tokens (the stability verdict tolerates a backlog growing at under 1% of the arriving
+work in prompt + output tokens (the stability verdict tolerates a backlog growing at under 5% of the arriving
 work): each work total is replaced by its least value over requests covering q of the tokens (a fractional
 knapsack, a lower bound on any whole set of requests), and the bound is monotone in every total.
 """

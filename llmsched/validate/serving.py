@@ -38,7 +38,7 @@ from ..hardware.kv_sizing import kv_cache
 from ..hardware.vllm_memory import default_utilization, parse_version
 from ..batchtime.registry import resolve_kind
 from ..batchtime.vllm_v1 import cudagraph_capture_sizes
-from ..workload.lifecycle_report import LifecycleReport
+from ..workload.traces.lifecycle_report import LifecycleReport
 from .serving_run import ServingRun, gpu_of
 
 STATS = ("mean", "p50", "p90", "p99")
@@ -93,6 +93,15 @@ def drawn_lengths(report: LifecycleReport) -> Path:
     if not path.is_file():
         path.write_text(text)
     return path
+
+
+def proven_by(run: ServingRun, gpu: str | None = None, model: str | None = None) -> str | None:
+    """meta.json, where it proves the run's model ran on its GPU: vLLM reported the KV cache it allocated (which it
+    does only after the weights loaded and memory was profiled) for the model and GPU meta.json names, not ones
+    given on the command line. Else None: the replay's model must fit the GPU (``experiment.check_fit``)."""
+    memory = run.args.memory
+    reported = memory is not None and bool(memory.reported_tokens)
+    return str(run.folder / "meta.json") if reported and not gpu and not model else None
 
 
 def kv_blocks(run: ServingRun, spec, device, model_name: str) -> int:
@@ -214,7 +223,7 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
     cfg = replay_config(run, gpu, batch_time, batch_time_params, model, front_end)
     if simulated_at is not None and simulated_at != cfg.latency_boundary:
         cfg = cfg.with_values(latency_boundary=simulated_at)
-    result = run_config(cfg)
+    result = run_config(cfg, ran=proven_by(run, gpu, model))
     real = measured(run)
     sim = simulated(result, with_itl=run.log.itls is not None)
     err = errors(real, sim)

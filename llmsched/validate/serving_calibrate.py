@@ -16,7 +16,7 @@ import numpy as np
 from ..batchtime.profiled import nelder_mead
 from ..batchtime.registry import resolve_kind
 from ..experiment import build_replicas, run as run_config
-from .serving import measured, replay_config, simulated
+from .serving import measured, proven_by, replay_config, simulated
 from .serving_run import ServingRun, gpu_of
 
 DEFAULT_TERMS = ("compute_eff", "mem_eff")
@@ -47,8 +47,8 @@ def calibrate(runs: list[ServingRun], gpu: str | None, batch_time: str, params: 
     def loss_of(values: dict) -> float:
         total, n = 0.0, 0
         for run, real in zip(runs, reals):
-            sim = simulated(run_config(replay_config(run, gpu, batch_time, {**params, **values}, model)),
-                            with_itl=False)
+            sim = simulated(run_config(replay_config(run, gpu, batch_time, {**params, **values}, model),
+                                       ran=proven_by(run, gpu, model)), with_itl=False)
             for metric, stat in FITTED_ON:
                 total += math.log(sim[metric][stat] / real[metric][stat]) ** 2
                 n += 1

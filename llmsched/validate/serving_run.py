@@ -18,16 +18,22 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..bounds import MAX_BLOCKS, MAX_REQUESTS, MAX_TOKENS
 from ..hardware.front_end import FRONT_ENDS
 from ..hardware.gpus import GPUS
 from ..batchtime.vllm_v1 import cudagraph_capture_sizes
 from ..hardware.hf_config import KV_CACHE_DTYPE_BYTES, kv_cache_dtype_bytes
 from ..hardware.kv_sizing import RunMemory, gpu_named_in, run_memory
 from ..hardware.models import ModelSpec, model as model_preset
-from ..workload.hash_blocks import HASH_BLOCK
-from ..workload.guidellm_report import benchmarks_of, read_guidellm
-from ..workload.lifecycle_report import is_lifecycle, read_lifecycle
-from ..workload.server_log import ServerLog, read_json, read_server_log
+from ..workload.traces.hash_blocks import HASH_BLOCK
+from ..workload.traces.guidellm_report import benchmarks_of, read_guidellm
+from ..workload.traces.lifecycle_report import is_lifecycle, read_lifecycle
+from ..workload.traces.server_log import ServerLog, read_json, read_server_log
+
+# the run's integer engine arguments, each within the bounds of every number a user gives (bounds.py); a length
+# in tokens (max_num_batched_tokens, max_model_len) within MAX_TOKENS
+ENGINE_INT_BOUNDS = {"max_num_seqs": MAX_REQUESTS, "num_gpu_blocks": MAX_BLOCKS, "block_size": 4096,
+                     "tensor_parallel_size": 64, "data_parallel_size": 1024}
 
 LOG_NAMES = ("requests.jsonl",)
 DTYPES = ("auto", "bfloat16", "bf16", "float16", "fp16", "half")
@@ -163,7 +169,7 @@ def _stage_number(path: Path) -> int:
 
 
 def load_stage(folder: Path, path: Path, boundary: str | None) -> ServingRun:
-    """One stage of an inference-perf run: its lifecycle report (workload/lifecycle_report.py) and the folder's
+    """One stage of an inference-perf run: its lifecycle report (workload/traces/lifecycle_report.py) and the folder's
     meta.json; compared at the client, where inference-perf measures."""
     if boundary == "engine":
         raise ValueError(f"{path}: an inference-perf lifecycle report measures at the client, not in the engine; "
@@ -210,8 +216,9 @@ def read_meta(path: Path) -> EngineArgs:
         value = kw.get(key, seen.get(key, default))
         if value is None and optional:
             return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            hint = "vLLM's default for that version" if value is None else f"an integer >= {low}"
+        high = ENGINE_INT_BOUNDS.get(key, MAX_TOKENS)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            hint = "vLLM's default for that version" if value is None else f"an integer from {low} to {high:,}"
             raise ValueError(f"{path}: engine_kwargs.{key} is {json.dumps(value)}; write {hint} there")
         return value
 

@@ -42,7 +42,7 @@ def simulate_like(cfg: RunConfig, adapter: dict, profile_file: str, max_model_le
     """Simulate exactly ``requests`` (fresh copies) on a replica with the real engine's limits and profile."""
     from ..experiment import build_replicas
     from ..request import Request
-    from ..routers import make_router
+    from ..routing.registry import make_router
     from ..sim.simulator import simulate
     from ..workload.workload import OpenLoop
     scfg = sim_config(cfg, adapter, profile_file)

@@ -10,7 +10,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from ..engine.limits import BLOCK_SIZE, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS, MAX_NUM_SEQS
+from ..engine.limits import BLOCK_SIZE, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS, MAX_NUM_SEQS, vllm_refusal
 from ..run_field import API, declare, declared
 
 PLUGIN = "llmsched.vllm.Scheduler"
@@ -54,6 +54,9 @@ class EngineConfig:
             spec.check(name, getattr(self, name), API)
         if self.block_size % 32:
             raise ValueError(f"block_size {self.block_size}: vLLM on CPU needs a multiple of 32")
+        reason = vllm_refusal(self.max_num_batched_tokens, self.max_num_seqs, self.max_model_len, chunked_prefill=True)
+        if reason:  # vLLM v1 chunks prefills by default: only the seat rule applies
+            raise ValueError(f"vLLM refuses these limits at start-up: {reason}")
 
 
 # What every engine llmsched starts is set to, not a field: eager mode (no CUDA graphs or compilation, as the CPU

@@ -36,8 +36,8 @@ import os
 from dataclasses import dataclass, field
 
 from ..request import DEFAULT_TIER, Tenant, Tier
-from ..workload.tenants import check_tenants
-from ..workload.tiers import parse_tiers
+from ..workload.tenants.streams import check_tenants
+from ..workload.tenants.tiers import parse_tiers
 
 TIER_KEY = "tier"  # SamplingParams.extra_args key (OpenAI API: extra_body={"vllm_xargs": {"tier": "paid"}})
 TENANT_KEY = "tenant"  # SamplingParams.extra_args key (extra_body={"vllm_xargs": {"tenant": "acme"}})
@@ -50,7 +50,7 @@ OTHER_VARIABLES = ("LLMSCHED_DATA", "LLMSCHED_CACHE", "LLMSCHED_PROFILES", "LLMS
                    "LLMSCHED_FUZZ_COUNT", "LLMSCHED_FUZZ_SEED", "LLMSCHED_FUZZ_FIRST", "LLMSCHED_FUZZ_WORKERS",
                    "LLMSCHED_REQUIRE_VLLM", "LLMSCHED_REQUIRE_RAY", "LLMSCHED_REQUIRE_COMPILED",
                    "LLMSCHED_VLLM_ALL_SCHEDULERS", "LLMSCHED_CHECK_FIGURES", "LLMSCHED_BATCH_TIME_PROFILES",
-                   "LLMSCHED_FAIR_COUNT")
+                   "LLMSCHED_FAIR_COUNT", "LLMSCHED_TIER_SEEDS")
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 

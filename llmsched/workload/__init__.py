@@ -1,12 +1,12 @@
 """Workloads: when requests arrive, how long they are, which tier they belong to, and real traces."""
-from llmsched.workload.arrivals import (ArrivalProcess, Constant, Gamma, Piecewise, Poisson, TraceReplay,
-                                        TruncatedPoisson)
-from llmsched.workload.length_presets import LENGTH_PRESETS, length_preset
-from llmsched.workload.lengths import (Capped, Empirical, Fixed, Geometric, LengthDist, Lognormal, QuantileTable,
-                                       Uniform, Zipf)
-from llmsched.workload.tiers import assign_tiers, parse_tiers
-from llmsched.workload.traces import (DataFileNotFound, Trace, TraceError, read_azure, read_lengths, read_trace,
-                                      read_vidur, resolve_data_file)
+from llmsched.workload.arrivals.processes import (ArrivalProcess, Constant, Gamma, Piecewise, Poisson, TraceReplay,
+                                                  TruncatedPoisson)
+from llmsched.workload.lengths.length_presets import LENGTH_PRESETS, length_preset
+from llmsched.workload.lengths.distributions import (Capped, Empirical, Fixed, Geometric, LengthDist, Lognormal,
+                                                     QuantileTable, Uniform, Zipf)
+from llmsched.workload.tenants.tiers import assign_tiers, parse_tiers
+from llmsched.workload.traces.readers import (DataFileNotFound, Trace, TraceError, read_azure, read_lengths,
+                                              read_trace, read_vidur, resolve_data_file)
 from llmsched.workload.workload import ClosedLoop, OpenLoop, RequestSource, Workload, named_workload, trace_workload
 
 __all__ = [

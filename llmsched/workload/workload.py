@@ -15,16 +15,16 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from llmsched.request import DEFAULT_TIER, Request, Status, Tier
-from llmsched.workload.arrivals import ArrivalProcess, Constant, Gamma, Poisson, TraceReplay
+from llmsched.workload.arrivals.processes import ArrivalProcess, Constant, Gamma, Poisson, TraceReplay
 from llmsched.workload.chunks import CHUNK, check_chunk, pieces
-from llmsched.workload.length_presets import LENGTH_PRESETS, length_preset
-from llmsched.workload.lengths import Capped, Empirical, LengthDist, positive_int
-from llmsched.workload.tiers import assign_tiers, check_tiers, tier_chunks
-from llmsched.workload.server_log import read_server_log
-from llmsched.workload.hash_blocks import HASH_BLOCK
-from llmsched.workload.jsonl import JsonlTrace, first_keys, lines
-from llmsched.workload.traces import (AZURE, JSONL, JSONL_SUPPORTED, VIDUR, Trace, TraceError, read_header, read_trace,
-                                     resolve_data_file, trace_kind)
+from llmsched.workload.lengths.length_presets import LENGTH_PRESETS, length_preset
+from llmsched.workload.lengths.distributions import Capped, Empirical, LengthDist, positive_int
+from llmsched.workload.tenants.tiers import assign_tiers, check_tiers, tier_chunks
+from llmsched.workload.traces.server_log import read_server_log
+from llmsched.workload.traces.hash_blocks import HASH_BLOCK
+from llmsched.workload.traces.jsonl import JsonlTrace, first_keys, lines
+from llmsched.workload.traces.readers import (AZURE, JSONL, JSONL_SUPPORTED, VIDUR, Trace, TraceError, read_header,
+                                             read_trace, resolve_data_file, trace_kind)
 
 ARRIVAL_KINDS = ("poisson", "gamma", "constant")
 
@@ -56,7 +56,7 @@ class Workload:
     max_total_tokens: int | None = None
     seed: int = 0
     # the requests' contents (llmsched.content), for traces that name them: (n, chunk, max_prompt) -> lists of
-    # ``chunk`` contents of the first n requests, read as the run goes (workload/jsonl.py); None: no identities
+    # ``chunk`` contents of the first n requests, read as the run goes (workload/traces/jsonl.py); None: no identities
     contents: Callable | None = None
     # sessions whose later turns follow their first request's completion: an object with ``chunks(n, chunk,
     # max_prompt)`` (per first request, its later turns or None) and ``count(n)`` (requests in all); None: none
@@ -392,14 +392,14 @@ def trace_workload(path, target_rate: float | None = None, num_requests: int | N
                   block_size=block_size)
 
 
-SERVER_LOG_KEYS = ("input_toks", "output_toks", "arrival_time")  # workload/server_log.py's per-request log
+SERVER_LOG_KEYS = ("input_toks", "output_toks", "arrival_time")  # workload/traces/server_log.py's per-request log
 
 
 def read_arrival_trace(path, zero_lengths: str = "error", vocab_size: int | None = None,
                        clock: str = "engine") -> Trace:
     """A trace with arrival times, or a server's per-request log read as one (a length-only file is refused with
     what to use instead); ``clock``: a server log's arrivals as its engine queued them or as its client sent them
-    (workload/server_log.py)."""
+    (workload/traces/server_log.py)."""
     resolved = resolve_data_file(path)
     prompts = resolved.suffix == ".jsonl" and trace_kind(resolved) in JSONL  # Mooncake, LLMServingSim, sessions
     if resolved.suffix == ".jsonl" and not prompts and not set(SERVER_LOG_KEYS) <= first_keys(resolved):
@@ -441,7 +441,7 @@ def replay(trace: Trace, target_rate: float | None = None, num_requests: int | N
 
 
 def server_log_trace(path: Path, clock: str = "engine") -> Trace | JsonlTrace:
-    """A server's per-request log (workload/server_log.py) as a trace: its arrivals and lengths, and its prompts'
+    """A server's per-request log (workload/traces/server_log.py) as a trace: its arrivals and lengths, and its prompts'
     contents where it gives their hash_ids (as a Mooncake trace does)."""
     log = read_server_log(path, clock=clock)
     return JsonlTrace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format, contents=log.contents,

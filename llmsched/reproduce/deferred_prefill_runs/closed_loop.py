@@ -12,10 +12,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ...batchtime.base import BatchTimeModel
+from ...engine.replica import Replica
 from ...experiment import RunConfig, build_replicas
 from ...request import Status
 from ...sim.simulator import RunResult, simulate
-from ...workload.lengths import LengthDist
+from ...workload.lengths.distributions import LengthDist
 from ...workload.workload import ClosedLoop
 
 
@@ -40,9 +41,8 @@ def run_closed_loop(cfg: RunConfig, lengths: LengthDist, num_requests: int, conc
     """Simulate ``cfg``'s replicas (scheduler, model, limits) under a closed loop of ``lengths``;
     ``batch_time`` replaces the config's batch-time model (one not in the registry, e.g. measured step times)."""
     replicas = build_replicas(cfg)
-    if batch_time is not None:
-        for replica in replicas:
-            replica.batch_time = batch_time
+    if batch_time is not None:  # the same replicas on the given model (whether it folds decode runs is its own)
+        replicas = [Replica(r.index, r.scheduler, batch_time, r.config, r.steps) for r in replicas]
     C = cfg.max_num_seqs
     M = concurrency or 2 * C
     if M < C:

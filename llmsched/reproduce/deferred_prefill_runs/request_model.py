@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...workload.lengths import LengthDist, check_count, positive_float, positive_int
+from ...workload.lengths.distributions import LengthDist, check_count, positive_float, positive_int
 
 
 class DecodeGeometric(LengthDist):

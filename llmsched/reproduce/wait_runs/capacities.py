@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...capacity import find_capacities, parse_slos
 from ...experiment import RunConfig
-from .authors import AUTHORS
+from .authors import AUTHORS, VLLM_CONTEXT
 
 LMSYS = "lmsys_chat_1m_lengths_sample_input_lt500_output_lt600.csv"
 EDGES = ",".join(str(e) for e in range(50, 501, 50))  # the paper's 10 bins of 50 tokens (§6.2)
@@ -31,7 +31,7 @@ def _policies(setting: str, B: int) -> dict[str, tuple[str, dict, dict]]:
             "nested-wait budget gate (authors' code), B rule": ("nested-wait", {**nested, "gate": "budget"}, free),
             "nested-wait Alg. 2, fluid-random": ("nested-wait", fluid, free),
             "nested-wait entry gate, fluid-random": ("nested-wait", {**fluid, "gate": "entry"}, free),
-            "vllm": ("vllm", {}, base),
+            "vllm": ("vllm", {}, {**base, "max_model_len": VLLM_CONTEXT} if setting == "authors" else base),
             "sarathi": ("sarathi", {"token_budget": 512}, base)}
 
 

@@ -16,8 +16,8 @@ from ...schedulers.wait.nested import memory_requirement, nested_thresholds, seg
 from ...schedulers.wait.prompt_types import length_samples
 from ...schedulers.wait.synthetic_workloads import Mixture
 from ...sim.simulator import simulate
-from ...workload.arrivals import Constant, Poisson
-from ...workload.lengths import Empirical
+from ...workload.arrivals.processes import Constant, Poisson
+from ...workload.lengths.distributions import Empirical
 from ...workload.workload import OpenLoop, Workload
 from .paper_model import paper_metrics, run_model
 

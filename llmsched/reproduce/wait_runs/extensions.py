@@ -23,8 +23,8 @@ from ...schedulers.wait.nested import memory_requirement, nested_thresholds, seg
 from ...schedulers.wait.prompt_types import length_samples, types_from_lengths
 from ...schedulers.wait.synthetic_workloads import Mixture
 from ...sim.simulator import simulate
-from ...workload.arrivals import Piecewise, Poisson
-from ...workload.length_presets import length_preset
+from ...workload.arrivals.processes import Piecewise, Poisson
+from ...workload.lengths.length_presets import length_preset
 from ...workload.workload import OpenLoop, Workload
 from .paper_model import paper_metrics
 

@@ -11,8 +11,8 @@ from ...engine.replica import Replica, ReplicaConfig
 from ...request import Status
 from ...schedulers.registry import create_scheduler
 from ...sim.simulator import simulate
-from ...workload.arrivals import Poisson
-from ...workload.lengths import LengthDist
+from ...workload.arrivals.processes import Poisson
+from ...workload.lengths.distributions import LengthDist
 from ...workload.workload import OpenLoop, Workload
 from .kv_ledger import kv_ledger
 

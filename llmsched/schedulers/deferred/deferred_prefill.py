@@ -116,7 +116,7 @@ class DeferredPrefill(WatermarkAdmission, Scheduler):
             self._in_phase = False
             self._freed = 0
             self._ran_dry = not view.waiting
-        free = add_decodes(view, plan)
+        free = add_decodes(view, plan, limit=view.max_num_batched_tokens)  # decodes beyond the budget wait
         if not plan.preempt:
             swap_in(view, plan, free - int(self.watermark * view.total_blocks))
         return plan

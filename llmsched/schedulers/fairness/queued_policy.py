@@ -16,6 +16,7 @@ class QueuedPolicy(Scheduler):
     preempted (the queues take them back at their tenant's front)."""
 
     token_budget: int
+    family = "tenant policies"  # vtc, wfq, priority: drawn as their own family in compare's figures
 
     def use_queues(self, queues: WaitingQueues) -> None:
         if self.token_budget < 1:

@@ -100,7 +100,6 @@ class VTC(QueuedPolicy):
     name = "vtc"
     source = ("Sheng et al., Fairness in Serving Large Language Models, OSDI 2024 (Algorithm 2, Theorem 4.4; "
               "github.com/Ying1123/VTC-artifact slora/server/router/vtc_req_queue.py), on vLLM v1's chunked step")
-    family = "VTC"
     token_budget: int = 2048
     input_weight: float = 1.0
     output_weight: float = 2.0

@@ -45,7 +45,6 @@ class WFQ(VTC):
     name = "wfq"
     source = ("weighted fair queueing (Demers, Keshav, Shenker, SIGCOMM 1989) by tokens, self-clocked (Golestani, "
               "INFOCOM 1994), on vLLM v1's chunked step; vLLM PR #31909 (closed) proposed WFQ for vLLM")
-    family = "baselines"
 
     def _turn(self, item: tuple, tagged: bool = True) -> float:
         """The virtual finish time of a waiting request: its tenant's clock plus its prompt (at most one budget: what

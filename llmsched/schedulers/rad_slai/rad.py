@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ...engine.plan import BatchPlan
 from ...engine.view import ReplicaView
 from ..base import Scheduler
-from ..decode_pass import add_decodes
+from ..decode_pass import RunningWork, add_decodes
 from ..registry import register
 from ..watermark import WatermarkAdmission
 
@@ -121,17 +121,13 @@ class RAD(_TiledBase):
 
     def schedule(self, view: ReplicaView) -> BatchPlan:
         t_col, lcm = self._tiles(view)
-        group = view.decode_group  # D is the group and P's request in progress its first partial, when formed
-        if group is not None:
-            current = group.partials[0] if group.partials else None
-        else:
-            current = self._prefilling(view)
+        work = RunningWork(view)  # D: the decode-phase requests; P's request in progress: the first other one
+        current = work.partials[0] if work.partials else None
         if current is not None:  # a prefill is never interrupted (non-preemptive, Algorithm 1 lines 10-14)
             plan = self._chunk(view, current, lcm)
             if plan is not None:
                 return plan
-        decoding = None if group is not None else [r for r in view.running if r.is_decode]
-        num_decoding = group.size if group is not None else len(decoding)
+        num_decoding = work.num_decodes
         if not num_decoding and current is None:
             self._k = 0  # D is empty: the cycle is over
         if current is None and view.waiting and self._k < self.n and num_decoding < t_col \
@@ -140,14 +136,9 @@ class RAD(_TiledBase):
             if plan is not None:
                 self._k += 1
                 return plan
-        budget = view.max_num_batched_tokens
-        if group is not None:
-            if group.blocks_needed <= view.free_blocks and num_decoding <= budget:  # all decode, none preempted
-                return BatchPlan(decode_group=num_decoding > 0)
-            decoding = [r for r in view.running if r.is_decode]  # settles the group: add_decodes preempts
         plan = BatchPlan()
-        if decoding:  # over the budget only when swapped requests came back beside newer ones: the oldest decode
-            add_decodes(view, plan, decoding, limit=budget)
+        if num_decoding:  # over the budget only when swapped requests came back beside newer ones: the oldest decode
+            work.add_decodes(plan, limit=view.max_num_batched_tokens, among_decodes=True)
             if plan.preempt and not plan.decodes:
                 return BatchPlan()
         return plan

@@ -53,14 +53,14 @@ class CohortPlan:
         return True
 
     def finish(self) -> BatchPlan:
-        """The plan; when a group was refused and nothing else runs, every decode runs vLLM-style (preempting the
-        newest on block shortage) so that a too-small cache cannot deadlock the replica. On an idle replica (the
+        """The plan; when a group was refused and nothing else runs, the decodes run vLLM-style (in order while the
+        token budget lasts, preempting the newest on block shortage) so that a too-small cache cannot deadlock the replica. On an idle replica (the
         state in which anything fits best) the waiting requests are tried one at a time: the first that fits alone
         runs, and one that does not fit even alone can never run under this admission rule and is rejected."""
         plan = self.plan
         if not plan.has_work and self.refused:
             if self.view.running:
-                add_decodes(self.view, plan)
+                add_decodes(self.view, plan, limit=self.view.max_num_batched_tokens)  # the rest wait for budget
                 if not plan.decodes:
                     plan.preempt.clear()
             else:

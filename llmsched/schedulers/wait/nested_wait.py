@@ -26,6 +26,7 @@ import warnings
 from collections import deque
 from dataclasses import dataclass
 
+from ...bounds import MAX_SECONDS
 from ...engine.plan import BatchPlan
 from ...request import Status
 from ..registry import register
@@ -82,8 +83,8 @@ class NestedWait(ThresholdPolicy):
             raise ValueError(f"nested-wait rule must be 'batch-cap', 'fluid' or 'fluid-random', got {self.rule!r}")
         if self.gate not in ("nested", "entry", "budget"):
             raise ValueError(f"nested-wait gate must be 'nested', 'entry' or 'budget', got {self.gate!r}")
-        if self.max_wait < 0 or self.adapt_window < 0:
-            raise ValueError("max_wait and adapt_window must be >= 0 seconds")
+        if not (0 <= self.max_wait <= MAX_SECONDS and 0 <= self.adapt_window <= MAX_SECONDS):
+            raise ValueError(f"max_wait and adapt_window must be from 0 to {MAX_SECONDS:g} seconds")
 
     def setup(self, view):
         types = scheduler_types(self.types, self.lengths, self.bins, self.edges, self.rate)

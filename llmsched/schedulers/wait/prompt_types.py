@@ -11,14 +11,16 @@ import numpy as np
 from .fluid_model import PromptType
 
 
+MAX_BINS = 10_000  # types from a length distribution: finer than one output length each says nothing more
+
 def length_samples(lengths: str, n: int = 20000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(prompts, outputs) drawn from a length preset or this package's workloads, or all rows of a trace file."""
-    from ...workload.length_presets import LENGTH_PRESETS, length_preset
+    from ...workload.lengths.length_presets import LENGTH_PRESETS, length_preset
     from .synthetic_workloads import WAIT_WORKLOADS
     if lengths in LENGTH_PRESETS or lengths in WAIT_WORKLOADS:
         dist = length_preset(lengths) if lengths in LENGTH_PRESETS else WAIT_WORKLOADS[lengths]().lengths
         return dist.sample(n, np.random.default_rng(seed))
-    from ...workload.traces import read_trace
+    from ...workload.traces.readers import read_trace
     try:
         trace = read_trace(lengths, zero_lengths="clamp")
     except FileNotFoundError:
@@ -43,8 +45,8 @@ def types_from_lengths(prompts, outputs, rate: float, bins: int = 10, edges: lis
     − 1. Without ``edges`` the bins hold equal shares (quantiles); the last bin reaches the longest output."""
     prompts, outputs = np.asarray(prompts), np.asarray(outputs)
     if edges is None:
-        if bins < 1:
-            raise ValueError(f"bins must be >= 1, got {bins}")
+        if not 1 <= bins <= MAX_BINS:
+            raise ValueError(f"bins must be from 1 to {MAX_BINS:,} (a type per output length at most), got {bins}")
         edges = sorted({int(np.ceil(q)) for q in np.quantile(outputs, np.arange(1, bins + 1) / bins)})
     edges = list(edges)
     edges[-1] = max(edges[-1], int(outputs.max()))

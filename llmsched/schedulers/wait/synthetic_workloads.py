@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...workload.lengths import LengthDist, check_count
+from ...workload.lengths.distributions import LengthDist, check_count
 from .fluid_model import PromptType
 
 

@@ -18,6 +18,7 @@ import bisect
 import warnings
 from dataclasses import dataclass
 
+from ...bounds import MAX_SECONDS
 from ...engine.plan import BatchPlan
 from ..registry import register
 from .cohorts import CohortPlan
@@ -71,8 +72,8 @@ class Wait(ThresholdPolicy):
             raise ValueError(f"wait start must be 'any' or 'all', got {self.start!r}")
         if self.gate not in ("type", "entry", "budget"):
             raise ValueError(f"wait gate must be 'type', 'entry' or 'budget', got {self.gate!r}")
-        if self.max_wait < 0:
-            raise ValueError(f"max_wait must be >= 0 seconds, got {self.max_wait}")
+        if not 0 <= self.max_wait <= MAX_SECONDS:
+            raise ValueError(f"max_wait must be from 0 to {MAX_SECONDS:g} seconds, got {self.max_wait}")
 
     def setup(self, view):
         types = scheduler_types(self.types, self.lengths, self.bins, self.edges, self.rate)

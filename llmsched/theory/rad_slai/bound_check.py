@@ -8,11 +8,11 @@ import numpy as np
 from ...batchtime.base import BatchTimeModel
 from ...engine.replica import Replica, ReplicaConfig
 from ...metrics.steps import StepLog
-from ...routers import make_router
+from ...routing.registry import make_router
 from ...schedulers.registry import create_scheduler
 from ...sim.simulator import simulate
-from ...workload.arrivals import Poisson
-from ...workload.lengths import LengthDist
+from ...workload.arrivals.processes import Poisson
+from ...workload.lengths.distributions import LengthDist
 from ...workload.workload import Workload
 
 

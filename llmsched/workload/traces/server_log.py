@@ -1,0 +1,322 @@
+"""Per-request logs of real servers, read as they are published: what arrived when, how long it was, and (where
+the log has them) what the server measured.
+
+Two formats, told apart by the file's name:
+
+* **requests.jsonl** (LLMServingSim's ``bench/examples/*/vllm/requests.jsonl``, and llmsched's own GPU captures,
+  ``scripts/vllm_gpu_replay.py``): one JSON object a line with ``input_toks``, ``output_toks``, ``arrival_time``
+  (the client's send time, Unix seconds) and the engine's monotonic-clock ``queued_ts``, ``first_token_ts``,
+  ``last_token_ts``. TTFT = first_token_ts − queued_ts and E2E = last_token_ts − queued_ts, so the replay's
+  arrivals are the ``queued_ts`` (the engine's own arrival; ``arrival_time`` where a log has no ``queued_ts``).
+  Lines must be in ``arrival_time`` order (the client's); ``queued_ts`` of two DP engines may swap by a fraction of
+  a millisecond, and the replay sorts them. Optional, on every line or on none: ``hash_ids``, the prompt's block
+  ids as Mooncake gives them (one per 512 tokens, the last block partial; llmsched's captures build each block's
+  tokens from its id, so equal ids are equal tokens and vLLM's prefix cache finds them), which give the replayed
+  prompts the same content (workload/traces/hash_blocks.py); and ``num_cached_tokens``, vLLM's count of the prompt
+  tokens its prefix cache held (RequestOutput.num_cached_tokens).
+  Where the log also has the client's own stamps on one monotonic clock with the engine's (``client_sent``,
+  ``client_first``, ``client_last``: llmsched's captures, ``scripts/vllm_gpu_replay.py``,
+  ``scripts/client_capture.py``), it can be read at the client (``clock="client"``): arrivals are the sends and
+  TTFT = client_first − client_sent, E2E = client_last − client_sent. A log without them read at the client
+  replays its ``arrival_time`` (the client's send) and has no client timings to compare.
+* **vllm bench serve --save-result --save-detailed** JSON (vllm/benchmarks/serve.py, ``result`` dict): lists
+  ``input_lens``, ``output_lens``, ``ttfts``, ``itls`` (each request's inter-token gaps), ``latencies`` (E2E),
+  ``start_times`` (client send times, ``time.perf_counter``) and ``errors``, one entry a request in send order.
+  Its timings are the client's.
+* **GuideLLM** report JSON (``guidellm run --output kind=json``; ``GenerativeBenchmarksReport``,
+  workload/traces/guidellm_report.py): each benchmark's successful requests with their client timings.
+
+A row that cannot be replayed is an error naming the file, the line (or list index) and the field, never
+skipped: a missing field, arrivals out of order, a zero prompt or output, a failed request.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .hash_blocks import block_content, check_blocks, own_content
+from .jsonl import chunked, integers
+from .trace_error import TraceError
+
+JSONL_FIELDS = ("input_toks", "output_toks")
+BENCH_FIELDS = ("input_lens", "output_lens", "start_times")
+BENCH_MEASURED = ("ttfts", "latencies")
+
+
+@dataclass
+class ServerLog:
+    """One run's requests in arrival order: replay inputs and, where measured, per-request latencies (seconds)."""
+
+    path: Path
+    format: str                      # "requests.jsonl" or "vllm-bench"
+    ids: list[str]
+    arrivals: np.ndarray             # seconds after the first arrival, non-decreasing
+    prompt_lens: np.ndarray
+    output_lens: np.ndarray
+    boundary: str = "engine"         # where ``ttft`` and ``e2e`` were measured: "engine" or "client"
+    ttft: np.ndarray | None = None   # per request; None when the log has no timings
+    e2e: np.ndarray | None = None
+    itls: list[np.ndarray] | None = None   # every inter-token gap of each request (vllm-bench only)
+    hash_ids: list[list[int]] | None = None   # each prompt's 512-token block ids, where the log names them
+    cached_tokens: np.ndarray | None = None  # prompt tokens the server's prefix cache held, where it counted them
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.prompt_lens)
+
+    @property
+    def measured(self) -> bool:
+        return self.ttft is not None and self.e2e is not None
+
+    @property
+    def tpot(self) -> np.ndarray:
+        """(E2E − TTFT) / (output − 1) per request with more than one output token."""
+        more = self.output_lens > 1
+        return (self.e2e[more] - self.ttft[more]) / (self.output_lens[more] - 1)
+
+    def contents(self, n: int, chunk: int, max_prompt: int | None = None):
+        """The first ``n`` prompts' contents from their hash_ids, in lists of ``chunk`` (``JsonlTrace.contents``);
+        without hash_ids each prompt is its own (``own_content``: it finds its own blocks after a preemption)."""
+        if self.hash_ids is None:
+            return chunked((own_content(i, int(prompt), max_prompt) for i, prompt in enumerate(self.prompt_lens)),
+                           n, chunk)
+        return chunked((block_content(i, int(prompt), ids, max_prompt)
+                        for i, (prompt, ids) in enumerate(zip(self.prompt_lens, self.hash_ids))), n, chunk)
+
+
+def read_server_log(path, measured: bool = False, clock: str = "engine") -> ServerLog:
+    """The log at ``path`` (``*.jsonl``: requests.jsonl; ``*.json``: a vllm bench serve result or a GuideLLM report
+    of one benchmark). ``measured``: the per-request timings are required too (validation), not only what a replay
+    needs. ``clock``: a requests.jsonl's arrivals and timings as the engine stamped them ("engine", its queued_ts)
+    or as its client did ("client"); the other formats are the client's either way."""
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"{path}: no such file; give a requests.jsonl or a `vllm bench serve --save-result "
+                         f"--save-detailed` JSON")
+    if clock not in ("engine", "client"):
+        raise ValueError(f"clock {clock!r}: a log is read at the engine or at the client")
+    if path.suffix == ".jsonl":
+        return _read_jsonl(path, measured, clock)
+    if path.suffix == ".json":
+        data = read_json(path)
+        if isinstance(data, dict) and "benchmarks" in data:
+            from .guidellm_report import read_guidellm
+            return read_guidellm(path, data, measured)
+        return _read_bench(path, measured, data)
+    raise TraceError(f"{path}: a server log is a requests.jsonl (one JSON object a line) or a vllm bench serve "
+                     f"result .json")
+
+
+def read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TraceError(f"{path}: not a JSON file ({e})") from None
+
+
+CLIENT_STAMPS = ("client_sent", "client_first", "client_last")
+
+
+def _read_jsonl(path: Path, measured: bool, clock: str = "engine") -> ServerLog:
+    rows, lines = [], []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}:1: not a UTF-8 text file; a requests.jsonl has one JSON object a line") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise TraceError(f"{path}:{n}: not a JSON object ({e.msg}); a requests.jsonl has one a line") from None
+        if not isinstance(row, dict):
+            raise TraceError(f"{path}:{n}: not a JSON object; a requests.jsonl has one a line")
+        rows.append(row)
+        lines.append(n)
+    if not rows:
+        raise TraceError(f"{path}:1: no requests in the file")
+    if clock == "client":
+        return _read_jsonl_client(path, rows, lines, measured)
+    clock = "queued_ts" if "queued_ts" in rows[0] else "arrival_time"
+    wanted = JSONL_FIELDS + ("arrival_time",) + ((clock,) if clock != "arrival_time" else ())
+    if measured:
+        wanted += ("first_token_ts", "last_token_ts")
+    for row, n in zip(rows, lines):
+        missing = [k for k in wanted if row.get(k) is None]
+        if missing:
+            raise TraceError(f"{path}:{n}: no {', '.join(missing)}; every line needs {', '.join(wanted)}")
+    prompts = token_counts(path, "input_toks", [r["input_toks"] for r in rows], lines)
+    outputs = token_counts(path, "output_toks", [r["output_toks"] for r in rows], lines)
+    sent = seconds(path, "arrival_time", [r["arrival_time"] for r in rows], lines)
+    check_order(path, "arrival_time", sent, lines)
+    queued = seconds(path, clock, [r[clock] for r in rows], lines)
+    order = np.argsort(queued, kind="stable")
+    ids = [str(r.get("request_id", i)) for i, r in enumerate(rows)]
+    log = ServerLog(path, "requests.jsonl", [ids[i] for i in order], queued[order] - queued[order[0]],
+                    prompts[order], outputs[order])
+    if clock == "arrival_time":
+        log.notes.append("no queued_ts: arrivals are the client's arrival_time")
+    if all(r.get("first_token_ts") is not None and r.get("last_token_ts") is not None for r in rows):
+        first = seconds(path, "first_token_ts", [r["first_token_ts"] for r in rows], lines)
+        last = seconds(path, "last_token_ts", [r["last_token_ts"] for r in rows], lines)
+        for i, n in enumerate(lines):
+            if not queued[i] <= first[i] <= last[i]:
+                raise TraceError(f"{path}:{n}: needs {clock} <= first_token_ts <= last_token_ts, got "
+                                 f"{queued[i]!r}, {first[i]!r}, {last[i]!r}")
+        log.ttft, log.e2e = (first - queued)[order], (last - queued)[order]
+    _read_prefix_fields(path, rows, lines, prompts, order, log)
+    return log
+
+
+def _read_prefix_fields(path: Path, rows: list[dict], lines: list[int], prompts: np.ndarray, order: np.ndarray,
+                        log: ServerLog) -> None:
+    """The optional hash_ids and num_cached_tokens, in ``order``."""
+    if _on_every_line(path, rows, lines, "hash_ids"):
+        ids = [integers(path, n, "hash_ids", r["hash_ids"], ID_FIX) for r, n in zip(rows, lines)]
+        for row_ids, prompt, n in zip(ids, prompts, lines):
+            check_blocks(path, n, int(prompt), row_ids, "input_toks", ID_FIX)
+        log.hash_ids = [ids[i] for i in order]
+    if _on_every_line(path, rows, lines, "num_cached_tokens"):
+        cached = np.array([_cached(path, r["num_cached_tokens"], p, n) for r, p, n in zip(rows, prompts, lines)],
+                          np.int64)
+        log.cached_tokens = cached[order]
+
+
+def _read_jsonl_client(path: Path, rows: list[dict], lines: list[int], measured: bool) -> ServerLog:
+    """A requests.jsonl at the client: arrivals are the sends (``client_sent``, else ``arrival_time``), timings the
+    client's stamps."""
+    stamped = _on_every_line(path, rows, lines, "client_sent")
+    clock = "client_sent" if stamped else "arrival_time"
+    wanted = JSONL_FIELDS + (clock,) + (CLIENT_STAMPS[1:] if measured else ())
+    for row, n in zip(rows, lines):
+        missing = [k for k in wanted if row.get(k) is None]
+        if missing:
+            fix = ("measure it at the engine (--latency-boundary engine) or capture the client's stamps "
+                   "(scripts/client_capture.py)" if set(missing) & set(CLIENT_STAMPS) else
+                   f"every line needs {', '.join(wanted)}")
+            raise TraceError(f"{path}:{n}: no {', '.join(missing)} for a client-side reading; {fix}")
+    prompts = token_counts(path, "input_toks", [r["input_toks"] for r in rows], lines)
+    outputs = token_counts(path, "output_toks", [r["output_toks"] for r in rows], lines)
+    if all(r.get("arrival_time") is not None for r in rows):  # the file's order, as the engine's reading checks it
+        check_order(path, "arrival_time", seconds(path, "arrival_time", [r["arrival_time"] for r in rows], lines),
+                    lines)
+    sent = seconds(path, clock, [r[clock] for r in rows], lines)
+    order = np.argsort(sent, kind="stable")
+    ids = [str(r.get("request_id", i)) for i, r in enumerate(rows)]
+    log = ServerLog(path, "requests.jsonl", [ids[i] for i in order], sent[order] - sent[order[0]], prompts[order],
+                    outputs[order], boundary="client")
+    if not stamped:
+        log.notes.append("no client_sent: arrivals are the client's arrival_time")
+    if all(r.get(k) is not None for r in rows for k in CLIENT_STAMPS):
+        first = seconds(path, "client_first", [r["client_first"] for r in rows], lines)
+        last = seconds(path, "client_last", [r["client_last"] for r in rows], lines)
+        for i, n in enumerate(lines):
+            if not sent[i] <= first[i] <= last[i]:
+                raise TraceError(f"{path}:{n}: needs client_sent <= client_first <= client_last, got "
+                                 f"{sent[i]!r}, {first[i]!r}, {last[i]!r}")
+        log.ttft, log.e2e = (first - sent)[order], (last - sent)[order]
+    _read_prefix_fields(path, rows, lines, prompts, order, log)
+    return log
+
+
+ID_FIX = "hash_ids list one integer block id per 512 prompt tokens, as Mooncake's traces do"
+
+
+def _on_every_line(path: Path, rows: list[dict], lines: list[int], key: str) -> bool:
+    """Whether the optional ``key`` is on every line (False: on none); on some only is an error."""
+    have = [row.get(key) is not None for row in rows]
+    if all(have):
+        return True
+    if any(have):
+        n, with_it = lines[have.index(False)], lines[have.index(True)]
+        raise TraceError(f"{path}:{n}: no {key}, but line {with_it} has one; give {key} on every line or on none")
+    return False
+
+
+def _cached(path: Path, value, prompt: int, n: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
+        raise TraceError(f"{path}:{n}: num_cached_tokens is {value!r}, not a whole number of tokens")
+    if not 0 <= value <= prompt:
+        raise TraceError(f"{path}:{n}: num_cached_tokens is {value!r}, outside 0..input_toks ({prompt}); it counts "
+                         f"the prompt tokens the prefix cache held")
+    return int(value)
+
+
+def _read_bench(path: Path, measured: bool, data) -> ServerLog:
+    if not isinstance(data, dict):
+        raise TraceError(f"{path}: not a vllm bench serve result (a JSON object with input_lens, output_lens, ...)")
+    wanted = BENCH_FIELDS + (BENCH_MEASURED + ("itls",) if measured else ())
+    missing = [k for k in wanted if not isinstance(data.get(k), list)]
+    if missing:
+        raise TraceError(f"{path}: no per-request list {', '.join(missing)}; save the run with `vllm bench serve "
+                         f"--save-result --save-detailed` (start_times needs a vLLM recent enough to record them)")
+    n = len(data["input_lens"])
+    for k in wanted:
+        if len(data[k]) != n:
+            raise TraceError(f"{path}: {k} has {len(data[k])} entries, input_lens {n}; one entry a request")
+    if n == 0:
+        raise TraceError(f"{path}: no requests in the file")
+    errors = data.get("errors") or [""] * n
+    failed = [i for i, e in enumerate(errors) if e]
+    if failed:
+        raise TraceError(f"{path}: errors[{failed[0]}] is {str(errors[failed[0]])[:80]!r} ({len(failed)} failed "
+                         f"request(s)); a failed request has no latencies to compare: rerun the benchmark")
+    index = list(range(n))
+    prompts = token_counts(path, "input_lens", data["input_lens"], index, indexed=True)
+    outputs = token_counts(path, "output_lens", data["output_lens"], index, indexed=True)
+    start = seconds(path, "start_times", data["start_times"], index, indexed=True)
+    order = np.argsort(start, kind="stable")
+    log = ServerLog(path, "vllm-bench", [str(i) for i in order], start[order] - start[order[0]], prompts[order],
+                    outputs[order], boundary="client")
+    log.notes.append("vllm bench serve timings are the client's (TTFT and E2E include the network and the "
+                     "frontend)")
+    if all(isinstance(data.get(k), list) for k in BENCH_MEASURED + ("itls",)):
+        ttft = seconds(path, "ttfts", data["ttfts"], index, indexed=True)
+        e2e = seconds(path, "latencies", data["latencies"], index, indexed=True)
+        log.ttft, log.e2e = ttft[order], e2e[order]
+        gaps = []
+        for i in order:
+            itl = data["itls"][i]
+            if not isinstance(itl, list):
+                raise TraceError(f"{path}: itls[{i}] is not a list of seconds")
+            gaps.append(np.asarray(itl, dtype=float))
+        log.itls = gaps
+    return log
+
+
+def _where(path: Path, column: str, at: int, indexed: bool) -> str:
+    return f"{path}: {column}[{at}]" if indexed else f"{path}:{at}: {column}"
+
+
+def token_counts(path: Path, column: str, values, lines, indexed: bool = False) -> np.ndarray:
+    out = np.empty(len(values), np.int64)
+    for i, (v, at) in enumerate(zip(values, lines)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not float(v).is_integer():
+            raise TraceError(f"{_where(path, column, at, indexed)} is {v!r}, not a whole number of tokens")
+        if v < 1:
+            raise TraceError(f"{_where(path, column, at, indexed)} is {v!r}; a request has at least one "
+                             f"{'prompt' if 'in' in column else 'output'} token: remove or fix that request")
+        out[i] = int(v)
+    return out
+
+
+def seconds(path: Path, column: str, values, lines, indexed: bool = False) -> np.ndarray:
+    out = np.empty(len(values))
+    for i, (v, at) in enumerate(zip(values, lines)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise TraceError(f"{_where(path, column, at, indexed)} is {v!r}, not a time in seconds >= 0")
+        out[i] = float(v)
+    return out
+
+
+def check_order(path: Path, column: str, t: np.ndarray, lines) -> None:
+    back = np.flatnonzero(np.diff(t) < 0)
+    if len(back):
+        i = int(back[0]) + 1
+        raise TraceError(f"{path}:{lines[i]}: {column} goes back in time (the line before it is later); lines "
+                         f"must be in arrival order")
