@@ -97,3 +97,15 @@ def test_plan_day_needs_tiers_and_a_day(capsys):
     assert main(["plan-day", "--attainment", "0.9", "--workload", "azure-conv", "--num-requests", "60",
                  "--tiers", "std:ttft=2", "--no-progress"]) == 2
     assert "give --rate-schedule" in capsys.readouterr().err
+
+
+def test_plan_day_draws_the_cheapest_days_timelines(planned, tmp_path):
+    from llmsched.cli.plan_day import draw_days
+    _, _, p = planned
+    drawn = draw_days([p], tmp_path / "plots", 0.95)
+    names = sorted(path.name for path in drawn)
+    assert names == sorted(["h100_tp1_vllm-chunked_round-robin_fixed.png",
+                            "h100_tp1_vllm-chunked_round-robin_autoscaled.png",
+                            *(f"h100_tp1_vllm-chunked_round-robin_{d.setting['policy']}_cold30s.png"
+                              for d in p.cold_starts)])
+    assert all(path.stat().st_size > 10_000 for path in drawn)

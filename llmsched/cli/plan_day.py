@@ -13,6 +13,7 @@ from ..hardware.prices import PRICES_PATH
 from ..plan.candidates import build_candidates, parse_tps, split_names
 from ..plan.inputs import read_prices
 from .probe_options import add_probe_options, check_cache_options, probe_cache
+from .runs import check_out_dir
 from .run_options import add_run_options, run_configs
 
 DESCRIPTION = (
@@ -46,6 +47,9 @@ def add(sub) -> None:
     p.add_argument("--prices", default=None, metavar="FILE", help=f"a JSON file of USD per GPU-hour on top of "
                                                                   f"{PRICES_PATH.name}")
     p.add_argument("--json", dest="json_out", default=None, help="write every day run's figures as JSON here")
+    p.add_argument("--plots", default=None, metavar="DIR",
+                   help="draw the timeline (docs/autoscaling.md, 'Results over time') of each deployment's cheapest "
+                        "fixed and cheapest autoscaled day, and of each day at another cold start, into DIR")
     add_probe_options(p)
     add_run_options(p, exclude=EXCLUDED, defaults={"latency_boundary": "engine"})
     p.set_defaults(func=plan_day)
@@ -72,6 +76,7 @@ def plan_day(args) -> int:
     if args.most_replicas < 1:
         raise ValueError(f"--max-replicas must be >= 1, got {args.most_replicas}")
     check_cache_options(args)
+    check_out_dir(args.plots, "--plots")
     policies = split_names(args.autoscalers, "--autoscalers")
     for name in policies:
         if name not in AUTOSCALER_NAMES:
@@ -129,11 +134,40 @@ def plan_day(args) -> int:
                       f"{burst_attainment(d.record, base):>8.4f} {d.gpu_hours:>8.2f}")
     print(f"\n{sum(len(p.fixed) + len(p.autoscaled) + len(p.cold_starts) for p in plans)} days simulated in "
           f"{time.perf_counter() - t0:.0f} s")
+    if args.plots:
+        drawn = draw_days(plans, args.plots, args.attainment)
+        print(f"drew {len(drawn)} timelines into {args.plots}")
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump([day_json(p) for p in plans], f, indent=1, default=str)
         print(f"wrote {args.json_out}")
     return 0 if any(p.best_fixed or p.best_autoscaled for p in plans) else 1
+
+
+def draw_days(plans, folder, attainment: float) -> list:
+    """Each deployment's cheapest fixed and autoscaled day, and its days at other cold starts, as timeline figures
+    (``report/timeline_figure.py``) named by deployment and setting."""
+    from pathlib import Path
+
+    from ..report.timeline_figure import plot_timeline
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    drawn = []
+    for p in plans:
+        days = [("fixed", p.best_fixed), ("autoscaled", p.best_autoscaled)]
+        days += [(f"{d.setting['policy']}_cold{d.setting['cold_start']:g}s", d) for d in p.cold_starts]
+        for name, d in days:
+            if d is None or not d.record["timeline"]:
+                continue
+            what = (f"fixed x{d.setting['replicas']}" if d.kind == "fixed" else
+                    f"{d.setting['policy']} {d.setting['params'] or 'defaults'}"
+                    + (f", cold start {d.setting['cold_start']:g} s" if "cold_start" in d.setting else ""))
+            title = (f"{p.candidate.label}: {what}; attainment {d.record['attainment']:.4f} "
+                     f"(target {attainment:g}), {d.gpu_hours:.1f} GPU-h, ${d.usd:.0f}")
+            path = out / f"{p.candidate.label.replace(' ', '_')}_{name}.png"
+            plot_timeline({"rows": d.record["timeline"]}, path, title=title)
+            drawn.append(path)
+    return drawn
 
 
 def day_json(p) -> dict:

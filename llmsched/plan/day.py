@@ -11,7 +11,7 @@ from its start to its last request):
   (peak: the busiest 60-s window of the day's arrivals) down while it meets, up while it fails (more replicas never
   serve worse);
 * **autoscaled**: every policy of ``--autoscalers`` at each setting of its grid (``SETTINGS``: the policy's defaults
-  and one value of its main knob), between 1 replica and the fixed fleet's count, starting with the replicas the
+  and values of its main knobs), between 1 replica and the fixed fleet's count, starting with the replicas the
   first minute needs at the capacity (as a fleet that had been running); the cheapest that meets;
 * **oracle** (not a bound): per 60-s window, the fewest replicas whose capacity covers that window's arrival rate,
   started at no cost the moment they are needed: what an autoscaler that knows the future and starts replicas
@@ -41,12 +41,13 @@ from .candidates import Candidate
 
 ORACLE_WINDOW = 60.0  # seconds: the oracle's (and the peak's) windows
 TIMELINE_WINDOW = 60.0  # a day run's timeline windows (the bursts' attainment reads them)
-# each policy's settings tried (beyond its bounds): its defaults, and one or two values of its main knob
+# each policy's settings tried (beyond its bounds): its defaults, and values of its main knobs that scale up sooner
+# (a lower target, a shorter interval, a wider spare) or later
 SETTINGS = {
-    "hpa": ({}, {"metric": "running"}),
-    "kpa": ({}, {"target": 50.0}),
-    "dynamo-sla": ({}, {"predictor": "constant"}),
-    "saturation": ({},),
+    "hpa": ({}, {"target": 1.0}, {"metric": "running"}),
+    "kpa": ({}, {"target": 50.0}, {"target": 20.0}),
+    "dynamo-sla": ({}, {"predictor": "constant"}, {"interval": 30.0}),
+    "saturation": ({}, {"kv_spare": 0.2, "queue_spare": 4.0}),
     "predictive": ({"utilization": 0.85}, {"utilization": 0.7}),
 }
 
