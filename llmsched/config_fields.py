@@ -15,6 +15,7 @@ from .run_field import API, shown
 from .workload.tenants.streams import EXAMPLE as TENANTS_EXAMPLE, check_trace_streams, parse_tenants, total_rate
 from .workload.tenants.tiers import parse_tiers
 
+DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS = 1, 16  # an autoscaler's bounds unless given
 
 
 # (field, other field, why they do not go together and what to do instead)
@@ -106,6 +107,7 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
         check_tenant_combination(data, origin_of)
     if given(data, "fleet"):
         check_fleet_combination(data, origin_of)
+    check_autoscaler_combination(data, origin_of)
     if data.get("kv_offload_mode") not in (None, "", "vllm") and not given(data, "kv_offload"):  # not the default
         raise ValueError(f"{origin_of('kv_offload_mode').name('kv_offload_mode')} chooses the connector of KV "
                          f"offload tiers: give them with --kv-offload (e.g. cpu:200GiB), or drop it")
@@ -179,6 +181,24 @@ def check_fleet_combination(data: dict, origin_of) -> None:
         if given(data, key) and data[key] != neutral:
             raise ValueError(f"{origin_of(key).name(key)} does not apply together with "
                              f"{origin_of('fleet').name('fleet')}: {why}")
+
+
+def check_autoscaler_combination(data: dict, origin_of) -> None:
+    """An autoscaler's bounds in order, and its options only with one."""
+    low, high = data.get("min_replicas", DEFAULT_MIN_REPLICAS), data.get("max_replicas", DEFAULT_MAX_REPLICAS)
+    if isinstance(low, int) and isinstance(high, int) and low > high:
+        raise ValueError(f"{origin_of('min_replicas').name('min_replicas')} {low} is above "
+                         f"{origin_of('max_replicas').name('max_replicas')} {high}: give min <= max")
+    if not given(data, "autoscaler"):
+        for key in ("min_replicas", "max_replicas", "autoscaler_params"):
+            if key in data and data[key] not in (None, {}, DEFAULT_MIN_REPLICAS if key == "min_replicas" else
+                                                 DEFAULT_MAX_REPLICAS):
+                raise ValueError(f"{origin_of(key).name(key)} applies to an autoscaled run: give --autoscaler NAME "
+                                 f"(docs/autoscaling.md), or drop it")
+    elif given(data, "dp") and data["dp"] != 1:
+        raise ValueError(f"{origin_of('dp').name('dp')} does not apply together with "
+                         f"{origin_of('autoscaler').name('autoscaler')}: a DP group is one server; autoscale a pool "
+                         f"of replicas (--replicas, or a fleet file)")
 
 
 def check_tenant_combination(data: dict, origin_of) -> None:

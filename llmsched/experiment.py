@@ -23,9 +23,11 @@ from .hardware.models import model as model_preset
 from .hardware.front_end import front_end
 from .metrics.client_side import to_client
 from .metrics.requests import RequestLog
+from .metrics.slo_met import meets
 from .metrics.steps import StepLog
 from .metrics.streams import open_streams
-from .metrics.timeline import Timeline, window_width
+from .metrics.timeline import Timeline, fold_requests, window_width
+from .request import Status
 from .routing.registry import make_router
 from .run_config import RunConfig
 from .schedulers.registry import create_scheduler, scheduler_info
@@ -257,7 +259,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None, 
     engine latency boundary. ``ran``: see ``build_replicas``."""
     source = build_source(cfg)
     timeline = run_timeline(cfg, source)
-    if cfg.fleet or cfg.disaggregate:  # imported here: a run without a fleet loads none of it
+    if cfg.runs_as_fleet:  # imported here: a run without a fleet loads none of it
         from .fleet_setup import run_fleet
         result, rep, fleet_meta = run_fleet(cfg, source, progress, stream, out, timeline)
     else:
@@ -314,10 +316,16 @@ def schedule_extent(cfg: RunConfig, source) -> float:
 
 def offered_timeline(cfg: RunConfig, timeline: Timeline, result: RunResult) -> dict:
     """summary.json's ``timeline``: per window, the requests that arrived (``arrivals``, and per second
-    ``offered_rate``) and, with a rate schedule, the rate it offers on average over the window
-    (``scheduled_rate``, its integral over the window divided by the width)."""
-    if not getattr(result.requests, "streamed", False):
-        timeline.add("arrivals", result.requests.column("arrival"))
+    ``offered_rate``) and, with a rate schedule, the rate it offers on average over the window (``scheduled_rate``,
+    its integral over the window divided by the width); what was served (``finished`` by finish time,
+    ``served_rate``), the mean waiting queue over the window (``waiting``: requests arrived and not yet scheduled),
+    the TTFT and TPOT quantiles and the SLO attainment (``slo_attainment``: those that met every target of their
+    tier, over those that arrived) of the requests that arrived in it; in a fleet run the mean replicas in each
+    state (``replicas_<state>``) and the mean GPUs billed (``billed_gpus``)."""
+    log = result.requests
+    if not getattr(log, "streamed", False):
+        finished = log.column("status") == int(Status.FINISHED)
+        fold_requests(timeline, log.column, finished, meets(log.column, finished)["all"])
     end = cfg.duration
     columns = {"arrivals": ("arrivals", False), "offered_rate": ("arrivals", True)}
     if cfg.rate_schedule:
@@ -327,7 +335,39 @@ def offered_timeline(cfg: RunConfig, timeline: Timeline, result: RunResult) -> d
         edges = np.append(timeline.starts(end), timeline.windows(end) * timeline.width)
         timeline.set("scheduled", np.diff(shape.cumulative(edges)))
         columns["scheduled_rate"] = ("scheduled", True)
-    return {"window": timeline.width, "rows": timeline.rows(columns, end)}
+    columns.update({"finished": ("finished", False), "served_rate": ("finished", True), "waiting": ("waiting", True)})
+    fleet = getattr(result, "fleet", None)
+    if fleet is not None:
+        for state, spans in fleet_spans(fleet, result.end_time).items():
+            name = state if state == "billed_gpus" else f"replicas_{state}"
+            timeline.add_spans(name, *spans)
+            columns[name] = (name, True)
+    n = timeline.windows(end)
+    arrived, good = timeline.column("arrivals", end), timeline.column("good", end)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        extra = {"slo_attainment": np.where(arrived > 0, good / np.maximum(arrived, 1), np.nan)[:n]}
+    for name in ("ttft", "tpot"):
+        for q in (0.5, 0.9, 0.99):
+            extra[f"{name}_p{round(q * 100)}"] = timeline.quantile(name, q, end)
+    return {"window": timeline.width, "rows": timeline.rows(columns, end, extra)}
+
+
+def fleet_spans(fleet: dict, end: float) -> dict[str, tuple]:
+    """A fleet's replicas per state as intervals (start, end, count) from each pool's timeline rows, and its GPUs
+    billed (every state but gone, times the pool's GPUs a replica): what ``Timeline.add_spans`` averages."""
+    out = {state: ([], [], []) for state in ("provisioning", "loading", "warm", "serving", "draining")}
+    out["billed_gpus"] = ([], [], [])
+    for pool in fleet["pools"].values():
+        rows = pool["timeline"]
+        for row, nxt in zip(rows, rows[1:] + [None]):
+            stop = nxt["t"] if nxt is not None else end
+            for state in ("provisioning", "loading", "warm", "serving", "draining"):
+                for part, value in zip(out[state], (row["t"], stop, row[state])):
+                    part.append(value)
+            billed = sum(row[s] for s in ("provisioning", "loading", "warm", "serving", "draining"))
+            for part, value in zip(out["billed_gpus"], (row["t"], stop, billed * pool["gpus_per_replica"])):
+                part.append(value)
+    return out
 
 
 def last_batch(replicas: list[Replica], req) -> int:

@@ -11,8 +11,18 @@ A fleet in which no replica joins or leaves and every request is served in one s
 """
 from __future__ import annotations
 
+import dataclasses
+import math
+
+import numpy as np
+
 from .experiment import (carries_content, client_sends_of, kv_description, open_logs, replica_maker, run_model,
-                         workload_params)
+                         schedule_extent, workload_params)
+from .fleet.autoscaler import ScalingContext
+from .workload.workload import OpenLoop
+from .fleet.autoscalers import make_autoscaler
+from .fleet.cold_start import ColdStart, cold_start_model
+from .hardware.prices import load_prices
 from .metrics.client_side import to_client
 from .fleet.fleet import Fleet
 from .fleet.state import FleetState
@@ -49,7 +59,8 @@ def pool_configs(cfg: RunConfig, fleet: Fleet) -> dict[str, RunConfig]:
 
 def fleet_of(cfg: RunConfig) -> Fleet:
     """The run's fleet: its fleet file's, or one pool of the run's replicas (a DP group is no fleet: its ranks
-    are one server, ``experiment.simulate_config`` runs them)."""
+    are one server, ``experiment.simulate_config`` runs them); an autoscaled pool starts with ``--replicas``, at
+    least ``--min-replicas``."""
     if cfg.fleet:
         return cfg.fleet.value
     if cfg.disaggregate:
@@ -57,7 +68,90 @@ def fleet_of(cfg: RunConfig) -> Fleet:
         return disaggregated_fleet(cfg)
     if cfg.dp > 1:
         raise ValueError(f"dp={cfg.dp}: a DP group is one server of {cfg.dp} ranks, not a fleet of replicas")
+    if cfg.autoscaler:
+        start = max(cfg.replicas, cfg.min_replicas)
+        if start > cfg.max_replicas:
+            raise ValueError(f"--replicas {cfg.replicas} is above --max-replicas {cfg.max_replicas}: an autoscaled "
+                             f"run starts within its bounds; lower --replicas or raise --max-replicas")
+        return Fleet.single(start)
     return Fleet.single(cfg.replicas)
+
+
+def with_cold_starts(fleet: Fleet, configs: dict[str, RunConfig]) -> Fleet:
+    """``fleet`` with the cold-start model (fleet/cold_start.py) as the start-up phases of each pool that gives none
+    and whose run asks for one (``--cold-start``, ``--cold-start-param`` or an autoscaler); other pools unchanged."""
+    pools = []
+    for pool in fleet.pools:
+        own = configs[pool.name]
+        if pool.phases is None and (own.cold_start is not None or own.cold_start_params or own.autoscaler):
+            try:
+                model = cold_start_model(run_model(own), own.gpu, own.cold_start_params, own.cold_start)
+            except ValueError as e:
+                where = f"{fleet.source}: pool {pool.name!r}: " if pool.origin is not None else ""
+                raise ValueError(f"{where}{e}") from None
+            pool = dataclasses.replace(pool, phases=model)
+        pools.append(pool)
+    return dataclasses.replace(fleet, pools=tuple(pools))
+
+
+def scaling_context(cfg: RunConfig, fleet: Fleet, role: str, source) -> ScalingContext:
+    """What the run tells an autoscaler of ``role``'s pool (``ScalingContext``): its rate forecast, the strictest
+    TTFT and TPOT targets of its tiers, its requests' mean lengths where the source holds them."""
+    if cfg.rate_schedule:
+        forecast = cfg.rate_schedule.value.shape
+    elif cfg.rate and cfg.concurrency is None and not cfg.tenants:
+        forecast = float(cfg.rate)
+    else:
+        forecast = None
+    targets = {}
+    for tier in cfg.tiers.value if cfg.tiers else ():
+        for name in ("ttft", "tpot"):
+            value = getattr(tier.slo, name, None)
+            if value is not None:
+                targets[name] = min(targets.get(name, math.inf), value)
+    isl = osl = None
+    if isinstance(source, OpenLoop) and len(source):  # its columns (a streamed source draws them, builds no request)
+        prompts, outputs = source.lengths
+        isl, osl = float(np.mean(prompts)), float(np.mean(outputs))
+    return ScalingContext(forecast, targets.get("ttft"), targets.get("tpot"), isl, osl, len(fleet.pools_of(role)))
+
+
+def run_extent(cfg: RunConfig, source) -> float | None:
+    """How long the run's arrivals last (None where a source does not say before it runs)."""
+    if cfg.duration is not None:
+        return cfg.duration
+    if cfg.rate_schedule:
+        return schedule_extent(cfg, source)
+    times = getattr(source, "arrival_times", None)
+    return float(np.max(times)) if times is not None and len(times) else None
+
+
+def autoscalers_of(cfg: RunConfig, fleet: Fleet, configs: dict[str, RunConfig], source) -> list:
+    """An autoscaler for each pool whose run fields name one, each with its pool's bounds and parameters; a pool's
+    cold start longer than the run's arrivals is refused (nothing it adds would serve)."""
+    out = []
+    extent = None
+    for pool in fleet.pools:
+        own = configs[pool.name]
+        if not own.autoscaler:
+            continue
+        try:
+            scaler = make_autoscaler(own.autoscaler, pool.name, own.min_replicas, own.max_replicas,
+                                     own.autoscaler_params, scaling_context(cfg, fleet, pool.role, source))
+        except ValueError as e:
+            where = f"{fleet.source}: pool {pool.name!r}: " if cfg.fleet else ""
+            raise ValueError(f"{where}{e}") from None
+        if extent is None:
+            extent = run_extent(cfg, source) or math.inf
+        cold = pool.durations.cold_start
+        if cold >= extent:
+            given = f"--cold-start {own.cold_start:g} s" if own.cold_start is not None else \
+                f"the cold start of {cold:.4g} s"
+            raise ValueError(f"{given} (pool {pool.name!r}) is longer than the run's {extent:.6g} s of arrivals: no "
+                             f"replica the autoscaler adds would ever serve; shorten the cold start (--cold-start) "
+                             f"or run longer")
+        out.append(scaler)
+    return out
 
 
 def role_router(cfg: RunConfig, fleet: Fleet, role: str, configs: dict[str, RunConfig]):
@@ -126,6 +220,8 @@ def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, 
     ``steps`` as ``simulate``'s; ``controllers`` change its size (an autoscaler: ``FleetState``)."""
     fleet = fleet or fleet_of(cfg)
     configs = configs or pool_configs(cfg, fleet)
+    fleet = with_cold_starts(fleet, configs)
+    controllers = (*controllers, *autoscalers_of(cfg, fleet, configs, source))
     keep_gaps = cfg.keep_gaps if keep_gaps is None else keep_gaps
     steps = steps if steps is not None else StepLog()
     state = build_fleet(cfg, fleet, source, steps, configs, controllers)
@@ -150,7 +246,26 @@ def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, 
                                 keep_gaps=keep_gaps, log=log)
     if fe is not None:
         to_client(result.requests, result.steps, fe, cfg.stream_interval)
+    if state.autoscalers or cfg.cold_start is not None or cfg.cold_start_params:
+        result.fleet["cost"] = fleet_cost(result.fleet, configs)
     return result, state
+
+
+def fleet_cost(fleet: dict, configs: dict[str, RunConfig]) -> dict:
+    """GPU-hours billed per pool and in all, and their cost at the built-in prices (llmsched/hardware/prices.json;
+    a pool whose GPU has no price there costs None, and so does the total)."""
+    prices = load_prices()
+    pools, total = {}, 0.0
+    for name, pool in fleet["pools"].items():
+        hours = pool["billed_gpu_s"] / 3600
+        try:
+            usd = hours * prices.price(configs[name].gpu)
+        except ValueError:
+            usd = None
+        pools[name] = {"gpu": configs[name].gpu, "gpu_hours": hours, "usd": usd}
+        total = None if usd is None or total is None else total + usd
+    return {"gpu_hours": fleet["billed_gpu_s"] / 3600, "usd": total, "pools": pools,
+            "prices": "llmsched/hardware/prices.json"}
 
 
 def run_fleet(cfg: RunConfig, source, progress: bool, stream: bool, out, timeline=None):
@@ -172,7 +287,9 @@ def fleet_meta(state: FleetState, configs: dict[str, RunConfig]) -> dict:
     for name, pool in state.pools.items():
         rep = pool.replicas[0]
         pools[name] = {"role": pool.spec.role, "replicas": pool.spec.replicas, "fields": pool.spec.fields,
-                       "phases_s": {p: pool.spec.phases.seconds(p) for p in ("provisioning", "loading", "warm")},
+                       **({"cold_start": pool.spec.phases.describe()} if isinstance(pool.spec.phases, ColdStart)
+                          else {}),
+                       "phases_s": {p: pool.spec.durations.seconds(p) for p in ("provisioning", "loading", "warm")},
                        "scheduler": rep.scheduler.describe(), "batch_time": rep.batch_time.describe(),
                        "kv_blocks": rep.config.num_blocks, "kv_cache": kv_description(configs[name], rep),
                        "max_model_len": rep.config.max_model_len, "gpus_per_replica": pool.gpus}

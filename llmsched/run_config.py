@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .bounds import MAX_BLOCKS, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, MIN_RATE
-from .config_fields import check_combination, check_params
+from .config_fields import DEFAULT_MAX_REPLICAS, DEFAULT_MIN_REPLICAS, check_combination, check_params
+from .fleet.autoscalers import AUTOSCALER_NAMES
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
                             MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
 from .hardware.front_end import DEFAULT as DEFAULT_FRONT_END, FRONT_ENDS
@@ -121,6 +122,26 @@ class RunConfig:
     pd_decider_params: dict = declare({}, "a decider parameter (repeatable): llm-d non_cached_tokens=16; dynamo "
                                           "eff_isl_threshold=2048, eff_isl_ratio_threshold=0.7",
                                       flag="--pd-param", metavar="KEY=VALUE")
+    # an autoscaler of the run's pool (or of every pool of its fleet), the bounds it keeps, and the cold start of the
+    # replicas it adds (llmsched/fleet/: autoscalers.py, cold_start.py; docs/autoscaling.md)
+    autoscaler: str | None = declare(None, "autoscale the replicas: hpa (Kubernetes HPA), kpa (Knative), dynamo-sla "
+                                           "(NVIDIA Dynamo's SLA planner), saturation (llm-d's variant autoscaler), "
+                                           "predictive (the rate forecast ahead of the cold start); see "
+                                           "docs/autoscaling.md", kind=str, optional=True,
+                                     choices=AUTOSCALER_NAMES, hint="see docs/autoscaling.md")
+    min_replicas: int = declare(DEFAULT_MIN_REPLICAS, "--autoscaler: fewest replicas of a pool", low=1, high=4096)
+    max_replicas: int = declare(DEFAULT_MAX_REPLICAS, "--autoscaler: most replicas of a pool", low=1, high=4096)
+    autoscaler_params: dict = declare({}, "autoscaler parameter (repeatable), e.g. metric=kv, down_window=600 "
+                                          "(docs/autoscaling.md lists each policy's)", flag="--autoscaler-param",
+                                      metavar="KEY=VALUE")
+    cold_start: float | None = declare(None, "seconds from asking for a replica to its first request, the whole path "
+                                             "(provisioning, image pull, weight load, engine start, warm-up in the "
+                                             "default model's proportions); default with --autoscaler: the cold-start "
+                                             "model of docs/autoscaling.md", kind=float, optional=True, low=0,
+                                       high=MAX_SECONDS, hint="seconds")
+    cold_start_params: dict = declare({}, "a cold-start phase in seconds (provisioning, image_pull, weight_load, "
+                                          "engine_start, warmup) or storage=remote|nvme|page-cache for the weights "
+                                          "(repeatable)", flag="--cold-start-param", metavar="KEY=VALUE")
     # vLLM's data parallelism: dp engines (attention ranks), each with its own scheduler and KV cache, behind
     # vLLM's DP load balancer (the router, unless one is named); expert_parallel shards a MoE model's experts
     # over them, and a MoE model's ranks step in lockstep (sim/dp_lockstep.py)
@@ -302,6 +323,12 @@ class RunConfig:
         if "router_params" in data:
             data["router_params"] = checked_router_params(data, origin_of("router_params"))
         return cls.checked(data)
+
+    @property
+    def runs_as_fleet(self) -> bool:
+        """Whether the run's replicas are pools of their own (a fleet file, prefill/decode disaggregation, or an
+        autoscaler that changes them): the fleet layer runs it (fleet_setup.py)."""
+        return bool(self.fleet or self.disaggregate or self.autoscaler)
 
     def with_values(self, **changes) -> "RunConfig":
         """This config with ``changes``, each checked (the other values were checked when this one was made)."""

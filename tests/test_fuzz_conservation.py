@@ -33,6 +33,8 @@ import pytest
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
 from llmsched.fleet.deciders import Always
 from llmsched.fleet.disagg import unbuilt
+from llmsched.fleet.autoscaler import ScalingContext
+from llmsched.fleet.autoscalers import make_autoscaler
 from llmsched.fleet.fleet import Fleet, ScaleEvent
 from llmsched.fleet.lifecycle import DRAINING, GONE, SERVING, PhaseTimes
 from llmsched.fleet.pool import Pool
@@ -278,15 +280,17 @@ def outcome(seed: int) -> tuple[str, str | None]:
         return _refusal(seed, e.__cause__)
     except Exception:
         return "failed", f"seed {seed} ({_short(cfg)}): {traceback.format_exc()}"
-    for draw in (random_fleet, random_disaggregation):  # the same config again as a fleet
-        drawn = draw(seed, cfg)
-        if drawn is None:
+    drawn = [(draw(seed, cfg), ()) for draw in (random_fleet, random_disaggregation)]  # the same config as fleets
+    if drawn[0][0] is None:
+        drawn.append(random_autoscaled(seed, cfg))  # or as a pool an autoscaler grows and shrinks
+    for got, scalers in drawn:
+        if got is None:
             continue
-        run_cfg, fleet = drawn if isinstance(drawn, tuple) else (cfg, drawn)
+        run_cfg, fleet = got if isinstance(got, tuple) else (cfg, got)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                failure = _check_fleet(run_cfg, fleet)
+                failure = _check_fleet(run_cfg, fleet, scalers)
             if failure:
                 return "failed", failure
         except Refused as e:
@@ -457,15 +461,52 @@ def random_disaggregation(seed: int, cfg: RunConfig) -> tuple[RunConfig, Fleet] 
     return run_cfg, Fleet(pools, events, paths=Always(unbuilt()))
 
 
-def _check_fleet(cfg: RunConfig, fleet: Fleet) -> str | None:
+# autoscalers with their clocks shrunk to a run of seconds (their defaults tick every 2 s to 3 min)
+FAST = {"hpa": {"sync": 0.5, "scrape": 0.2, "down_window": 1.0},
+        "kpa": {"tick": 0.2, "scrape": 0.1, "stable_window": 6.0},
+        "dynamo-sla": {"interval": 0.5, "predictor": "arima"},
+        "saturation": {"interval": 0.5, "window": 1.0, "scrape": 0.2},
+        "predictive": {"interval": 0.3}}
+HPA_METRICS = ("queue", "running", "kv")
+
+
+def random_autoscaled(seed: int, cfg: RunConfig) -> tuple[Fleet | None, tuple]:
+    """A quarter of the seeds that run no scripted fleet (drawn from a stream of their own, so every seed keeps its
+    config and its scripted fleet) run their config again as a pool of 1-6 replicas an autoscaler resizes (any
+    policy, its clock shrunk to the run's seconds), replicas joining after start-up phases of 0 to 1 s, and
+    sometimes a second, fixed pool beside it."""
+    rng = np.random.default_rng([43, seed])
+    if rng.random() >= 0.25:
+        return None, ()
+    pick = lambda xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
+    forecast = cfg.rate_schedule.value.shape if cfg.rate_schedule else (cfg.rate if cfg.concurrency is None
+                                                                        and not cfg.tenants else None)
+    names = [n for n in FAST if n != "predictive" or forecast is not None]
+    name = pick(names)
+    params = dict(FAST[name])
+    if name == "hpa":
+        params["metric"] = pick(HPA_METRICS)
+    if name == "predictive" and rng.random() < 0.5:
+        params["capacity"] = float(pick((0.5, 2.0, 10.0)))
+    low = int(rng.integers(1, 3))
+    high = int(rng.integers(low, 7))
+    phases = PhaseTimes(*(float(pick((0.0, 0.05, 0.3, 1.0))) for _ in range(3)))
+    pools = [Pool("a", min(max(cfg.replicas, low), high), phases=phases)]
+    if rng.random() < 0.3:
+        pools.append(Pool("b", 1, fields={"gpu": pick([g for g in FLEET_GPUS if g != cfg.gpu])}))
+    scaler = make_autoscaler(name, "a", low, high, params, ScalingContext(forecast=forecast, role_pools=len(pools)))
+    return Fleet(tuple(pools)), (scaler,)
+
+
+def _check_fleet(cfg: RunConfig, fleet: Fleet, scalers=()) -> str | None:
     """``_check``'s guarantees for ``cfg`` run as ``fleet``, and the fleet's own: every request went to a replica
-    serving when it arrived (or was rejected for want of one), every replica given up is gone once empty, and the
-    billing covers the serving time, which covers the busy time."""
+    serving when it arrived (or was rejected for want of one), every replica given up is gone once empty, the
+    billing covers the serving time, which covers the busy time, and an autoscaler's pool stays within its bounds."""
     try:
         source = build_source(cfg)
         configs = pool_configs(cfg, fleet)
         log = RequestLog(True, cached=fleet_caching(configs))
-        state = build_fleet(cfg, fleet, source, StepLog(), configs)
+        state = build_fleet(cfg, fleet, source, StepLog(), configs, scalers)
     except ValueError as e:
         raise Refused() from e
     idle = []
@@ -477,7 +518,7 @@ def _check_fleet(cfg: RunConfig, fleet: Fleet) -> str | None:
     log.pools = ([p.name for p in fleet.pools], state.pool_index)
     if state.transfers is not None:
         log.enable_transfers(state.handoff.record_of)
-    if fleet.is_static:
+    if fleet.is_static and not scalers:
         result = simulate(source, state.replicas, state.members["serve"].router, horizon=cfg.horizon, seed=cfg.seed,
                           log=log)
         result.fleet = state.summary(result.end_time)
@@ -514,6 +555,16 @@ def _check_fleet(cfg: RunConfig, fleet: Fleet) -> str | None:
                             f"{np.nanmax(finish[mine]):g}")
         if life.state == DRAINING and cfg.horizon is None:
             problems.append(f"replica {k} still draining at the end of a run without a horizon")
+    for scaler in scalers:
+        sizes = [n for _, n in scaler.history]
+        if any(not scaler.min_replicas <= n <= scaler.max_replicas for n in sizes):
+            problems.append(f"autoscaler {scaler.name} set pool {scaler.pool} to {sizes}, outside "
+                            f"[{scaler.min_replicas}, {scaler.max_replicas}]")
+        for row in result.fleet["pools"][scaler.pool]["timeline"][1:]:  # after t = 0: each row from a change on
+            active = row["provisioning"] + row["loading"] + row["warm"] + row["serving"]
+            if not scaler.min_replicas <= active <= scaler.max_replicas:
+                problems.append(f"pool {scaler.pool} had {active} replicas from t={row['t']:g}, outside "
+                                f"[{scaler.min_replicas}, {scaler.max_replicas}]")
     for name, pool in result.fleet["pools"].items():
         if not pool["billed_replica_s"] + 1e-9 >= pool["serving_replica_s"] >= pool["busy_s"] - 1e-6:
             problems.append(f"pool {name}: billed {pool['billed_replica_s']:g} s, serving "

@@ -124,17 +124,22 @@ def test_a_scheduled_run_reports_its_offered_load_per_window(tmp_path):
     memory = run(cfg)
     summary = summarize(memory)
     timeline = summary["timeline"]
-    assert timeline["window"] == 1.0 and len(timeline["rows"]) == 60
+    # the windows of the arrivals' 60 s, and on until the last request left (what was served after)
+    assert timeline["window"] == 1.0 and len(timeline["rows"]) >= 60
     assert sum(row["arrivals"] for row in timeline["rows"]) == len(memory.requests)
+    assert not any(row["arrivals"] for row in timeline["rows"][60:])
+    assert sum(row["finished"] for row in timeline["rows"]) == summary["counts"]["finished"]
     assert [row["scheduled_rate"] for row in timeline["rows"][18:32]] == [2.0] * 2 + [10.0] * 10 + [2.0] * 2
     burst = sum(row["arrivals"] for row in timeline["rows"][20:30])
     assert within(burst, 100)
     write_run(memory, summary, tmp_path / "memory")
     with open(tmp_path / "memory" / "timeline.csv") as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == ["start", "end", "arrivals", "offered_rate", "scheduled_rate"] and len(rows) == 60
+    assert list(rows[0])[:5] == ["start", "end", "arrivals", "offered_rate", "scheduled_rate"]
+    assert len(rows) == len(timeline["rows"])
     streamed = run(cfg.with_values(keep_gaps=False), stream=True, out=tmp_path / "stream")
-    assert summarize(streamed)["timeline"] == timeline
+    # the same windows; counts exact, the mean queue's float sums chunk by chunk (their last bits may differ)
+    assert summarize(streamed)["timeline"]["rows"] == [pytest.approx(row, nan_ok=True) for row in timeline["rows"]]
 
 
 def test_a_run_without_a_schedule_keeps_its_summary():

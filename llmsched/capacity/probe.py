@@ -77,7 +77,7 @@ def min_rate(base: RunConfig) -> float:
 
 def measure_point(cfg: RunConfig) -> dict:
     """Simulate one probe config and return its JSON-clean record (see ``verdict.measure``)."""
-    fleet = cfg.fleet or cfg.disaggregate  # pools of their own
+    fleet = cfg.runs_as_fleet  # pools of their own
     replicas = None if fleet else build_replicas(cfg)
     source = build_source(cfg)
     horizon = None
@@ -85,7 +85,7 @@ def measure_point(cfg: RunConfig) -> dict:
         arrivals = source.arrival_times
         _, end = window(arrivals, cfg.warmup, cfg.cooldown)
         horizon = max(float(arrivals.max()), end + GRACE_S) or None
-    if fleet:  # each probe runs the fleet's pools (and scale events) at the probe's rate
+    if fleet:  # each probe runs the fleet's pools, scale events and autoscaler at its rate
         from ..fleet_setup import simulate_fleet_config
         result, _ = simulate_fleet_config(cfg, source, horizon=horizon, keep_gaps=True)
     else:

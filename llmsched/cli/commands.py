@@ -18,6 +18,7 @@ COMMANDS = {
     "reproduce": "reproduce",
     "capacity": "capacity",
     "plan": "plan",
+    "plan-day": "plan_day",
     "tune": "tune",
     "validate-timing": "validate_timing",
     "validate-serving": "validate_serving",

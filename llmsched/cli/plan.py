@@ -23,8 +23,9 @@ DESCRIPTION = (
     "simulating, candidates whose model does not fit the GPU are listed as infeasible with the memory figures, "
     "and the sound throughput bound (`llmsched theory throughput-bound`) gives each candidate its least replicas.")
 EXCLUDED = ("gpu", "gpu_spec", "tp", "replicas", "router", "rate", "horizon", "rate_schedule", "concurrency",
-            "fleet", "disaggregate", "prefill_gpu", "prefill_tp", "decode_gpu",
-            "decode_tp")  # plan chooses the deployment itself
+            "fleet", "disaggregate", "prefill_gpu", "prefill_tp", "decode_gpu", "decode_tp", "autoscaler",
+            "min_replicas", "max_replicas", "autoscaler_params", "cold_start",
+            "cold_start_params")  # plan chooses the deployment itself
 
 
 def add(sub) -> None:
@@ -51,7 +52,8 @@ def add(sub) -> None:
                         "each --gpus x --tp for the prefill pool with each for the decode pool, scaled as units; "
                         "--kv-link, --kv-connector, --pd-decider and --prefill-pool/--decode-pool apply to them "
                         "(docs/disaggregation.md)")
-    p.add_argument("--max-replicas", type=int, default=16, help="most replicas per deployment (default 16)")
+    p.add_argument("--max-replicas", dest="most_replicas", type=int, default=16,
+                   help="most replicas per deployment (default 16)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per probe; a probe meets only if every seed does")
     p.add_argument("--prices", default=None, metavar="FILE", help=f"a JSON file of USD per GPU-hour on top of "
                                                                   f"{PRICES_PATH.name} (e.g. {{\"a100\": 1.79}})")
@@ -74,7 +76,7 @@ def plan(args) -> int:
     t0 = time.perf_counter()
     slos = slos_with_attainment(args.slo, args.attainment)
     metric = pareto_metric(args.pareto_metric, slos)
-    for name, value, low in (("--max-replicas", args.max_replicas, 1), ("--seeds", args.seeds, 1),
+    for name, value, low in (("--max-replicas", args.most_replicas, 1), ("--seeds", args.seeds, 1),
                              ("--top", args.top, 1)):
         if value < low:
             raise ValueError(f"{name} must be >= {low}, got {value}")
@@ -95,7 +97,7 @@ def plan(args) -> int:
     seeds = tuple(range(base0.seed, base0.seed + args.seeds))
     cache = probe_cache(args)
     with make_executor(args.executor, jobs=args.jobs, ray_address=args.ray_address) as executor:
-        result = plan_deployments(candidates, bases, rates, slos, seeds, args.max_replicas, prices.price, metric,
+        result = plan_deployments(candidates, bases, rates, slos, seeds, args.most_replicas, prices.price, metric,
                                   executor, cache, progress=not args.no_progress,
                                   host_cost=lambda c: prices.host_gib_hour * c.host_gib(bases[c.scheduler]))
     print("\n".join(lines(result, args.top, args.prices, prices.price)))

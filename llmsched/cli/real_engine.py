@@ -12,7 +12,8 @@ from .run_options import (CLI, add_run_options, base_config, config_with_origins
 
 # the run fields a real engine has no use for (the model is a directory, its own engine's limits and KV cache)
 SIM_ONLY = ("gpu", "gpu_spec", "tp", "batch_time", "replicas", "router", "gpu_memory_utilization", "num_blocks",
-            "preemption_mode", "swap_space_gb", "dp", "expert_parallel", "fleet")
+            "preemption_mode", "swap_space_gb", "dp", "expert_parallel", "fleet", "autoscaler", "min_replicas",
+            "max_replicas", "autoscaler_params", "cold_start", "cold_start_params")
 ENGINE = declared(EngineConfig)
 ENGINE_LIMITS = ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size")  # also run fields
 

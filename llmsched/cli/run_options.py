@@ -82,11 +82,8 @@ def read_options(args) -> tuple[dict, dict[str, Origin]]:
         data["workload_params"] = {**data.get("workload_params", {}),
                                    **parse_params(args.workload_params, CLI_FLAGS["workload_params"])}
         origins["workload_params"] = CLI
-    if getattr(args, "router_params", None):
-        data["router_params"] = {**data.get("router_params", {}),
-                                 **parse_params(args.router_params, CLI_FLAGS["router_params"])}
-        origins["router_params"] = CLI
-    for name in ("prefill_pool", "decode_pool", "pd_decider_params"):  # disaggregation's tables
+    for name in ("router_params", "autoscaler_params", "cold_start_params",
+                 "prefill_pool", "decode_pool", "pd_decider_params"):  # tables given field by field
         if getattr(args, name, None):
             data[name] = {**data.get(name, {}), **parse_params(getattr(args, name), CLI_FLAGS[name])}
             origins[name] = CLI

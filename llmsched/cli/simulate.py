@@ -9,16 +9,20 @@ from .run_options import add_run_options
 def add(sub) -> None:
     s = sub.add_parser("simulate", help="one scheduler on one workload",
                        description="Simulate one scheduler and write summary.json, requests.csv, steps.csv "
-                                   "and meta.json (and with --plots, latency_cdf.png and kv_usage.png) to --out.")
+                                   "and meta.json (and with --plots, latency_cdf.png and kv_usage.png, and "
+                                   "timeline.png for a run with a timeline) to --out.")
     s.add_argument("--scheduler", help="scheduler name (see `llmsched presets`); default sarathi")
     s.add_argument("--out", default=None, help="output folder (default: print only)")
     s.add_argument("--plots", action="store_true",
-                   help="also draw latency_cdf.png and kv_usage.png into --out (matplotlib; about 1.5 s)")
+                   help="also draw latency_cdf.png and kv_usage.png into --out (matplotlib; about 1.5 s), and "
+                        "timeline.png when the run keeps a timeline (--rate-schedule, --timeline-window); a streamed "
+                        "run draws only timeline.png")
     s.add_argument("--stream", action="store_true",
                    help="write requests.csv and steps.csv while the run goes and keep only running totals, so "
                         "memory stays flat however many requests; implies --sketch: the files are those of a "
                         "--sketch run (no gap array is kept, so requests.csv's gap_offset is 0), the summary's "
-                        "TTFT, TPOT and E2E quantiles come from sketches (1%% error); no --plots, no --warmup or "
+                        "TTFT, TPOT and E2E quantiles come from sketches (1%% error); --plots draws only the "
+                        "timeline; no --warmup or "
                         "--cooldown; latencies at the engine (--latency-boundary engine) unless the client boundary is "
                         "asked for, which a streamed run cannot price: its output path needs every step's batch")
     add_run_options(s)
@@ -37,8 +41,6 @@ def simulate(args) -> int:
     cfg = run_configs(args, [name])[0]
     if args.stream:
         from ..metrics.stream_summary import check_stream_window
-        if args.plots:
-            raise ValueError("--plots draws from rows a streamed run does not keep: drop --plots or --stream")
         check_stream_window(cfg.warmup, cfg.cooldown)
         cfg = cfg.with_values(keep_gaps=False)
         if "latency_boundary" not in config_with_origins(args)[1]:
@@ -50,11 +52,15 @@ def simulate(args) -> int:
         out = Path(args.out)
         write_run(result, summ, out)
         plots = ""
-        if args.plots:
+        if args.plots and not args.stream:  # a streamed run keeps no rows to draw these from
             from ..report.run_figures import plot_kv_usage, plot_latency_cdfs
             plot_latency_cdfs({name: result}, out / "latency_cdf.png")
             plot_kv_usage({name: result}, out / "kv_usage.png")
             plots = ", latency_cdf.png, kv_usage.png"
+        if args.plots and summ.get("timeline"):
+            from ..report.timeline_figure import plot_timeline
+            plot_timeline(summ["timeline"], out / "timeline.png")
+            plots += ", timeline.png"
         print(f"wrote {out}/summary.json, requests.csv, steps.csv, meta.json{plots}")
     elif args.plots:
         raise ValueError("--plots draws into --out: give --out DIR")

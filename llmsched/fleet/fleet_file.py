@@ -114,7 +114,7 @@ def read_pool(name: str, fields, path, text: str, check) -> Pool:
             phases[phase] = float(value)
     checked = check(fields, origin)
     replicas = checked.pop("replicas", 1)
-    return Pool(name, replicas, role, checked, PhaseTimes(**phases), origin)
+    return Pool(name, replicas, role, checked, PhaseTimes(**phases) if phases else None, origin)
 
 
 def scale_list(events, where: str) -> list:

@@ -22,10 +22,12 @@ FILE_ROLES = (SERVE, PREFILL, DECODE)
 POOL_FIELDS = ("scheduler", "scheduler_params", "model", "gpu", "gpu_spec", "tp", "batch_time", "batch_time_params",
                "replicas", "router", "router_params", "block_size", "max_num_seqs", "max_num_batched_tokens",
                "max_model_len", "gpu_memory_utilization", "kv_cache_dtype", "num_blocks", "preemption_mode",
-               "overflow", "swap_space_gb", "oracle", "prefix_caching", "fast_forward", "check_invariants")
+               "overflow", "swap_space_gb", "oracle", "prefix_caching", "fast_forward", "check_invariants",
+               "autoscaler", "min_replicas", "max_replicas", "autoscaler_params", "cold_start", "cold_start_params")
 # a field whose parameters belong to it: a pool that names its own scheduler (router, batch-time model) does not
 # take the run's parameters for another one
-PARAMS_OF = {"scheduler": "scheduler_params", "router": "router_params", "batch_time": "batch_time_params"}
+PARAMS_OF = {"scheduler": "scheduler_params", "router": "router_params", "batch_time": "batch_time_params",
+             "autoscaler": "autoscaler_params"}
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class Pool:
     replicas: int = 1
     role: str = SERVE
     fields: dict = field(default_factory=dict)  # run fields the pool sets, each checked by its declaration
-    phases: PhaseTimes = PhaseTimes()
+    phases: object = None  # a duration source of its start-up phases (PhaseTimes, a ColdStart); None: not given
     origin: object = field(default=None, compare=False, repr=False)  # where it was written (run_field.Origin)
 
     def __post_init__(self):
@@ -48,6 +50,11 @@ class Pool:
         if unknown:
             raise ValueError(f"pool {self.name!r}: {', '.join(unknown)} cannot be set per pool; a pool sets "
                              f"{', '.join(POOL_FIELDS)}")
+
+    @property
+    def durations(self):
+        """Its start-up phases' duration source: the one given, else 0 s each (a replica serves once asked for)."""
+        return self.phases if self.phases is not None else PhaseTimes()
 
     def run_fields(self, run: dict) -> dict:
         """The run fields of this pool's replicas: ``run``'s (a run config's values), with the pool's own; a

@@ -19,6 +19,8 @@ from functools import partial
 from typing import Callable
 
 from ..engine.replica import Replica
+from ..request import Status
+from .autoscaler import RoleLoad
 from .fleet import Fleet
 from .lifecycle import DRAINING, GONE, SERVING, START_PHASES, Life, timeline
 from .members import Members
@@ -58,6 +60,7 @@ class FleetState:
         ``start(fleet_state, schedule)`` when the run starts, to schedule its own actions (its ticks)."""
         self.fleet = fleet
         self.controllers = [ScaleScript(fleet.scale), *controllers]
+        self.autoscalers = list(controllers)
         self.pools = {p.name: PoolState(p, makers[p.name], gpus[p.name]) for p in fleet.pools}
         self.members = {role: Members(role, routers[role]) for role in fleet.roles}
         self.replicas: list[Replica] = []  # by index in the fleet
@@ -68,6 +71,7 @@ class FleetState:
         self.unrouted = 0  # requests that found no serving replica
         self.transfers = None  # a disaggregated fleet's KV transfers (fleet/kv_transfers.py), set by its builder
         self.handoff = None  # and its prefill -> decode handoff (fleet/disagg.py)
+        self.role_load = {role: RoleLoad() for role in fleet.roles}  # what an autoscaler reads of the front end
         self.scale_events = 0
         self.schedule = None
         self.quiet = False
@@ -126,7 +130,7 @@ class FleetState:
         self.phase_started(life, now)
 
     def phase_started(self, life: Life, now: float) -> None:
-        seconds = self.pools[life.pool].spec.phases.seconds(life.state)
+        seconds = self.pools[life.pool].spec.durations.seconds(life.state)
         if seconds > 0:
             self.schedule(now + seconds, partial(self.phase_ended, life))
         else:
@@ -160,13 +164,23 @@ class FleetState:
 
     # --- requests ------------------------------------------------------------
     def route(self, req, rng, role: str = "serve") -> Replica | None:
+        load = self.role_load[role]
+        load.arrived += 1
+        load.prompt_tokens += req.prompt_len
         rep = self.members[role].route(req, rng)
         if rep is None:
             self.unrouted += 1
         return rep
 
-    def left(self, rep: Replica, count: int) -> None:
-        self.members_of[rep.index].left(rep, count)
+    def left(self, rep: Replica, done: list) -> None:
+        """Requests ``done`` left ``rep``: its router hears of them, its role's counters count the finished."""
+        members = self.members_of[rep.index]
+        members.left(rep, len(done))
+        load = self.role_load[members.role]
+        for r in done:
+            if r.status is Status.FINISHED:
+                load.finished += 1
+                load.output_tokens += r.num_generated
 
     def pool_of(self, rep: Replica) -> str:
         return self.fleet.pools[self.pool_index[rep.index]].name
@@ -185,7 +199,7 @@ class FleetState:
                 "role": pool.spec.role, "gpus_per_replica": pool.gpus, "replicas_at_start": pool.spec.replicas,
                 "replicas_made": len(pool.lives), "replicas_max": max(sum(v for k, v in row.items() if k != "t")
                                                                        for row in rows),
-                "phases_s": {p: pool.spec.phases.seconds(p) for p in START_PHASES},
+                "phases_s": {p: pool.spec.durations.seconds(p) for p in START_PHASES},
                 "billed_replica_s": billed, "billed_gpu_s": billed * pool.gpus, "serving_replica_s": serving,
                 "busy_s": busy, "utilisation": busy / serving if serving > 0 else float("nan"),
                 "billed_utilisation": busy / billed if billed > 0 else float("nan"), "timeline": rows}
@@ -194,4 +208,6 @@ class FleetState:
                "unrouted": self.unrouted, "pools": pools}
         if self.transfers is not None:
             out["kv_transfer"] = self.transfers.summary(end)
+        if self.autoscalers:  # only a run that has them: a fleet's summary is otherwise what it was
+            out["autoscalers"] = {a.pool: a.describe() for a in self.autoscalers if hasattr(a, "describe")}
         return out

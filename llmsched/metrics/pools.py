@@ -50,3 +50,16 @@ def fleet_section(fleet: dict, counts: dict) -> dict:
     pools = {name: {**counts.get(name, {key: 0 for key, _ in OUTCOMES}), **figures}
              for name, figures in fleet["pools"].items()}
     return {**fleet, "pools": pools}
+
+
+def with_cost_per_good(summary: dict) -> None:
+    """An autoscaled run's summary: its fleet's cost (GPU-hours, USD) with the SLO attainment over the run and the
+    requests that met their SLOs per dollar (the measurement window's; the whole run without a warm-up)."""
+    cost = summary.get("fleet", {}).get("cost")
+    if cost is None:
+        return
+    cost = summary["fleet"]["cost"] = dict(cost)
+    good = summary["goodput"]["good_requests"]
+    cost["slo_attainment"] = summary["goodput"]["fraction"]
+    cost["good_requests"] = good
+    cost["good_per_usd"] = good / cost["usd"] if cost["usd"] else float("nan")

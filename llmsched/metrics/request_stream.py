@@ -16,7 +16,9 @@ import numpy as np
 
 from ..request import Status
 from .pools import add_counts, pool_counts
-from .requests import CACHED_FIELD, FLOAT_FIELDS, TBT_MISS_TOLERANCE, RequestLog, tier_columns
+from .requests import CACHED_FIELD, FLOAT_FIELDS, RequestLog, tier_columns
+from .slo_met import meets
+from .timeline import fold_requests
 from .sketch import QuantileSketch
 from .writers import CHUNK_ROWS, csv_line, request_columns, write_request_rows
 
@@ -140,8 +142,6 @@ class RequestStream(RequestLog):
         if self.pools is not None:
             add_counts(self.pool_counts, pool_counts(self.pools, col("replica"), status))
         arrival, finish = col("arrival"), col("finish")
-        if self.timeline is not None:
-            self.timeline.add("arrivals", arrival)
         self.arrival_min = min(self.arrival_min, float(arrival.min()))
         self.arrival_max = max(self.arrival_max, float(arrival.max()))
         ended = np.isfinite(finish)
@@ -167,15 +167,11 @@ class RequestStream(RequestLog):
         self.preemptions += int(pre.sum())
         self.preemptions_finished += int(pre[finished].sum())
         self.preempted += int((pre > 0).sum())
-        meets = {}
-        with np.errstate(invalid="ignore"):
-            for m in ("ttft", "tpot"):
-                target, value = col(f"{m}_slo"), col(m)
-                meets[m] = finished & (np.isnan(target) | np.isnan(value) | (value <= target))
-            meets["tbt"] = finished & (np.isnan(col("tbt_slo"))
-                                       | (col("tbt_misses") <= TBT_MISS_TOLERANCE * col("num_gaps")))
-        good = meets["ttft"] & meets["tpot"] & meets["tbt"]
+        met = meets(col, finished)
+        good = met["all"]
         self.good += int(good.sum())
+        if self.timeline is not None:
+            fold_requests(self.timeline, col, finished, good)
         tier = col("tier")
         while len(self.tier_totals) < len(self.tiers):
             self.tier_totals.append(TierTotals())
@@ -191,4 +187,4 @@ class RequestStream(RequestLog):
                 if len(target):
                     t.with_target[m] += len(target)
                     t.target_max[m] = max(t.target_max[m], float(target.max()))
-                t.meets[m] += int(meets[m][sel].sum())
+                t.meets[m] += int(met[m][sel].sum())

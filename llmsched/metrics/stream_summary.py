@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .pools import fleet_section
+from .pools import fleet_section, with_cost_per_good
 from .offload_summary import offload_summary
 from .requests import CACHED_FIELD, prefix_cache_stats
 from .request_stream import FINISHED, LATENCIES, REJECTED, UNFINISHED, RequestStream
@@ -81,6 +81,7 @@ def summarize_stream(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict
         out["timeline"] = result.timeline  # the run's load over time (experiment.offered_timeline)
     if getattr(result, "fleet", None) is not None:
         out["fleet"] = fleet_section(result.fleet, log.pool_counts)
+        with_cost_per_good(out)
     return out
 
 

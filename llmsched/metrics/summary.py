@@ -37,10 +37,11 @@ import numpy as np
 from ..request import Status
 from .fairness import INPUT_WEIGHT, OUTPUT_WEIGHT, SERIES_BINS, backlogged, inside, intersect, jain, service_events
 from .offload_summary import offload_summary
-from .requests import CACHED_FIELD, CLIENT_FIELDS, TBT_MISS_TOLERANCE, RequestLog, prefix_cache_stats, tier_columns
+from .requests import CACHED_FIELD, CLIENT_FIELDS, RequestLog, prefix_cache_stats, tier_columns
+from .slo_met import meets
 from .latency_stats import NAN, QUANTILES, TOP_REASONS, merged_sketch, sketch_stats, value_stats
 from .policy_stats import summed
-from .pools import fleet_section, pool_counts
+from .pools import fleet_section, with_cost_per_good, pool_counts
 
 LATENCY_METRICS = ("ttft", "tbt", "tpot", "e2e")
 
@@ -150,6 +151,7 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     if getattr(result, "fleet", None) is not None:  # a fleet run: its pools (every request, not the window's)
         out["fleet"] = available("fleet", lambda: fleet_section(result.fleet, pool_counts(
             log.pools, log.column("replica"), status)))
+        with_cost_per_good(out)
     return out
 
 
@@ -177,15 +179,7 @@ def _tbt_stats(log: RequestLog, win: np.ndarray) -> dict:
 
 def _meets(log: RequestLog, finished: np.ndarray) -> dict[str, np.ndarray]:
     """Per request: did it finish and meet each target (a missing target is met)?"""
-    out = {}
-    with np.errstate(invalid="ignore"):
-        for name in ("ttft", "tpot"):
-            target, value = log.column(f"{name}_slo"), log.column(name)
-            out[name] = finished & (np.isnan(target) | np.isnan(value) | (value <= target))
-        misses, gaps = log.column("tbt_misses"), log.column("num_gaps")
-        out["tbt"] = finished & (np.isnan(log.column("tbt_slo")) | (misses <= TBT_MISS_TOLERANCE * gaps))
-    out["all"] = out["ttft"] & out["tpot"] & out["tbt"]
-    return out
+    return meets(log.column, finished)
 
 
 def _tiers(log: RequestLog, win, finished, meets, tbt: dict) -> dict:

@@ -162,7 +162,7 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
 
     def drain(rep, t: float) -> None:
         done = rep.take_completed()
-        fleet.left(rep, len(done))
+        fleet.left(rep, done)
         for r in done:
             if staged:
                 at = stage_of.get(r.id)

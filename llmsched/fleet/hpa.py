@@ -1,0 +1,133 @@
+"""``hpa``: Kubernetes' Horizontal Pod Autoscaler on a per-pod metric of vLLM (autoscaling/v2, a Pods metric with an
+AverageValue target, through a metrics adapter).
+
+Every ``sync`` seconds (kube-controller-manager's ``--horizontal-pod-autoscaler-sync-period``, default 15 s) it
+reads the metric as last scraped (every ``scrape`` seconds, default 15 s: metrics-server's ``--metric-resolution``;
+a replica that joined since has no sample yet) and computes, as ``calcPlainMetricReplicas`` does
+(kubernetes/kubernetes, pkg/controller/podautoscaler/replica_calculator.go; kubernetes.io, "Horizontal Pod
+Autoscaling", "Algorithm details"):
+
+    usage = mean(metric over ready pods with a sample) / target
+    desired = current                        if |1 - usage| <= tolerance (0.1)
+            = ceil(usage * ready pods)       if no pod is unready or lacks a sample
+    else: a pod lacking a sample counts as the target on a scale-down and as 0 on a scale-up, an unready pod (one
+    still starting) as 0 on a scale-up; the ratio is taken again over all of them and the replicas stay as they are
+    if it is within the tolerance or the direction changed; desired = ceil(new usage * pods counted).
+
+Then ``stabilizeRecommendationWithBehaviors`` (horizontal.go): the recommendation is kept between the lowest of the
+recommendations over the last ``up_window`` seconds (scaleUp.stabilizationWindowSeconds, default 0) and the
+highest over the last ``down_window`` (scaleDown, default 300); and the default scaling policies limit a step:
+up by at most max(100 %, 4 pods) a period, down by at most 100 % (one period is one sync here). ``current`` is the
+Deployment's replica count (starting and serving pods); draining pods are being deleted and are ignored.
+
+Metrics (``metric``): ``queue`` (vllm:num_requests_waiting, default target 5 a pod), ``running``
+(vllm:num_requests_running, default 0.7 x max_num_seqs), ``kv`` (vllm:gpu_cache_usage_perc, default 0.8). The
+default targets are llm-d's saturation thresholds (a replica with 5 waiting or KV at 80 % is saturated:
+llm-d-workload-variant-autoscaler, docs/saturation-scaling-config.md) and Knative's 70 % utilisation target.
+"""
+from __future__ import annotations
+
+import math
+
+from .autoscaler import Autoscaler, ceil, metric_of
+
+METRICS = ("queue", "running", "kv")
+RUNNING_SHARE = 0.7  # Knative's container-concurrency-target-percentage default, of vLLM's max_num_seqs
+
+
+class HPA(Autoscaler):
+    name = "hpa"
+    summary = "Kubernetes HPA: desired = ceil(replicas x metric / target), tolerance, stabilisation windows"
+    source = ("kubernetes/kubernetes pkg/controller/podautoscaler/replica_calculator.go (calcPlainMetricReplicas), "
+              "horizontal.go (stabilizeRecommendationWithBehaviors); kubernetes.io 'Horizontal Pod Autoscaling'")
+    PARAMS = {"metric": "queue", "target": 0.0, "tolerance": 0.1, "sync": 15.0, "scrape": 15.0, "up_window": 0.0,
+              "down_window": 300.0, "up_percent": 100.0, "up_pods": 4}
+    DURATIONS = ("sync", "scrape")
+    CHOICES = {"metric": METRICS}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        p = self.params
+        for key in ("up_window", "down_window", "tolerance", "target", "up_percent"):
+            if p[key] < 0:
+                raise ValueError(f"--autoscaler-param {key}={p[key]!r}: the {key} of autoscaler 'hpa' must be >= 0")
+        if p["up_pods"] < 0:
+            raise ValueError(f"--autoscaler-param up_pods={p['up_pods']!r}: must be >= 0")
+        self.sample: dict[int, float] = {}  # replica index -> its value at the last scrape
+        self.recommendations: list[tuple[float, int]] = []
+
+    @property
+    def period(self) -> float:
+        return self.params["sync"]
+
+    def begin(self, now: float) -> None:
+        self.schedule(now, self.scrape)  # a sample at t = 0, before the first sync
+        super().begin(now)
+
+    def scrape(self, now: float) -> None:
+        metric = self.params["metric"]
+        self.sample = {rep.index: metric_of(rep, metric) for rep in self.serving()}
+        self.schedule(now + self.params["scrape"], self.scrape)
+
+    def target(self) -> float:
+        p = self.params
+        if p["target"] > 0:
+            return p["target"]
+        if p["metric"] == "queue":
+            return 5.0
+        if p["metric"] == "kv":
+            return 0.8
+        return RUNNING_SHARE * self.state.replicas[0].config.max_num_seqs
+
+    def decide(self, now: float) -> int | None:
+        current = self.size
+        desired = self.replicas_for(current)
+        if desired is None:
+            return None
+        return self.normalized(desired, current, now)
+
+    def replicas_for(self, current: int) -> int | None:
+        """``calcPlainMetricReplicas`` (module docstring); None when no ready pod has a sample."""
+        target, tol = self.target(), self.params["tolerance"]
+        ready = self.serving()
+        values = {rep.index: self.sample[rep.index] for rep in ready if rep.index in self.sample}
+        missing = [rep.index for rep in ready if rep.index not in self.sample]
+        unready = self.starting()
+        if not values:
+            return None
+        usage = sum(values.values()) / len(values) / target
+        if not (unready and usage > 1.0) and not missing:
+            if abs(1.0 - usage) <= tol:
+                return current
+            return ceil(usage * len(values))
+        filled = list(values.values())
+        if missing:
+            if usage < 1.0:
+                filled += [target] * len(missing)
+            elif usage > 1.0:
+                filled += [0.0] * len(missing)
+        if unready and usage > 1.0:
+            filled += [0.0] * unready
+        new = sum(filled) / len(filled) / target
+        if abs(1.0 - new) <= tol or (usage < 1.0 < new) or (usage > 1.0 > new):
+            return current
+        return ceil(new * len(filled))
+
+    def normalized(self, desired: int, current: int, now: float) -> int:
+        """Stabilisation windows, then the default scaling policies' limits (module docstring)."""
+        p = self.params
+        self.recommendations.append((now, desired))
+        keep = now - max(p["up_window"], p["down_window"])
+        self.recommendations = [(t, r) for t, r in self.recommendations if t >= keep]
+        up = min([r for t, r in self.recommendations if t > now - p["up_window"]] + [desired])
+        down = max([r for t, r in self.recommendations if t > now - p["down_window"]] + [desired])
+        out = current
+        if out < up:
+            out = up
+        if out > down:
+            out = down
+        up_limit = max(math.ceil(current * (1 + p["up_percent"] / 100)), current + p["up_pods"])
+        return min(out, up_limit)
+
+
+POLICY = HPA
