@@ -28,6 +28,9 @@ CALLS = {
     "reproduce_slai": ("llmsched.reproduce.slai:reproduce", ()),
     "reproduce_wait": ("llmsched.reproduce.wait:reproduce", ()),
     "reproduce_beyond": ("llmsched.reproduce.beyond:reproduce", ()),
+    "reproduce_pd_crossover": ("llmsched.reproduce.pd_crossover:reproduce", ()),
+    "reproduce_splitwise": ("llmsched.reproduce.splitwise:reproduce", ()),
+    "reproduce_distserve": ("llmsched.reproduce.distserve:reproduce", ()),
 }
 
 

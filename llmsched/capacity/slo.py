@@ -127,9 +127,12 @@ def check_tier_slos(slos: list[SLO], tiers, named=lambda slo: f"SLO {slo.text}")
                              f"'paid:tbt=0.1:share=0.05,free:tbt=0.5') or drop it")
 
 
-def slos_with_attainment(text: str, attainment: float | None) -> list[SLO]:
-    """The SLOs of ``text`` and, where ``attainment`` is given (``--attainment``), the fraction of requests that
-    must meet their tier's targets."""
+def slos_with_attainment(text: str | list[str] | None, attainment: float | None) -> list[SLO]:
+    """The SLOs of ``text`` (one comma-separated list, or several: ``--slo`` given more than once adds to it, never
+    replaces it) and, where ``attainment`` is given (``--attainment``), the fraction of requests that must meet
+    their tier's targets."""
+    if not isinstance(text, str):
+        text = ",".join(t for t in text or () if t)
     if attainment is not None:
         if not 0 < attainment <= 1:
             raise ValueError(f"--attainment {attainment:g}: give a fraction in (0, 1], e.g. 0.9")

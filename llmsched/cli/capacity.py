@@ -26,9 +26,10 @@ def add(sub) -> None:
     who = p.add_mutually_exclusive_group()
     who.add_argument("--scheduler", help="scheduler name (default: the --tuned files' schedulers, else sarathi)")
     who.add_argument("--schedulers", help="comma-separated names: a search for each, run side by side")
-    p.add_argument("--slo", default="", help="comma-separated METRIC<=LIMIT, e.g. 'ttft_p50<=2s,tbt_p99<=200ms'; "
-                                            f"metrics: {', '.join(valid_metrics())} (vLLM's itl, e2el, median "
-                                            "also), TIER.METRIC for one tier. Default: none (stability only)")
+    p.add_argument("--slo", action="append", help="comma-separated METRIC<=LIMIT, e.g. 'ttft_p50<=2s,tbt_p99<=200ms' "
+                                                  f"(repeatable: each adds); metrics: {', '.join(valid_metrics())} "
+                                                  "(vLLM's itl, e2el, median also), TIER.METRIC for one tier. "
+                                                  "Default: none (stability only)")
     p.add_argument("--attainment", type=float, default=None,
                    help="also require this fraction of requests to meet their tier's targets (--tiers)")
     p.add_argument("--resolution", type=float, default=0.02, help="relative width of the final interval "

@@ -33,8 +33,9 @@ def add(sub) -> None:
                                     "frontier", description=DESCRIPTION)
     p.add_argument("--target-rate", default=None, help="req/s to carry: R, R1,R2,... or START:STOP:STEP "
                                                        "(default with --trace: the trace's own mean rate)")
-    p.add_argument("--slo", default="", help="comma-separated METRIC<=LIMIT, e.g. 'ttft_p90<=1s,tbt_p99<=100ms'; "
-                                            f"metrics: {', '.join(valid_metrics())}. Default: none (stability)")
+    p.add_argument("--slo", action="append", help="comma-separated METRIC<=LIMIT, e.g. 'ttft_p90<=1s,tbt_p99<=100ms' "
+                                                  f"(repeatable: each adds); metrics: {', '.join(valid_metrics())}. "
+                                                  "Default: none (stability)")
     p.add_argument("--attainment", type=float, default=None, help="also require this fraction of requests to "
                                                                    "meet their tier's targets (--tiers)")
     p.add_argument("--gpus", default="a100,h100,h200", help="comma-separated GPU presets (default a100,h100,h200)")

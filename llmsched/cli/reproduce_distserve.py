@@ -3,7 +3,7 @@ the artifact's settings; llmsched/reproduce/distserve.py runs it."""
 from __future__ import annotations
 
 from ..reproduce.distserve import reproduce
-from .package_commands import keywords, run_field_option
+from .package_commands import run_field_option
 
 NAME = "distserve"
 FUNCTION = reproduce
@@ -19,8 +19,3 @@ def add_arguments(p) -> None:
                                                            "%(default)s)")
     p.add_argument("--jobs", type=int, default=None, help="parallel runs (default %(default)s)")
     run_field_option(p, "seed")
-
-
-def run(args) -> int:
-    reproduce(**keywords(args))
-    return 0

@@ -3,7 +3,7 @@ llmsched/reproduce/pd_crossover.py runs it."""
 from __future__ import annotations
 
 from ..reproduce.pd_crossover import reproduce
-from .package_commands import keywords, run_field_option
+from .package_commands import run_field_option
 
 NAME = "pd-crossover"
 FUNCTION = reproduce
@@ -18,8 +18,3 @@ def add_arguments(p) -> None:
     p.add_argument("--resolution", type=float, default=None, help="capacity resolution (default %(default)s)")
     p.add_argument("--jobs", type=int, default=None, help="parallel runs (default %(default)s)")
     run_field_option(p, "seed")
-
-
-def run(args) -> int:
-    reproduce(**keywords(args))
-    return 0

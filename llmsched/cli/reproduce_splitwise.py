@@ -3,7 +3,7 @@ llmsched/reproduce/splitwise.py runs them."""
 from __future__ import annotations
 
 from ..reproduce.splitwise import reproduce
-from .package_commands import keywords, run_field_option
+from .package_commands import run_field_option
 
 NAME = "splitwise"
 FUNCTION = reproduce
@@ -24,8 +24,3 @@ def add_arguments(p) -> None:
     run_field_option(p, "batch_time", "the runs' batch-time model (default %(default)s; `engine` is the one "
                                       "calibrated on these measurements' TP 2 cells, docs/batch-time.md)")
     run_field_option(p, "seed")
-
-
-def run(args) -> int:
-    reproduce(**keywords(args))
-    return 0

@@ -23,8 +23,9 @@ def add(sub) -> None:
     p = sub.add_parser("tune", help="a scheduler's parameters at their best capacity for given SLOs (Optuna TPE)",
                        description=DESCRIPTION)
     p.add_argument("--scheduler", required=True, help="scheduler name (see `llmsched presets`)")
-    p.add_argument("--slo", default="", help="comma-separated METRIC<=LIMIT, as `llmsched capacity` takes them; "
-                                             f"metrics: {', '.join(valid_metrics()[:6])}, ...")
+    p.add_argument("--slo", action="append", help="comma-separated METRIC<=LIMIT, as `llmsched capacity` takes them "
+                                                  f"(repeatable: each adds); metrics: "
+                                                  f"{', '.join(valid_metrics()[:6])}, ...")
     p.add_argument("--attainment", type=float, default=None, help="also require this fraction of requests to meet "
                                                                    "their tier's targets")
     p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
