@@ -16,25 +16,25 @@ import math
 
 import numpy as np
 
+from .config_fields import DISAGG_KEYS, check_combination
 from .experiment import (carries_content, client_sends_of, kv_description, open_logs, replica_maker, run_model,
                          schedule_extent, workload_params)
 from .fleet.autoscaler import ScalingContext
-from .workload.workload import OpenLoop
 from .fleet.autoscalers import make_autoscaler
 from .fleet.cold_start import ColdStart, cold_start_model
-from .hardware.prices import load_prices
-from .metrics.client_side import to_client
 from .fleet.fleet import Fleet
 from .fleet.state import FleetState
+from .hardware.front_end import front_end
+from .hardware.prices import load_prices
+from .metrics.client_side import to_client
 from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
 from .routing.registry import make_router
-from .config_fields import DISAGG_KEYS, check_combination
-from .hardware.front_end import front_end
 from .run_config import DEFAULTS, RunConfig, check_field, checked_params, checked_router_params
 from .run_field import API, Origin
 from .sim.fleet_loop import simulate_fleet
 from .sim.simulator import RunResult, simulate
+from .workload.workload import OpenLoop
 
 
 def pool_config(cfg: RunConfig, pool) -> RunConfig:

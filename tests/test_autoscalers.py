@@ -325,7 +325,6 @@ def test_predictive_has_the_replicas_serving_before_the_step():
 
 # --- fleets: each pool its own autoscaler, the cold-start model where a pool gives no phases -------------------------
 def test_each_pool_gets_its_own_autoscaler_and_the_cold_start_model_only_without_phases_of_its_own():
-    from llmsched.fleet.cold_start import ColdStart
     cfg = RunConfig(rate_schedule="0:4,100:30", duration=300.0, autoscaler="hpa", max_replicas=4, cold_start=20.0,
                     **ENGINE)
     fleet = Fleet((Pool("fast", 1, phases=PhaseTimes(provisioning=3.0)),

@@ -2,7 +2,6 @@
 figures unreadable before (a legend over a panel, panels squeezed to slivers, colours repeating), and the figures
 of compare, simulate --plots and sweep pass it at 1 scheduler or 9 (conftest turns the check on for every
 figure every test writes)."""
-import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure

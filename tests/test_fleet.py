@@ -16,7 +16,7 @@ from llmsched.experiment import RunConfig, build_replicas, build_source, run, wo
 from llmsched.fleet.fleet import Fleet
 from llmsched.fleet.path import OnePath, Path as FleetPath, Stage
 from llmsched.fleet.pool import Pool
-from llmsched.fleet_setup import build_fleet, pool_configs, simulate_fleet_config
+from llmsched.fleet_setup import build_fleet, pool_configs
 from llmsched.metrics.steps import StepLog
 from llmsched.metrics.summary import summarize
 from llmsched.request import Request, Status

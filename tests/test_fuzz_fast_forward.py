@@ -15,7 +15,6 @@ import os
 import sys
 import warnings
 
-import pytest
 
 from llmsched.experiment import RunConfig, build_replicas, build_source, workload_params
 from llmsched.routing.registry import make_router

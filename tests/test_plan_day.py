@@ -2,7 +2,6 @@
 (the lower bound under the oracle under the fixed fleet; the cheapest setting meets the target)."""
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np

@@ -405,7 +405,6 @@ class Replica:
         LMCache's load in this step. Returns the seconds this step waits for loads."""
         kv = self.kv
         tiers = kv.tiers
-        bs = kv.block_size
         for r, hit, th, _ in hits:
             kv.admit(r, hit)
         wait = 0.0

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from ..bounds import MAX_BLOCKS, MAX_REQUESTS, MAX_TOKENS
 from ..hardware.front_end import FRONT_ENDS
-from ..hardware.gpus import GPUS
 from ..batchtime.vllm_v1 import cudagraph_capture_sizes
 from ..hardware.hf_config import KV_CACHE_DTYPE_BYTES, kv_cache_dtype_bytes
 from ..hardware.kv_sizing import RunMemory, gpu_named_in, run_memory
