@@ -297,10 +297,15 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None, 
     return result
 
 
+def keeps_timeline(cfg: RunConfig) -> bool:
+    """Whether the run keeps a timeline: a rate schedule, or a timeline window given."""
+    return cfg.timeline_window is not None or bool(cfg.rate_schedule)
+
+
 def run_timeline(cfg: RunConfig, source) -> Timeline | None:
-    """The run's timeline grid, when it keeps one (a rate schedule, or a timeline window given): ``timeline_window``
-    seconds a window, else the width that gives at most 300 windows over the schedule's span."""
-    if cfg.timeline_window is None and not cfg.rate_schedule:
+    """The run's timeline grid, when it keeps one (``keeps_timeline``): ``timeline_window`` seconds a window, else
+    the width that gives at most 300 windows over the schedule's span."""
+    if not keeps_timeline(cfg):
         return None
     return Timeline(cfg.timeline_window or window_width(schedule_extent(cfg, source)))
 

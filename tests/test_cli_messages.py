@@ -82,7 +82,7 @@ def test_ctrl_c_in_capacity_ends_in_one_line_and_status_130(tmp_path):
     time.sleep(3)  # the pool's workers past their imports (under load a worker still importing dies with a traceback)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends: the command and its workers
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    assert proc.returncode == 130, err  # what it printed instead, to tell a race from a failure
     assert err.splitlines() == ["llmsched capacity: interrupted"]
 
 

@@ -123,8 +123,10 @@ def test_stream_cli_writes_the_files_and_refuses_what_it_cannot_do(tmp_path, cap
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["run"]["streamed"] is True
     assert main([*args, "--stream"]) == 0  # totals only, no files
     for extra in (["--warmup", "5"], ["--cooldown", "5"], ["--plots", "--out", str(tmp_path / "c")]):
-        assert main([*args, "--stream", *extra]) != 0
+        assert main([*args, "--stream", *extra]) != 0  # --plots: no timeline to draw, the others need the rows
         assert "--stream" in capsys.readouterr().err
+    assert main([*args, "--stream", "--plots", "--timeline-window", "2", "--out", str(tmp_path / "d")]) == 0
+    assert (tmp_path / "d" / "timeline.png").stat().st_size > 0 and not (tmp_path / "d" / "kv_usage.png").exists()
 
 
 def test_streamed_logs_hold_a_chunk_at_most(tmp_path):

@@ -30,7 +30,7 @@ def add(sub) -> None:
 
 
 def simulate(args) -> int:
-    from ..experiment import run
+    from ..experiment import keeps_timeline, run
     from ..metrics.summary import summarize
     from ..metrics.writers import format_table, write_run
     from .run_options import base_config, config_with_origins, run_configs
@@ -42,6 +42,10 @@ def simulate(args) -> int:
     if args.stream:
         from ..metrics.stream_summary import check_stream_window
         check_stream_window(cfg.warmup, cfg.cooldown)
+        if args.plots and not keeps_timeline(cfg):
+            raise ValueError("--plots with --stream draws only timeline.png (a streamed run keeps no rows for the "
+                             "others), and this run keeps no timeline: add --rate-schedule or --timeline-window, or "
+                             "drop --stream")
         cfg = cfg.with_values(keep_gaps=False)
         if "latency_boundary" not in config_with_origins(args)[1]:
             cfg = cfg.with_values(latency_boundary="engine")  # the default boundary, where a stream can keep it

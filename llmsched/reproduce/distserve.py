@@ -59,6 +59,9 @@ PAPER = {"OSDI'24 abstract: more requests (up to)": 7.4, "OSDI'24 abstract: tigh
 # OPT's shapes (facebook/opt-13b, opt-66b config.json): hidden, layers, heads, ffn_dim
 OPT = {"opt-13b": (5120, 40, 40, 20480), "opt-66b": (9216, 64, 72, 36864)}
 CONTEXT = 2048
+# DistServe's prefill instance batches at most this many tokens (its artifact's engine settings, module docstring):
+# DistServe's own limit, not vLLM's default, though the number is the same
+DISTSERVE_PREFILL_BATCH = 8192
 LENGTHS = {"sharegpt": "sharegpt_8k_lengths_llama2_tokenizer.csv",
            "arxiv": "arxiv_summarization_lengths_llama2_tokenizer.csv"}
 # setting -> model, lengths, TTFT and TPOT targets, (prefill TP, decode TP) of DistServe, vLLM's TP, requests per
@@ -124,7 +127,8 @@ def configs(setting: str, folder: Path, seed: int, scale: float = 1.0,
     base = dict(model=model, gpu="a100", lengths=length_file(folder, s["lengths"]), seed=seed, rate=1.0,
                 batch_time="vllm-v1", tiers=f"all:ttft={s['ttft']:g}:tpot={s['tpot']:g}", scheduler="vllm")
     dist_gpus = ptp + dtp
-    pools = {"prefill": dict(role="prefill", tp=ptp, max_num_batched_tokens=8192, max_num_seqs=128),
+    pools = {"prefill": dict(role="prefill", tp=ptp, max_num_batched_tokens=DISTSERVE_PREFILL_BATCH,
+                             max_num_seqs=128),
              "decode": dict(role="decode", tp=dtp, max_num_seqs=1024, max_num_batched_tokens=65536)}
     vllm_fields = dict(tp=vtp, max_num_batched_tokens=16384, max_num_seqs=1024)
     if measured:
@@ -227,7 +231,7 @@ def crossing(xs: list[float], ys: list[float], target: float) -> float | None:
     return xs[-1]
 
 
-def reproduce(*, fast: bool = False, out: str = "reproduce-distserve", seed: int = 0, jobs: int = 2,
+def reproduce(*, fast: bool = False, out: str = "reproduce-distserve", seed: int = RunConfig.seed, jobs: int = 2,
               seeds: int = 3) -> dict:
     """The model check, then DistServe's and vLLM's attainment over the artifact's per-GPU rates and the rate at
     which it crosses 90%, in every setting (module docstring)."""

@@ -56,8 +56,8 @@ def config(name: str, lengths: str, deployment: str, rate: float, duration: floa
                      seed=seed)
 
 
-def reproduce(*, fast: bool = False, out: str = "reproduce-pd-crossover", duration: float = 120.0, seed: int = 0,
-              jobs: int = 2, resolution: float = 0.05) -> dict:
+def reproduce(*, fast: bool = False, out: str = "reproduce-pd-crossover", duration: float = 120.0,
+              seed: int = RunConfig.seed, jobs: int = 2, resolution: float = 0.05) -> dict:
     """Every workload x deployment: capacity per GPU, and the latencies at a common rate (module docstring)."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)

@@ -124,7 +124,7 @@ def splits(n: int, gpu: str, base: dict) -> list[int]:
 
 
 def reproduce(*, fast: bool = False, out: str = "reproduce-splitwise", scale: float = 8.0, num_requests: int = 1500,
-              resolution: float = 0.05, seed: int = 0, jobs: int = 2, batch_time: str = KIND) -> dict:
+              resolution: float = 0.05, seed: int = RunConfig.seed, jobs: int = 2, batch_time: str = KIND) -> dict:
     """The model check, then every design's capacity on both traces at both budgets (module docstring)."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
