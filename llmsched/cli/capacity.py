@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..capacity.outputs import heading, lines, write
 from ..capacity.rate_search import find_capacities
-from ..capacity.slo import check_run_slos, slos_with_attainment, valid_metrics
-from .probe_options import add_probe_options, check_cache_options, probe_cache
+from ..capacity.slo import check_run_slos, slos_with_attainment
+from .probe_options import add_probe_options, add_slo_options, check_cache_options, probe_cache
 from .run_options import add_run_options, base_config, run_configs, tuned_names
 from .runs import check_out_dir, split_names
 
@@ -26,12 +26,7 @@ def add(sub) -> None:
     who = p.add_mutually_exclusive_group()
     who.add_argument("--scheduler", help="scheduler name (default: the --tuned files' schedulers, else sarathi)")
     who.add_argument("--schedulers", help="comma-separated names: a search for each, run side by side")
-    p.add_argument("--slo", action="append", help="comma-separated METRIC<=LIMIT, e.g. 'ttft_p50<=2s,tbt_p99<=200ms' "
-                                                  f"(repeatable: each adds); metrics: {', '.join(valid_metrics())} "
-                                                  "(vLLM's itl, e2el, median also), TIER.METRIC for one tier. "
-                                                  "Default: none (stability only)")
-    p.add_argument("--attainment", type=float, default=None,
-                   help="also require this fraction of requests to meet their tier's targets (--tiers)")
+    add_slo_options(p)
     p.add_argument("--resolution", type=float, default=0.02, help="relative width of the final interval "
                                                                    "(default 0.02)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per probe (--seed, --seed+1, ...); a probe meets "

@@ -7,12 +7,12 @@ import shlex
 import sys
 import time
 
-from ..capacity.slo import check_run_slos, slos_with_attainment, valid_metrics
+from ..capacity.slo import check_run_slos, slos_with_attainment
 from ..hardware.prices import PRICES_PATH
 from ..plan.candidates import (build_candidates, parse_offloads, parse_ratios, parse_tps, parse_variations,
                                split_names)
 from ..plan.inputs import check_runnable, pareto_metric, plan_rates, read_prices
-from .probe_options import add_probe_options, check_cache_options, probe_cache
+from .probe_options import add_probe_options, add_slo_options, check_cache_options, probe_cache
 from .run_options import add_run_options, run_configs
 
 DESCRIPTION = (
@@ -33,11 +33,7 @@ def add(sub) -> None:
                                     "frontier", description=DESCRIPTION)
     p.add_argument("--target-rate", default=None, help="req/s to carry: R, R1,R2,... or START:STOP:STEP "
                                                        "(default with --trace: the trace's own mean rate)")
-    p.add_argument("--slo", action="append", help="comma-separated METRIC<=LIMIT, e.g. 'ttft_p90<=1s,tbt_p99<=100ms' "
-                                                  f"(repeatable: each adds); metrics: {', '.join(valid_metrics())}. "
-                                                  "Default: none (stability)")
-    p.add_argument("--attainment", type=float, default=None, help="also require this fraction of requests to "
-                                                                   "meet their tier's targets (--tiers)")
+    add_slo_options(p)
     p.add_argument("--gpus", default="a100,h100,h200", help="comma-separated GPU presets (default a100,h100,h200)")
     p.add_argument("--tp", dest="tps", default="1", help="tensor-parallel degrees, e.g. 1,2,4 (default 1)")
     p.add_argument("--schedulers", default="sarathi", help="comma-separated schedulers (default sarathi)")

@@ -1,7 +1,19 @@
-"""Where probes run and whether they are cached: the options `capacity`, `plan` and `tune` share."""
+"""The options `capacity`, `plan` and `tune` share: the SLOs a probe must meet, where probes run and whether they are
+cached."""
 from __future__ import annotations
 
 from ..capacity.cache import default_dir
+from ..capacity.slo import valid_metrics
+
+
+def add_slo_options(p) -> None:
+    """``--slo`` (repeatable: each adds) and ``--attainment``, as capacity, plan and tune take them."""
+    p.add_argument("--slo", action="append",
+                   help=f"comma-separated METRIC<=LIMIT, e.g. 'ttft_p50<=2s,tbt_p99<=200ms' (repeatable: each adds); "
+                        f"metrics: {', '.join(valid_metrics())} (vLLM's itl, e2el, median also), TIER.METRIC for one "
+                        f"tier. Default: none (stability only)")
+    p.add_argument("--attainment", type=float, default=None,
+                   help="also require this fraction of requests to meet their tier's targets (--tiers)")
 
 
 def add_probe_options(p) -> None:

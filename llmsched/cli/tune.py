@@ -6,9 +6,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from ..capacity.slo import slos_with_attainment, valid_metrics
+from ..capacity.slo import slos_with_attainment
 from ..tune.study import DEFAULT_BATCH, DEFAULT_BUDGET, DEFAULT_RESOLUTION
-from .probe_options import add_probe_options, check_cache_options, probe_cache
+from .probe_options import add_probe_options, add_slo_options, check_cache_options, probe_cache
 from .run_options import add_run_options, run_configs
 
 DESCRIPTION = (
@@ -23,11 +23,7 @@ def add(sub) -> None:
     p = sub.add_parser("tune", help="a scheduler's parameters at their best capacity for given SLOs (Optuna TPE)",
                        description=DESCRIPTION)
     p.add_argument("--scheduler", required=True, help="scheduler name (see `llmsched presets`)")
-    p.add_argument("--slo", action="append", help="comma-separated METRIC<=LIMIT, as `llmsched capacity` takes them "
-                                                  f"(repeatable: each adds); metrics: "
-                                                  f"{', '.join(valid_metrics()[:6])}, ...")
-    p.add_argument("--attainment", type=float, default=None, help="also require this fraction of requests to meet "
-                                                                   "their tier's targets")
+    add_slo_options(p)
     p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
                    help=f"capacity searches, the untuned one included (default {DEFAULT_BUDGET})")
     p.add_argument("--batch", type=int, default=DEFAULT_BATCH,
