@@ -8,6 +8,7 @@ import math
 import sys
 import time
 
+from ..config_fields import DISAGG_KEYS
 from ..fleet.autoscalers import AUTOSCALER_NAMES
 from ..hardware.prices import PRICES_PATH
 from ..plan.candidates import build_candidates, parse_tps, split_names
@@ -25,8 +26,10 @@ DESCRIPTION = (
     "started at no cost) and a lower bound (the sound throughput bound on the day's requests); --cold-starts reruns "
     "each policy's cheapest setting at other cold starts. Every day is simulated whole, on the executor (--jobs, "
     "--executor ray).")
+# plan-day chooses the deployment and its autoscaler itself; its deployments are colocated (a day of
+# disaggregated pools is not searched: plan --pd-ratios weighs them at one rate)
 EXCLUDED = ("gpu", "gpu_spec", "tp", "replicas", "router", "rate", "horizon", "concurrency", "fleet", "autoscaler",
-            "min_replicas", "max_replicas", "autoscaler_params", "dp", "expert_parallel")
+            "min_replicas", "max_replicas", "autoscaler_params", "dp", "expert_parallel", *DISAGG_KEYS)
 
 
 def add(sub) -> None:
