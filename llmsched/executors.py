@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from urllib.parse import urlparse
 
 CONNECT_TIMEOUT_S = 3.0
@@ -21,44 +19,17 @@ RAY_CLIENT_METHOD = "/ray.rpc.RayletDriver/ClusterInfo"
 def quiet_worker() -> None:
     """A pool worker's start: Ctrl-C ends it at once, without a traceback of its own (the command, which gets
     the same Ctrl-C, says it was interrupted). The worker began with Ctrl-C held back (``worker_pool``), so one
-    that came while it was still importing ends it here, silently."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    that came while it was still importing ends it here, silently. A command that ignores Ctrl-C (started in the
+    background, or under a parent that ignores it) keeps its workers ignoring it too: a worker ended by a Ctrl-C
+    its command never sees broke the pool (a BrokenProcessPool traceback, status 1, in CI)."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-class CtrlC:
-    """Whether this process has had a Ctrl-C while a pool worked for it. A Ctrl-C reaches the workers and this
-    process together: a worker it ended can break the pool before this process has raised its own
-    KeyboardInterrupt, or while it runs a finaliser that swallows it (CI saw a BrokenProcessPool, status 1, under
-    load). Python's own handler is kept: this one notes the signal, then raises as it does."""
-
-    seen = False
-
-    @classmethod
-    def watch(cls) -> None:
-        try:
-            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-                signal.signal(signal.SIGINT, cls.handler)
-        except ValueError:  # not the main thread: signals are the main thread's to handle
-            pass
-
-    @classmethod
-    def handler(cls, signum, frame):
-        cls.seen = True
-        raise KeyboardInterrupt
-
-    @classmethod
-    def broke_the_pool(cls) -> bool:
-        """After a pool broke: whether a Ctrl-C did it (a moment given for one still on its way here)."""
-        if not cls.seen:
-            time.sleep(1.0)
-        return cls.seen
 
 
 def worker_pool(jobs: int) -> ProcessPoolExecutor:
     """A pool whose workers are started now, with Ctrl-C held back until they can take it: a Ctrl-C during a
     worker's start-up (imports, seconds on a loaded machine) printed its traceback and broke the pool."""
-    CtrlC.watch()
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=quiet_worker)
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
@@ -84,12 +55,7 @@ class LocalExecutor:
             return [fn(x) for x in items]
         if self._pool is None:
             self._pool = worker_pool(self.jobs)
-        try:
-            return list(self._pool.map(fn, items))
-        except BrokenProcessPool:
-            if CtrlC.broke_the_pool():  # the command says it was interrupted, not that its pool broke
-                raise KeyboardInterrupt from None
-            raise
+        return list(self._pool.map(fn, items))
 
     def close(self) -> None:
         if self._pool is not None:

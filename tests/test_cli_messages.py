@@ -71,9 +71,12 @@ def test_ctrl_c_in_capacity_ends_in_one_line_and_status_130(tmp_path):
     """Probes of 10 simulated hours, so the Ctrl-C lands mid-search: with 600 s probes the whole search took 3.8 s on
     a quiet machine and the Ctrl-C, sent 3 s after the pool started, raced the command's own exit (status 0, -2 or
     1 by where it landed)."""
+    # Ctrl-C at its default, as for a terminal's foreground command: a runner that ignores SIGINT (CI's did) passes
+    # that on, and a command that ignores Ctrl-C rightly goes on (tests/test_executor_interrupt.py)
     proc = subprocess.Popen([sys.executable, "-m", "llmsched", "capacity", "--schedulers", "sarathi,vllm",
                              "--duration", "36000", "--jobs", "2", "--no-cache", "--no-progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None and not children.read_text().split():
