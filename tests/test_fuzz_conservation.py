@@ -270,33 +270,25 @@ def outcome(seed: int) -> tuple[str, str | None]:
         return _refusal(seed, e)
     except Exception:
         return "failed", f"seed {seed}: drawing the config failed:\n{traceback.format_exc()}"
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            failure = _check(cfg)
-        if failure:
-            return "failed", failure
-    except Refused as e:
-        return _refusal(seed, e.__cause__)
-    except Exception:
-        return "failed", f"seed {seed} ({_short(cfg)}): {traceback.format_exc()}"
-    drawn = [(draw(seed, cfg), ()) for draw in (random_fleet, random_disaggregation)]  # the same config as fleets
+    runs = [(lambda: _check(cfg), _short(cfg))]  # the config, then the same config as fleets
+    drawn = [(draw(seed, cfg), ()) for draw in (random_fleet, random_disaggregation)]
     if drawn[0][0] is None:
         drawn.append(random_autoscaled(seed, cfg))  # or as a pool an autoscaler grows and shrinks
     for got, scalers in drawn:
-        if got is None:
-            continue
-        run_cfg, fleet = got if isinstance(got, tuple) else (cfg, got)
+        if got is not None:
+            run_cfg, fleet = got if isinstance(got, tuple) else (cfg, got)
+            runs.append((lambda c=run_cfg, f=fleet, s=scalers: _check_fleet(c, f, s), f"{_short(run_cfg)}; {fleet}"))
+    for check, described in runs:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                failure = _check_fleet(run_cfg, fleet, scalers)
+                failure = check()
             if failure:
                 return "failed", failure
         except Refused as e:
             return _refusal(seed, e.__cause__)
         except Exception:
-            return "failed", f"seed {seed} ({_short(run_cfg)}; {fleet}): {traceback.format_exc()}"
+            return "failed", f"seed {seed} ({described}): {traceback.format_exc()}"
     return "ok", None
 
 

@@ -34,14 +34,9 @@ def receive(rep, req: Request) -> bool:
     """Queue ``req`` (a decode request whose prompt KV comes from a prefill instance) on ``rep``, or reject it when
     the replica could never serve it. True if queued (``Replica.receive`` moves the replica's clock first)."""
     req.replica = rep.index
-    total = req.prompt_len + req.output_len
-    if total > rep.config.max_model_len:
-        return rep.reject(req, f"prompt {req.prompt_len} + output {req.output_len} tokens exceed max_model_len "
-                               f"{rep.config.max_model_len}")
-    need = rep.kv.blocks_for(req.max_kv_tokens)
-    if need > rep.kv.total:
-        return rep.reject(req, f"needs {need} KV blocks at its longest, the cache holds {rep.kv.total}: it can "
-                               f"never be served here")
+    reason = rep.never_fits(req)
+    if reason:
+        return rep.reject(req, reason)
     req.status = WAITING
     rep.receiving.append(req)
     return True

@@ -190,20 +190,27 @@ class Replica:
             steps.keep_hits()
 
     # --- arrivals ---------------------------------------------------------
+    def never_fits(self, req: Request) -> str | None:
+        """Why ``req`` can never be served here whatever the policy (too long for max_model_len, or more KV at its
+        longest than the whole cache), or None."""
+        if req.prompt_len + req.output_len > self.config.max_model_len:
+            return (f"prompt {req.prompt_len} + output {req.output_len} tokens exceed max_model_len "
+                    f"{self.config.max_model_len}")
+        need = self.kv.blocks_for(req.max_kv_tokens)
+        if need > self.kv.total:
+            return (f"needs {need} KV blocks at its longest, the cache holds {self.kv.total}: it can never be served "
+                    f"here")
+        return None
+
     def add(self, req: Request, now: float) -> bool:
         """Queue an arrival, or reject it when it can never be served. True if queued."""
         self.version += 1
         self.clock.tick(now)
         self.arrivals += 1
         req.replica = self.index
-        total = req.prompt_len + req.output_len
-        if total > self.config.max_model_len:
-            return self.reject(req, f"prompt {req.prompt_len} + output {req.output_len} tokens exceed "
-                                    f"max_model_len {self.config.max_model_len}")
-        need = self.kv.blocks_for(req.max_kv_tokens)
-        if need > self.kv.total:
-            return self.reject(req, f"needs {need} KV blocks at its longest, the cache holds "
-                                    f"{self.kv.total}: it can never be served here")
+        reason = self.never_fits(req)
+        if reason:
+            return self.reject(req, reason)
         reason = self.scheduler.unservable(req, self.view) or self.scheduler.on_arrival(req, self.view)
         if reason:
             return self.reject(req, f"{self.scheduler.name}: {reason}")
