@@ -36,8 +36,14 @@ cases = [*_cases(), *((name, "replicas-lanes") for name in ("sarathi", "vllm-chu
 for name, key in cases:
     files = _files(RunConfig(scheduler=name, oracle=True, seed=5, **workloads[key]), out, f"{name}-{key}")
     (out / f"{name}-{key}.json").write_text(json.dumps(files))
+# KV tiers below a small GPU cache (engine/tier_store.py's typed segments): host-tier evictions alone, then loads too
+tiers = (("vllm", "0.5GiB"), ("vllm", "0.7GiB"), ("lmcache", "0.7GiB"))
+for mode, size in tiers:
+    cfg = RunConfig(scheduler="vllm-chunked", workload="shared-prefix", rate=20.0, num_requests=300, num_blocks=400,
+                    kv_offload=f"cpu:{size}", kv_offload_mode=mode, seed=5)
+    (out / f"tiers-{mode}-{size}.json").write_text(json.dumps(_files(cfg, out, f"tiers-{mode}-{size}")))
 print(json.dumps({"state": llmsched.compiled.STATE, "replica": llmsched.engine.replica.__file__,
-                  "cases": len(cases)}))
+                  "cases": len(cases) + len(tiers)}))
 """
 
 

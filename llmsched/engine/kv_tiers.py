@@ -342,7 +342,7 @@ class KVTiers:
         if kind == STORE:
             _, i, ranges, nbytes, chunks = tag
             self.stores[i].complete(ranges)
-            if i == 0:
+            if i == 0 and len(self.stores) > 1:
                 self.cascade(ranges, chunks, t)
             return
         req = tag[1]
@@ -413,10 +413,12 @@ class KVTiers:
     def step_ended(self, prefills, now: float) -> None:
         """After a step: transfers finished by ``now`` land; vLLM stores each prompt chunk just computed (not yet in
         host memory); LMCache starts the disk writes of its step's stores."""
-        self.poll(now)
+        nxt = self.next_done
+        if nxt is not None and (not nxt or nxt <= now):  # poll's own test, without the call on most steps
+            self.poll(now)
         usage = self.usage
         if not usage or now - usage[-1][0] >= self.usage_gap:
-            usage.append((now, *(store.used for store in self.stores)))
+            usage.append((now, *[store.used for store in self.stores]))
             if len(usage) > USAGE_SAMPLES:  # every other sample, twice the gap: bounded whatever the run's length
                 del usage[1::2]
                 self.usage_gap = 2 * self.usage_gap if self.usage_gap else now / len(usage)
@@ -428,21 +430,26 @@ class KVTiers:
                 self.finish()
             return
         host = self.plan.tiers[0]
+        inserted = False
         for r, _ in prefills:
             offered = self.offer(r, r.num_computed)
             if offered is None:
                 continue
-            done = self.stores[0].insert_ranges(offered[0])
+            inserted = True
+            host_store = self.stores[0]
+            before = host_store.inserted
+            done = host_store.insert_ranges(offered[0])
             if done is None:
                 self.store_skips[0] += 1
                 continue
-            n = sum(b - a for _, a, b in done)
+            n = host_store.inserted - before
             if n:
                 nbytes = n * host.rank_chunk_bytes
                 self.send(self.writes[0], now, nbytes, (STORE, 0, done, nbytes, n), n * host.op_latency)
                 self.stored_bytes[0] += nbytes * self.copies
                 self.stored_chunks[0] += n
-        self.note_evictions()
+        if inserted:  # only this step's stores can have evicted since the last note
+            self.note_evictions()
         if self.finishing:
             self.finish()
 

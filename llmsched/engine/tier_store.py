@@ -89,13 +89,31 @@ class TierStore(Ring):
 
     segs = Ring.nodes  # the rank list, the first to be evicted first
 
+    # Ring's two moves for segments: compiled, a segment's links are fields, not attributes looked up by name
+    def append(self, node: Seg) -> None:
+        s = node
+        head = self.head
+        s.prev = head.prev
+        s.next = head
+        head.prev.next = s
+        head.prev = s
+
+    def unlink(self, node: Seg) -> None:
+        s = node
+        s.prev.next = s.next
+        s.next.prev = s.prev
+        s.prev = s.next = None
+
     # --- the table --------------------------------------------------------------------------------------------
     def overlapping(self, key: int, a: int, b: int) -> list:
         """The segments of ``key`` holding chunks of ``[a, b)``, by position."""
+        out = []
         listed = self.table.get(key)
-        if not listed:
-            return []
-        return [s for s in listed if s.lo < b and s.hi > a]
+        if listed:
+            for s in listed:
+                if s.lo < b and s.hi > a:
+                    out.append(s)
+        return out
 
     def split(self, seg: Seg, at: int) -> Seg:
         """``seg`` becomes ``[lo, at)`` and a new ``[at, hi)`` (returned), in rank order beside it."""
@@ -187,11 +205,11 @@ class TierStore(Ring):
         """``pin`` of ``(key, a, b)`` ranges."""
         for key, a, b in ranges:
             for s in self.cover(key, a, b):
-                was = s.evictable
+                was = s.ready and not s.pins
                 s.pins += by
                 assert s.pins >= 0, "a KV tier chunk unpinned more often than pinned"
-                if was != s.evictable:
-                    self.evictable += (s.hi - s.lo) if s.evictable else -(s.hi - s.lo)
+                if was != (s.ready and not s.pins):
+                    self.evictable += -(s.hi - s.lo) if was else (s.hi - s.lo)
 
     def rerank(self, keys: list, starts: list, lo: int, hi: int) -> None:
         """The held chunks of ``[lo, hi)`` take fresh ranks, the tail oldest and the head newest."""
