@@ -1,8 +1,8 @@
 """Sub-commands of ``llmsched theory`` and ``llmsched reproduce``, from an explicit table of modules.
 
-Each module named in the table (in this package) defines ``NAME`` (the sub-command), ``HELP`` (one line),
-``FUNCTION`` (the library function its options feed) and ``add_arguments(parser)``; nothing scans a folder, so a
-helper module beside them is never taken for a command. How the command runs is said once, here, for all:
+Each module named in the table (in this package) is a sub-command, named by the module: ``theory_rad_bound`` is
+``llmsched theory rad-bound``. It defines ``HELP`` (one line), ``FUNCTION`` (the library function its options feed)
+and ``add_arguments(parser)``; nothing scans a folder, so a helper module beside them is never taken for a command. How the command runs is said once, here, for all:
 ``FUNCTION`` is called with the options (``keywords``). A module that prints the result defines
 ``print_text(out, args) -> int`` and gets a ``--json`` option (the result as JSON instead); one that runs otherwise
 defines ``run(args) -> int``.
@@ -32,11 +32,16 @@ def add_package_commands(sub, modules: tuple[str, ...], title: str, help_text: s
     inner = parser.add_subparsers(dest="subcommand", metavar="NAME")
     for name in modules:
         module = importlib.import_module(f"{__package__}.{name}")
-        p = inner.add_parser(module.NAME, help=module.HELP, description=module.HELP,
+        p = inner.add_parser(command_name(name, title), help=module.HELP, description=module.HELP,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
         add_options(module, p)
         p.set_defaults(func=runner(module))
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+
+def command_name(module: str, title: str) -> str:
+    """The sub-command of ``llmsched TITLE`` that module ``module`` defines: its name after ``TITLE_``, dashed."""
+    return module.removeprefix(f"{title}_").replace("_", "-")
 
 
 def runner(module):

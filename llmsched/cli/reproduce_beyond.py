@@ -6,7 +6,6 @@ from ..capacity.cache import default_dir
 from ..reproduce.beyond import FAST_COMPETITORS, HELD_OUT_SEED, SETTINGS, reproduce
 from .package_commands import run_field_option
 
-NAME = "beyond"
 FUNCTION = reproduce
 HELP = ("every competitor tuned for the same SLOs and traffic (llmsched tune), then its capacity on held-out seeds "
         "and on a different workload of the same kind: vllm-chunked, sarathi, slai, fairbatching, nested-wait, "

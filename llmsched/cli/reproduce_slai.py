@@ -4,7 +4,6 @@ from __future__ import annotations
 from ..reproduce.slai import reproduce
 from .package_commands import run_field_option
 
-NAME = "slai"
 FUNCTION = reproduce
 HELP = ("Bari et al. Fig. 7/8 and capacities: vLLM, Sarathi and SLAI on Mistral-7B / RTX 6000 Ada, "
         "paid and free tiers")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from ..reproduce.splitwise import reproduce
 from .package_commands import run_field_option
 
-NAME = "splitwise"
 FUNCTION = reproduce
 HELP = ("Patel et al. (ISCA 2024): Llama-2-70B DGX-H100/DGX-A100 clusters at iso-power and iso-cost, colocated vs "
         "Splitwise-HH/AA/HA, on the Azure code and conversation traces; the batch-time model checked against the "

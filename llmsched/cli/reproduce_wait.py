@@ -5,7 +5,6 @@ from ..reproduce.wait import reproduce
 from ..reproduce.wait_runs.experiments import SETTINGS
 from .package_commands import run_field_option
 
-NAME = "wait"
 FUNCTION = reproduce
 HELP = "Ao et al.: Example 2, Thm 1 scaling, Nested WAIT overflow ≤ δ, WAIT/Nested WAIT vs vLLM and Sarathi"
 
