@@ -7,9 +7,6 @@ from ..reproduce.beyond import FAST_COMPETITORS, HELD_OUT_SEED, SETTINGS, reprod
 from .package_commands import run_field_option
 
 FUNCTION = reproduce
-HELP = ("every competitor tuned for the same SLOs and traffic (llmsched tune), then its capacity on held-out seeds "
-        "and on a different workload of the same kind: vllm-chunked, sarathi, slai, fairbatching, nested-wait, "
-        "infermax, deferred-prefill, goodput")
 
 
 def add_arguments(p) -> None:

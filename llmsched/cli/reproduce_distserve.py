@@ -6,8 +6,6 @@ from ..reproduce.distserve import reproduce
 from .package_commands import run_field_option
 
 FUNCTION = reproduce
-HELP = ("Zhong et al. (OSDI 2024): DistServe's prefill/decode instances vs colocated vLLM (OPT-13B/66B, A100-80GB) on "
-        "the artifact's chatbot and summarization settings: per-GPU rate at which 90%% of requests meet TTFT and TPOT")
 
 
 def add_arguments(p) -> None:

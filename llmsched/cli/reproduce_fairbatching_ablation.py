@@ -8,8 +8,6 @@ from ..workload.lengths.length_presets import LENGTH_PRESETS
 from .package_commands import keywords, print_report, run_field_option
 
 FUNCTION = settings
-HELP = ("Lyu et al. FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla with one factor "
-        "changed at a time")
 
 
 def add_arguments(p) -> None:

@@ -6,7 +6,6 @@ from ..reproduce.fairness import reproduce
 from .package_commands import run_field_option, run_field_options
 
 FUNCTION = reproduce
-HELP = "tenants: vtc/wfq light-tenant TTFT and throughput, Jain's index, priority TTFT p99 and thrown-away work"
 
 
 def add_arguments(p) -> None:

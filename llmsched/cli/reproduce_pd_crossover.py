@@ -6,8 +6,6 @@ from ..reproduce.pd_crossover import reproduce
 from .package_commands import run_field_option
 
 FUNCTION = reproduce
-HELP = ("colocated x2/x3 vs 1P1D/2P1D (Llama-3-8B, H100) on prompt-heavy, balanced and decode-heavy traffic: capacity "
-        "per GPU and latencies at a common rate")
 
 
 def add_arguments(p) -> None:

@@ -5,8 +5,6 @@ from ..reproduce.slai import reproduce
 from .package_commands import run_field_option
 
 FUNCTION = reproduce
-HELP = ("Bari et al. Fig. 7/8 and capacities: vLLM, Sarathi and SLAI on Mistral-7B / RTX 6000 Ada, "
-        "paid and free tiers")
 
 
 def add_arguments(p) -> None:

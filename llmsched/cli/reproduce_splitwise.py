@@ -6,9 +6,6 @@ from ..reproduce.splitwise import reproduce
 from .package_commands import run_field_option
 
 FUNCTION = reproduce
-HELP = ("Patel et al. (ISCA 2024): Llama-2-70B DGX-H100/DGX-A100 clusters at iso-power and iso-cost, colocated vs "
-        "Splitwise-HH/AA/HA, on the Azure code and conversation traces; the batch-time model checked against the "
-        "paper's DGX step times")
 
 
 def add_arguments(p) -> None:

@@ -6,7 +6,6 @@ from ..reproduce.wait_runs.experiments import SETTINGS
 from .package_commands import run_field_option
 
 FUNCTION = reproduce
-HELP = "Ao et al.: Example 2, Thm 1 scaling, Nested WAIT overflow ≤ δ, WAIT/Nested WAIT vs vLLM and Sarathi"
 
 
 def add_arguments(p) -> None:

@@ -7,8 +7,6 @@ from .argtypes import count
 from .package_commands import run_field_option, run_field_options
 
 FUNCTION = compute
-HELP = ("Mohanty et al.: throughput ρ(K) of refilling after K departures (Theorem 1, Prop. 1) and "
-        "the optimal K*")
 
 
 def add_arguments(p) -> None:
