@@ -165,6 +165,18 @@ def run_field_options(p, *names: str) -> None:
         run_field_option(p, name)
 
 
+# options several experiments take, in one wording; each has its library parameter's default (``library_defaults``)
+EXPERIMENT_OPTIONS = {"out": dict(help="output folder (default %(default)s)"),
+                      "resolution": dict(type=float, help="capacity resolution (default %(default)s)"),
+                      "jobs": dict(type=int, help="parallel runs (default %(default)s)")}
+
+
+def experiment_options(p, *names: str) -> None:
+    """The options ``--NAME`` of ``names`` (keys of EXPERIMENT_OPTIONS), as ``run_field_options`` gives run fields'."""
+    for name in names:
+        p.add_argument(f"--{name}", default=None, **EXPERIMENT_OPTIONS[name])
+
+
 def field_type(name: str):
     """An argparse ``type`` for run field ``name``: the text as the field's kind, within its declared range."""
     spec = RUN_FIELDS[name]
