@@ -137,7 +137,7 @@ def test_simulate_draws_plots_only_when_asked(tmp_path, capsys):
 
 def test_the_theory_and_reproduce_tables_name_every_command_module():
     """The sub-commands come from explicit tables: a module of llmsched/cli/ that defines a theory or reproduce
-    sub-command (``NAME`` and ``FUNCTION``) but is missing from its table would never be offered."""
+    sub-command (``FUNCTION`` and ``add_arguments``) but is missing from its table would never be offered."""
     import ast
     from pathlib import Path
     import llmsched
@@ -147,9 +147,10 @@ def test_the_theory_and_reproduce_tables_name_every_command_module():
     for package, table in (("theory", THEORY_COMMANDS), ("reproduce", REPRODUCE_COMMANDS)):
         commands = set()
         for path in root.glob(f"{package}_*.py"):
-            names = {t.id for node in ast.parse(path.read_text()).body if isinstance(node, ast.Assign)
-                     for t in node.targets if isinstance(t, ast.Name)}
-            if {"NAME", "FUNCTION"} <= names:
+            body = ast.parse(path.read_text()).body
+            names = {t.id for node in body if isinstance(node, ast.Assign) for t in node.targets
+                     if isinstance(t, ast.Name)} | {node.name for node in body if isinstance(node, ast.FunctionDef)}
+            if {"FUNCTION", "add_arguments"} <= names:
                 commands.add(path.stem)
         assert commands, package
         assert set(table) == commands, package

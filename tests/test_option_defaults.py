@@ -20,7 +20,7 @@ from llmsched.engine.limits import MAX_NUM_BATCHED_TOKENS
 from llmsched.run_config import DEFAULTS, RUN_FIELDS
 
 PACKAGE = Path(llmsched.__file__).resolve().parent
-SUB_COMMANDS = THEORY_COMMANDS + REPRODUCE_COMMANDS
+SUB_COMMANDS = (*THEORY_COMMANDS, *REPRODUCE_COMMANDS)
 
 
 def actions(parser: argparse.ArgumentParser):

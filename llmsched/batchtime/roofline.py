@@ -151,10 +151,9 @@ class RooflineBatchTime(BatchTimeModel):
                              ("host_per_seq", host_per_seq)):
             if value < 0:
                 raise ValueError(f"{label} must be >= 0 seconds, got {value}")
-        if self.host_sharpness < 1:
-            raise ValueError(f"host_sharpness must be >= 1 (inf for a hard max), got {host_sharpness}")
-        if self.sharpness < 1:
-            raise ValueError(f"sharpness must be >= 1 (inf for a hard max), got {sharpness}")
+        for label, value in (("host_sharpness", host_sharpness), ("sharpness", sharpness)):
+            if float(value) < 1:
+                raise ValueError(f"{label} must be >= 1 (inf for a hard max), got {value}")
         if self.t_col <= 0:
             raise ValueError(f"t_col must be positive, got {t_col}")
         self._precompute()

@@ -8,7 +8,8 @@ from pathlib import Path
 from ..capacity.outputs import heading, lines, write
 from ..capacity.rate_search import find_capacities
 from ..capacity.slo import check_run_slos, slos_with_attainment
-from .probe_options import add_probe_options, add_slo_options, check_cache_options, probe_cache
+from .probe_options import (add_probe_options, add_search_options, add_slo_options, check_cache_options,
+                            probe_cache, probe_seeds)
 from .run_options import add_run_options, base_config, run_configs, tuned_names
 from .runs import check_out_dir, split_names
 
@@ -27,11 +28,7 @@ def add(sub) -> None:
     who.add_argument("--scheduler", help="scheduler name (default: the --tuned files' schedulers, else sarathi)")
     who.add_argument("--schedulers", help="comma-separated names: a search for each, run side by side")
     add_slo_options(p)
-    p.add_argument("--resolution", type=float, default=0.02, help="relative width of the final interval "
-                                                                   "(default 0.02)")
-    p.add_argument("--seeds", type=int, default=1, help="seeds per probe (--seed, --seed+1, ...); a probe meets "
-                                                        "only if every seed does (default 1)")
-    p.add_argument("--max-rate", type=float, default=None, help="never probe above this rate (default 1024x start)")
+    add_search_options(p, resolution=0.02)
     add_probe_options(p)
     p.add_argument("--out", default=None, help="write capacity.json, capacity.csv and capacity.png here")
     add_run_options(p, exclude=("horizon", "rate_schedule"))
@@ -42,8 +39,6 @@ def capacity(args) -> int:
     from ..executors import make_executor
     check_out_dir(args.out)
     slos = slos_with_attainment(args.slo, args.attainment)
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     check_cache_options(args)
     if args.schedulers is not None:
         names = split_names(args.schedulers)
@@ -54,8 +49,7 @@ def capacity(args) -> int:
     configs = run_configs(args, names)
     check_run_slos(slos, configs[0], args.attainment)
     bases = {cfg.scheduler: cfg for cfg in configs}
-    seed0 = configs[0].seed
-    seeds = tuple(range(seed0, seed0 + args.seeds))
+    seeds = probe_seeds(args, configs[0].seed)
     cache = probe_cache(args)
     t0 = time.perf_counter()
     with make_executor(args.executor, jobs=args.jobs, ray_address=args.ray_address) as executor:

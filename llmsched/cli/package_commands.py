@@ -1,9 +1,10 @@
-"""Sub-commands of ``llmsched theory`` and ``llmsched reproduce``, from an explicit table of modules.
+"""Sub-commands of ``llmsched theory`` and ``llmsched reproduce``, from explicit tables of modules.
 
-Each module named in the table (in this package) defines ``NAME`` (the sub-command), ``HELP`` (one line),
-``FUNCTION`` (the library function its options feed) and ``add_arguments(parser)``; nothing scans a folder, so a
-helper module beside them is never taken for a command. How the command runs is said once, here, for all:
-``FUNCTION`` is called with the options (``keywords``). A module that prints the result defines
+Each module named in a table (in this package) is a sub-command, named by the module (``theory_rad_bound`` is
+``llmsched theory rad-bound``), its one line of help beside it, so a table reads as the command's listing. The
+module defines ``FUNCTION`` (the library function its options feed) and ``add_arguments(parser)``; nothing scans a
+folder, so a helper module beside them is never taken for a command. How the command runs is said once, here, for
+all: ``FUNCTION`` is called with the options (``keywords``). A module that prints the result defines
 ``print_text(out, args) -> int`` and gets a ``--json`` option (the result as JSON instead); one that runs otherwise
 defines ``run(args) -> int``.
 
@@ -23,20 +24,75 @@ from ..results_file import write_results
 from ..run_config import DEFAULTS, RUN_FIELDS
 from ..run_field import API, KINDS
 
+# `llmsched theory`'s sub-commands, in the order --help lists them: each a module of this package (its options,
+# the library function they feed, what it prints) and its one line of help
+THEORY_COMMANDS = {
+    "theory_deferred_prefill": "Mohanty et al.: throughput ρ(K) of refilling after K departures (Theorem 1, Prop. 1) "
+                               "and the optimal K*",
+    "theory_fluid": "Ao et al.: fluid equilibrium T*, M*, n*_j, Thp* and stability (d1·Σλc < 1); WAIT's feasible "
+                    "thresholds for a memory M; Nested WAIT's segments, thresholds, θ*_s and safety buffer for "
+                    "overflow probability δ",
+    "theory_optimal_schedule": "Kim et al. §3: the optimal offline schedule of a few requests (OR-Tools CP-SAT), its "
+                               "total latency and a proof of optimality or the gap, next to vLLM, Sarathi and their "
+                               "eviction-free variants",
+    "theory_rad_bound": "Bari et al. Theorem 1: mean optimal service time T̄ᴿ and r/T̄ᴿ, RAD's regime (a bound only in "
+                        "the paper's cost model), beside the sound throughput bound; Theorem 2's n",
+    "theory_throughput_bound": "a sound upper bound on the requests/s any scheduler can serve for a model/GPU/workload "
+                               "under the simulator's batch-time model and engine limits (what `llmsched plan` prunes "
+                               "with)",
+}
+
+# `llmsched reproduce`'s sub-commands, likewise
+REPRODUCE_COMMANDS = {
+    "reproduce_deferred_prefill": "Mohanty et al. Table 1: throughput and completion time vs K for Granite (C=331) and "
+                                  "Llama-3 (C=410) on A100",
+    "reproduce_fairbatching": "Lyu et al. FairBatching: single-node and cluster capacity, SLO sweep, ablations "
+                              "(simulated)",
+    "reproduce_fairbatching_ablation": "Lyu et al. FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla with "
+                                       "one factor changed at a time",
+    "reproduce_fairness": "tenants: vtc/wfq light-tenant TTFT and throughput, Jain's index, priority TTFT p99 and "
+                          "thrown-away work",
+    "reproduce_infermax": "Kim et al.: §4 grid (contention, eviction vs eviction-free, memory M, length ranking), §5.1 "
+                          "optimal schedules (CP-SAT) and §6 Azure conversation trace with Llama-3-70B/4×A100 (M = "
+                          "100K)",
+    "reproduce_slai": "Bari et al. Fig. 7/8 and capacities: vLLM, Sarathi and SLAI on Mistral-7B / RTX 6000 Ada, paid "
+                      "and free tiers",
+    "reproduce_wait": "Ao et al.: Example 2, Thm 1 scaling, Nested WAIT overflow ≤ δ, WAIT/Nested WAIT vs vLLM and "
+                      "Sarathi",
+    "reproduce_beyond": "every competitor tuned for the same SLOs and traffic (llmsched tune), then its capacity on "
+                        "held-out seeds and on a different workload of the same kind: vllm-chunked, sarathi, slai, "
+                        "fairbatching, nested-wait, infermax, deferred-prefill, goodput",
+    "reproduce_pd_crossover": "colocated x2/x3 vs 1P1D/2P1D (Llama-3-8B, H100) on prompt-heavy, balanced and "
+                              "decode-heavy traffic: capacity per GPU and latencies at a common rate",
+    "reproduce_splitwise": "Patel et al. (ISCA 2024): Llama-2-70B DGX-H100/DGX-A100 clusters at iso-power and "
+                           "iso-cost, colocated vs Splitwise-HH/AA/HA, on the Azure code and conversation traces; the "
+                           "batch-time model checked against the paper's DGX step times",
+    "reproduce_distserve": "Zhong et al. (OSDI 2024): DistServe's prefill/decode instances vs colocated vLLM "
+                           "(OPT-13B/66B, A100-80GB) on the artifact's chatbot and summarization settings: per-GPU "
+                           "rate at which 90% of requests meet TTFT and TPOT",
+}
+
 # what argparse adds to every Namespace of a sub-command: not an option of the analysis it runs
 PARSER_FIELDS = ("command", "subcommand", "func")
 
 
-def add_package_commands(sub, modules: tuple[str, ...], title: str, help_text: str) -> None:
+def add_package_commands(sub, commands: dict[str, str], title: str, help_text: str) -> None:
+    """``llmsched TITLE`` with a sub-command for each module of ``commands`` (module name -> its help)."""
     parser = sub.add_parser(title, help=help_text, description=help_text)
     inner = parser.add_subparsers(dest="subcommand", metavar="NAME")
-    for name in modules:
+    for name, help_line in commands.items():
         module = importlib.import_module(f"{__package__}.{name}")
-        p = inner.add_parser(module.NAME, help=module.HELP, description=module.HELP,
+        # a listing's help is a format string (%(default)s ...), a description is printed as written
+        p = inner.add_parser(command_name(name, title), help=help_line.replace("%", "%%"), description=help_line,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
         add_options(module, p)
         p.set_defaults(func=runner(module))
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+
+def command_name(module: str, title: str) -> str:
+    """The sub-command of ``llmsched TITLE`` that module ``module`` defines: its name after ``TITLE_``, dashed."""
+    return module.removeprefix(f"{title}_").replace("_", "-")
 
 
 def runner(module):
@@ -107,6 +163,18 @@ def run_field_options(p, *names: str) -> None:
     """``run_field_option`` for each of ``names``, each with its plain help."""
     for name in names:
         run_field_option(p, name)
+
+
+# options several experiments take, in one wording; each has its library parameter's default (``library_defaults``)
+EXPERIMENT_OPTIONS = {"out": dict(help="output folder (default %(default)s)"),
+                      "resolution": dict(type=float, help="capacity resolution (default %(default)s)"),
+                      "jobs": dict(type=int, help="parallel runs (default %(default)s)")}
+
+
+def experiment_options(p, *names: str) -> None:
+    """The options ``--NAME`` of ``names`` (keys of EXPERIMENT_OPTIONS), as ``run_field_options`` gives run fields'."""
+    for name in names:
+        p.add_argument(f"--{name}", default=None, **EXPERIMENT_OPTIONS[name])
 
 
 def field_type(name: str):

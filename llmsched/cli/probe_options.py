@@ -16,6 +16,22 @@ def add_slo_options(p) -> None:
                    help="also require this fraction of requests to meet their tier's targets (--tiers)")
 
 
+def add_search_options(p, resolution: float) -> None:
+    """``--resolution``, ``--seeds`` and ``--max-rate``: how capacity and tune run each capacity search."""
+    p.add_argument("--resolution", type=float, default=resolution,
+                   help=f"relative width of each capacity search's final interval (default {resolution:g})")
+    p.add_argument("--seeds", type=int, default=1, help="seeds per probe (--seed, --seed+1, ...); a probe meets "
+                                                        "only if every seed does (default 1)")
+    p.add_argument("--max-rate", type=float, default=None, help="never probe above this rate (default 1024x start)")
+
+
+def probe_seeds(args, first: int) -> tuple[int, ...]:
+    """Every probe's seeds: ``first`` and the ``--seeds`` - 1 after it."""
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    return tuple(range(first, first + args.seeds))
+
+
 def add_probe_options(p) -> None:
     p.add_argument("--jobs", type=int, default=None, help="parallel probes (default: CPU count)")
     p.add_argument("--executor", default="local", choices=("local", "ray"), help="local process pool or Ray tasks")

@@ -1,15 +1,10 @@
 """``llmsched reproduce NAME``: a paper's headline experiment with its figures and tables, one sub-command per
-module of this package named in REPRODUCE_COMMANDS; each runs its library in ``llmsched.reproduce``."""
+module of this package named in package_commands.REPRODUCE_COMMANDS; each runs its library in ``llmsched.reproduce``."""
 from __future__ import annotations
 
-from .package_commands import add_package_commands
+from functools import partial
 
-# the modules of llmsched.cli that are the sub-commands, in the order --help lists them
-REPRODUCE_COMMANDS = ("reproduce_deferred_prefill", "reproduce_fairbatching", "reproduce_fairbatching_ablation",
-                      "reproduce_fairness", "reproduce_infermax", "reproduce_slai", "reproduce_wait",
-                      "reproduce_beyond", "reproduce_pd_crossover", "reproduce_splitwise", "reproduce_distserve")
+from .package_commands import REPRODUCE_COMMANDS, add_package_commands
 
-
-def add(sub) -> None:
-    add_package_commands(sub, REPRODUCE_COMMANDS, "reproduce",
-                         "reproduce a paper's headline experiment and write its figures and tables")
+add = partial(add_package_commands, commands=REPRODUCE_COMMANDS, title="reproduce",
+              help_text="reproduce a paper's headline experiment and write its figures and tables")

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from ..capacity.cache import default_dir
 from ..reproduce.beyond import FAST_COMPETITORS, HELD_OUT_SEED, SETTINGS, reproduce
-from .package_commands import run_field_option
+from .package_commands import experiment_options, run_field_option
 
-NAME = "beyond"
 FUNCTION = reproduce
-HELP = ("every competitor tuned for the same SLOs and traffic (llmsched tune), then its capacity on held-out seeds "
-        "and on a different workload of the same kind: vllm-chunked, sarathi, slai, fairbatching, nested-wait, "
-        "infermax, deferred-prefill, goodput")
 
 
 def add_arguments(p) -> None:
@@ -25,7 +21,7 @@ def add_arguments(p) -> None:
                    help="seconds of arrivals per probe on the other workload (default: --duration); the other "
                         "workload of a ShareGPT setting is LMSYS-Chat's short requests at ~30x the rate, so a "
                         "probe of the same length is ~30x the requests")
-    p.add_argument("--resolution", type=float, default=0.02, help="capacity resolution (default 0.02)")
+    experiment_options(p, "resolution")
     p.add_argument("--held-out", type=int, default=1, help=f"held-out seeds ({HELD_OUT_SEED}, ...; default 1)")
     p.add_argument("--search-seed", type=int, default=0, help="TPE's seed")
     p.add_argument("--no-untuned-checks", dest="untuned_checks", action="store_false",
@@ -41,4 +37,4 @@ def add_arguments(p) -> None:
     p.add_argument("--reuse", default=None, metavar="BEYOND.json",
                    help="take each (setting, scheduler)'s tuned setting from this earlier run's beyond.json instead of "
                         "tuning it again (the held-out and other-workload capacities are measured anew)")
-    p.add_argument("--out", default="reproduce-beyond", help="output folder (default reproduce-beyond/)")
+    experiment_options(p, "out")

@@ -6,10 +6,7 @@ from ..reproduce.deferred_prefill import TIMINGS, WORKLOADS, reproduce
 from ..reproduce.deferred_prefill_runs.measured_step_time import PROFILE
 from .package_commands import run_field_option
 
-NAME = "deferred-prefill"
 FUNCTION = reproduce
-HELP = ("Mohanty et al. Table 1: throughput and completion time vs K for Granite (C=331) and "
-        "Llama-3 (C=410) on A100")
 
 
 def add_arguments(p) -> None:

@@ -3,19 +3,16 @@ the artifact's settings; llmsched/reproduce/distserve.py runs it."""
 from __future__ import annotations
 
 from ..reproduce.distserve import reproduce
-from .package_commands import run_field_option
+from .package_commands import experiment_options, run_field_option
 
-NAME = "distserve"
 FUNCTION = reproduce
-HELP = ("Zhong et al. (OSDI 2024): DistServe's prefill/decode instances vs colocated vLLM (OPT-13B/66B, A100-80GB) on "
-        "the artifact's chatbot and summarization settings: per-GPU rate at which 90%% of requests meet TTFT and TPOT")
 
 
 def add_arguments(p) -> None:
     p.add_argument("--fast", action="store_true", help="CI size: the OPT-13B chatbot alone, half the requests, one "
                                                        "seed")
-    p.add_argument("--out", default=None, help="output folder (default %(default)s)")
+    experiment_options(p, "out")
     p.add_argument("--seeds", type=int, default=None, help="seeds a rate's attainment is averaged over (default "
                                                            "%(default)s)")
-    p.add_argument("--jobs", type=int, default=None, help="parallel runs (default %(default)s)")
+    experiment_options(p, "jobs")
     run_field_option(p, "seed")

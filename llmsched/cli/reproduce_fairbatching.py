@@ -7,9 +7,7 @@ import os
 from ..reproduce.fairbatching import MODELS, PARTS, TRACES, report, reproduce
 from .package_commands import keywords, print_report
 
-NAME = "fairbatching"
 FUNCTION = reproduce
-HELP = "Lyu et al. FairBatching: single-node and cluster capacity, SLO sweep, ablations (simulated)"
 
 
 def add_arguments(p) -> None:

@@ -7,10 +7,7 @@ from ..reproduce.fairbatching_ablation import (CASES, CLUSTER_SYSTEMS, LEVELS, R
 from ..workload.lengths.length_presets import LENGTH_PRESETS
 from .package_commands import keywords, print_report, run_field_option
 
-NAME = "fairbatching-ablation"
 FUNCTION = settings
-HELP = ("Lyu et al. FairBatching: capacity of FB-v, tuned Sarathi and vLLM-vanilla with one factor "
-        "changed at a time")
 
 
 def add_arguments(p) -> None:

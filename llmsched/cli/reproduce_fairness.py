@@ -5,9 +5,7 @@ from __future__ import annotations
 from ..reproduce.fairness import reproduce
 from .package_commands import run_field_option, run_field_options
 
-NAME = "fairness"
 FUNCTION = reproduce
-HELP = "tenants: vtc/wfq light-tenant TTFT and throughput, Jain's index, priority TTFT p99 and thrown-away work"
 
 
 def add_arguments(p) -> None:

@@ -3,10 +3,7 @@ from __future__ import annotations
 
 from ..reproduce.infermax import PARTS, reproduce
 
-NAME = "infermax"
 FUNCTION = reproduce
-HELP = ("Kim et al.: §4 grid (contention, eviction vs eviction-free, memory M, length ranking), "
-        "§5.1 optimal schedules (CP-SAT) and §6 Azure conversation trace with Llama-3-70B/4×A100 (M = 100K)")
 
 
 def add_arguments(p) -> None:

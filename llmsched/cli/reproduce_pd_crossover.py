@@ -3,18 +3,14 @@ llmsched/reproduce/pd_crossover.py runs it."""
 from __future__ import annotations
 
 from ..reproduce.pd_crossover import reproduce
-from .package_commands import run_field_option
+from .package_commands import experiment_options, run_field_option
 
-NAME = "pd-crossover"
 FUNCTION = reproduce
-HELP = ("colocated x2/x3 vs 1P1D/2P1D (Llama-3-8B, H100) on prompt-heavy, balanced and decode-heavy traffic: capacity "
-        "per GPU and latencies at a common rate")
 
 
 def add_arguments(p) -> None:
     p.add_argument("--fast", action="store_true", help="CI size: 40 s probes, 15%% resolution")
-    p.add_argument("--out", default=None, help="output folder (default %(default)s)")
+    experiment_options(p, "out")
     run_field_option(p, "duration", "seconds of arrivals of each probe (default %(default)s)")
-    p.add_argument("--resolution", type=float, default=None, help="capacity resolution (default %(default)s)")
-    p.add_argument("--jobs", type=int, default=None, help="parallel runs (default %(default)s)")
+    experiment_options(p, "resolution", "jobs")
     run_field_option(p, "seed")

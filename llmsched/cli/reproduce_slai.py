@@ -2,18 +2,15 @@
 from __future__ import annotations
 
 from ..reproduce.slai import reproduce
-from .package_commands import run_field_option
+from .package_commands import experiment_options, run_field_option
 
-NAME = "slai"
 FUNCTION = reproduce
-HELP = ("Bari et al. Fig. 7/8 and capacities: vLLM, Sarathi and SLAI on Mistral-7B / RTX 6000 Ada, "
-        "paid and free tiers")
 
 
 def add_arguments(p) -> None:
     p.add_argument("--fast", action="store_true",
                    help="CI size: rates 0.8 and 1.6 (extended to 2.0), 180 s, 5%% paying only (seconds)")
-    p.add_argument("--out", default="reproduce-slai", help="output folder (default reproduce-slai/)")
+    experiment_options(p, "out")
     p.add_argument("--rates", default=None, help="comma-separated rates (default 0.2,0.4,...,1.6)")
     p.add_argument("--max-rate", type=float, default=None,
                    help="extend a scheduler that meets every target at the top rate, 0.2 req/s at a time, up to "
@@ -23,5 +20,5 @@ def add_arguments(p) -> None:
     p.add_argument("--per-seq-overhead", type=float, default=0.0,
                    help="extra seconds per sequence per step in the batch-time model (a sensitivity check for the "
                         "paper engine's Python cost; default 0)")
-    p.add_argument("--jobs", type=int, default=2, help="parallel runs (default 2)")
+    experiment_options(p, "jobs")
     run_field_option(p, "seed")

@@ -5,9 +5,7 @@ from ..reproduce.wait import reproduce
 from ..reproduce.wait_runs.experiments import SETTINGS
 from .package_commands import run_field_option
 
-NAME = "wait"
 FUNCTION = reproduce
-HELP = "Ao et al.: Example 2, Thm 1 scaling, Nested WAIT overflow ≤ δ, WAIT/Nested WAIT vs vLLM and Sarathi"
 
 
 def add_arguments(p) -> None:

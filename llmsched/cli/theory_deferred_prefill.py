@@ -6,10 +6,7 @@ from ..theory.deferred_prefill import APPENDIX_A, compute
 from .argtypes import count
 from .package_commands import run_field_option, run_field_options
 
-NAME = "deferred-prefill"
 FUNCTION = compute
-HELP = ("Mohanty et al.: throughput ρ(K) of refilling after K departures (Theorem 1, Prop. 1) and "
-        "the optimal K*")
 
 
 def add_arguments(p) -> None:

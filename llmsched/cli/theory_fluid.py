@@ -7,11 +7,7 @@ from ..theory.fluid import compute
 from .argtypes import count, non_negative, positive, probability
 from .package_commands import run_field_option
 
-NAME = "fluid"
 FUNCTION = compute
-HELP = ("Ao et al.: fluid equilibrium T*, M*, n*_j, Thp* and stability (d1·Σλc < 1); WAIT's "
-        "feasible thresholds for a memory M; Nested WAIT's segments, thresholds, θ*_s and safety buffer for "
-        "overflow probability δ")
 
 
 def add_arguments(p) -> None:

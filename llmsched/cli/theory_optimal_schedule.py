@@ -8,11 +8,7 @@ from ..theory.optimal_schedule import solve
 from .argtypes import count, positive
 from .package_commands import keywords
 
-NAME = "optimal-schedule"
 FUNCTION = solve
-HELP = ("Kim et al. §3: the optimal offline schedule of a few requests (OR-Tools CP-SAT), its "
-        "total latency and a proof of optimality or the gap, next to vLLM, Sarathi and their eviction-free "
-        "variants")
 
 
 def add_arguments(p) -> None:

@@ -6,10 +6,7 @@ from ..theory.rad_bound import compute
 from .argtypes import count
 from .package_commands import run_field_option, run_field_options
 
-NAME = "rad-bound"
 FUNCTION = compute
-HELP = ("Bari et al. Theorem 1: mean optimal service time T̄ᴿ and r/T̄ᴿ, RAD's regime (a bound "
-        "only in the paper's cost model), beside the sound throughput bound; Theorem 2's n")
 
 
 def add_arguments(p) -> None:

@@ -7,10 +7,7 @@ import json
 from ..theory.throughput_bound import PRESET_REQUESTS, compute, describe
 from .package_commands import keywords, run_field_option, run_field_options
 
-NAME = "throughput-bound"
 FUNCTION = compute
-HELP = ("a sound upper bound on the requests/s any scheduler can serve for a model/GPU/workload under the "
-        "simulator's batch-time model and engine limits (what `llmsched plan` prunes with)")
 
 
 def add_arguments(p) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..capacity.slo import slos_with_attainment
 from ..tune.study import DEFAULT_BATCH, DEFAULT_BUDGET, DEFAULT_RESOLUTION
-from .probe_options import add_probe_options, add_slo_options, check_cache_options, probe_cache
+from .probe_options import (add_probe_options, add_search_options, add_slo_options, check_cache_options,
+                            probe_cache, probe_seeds)
 from .run_options import add_run_options, run_configs
 
 DESCRIPTION = (
@@ -24,6 +25,7 @@ def add(sub) -> None:
                        description=DESCRIPTION)
     p.add_argument("--scheduler", required=True, help="scheduler name (see `llmsched presets`)")
     add_slo_options(p)
+    add_search_options(p, resolution=DEFAULT_RESOLUTION)
     p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
                    help=f"capacity searches, the untuned one included (default {DEFAULT_BUDGET})")
     p.add_argument("--batch", type=int, default=DEFAULT_BATCH,
@@ -33,10 +35,6 @@ def add(sub) -> None:
     p.add_argument("--params", default=None, help="comma-separated parameters to tune (default: all it declares)")
     p.add_argument("--range", action="append", default=[], metavar="NAME=LOW:HIGH",
                    help="search NAME over LOW:HIGH instead of its declared range (repeatable)")
-    p.add_argument("--resolution", type=float, default=DEFAULT_RESOLUTION,
-                   help=f"each capacity search's relative resolution (default {DEFAULT_RESOLUTION})")
-    p.add_argument("--seeds", type=int, default=1, help="workload seeds per probe (--seed, --seed+1, ...)")
-    p.add_argument("--max-rate", type=float, default=None, help="never probe above this rate")
     p.add_argument("--check-on", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
                    help="re-measure the untuned and the best setting with these run options changed, e.g. "
                         "'seed=100' or 'workload=lmsys,seed=7' (repeatable)")
@@ -89,8 +87,6 @@ def cmd_tune(args) -> int:
     if args.budget < 1:
         raise ValueError(f"--budget {args.budget}: give at least 1 capacity search (the first is the untuned "
                          f"setting)")
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     check_cache_options(args)
     base = run_configs(args, [args.scheduler])[0]
     only = [s.strip() for s in args.params.split(",") if s.strip()] if args.params else None
@@ -98,7 +94,7 @@ def cmd_tune(args) -> int:
         raise ValueError("--params: name at least one parameter")
     params = search_space(base, only, parse_ranges(args.range))
     checks = [(text, checked_config(base, parse_check(text), text)) for text in args.check_on]
-    seeds = tuple(range(base.seed, base.seed + args.seeds))
+    seeds = probe_seeds(args, base.seed)
     cache = probe_cache(args)
     out = Path(args.out)
     print(f"tuning {base.scheduler} on {base.model}/{base.gpu} x{base.replicas}, {base.trace or base.workload}; SLOs: "

@@ -51,6 +51,8 @@ class Setting:
     named: bool = True     # one of the issue's six
 
 
+# the other traffic of a setting that keeps its lengths and makes its arrivals bursty
+BURSTY = (dict(arrival="gamma", cv=3.0), "bursty arrivals (gamma, CV 3)")
 SETTINGS = (
     Setting("sharegpt-a100", "ShareGPT / Llama-3-8B / A100", dict(model="llama-3-8b", gpu="a100", workload="sharegpt",
                                                                    rate=2.0),
@@ -60,21 +62,20 @@ SETTINGS = (
             "ttft_p50<=1s,tpot_p90<=50ms", dict(workload="sharegpt", rate=1.0), "ShareGPT lengths"),
     Setting("azure-code-h100", "azure-code / Llama-3-8B / H100", dict(model="llama-3-8b", gpu="h100",
                                                                        workload="azure-code", rate=8.0),
-            "ttft_p90<=1s,tbt_p99<=50ms", dict(arrival="gamma", cv=3.0), "bursty arrivals (gamma, CV 3)"),
+            "ttft_p90<=1s,tbt_p99<=50ms", *BURSTY),
     Setting("lmsys-h100", "LMSYS / Llama-3-8B / H100", dict(model="llama-3-8b", gpu="h100", workload="lmsys",
                                                              rate=40.0),
             "ttft_p90<=0.5s,tbt_p99<=50ms", dict(workload="sharegpt", rate=4.0), "ShareGPT lengths"),
     Setting("arxiv-h100", "arXiv summarization / Llama-3-8B / H100",
             dict(model="llama-3-8b", gpu="h100", workload="arxiv-summarization", rate=4.0),
-            "ttft_p90<=5s,tbt_p99<=100ms", dict(arrival="gamma", cv=3.0), "bursty arrivals (gamma, CV 3)"),
+            "ttft_p90<=5s,tbt_p99<=100ms", *BURSTY),
     Setting("sharegpt-a100-x4", "ShareGPT / Llama-3-8B / 4x A100, least-load router",
             dict(model="llama-3-8b", gpu="a100", workload="sharegpt", replicas=4, router="least-load", rate=8.0),
             "ttft_p90<=2s,tbt_p99<=100ms", dict(workload="lmsys", rate=60.0), "LMSYS-Chat lengths"),
     # not named by the issue: a design fitted to the six would show here
     Setting("azure-conv-h100-tight", "azure-conv / Llama-3-8B / H100, tight TTFT",
             dict(model="llama-3-8b", gpu="h100", workload="azure-conv", rate=6.0),
-            "ttft_p99<=0.5s,tbt_p99<=50ms", dict(arrival="gamma", cv=3.0), "bursty arrivals (gamma, CV 3)",
-            named=False),
+            "ttft_p99<=0.5s,tbt_p99<=50ms", *BURSTY, named=False),
     Setting("sharegpt-llama2-a100-kv", "ShareGPT / Llama-2-7B (no GQA: 4x the KV) / A100, KV-bound",
             dict(model="llama-2-7b", gpu="a100", workload="sharegpt", rate=1.5, max_total_tokens=4096),
             "ttft_p90<=2s,tbt_p99<=100ms", dict(workload="azure-conv", rate=3.0), "azure-conv lengths", named=False),

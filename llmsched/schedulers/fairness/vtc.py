@@ -9,7 +9,7 @@ from ...engine.view import ReplicaView
 from ...request import Request, Status
 from ..registry import register
 from .preemption_ledger import times_histogram
-from .queued_policy import QueuedPolicy
+from .queued_policy import QueuedPolicy, all_decode
 from .waiting_queues import WaitingQueues, tenant_key, tenant_weight
 
 RUNNING = Status.RUNNING
@@ -352,29 +352,24 @@ class VTC(QueuedPolicy):
         return step.held.get(key, 0.0) < self.reclaim * step.share
 
     def _all_decode(self, running: list[Request], bs: int, free: int) -> BatchPlan | None:
-        """queued_policy.all_decode with the charges: every decode, charged tenant by tenant, counted in the same
-        pass over the running requests (the commonest step of a busy server). None for any other step."""
+        """queued_policy.all_decode with the charges: every decode, charged tenant by tenant. None for any other
+        step."""
+        plan = all_decode(running, bs, free)
+        if plan is None:
+            return None
         count: dict = {}
-        need = 0
         for r in running:
-            computed = r.num_computed
-            if not (r.num_generated and computed + 1 == r.prompt_len + r.num_generated):
-                return None
-            if computed + 1 > r.num_blocks * bs:
-                need += 1
             key = tenant_key(r)
             c = count.get(key)
             if c is None:
                 count[key] = [1, tenant_weight(r)]
             else:
                 c[0] += 1
-        if need > free:
-            return None
         counters = self.counters
         for key, (n, weight) in count.items():
             counters[key] = counters.get(key, 0.0) + n * self.output_weight / weight
         self.last_victims = []
-        return BatchPlan(decodes=list(running))
+        return plan
 
     def _reclaim(self, step: "Step", view: ReplicaView, key, need: int, room: int,
                  decoding: bool = False) -> int | None:

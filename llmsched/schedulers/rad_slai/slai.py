@@ -161,32 +161,14 @@ class SLAI(WatermarkAdmission, Scheduler):
         decodes.sort()
         budget = min(self.token_budget, view.max_num_batched_tokens)
         free = view.free_blocks - reserved
-        bs = view.block_size
         tokens = 0
-        beta = self.max_decodes
         victims = list(partial)  # paused prefills that may still be preempted, most recent last
         while free < 0 and victims:  # swap-ins (the replica's, before this policy decides) took blocks reserved
             v = victims.pop()        # for paused prefills: the most recently paused yields, as to a short decode
             plan.preempt.append(v)
             free += view.preempt_frees(v) + view.extra_blocks(v, v.num_tokens)  # its blocks and its reservation
-        chosen = plan.decodes
-        i = 0
-        n = len(decodes)
-        # (1-2) critical decodes, by C; a decode whose KV slot is free is seated inline (the common case)
-        while i < n and tokens < budget and len(chosen) < beta:
-            c, _, _, r = decodes[i]
-            if not now >= c:
-                break
-            i += 1
-            need = 1 if r.num_computed + 1 > r.num_blocks * bs else 0
-            if need <= free:
-                free -= need
-                ok = True
-            else:
-                free, ok = self._seat(view, r, free, bs, victims, plan)
-            if ok:
-                chosen.append(r)
-                tokens += 1
+        # (1-2) critical decodes, by C
+        i, free, tokens = self._seat_decodes(view, plan, decodes, 0, free, tokens, budget, victims, until=now)
         # (3a) paused prefills, oldest first
         for r in partial:
             if tokens >= budget:
@@ -199,22 +181,36 @@ class SLAI(WatermarkAdmission, Scheduler):
         # (3b) new prompts
         if tokens < budget and view.waiting:
             free, tokens = self._admit(view, plan, free, tokens, budget)
-        # (4) non-critical decodes, by C
+        # (4) non-critical decodes, by C: no prefill is preempted for them
+        self._seat_decodes(view, plan, decodes, i, free, tokens, budget, [])
+        if plan.preempt and not plan.has_work:
+            return BatchPlan()
+        return plan
+
+    def _seat_decodes(self, view: ReplicaView, plan: BatchPlan, decodes: list, i: int, free: int, tokens: int,
+                      budget: int, victims: list, until: float | None = None) -> tuple[int, int, int]:
+        """Seat ``decodes[i:]`` in order while the token budget and max_decodes allow, up to the first whose C is
+        after ``until`` (None: no such stop); a decode whose KV slot is free is seated inline (the common case),
+        another by ``_seat``. Returns the next index, the blocks still free and the batch's tokens."""
+        chosen = plan.decodes
+        n = len(decodes)
+        bs = view.block_size
+        beta = self.max_decodes
         while i < n and tokens < budget and len(chosen) < beta:
-            r = decodes[i][3]
+            c, _, _, r = decodes[i]
+            if until is not None and not until >= c:
+                break
             i += 1
             need = 1 if r.num_computed + 1 > r.num_blocks * bs else 0
             if need <= free:
                 free -= need
                 ok = True
             else:
-                free, ok = self._seat(view, r, free, bs, [], plan)
+                free, ok = self._seat(view, r, free, bs, victims, plan)
             if ok:
                 chosen.append(r)
                 tokens += 1
-        if plan.preempt and not plan.has_work:
-            return BatchPlan()
-        return plan
+        return i, free, tokens
 
     def _seat(self, view: ReplicaView, r: Request, free: int, bs: int, victims: list,
               plan: BatchPlan) -> tuple[int, bool]:
