@@ -284,11 +284,9 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
                 x.end_step(t)
                 if x.completed:
                     drain(x, t)
+                start(x, t, t if waiting else None)  # held arrivals: no fast-forward, they join once it is planned
                 if waiting:
-                    start(x, t, t)  # no fast-forward: the held arrivals join after this step is planned
                     admit_held(x, t)
-                else:
-                    start(x, t)
             if stream and steps.full:
                 steps.flush(log.end_max)
         elif kind == WAKE:
