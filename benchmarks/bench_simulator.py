@@ -20,6 +20,9 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
   same run with and without it (target: at most 1.25x); this checkout only;
 * ``offload``: the ``prefix`` row with the cache on, without KV tiers and with a 200 GiB host-memory tier in each
   connector's model (vllm, lmcache; docs/kv-offload.md): the tiers' cost, at most 1.25x; this checkout only;
+* ``disagg``: ``--disaggregate 1P1D`` against ``--replicas 2`` (the same two GPUs), 3,000 requests at 3 req/s of
+  sharegpt, azure-code and azure-conv, Llama-3-8B on A100s, sarathi: ``experiment.run``'s CPU, the median of three
+  runs (target: 1P1D within 1.3x of colocated); this checkout only;
 * ``replicas``: simulation CPU per step with 1, 8 and 32 replicas (round-robin, 4 req/s and 2,000 requests per
   replica; the 1-replica row, a tenth of a second, is the median of five runs; several replicas run as lanes,
   llmsched/sim/lanes.py);
@@ -40,7 +43,7 @@ and prints after/before ratios measured in the same run; ``--baseline pure`` run
 The machine is shared: compare ratios, not absolutes.
 
     python benchmarks/bench_simulator.py [--rows conv,x10,replicas,routers,running256,vllm-v1,configjson,200k,1m,
-        mooncake200k,mooncake1m,prefix,offload] [--baseline PATH|pure]
+        mooncake200k,mooncake1m,prefix,offload,disagg] [--baseline PATH|pure]
 """
 from __future__ import annotations
 
@@ -80,9 +83,16 @@ from llmsched.routing.registry import make_router
 from llmsched.sim.simulator import simulate
 spec = json.loads(sys.argv[1])
 repeat = spec.pop("repeat", 1)
+whole = spec.pop("whole_run", False)  # time experiment.run: building the workload and the replicas included
 cfg = RunConfig(**spec)
 cpus = []
 for _ in range(repeat):  # a short row: the median of several runs, each on a fresh workload and replicas
+    if whole or cfg.runs_as_fleet:  # a fleet (disaggregated, autoscaled) runs only whole
+        from llmsched.experiment import run
+        t0 = time.process_time()
+        result = run(cfg)
+        cpus.append(time.process_time() - t0)
+        continue
     source = build_source(cfg)
     replicas = build_replicas(cfg, workload_params(cfg, source))
     t0 = time.process_time()
@@ -233,6 +243,17 @@ def unpinned_rows(names: list[str], tmp: Path):
                 yield f"Mooncake conv, prefix cache, {label}", "sim-now", {
                     "scheduler": "vllm-chunked", "trace": str(resolve_data_file("conversation_trace.jsonl")),
                     "rate": 2.0, "model": "llama-3.1-8b", "gpu": "h100", "replicas": 8, "keep_gaps": False, **extra}
+        elif name == "disagg":
+            # 1P1D against two colocated replicas (the same GPUs) on a prompt-heavy, a balanced and a conversation
+            # mix (docs/disaggregation.md, "Simulation speed"), on the default batch time: both timed through
+            # experiment.run (the colocated one's workload and replicas built inside the timing too, as a fleet's
+            # pools are), the median of three runs
+            for workload in ("sharegpt", "azure-code", "azure-conv"):
+                for label, layout in (("colocated x2", {"replicas": 2}), ("1P1D", {"disaggregate": "1P1D"})):
+                    yield f"{workload}, {label}", "sim-now", {
+                        "scheduler": "sarathi", "workload": workload, "rate": 3.0, "num_requests": 3000,
+                        "model": "llama-3-8b", "gpu": "a100", "batch_time": "vllm-v1", "repeat": 3,
+                        "whole_run": True, **layout}
         elif name == "replicas":
             for n in (1, 8, 32):
                 yield f"{n} replica(s), sarathi", "sim", {
@@ -272,7 +293,7 @@ def unpinned_rows(names: list[str], tmp: Path):
                         "max_num_batched_tokens": 2048, "repeat": 3}
         else:
             raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, mooncake200k, mooncake1m, prefix, "
-                             f"offload, replicas, routers, running256, vllm-v1, configjson")
+                             f"offload, disagg, replicas, routers, running256, vllm-v1, configjson")
 
 
 def refuse_stale_build(allowed: bool) -> None:

@@ -59,6 +59,7 @@ MODULES = (
     "llmsched.routing.least_loaded",
     "llmsched.routing.pab",
     "llmsched.routing.vllm_dp",
+    "llmsched.sim.fleet_loop",
     "llmsched.sim.lanes",
     "llmsched.sim.simulator",
     "llmsched.workload.workload",

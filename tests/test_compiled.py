@@ -42,8 +42,17 @@ for mode, size in tiers:
     cfg = RunConfig(scheduler="vllm-chunked", workload="shared-prefix", rate=20.0, num_requests=300, num_blocks=400,
                     kv_offload=f"cpu:{size}", kv_offload_mode=mode, seed=5)
     (out / f"tiers-{mode}-{size}.json").write_text(json.dumps(_files(cfg, out, f"tiers-{mode}-{size}")))
+# fleets in the fleet loop (sim/fleet_loop.py): disaggregated, and scaled while it runs
+fleets = {"fleet-1P1D": dict(disaggregate="1P1D", workload="azure-code", rate=4.0, num_requests=200),
+          "fleet-2P1D-llm-d": dict(disaggregate="2P1D", pd_decider="llm-d", workload="sharegpt", rate=6.0,
+                                   num_requests=200),
+          "fleet-autoscaled": dict(replicas=1, autoscaler="hpa", cold_start=5.0, workload="azure-conv", rate=8.0,
+                                   num_requests=600)}
+for name, fields in fleets.items():
+    cfg = RunConfig(scheduler="sarathi", seed=5, **fields)
+    (out / f"{name}.json").write_text(json.dumps(_files(cfg, out, name)))
 print(json.dumps({"state": llmsched.compiled.STATE, "replica": llmsched.engine.replica.__file__,
-                  "cases": len(cases) + len(tiers)}))
+                  "cases": len(cases) + len(tiers) + len(fleets)}))
 """
 
 
