@@ -39,6 +39,7 @@ from pathlib import Path
 MODULES = (
     "llmsched.request",
     "llmsched.engine.kv_cache",
+    "llmsched.engine.kv_network",
     "llmsched.engine.decode_group",
     "llmsched.engine.decode_run",
     "llmsched.engine.group_steps",
