@@ -40,6 +40,8 @@ MODULES = (
     "llmsched.request",
     "llmsched.engine.kv_cache",
     "llmsched.engine.kv_network",
+    "llmsched.engine.kv_tiers",
+    "llmsched.engine.kv_transfer",
     "llmsched.engine.decode_group",
     "llmsched.engine.decode_run",
     "llmsched.engine.group_steps",
