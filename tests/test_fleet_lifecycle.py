@@ -276,3 +276,14 @@ def test_a_controller_scales_the_fleet_through_the_same_entry_point():
     asked = [entered(life)[PROVISIONING] for life in state.lives[1:]]
     assert all(j == a + 5.0 for j, a in zip(joins, asked)) and asked == sorted(asked)
     assert result.end_time < 400 / 12 + 60  # its ticks do not keep the run going after the last request
+
+
+def test_the_timeline_counts_a_replica_given_up_in_the_instant_it_warmed_as_gone():
+    """A replica that enters warm and is given up at the same t ends gone in the timeline (its states in the order
+    it entered them, not by name: 'gone' sorts before 'warm')."""
+    life = Life(0, "a", PROVISIONING, 0.0)
+    life.enter(LOADING, 1.0)
+    life.enter(WARM, 7.0)
+    life.enter(GONE, 7.0)
+    rows = timeline([life, Life(1, "a", SERVING, 0.0)], 20.0)
+    assert rows[-1] == {"t": 7.0, PROVISIONING: 0, LOADING: 0, WARM: 0, SERVING: 1, DRAINING: 0}

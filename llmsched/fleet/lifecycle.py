@@ -86,11 +86,13 @@ class Life:
 def timeline(lives: list[Life], end: float) -> list[dict]:
     """The replicas in each state over time: one row at t = 0 and one at every time a replica changed state (up
     to ``end``), each row the counts from that time on."""
-    changes = sorted((since, i, state) for i, life in enumerate(lives) for state, since in life.entered
-                     if since <= end)
+    # by time, then replica, then the order it entered them: a replica given up in the instant it entered a phase
+    # (warm, then gone, at one t) ends in its later state
+    changes = sorted((since, i, n, state) for i, life in enumerate(lives)
+                     for n, (state, since) in enumerate(life.entered) if since <= end)
     current: dict[int, str] = {}
     rows: list[dict] = []
-    for k, (t, i, state) in enumerate(changes):
+    for k, (t, i, _, state) in enumerate(changes):
         current[i] = state
         if k + 1 < len(changes) and changes[k + 1][0] == t:
             continue  # the row after every change at this instant
