@@ -196,7 +196,12 @@ class RADLowTBT(_TiledBase):
             plan = self._start(view, lcm) if current is None else None
             return plan if plan is not None else BatchPlan()
         plan = BatchPlan()
-        add_decodes(view, plan, self._active)
+        # the batch decodes; a decode short of a block preempts the newest decoding request outside the batch
+        # first (as RAD's does), the batch's own newest only then: with a batch of one, preempting itself alone
+        # would leave every other decode holding the cache and the replica idle
+        active = {r.id for r in self._active}
+        others = [r for r in decoding if r.id not in active]
+        add_decodes(view, plan, self._active + others, limit=len(self._active))
         if plan.preempt and not plan.decodes:
             return BatchPlan()
         return plan
