@@ -284,3 +284,15 @@ def test_a_remainder_too_small_to_move_the_clock_still_ends(shared):
     finally:
         signal.alarm(0)
     assert sorted(tag for tag, _ in done) == (["a", "b"] if shared else ["a", "b", "c"])
+
+
+def test_one_token_prompts_sent_to_a_full_decode_cache_are_admitted_on_the_blocks_they_hold():
+    """A one-token prompt arrives with its one block and none of its tokens computed (its last token is the one
+    the decode side computes): its admission takes no further block. Before, it was sized as a new request (one
+    more block), so a decode cache filled by such loads stood idle for ever (the full-size fuzz's seed 3973)."""
+    blocks = 3  # three loaded one-token prompts fill it; each grows within its own block
+    result, state = pd(one_by_one((1, 4), (1, 4), (1, 4), (1, 4), gap=0.0001), scheduler="sarathi",
+                       decode_pool={"num_blocks": blocks})
+    cols = result.requests.cols
+    assert list(cols["status"]) == [int(Status.FINISHED)] * 4
+    assert state.replicas[1].kv.free == blocks

@@ -142,7 +142,8 @@ class ReplicaView:
         instance sent its prompt's) takes the blocks beyond those it holds."""
         r = self._r
         kv = r.kv
-        if req.num_computed:  # its prompt's KV loaded from a prefill instance: it holds those blocks
+        if req.num_blocks:  # its KV loaded (a prefill instance's, a tier's): it holds those blocks, even a one-token
+            # prompt's sent with none computed
             return kv.extra_blocks(req, req.num_computed + n)
         if not r.caching or req.content is None:
             return kv.blocks_for(n)
