@@ -296,3 +296,17 @@ def test_one_token_prompts_sent_to_a_full_decode_cache_are_admitted_on_the_block
     cols = result.requests.cols
     assert list(cols["status"]) == [int(Status.FINISHED)] * 4
     assert state.replicas[1].kv.free == blocks
+
+
+def test_goodput_serves_prompts_that_hold_their_kv_before_one_that_cannot_grow_into_the_cache_they_hold():
+    """A decode instance under goodput with a one-token step: the long decode runs alone while six sent prompts
+    arrive and hold most of its cache, waiting. When it finds no block it is preempted; resumed first (goodput's
+    rule), it could only recompute up to the same wall again. Before, an idle replica admitted it past the KV
+    threshold for ever (the livelock guard ended the run); now the prompts that hold their KV run first."""
+    lengths = [(10, 200)] + [(40, 4)] * 6
+    source = OpenLoop([Request(i, 1.0 + i * 0.01, p, o) for i, (p, o) in enumerate(lengths)])
+    result, state = pd(source, scheduler="goodput", max_num_batched_tokens=1, decode_pool={"num_blocks": 16})
+    cols = result.requests.cols
+    assert list(cols["status"]) == [int(Status.FINISHED)] * 7
+    assert sorted(cols["generated"]) == [4] * 6 + [200]
+    assert state.replicas[1].kv.free == 16

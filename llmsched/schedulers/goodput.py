@@ -23,7 +23,9 @@ A step is built in four moves.
    ``order="spf"`` drops the missed-target rule, ``"fcfs"`` the shortest-first order.
 4. **Memory-aware admission** (WAIT's thresholds, Ao et al.; SLAI's watermark): a new prompt is admitted
    only while the KV held plus every admitted prompt's remaining blocks plus this one stays under ``kv_admit`` of
-   the cache, so that decodes growing into the rest do not cascade into evictions. When a decode still finds no
+   the cache, so that decodes growing into the rest do not cascade into evictions. On an idle replica a prompt past
+   the threshold runs only if no other prompt can: prompts that already hold their KV (a prefill instance sent
+   them) would otherwise wait behind one that can never grow into the cache they hold. When a decode still finds no
    block, the victim is the **cheapest to recompute** (InferMax's cost-aware eviction, Kim et al. §6:
    least KV computed first), not the newest. ``evict="newest"`` is vLLM's rule (the ablation).
 
@@ -234,6 +236,7 @@ class Goodput(Scheduler):
         promised = sum(view.extra_blocks(r, r.prompt_len + r.num_generated) for r in partial)
         used = total - free + promised
         limit = self.kv_admit * total
+        alone = None  # the first prompt over the threshold while nothing runs: admitted only if nothing else can be
         for _, r in pending:
             if cap <= 0 or (left <= 0 and plan.prefills):
                 break
@@ -259,7 +262,11 @@ class Goodput(Scheduler):
             need = -(-(k + n) // bs) - r.num_blocks
             if admit:
                 whole = -(-(r.prompt_len + r.num_generated) // bs) - r.num_blocks  # (a sent prompt holds its own)
-                if need > free or (whole and used + whole > limit and (view.num_running or plan.prefills)):
+                if need > free:
+                    continue
+                if whole and used + whole > limit:
+                    if alone is None and not view.num_running:
+                        alone = (r, n, need)
                     continue
                 seats -= 1
                 used += whole
@@ -269,6 +276,8 @@ class Goodput(Scheduler):
             free -= need
             cap -= n
             left -= per_token * n + per_context * (k + n)
+        if alone is not None and not plan.prefills:
+            plan.prefills.append(alone[:2])  # an empty replica serves it past the threshold: nothing else can run
 
     def _ordered(self, view, partial, waiting, now: float, per_token: float) -> list:
         """(priority, request) for every prompt to run, lowest first: requests resuming after a preemption (their
