@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from llmsched import fleet_setup
 from llmsched.batchtime.base import Batch
 from llmsched.cli import main
 from llmsched.content import Content, Space, piece_id
@@ -310,3 +311,43 @@ def test_goodput_serves_prompts_that_hold_their_kv_before_one_that_cannot_grow_i
     assert list(cols["status"]) == [int(Status.FINISHED)] * 7
     assert sorted(cols["generated"]) == [4] * 6 + [200]
     assert state.replicas[1].kv.free == 16
+
+
+def test_a_decode_instance_reserves_at_its_next_step_end_without_asking_its_policy_while_its_plan_repeats(
+        monkeypatch):
+    """One long request decodes alone on the decode instance (its plan repeats) while short ones are sent to it:
+    each is reserved, and its transfer starts, at the end of the decode step after the one it arrived in (vLLM's
+    scheduling point, planned without it), as when the policy is asked there; the policy is asked only for what
+    it sees (a loaded request's admission, its first-token step, a finish), and the step row that ends at a
+    reservation reports the KV as the step left it."""
+    short = 6
+    reqs = [Request(0, 0.0, 300, 4000)] + [Request(i, 1.0 * i, 300, 3) for i in range(1, short + 1)]
+    cfg = RunConfig(latency_boundary="engine", scheduler="sarathi", disaggregate="1P1D")
+    asked = []
+    build = fleet_setup.build_fleet
+
+    def watched(*args, **kwargs):
+        state = build(*args, **kwargs)
+        decode = state.replicas[1].scheduler
+        schedule = decode.schedule
+        decode.schedule = lambda view: (asked.append(view.now), schedule(view))[1]
+        return state
+
+    monkeypatch.setattr(fleet_setup, "build_fleet", watched)
+    result, _ = simulate_fleet_config(cfg, OpenLoop(reqs))
+    cols, steps = result.requests.cols, result.steps.arrays()
+    mine = steps["replica"] == 1
+    ends = steps["start"][mine] + steps["duration"][mine]
+    used = steps["kv_used_blocks"][mine]
+    prefill_ends = np.sort(steps["start"][~mine] + steps["duration"][~mine])
+    by_id = {int(rid): i for i, rid in enumerate(cols["id"])}
+    for rid in range(1, short + 1):
+        i = by_id[rid]
+        hop = prefill_ends[np.searchsorted(prefill_ends, cols["arrival"][i])]  # its prompt, alone in one step
+        in_flight = int(np.searchsorted(ends, hop))  # the decode step it arrived in
+        k = in_flight + 1
+        assert cols["transfer_start"][i] == ends[k], (rid, cols["transfer_start"][i], ends[k - 1:k + 2])
+        # that step's row: the long request's blocks alone (at most one more); the next one's: the prompt's too
+        assert used[k] - used[k - 1] <= 1 and used[k + 1] - used[k] >= -(-300 // 16), used[k - 1:k + 2]
+    assert set(cols["status"]) == {int(Status.FINISHED)}
+    assert len(asked) <= 3 * short, asked

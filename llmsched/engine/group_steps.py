@@ -17,6 +17,7 @@ from ..request import Request, Status
 from .decode_group import TRIM_AT, DecodeGroup
 from .decode_run import fast_forward_group
 from .plan import BatchPlan
+from .remote_kv import reserve
 from .tokens import advance_chunk
 
 WAITING, RUNNING, FINISHED = Status.WAITING, Status.RUNNING, Status.FINISHED
@@ -43,8 +44,9 @@ class GroupSteps:
     # --- a step that repeats ----------------------------------------------------------------------------------
     def end_and_repeat(self, now: float) -> bool:
         """``end_step(now)`` then ``start_step(now)`` in one go for the commonest step of a busy replica: one that
-        decoded the whole group and nothing else, finishes no one, and will be repeated (``repeats``). False
-        (nothing done) for any other step. Same state, row and duration as the two calls; the caller folds the
+        decoded the whole group and nothing else, finishes no one, and will be repeated (``repeats``); requests
+        received by a decode instance take their blocks here as at any scheduling point (``Replica.reserved``
+        lists them). False for any other step (nothing done but that reservation). Same state, row and duration as the two calls; the caller folds the
         steps that follow (``fold``) when the new one ends before its next event, as ``start_step`` would."""
         g = self.group
         rep = self.rep
@@ -56,7 +58,12 @@ class GroupSteps:
         kv = rep.kv
         need = g.hist[-nxt % g.block_size]
         if (nxt in g.finish_at or g.partials or rep.waiting or rep.swapped or rep.loading
-                or rep.asked_at != rep.arrivals or need > kv.free or rep.receiving):
+                or rep.asked_at != rep.arrivals):
+            return False
+        used = kv.total - kv.free  # as the step ended: before this scheduling point's reservations
+        if rep.receiving:  # the scheduling point reserves, whatever the plan (the policy sees no received request)
+            reserve(rep)
+        if need > kv.free:
             return False
         assert clock.busy and len(rep.running) == g.size
         # end_step: the group decodes, nobody finishes (g.step and record_step written out: the hot path of a
@@ -71,7 +78,7 @@ class GroupSteps:
         duration = now - start
         self.steady = True
         rep.counters.step(duration)
-        rep.add_row(rep.index, start, duration, 0, 0, n, clock.row[3], kv.total - kv.free, kv.total, 0, n, 0)
+        rep.add_row(rep.index, start, duration, 0, 0, n, clock.row[3], used, kv.total, 0, n, 0)
         clock.repeat(now)
         if rep.config.check_invariants:
             rep.check()

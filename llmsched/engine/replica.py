@@ -169,10 +169,10 @@ class Replica:
 
     # --- requests whose prompt KV a prefill instance sends (remote_kv.py) -----------------------------------------
     def receive(self, req: Request, now: float) -> bool:
-        """Queue ``req``, a decode request without its prompt's KV, or reject it when it can never be served."""
+        """Queue ``req``, a decode request without its prompt's KV, or reject it when it can never be served. Not
+        an arrival for the policy: it sees the request once its KV is ``loaded``."""
         self.version += 1
         self.clock.tick(now)
-        self.arrivals += 1
         return remote_kv.receive(self, req)
 
     def loaded(self, req: Request, now: float) -> None:

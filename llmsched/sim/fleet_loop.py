@@ -273,7 +273,9 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
         if kind == STEP_END:
             waiting = held is not None and held.get(x.index)
             if x.end_and_repeat(t):  # the same plan again: fold the steps before the next event
-                if not waiting and x.step_end < next_event():
+                if x.reserved:
+                    start_transfers(x, t)
+                if not waiting and not x.receiving and x.step_end < next_event():
                     x.fold(next_event(), horizon)
                 push(x.step_end, STEP_END, x)
                 if x.completed:
