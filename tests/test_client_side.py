@@ -59,7 +59,7 @@ def test_the_client_sees_the_front_end_on_both_sides_of_the_engine():
 
 
 def test_a_long_prompt_sent_first_can_reach_the_engine_second():
-    slow = FrontEnd("slow-tokeniser", request_fixed=1e-3, per_prompt_token=1e-5)
+    slow = FrontEnd("slow-tokeniser", "a slow tokeniser, for this test", request_fixed=1e-3, per_prompt_token=1e-5)
     long, short = Request(0, 0.0, 4000, 10), Request(1, 0.001, 10, 10)
     order = list(client_sends(OpenLoop([long, short]), slow).initial())
     assert [r.id for r in order] == [1, 0]
@@ -115,7 +115,7 @@ def test_client_timeouts_and_streams_refuse_what_they_cannot_model():
 
 def test_each_front_end_term_is_checked():
     with pytest.raises(ValueError, match="output_fixed"):
-        FrontEnd("x", output_fixed=-1.0)
+        FrontEnd("x", "a bad term, for this test", output_fixed=-1.0)
     with pytest.raises(ValueError, match="unknown front end"):
         front_end("nginx")
     assert SERVE.request_delay(1000) > SERVE.request_delay(10) > 0

@@ -158,6 +158,23 @@ class Autoscaler:
                 "sizes": [{"t": t, "replicas": n} for t, n in self.history]}
 
 
+class ScrapingAutoscaler(Autoscaler):
+    """A policy that decides from metrics sampled every ``scrape`` seconds (its parameter) on a clock apart from its
+    decisions', as a metrics server or a queue-proxy reports them: the first sample at the start, before the first
+    decision; ``take_sample(now)`` is one scrape of the policy's metric."""
+
+    def begin(self, now: float) -> None:
+        self.schedule(now, self.scrape)
+        super().begin(now)
+
+    def scrape(self, now: float) -> None:
+        self.take_sample(now)
+        self.schedule(now + self.params["scrape"], self.scrape)
+
+    def take_sample(self, now: float) -> None:
+        raise NotImplementedError
+
+
 def typed(key: str, value, default, name: str):
     """``value`` as its default's type (an int for a float is a float); else a ValueError naming the option."""
     kind = type(default)

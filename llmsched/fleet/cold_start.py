@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 
 from ..hardware.gpus import gpu as gpu_preset
 from ..hardware.links import link
-from .lifecycle import LOADING, PROVISIONING, WARM
+from .lifecycle import LOADING, PROVISIONING, WARM, check_phase_seconds, is_seconds
 
 PHASES = ("provisioning", "image_pull", "weight_load", "engine_start", "warmup")
 STATE_OF = {"provisioning": PROVISIONING, "image_pull": LOADING, "weight_load": LOADING, "engine_start": WARM,
@@ -133,10 +133,7 @@ class ColdStart:
     sources: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
-        for phase in PHASES:
-            value = getattr(self, phase)
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")):
-                raise ValueError(f"cold start {phase} must be a finite number of seconds >= 0, got {value!r}")
+        check_phase_seconds(self, PHASES, "cold start ")
 
     def seconds(self, state: str) -> float:
         return float(sum(getattr(self, p) for p in PHASES if STATE_OF[p] == state))
@@ -189,7 +186,7 @@ def cold_start_model(spec, gpu: str, params: dict | None = None, total: float | 
     for phase in PHASES:
         if phase in params:
             value = params[phase]
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")):
+            if not is_seconds(value):
                 raise ValueError(f"--cold-start-param {phase}={value!r}: must be a finite number of seconds >= 0")
             values[phase] = float(value)
             sources[phase] = "given (--cold-start-param)"

@@ -26,7 +26,7 @@ import re
 
 from ..run_field import Origin, shown
 from .fleet import Fleet, ScaleEvent
-from .lifecycle import START_PHASES, PhaseTimes
+from .lifecycle import START_PHASES, PhaseTimes, is_seconds
 from .deciders import Always
 from .disagg import unbuilt
 from .pool import DECODE, FILE_ROLES, POOL_FIELDS, PREFILL, SERVE, Pool
@@ -109,7 +109,7 @@ def read_pool(name: str, fields, path, text: str, check) -> Pool:
     for phase in START_PHASES:
         if phase in fields:
             value = fields.pop(phase)
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")):
+            if not is_seconds(value):
                 raise ValueError(f"{origin.at(phase, value)}: must be a finite number of seconds >= 0")
             phases[phase] = float(value)
     checked = check(fields, origin)

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import math
 
-from .autoscaler import Autoscaler, ceil, metric_of
+from .autoscaler import ScrapingAutoscaler, ceil, metric_of
 
 METRICS = ("queue", "running", "kv")
 RUNNING_SHARE = 0.7  # Knative's container-concurrency-target-percentage default, of vLLM's max_num_seqs
 
 
-class HPA(Autoscaler):
+class HPA(ScrapingAutoscaler):
     name = "hpa"
     summary = "Kubernetes HPA: desired = ceil(replicas x metric / target), tolerance, stabilisation windows"
     source = ("kubernetes/kubernetes pkg/controller/podautoscaler/replica_calculator.go (calcPlainMetricReplicas), "
@@ -60,14 +60,9 @@ class HPA(Autoscaler):
     def period(self) -> float:
         return self.params["sync"]
 
-    def begin(self, now: float) -> None:
-        self.schedule(now, self.scrape)  # a sample at t = 0, before the first sync
-        super().begin(now)
-
-    def scrape(self, now: float) -> None:
+    def take_sample(self, now: float) -> None:
         metric = self.params["metric"]
         self.sample = {rep.index: metric_of(rep, metric) for rep in self.serving()}
-        self.schedule(now + self.params["scrape"], self.scrape)
 
     def target(self) -> float:
         p = self.params

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import math
 
-from .autoscaler import Autoscaler, Samples, ceil, metric_of
+from .autoscaler import Samples, ScrapingAutoscaler, ceil, metric_of
 
 
-class KPA(Autoscaler):
+class KPA(ScrapingAutoscaler):
     name = "kpa"
     summary = "Knative KPA: concurrency over a 60 s stable and a 6 s panic window, panic at 200 %"
     source = ("knative/serving pkg/autoscaler/scaling/autoscaler.go (Scale); knative.dev 'Additional autoscaling "
@@ -48,13 +48,8 @@ class KPA(Autoscaler):
     def period(self) -> float:
         return self.params["tick"]
 
-    def begin(self, now: float) -> None:
-        self.schedule(now, self.scrape)
-        super().begin(now)
-
-    def scrape(self, now: float) -> None:
+    def take_sample(self, now: float) -> None:
         self.samples.add(now, sum(metric_of(rep, "concurrency") for rep in self.in_flight()))
-        self.schedule(now + self.params["scrape"], self.scrape)
 
     def decide(self, now: float) -> int | None:
         p = self.params

@@ -25,6 +25,20 @@ START_PHASES = (PROVISIONING, LOADING, WARM)  # before serving, in order; each l
 ORDER = {state: i for i, state in enumerate(STATES)}
 
 
+def is_seconds(value) -> bool:
+    """Whether ``value`` can be a phase's duration: a finite number of seconds >= 0 (a bool is not one)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")
+
+
+def check_phase_seconds(durations, phases, label: str = "") -> None:
+    """Each of ``phases`` of ``durations`` (its attribute of that name) ``is_seconds``, else a ValueError naming
+    the phase (after ``label``) and its value."""
+    for phase in phases:
+        value = getattr(durations, phase)
+        if not is_seconds(value):
+            raise ValueError(f"{label}{phase} must be a finite number of seconds >= 0, got {value!r}")
+
+
 @dataclass(frozen=True)
 class PhaseTimes:
     """Seconds each start-up phase lasts: a duration source. Another source (a cold-start model from weight bytes
@@ -35,10 +49,7 @@ class PhaseTimes:
     warm: float = 0.0
 
     def __post_init__(self):
-        for phase in START_PHASES:
-            value = getattr(self, phase)
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")):
-                raise ValueError(f"{phase} must be a finite number of seconds >= 0, got {value!r}")
+        check_phase_seconds(self, START_PHASES)
 
     def seconds(self, phase: str) -> float:
         return float(getattr(self, phase))

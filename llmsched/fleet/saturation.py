@@ -18,10 +18,10 @@ with pending replicas are skipped", and a variant in transition blocks scaling).
 """
 from __future__ import annotations
 
-from .autoscaler import Autoscaler, Samples, metric_of
+from .autoscaler import Samples, ScrapingAutoscaler, metric_of
 
 
-class Saturation(Autoscaler):
+class Saturation(ScrapingAutoscaler):
     name = "saturation"
     summary = "llm-d's saturation analyzer: +1 when KV or queue headroom runs low, -1 when one fewer stays safe"
     source = ("llm-d/llm-d-workload-variant-autoscaler internal/saturation/analyzer.go (shouldScaleUp, "
@@ -43,13 +43,8 @@ class Saturation(Autoscaler):
     def period(self) -> float:
         return self.params["interval"]
 
-    def begin(self, now: float) -> None:
-        self.schedule(now, self.scrape)
-        super().begin(now)
-
-    def scrape(self, now: float) -> None:
+    def take_sample(self, now: float) -> None:
         self.samples.add(now, {rep.index: (metric_of(rep, "kv"), metric_of(rep, "queue")) for rep in self.serving()})
-        self.schedule(now + self.params["scrape"], self.scrape)
 
     def peaks(self, now: float) -> list[tuple[float, float]]:
         """Each ready replica's peak (KV use, queue) over the window (those with a sample)."""

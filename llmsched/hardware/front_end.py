@@ -59,15 +59,16 @@ DEFAULT = "vllm-serve"
 
 @dataclass(frozen=True)
 class FrontEnd:
-    """One front end's costs in seconds (see the module docstring for what each is and where it was measured)."""
+    """One front end's costs in seconds (see the module docstring for what each is and where it was measured), and
+    the ``source`` of its figures, as every hardware preset says its own (a link's, a GPU's)."""
 
     name: str
+    source: str
     request_fixed: float = 0.0
     per_prompt_token: float = 0.0
     handoff: float = 0.0
     output_fixed: float = 0.0
     output_per_request: float = 0.0
-    source: str = ""
 
     def __post_init__(self):
         for key in ("request_fixed", "per_prompt_token", "handoff", "output_fixed", "output_per_request"):

@@ -52,6 +52,13 @@ def router_defaults(cls: type[Router]) -> dict:
             if name != "self" and p.default is not inspect.Parameter.empty}
 
 
+def check_param(router: Router, name: str, value, ok: bool, must: str) -> None:
+    """A router parameter's range check, in one wording for every router: unless ``ok``, a ValueError naming the
+    router, the parameter, what it ``must`` be and the ``value`` given."""
+    if not ok:
+        raise ValueError(f"router {router.name}: {name} must be {must}, got {value!r}")
+
+
 def least_outstanding(loads: list[int]) -> int:
     """The replica with the fewest requests outstanding, the lowest index among equals (``least-outstanding``'s
     choice, which the cache-aware routers fall back to)."""

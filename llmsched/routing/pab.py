@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..engine.replica import Replica
-from .base import Router
+from .base import Router, check_param
 from .registry import register_router
 
 
@@ -38,8 +38,7 @@ class PABRouter(Router):
     selection = "max_pab"
 
     def __init__(self, report_delay: float = 0.0):
-        if not report_delay >= 0:
-            raise ValueError(f"router {self.name}: report_delay must be >= 0 seconds, got {report_delay!r}")
+        check_param(self, "report_delay", report_delay, report_delay >= 0, ">= 0 seconds")
         self.report_delay = report_delay
         self.budget: list[float] = []
         self.reported: list[float] = []

@@ -32,7 +32,7 @@ router's choice.
 """
 from __future__ import annotations
 
-from .base import Router, least_outstanding
+from .base import Router, check_param, least_outstanding
 from .registry import register_router
 
 
@@ -44,17 +44,11 @@ class PrefixAffinity(Router):
 
     def __init__(self, cache_threshold: float = 0.0, balance_abs: int = 32, balance_rel: float = 1.1,
                  load_weight: float = 0.0, report_delay: float = 0.0):
-        where = f"router {self.name}"
-        if not 0 <= cache_threshold < 1:
-            raise ValueError(f"{where}: cache_threshold must be in [0, 1) (a match rate), got {cache_threshold!r}")
-        if balance_abs < -1:
-            raise ValueError(f"{where}: balance_abs must be >= 0 requests (-1: no load bound), got {balance_abs!r}")
-        if not balance_rel >= 1:
-            raise ValueError(f"{where}: balance_rel must be >= 1 (a ratio of loads), got {balance_rel!r}")
-        if not load_weight >= 0:
-            raise ValueError(f"{where}: load_weight must be >= 0 (0: no load score), got {load_weight!r}")
-        if not report_delay >= 0:
-            raise ValueError(f"{where}: report_delay must be >= 0 seconds, got {report_delay!r}")
+        check_param(self, "cache_threshold", cache_threshold, 0 <= cache_threshold < 1, "in [0, 1) (a match rate)")
+        check_param(self, "balance_abs", balance_abs, not balance_abs < -1, ">= 0 requests (-1: no load bound)")
+        check_param(self, "balance_rel", balance_rel, balance_rel >= 1, ">= 1 (a ratio of loads)")
+        check_param(self, "load_weight", load_weight, load_weight >= 0, ">= 0 (0: no load score)")
+        check_param(self, "report_delay", report_delay, report_delay >= 0, ">= 0 seconds")
         self.cache_threshold = cache_threshold
         self.balance_abs = balance_abs
         self.balance_rel = balance_rel

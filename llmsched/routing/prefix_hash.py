@@ -19,7 +19,7 @@ import bisect
 import math
 from hashlib import blake2b
 
-from .base import Router, least_outstanding
+from .base import Router, check_param, least_outstanding
 from .registry import register_router
 
 RING = 1 << 64
@@ -37,16 +37,11 @@ class PrefixHash(Router):
                "prefixes meet on one replica, no replica above load_factor x the mean; no cache state read")
 
     def __init__(self, prefix_blocks: int = 64, load_factor: float = 1.25, vnodes: int = 64):
-        where = f"router {self.name}"
-        if not (isinstance(prefix_blocks, int) and prefix_blocks >= 1):
-            raise ValueError(f"{where}: prefix_blocks must be an integer >= 1 (KV blocks hashed), got "
-                             f"{prefix_blocks!r}")
-        if not load_factor >= 1:
-            raise ValueError(f"{where}: load_factor must be >= 1 (1 + epsilon of the bounded-load rule), got "
-                             f"{load_factor!r}")
-        if not (isinstance(vnodes, int) and 1 <= vnodes <= 4096):
-            raise ValueError(f"{where}: vnodes must be an integer in [1, 4096] (ring points per replica), got "
-                             f"{vnodes!r}")
+        check_param(self, "prefix_blocks", prefix_blocks, isinstance(prefix_blocks, int) and prefix_blocks >= 1,
+                    "an integer >= 1 (KV blocks hashed)")
+        check_param(self, "load_factor", load_factor, load_factor >= 1, ">= 1 (1 + epsilon of the bounded-load rule)")
+        check_param(self, "vnodes", vnodes, isinstance(vnodes, int) and 1 <= vnodes <= 4096,
+                    "an integer in [1, 4096] (ring points per replica)")
         self.prefix_blocks = prefix_blocks
         self.load_factor = load_factor
         self.vnodes = vnodes

@@ -2,7 +2,7 @@
 ``vllm-dp-latest``."""
 from __future__ import annotations
 
-from .base import Router
+from .base import Router, check_param
 from .registry import register_router
 
 
@@ -17,8 +17,7 @@ class VLLMDataParallel(Router):
     summary = "vLLM's data-parallel balancer: min 4·waiting + running, counts published every 0.1 s"
 
     def __init__(self, publish_interval: float = 0.1, waiting_weight: int = 4):
-        if not publish_interval >= 0:
-            raise ValueError(f"router {self.name}: publish_interval must be >= 0 seconds, got {publish_interval!r}")
+        check_param(self, "publish_interval", publish_interval, publish_interval >= 0, ">= 0 seconds")
         self.publish_interval = publish_interval
         self.waiting_weight = waiting_weight
         self.counts: list[list[int]] = []
