@@ -40,6 +40,18 @@ ADD, RECEIVE, LOAD = 0, 1, 2  # what a request held for a step in flight does wh
 FINISHED, REJECTED, UNFINISHED = Status.FINISHED, Status.REJECTED, Status.UNFINISHED
 
 
+def join_held(rep, r, how: int, t: float) -> None:
+    """``r``, held for ``rep``'s step in flight, joins it at ``t``: an arrival is queued (``t`` its arrival at the
+    engine), a decode request is received, a landed transfer's request waits with its prompt computed."""
+    if how == ADD:
+        r.arrival = t
+        rep.add(r, t)
+    elif how == RECEIVE:
+        rep.receive(r, t)
+    else:
+        rep.loaded(r, t)
+
+
 def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed: int = 0, progress: bool = False,
                    keep_gaps: bool = True, log: RequestLog | None = None) -> RunResult:
     """Run ``source``'s requests through ``fleet`` until all leave, or until ``horizon``: the contract of
@@ -193,13 +205,7 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
     def admit_held(rep, t: float) -> None:
         waiting = held[rep.index]
         for r, how in waiting:
-            if how == ADD:
-                r.arrival = t
-                rep.add(r, t)
-            elif how == RECEIVE:
-                rep.receive(r, t)
-            else:
-                rep.loaded(r, t)
+            join_held(rep, r, how, t)
         waiting.clear()
         if rep.completed:
             drain(rep, t)
@@ -315,10 +321,8 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
     if held is not None:  # arrivals held when the horizon cut the run leave it unfinished
         for i, waiting in held.items():
             for r, how in waiting:
-                if how == ADD:
-                    replicas[i].add(r, r.arrival)
-                elif how == RECEIVE:
-                    replicas[i].receive(r, r.arrival)
+                if how != LOAD:  # (a landed transfer's request is still in transfer there)
+                    join_held(replicas[i], r, how, r.arrival)
     result = finish_run(replicas, log, steps, stream, horizon if cut else None, now, bar, wall0,
                         client_request if staged else None)
     result.fleet = fleet.summary(result.end_time)
