@@ -56,10 +56,9 @@ class FairNetwork:
 
     def next_event(self) -> float | None:
         """When the next transfer ends its latency or its bytes (None: nothing in flight)."""
-        t = min((s[0] for s in self.starting), default=None)
-        flowing, rates = self.flowing, self.rates
-        if flowing:
-            end = self.now + min(f[0] / r for f, r in zip(flowing, rates))
+        t = earliest_ready(self.starting) if self.starting else None
+        if self.flowing:
+            end = self.now + soonest_end(self.flowing, self.rates)
             t = end if t is None or end < t else t
         return t
 
@@ -78,7 +77,7 @@ class FairNetwork:
                 self.progress(t)
                 return finished
             gone = self.progress(te)
-            if self.starting and min(s[0] for s in self.starting) <= te:
+            if self.starting and earliest_ready(self.starting) <= te:
                 ready = [s for s in self.starting if s[0] <= te]
                 self.starting = [s for s in self.starting if s[0] > te]
                 for _, tag, nbytes, sides in ready:
@@ -91,7 +90,7 @@ class FairNetwork:
                 self.done_count += 1
             flowing = self.flowing
             if len(flowing) == 1:  # alone: its narrowest side
-                self.rates = [min(self.capacity[s] for s in flowing[0][2])]
+                self.rates = [narrowest(flowing[0][2], self.capacity)]
             else:
                 self.rates = fair_rates([f[2] for f in flowing], self.capacity)
 
@@ -106,7 +105,7 @@ class FairNetwork:
             self.now = t
             return gone
         flowing, rates = self.flowing, self.rates
-        first = min(f[0] / r for f, r in zip(flowing, rates))
+        first = soonest_end(flowing, rates)
         ends = dt >= first * (1 - EXACT) or self.now + first <= self.now
         if dt > 0 or ends:
             kept, kept_rates = [], []
@@ -132,6 +131,36 @@ class FairNetwork:
         return self.busy_time / duration if duration > 0 else 0.0
 
 
+# (loops, not min() over generators: the network is asked at every transfer's start and end, and a generator is an
+# object made and thrown away each time)
+def earliest_ready(starting: list) -> float:
+    """The earliest end of latency among ``starting`` (not empty)."""
+    t = starting[0][0]
+    for s in starting:
+        if s[0] < t:
+            t = s[0]
+    return t
+
+
+def soonest_end(flowing: list, rates: list) -> float:
+    """Seconds until the first of ``flowing`` (not empty) moves its last byte at ``rates``."""
+    first = flowing[0][0] / rates[0]
+    for i in range(1, len(flowing)):
+        x = flowing[i][0] / rates[i]
+        if x < first:
+            first = x
+    return first
+
+
+def narrowest(sides: tuple, capacity: dict) -> float:
+    """The least bandwidth of ``sides``."""
+    least = capacity[sides[0]]
+    for s in sides:
+        if capacity[s] < least:
+            least = capacity[s]
+    return least
+
+
 def fair_rates(routes: list[tuple], capacity: dict) -> list[float]:
     """Max-min fair rates of transfers each crossing the sides in ``routes[i]`` (progressive filling)."""
     n = len(routes)
@@ -143,7 +172,7 @@ def fair_rates(routes: list[tuple], capacity: dict) -> list[float]:
         for s in route:
             users[s] = users.get(s, 0) + 1
     if all(k == 1 for k in users.values()):  # no side shared: each at its narrowest side
-        return [min(capacity[s] for s in route) for route in routes]
+        return [narrowest(route, capacity) for route in routes]
     left = {s: capacity[s] for route in routes for s in route}
     active = set(range(n))
     while active:
