@@ -17,7 +17,7 @@ from ..request import Request, Status
 from .decode_group import TRIM_AT, DecodeGroup
 from .decode_run import fast_forward_group
 from .plan import BatchPlan
-from .remote_kv import reserve
+from .remote_kv import reserve, to_reserve
 from .tokens import advance_chunk
 
 WAITING, RUNNING, FINISHED = Status.WAITING, Status.RUNNING, Status.FINISHED
@@ -46,8 +46,9 @@ class GroupSteps:
         """``end_step(now)`` then ``start_step(now)`` in one go for the commonest step of a busy replica: one that
         decoded the whole group and nothing else, finishes no one, and will be repeated (``repeats``); requests
         received by a decode instance take their blocks here as at any scheduling point (``Replica.reserved``
-        lists them). False for any other step (nothing done but that reservation). Same state, row and duration as the two calls; the caller folds the
-        steps that follow (``fold``) when the new one ends before its next event, as ``start_step`` would."""
+        lists them). False (nothing done) for any other step. Same state, row and duration as the two calls; the
+        caller folds the steps that follow (``fold``) when the new one ends before its next event, as ``start_step``
+        would."""
         g = self.group
         rep = self.rep
         clock = rep.clock
@@ -60,11 +61,11 @@ class GroupSteps:
         if (nxt in g.finish_at or g.partials or rep.waiting or rep.swapped or rep.loading
                 or rep.asked_at != rep.arrivals):
             return False
+        if need > kv.free - (to_reserve(rep)[1] if rep.receiving else 0):
+            return False  # (asked, the policy plans after this scheduling point's reservations)
         used = kv.total - kv.free  # as the step ended: before this scheduling point's reservations
         if rep.receiving:  # the scheduling point reserves, whatever the plan (the policy sees no received request)
             reserve(rep)
-        if need > kv.free:
-            return False
         assert clock.busy and len(rep.running) == g.size
         # end_step: the group decodes, nobody finishes (g.step and record_step written out: the hot path of a
         # multi-replica run, 5-9% of its CPU as calls; tests compare it with stepping)

@@ -42,17 +42,30 @@ def receive(rep, req: Request) -> bool:
     return True
 
 
+def to_reserve(rep) -> tuple[int, int]:
+    """What the next scheduling point reserves: (how many received requests, the blocks they take). Requests are
+    reserved the blocks of their whole prompt, in arrival order, while they fit and the running set has room."""
+    if len(rep.running) >= rep.config.max_num_seqs:
+        return 0, 0
+    kv = rep.kv
+    left = kv.free
+    n = 0
+    for req in rep.receiving:
+        need = kv.blocks_for(req.prompt_len)  # (a received request holds no block)
+        if need > left:
+            break
+        left -= need
+        n += 1
+    return n, kv.free - left
+
+
 def reserve(rep) -> None:
-    """A scheduling point: received requests take the blocks of their whole prompt, in arrival order, while they
-    fit and the running set has room; each is then in transfer (``rep.reserved`` lists those reserved now)."""
+    """A scheduling point: the received requests ``to_reserve`` names take their blocks; each is then in transfer
+    (``rep.reserved`` lists those reserved now)."""
     kv = rep.kv
     queue = rep.receiving
-    room = rep.config.max_num_seqs - len(rep.running)
-    while queue and room > 0:
-        req = queue[0]
-        if kv.blocks_for(req.prompt_len) > kv.free:
-            break
-        queue.popleft()
+    for _ in range(to_reserve(rep)[0]):
+        req = queue.popleft()
         kv.reserve(req, req.prompt_len)
         rep.transferring.append(req)
         rep.reserved.append(req)
