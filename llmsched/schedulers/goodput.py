@@ -266,7 +266,7 @@ class Goodput(Scheduler):
                     continue
                 if whole and used + whole > limit:
                     if alone is None and not view.num_running:
-                        alone = (r, n, need)
+                        alone = (r, n)
                     continue
                 seats -= 1
                 used += whole
@@ -277,7 +277,7 @@ class Goodput(Scheduler):
             cap -= n
             left -= per_token * n + per_context * (k + n)
         if alone is not None and not plan.prefills:
-            plan.prefills.append(alone[:2])  # an empty replica serves it past the threshold: nothing else can run
+            plan.prefills.append(alone)  # an empty replica serves it past the threshold: nothing else can run
 
     def _ordered(self, view, partial, waiting, now: float, per_token: float) -> list:
         """(priority, request) for every prompt to run, lowest first: requests resuming after a preemption (their
