@@ -351,3 +351,26 @@ def test_a_decode_instance_reserves_at_its_next_step_end_without_asking_its_poli
         assert used[k] - used[k - 1] <= 1 and used[k + 1] - used[k] >= -(-300 // 16), used[k - 1:k + 2]
     assert set(cols["status"]) == {int(Status.FINISHED)}
     assert len(asked) <= 3 * short, asked
+
+
+def test_a_reservation_that_would_leave_the_decodes_short_goes_to_the_policy_after_the_row_is_written():
+    """One-token blocks: the long request's decode takes a block every step. A short prompt sent when the free
+    blocks are exactly its own would leave the decode none: that step is not repeated unasked; the row of the
+    step that ended still shows the KV without the reservation (the long request's one more block at most), and
+    the policy, asked after the reservation, preempts. Swept over the short prompt's send time so that one of the
+    sends meets the cache exactly full."""
+    at_step_ends = 0
+    for i in range(100):
+        reqs = [Request(0, 0.0, 100, 200), Request(1, 1.0 + 0.03 * i, 20, 5)]
+        result, _ = pd(OpenLoop(reqs), scheduler="sarathi", block_size=1, decode_pool={"num_blocks": 310})
+        cols, steps = result.requests.cols, result.steps.arrays()
+        assert set(cols["status"]) == {int(Status.FINISHED)}
+        mine = steps["replica"] == 1
+        ends = steps["start"][mine] + steps["duration"][mine]
+        used = steps["kv_used_blocks"][mine]
+        start = cols["transfer_start"][list(cols["id"]).index(1)]
+        k = int(np.searchsorted(ends, start))
+        if k < len(ends) and ends[k] == start:  # reserved at a step's end (not on an idle replica, after the first)
+            assert used[k] - used[k - 1] <= 1, (i, used[k - 2:k + 2])
+            at_step_ends += 1
+    assert at_step_ends > 50
