@@ -1,6 +1,7 @@
 """The identity matrix: every registered scheduler under KV pressure, overflow eviction (restart and recompute),
-swap, four replicas with tiers and a load-based router, a closed loop, a horizon and light load, plus a real
-trace with sarathi, vllm-chunked and vllm -- each run through the command line, its files kept.
+swap, four replicas with tiers and a load-based router, a closed loop, a horizon and light load, six fleets
+(disaggregated prefill and decode, an autoscaled pool), plus a real trace with sarathi, vllm-chunked and vllm --
+each run through the command line, its files kept.
 
 A change that must not change behaviour (a refactor, a speed-up) is checked by running the matrix before and
 after and comparing: ``requests.csv``, ``steps.csv`` and ``summary.json`` (less its wall time) byte for byte, and
@@ -42,6 +43,25 @@ SETTINGS = {
     "horizon": ["--rate", "4", "--num-requests", "300", "--horizon", "40"],
     "light": ["--rate", "0.5", "--num-requests", "120"],
 }
+# fleets, through sim/fleet_loop.py: prefill/decode disaggregation (the transfer network, decode-side reservations,
+# loads held for a step in flight, decode-side preemptions under a tight cache, both connectors, a decider) and
+# replicas an autoscaler adds (with a cold start) and removes
+FLEET_BASE = ["--model", "llama-3-8b", "--gpu", "a100", "--num-requests", "400", "--no-progress", *PINNED]
+FLEETS = {
+    "fleet__1P1D-sarathi-code": ["--scheduler", "sarathi", "--workload", "azure-code", "--rate", "3",
+                                 "--disaggregate", "1P1D"],
+    "fleet__2P1D-vllm-tight-decode": ["--scheduler", "vllm", "--workload", "sharegpt", "--rate", "12",
+                                      "--disaggregate", "2P1D", "--decode-pool", "num_blocks=600"],
+    "fleet__1P2D-chunked-pcie": ["--scheduler", "vllm-chunked", "--workload", "azure-conv", "--rate", "8",
+                                 "--disaggregate", "1P2D", "--kv-link", "pcie-gen4"],
+    "fleet__2P1D-goodput-layerwise": ["--scheduler", "goodput", "--workload", "azure-code", "--rate", "4",
+                                      "--disaggregate", "2P1D", "--kv-connector", "layerwise", "--kv-link", "ib-100g"],
+    "fleet__1P1D-llm-d-decider": ["--scheduler", "sarathi", "--workload", "sharegpt", "--rate", "6",
+                                  "--disaggregate", "1P1D", "--pd-decider", "llm-d"],
+    "fleet__hpa-cold-start": ["--scheduler", "sarathi", "--workload", "sharegpt", "--rate", "8", "--replicas", "2",
+                              "--autoscaler", "hpa", "--min-replicas", "1", "--max-replicas", "4",
+                              "--cold-start", "20"],
+}
 TRACE_SCHEDULERS = ("sarathi", "vllm-chunked", "vllm")
 TRACE = "AzureLLMInferenceTrace_conv.csv"  # found as --trace finds it ($LLMSCHED_DATA, ../shared/data/traces)
 
@@ -59,6 +79,8 @@ def configs():
         trace = resolve_data_file(TRACE)
     except DataFileNotFound:  # a checkout without the data: the trace configs are left out
         trace = None
+    for key, args in FLEETS.items():
+        out[key] = [*args, *FLEET_BASE]
     if trace is not None:
         for name in TRACE_SCHEDULERS:
             out[f"{name}__conv-trace"] = ["--scheduler", name, "--model", "llama-3-8b", "--gpu", "a100",
@@ -132,10 +154,15 @@ def main(argv=None):
         print(f"{len(digests)} configs run into {out} ({failed} refused their configuration)")
         return 0
     old, new = (stored_or_fresh(Path(d)) for d in (args.old, args.new))
-    differ = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    both = set(old) & set(new)
+    differ = sorted(k for k in both if old[k] != new[k])
     for k in differ:
-        print(f"DIFFERS {k}: {old.get(k)} != {new.get(k)}")
-    print(f"{len(set(old) | set(new)) - len(differ)} of {len(set(old) | set(new))} identical")
+        print(f"DIFFERS {k}: {old[k]} != {new[k]}")
+    one_side = sorted(set(old) ^ set(new))
+    if one_side:  # a subset run (--only), or a matrix from before a config was added
+        print(f"{len(one_side)} configs run on one side only, not compared: {', '.join(one_side[:6])}"
+              + (" ..." if len(one_side) > 6 else ""))
+    print(f"{len(both) - len(differ)} of {len(both)} identical")
     return 1 if differ else 0
 
 
