@@ -263,3 +263,14 @@ def test_the_fleet_file_in_the_docs_runs(tmp_path):
     rows = [(r["t"], r["serving"], r["draining"]) for r in h100["timeline"]]
     assert rows[:6] == [(0.0, 1, 0), (60.0, 1, 0), (80.0, 1, 0), (120.0, 1, 0), (125.0, 3, 0), (400.0, 1, 2)]
     assert files["meta.json"]["fleet"]["pools"]["h100"]["scheduler"]["name"] == "vllm-chunked"
+
+
+def test_a_pool_whose_limits_its_policy_can_never_run_under_is_refused_before_the_run():
+    """deferred-prefill's K must fit the batch size C (max_num_seqs by default): a second pool with max_num_seqs 1
+    is refused when the fleet is built, naming the pool. Before, the policy found out at its first step, in the
+    middle of the run (the full-size fuzz's seed 7051)."""
+    cfg = RunConfig(scheduler="deferred-prefill", scheduler_params={"K": 4}, workload="sharegpt", rate=2.0,
+                    num_requests=20)
+    fleet = Fleet((Pool("a", 1), Pool("b", 1, fields={"max_num_seqs": 1})))
+    with pytest.raises(ValueError, match=r"pool 'b': deferred-prefill: K=4 exceeds the batch size C=1"):
+        build_fleet(cfg, fleet, build_source(cfg), StepLog())

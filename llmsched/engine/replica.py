@@ -91,6 +91,7 @@ class Replica:
         self.arrivals = 0  # requests added so far
         self.asked_at = 0  # arrivals when the policy was last asked
         self.version = 0  # counts the calls that may change the replica's state: equal values, same state
+        scheduler.check_limits(self.view)  # a policy that can never run here refuses before the run
 
     # --- what the run reads (each from its owner) -------------------------------------------------------------
     @property

@@ -76,6 +76,11 @@ class Scheduler:
         one request in one step; None when it chunks prefills, so any length runs in pieces."""
         return None if self.chunks_prompts else view.max_num_batched_tokens
 
+    def check_limits(self, view: ReplicaView) -> None:
+        """A ValueError (one line: the limit and the fix) when this policy can never run on a replica with
+        ``view``'s limits. Asked when the replica is built, so such a run is refused before it starts, even in a
+        fleet whose pools differ in their limits."""
+
     def unservable(self, req: Request, view: ReplicaView) -> str | None:
         """Why this policy can never run ``req``'s next prefill, or None. The replica asks at arrival and after a
         recompute preemption and rejects with this reason, so such a request never waits forever."""

@@ -140,6 +140,15 @@ class DeferredPrefill(WatermarkAdmission, Scheduler):
 
     # --- setup --------------------------------------------------------------------------------------------
     def _setup(self, view: ReplicaView) -> None:
+        self._C = self._batch_size(view)
+        self._K = self.K if isinstance(self.K, int) else 1
+
+    def check_limits(self, view: ReplicaView) -> None:
+        self._batch_size(view)
+
+    def _batch_size(self, view: ReplicaView) -> int:
+        """The batch size C on ``view``'s replica, after refusing what can never run there (C above max_num_seqs
+        or above what the KV cache holds, K above C, K='auto' without a batch-time model)."""
         holds = view.total_blocks // view.blocks_for(view.max_model_len)
         if self.batch_size is None:
             C = view.max_num_seqs
@@ -160,8 +169,7 @@ class DeferredPrefill(WatermarkAdmission, Scheduler):
             raise ValueError("deferred-prefill: K='auto' needs a batch-time model in the replica's view and this "
                              "engine gives none; pass an integer K (e.g. --param K=26) or run with a batch-time "
                              "model (simulator: --batch-time; vLLM: a profile from `llmsched profile`)")
-        self._C = C
-        self._K = self.K if isinstance(self.K, int) else 1
+        return C
 
     def _choose(self, view: ReplicaView) -> None:
         """K* from the analysis, once the workload's mean lengths are known (given, or learned)."""
