@@ -101,14 +101,17 @@ def reject_unservable(rep, r: Request) -> bool:
 
 
 def swap_in(rep) -> None:
-    """Swapped requests return, oldest first, while their blocks fit beside the next token of every running decode
-    and a seat is free (vLLM v0 serves swapped before waiting); a policy then sees them as running. The transfer
-    time is charged to the next step."""
+    """Swapped requests return, oldest first, while their blocks fit beside the next token of every running decode,
+    a seat is free and the step's token budget has a token for it beside one for every running request (vLLM v0
+    serves swapped before waiting, each within the budget's tokens and seqs: ``_schedule_swapped``); a policy then
+    sees them as running. The transfer time is charged to the next step."""
     kv = rep.kv
     bs = kv.block_size
     running, swapped = rep.running, rep.swapped
     free = kv.free - sum(1 for r in running if r.is_decode and r.num_computed + 1 > r.num_blocks * bs)
-    while swapped and len(running) < rep.config.max_num_seqs:
+    cfg = rep.config
+    seats = min(cfg.max_num_seqs, cfg.max_num_batched_tokens)  # a running request takes a token of every step
+    while swapped and len(running) < seats:
         r = swapped[0]
         need = r.num_blocks + kv.extra_blocks(r, r.num_computed + 1)
         if need > free:
