@@ -76,3 +76,16 @@ def test_every_policy_at_tiny_limits(name, mode):
             accounted(**cfg)
         return
     accounted(**cfg)
+
+
+@pytest.mark.parametrize("scheduler", ["sarathi", "sarathi-spf"])
+def test_sarathi_swap_ins_stay_within_a_token_budget_below_max_num_seqs(scheduler):
+    """Fuzz seed 6313, run colocated: a 4-token budget, 16 seats, swap under a tight cache. The engine swapped
+    requests back while seats were free, so five decodes met a four-token step ('max_num_batched_tokens exceeded
+    (5 > 4)'); swap-ins now leave a token of the budget to every running request (vLLM v0's _schedule_swapped).
+    Then Sarathi, preempting prompts for a decode, kept their reserved blocks counted as taken and went on to
+    preempt the decode itself ('preempt requires work in the same plan'); a preempted prompt now gives its
+    reservation back."""
+    accounted(scheduler=scheduler, workload="lmsys", rate=50.0, num_requests=40, max_num_batched_tokens=4,
+              max_num_seqs=16, num_blocks=40, preemption_mode="swap", swap_space_gb=1.0, max_total_tokens=512,
+              seed=3)

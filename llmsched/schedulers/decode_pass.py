@@ -29,13 +29,26 @@ def split_running(running, block_size: int) -> tuple[list, list, int]:
     return ready, others, grow
 
 
+def is_decode_phase(r) -> bool:
+    """Whether ``r`` has computed every token but its last: its next step decodes."""
+    return r.num_generated > 0 and r.num_computed + 1 == r.prompt_len + r.num_generated
+
+
+def prompt_reserve(r, block_size: int) -> int:
+    """The blocks ``r``'s unfinished prompt (or recompute) still needs beyond those it holds."""
+    need = -(-(r.prompt_len + r.num_generated) // block_size) - r.num_blocks
+    return need if need > 0 else 0
+
+
 def add_decodes(view: ReplicaView, plan: BatchPlan, running=None, limit: int | None = None,
                 reserve: int = 0, split: tuple[list, list, int] | None = None) -> int:
     """Add a decode for each decode-phase request of ``running`` (default: the view's, in order).
 
     When a decode needs a block and none is free, preempt from the tail of ``running``
     (the newest under FCFS), the request itself last. Stops after ``limit`` decodes.
-    ``reserve`` blocks are held back for other work. Returns the KV blocks still free (beyond
+    ``reserve``: the blocks the unfinished prompts of ``running`` still need (``prompt_reserve``), held back from
+    the decodes; a preempted prompt gives its share back (as Sarathi frees a prompt's KV, allocated at admission).
+    A decode that needs no new block runs whatever the reserve. Returns the KV blocks still free (beyond
     ``reserve``) after these decodes and preemptions. Requests not in decode phase are skipped.
     ``split`` is ``split_running(running, ...)`` when the caller has it already.
     """
@@ -62,6 +75,8 @@ def add_decodes(view: ReplicaView, plan: BatchPlan, running=None, limit: int | N
             victim = running[end]
             preempt.append(victim)
             free += view.preempt_frees(victim)
+            if reserve and not is_decode_phase(victim):
+                free += prompt_reserve(victim, bs)
         if end == i:
             break  # the request preempted itself
         free -= need

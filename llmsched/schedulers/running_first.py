@@ -30,7 +30,7 @@ from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
 from ..request import Request
 from .base import Scheduler
-from .decode_pass import RunningWork
+from .decode_pass import RunningWork, prompt_reserve
 
 
 class RunningFirst(Scheduler):
@@ -94,10 +94,8 @@ class RunningFirst(Scheduler):
         reserves = self.reserves_prompts
         reserved = 0
         if reserves:
-            for r in partial:  # view.extra_blocks of the whole prompt, written out: this runs at most steps
-                need = -(-(r.prompt_len + r.num_generated) // bs) - r.num_blocks
-                if need > 0:
-                    reserved += need
+            for r in partial:  # view.extra_blocks of the whole prompt: this runs at most steps
+                reserved += prompt_reserve(r, bs)
         free = work.add_decodes(plan, reserve=reserved)
         if plan.preempt:
             gone = {r.id for r in plan.preempt}
