@@ -374,3 +374,37 @@ def test_a_reservation_that_would_leave_the_decodes_short_goes_to_the_policy_aft
             assert used[k] - used[k - 1] <= 1, (i, used[k - 2:k + 2])
             at_step_ends += 1
     assert at_step_ends > 50
+
+
+def test_a_prompt_sent_to_a_sarathi_decode_instance_leaves_the_blocks_a_running_prompt_was_promised():
+    """Sarathi allocates a prompt's whole KV at admission (its chunks take no block of their own), so a prompt a
+    prefill instance sends is reserved only the blocks beyond that promise. Before, the scheduling point reserved
+    every free block for the sent prompt, and the running prompt's next chunk found none: the plan checker stopped
+    the run ("KV cache capacity exceeded (preempt first)"; the full-size fuzz's seed 9103, a recompute chunked 3
+    tokens a step on a decode instance)."""
+    from llmsched.engine.replica import Replica, ReplicaConfig
+    from llmsched.schedulers.registry import create_scheduler
+
+    from conftest import AffineStepTime
+
+    cfg = ReplicaConfig(num_blocks=20, block_size=16, max_num_batched_tokens=16, check_invariants=True)
+    rep = Replica(0, create_scheduler("sarathi"), AffineStepTime(), cfg)
+    long, sent = Request(0, 0.0, 160, 4), Request(1, 0.0, 300, 2)  # 10 blocks for its prompt; 19 for the sent one
+    rep.add(long, 0.0)
+    t = rep.start_step(0.0)  # its first 16-token chunk: 1 block taken, 9 more promised, 10 free besides
+    rep.end_step(t)
+    assert rep.kv.free == 19
+    rep.receive(sent, t)
+    while rep.num_outstanding:
+        d = rep.start_step(t)
+        reserved = rep.take_reserved()
+        if reserved:
+            assert long.num_computed >= long.prompt_len  # reserved only once the promise was kept
+        if d is not None:
+            t += d
+            rep.end_step(t)
+        for r in reserved:  # its transfer takes no time here
+            rep.loaded(r, t)
+        assert d is not None or reserved, "idle with work left"
+        rep.take_completed()
+    assert long.status is sent.status is Status.FINISHED and rep.kv.free == 20

@@ -11,7 +11,8 @@ loads asynchronously (NIXL's pull; vllm/v1/core/sched/scheduler.py, read at vLLM
   transfer runs. Requests are reserved in arrival order while their blocks fit and the running set is below
   ``max_num_seqs`` (the waiting loop's checks); the first that does not fit holds the rest (the loop ``break`` s),
   and a request never runs short of a reserved block later (vLLM admits a load only within the free blocks, so
-  running decodes preempt one another, never a load);
+  running decodes preempt one another, never a load); blocks the policy promised its running prompts
+  (``promised_blocks``: Sarathi allocates a prompt's whole KV at admission) are not free to a load;
 * **loaded**: when the transfer ends the request waits again with every prompt token but the last computed
   (``_update_waiting_for_remote_kv``: a full-prompt hit re-computes its last token so the next one can be
   sampled), ahead of requests that hold no KV (vLLM 0.32 drains its KV-holding waiting queue first). The step that
@@ -44,19 +45,22 @@ def receive(rep, req: Request) -> bool:
 
 def to_reserve(rep) -> tuple[int, int]:
     """What the next scheduling point reserves: (how many received requests, the blocks they take). Requests are
-    reserved the blocks of their whole prompt, in arrival order, while they fit and the running set has room."""
+    reserved the blocks of their whole prompt, in arrival order, while they fit and the running set has room. The
+    blocks the policy promised its running prompts (``promised_blocks``: Sarathi allocates a prompt's KV at
+    admission) are not free to them, as they would not be in an engine that allocates them then."""
     if len(rep.running) >= rep.config.max_num_seqs:
         return 0, 0
     kv = rep.kv
-    left = kv.free
-    n = 0
+    left = kv.free - rep.scheduler.promised_blocks(rep.view)
+    n = taken = 0
     for req in rep.receiving:
         need = kv.blocks_for(req.prompt_len)  # (a received request holds no block)
         if need > left:
             break
         left -= need
+        taken += need
         n += 1
-    return n, kv.free - left
+    return n, taken
 
 
 def reserve(rep) -> None:

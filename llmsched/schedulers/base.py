@@ -101,6 +101,12 @@ class Scheduler:
     def on_step_end(self, view: ReplicaView, plan: BatchPlan, duration: float) -> None:
         """Called after every step with what ran and how long it took (observed, not predicted)."""
 
+    def promised_blocks(self, view: ReplicaView) -> int:
+        """Free KV blocks this policy has promised its running requests (Sarathi allocates a prompt's whole KV at
+        admission, so its chunks take no block of their own): whatever else the replica gives blocks to outside a
+        plan (a prefill instance's KV, reserved at a scheduling point) leaves them free. Default: none."""
+        return 0
+
     def stats(self) -> dict | None:
         """Figures the policy keeps about its own decisions (its preemptions and the work they threw away), summed
         over the replicas into the run summary's ``policy`` section; None when it keeps none."""

@@ -66,6 +66,13 @@ class RunningFirst(Scheduler):
         after the running requests' work, and ``room`` seats under ``max_num_seqs``."""
         raise NotImplementedError
 
+    def promised_blocks(self, view: ReplicaView) -> int:
+        """With ``reserves_prompts``: the blocks the unfinished prompts still need (held back from the decodes, so
+        nothing else may take them either)."""
+        if not self.reserves_prompts or not view.num_running:
+            return 0
+        return prompt_blocks_left(RunningWork(view).partials, view.block_size)
+
     # --- the plan -------------------------------------------------------------------------------------------------
     def schedule(self, view: ReplicaView) -> BatchPlan:
         plan = BatchPlan()
@@ -92,11 +99,7 @@ class RunningFirst(Scheduler):
         partial = work.partials
         bs = view.block_size
         reserves = self.reserves_prompts
-        reserved = 0
-        if reserves:
-            for r in partial:  # view.extra_blocks of the whole prompt: this runs at most steps
-                reserved += prompt_reserve(r, bs)
-        free = work.add_decodes(plan, reserve=reserved)
+        free = work.add_decodes(plan, reserve=prompt_blocks_left(partial, bs) if reserves and partial else 0)
         if plan.preempt:
             gone = {r.id for r in plan.preempt}
             partial = [r for r in partial if r.id not in gone]
@@ -190,3 +193,12 @@ class RunningFirst(Scheduler):
                 prefills.append((r, n))
             i += 1
         return budget, free
+
+
+def prompt_blocks_left(partials, block_size: int) -> int:
+    """The KV blocks ``partials`` (running requests whose prompt, or recompute, is not done) need beyond those they
+    hold to finish it: a policy that reserves a prompt's KV at admission holds these back."""
+    left = 0
+    for r in partials:  # this runs at most steps
+        left += prompt_reserve(r, block_size)
+    return left
