@@ -297,3 +297,45 @@ def test_decodes_only_step_plans_as_the_general_path():
         in_order(tasks)
         assert [(t.slack, t.arrival, t.id) for t in tasks] == sorted((t.slack, t.arrival, t.id) for t in tasks)
     assert shortcuts > 100
+
+
+def test_a_recomputation_that_cannot_fit_beside_loaded_prompts_gives_them_the_seat():
+    """A decode instance with one seat (max_num_seqs=1) whose cache is mostly held by two prompts a prefill instance
+    sent (loaded, waiting for their last token), and two requests preempted by recomputation, older and so more
+    urgent, each needing more blocks than the loaded prompts leave. The most urgent recomputes until it finds no
+    block; the progress guard then preempted it for the other recomputation, which stalled the same way, for ever
+    (a livelock: found by the conservation fuzz, FB-TB in a disaggregated fleet's decode pool). vLLM 0.32 admits
+    its KV-holding waiting queue first: a loaded prompt takes the seat, finishes and frees the cache, and every
+    request finishes."""
+    from llmsched.engine import remote_kv
+
+    truth = LinearBatchTime.from_fairbatching(0.01, 5e-5, 2e-8)
+    sched = create_scheduler("fairbatching-tb", a=0.01, b=5e-5, c=2e-8)
+    # 16-token blocks: each loaded 560-token prompt holds 35 and ends at 37; a recomputation of 230 + 107 tokens
+    # needs 22, and 88 - 70 = 18 are left beside the loaded prompts
+    config = ReplicaConfig(num_blocks=88, max_num_seqs=1, max_num_batched_tokens=5, check_invariants=True)
+    rep = Replica(0, sched, truth, config, StepLog())
+    now = 10.0
+    preempted = [Request(i, 0.0, 230, 200, TIER) for i in (0, 1)]
+    for r in preempted:
+        assert rep.add(r, now)
+        r.num_generated = 107  # recomputation preemption: its tokens kept, no KV
+    loaded = [Request(i, now, 560, 20, TIER) for i in (2, 3)]
+    for r in loaded:
+        assert rep.receive(r, now)
+    remote_kv.reserve(rep)
+    assert rep.take_reserved() == loaded
+    for r in loaded:
+        rep.loaded(r, now)
+    assert rep.kv.free == 18
+    steps = 0
+    while rep.num_outstanding and steps < 3000:
+        duration = rep.start_step(now)
+        assert duration is not None, "idle with work"
+        now += duration
+        rep.end_step(now)
+        steps += 1
+    finished = rep.take_completed()
+    assert sorted(r.id for r in finished) == [0, 1, 2, 3], (steps, [(r.id, r.num_generated) for r in finished])
+    assert all(r.status is Status.FINISHED and r.num_generated == r.output_len for r in finished)
+    assert rep.kv.free == 88

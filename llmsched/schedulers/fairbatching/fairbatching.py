@@ -29,7 +29,7 @@ ADMIT_RULES = ("prompt", "positive")
 PREDICTIONS = ("linear", "exact")
 SLACK = attrgetter("slack")
 NUM_COMPUTED = attrgetter("num_computed")
-RUNNING, SWAPPED = Status.RUNNING, Status.SWAPPED
+RUNNING, SWAPPED, WAITING = Status.RUNNING, Status.SWAPPED, Status.WAITING
 
 
 @register
@@ -315,9 +315,10 @@ class FairBatching(Scheduler):
 def _make_room(ordered: list[Task], tasks: list[Task], book: "_Booking", plan: BatchPlan, limit: int) -> list:
     """No task fits the free KV: prompts in progress hold it, each waiting for blocks another holds (chunks take
     blocks as they run, vLLM v1 style). As vLLM v1 does when a chunk cannot be allocated, preempt running
-    requests, largest slack first, until the most urgent task that can fit gets its chunk."""
+    requests, largest slack first, until the most urgent task that can fit gets its chunk; among the requests not
+    running, those waiting with KV of their own are tried first (``_holders_first``)."""
     victims = sorted((t for t in tasks if t.req.status is RUNNING), key=SLACK, reverse=True)
-    for t in ordered:
+    for t in _holders_first(ordered):
         n = min(t.q, limit)
         if n < 1:
             continue
@@ -333,6 +334,27 @@ def _make_room(ordered: list[Task], tasks: list[Task], book: "_Booking", plan: B
                 return [(t, n)]
         book.free, book.room = free, room
     return []
+
+
+def _holders_first(ordered: list[Task]) -> list[Task]:
+    """``ordered`` with the requests that wait holding KV (a prompt a prefill instance sent, or one a KV tier
+    loaded) ahead of the other requests not running, each in slack order; running requests keep their places.
+    vLLM 0.32 admits from its KV-holding waiting queue before its other waiting requests (and never preempts a
+    running request for a waiting one): when such requests hold most of the cache, the only room left goes to a
+    recomputation that can never fit beside them, and two of those would take the one seat from each other for
+    ever while the requests that could run (they need only their last prompt token) wait behind them."""
+    slots = [i for i, t in enumerate(ordered) if t.req.status is not RUNNING]
+    queue = sorted((ordered[i] for i in slots), key=_holds_nothing)  # stable: slack order within each
+    if not queue or not _holds_nothing(queue[-1]) or _holds_nothing(queue[0]):
+        return ordered  # all hold KV or none does: the order stands
+    out = list(ordered)
+    for i, t in zip(slots, queue):
+        out[i] = t
+    return out
+
+
+def _holds_nothing(t: Task) -> bool:
+    return not (t.req.status is WAITING and t.req.num_blocks)
 
 
 class _Booking:
