@@ -179,7 +179,17 @@ class Goodput(Scheduler):
                 partial.append(r)
         free = view.free_blocks
         if grow > free:  # a decode finds no block: evict, then this step decodes only
-            return self._evict(view, plan, running)
+            self._evict(view, plan, running)
+            if plan.decodes or not partial:
+                return plan
+            # every decode was evicted: the prompts in progress run on the blocks that freed (a plan of evictions
+            # alone would leave the replica with nothing to run)
+            gone = {r.id for r in plan.preempt}
+            left = [r for r in partial if r.id not in gone]
+            freed = view.free_blocks + sum(view.preempt_frees(r) for r in plan.preempt)
+            if left:
+                self._prefills(view, plan, left, (), self.token_budget, math.inf, 0.0, 0.0, freed, now)
+            return plan
         free -= grow
         pred = self.predictor(view)
         cap = self.token_budget - len(decodes)
