@@ -27,7 +27,8 @@ A step is built in four moves.
    the threshold runs only if no other prompt can: prompts that already hold their KV (a prefill instance sent
    them) would otherwise wait behind one that can never grow into the cache they hold. When a decode still finds no
    block, the victim is the **cheapest to recompute** (InferMax's cost-aware eviction, Kim et al. §6:
-   least KV computed first), not the newest. ``evict="newest"`` is vLLM's rule (the ablation).
+   least KV computed first), not the newest. ``evict="newest"`` is vLLM's rule (the ablation). The step then
+   decodes only; if no decode is left, the prompts in progress run on the freed blocks.
 
 Deferred prefill's lever (Mohanty et al.,: amortise a step's fixed cost over more prefills) is
 ``defer_tokens``: with no decode running, a prefill of fewer tokens than that waits (while every waiting request
