@@ -287,9 +287,10 @@ class Replica:
         self.version += 1
         self.groups.fold(until, horizon)
 
-    def _ask_and_launch(self, now: float) -> float | None:
-        """The policy's plan, launched; None when it has no work (``wake_at`` set if it asked to be woken)."""
-        if self.swapped:
+    def _ask_and_launch(self, now: float, swap_in: bool = True) -> float | None:
+        """The policy's plan, launched; None when it has no work (``wake_at`` set if it asked to be woken).
+        ``swap_in=False``: nothing swapped comes back (this scheduling point has preempted)."""
+        if self.swapped and swap_in:
             self.groups.settle()
             preemption.swap_in(self)
         if self.receiving:
@@ -336,7 +337,9 @@ class Replica:
         for r in plan.preempt:
             r.mark = -1  # the next plan, a new decision, may list it
         self.running[:] = [r for r in self.running if r.status is RUNNING]
-        duration = self._ask_and_launch(now)
+        # no swap-in where this point preempted (vLLM v0 swaps in only when nothing was preempted): a request just
+        # swapped out would come straight back and be preempted again, for ever
+        duration = self._ask_and_launch(now, False)
         if duration is not None:
             self.clock.carries(len(plan.preempt))  # the preemptions that made room for the step launched
         return duration
