@@ -5,15 +5,21 @@ import dataclasses
 import os
 from pathlib import Path
 
+from ..run_config import RUN_FIELDS
 from ..run_field import API, declared
 from ..vllm.launch import EngineConfig
 from .run_options import (CLI, add_run_options, base_config, config_with_origins, scheduler_params, tuned_names,
                           tuned_settings, with_tuned)
 
-# the run fields a real engine has no use for (the model is a directory, its own engine's limits and KV cache)
-SIM_ONLY = ("gpu", "gpu_spec", "tp", "batch_time", "replicas", "router", "gpu_memory_utilization", "num_blocks",
-            "preemption_mode", "swap_space_gb", "dp", "expert_parallel", "fleet", "autoscaler", "min_replicas",
-            "max_replicas", "autoscaler_params", "cold_start", "cold_start_params")
+# The run fields a real-engine run honours: its workload and policy, vLLM's limits, the summary's window. Every
+# other run field (the simulator's GPU, topology, disaggregation, client, KV-tier and autoscaling models, closed
+# loops, its speed switches) is refused, not silently ignored: a field added later is refused here until the
+# real-engine run honours it.
+REAL_RUN = ("scheduler", "scheduler_params", "model", "workload", "trace", "lengths", "rate", "num_requests",
+            "duration", "arrival", "cv", "rate_schedule", "time_scale", "workload_params", "tiers", "tenants",
+            "max_total_tokens", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "oracle",
+            "prefix_caching", "warmup", "cooldown", "seed")
+SIM_ONLY = tuple(name for name in RUN_FIELDS if name not in REAL_RUN)
 ENGINE = declared(EngineConfig)
 ENGINE_LIMITS = ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size")  # also run fields
 
