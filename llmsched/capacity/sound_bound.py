@@ -8,8 +8,10 @@ search compares its capacity with that bound, computed on the capacity probe's o
 different seed or rate draws other requests) at its own limits, and fails with ``SoundBoundViolation`` naming both
 where the capacity is higher: that is a bug of the simulator, of the bound or of the verdict, not a result.
 
-Left unchecked: a closed loop's capacity (a concurrency, not an arrival rate) and a batch-time model the bound has
-no decomposition for (``busy_time_form``).
+The replicas bounded are the most that serve at once (a DP group's ranks, an autoscaler's ``max_replicas``).
+Left unchecked: a closed loop's capacity (a concurrency, not an arrival rate), a batch-time model the bound has
+no decomposition for (``busy_time_form``), a fleet file's pools and a disaggregated deployment (not one pool of
+alike replicas).
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def capacity_bound(base: RunConfig, rate: float, seeds) -> tuple[ThroughputBound
     for seed in seeds:
         try:
             bound = bound_for_config(probe_config(base, rate, seed), SERVED_FRACTION)
-        except ValueError:  # no decomposition of this batch-time model's step time: no bound
+        except ValueError:  # no decomposition of this batch-time model's step time, or a fleet: no bound
             return None
         if least is None or bound.requests_per_s < least[0].requests_per_s:
             least = (bound, seed)

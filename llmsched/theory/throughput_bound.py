@@ -384,10 +384,24 @@ def config_lengths(cfg) -> tuple[np.ndarray, np.ndarray]:
 
 
 def bound_for_config(cfg, served_fraction: float = 1.0) -> ThroughputBound:
-    """The bound for a RunConfig: its batch-time model, engine limits, replicas and its own requests."""
+    """The bound for a RunConfig: its batch-time model, engine limits, replicas and its own requests.
+
+    The replicas are the most that ever serve: a DP group's ranks, an autoscaled pool's ``max_replicas``. A fleet
+    file's pools and a disaggregated deployment (other GPUs, or prefill and decode stages) are not one pool of
+    alike replicas: ValueError, as for a batch-time model without a bound (``plan`` bounds a disaggregated
+    candidate pool by pool: plan/prune.py)."""
+    if cfg.fleet or cfg.disaggregate:
+        raise ValueError(f"no sound throughput bound for a {'fleet' if cfg.fleet else 'disaggregated'} run: it "
+                         f"bounds one pool of alike replicas")
     bt, limits = engine_of(cfg)
     prompts, outputs = config_lengths(cfg)
-    return throughput_bound(bt, prompts, outputs, limits, cfg.replicas, served_fraction)
+    return throughput_bound(bt, prompts, outputs, limits, serving_replicas(cfg), served_fraction)
+
+
+def serving_replicas(cfg) -> int:
+    """The most replicas of ``cfg`` that serve at once: its replicas, a DP group's ranks (each an engine of its
+    own), an autoscaler's ceiling."""
+    return max(cfg.replicas, cfg.dp, cfg.max_replicas if cfg.autoscaler else 1)
 
 
 # requests drawn from a length preset when none are counted: enough that the mean work per request, and so the
