@@ -148,4 +148,11 @@ def no_room(spec: ModelSpec, device: GPUSpec, budget: KVBudget, utilization: flo
     return (f"{spec.name} leaves no KV cache on {device.name}: {budget.weights / GiB:.1f} GiB of weights per GPU "
             f"(tp={spec.tp}) + {(budget.non_torch + budget.activation_peak) / GiB:.1f} GiB of activations and "
             f"runtime = {used / GiB:.1f} GiB against {utilization:g} x {device.mem_bytes / GiB:.0f} GiB; raise "
-            f"the tensor parallelism, or use a GPU with more memory")
+            f"the tensor parallelism, or use a GPU with more memory{utilization_hint(used / device.mem_bytes)}")
+
+
+def utilization_hint(share: float) -> str:
+    """Where the model fits in the GPU's whole memory, the utilisation that leaves room for a KV cache."""
+    if share >= 0.98:
+        return ""
+    return f", or raise --gpu-memory-utilization (gpu_memory_utilization) above {share:.2f}"
