@@ -29,3 +29,13 @@ def test_no_one_pool_bound_for_a_disaggregated_run(fields):
     """`capacity --disaggregate 2P1D` found 6.3 req/s and failed it against one colocated replica's 3.4."""
     assert capacity_bound(config(**fields), 6.3, [0]) is None
     check_capacity("sarathi", config(**fields), 6.3, [0])
+
+
+def test_no_bound_where_a_prefix_cache_skips_prefill():
+    """`capacity --workload shared-prefix` found 77.8 req/s (cache hits skip the shared system prompts) and failed
+    it against a bound of 69.6 that counts every prompt token as computed."""
+    cached = config(workload="shared-prefix", num_requests=150)
+    assert capacity_bound(cached, 77.8, [0]) is None
+    check_capacity("sarathi", cached, 77.8, [0])
+    plain = config(workload="shared-prefix", num_requests=150, prefix_caching=False)
+    assert capacity_bound(plain, 50.0, [0]) is not None

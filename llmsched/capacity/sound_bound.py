@@ -11,7 +11,7 @@ where the capacity is higher: that is a bug of the simulator, of the bound or of
 The replicas bounded are the most that serve at once (a DP group's ranks, an autoscaler's ``max_replicas``).
 Left unchecked: a closed loop's capacity (a concurrency, not an arrival rate), a batch-time model the bound has
 no decomposition for (``busy_time_form``), a fleet file's pools and a disaggregated deployment (not one pool of
-alike replicas).
+alike replicas), and a prefix cache over prompts that share prefixes (its hits skip prefill work the bound counts).
 """
 from __future__ import annotations
 

@@ -388,11 +388,16 @@ def bound_for_config(cfg, served_fraction: float = 1.0) -> ThroughputBound:
 
     The replicas are the most that ever serve: a DP group's ranks, an autoscaled pool's ``max_replicas``. A fleet
     file's pools and a disaggregated deployment (other GPUs, or prefill and decode stages) are not one pool of
-    alike replicas: ValueError, as for a batch-time model without a bound (``plan`` bounds a disaggregated
-    candidate pool by pool: plan/prune.py)."""
+    alike replicas, and a prefix cache that serves shared prompts skips prefill work the bound counts:
+    ValueError for each, as for a batch-time model without a bound (``plan`` bounds a disaggregated candidate pool
+    by pool: plan/prune.py)."""
+    from ..experiment import carries_content
     if cfg.fleet or cfg.disaggregate:
         raise ValueError(f"no sound throughput bound for a {'fleet' if cfg.fleet else 'disaggregated'} run: it "
                          f"bounds one pool of alike replicas")
+    if cfg.prefix_caching and carries_content(cfg):
+        raise ValueError("no sound throughput bound with a prefix cache over shared prompts: it counts every "
+                         "prompt token as computed")
     bt, limits = engine_of(cfg)
     prompts, outputs = config_lengths(cfg)
     return throughput_bound(bt, prompts, outputs, limits, serving_replicas(cfg), served_fraction)
