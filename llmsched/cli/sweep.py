@@ -26,7 +26,7 @@ def add(sub) -> None:
 def sweep(args) -> int:
     from ..report.run_figures import plot_sweep
     from ..metrics.writers import format_table, write_table
-    from .run_options import base_config, run_configs
+    from .run_options import base_config, config_with_origins, run_configs
     from .runs import TABLE_COLUMNS, check_out_dir, run_many, split_names, summary_row
     check_out_dir(args.out)
     base = base_config(args)
@@ -36,6 +36,11 @@ def sweep(args) -> int:
         if base.get(key) is not None:
             raise ValueError(f"--{key.replace('_', '-')} does not apply to `llmsched sweep`, which runs each of "
                              f"--rates; remove it")
+    if base.get("tenants") and not base.get("trace"):
+        _, origins = config_with_origins(args)
+        raise ValueError(f"--rates does not apply together with {origins['tenants'].name('tenants')}: each tenant "
+                         f"has its own rate (NAME:rate=R), so a sweep has no one rate to vary; run `llmsched "
+                         f"compare` once per tenant mix, or drop --tenants")
     rates = parse_rates(args.rates)
     configs = run_configs(args, names, rates)
     outcomes = run_many(configs, args.jobs, not args.no_progress)
