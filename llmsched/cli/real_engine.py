@@ -248,6 +248,7 @@ def fidelity(args) -> int:
 
 def make_model(args) -> int:
     from ..vllm.model import write_model
+    check_model_dir(args.out)
     try:
         out = write_model(args.out, args.shape)
     except ModuleNotFoundError as e:  # the tokenizer and the config class come with vLLM, an optional install
@@ -255,5 +256,15 @@ def make_model(args) -> int:
                          f"scripts/install.sh (or pip install tokenizers transformers)") from None
     print(f"wrote {out}/config.json and a tokenizer; serve it with load_format='dummy' (random weights)")
     return 0
+
+
+def check_model_dir(out: str) -> None:
+    """--out must be a directory or a path one can become: a file there (or above it) is named with the fix."""
+    path = Path(out)
+    for place in (path, *path.parents):
+        if place.exists() and not place.is_dir():
+            where = "" if place == path else f" ({place} is a file)"
+            raise ValueError(f"--out {out}{where}: make-model writes config.json and a tokenizer into a directory; "
+                             f"give a new or existing directory, not a file")
 
 
