@@ -31,3 +31,24 @@ def test_make_model_over_a_file_names_the_path_and_the_fix(tmp_path, capsys):
     assert f"--out {file}" in err and "give a new or existing directory" in err
     err = one_line_error(["make-model", "--out", str(file / "sub")], capsys)
     assert f"({file} is a file)" in err
+
+
+def test_simulate_warns_when_most_requests_are_rejected_and_says_why(capsys):
+    """`simulate --trace` of Mooncake's conversations on Llama-3-8B rejected 46% of the requests (longer than its
+    8192-token context) with no word on stderr; the same here with a 600-token context over ShareGPT's lengths."""
+    assert main(["simulate", "--workload", "sharegpt", "--max-model-len", "600", "--num-requests", "100",
+                 "--no-progress"]) == 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("llmsched simulate: warning: ") and len(err.splitlines()) == 1, err
+    assert "of 100 requests" in err and "were rejected" in err
+    assert "exceed max_model_len 600" in err and "a model with a longer context" in err
+
+
+def test_capacity_that_finds_no_rate_names_the_rejections(capsys):
+    """`capacity --trace conversation_trace.jsonl` said only 'no rate meets the SLOs ... no SLO values reached'
+    when every probe failed because most requests can never fit the model's context."""
+    assert main(["capacity", "--workload", "sharegpt", "--max-model-len", "600", "--num-requests", "100",
+                 "--no-progress", "--slo", "ttft_p50<=2s"]) == 0
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if "capacity: none" in l)
+    assert "were rejected" in line and "exceed max_model_len 600" in line and "a model with a longer context" in line

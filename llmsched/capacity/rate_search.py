@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..experiment import RunConfig
+from ..metrics.rejections import NOTABLE_SHARE, rejection_note
 from .lockstep import run_lockstep
 from .probe import Probe, check_base, make_probe, min_rate, probe_config, start_rate
 from .slo import RATIOS, SLO
@@ -84,8 +85,13 @@ def _no_rate_note(probes: list[Probe], slos: list[SLO]) -> str:
         if vals:
             v = max(vals) if slo.metric in RATIOS else min(vals)
             best.append(f"{slo.key} best {v:g}{'' if slo.metric in RATIOS else ' s'} (limit {slo.limit:g})")
-    return (f"no rate meets the SLOs: at the lowest rate tried, {low.rate:g}, failed {', '.join(low.failed)}; "
+    note = (f"no rate meets the SLOs: at the lowest rate tried, {low.rate:g}, failed {', '.join(low.failed)}; "
             + ("; ".join(best) if best else "no SLO values reached"))
+    worst = max(low.records, key=lambda r: r["counts"]["rejected"], default=None)
+    if worst and worst["counts"]["rejected"] >= NOTABLE_SHARE * worst["counts"]["measured"]:
+        note += "; " + rejection_note(worst["counts"]["rejected"], worst["counts"]["measured"],
+                                      worst["counts"].get("reasons", []))
+    return note
 
 
 def find_capacities(bases: dict[str, RunConfig], slos: list[SLO], resolution: float = 0.02, seeds=(0,),

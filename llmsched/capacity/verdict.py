@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from ..metrics.requests import TBT_MISS_TOLERANCE
+from ..metrics.summary import top_reasons
 from ..request import Status
 from .slo import LATENCIES, SLO, STATS
 from .stability import trend
@@ -91,11 +92,14 @@ def measure(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
                 metrics[f"{prefix}{m}_{s}"] = v
         n = int(sel.sum())
         metrics[f"{prefix}attainment"] = float(meets[sel].mean()) if n else math.nan
+    rejected = miss & (status == int(Status.REJECTED))
+    counts = {"measured": int(win.sum()), "finished": int((win & done).sum()),
+              "unfinished": int((miss & (status == int(Status.UNFINISHED))).sum()), "rejected": int(rejected.sum())}
+    if counts["rejected"]:  # why, for a search that finds no rate (rate_search.py)
+        counts["reasons"] = top_reasons(log, rejected)
     return {
         "window": {"start": lo, "end": hi, "stop": float(result.end_time)},
-        "counts": {"measured": int(win.sum()), "finished": int((win & done).sum()),
-                   "unfinished": int((miss & (status == int(Status.UNFINISHED))).sum()),
-                   "rejected": int((miss & (status == int(Status.REJECTED))).sum())},
+        "counts": counts,
         "stability": stability,
         "throughput": {"requests_per_s": float(served_in_window.sum()) / (hi - lo),
                        "output_tokens_per_s": float(log.column("output_len")[served_in_window].sum()) / (hi - lo),

@@ -66,3 +66,14 @@ def check_out_dir(path, option: str = "--out") -> None:
                 what = "a file" if above == Path(path) else f"{above} is a file"
                 raise ValueError(f"{option} {path}: {what}, not a folder; give a folder (made if missing)")
             return
+
+
+def warn_rejections(command: str, summary: dict, label: str = "") -> None:
+    """A warning on stderr when a notable share of the run's requests were rejected: why, and the fix."""
+    import sys
+    from ..metrics.rejections import NOTABLE_SHARE, rejection_note
+    counts = summary["counts"]
+    rejected, offered = counts["rejected"], counts["offered"]
+    if offered and rejected >= NOTABLE_SHARE * offered:
+        print(f"llmsched {command}: warning: {label}{rejection_note(rejected, offered, counts['reasons'])}",
+              file=sys.stderr)

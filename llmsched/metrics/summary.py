@@ -98,7 +98,7 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
                    "start": s0, "end": s1, "span": span, "requests_total": n_total,
                    "requests_trimmed": n_total - n_win},
         "counts": {"offered": n_win, "finished": n_fin, "rejected": int(rejected.sum()),
-                   "unfinished": int(unfinished.sum()), "reasons": _top_reasons(log, win & ~finished)},
+                   "unfinished": int(unfinished.sum()), "reasons": top_reasons(log, win & ~finished)},
     }
     if aborted.any():  # client timeouts (--client-timeout): misses, as rejected and unfinished requests are
         out["counts"]["aborted"] = int(aborted.sum())
@@ -270,7 +270,7 @@ def _tenants(log: RequestLog, win, finished, meets, end, s0: float, s1: float) -
     return out, fairness
 
 
-def _top_reasons(log: RequestLog, sel: np.ndarray) -> list[dict]:
+def top_reasons(log: RequestLog, sel: np.ndarray) -> list[dict]:
     """The most frequent reasons among ``sel`` requests, numbers folded to N so alike reasons group."""
     counts: Counter = Counter()
     example: dict[str, str] = {}
