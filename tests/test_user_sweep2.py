@@ -52,3 +52,24 @@ def test_capacity_that_finds_no_rate_names_the_rejections(capsys):
     out = capsys.readouterr().out
     line = next(l for l in out.splitlines() if "capacity: none" in l)
     assert "were rejected" in line and "exceed max_model_len 600" in line and "a model with a longer context" in line
+
+
+PLAN = ["plan", "--workload", "shared-prefix", "--num-requests", "150", "--target-rate", "75", "--gpus", "a100",
+        "--schedulers", "sarathi", "--max-replicas", "1", "--no-cache", "--no-progress"]
+
+
+def test_plan_does_not_prune_with_a_bound_a_prefix_cache_beats(tmp_path, capsys):
+    """`plan --workload shared-prefix` pruned sarathi on one A100 at 75 req/s (full-prompt bound 69.6 req/s), yet
+    that probe, run, is stable at 75: the cache's hits skip the shared system prompts' prefill. With the cache
+    off, the bound holds and still prunes."""
+    import json
+    assert main(PLAN + ["--json", str(tmp_path / "plan.json")]) == 0
+    out = capsys.readouterr().out
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    (cand,) = plan["candidates"]
+    assert cand["pruned"] == "" and cand["bound_rps_per_replica"] is None
+    assert any("prefix cache over shared prompts" in n for n in cand["notes"])
+    assert [d["replicas"] for d in plan["cheapest"]] == [1]  # met at the rate the bound said it could not
+    assert "not pruned for want of a sound bound: 1 candidate (a prefix cache over shared prompts" in out
+    assert main(PLAN + ["--no-prefix-caching"]) == 1  # no deployment: the only candidate is pruned
+    assert "pruned (bound: needs >= 2 replicas" in capsys.readouterr().out

@@ -2,10 +2,12 @@
 why none was found), what pruning saved, and the data of its JSON file and HTML page."""
 from __future__ import annotations
 
+from collections import Counter
+
 from ..capacity.slo import RATIOS
 from ..hardware.prices import PRICES_PATH
 from .planner import PlanResult
-from .prune import probes_saved
+from .prune import NO_BOUND, probes_saved
 from .report import candidate_rows, deployment_rows, simulate_command, table
 
 
@@ -85,14 +87,16 @@ def pruning(result: PlanResult) -> str:
     tp = [s for s in screened if s.pruned.startswith("tp")]
     bound = sum(1 for s in screened if s.pruned.startswith("bound"))
     saved = sum(probes_saved(s.screened.min_replicas) for s in searched)
-    nobound = sum(1 for s in screened if not s.pruned and s.bound_rps_per_replica is None)
+    nobound = Counter(note[len(NO_BOUND):] for s in screened if not s.pruned and s.bound_rps_per_replica is None
+                      for note in s.notes if note.startswith(NO_BOUND))
     split = f"{len(tp)} at a TP that does not divide the model's heads ({tp[0].pruned[4:]}), " if tp else ""
     text = (f"pruning: {memory + len(tp) + bound} of {len(screened)} candidates needed no probe ({split}{memory} do "
             f"not fit in memory, {bound} need more replicas than allowed by the sound throughput bound); the "
             f"bound's least replica counts skipped {saved} probe rounds (x{len(result.seeds)} seeds) that a search "
             f"from 1 replica (1, 2, 4, ...) would have run")
     if nobound:
-        text += f"; {nobound} candidates had no bound (batch-time model without one)"
+        text += "; not pruned for want of a sound bound: " + ", ".join(
+            f"{n} candidate{'s' if n > 1 else ''} ({why})" for why, n in nobound.items())
     return text
 
 
