@@ -73,3 +73,22 @@ def test_plan_does_not_prune_with_a_bound_a_prefix_cache_beats(tmp_path, capsys)
     assert "not pruned for want of a sound bound: 1 candidate (a prefix cache over shared prompts" in out
     assert main(PLAN + ["--no-prefix-caching"]) == 1  # no deployment: the only candidate is pruned
     assert "pruned (bound: needs >= 2 replicas" in capsys.readouterr().out
+
+
+DOCS = __import__("pathlib").Path(__file__).resolve().parents[1] / "docs"
+
+
+def python_blocks():
+    import re
+    for page in sorted(DOCS.glob("*.md")):
+        if page.name == "architecture.md":  # its scheduler registers a name: tests/test_docs_example.py runs it
+            continue
+        for i, code in enumerate(re.findall(r"```python\n(.*?)```", page.read_text(), re.S)):
+            yield pytest.param(page.name, code, id=f"{page.name}-{i}")
+
+
+@pytest.mark.parametrize("page, code", list(python_blocks()))
+def test_every_python_example_in_the_docs_runs_as_written(page, code, monkeypatch):
+    """A user copies the library examples of docs/*.md; each must run as written, from the repository root."""
+    monkeypatch.chdir(DOCS.parent)
+    exec(compile(code, f"docs/{page}", "exec"), {"__name__": "__docs__"})
