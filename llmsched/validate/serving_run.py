@@ -139,6 +139,15 @@ def _meta_and_config(folder: Path) -> tuple[EngineArgs, Path | None]:
         raise ValueError(f"{meta_path}: not found; a run needs its engine arguments (model, tensor_parallel_size, "
                          f"max_num_seqs, max_num_batched_tokens, ...) as in ../shared/data/ground_truth")
     config = folder / "config.json"
+    if config.is_file():
+        try:
+            shape = json.loads(config.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{config}: not valid JSON ({e}); write the model's Hugging Face config.json there, or "
+                             f"remove it to take the model from meta.json (a preset or a shipped Hugging Face id)") \
+                from None
+        if not isinstance(shape, dict):
+            raise ValueError(f"{config}: not a Hugging Face config.json (a JSON object of the model's shape)")
     return read_meta(meta_path), (config if config.is_file() else None)
 
 
@@ -209,7 +218,23 @@ def read_meta(path: Path) -> EngineArgs:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("engine_kwargs"), dict):
         raise ValueError(f"{path}: needs an \"engine_kwargs\" object with vLLM's engine arguments")
+    for section in ("engine_defaults_seen", "memory_gib", "kv_cache"):
+        if meta.get(section) is not None and not isinstance(meta[section], dict):
+            raise ValueError(f"{path}: {section} is {json.dumps(meta[section])}; write an object of what the engine "
+                             f"reported (or leave it out)")
+    if meta.get("gpu") is not None and not isinstance(meta["gpu"], str):
+        raise ValueError(f"{path}: gpu is {json.dumps(meta['gpu'])}; write the device's name as text (e.g. \"NVIDIA "
+                         f"H100 80GB HBM3\"), or leave it out and give --gpu")
     kw, seen = meta["engine_kwargs"], meta.get("engine_defaults_seen") or {}
+
+    def need_bool(section: dict, where: str, key: str, default: bool) -> bool:
+        value = section.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise ValueError(f"{path}: {where}.{key} is {json.dumps(value)}; write true or false (or leave it out: "
+                             f"{json.dumps(default)})")
+        return value
 
     def need_int(key: str, low: int = 1, default=None, optional: bool = False):
         value = kw.get(key, seen.get(key, default))
@@ -274,9 +299,9 @@ def read_meta(path: Path) -> EngineArgs:
         gpu_memory_utilization=float(utilization) if utilization is not None else None,
         block_size=need_int("block_size", default=16), gpu=meta.get("gpu"),
         memory=run_memory(meta, path, cudagraph_capture_sizes), capture_sizes=sizes,
-        async_scheduling=bool(seen.get("async_scheduling", True)),
+        async_scheduling=need_bool(seen, "engine_defaults_seen", "async_scheduling", True),
         kv_cache_dtype=str(kv_dtype).lower(), enable_prefix_caching=True if caching is None else caching,
-        front_end=front, skip_tokenizer_init=bool(kw.get("skip_tokenizer_init", False)), stream_interval=interval)
+        front_end=front, skip_tokenizer_init=need_bool(kw, "engine_kwargs", "skip_tokenizer_init", False), stream_interval=interval)
 
 
 def gpu_of(run: ServingRun, given: str | None) -> str:

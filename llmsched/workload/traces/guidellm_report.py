@@ -25,7 +25,8 @@ MEASURED_FIELDS = ("time_to_first_token_ms", "request_latency")
 def benchmarks_of(path: Path, data: dict) -> list:
     bench = data.get("benchmarks")
     if not isinstance(bench, list) or not bench:
-        raise TraceError(f"{path}: benchmarks is {type(bench).__name__}, not a non-empty list; a GuideLLM report "
+        shown = "an empty list" if bench == [] else type(bench).__name__
+        raise TraceError(f"{path}: benchmarks is {shown}, not a list of one or more benchmarks; a GuideLLM report "
                          f"(guidellm run --output kind=json) lists its benchmarks there")
     return bench
 
@@ -57,17 +58,18 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
             raise TraceError(f"{where}.requests.successful[{i}]: no {', '.join(missing)}; GuideLLM writes them for "
                              f"every successful request (schema version 2)")
     index = list(range(len(rows)))
-    start = seconds(path, f"benchmarks[{benchmark}].requests.successful[].request_start_time",
+    field = f"benchmarks[{benchmark}].requests.successful[].{{}}".format
+    start = seconds(path, field("request_start_time"),
                     [r["request_start_time"] for r in rows], index, indexed=True)
-    prompts = token_counts(path, "prompt_tokens", [r["prompt_tokens"] for r in rows], index, indexed=True)
-    outputs = token_counts(path, "output_tokens", [r["output_tokens"] for r in rows], index, indexed=True)
+    prompts = token_counts(path, field("prompt_tokens"), [r["prompt_tokens"] for r in rows], index, indexed=True)
+    outputs = token_counts(path, field("output_tokens"), [r["output_tokens"] for r in rows], index, indexed=True)
     order = np.argsort(start, kind="stable")
     log = ServerLog(path, "guidellm", [str(rows[i].get("request_id", i)) for i in order],
                     start[order] - start[order[0]], prompts[order], outputs[order], boundary="client")
     log.notes.append("GuideLLM timings are the client's")
     if all(r.get(k) is not None for r in rows for k in MEASURED_FIELDS):
-        ttft = seconds(path, "time_to_first_token_ms", [r["time_to_first_token_ms"] / 1e3 for r in rows], index,
-                       indexed=True)
-        e2e = seconds(path, "request_latency", [r["request_latency"] for r in rows], index, indexed=True)
+        ttft = seconds(path, field("time_to_first_token_ms"), [r["time_to_first_token_ms"] for r in rows], index,
+                       indexed=True, unit="milliseconds") / 1e3
+        e2e = seconds(path, field("request_latency"), [r["request_latency"] for r in rows], index, indexed=True)
         log.ttft, log.e2e = ttft[order], e2e[order]
     return log

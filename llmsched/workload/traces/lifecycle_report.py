@@ -85,7 +85,18 @@ def read_lifecycle(path: Path, data: dict) -> LifecycleReport:
             obj = obj[key]
         return obj
 
-    failures = (data.get("failures") or {}).get("count") or 0
+    def need_object(*keys) -> dict:
+        obj = need(data, *keys)
+        if not isinstance(obj, dict):
+            raise TraceError(f"{path}: {'.'.join(keys)} is {obj!r}, not a summary object; {FIX}")
+        return obj
+
+    failures = data.get("failures")
+    if failures is not None and not isinstance(failures, dict):
+        raise TraceError(f"{path}: failures is {failures!r}, not an object with the failed requests' count; {FIX}")
+    failures = (failures or {}).get("count") or 0
+    if isinstance(failures, bool) or not isinstance(failures, int) or failures < 0:
+        raise TraceError(f"{path}: failures.count is {failures!r}, not a number of requests")
     if failures:
         raise TraceError(f"{path}: failures.count is {failures}; a failed request has no latencies to compare (its "
                          f"percentiles leave it out): rerun the stage until none fails")
@@ -97,14 +108,18 @@ def read_lifecycle(path: Path, data: dict) -> LifecycleReport:
         raise TraceError(f"{path}: load_summary.requested_rate is {rate!r}, not a positive rate in requests/s")
     latency = {}
     for metric, key in METRICS.items():
-        summary = need(data, "successes", "latency", key)
+        summary = need_object("successes", "latency", key)
         latency[metric] = {stat: _seconds(path, f"successes.latency.{key}.{name}", summary.get(name))
                            for stat, name in STATS.items()}
-    throughput = {"output_tps": need(data, "successes", "throughput", "output_tokens_per_sec"),
-                  "rps": need(data, "successes", "throughput", "requests_per_sec")}
+    throughput = {}
+    for name, key in (("output_tps", "output_tokens_per_sec"), ("rps", "requests_per_sec")):
+        value = need(data, "successes", "throughput", key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 and math.isfinite(value)):
+            raise TraceError(f"{path}: successes.throughput.{key} is {value!r}, not a rate >= 0")
+        throughput[name] = value
     report = LifecycleReport(path, count, float(rate), latency, throughput,
-                             _quantiles(path, need(data, "successes", "prompt_len"), "successes.prompt_len"),
-                             _quantiles(path, need(data, "successes", "output_len"), "successes.output_len"))
+                             _quantiles(path, need_object("successes", "prompt_len"), "successes.prompt_len"),
+                             _quantiles(path, need_object("successes", "output_len"), "successes.output_len"))
     report.notes.append("inference-perf aggregate percentiles: arrivals redrawn at requested_rate, lengths from the "
                         "report's quantiles; its inter_token_latency (gaps between the token times it records, "
                         "tokens of one streamed chunk microseconds apart) is not compared")

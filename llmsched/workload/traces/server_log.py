@@ -301,17 +301,19 @@ def token_counts(path: Path, column: str, values, lines, indexed: bool = False) 
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not float(v).is_integer():
             raise TraceError(f"{_where(path, column, at, indexed)} is {v!r}, not a whole number of tokens")
         if v < 1:
+            kind = "output" if "out" in column.rsplit(".", 1)[-1] else "prompt"
             raise TraceError(f"{_where(path, column, at, indexed)} is {v!r}; a request has at least one "
-                             f"{'prompt' if 'in' in column else 'output'} token: remove or fix that request")
+                             f"{kind} token: remove or fix that request")
         out[i] = int(v)
     return out
 
 
-def seconds(path: Path, column: str, values, lines, indexed: bool = False) -> np.ndarray:
+def seconds(path: Path, column: str, values, lines, indexed: bool = False, unit: str = "seconds") -> np.ndarray:
+    """``values`` as floats, each a time >= 0 (in ``unit``, as the file writes it)."""
     out = np.empty(len(values))
     for i, (v, at) in enumerate(zip(values, lines)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise TraceError(f"{_where(path, column, at, indexed)} is {v!r}, not a time in seconds >= 0")
+            raise TraceError(f"{_where(path, column, at, indexed)} is {v!r}, not a time in {unit} >= 0")
         out[i] = float(v)
     return out
 
