@@ -92,3 +92,29 @@ def test_every_python_example_in_the_docs_runs_as_written(page, code, monkeypatc
     """A user copies the library examples of docs/*.md; each must run as written, from the repository root."""
     monkeypatch.chdir(DOCS.parent)
     exec(compile(code, f"docs/{page}", "exec"), {"__name__": "__docs__"})
+
+
+PROFILES = DOCS.parent.parent / "shared" / "data" / "profiles"
+
+
+def test_validate_timing_names_the_line_of_a_bad_or_truncated_profile(tmp_path, capsys):
+    """A truncated Splitwise perf_model.csv or Vidur mlp.csv ended in a TypeError traceback, a bad cell in
+    'invalid literal for int()' naming no file; a steps.csv with a NaN duration or negative counts was read."""
+    splitwise = (PROFILES / "splitwise_dgx_perf_model.csv").read_text()
+    vidur = (PROFILES / "vidur_a100_meta-llama_Meta-Llama-3-8B_mlp.csv").read_text()
+    header, first = splitwise.splitlines()[:2]
+    cases = {
+        "perf_model.csv": (splitwise[:3000], "line 29: tensor_parallel is None"),
+        "bad_perf_model.csv": (header + "\n" + first.rsplit(",", 1)[0] + ",x\n", "line 2: tensor_parallel is 'x'"),
+        "vidur_a100_meta-llama_Meta-Llama-3-8B_mlp.csv": (vidur[:20000], "line 31: num_tokens is None"),
+        "nan_steps.csv": ("duration,prefill_tokens,num_prefills,num_decodes,context_sum\nnan,100,1,0,100\n",
+                          "line 2: duration nan"),
+        "neg_steps.csv": ("duration,prefill_tokens,num_prefills,num_decodes,context_sum\n0.01,100,-1,0,100\n",
+                          "line 2: duration 0.01, prefill_tokens 100, num_prefills -1"),
+    }
+    for name, (text, want) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        err = one_line_error(["validate-timing", "--data", str(path), "--model", "llama-3-8b", "--gpu", "a100",
+                              "--out", str(tmp_path / "out")], capsys)
+        assert f"{path} {want}" in err, err

@@ -21,6 +21,7 @@ evidently did not run whole), and the power-capped H100 rows (no preset models a
 from __future__ import annotations
 
 import csv
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,9 +90,12 @@ def load_splitwise(path: Path) -> DataSet:
     data = DataSet("splitwise", path)
     groups: dict[tuple, list[dict]] = {}
     with path.open(newline="") as f:
-        for row in csv.DictReader(f):
-            key = (row["model"], row["hardware"], int(row["tensor_parallel"]), int(row["prompt_size"]),
-                   int(row["batch_size"]), int(row["token_size"]))
+        for line, row in enumerate(csv.DictReader(f), start=2):
+            sizes = [_number(path, line, row, c, int) for c in ("tensor_parallel", "prompt_size", "batch_size",
+                                                               "token_size")]
+            for column in ("prompt_time", "token_time"):
+                _number(path, line, row, column, float)
+            key = (row["model"], row["hardware"], *sizes)
             groups.setdefault(key, []).append(row)
     skipped: dict[str, int] = {}
     for (name, hardware, tp, prompt, batch, generated), rows in sorted(groups.items()):
@@ -118,6 +122,20 @@ def load_splitwise(path: Path) -> DataSet:
     return data
 
 
+def _number(path: Path, line: int, row: dict, column: str, kind) -> int | float:
+    """``row[column]`` as a positive finite ``kind`` (int or float), else an error naming the file, line, column."""
+    text = row.get(column)
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not (0 < value < float("inf")):
+        what = "whole number" if kind is int else "number"
+        raise ValueError(f"{path} line {line}: {column} is {text!r}, not a positive {what} (a Splitwise "
+                         f"perf_model.csv row has every column; a truncated file ends mid-row)")
+    return value
+
+
 def load_vidur(path: Path) -> DataSet:
     from ..batchtime.profiled import load_vidur_profile
 
@@ -141,6 +159,10 @@ def load_steps(path: Path, model: str, gpu: str) -> DataSet:
             except (TypeError, ValueError):
                 raise ValueError(f"{path} line {i}: duration, prefill_tokens, num_prefills, num_decodes and "
                                  f"context_sum must be numbers") from None
+            if not math.isfinite(duration) or min(tokens, prefills, decodes, context) < 0:
+                raise ValueError(f"{path} line {i}: duration {row['duration']}, prefill_tokens {tokens}, num_prefills "
+                                 f"{prefills}, num_decodes {decodes}, context_sum {context}: the duration must be "
+                                 f"finite and the counts >= 0")
             if duration <= 0 or (prefills == 0 and decodes == 0):
                 data.excluded.append(f"line {i}: empty step or non-positive duration")
                 continue
