@@ -10,3 +10,6 @@ def read_user_file(path: Path, what: str) -> str:
         return path.read_text()
     except OSError as e:
         raise ValueError(f"cannot read {what} {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{what} {path}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); save "
+                         f"it as UTF-8") from None

@@ -118,3 +118,42 @@ def test_validate_timing_names_the_line_of_a_bad_or_truncated_profile(tmp_path, 
         err = one_line_error(["validate-timing", "--data", str(path), "--model", "llama-3-8b", "--gpu", "a100",
                               "--out", str(tmp_path / "out")], capsys)
         assert f"{path} {want}" in err, err
+
+
+@pytest.mark.parametrize("name, text", [
+    ("run.toml", 'scheduler = "vllm"\nrate = 3.0\nnum_requests = 20\n'
+                 'scheduler_params = { token_budget = 256, order = "spf" }\n'),
+    ("run.yaml", "scheduler: vllm\nrate: 3.0\nnum_requests: 20\nscheduler_params: {token_budget: 256, order: spf}\n"),
+])
+def test_the_command_line_wins_over_the_config_file(name, text, tmp_path):
+    """README: 'the command line wins'. A flag replaces the file's value; a --param KEY=VALUE replaces that key of
+    the file's table only, and the file's other keys stay."""
+    import json
+    config = tmp_path / name
+    config.write_text(text.replace('"vllm"', '"sarathi"').replace("vllm", "sarathi"))
+    out = tmp_path / "out"
+    assert main(["simulate", "--config", str(config), "--rate", "5", "--param", "token_budget=512",
+                 "--no-progress", "--out", str(out)]) == 0
+    ran = json.loads((out / "meta.json").read_text())["config"]
+    assert ran["rate"] == 5.0 and ran["num_requests"] == 20 and ran["scheduler"] == "sarathi"
+    assert ran["scheduler_params"] == {"token_budget": 512, "order": "spf"}
+
+
+def test_a_config_key_that_is_the_commands_own_option_says_to_give_the_flag(tmp_path, capsys):
+    """`plan --config` with target_rate, or capacity's slo, was an 'unknown key' with a list of 80 run fields."""
+    config = tmp_path / "plan.toml"
+    config.write_text("num_requests = 20\ntarget_rate = 5\n")
+    err = one_line_error(["plan", "--config", str(config), "--gpus", "a100", "--no-cache"], capsys)
+    assert f"config file {config}:2: target_rate is `llmsched plan`'s own option" in err
+    assert "give --target-rate on the command line" in err
+    config.write_text('slo = "ttft_p50<=2s"\nresolution = 0.5\n')
+    err = one_line_error(["capacity", "--config", str(config)], capsys)
+    assert "slo, resolution are `llmsched capacity`'s own options" in err and "--slo --resolution" in err
+
+
+def test_a_config_file_that_is_not_utf8_is_named(tmp_path, capsys):
+    """A config saved as UTF-16 said only "'utf-8' codec can't decode byte 0xff in position 0"."""
+    config = tmp_path / "run.toml"
+    config.write_bytes("rate = 3.0\n".encode("utf-16"))
+    err = one_line_error(["simulate", "--config", str(config)], capsys)
+    assert f"config file {config}: not UTF-8 text" in err and "save it as UTF-8" in err

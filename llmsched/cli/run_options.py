@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import warnings
+from pathlib import Path
 
 from ..config_fields import check_combination, conflicts_with, parse_params
 from ..run_config import (CLI_FLAGS, RUN_FIELDS, RunConfig, check_field, checked_params, checked_router_params,
@@ -63,6 +64,7 @@ def config_with_origins(args) -> tuple[dict, dict[str, Origin]]:
 def read_options(args) -> tuple[dict, dict[str, Origin]]:
     data, origins = {}, {}
     if args.config:
+        check_own_options(args)
         data, file_origin = read_run_config(args.config)
         origins = dict.fromkeys(data, file_origin)
     command = getattr(args, "command", None) or "this command"
@@ -95,6 +97,24 @@ def read_options(args) -> tuple[dict, dict[str, Origin]]:
     check_combination(data, lambda key: origins.get(key, API))
     warn_router_of_one(data, origins)
     return data, origins
+
+
+INTERNAL = ("config", "func", "command", "run_options", "excluded_run_options", "run_defaults")  # no flag of their own
+
+
+def check_own_options(args) -> None:
+    """A --config file holds run fields only: a key that is the command's own option (plan's target_rate,
+    capacity's slo) is named as such, with the flag to give it as, rather than as an unknown key."""
+    from ..run_config import load_config
+    own = [k for k in load_config(args.config) if k not in RUN_FIELDS and k in vars(args) and k not in INTERNAL]
+    if own:
+        command = getattr(args, "command", None) or "this command"
+        origin = Origin.file(args.config, Path(args.config).read_text())
+        one = len(own) == 1
+        raise ValueError(f"config file {args.config}{origin.line_of(own[0])}: {', '.join(own)} "
+                         f"{'is' if one else 'are'} `llmsched {command}`'s own option{'' if one else 's'}, not "
+                         f"{'a run field' if one else 'run fields'} a config file holds; give "
+                         f"{' '.join('--' + k.replace('_', '-') for k in own)} on the command line")
 
 
 def warn_router_of_one(data: dict, origins: dict) -> None:
