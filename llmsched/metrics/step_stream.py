@@ -43,7 +43,7 @@ class StepStream(StepLog):
         self.closed = False
 
     def __len__(self) -> int:
-        return self.written + len(self.start)
+        return self.written + self.held()
 
     def head(self) -> None:
         if not self.headed:
@@ -52,18 +52,18 @@ class StepStream(StepLog):
 
     @property
     def full(self) -> bool:
-        return len(self.start) >= CHUNK_ROWS
+        return self.held() >= CHUNK_ROWS
 
     def flush(self, settled_until: float) -> None:
         """Write the rows held; fold every step ending by ``settled_until`` (no later than the span's end)."""
-        n = len(self.start)
+        n = self.held()
         if not n:
             return
         if self._file is not None:
             self.head()
             write_step_rows(self._file, self)
-        rows = {name: np.concatenate([self.tail[name], np.frombuffer(getattr(self, name), dtype=self.tail[name].dtype)])
-                for name in STEP_FIELDS}
+        held = self.arrays()
+        rows = {name: np.concatenate([self.tail[name], held[name]]) for name in STEP_FIELDS}
         self.written += n
         StepLog.clear(self)
         end = rows["start"] + rows["duration"]

@@ -134,9 +134,7 @@ def _write_steps(steps, path: Path) -> None:
 def write_step_rows(f, steps) -> None:
     """The rows of ``steps`` (a StepLog), without the header, to the text file ``f``."""
     fields = steps.fields
-    cols = {name: getattr(steps, name) for name in STEP_FIELDS}  # a StepStream's chunk in hand too
-    if CACHED_STEP_FIELD in fields:
-        cols[CACHED_STEP_FIELD] = steps.cached_column()
+    cols = steps.arrays()  # a StepStream's chunk in hand too
     for i in range(0, len(cols["start"]), CHUNK_ROWS):
         f.write(csv_rows([_array(cols[c][i:i + CHUNK_ROWS]) for c in fields]))
 
