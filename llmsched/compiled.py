@@ -56,6 +56,7 @@ MODULES = (
     "llmsched.engine.tokens",
     "llmsched.engine.view",
     "llmsched.batchtime.roofline",
+    "llmsched.batchtime.vllm_v1",
     "llmsched.metrics.requests",
     "llmsched.metrics.steps",
     "llmsched.routing.simple",

@@ -23,6 +23,7 @@ import math
 from array import array
 from dataclasses import dataclass
 from enum import IntEnum
+from math import isfinite
 
 from .bounds import MAX_WEIGHT, MIN_WEIGHT
 
@@ -38,7 +39,7 @@ class SLO:
     def __post_init__(self):
         for name in ("ttft", "tbt", "tpot"):
             v = getattr(self, name)
-            if v is not None and not (v > 0 and math.isfinite(v)):
+            if v is not None and not (v > 0 and isfinite(v)):
                 raise ValueError(f"SLO {name} target must be a positive number of seconds, got {v!r}")
 
 
@@ -123,7 +124,7 @@ class Request:
             raise ValueError(f"request {id}: prompt_len must be >= 1, got {prompt_len}")
         if output_len < 1:
             raise ValueError(f"request {id}: output_len must be >= 1, got {output_len}")
-        if not (arrival >= 0 and math.isfinite(arrival)):
+        if not (arrival >= 0 and isfinite(arrival)):
             raise ValueError(f"request {id}: arrival must be a finite time >= 0, got {arrival}")
         if content is not None and content.length < prompt_len:
             raise ValueError(f"request {id}: its content names {content.length} tokens, fewer than its prompt's "

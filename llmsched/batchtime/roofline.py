@@ -53,6 +53,7 @@ from __future__ import annotations
 import json
 import math
 from functools import lru_cache
+from math import sqrt
 from pathlib import Path
 
 from ..hardware.gpus import GPUSpec, gpu as _gpu
@@ -202,6 +203,12 @@ class RooflineBatchTime(BatchTimeModel):
         self._host = self.host_step > 0 or self.host_layer > 0 or self.host_prefill_layer > 0 or self.host_per_seq > 0
         self._host_decode = L * self.host_layer
         self._host_prefill = self._host_decode + L * self.host_prefill_layer
+        # what every step reads, in one tuple: a compiled step time unpacks it once (each attribute of this plain
+        # class is a dictionary lookup, and a step read some twenty of them)
+        self._hot = (self.staircase, self.t_col, self._p, self._lin_c, self._lin_w, self._lin_a, self._head_c,
+                     self._head_m, self._layers_const if self._host else self._const, self.per_seq_overhead,
+                     self._elem, self._kv_decode, self._attn_c, self._kv_read, self._ar_const, self._ar_tok,
+                     self.allreduce, self.architecture, self._host)
 
     def _precompute_architecture(self, flops: float, bw: float) -> None:
         """The shared part of a MoE or MLA model's layers (attention, dense layers, shared experts, router) in
@@ -243,7 +250,7 @@ class RooflineBatchTime(BatchTimeModel):
     def _smax(self, a: float, b: float) -> float:
         p = self._p
         if p == 2.0:
-            return math.sqrt(a * a + b * b)
+            return sqrt(a * a + b * b)
         if p == math.inf:
             return a if a > b else b
         return (a ** p + b ** p) ** (1.0 / p)
@@ -271,34 +278,34 @@ class RooflineBatchTime(BatchTimeModel):
         """The step time of a batch given by its totals and its prefill chunks (one formula for both paths)."""
         if tokens == 0:
             return 0.0
-        compute_tokens = -(-tokens // self.t_col) * self.t_col if self.staircase else tokens
-        p = self._p
-        a, b = compute_tokens * self._lin_c, self._lin_w + tokens * self._lin_a
-        h, w = rows * self._head_c, self._head_m
+        (staircase, t_col, p, lin_c, lin_w, lin_a, head_c, head_m, const, per_seq, elem, kv_decode, attn_c, kv_read,
+         ar_const, ar_tok, allreduce, arch, host_on) = self._hot
+        compute_tokens = -(-tokens // t_col) * t_col if staircase else tokens
+        a, b = compute_tokens * lin_c, lin_w + tokens * lin_a
+        h, w = rows * head_c, head_m
         if p == 2.0:
-            t = math.sqrt(a * a + b * b) + math.sqrt(h * h + w * w)
+            t = sqrt(a * a + b * b) + sqrt(h * h + w * w)
         else:
             t = self._smax(a, b) + self._smax(h, w)
-        t += (self._layers_const if self._host else self._const) + rows * self.per_seq_overhead + tokens * self._elem
+        t += const + rows * per_seq + tokens * elem
         if n_decodes:
-            t += decode_ctx_sum * self._kv_decode
+            t += decode_ctx_sum * kv_decode
         if prefill_new:
-            if self.architecture is None:
-                attn_c, kv_read = self._attn_c, self._kv_read
+            if arch is None:
                 for c, ctx in zip(prefill_new, prefill_ctx):
                     f = (c * ctx + c * (c + 1) * 0.5) * attn_c
                     r = (ctx + c) * kv_read
                     t += f if f > r else r
             else:
                 for c, ctx in zip(prefill_new, prefill_ctx):
-                    t += self.architecture.prefill_attention(c, ctx)
-        if self._ar_const:
-            t += self._ar_const + tokens * self._ar_tok
-        elif self.allreduce is not None:
-            t += self._ar_calls * self.allreduce.time(tokens * self._ar_bytes)
-        if self.architecture is not None and self.architecture.moe:
-            t += self.architecture.experts(tokens)
-        if self._host:
+                    t += arch.prefill_attention(c, ctx)
+        if ar_const:
+            t += ar_const + tokens * ar_tok
+        elif allreduce is not None:
+            t += self._ar_calls * allreduce.time(tokens * self._ar_bytes)
+        if arch is not None and arch.moe:
+            t += arch.experts(tokens)
+        if host_on:
             host = self._host_prefill if prefill_new else self._host_decode
             q = self.host_sharpness
             t = (t if t > host else host) if q == math.inf else (t ** q + host ** q) ** (1.0 / q)

@@ -36,8 +36,8 @@ other engine terms; they are not step times.
 """
 from __future__ import annotations
 
-import bisect
 import math
+from bisect import bisect_left
 
 from .base import Batch, BatchTimeModel
 
@@ -85,13 +85,17 @@ class VLLMV1BatchTime(BatchTimeModel):
         self.decode_sum_only = gpu_model.decode_sum_only
         self.wake = gpu_model.wake
         self._max_graph = sizes[-1] if sizes else 0
+        # what every step reads, in one tuple (a compiled step unpacks it once; each attribute of this plain class is
+        # a dictionary lookup)
+        self._hot = (self._max_graph, self.capture_sizes, self.cpu_step, self.cpu_per_seq, self.async_scheduling,
+                     gpu_model)
 
     def padding(self, tokens: int) -> int:
         """Dummy tokens the step's CUDA graph adds to ``tokens`` (0 above the largest capture size)."""
         if tokens > self._max_graph or tokens == 0:
             return 0
         sizes = self.capture_sizes
-        return sizes[bisect.bisect_left(sizes, tokens)] - tokens
+        return sizes[bisect_left(sizes, tokens)] - tokens
 
     def _cycle(self, gpu: float, rows: int) -> float:
         cpu = self.cpu_step + self.cpu_per_seq * rows
@@ -108,19 +112,31 @@ class VLLMV1BatchTime(BatchTimeModel):
         return self._cycle(self.gpu_model.step_time(padded), len(batch.decode_ctx) + len(batch.prefill_new))
 
     def decode_sum_time(self, num_decodes: int, context_sum: int) -> float:
+        """``step_time`` of ``num_decodes`` decodes over ``context_sum`` tokens (``padding`` and ``_cycle`` written
+        out: every decode step of a run comes here)."""
         if num_decodes == 0:
             return 0.0
-        pad = self.padding(num_decodes)
-        return self._cycle(self.gpu_model.decode_sum_time(num_decodes + pad, context_sum + pad), num_decodes)
+        max_graph, sizes, cpu_step, cpu_per_seq, overlap, gpu_model = self._hot
+        pad = sizes[bisect_left(sizes, num_decodes)] - num_decodes if num_decodes <= max_graph else 0
+        gpu = gpu_model.decode_sum_time(num_decodes + pad, context_sum + pad)
+        cpu = cpu_step + cpu_per_seq * num_decodes
+        if overlap:
+            return gpu if gpu > cpu else cpu
+        return gpu + cpu
 
     def sum_step_time(self, prefill_new, prefill_ctx, num_decodes: int, context_sum: int) -> float:
+        """``step_time`` from the batch's sums (``padding`` and ``_cycle`` written out, as in decode_sum_time)."""
         tokens = sum(prefill_new) + num_decodes
         if tokens == 0:
             return 0.0
-        pad = self.padding(tokens)
-        gpu = self.gpu_model.sum_step_time(prefill_new, prefill_ctx, num_decodes + pad,
-                                           (context_sum if num_decodes else 0) + pad)
-        return self._cycle(gpu, num_decodes + len(prefill_new))
+        max_graph, sizes, cpu_step, cpu_per_seq, overlap, gpu_model = self._hot
+        pad = sizes[bisect_left(sizes, tokens)] - tokens if tokens <= max_graph else 0
+        gpu = gpu_model.sum_step_time(prefill_new, prefill_ctx, num_decodes + pad,
+                                      (context_sum if num_decodes else 0) + pad)
+        cpu = cpu_step + cpu_per_seq * (num_decodes + len(prefill_new))
+        if overlap:
+            return gpu if gpu > cpu else cpu
+        return gpu + cpu
 
     def describe(self) -> dict:
         inner = self.gpu_model.describe()

@@ -15,8 +15,8 @@ themselves (the view's ``running``, a preemption, a plan that lists decodes, the
 """
 from __future__ import annotations
 
-import heapq
 from array import array
+from heapq import heappop, heappush
 
 TRIM_AT = 1 << 16  # end times kept before the older ones nobody still needs are dropped
 
@@ -54,7 +54,7 @@ class DecodeGroup:
         """The clock value at which the earliest member finishes (a large number with no member)."""
         due, finish_at = self.due, self.finish_at
         while due and due[0] not in finish_at:
-            heapq.heappop(due)
+            heappop(due)
         return due[0] if due else 1 << 62
 
     # --- membership ---------------------------------------------------------------------------------------
@@ -70,7 +70,7 @@ class DecodeGroup:
         at = self.finish_at.get(f)
         if at is None:
             self.finish_at[f] = [r]
-            heapq.heappush(self.due, f)
+            heappush(self.due, f)
         else:
             at.append(r)
         if r.order > self.max_order:
@@ -118,7 +118,7 @@ class DecodeGroup:
                 self.leave_finished(r)
         due = self.due
         while due and due[0] <= clock:  # passed: keeps the heap to the keys still ahead in a run that never folds
-            heapq.heappop(due)
+            heappop(due)
         if len(self.ends) >= 2 * TRIM_AT:
             self.trim()
         return done or []

@@ -2,7 +2,7 @@
 estimate)."""
 from __future__ import annotations
 
-import heapq
+from heapq import heapify, heappop, heappush, heapreplace
 
 from .base import Router
 from .registry import register_router
@@ -40,7 +40,7 @@ class LeastOutstanding(Router):
 
     def _rebuild(self):
         self.heap = [(c, i) for i, c in enumerate(self.counts)]
-        heapq.heapify(self.heap)
+        heapify(self.heap)
 
     def route(self, req, replicas, rng):
         counts, heap = self.counts, self.heap
@@ -48,19 +48,19 @@ class LeastOutstanding(Router):
             raise RuntimeError(f"router {self.name}: begin() was given {len(counts)} replicas, route() "
                                f"{len(replicas)}; call begin(replicas) when a run starts")
         while heap[0][0] != counts[heap[0][1]]:  # stale: that replica's count changed since
-            heapq.heappop(heap)
+            heappop(heap)
         c, i = heap[0]
         # the router's count also holds the arrivals the simulator keeps for a step in flight (vLLM's async
         # admission, sim/simulator.py): sent to the replica, not yet in its queue
         assert replicas[i].num_outstanding <= c, f"router {self.name}: count of replica {i} out of date"
         counts[i] = c + 1
-        heapq.heapreplace(heap, (c + 1, i))
+        heapreplace(heap, (c + 1, i))
         return i
 
     def left(self, index, count):
         c = self.counts[index] = self.counts[index] - count
         heap = self.heap
-        heapq.heappush(heap, (c, index))
+        heappush(heap, (c, index))
         if len(heap) > 4 * len(self.counts) + 64:  # stale entries below the top: rebuild from the counts
             self._rebuild()
 

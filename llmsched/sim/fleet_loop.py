@@ -24,9 +24,9 @@ its last request, as a plain run does, and replicas are billed up to then.
 """
 from __future__ import annotations
 
-import heapq
-import math
 import time
+from heapq import heappop, heappush
+from math import inf
 
 import numpy as np
 
@@ -94,7 +94,7 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
 
     def schedule(t: float, action) -> None:
         nonlocal seq
-        heapq.heappush(actions, (t, seq, action))
+        heappush(actions, (t, seq, action))
         seq += 1
 
     # a stage's end that hands a request on is an event: no fold may pass it
@@ -102,11 +102,11 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
 
     def push(t: float, kind: int, payload) -> None:
         nonlocal seq
-        heapq.heappush(heap, (t, seq, kind, payload))
+        heappush(heap, (t, seq, kind, payload))
         seq += 1
 
     def next_event() -> float:
-        t = pending.arrival if pending is not None else math.inf
+        t = pending.arrival if pending is not None else inf
         if heap and heap[0][0] < t:
             t = heap[0][0]
         if actions and actions[0][0] < t:
@@ -245,14 +245,14 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
     cut = False
     while heap or pending is not None:
         while heap and heap[0][2] == TRANSFER and heap[0][3] != transfer_event:
-            heapq.heappop(heap)  # a stale transfer event: the transfers changed since it was pushed
+            heappop(heap)  # a stale transfer event: the transfers changed since it was pushed
         if not heap and pending is None:
             break
-        t_work = pending.arrival if pending is not None else math.inf
+        t_work = pending.arrival if pending is not None else inf
         if heap and heap[0][0] < t_work:
             t_work = heap[0][0]
         if actions and actions[0][0] <= t_work:  # the fleet acts first at its instant
-            t, _, action = heapq.heappop(actions)
+            t, _, action = heappop(actions)
             if horizon is not None and t > horizon:
                 cut = True
                 break
@@ -274,7 +274,7 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
             now = t
             enter(x, choose(x), 0, t)
             continue
-        t, _, kind, x = heapq.heappop(heap)
+        t, _, kind, x = heappop(heap)
         now = t
         if kind == STEP_END:
             waiting = held is not None and held.get(x.index)

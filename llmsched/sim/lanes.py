@@ -16,8 +16,9 @@ A summary's float sums over requests tied across replicas may then differ in the
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
+from heapq import heappop, heappush, heapreplace
+from math import inf
 from operator import attrgetter
 
 import numpy as np
@@ -44,7 +45,7 @@ class Lane:
         self.heap: list = []  # (time, seq, kind): the step in flight's end, wake-ups (a stale one stays queued)
         self.seq = 0
         self.done: list = []  # requests that left in this window, in the order they left
-        self.last = -math.inf  # time of the last event run
+        self.last = -inf  # time of the last event run
         self.steps = StepLog()  # this window's step rows
 
     def run(self, before: float, horizon: float | None) -> None:
@@ -52,7 +53,7 @@ class Lane:
         event loop does."""
         rep, arrivals, heap = self.rep, self.arrivals, self.heap
         while True:
-            t_arrival = arrivals[0].arrival if arrivals else math.inf
+            t_arrival = arrivals[0].arrival if arrivals else inf
             if heap and heap[0][0] < t_arrival:
                 t = heap[0][0]
                 arrival = None
@@ -81,14 +82,14 @@ class Lane:
                 until = self.next_event(before, past_root=True)
                 if rep.step_end < until and not waiting:
                     rep.fold(until, horizon)
-                heapq.heapreplace(heap, (rep.step_end, self.seq, STEP_END))
+                heapreplace(heap, (rep.step_end, self.seq, STEP_END))
                 self.seq += 1
                 if rep.completed:
                     self.drain()
                 if waiting:
                     self.admit_held(t, before, horizon)
                 continue
-            heapq.heappop(heap)
+            heappop(heap)
             if kind == STEP_END:
                 rep.end_step(t)
                 if rep.completed:
@@ -136,7 +137,7 @@ class Lane:
             self.drain()
 
     def push(self, t: float, kind: int) -> None:
-        heapq.heappush(self.heap, (t, self.seq, kind))
+        heappush(self.heap, (t, self.seq, kind))
         self.seq += 1
 
     def drain(self) -> None:
@@ -171,7 +172,7 @@ def run_lanes(arrivals, pending, replicas: list[Replica], router, rng, horizon: 
                 if pending is not None and pending.arrival < last:
                     out_of_order(pending, last)
             routable = pending is not None and (horizon is None or pending.arrival <= horizon)
-            before = pending.arrival if routable else math.inf
+            before = pending.arrival if routable else inf
             for lane in lanes:
                 lane.run(before, horizon)
             _merge(lanes, shared_steps, log, on_done, router_left, bar)
@@ -187,7 +188,7 @@ def run_lanes(arrivals, pending, replicas: list[Replica], router, rng, horizon: 
     for lane in lanes:  # arrivals held when the horizon cut the run leave it unfinished, as in simulate
         for r in lane.held or ():
             lane.rep.add(r, r.arrival)
-    return (now if now > -math.inf else 0.0), cut
+    return (now if now > -inf else 0.0), cut
 
 
 def _merge(lanes: list[Lane], shared_steps: StepLog, log, on_done, router_left, bar) -> None:

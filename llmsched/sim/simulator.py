@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import heapq
-import math
 import time
 from dataclasses import dataclass, field
+from heapq import heappush
+from math import inf
 
 import numpy as np
 
@@ -66,7 +67,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
     def push_arrivals(reqs):
         nonlocal seq
         for r in reqs:
-            heapq.heappush(heap, (r.arrival, seq, ARRIVAL, r))
+            heappush(heap, (r.arrival, seq, ARRIVAL, r))
             seq += 1
 
     # the initial arrivals stay outside the heap, in arrival order, and come before any heap event at the same
@@ -126,7 +127,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
 
     def next_event() -> float:
         """The next event's time: a replica fast-forwards no step that would start at or after it."""
-        t_arrival = pending.arrival if pending is not None else math.inf
+        t_arrival = pending.arrival if pending is not None else inf
         return min(t_arrival, heap[0][0]) if heap else t_arrival
 
     def start(rep: Replica, t: float, until: float | None = None):
@@ -134,10 +135,10 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         nonlocal seq
         d = rep.start_step(t, next_event() if until is None else until, horizon)
         if d is not None:
-            heapq.heappush(heap, (rep.step_end, seq, STEP_END, rep))
+            heappush(heap, (rep.step_end, seq, STEP_END, rep))
             seq += 1
         elif rep.wake_at is not None:
-            heapq.heappush(heap, (rep.wake_at, seq, WAKE, rep))
+            heappush(heap, (rep.wake_at, seq, WAKE, rep))
             seq += 1
         if rep.completed:
             drain(rep, t)
@@ -213,7 +214,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
                 waiting = held is not None and held[x.index]
                 if (not waiting and (size < 2 or end < heap[1][0]) and (size < 3 or end < heap[2][0])
                         and (pending is None or end < pending.arrival)):
-                    until = pending.arrival if pending is not None else math.inf
+                    until = pending.arrival if pending is not None else inf
                     if size > 1 and heap[1][0] < until:
                         until = heap[1][0]
                     if size > 2 and heap[2][0] < until:
@@ -246,7 +247,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
         elif kind == ARRIVAL:
             rep = replicas[router.route(x, replicas, rng)]
             if aborting is not None:
-                heapq.heappush(heap, (max(x.sent + client_timeout + abort_delay, t), seq, ABORT, x))
+                heappush(heap, (max(x.sent + client_timeout + abort_delay, t), seq, ABORT, x))
                 seq += 1
             if held is not None and rep.busy:
                 held[rep.index].append(x)
@@ -256,7 +257,7 @@ def simulate(source, replicas: list[Replica], router: Router | None = None, hori
                 drain(rep, t)
             if not rep.busy and ((heap and heap[0][0] == t) or (pending is not None and pending.arrival == t)):
                 # more events at this instant: decide once they are all in (a burst forms one batch)
-                heapq.heappush(heap, (t, seq, WAKE, rep))
+                heappush(heap, (t, seq, WAKE, rep))
                 seq += 1
             elif not rep.busy:
                 start(rep, t)
