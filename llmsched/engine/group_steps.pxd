@@ -1,5 +1,6 @@
 # The decode-group path, a component of the replica: typed back to it (a cimport circle Cython resolves), so that
 # its methods reach the replica's fields, clock and counters as struct slots.
+from llmsched.engine.decode_group cimport DecodeGroup
 from llmsched.engine.replica cimport Replica
 
 
@@ -9,7 +10,7 @@ cdef class GroupSteps:
     cdef public object form_wait
     cdef public object formed_at
     cdef public object forms
-    cdef public object group
+    cdef public DecodeGroup group
     cdef public object group_step
     cdef public object repeat_plan
     cdef public object steady

@@ -1,4 +1,5 @@
 from llmsched.engine.group_steps cimport GroupSteps
+from llmsched.engine.kv_cache cimport KVCacheManager
 from llmsched.engine.step_clock cimport StepClock
 from llmsched.engine.step_counters cimport StepCounters
 
@@ -20,7 +21,7 @@ cdef class Replica:
     cdef public object fruitless
     cdef public GroupSteps groups
     cdef public object index
-    cdef public object kv
+    cdef public KVCacheManager kv
     cdef public object loading
     cdef public object quiet_finishes
     cdef public object receiving
