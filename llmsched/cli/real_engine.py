@@ -90,8 +90,7 @@ def _split_config(args, default_scheduler="vllm-chunked"):
     from ..run_config import RunConfig, check_field, checked_params
     base = dict(base_config(args))
     model = base.pop("model", None)
-    if not model or not Path(model).is_dir():
-        raise ValueError(f"--model {model!r}: give a model directory (write one with `llmsched make-model --out DIR`)")
+    check_model(model)
     if args.scheduler is not None:
         base["scheduler"] = check_field("scheduler", args.scheduler, CLI)
     else:
@@ -105,7 +104,30 @@ def _split_config(args, default_scheduler="vllm-chunked"):
     if not base.get("trace") and not base.get("num_requests") and not base.get("duration"):
         base["num_requests"] = 50
     base["max_model_len"] = engine.max_model_len
-    return RunConfig.checked(base), engine
+    cfg = RunConfig.checked(base)
+    check_policy(cfg)
+    return cfg, engine
+
+
+def check_model(model) -> None:
+    """--model must be a directory vLLM can start on: checked here, before vLLM is imported (tens of seconds)."""
+    from ..vllm.model import model_dir_problem
+    if not model or not Path(model).is_dir():
+        raise ValueError(f"--model {model!r}: give a model directory (write one with `llmsched make-model --out DIR`)")
+    problem = model_dir_problem(model)
+    if problem:
+        raise ValueError(f"--model {model}: {problem}; give a Hugging Face model directory (config.json and "
+                         f"tokenizer files), or write one with `llmsched make-model --out DIR [--shape PRESET]`")
+
+
+def check_policy(cfg) -> None:
+    """The policy with its parameters, built once before the engine starts: a bad value or a policy that needs
+    --oracle is a one-line error at once, not after vLLM has loaded the model (the plug-in builds it again)."""
+    from ..schedulers.registry import create_scheduler
+    policy = create_scheduler(cfg.scheduler, **cfg.scheduler_params)
+    if policy.needs_oracle and not cfg.oracle:
+        raise ValueError(f"--scheduler {cfg.scheduler}: it decides from true output lengths; add --oracle (vLLM "
+                         f"then tells it each request's max_tokens)")
 
 
 def run_setup(args):
@@ -148,8 +170,7 @@ def run(args) -> int:
 def profile(args) -> int:
     from ..vllm.launch import make_llm
     from ..vllm.profiler import between_steps, profile as profile_engine, save
-    if not Path(args.model).is_dir():
-        raise ValueError(f"--model {args.model!r}: give a model directory (see `llmsched make-model`)")
+    check_model(args.model)
     engine = EngineConfig(model=args.model, kv_cache_mb=args.kv_cache_mb,
                           **{k: getattr(args, k) for k in ENGINE_LIMITS})
     _start(args)
