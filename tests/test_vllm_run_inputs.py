@@ -9,6 +9,7 @@ import json
 import pytest
 
 import llmsched.cli.real_engine as real_engine
+import llmsched.vllm.launch as launch
 import llmsched.vllm.runner as runner
 from llmsched.cli import main
 
@@ -25,6 +26,7 @@ def no_engine(monkeypatch):
     def started(*args, **kwargs):
         raise AssertionError("vLLM was started for an input that should have been refused first")
     monkeypatch.setattr(runner, "make_llm", started)
+    monkeypatch.setattr(launch, "make_llm", started)  # fidelity's
 
 
 def model_dir(tmp_path, config=TINY_CONFIG, tokenizer=True):
@@ -87,3 +89,18 @@ def test_a_good_setting_reaches_the_engine(tmp_path, monkeypatch):
     d = model_dir(tmp_path)
     with pytest.raises(AssertionError, match="vLLM was started"):
         main(RUN + ["--model", str(d), "--scheduler", "wait", "--oracle"])
+
+
+@pytest.mark.parametrize("command", ["run", "fidelity"])
+def test_a_trace_that_cannot_be_replayed_as_asked_fails_before_the_engine_starts(tmp_path, capsys, command,
+                                                                                  monkeypatch):
+    """Mooncake's conversation trace opens with requests at one timestamp: its first 10 cannot be rescaled to a
+    rate. That error came after vLLM had started (about 20 s here)."""
+    monkeypatch.setattr(real_engine, "_start", lambda args: None)
+    d = model_dir(tmp_path)
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(f'{{"timestamp": 0, "input_length": {100 + i}, "output_length": 20, "hash_ids": [{i}]}}\n'
+                             for i in range(10)))
+    err = one_line_error([command, "--model", str(d), "--trace", str(trace), "--rate", "4", "--scale-lengths", "0.1",
+                          "--max-model-len", "512"], capsys)
+    assert "the trace spans no time" in err and "leave it out" in err

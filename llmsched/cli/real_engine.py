@@ -151,7 +151,7 @@ def _start(args):
 def run(args) -> int:
     from ..metrics.summary import summarize, summary_row
     from ..metrics.writers import format_table, write_run
-    from .runs import TABLE_COLUMNS
+    from .runs import TABLE_COLUMNS, warn_rejections
     cfg, engine = run_setup(args)
     _start(args)
     from ..vllm.runner import run_vllm
@@ -161,6 +161,7 @@ def run(args) -> int:
                        TABLE_COLUMNS))
     stats = result.meta["adapter"]["stats"]
     print(f"vLLM steps {stats['steps']}, steps where vLLM differed from the plan: {stats['mismatch_steps']}")
+    warn_rejections("run", summ)  # as simulate warns: a run that served few of its requests says why
     if args.out:
         write_run(result, summ, args.out)
         print(f"wrote {args.out}/summary.json, requests.csv, steps.csv, meta.json")
@@ -211,6 +212,7 @@ def fidelity(args) -> int:
     from ..vllm.profiler import between_steps, profile as profile_engine, save
     from ..vllm.runner import replay, request_tenants, workload_requests
     from ..vllm.settings import load_settings
+    requests = workload_requests(cfg, engine.max_model_len, args.scale_lengths)  # its errors before vLLM starts
     llm = make_llm(engine)
     hf = llm.llm_engine.vllm_config.model_config.hf_config
     if args.profile_name:
@@ -224,7 +226,6 @@ def fidelity(args) -> int:
         path = save(model, report, llm, engine)
         print(f"fitted a profile ({report}; {between_steps(cols) * 100:.0f}% of a cycle between steps), "
               f"wrote {path}")
-    requests = workload_requests(cfg, engine.max_model_len, args.scale_lengths)
     real = replay(llm, requests, load_settings({}, scheduler=cfg.scheduler, scheduler_params=cfg.scheduler_params,
                                                tiers=cfg.tiers, tenants=request_tenants(requests), oracle=cfg.oracle))
     real_summary = summarize(real, warmup=cfg.warmup, cooldown=cfg.cooldown)
