@@ -196,6 +196,8 @@ def test_llmsched_run_follows_vllms_prefix_caching_default(tmp_path):
     from llmsched.cli.commands import build_parser
     from llmsched.cli.real_engine import run_setup
     (tmp_path / "model").mkdir()
+    for name in ("config.json", "tokenizer.json"):  # what `run` checks a model directory for before vLLM starts
+        (tmp_path / "model" / name).write_text("{}")
     on = run_setup(build_parser("run").parse_args(["run", "--model", str(tmp_path / "model")]))[1]
     off = run_setup(build_parser("run").parse_args(["run", "--model", str(tmp_path / "model"),
                                                     "--no-prefix-caching"]))[1]

@@ -19,7 +19,7 @@ from ..workload.tenants.streams import scaled_tenants, total_rate
 from ..workload.workload import OpenLoop
 from .slo import RATIOS, SLO
 from .stability import worst
-from .verdict import evaluate, measure, window
+from .verdict import evaluate, failed_at_every_rate, measure, window
 
 DEFAULT_DURATION = 600.0  # seconds of arrivals per probe of a named workload
 DEFAULT_CLOSED_REQUESTS = 1000
@@ -103,10 +103,14 @@ class Probe:
     failed: list[str]
     throughput_rps: float  # served requests/s in the window, mean over seeds
     records: list[dict] = field(repr=False, default_factory=list)
+    # SLOs that the requests no rate can serve fail on their own (a seed's floor, verdict.floor): failed at every rate
+    hopeless: list[str] = field(default_factory=list)
 
     def to_dict(self, records: bool = True) -> dict:
         d = {"rate": self.rate, "seeds": list(self.seeds), "verdict": self.verdict, "meets": self.meets,
              "failed": self.failed, "values": self.values, "throughput_rps": self.throughput_rps}
+        if self.hopeless:
+            d["failed_at_every_rate"] = self.hopeless
         if records:
             d["records"] = self.records
         return d
@@ -120,10 +124,14 @@ def make_probe(x: float, seeds, records: list[dict], slos: list[SLO]) -> Probe:
         vals = [r["metrics"][slo.key] for r in records]
         pick = min if slo.metric in RATIOS else max
         values[slo.key] = math.nan if any(math.isnan(v) for v in vals) else pick(vals)
+    # a rate meets only if every seed does: one seed's floor failing an SLO fails it at every rate, this one too
+    # (a probe's own stability verdict can miss the growth its never-served requests cause: verdict.py)
+    hopeless = list(dict.fromkeys(f for r in records for f in failed_at_every_rate(r, slos)))
+    failed += [f for f in hopeless if f not in failed]
     return Probe(rate=x, seeds=tuple(seeds), verdict=worst(r["stability"]["verdict"] for r in records),
-                 values=values, meets=all(ok for ok, _ in outcomes), failed=failed,
+                 values=values, meets=not failed, failed=failed,
                  throughput_rps=sum(r["throughput"]["requests_per_s"] for r in records) / len(records),
-                 records=records)
+                 records=records, hopeless=hopeless)
 
 
 def measure_all(configs: list[RunConfig], executor=None, cache=None) -> list[dict]:

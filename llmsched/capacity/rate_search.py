@@ -3,7 +3,9 @@
 Bracket, then bisect. From the start rate the search doubles while probes meet and halves while they fail
 (after an unstable probe it tries just under the throughput that probe measured, when that is above the
 half), until one rate meets and one fails; then it bisects geometrically until hi/lo - 1 <= resolution
-(integers: hi - lo <= 1). The capacity is ``lo``, the highest rate that met; the interval is (lo, hi).
+(integers: hi - lo <= 1). The capacity is ``lo``, the highest rate that met; the interval is (lo, hi). A search
+stops at the first probe whose requests that can never be served (longer than the context, or than the whole KV
+cache: rejected whatever the rate) fail an SLO on their own (``verdict.floor``): then no rate meets.
 The search's path depends only on probe verdicts, never on the executor or how many workers it has, so every
 executor gives the same probes and the same answer. Several searches (schedulers, plan candidates) advance in
 lock-step so that one round's probes run in parallel. Every capacity found is checked against the sound
@@ -20,6 +22,7 @@ from .lockstep import run_lockstep
 from .probe import Probe, check_base, make_probe, min_rate, probe_config, start_rate
 from .slo import RATIOS, SLO
 from .sound_bound import check_capacity
+from .stability import GROWTH_MIN
 
 MIN_RATE_FACTOR = 2.0 ** -10  # give up halving 1024x below the start
 MAX_RATE_FACTOR = 2.0 ** 10
@@ -56,6 +59,8 @@ def _search(start: float, resolution: float, integer: bool, min_x: float, max_x:
             lo = p if lo is None or p.rate > lo.rate else lo
         else:
             hi = p if hi is None or p.rate < hi.rate else hi
+        if lo is None and p.hopeless:  # requests no rate can serve fail the SLOs on their own: no rate meets
+            return lo, hi
         if lo is None:
             nxt = x / 2
             if p.verdict != "stable" and x / 2 < 0.95 * p.throughput_rps < x and not integer:
@@ -87,8 +92,15 @@ def _no_rate_note(probes: list[Probe], slos: list[SLO]) -> str:
             best.append(f"{slo.key} best {v:g}{'' if slo.metric in RATIOS else ' s'} (limit {slo.limit:g})")
     note = (f"no rate meets the SLOs: at the lowest rate tried, {low.rate:g}, failed {', '.join(low.failed)}; "
             + ("; ".join(best) if best else "no SLO values reached"))
+    hopeless = next((p for p in probes if p.hopeless), None)
+    if hopeless:
+        growth = max(r["floor"]["stability"]["growth"] for r in hopeless.records if "floor" in r)
+        note += (f"; the search stopped after {len(probes)} probe{'s' if len(probes) > 1 else ''}: the requests "
+                 f"that can never be served fail {', '.join(hopeless.hopeless)} on their own, at every rate (their "
+                 f"work alone grows the backlog by {growth:.1%} of the arriving work; a stable run allows "
+                 f"{GROWTH_MIN:.0%})")
     worst = max(low.records, key=lambda r: r["counts"]["rejected"], default=None)
-    if worst and worst["counts"]["rejected"] >= NOTABLE_SHARE * worst["counts"]["measured"]:
+    if worst and (hopeless or worst["counts"]["rejected"] >= NOTABLE_SHARE * worst["counts"]["measured"]):
         note += "; " + rejection_note(worst["counts"]["rejected"], worst["counts"]["measured"],
                                       worst["counts"].get("reasons", []))
     return note

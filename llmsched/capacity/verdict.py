@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from ..metrics.rejections import never_served
 from ..metrics.requests import TBT_MISS_TOLERANCE
 from ..metrics.summary import top_reasons
 from ..request import Status
@@ -95,9 +96,7 @@ def measure(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     rejected = miss & (status == int(Status.REJECTED))
     counts = {"measured": int(win.sum()), "finished": int((win & done).sum()),
               "unfinished": int((miss & (status == int(Status.UNFINISHED))).sum()), "rejected": int(rejected.sum())}
-    if counts["rejected"]:  # why, for a search that finds no rate (rate_search.py)
-        counts["reasons"] = top_reasons(log, rejected)
-    return {
+    record = {
         "window": {"start": lo, "end": hi, "stop": float(result.end_time)},
         "counts": counts,
         "stability": stability,
@@ -106,6 +105,72 @@ def measure(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
                        "offered_requests_per_s": float(win.sum()) / (hi - lo)},
         "metrics": metrics,
     }
+    if counts["rejected"]:  # why, for a search that finds no rate (rate_search.py)
+        counts["reasons"] = top_reasons(log, rejected)
+        ids = log.column("id")
+        never = (status == int(Status.REJECTED)) & np.fromiter(
+            (never_served(log.reasons.get(i, "")) for i in ids.tolist()), bool, len(ids))
+        if never.any():
+            counts["never_served"] = int((never & win).sum())
+            record["floor"] = floor(log, never, win, work, lo, hi)
+    return record
+
+
+def floor(log, never: np.ndarray, win: np.ndarray, work: np.ndarray, lo: float, hi: float) -> dict:
+    """The best record any arrival rate could give this run's requests: every request served the instant it
+    arrives (zero latencies and gaps, every tier target met) except ``never``, the ones the replica rejects as
+    too long for the context or the whole KV cache, which are misses at every rate as ``measure`` counts them.
+
+    A probe's latencies and attainment can only be worse (more misses, longer latencies); its outstanding work
+    is the never-served requests' plus its own queue's, so the floor's growth is what refusing them costs at any
+    rate. An SLO the floor fails is failed at every rate: the capacity search stops there (rate_search.py)."""
+    arrival = log.column("arrival")
+    output = log.column("output_len")
+    stability = trend(arrival, np.where(never, INF, arrival), work, lo, hi)
+    metrics: dict = {}
+    tier_col = log.column("tier")
+    for i, tier in enumerate([None] + list(log.tiers)):
+        sel = win if tier is None else win & (tier_col == i - 1)
+        prefix = "" if tier is None else f"{tier}."
+        served, missed = sel & ~never, int((sel & never).sum())
+        zeros = {"ttft": int(served.sum()), "e2e": int(served.sum()), "tpot": int((served & (output > 1)).sum()),
+                 "tbt": int(np.maximum(output[served] - 1, 0).sum())}
+        for m in LATENCIES:
+            for s, v in stats_of(zeros[m], missed).items():
+                metrics[f"{prefix}{m}_{s}"] = v
+        n = int(sel.sum())
+        metrics[f"{prefix}attainment"] = float(served.sum()) / n if n else math.nan
+    return {"stability": stability, "metrics": metrics}
+
+
+def failed_at_every_rate(record: dict, slos) -> list[str]:
+    """The SLOs a probe record's floor fails (none without a floor): failed at every rate.
+
+    Its stability is the never-served requests' work alone, left outstanding as ``measure`` leaves it: growth of
+    5% or more of the arriving work (significant: those requests arrive all through the window) is a deployment
+    that refuses that much of its work at any rate, which the sound bound (sound_bound.py) also gives a capacity
+    of 0. A probe's own verdict can miss it (ShareGPT's lengths over a 7000-token context: 5 of 157 requests
+    rejected, the floor's growth 9.6% at t = 10.5, yet probes up to 3.36 req/s grew 10-16% at t < 3, were called
+    stable, and the search ended in a sound-bound violation)."""
+    if "floor" not in record:
+        return []
+    return evaluate(record["floor"], slos)[1]
+
+
+def stats_of(zeros: int, infs: int) -> dict:
+    """``stats`` of ``zeros`` values 0 and ``infs`` values +inf, without building them (a TBT floor has a zero
+    for every gap of every served request)."""
+    n = zeros + infs
+    out = {}
+    for s in STATS:
+        if not n:
+            out[s] = math.nan
+        elif s in ("mean", "max"):
+            out[s] = INF if infs else 0.0
+        else:
+            pos = float(s[1:]) / 100 * (n - 1)
+            out[s] = INF if math.ceil(pos) >= zeros else 0.0
+    return out
 
 
 def _latency(log, metric: str, sel: np.ndarray, done: np.ndarray) -> np.ndarray:

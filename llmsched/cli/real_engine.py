@@ -90,8 +90,7 @@ def _split_config(args, default_scheduler="vllm-chunked"):
     from ..run_config import RunConfig, check_field, checked_params
     base = dict(base_config(args))
     model = base.pop("model", None)
-    if not model or not Path(model).is_dir():
-        raise ValueError(f"--model {model!r}: give a model directory (write one with `llmsched make-model --out DIR`)")
+    check_model(model)
     if args.scheduler is not None:
         base["scheduler"] = check_field("scheduler", args.scheduler, CLI)
     else:
@@ -105,7 +104,30 @@ def _split_config(args, default_scheduler="vllm-chunked"):
     if not base.get("trace") and not base.get("num_requests") and not base.get("duration"):
         base["num_requests"] = 50
     base["max_model_len"] = engine.max_model_len
-    return RunConfig.checked(base), engine
+    cfg = RunConfig.checked(base)
+    check_policy(cfg)
+    return cfg, engine
+
+
+def check_model(model) -> None:
+    """--model must be a directory vLLM can start on: checked here, before vLLM is imported (tens of seconds)."""
+    from ..vllm.model import model_dir_problem
+    if not model or not Path(model).is_dir():
+        raise ValueError(f"--model {model!r}: give a model directory (write one with `llmsched make-model --out DIR`)")
+    problem = model_dir_problem(model)
+    if problem:
+        raise ValueError(f"--model {model}: {problem}; give a Hugging Face model directory (config.json and "
+                         f"tokenizer files), or write one with `llmsched make-model --out DIR [--shape PRESET]`")
+
+
+def check_policy(cfg) -> None:
+    """The policy with its parameters, built once before the engine starts: a bad value or a policy that needs
+    --oracle is a one-line error at once, not after vLLM has loaded the model (the plug-in builds it again)."""
+    from ..schedulers.registry import create_scheduler
+    policy = create_scheduler(cfg.scheduler, **cfg.scheduler_params)
+    if policy.needs_oracle and not cfg.oracle:
+        raise ValueError(f"--scheduler {cfg.scheduler}: it decides from true output lengths; add --oracle (vLLM "
+                         f"then tells it each request's max_tokens)")
 
 
 def run_setup(args):
@@ -129,7 +151,7 @@ def _start(args):
 def run(args) -> int:
     from ..metrics.summary import summarize, summary_row
     from ..metrics.writers import format_table, write_run
-    from .runs import TABLE_COLUMNS
+    from .runs import TABLE_COLUMNS, warn_rejections
     cfg, engine = run_setup(args)
     _start(args)
     from ..vllm.runner import run_vllm
@@ -139,6 +161,7 @@ def run(args) -> int:
                        TABLE_COLUMNS))
     stats = result.meta["adapter"]["stats"]
     print(f"vLLM steps {stats['steps']}, steps where vLLM differed from the plan: {stats['mismatch_steps']}")
+    warn_rejections("run", summ)  # as simulate warns: a run that served few of its requests says why
     if args.out:
         write_run(result, summ, args.out)
         print(f"wrote {args.out}/summary.json, requests.csv, steps.csv, meta.json")
@@ -148,8 +171,7 @@ def run(args) -> int:
 def profile(args) -> int:
     from ..vllm.launch import make_llm
     from ..vllm.profiler import between_steps, profile as profile_engine, save
-    if not Path(args.model).is_dir():
-        raise ValueError(f"--model {args.model!r}: give a model directory (see `llmsched make-model`)")
+    check_model(args.model)
     engine = EngineConfig(model=args.model, kv_cache_mb=args.kv_cache_mb,
                           **{k: getattr(args, k) for k in ENGINE_LIMITS})
     _start(args)
@@ -190,6 +212,7 @@ def fidelity(args) -> int:
     from ..vllm.profiler import between_steps, profile as profile_engine, save
     from ..vllm.runner import replay, request_tenants, workload_requests
     from ..vllm.settings import load_settings
+    requests = workload_requests(cfg, engine.max_model_len, args.scale_lengths)  # its errors before vLLM starts
     llm = make_llm(engine)
     hf = llm.llm_engine.vllm_config.model_config.hf_config
     if args.profile_name:
@@ -203,7 +226,6 @@ def fidelity(args) -> int:
         path = save(model, report, llm, engine)
         print(f"fitted a profile ({report}; {between_steps(cols) * 100:.0f}% of a cycle between steps), "
               f"wrote {path}")
-    requests = workload_requests(cfg, engine.max_model_len, args.scale_lengths)
     real = replay(llm, requests, load_settings({}, scheduler=cfg.scheduler, scheduler_params=cfg.scheduler_params,
                                                tiers=cfg.tiers, tenants=request_tenants(requests), oracle=cfg.oracle))
     real_summary = summarize(real, warmup=cfg.warmup, cooldown=cfg.cooldown)

@@ -13,6 +13,12 @@ FIXES = (
 NOTABLE_SHARE = 0.05  # a share of rejected requests worth a warning: as much as a stable run may leave unserved
 
 
+def never_served(reason: str) -> bool:
+    """Is ``reason`` one the replica gives for a request no policy and no arrival rate can serve (FIXES)? A
+    rejection for load (a policy's admission control, a preemption limit) is not."""
+    return any(text in reason for text, _ in FIXES)
+
+
 def fix_for(reason: str) -> str:
     return next((fix for text, fix in FIXES if text in reason), "")
 

@@ -20,6 +20,31 @@ CHAT_TEMPLATE = ("{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['c
                  "{% if add_generation_prompt %}assistant:{% endif %}")
 
 
+# What vLLM reads from a model directory before it loads anything: Hugging Face's config.json (or a Mistral
+# params.json) and a tokenizer in one of transformers' forms (fast, SentencePiece, byte-level BPE, WordPiece).
+CONFIG_FILES = ("config.json", "params.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model", "spiece.model", "vocab.txt")
+
+
+def model_dir_problem(path: str | Path) -> str | None:
+    """Why vLLM cannot start on the model directory ``path`` (vLLM says it after importing itself, tens of
+    seconds in, as a pydantic dump or a tokenizer message naming no file), or None."""
+    import json
+    path = Path(path)
+    config = next((path / f for f in CONFIG_FILES if (path / f).is_file()), None)
+    if config is None:
+        return f"{path} has no config.json (nor a Mistral params.json), which vLLM reads the model's shape from"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        return f"{config} is not JSON ({e})"
+    if not isinstance(data, dict):
+        return f"{config} is not a JSON object"
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        return f"{path} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}), which vLLM loads at start-up"
+    return None
+
+
 def shape_of(name: str) -> dict:
     """LlamaConfig keyword arguments for ``tiny`` or a model preset."""
     if name == "tiny":

@@ -90,11 +90,14 @@ def workload_requests(cfg: RunConfig, max_model_len: int, scale: float = 1.0):
 
 def run_vllm(cfg: RunConfig, engine: EngineConfig, llm=None, horizon: float | None = None,
              profile: str | None = None, scale: float = 1.0) -> tuple[RunResult, object]:
-    """One real-engine run of ``cfg``'s scheduler and workload; returns the records and the LLM (for reuse)."""
-    llm = llm or make_llm(engine)
+    """One real-engine run of ``cfg``'s scheduler and workload; returns the records and the LLM (for reuse).
+
+    The workload and the plug-in's settings are built before the engine starts (tens of seconds on a CPU), so a
+    trace that cannot be replayed as asked fails at once."""
     requests = workload_requests(cfg, engine.max_model_len, scale)
     settings = load_settings({}, scheduler=cfg.scheduler, scheduler_params=cfg.scheduler_params,
                              tiers=cfg.tiers, tenants=request_tenants(requests), oracle=cfg.oracle, profile=profile)
+    llm = llm or make_llm(engine)
     result = replay(llm, requests, settings, horizon=horizon)
     result.meta.update({"config": {k: v for k, v in vars(cfg).items()}, "engine": vars(engine)})
     return result, llm
