@@ -46,10 +46,7 @@ def test_a_growing_queue_is_an_overload():
 def test_run_cycles_are_start_to_next_start_of_busy_steps():
     _, result = records(lambda i, a: a + 0.4, lambda k: 0 if k == 10 else 1)
     st = result.steps
-    rows = st.arrays()
-    rows["num_running"][10] = 0  # the engine went idle after step 10: that gap is not a cycle
-    st.clear()
-    st.extend(rows)
+    st.arrays()["num_running"][10] = 0  # the engine went idle after step 10: that gap is not a cycle
     cols = run_cycles(st)
     # left out: the last step (no next start), step 10 (the engine went idle after it), and the steps that start
     # cold, the first and step 11 (their slowdown is the profile's wake term, not a cycle to fit)

@@ -64,6 +64,7 @@ class StepStream(StepLog):
             write_step_rows(self._file, self)
         held = self.arrays()
         rows = {name: np.concatenate([self.tail[name], held[name]]) for name in STEP_FIELDS}
+        del held  # views pin the columns: gone before they are cleared
         self.written += n
         StepLog.clear(self)
         end = rows["start"] + rows["duration"]

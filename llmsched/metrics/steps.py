@@ -22,7 +22,8 @@ PACK = ROW.pack
 
 class StepLog:
     """Column store of engine steps; one row per step of any replica. ``log.start`` (any field of STEP_FIELDS) is
-    that column, a copy, as an ``array.array``; ``arrays()`` all of them as numpy arrays."""
+    that column, a copy, as an ``array.array``; ``column(name)`` a numpy copy; ``arrays()`` every column as a numpy
+    view."""
 
     __slots__ = ("rows", "hit_rows", "hit_tokens")
 
@@ -79,9 +80,10 @@ class StepLog:
         return out
 
     def arrays(self) -> dict:
-        """The columns as numpy arrays of their own (the log may grow after)."""
+        """The columns as numpy arrays over the log's memory (strided, no copy): while one is held the log cannot
+        take a row (its buffer cannot move), so drop them before the run goes on."""
         rows = np.frombuffer(self.rows, dtype=ROW_DTYPE)
-        out = {name: rows[name].copy() for name in STEP_FIELDS}
+        out = {name: rows[name] for name in STEP_FIELDS}
         if self.hit_rows is not None:
             out[CACHED_STEP_FIELD] = self.cached_column()
         return out

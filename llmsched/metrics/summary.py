@@ -283,7 +283,7 @@ def top_reasons(log: RequestLog, sel: np.ndarray) -> list[dict]:
 
 
 def _step_stats(steps, s0: float, s1: float, num_replicas: int) -> dict:
-    start = np.frombuffer(steps.start, dtype=np.float64)
+    start = steps.column("start")
     sel = (start >= s0) & (start <= s1) if len(start) and math.isfinite(s0) else np.zeros(len(start), bool)
     n = int(sel.sum())
     if not n:
@@ -292,8 +292,7 @@ def _step_stats(steps, s0: float, s1: float, num_replicas: int) -> dict:
                 "busy_fraction": NAN}
 
     def col(name):
-        return np.frombuffer(getattr(steps, name), dtype=np.float64 if name in ("start", "duration")
-                             else np.int64)[sel]
+        return steps.column(name)[sel]
 
     dur = col("duration")
     prefill, decodes = col("prefill_tokens"), col("num_decodes")
@@ -334,9 +333,9 @@ def _steps_in_system(steps, s0: float, s1: float) -> float:
     """∫ over [s0, s1] of Σ_replicas (waiting + running at that replica's last step end)."""
     if not len(steps):
         return 0.0
-    rep = np.frombuffer(steps.replica, dtype=np.int64)
-    t_end = np.frombuffer(steps.start, dtype=np.float64) + np.frombuffer(steps.duration, dtype=np.float64)
-    n = (np.frombuffer(steps.num_waiting, dtype=np.int64) + np.frombuffer(steps.num_running, dtype=np.int64))
+    rep = steps.column("replica")
+    t_end = steps.column("start") + steps.column("duration")
+    n = steps.column("num_waiting") + steps.column("num_running")
     total = 0.0
     for r in np.unique(rep):
         m = rep == r

@@ -192,7 +192,7 @@ def kv_usage_sheet(results: dict, title: str | None = None, families: dict | Non
         if not len(result.steps):
             series[label] = None
             continue
-        start = np.frombuffer(result.steps.start, dtype=np.float64)
+        start = result.steps.column("start")
         end = float(max(result.end_time, start.max()))
         bins = np.linspace(0.0, end if end > 0 else 1.0, TIME_BINS + 1)
         series[label] = ((bins[:-1] + bins[1:]) / 2, *binned(result, bins))

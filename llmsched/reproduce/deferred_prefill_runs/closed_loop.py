@@ -73,8 +73,8 @@ def measure(result: RunResult, K: int, C: int) -> Measured:
     completion = (finish - np.asarray(cols["first_scheduled"]))[window]
     normalised = completion / np.asarray(cols["output_len"])[window]
     steps = result.steps
-    start, dur = np.asarray(steps.start), np.asarray(steps.duration)
-    running = np.asarray(steps.num_running)
+    start, dur = steps.column("start"), steps.column("duration")
+    running = steps.column("num_running")
     sel = (start >= t0) & (start < t1)
     mean_running = float(np.sum(running[sel] * dur[sel]) / dur[sel].sum()) if dur[sel].sum() > 0 else float("nan")
     return Measured(K=K, throughput=(last - first) / (t1 - t0), completions=int(window.sum()),

@@ -95,9 +95,9 @@ class StepPredictor:
 
 def prediction_errors(predictor: StepPredictor, steps) -> dict:
     """Absolute % errors of ``predictor`` on a run's steps (a StepLog): mean, p99 and max."""
-    tokens = np.frombuffer(steps.prefill_tokens, dtype=np.int64) + np.frombuffer(steps.num_decodes, dtype=np.int64)
-    context = np.frombuffer(steps.context_sum, dtype=np.int64)
-    duration = np.frombuffer(steps.duration, dtype=np.float64)
+    tokens = steps.column("prefill_tokens") + steps.column("num_decodes")
+    context = steps.column("context_sum")
+    duration = steps.column("duration")
     if not len(duration):
         return {"steps": 0, "mape": float("nan"), "p99_ape": float("nan"), "max_ape": float("nan")}
     ape = 100 * np.abs(predictor.a + predictor.b * tokens + predictor.c * context - duration) / duration
