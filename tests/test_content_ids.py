@@ -10,8 +10,8 @@ import pytest
 from llmsched.content import Content, Space, piece_id
 from llmsched.request import Request
 from llmsched.run_config import RunConfig
-from llmsched.vllm.fidelity import fidelity_engine
 from llmsched.vllm.content_ids import content_ids
+from llmsched.vllm.fidelity import fidelity_engine
 from llmsched.vllm.launch import PROMPT_VOCAB, EngineConfig, prompt_ids
 from llmsched.vllm.runner import request_ids, workload_requests
 from llmsched.workload.content_scale import scaled_content
