@@ -132,8 +132,8 @@ def check_policy(cfg) -> None:
 
 def run_setup(args):
     """``run``'s RunConfig and engine: prefix caching on, as vLLM and ``simulate`` default to
-    (``--no-prefix-caching`` turns it off). ``fidelity`` keeps the engine's default, off: it compares with a
-    simulation of prompts without identities."""
+    (``--no-prefix-caching`` turns it off). ``fidelity`` does the same where the workload's prompts have
+    identities (``vllm.fidelity.fidelity_engine``)."""
     cfg, engine = _split_config(args)
     return cfg, dataclasses.replace(engine, prefix_caching=cfg.prefix_caching)
 
@@ -204,7 +204,7 @@ def profile(args) -> int:
 def fidelity(args) -> int:
     from ..metrics.summary import summarize
     from ..metrics.writers import format_table, write_run, write_table
-    from ..vllm.fidelity import compare, overload, run_cycles, simulate_like
+    from ..vllm.fidelity import compare, fidelity_engine, overload, run_cycles, simulate_like
     from ..vllm.profiles import default_profile_path, load_profile_for, model_fingerprint
     cfg, engine = _split_config(args)
     _start(args)
@@ -213,6 +213,7 @@ def fidelity(args) -> int:
     from ..vllm.runner import replay, request_tenants, workload_requests
     from ..vllm.settings import load_settings
     requests = workload_requests(cfg, engine.max_model_len, args.scale_lengths)  # its errors before vLLM starts
+    engine = fidelity_engine(cfg, engine, requests)
     llm = make_llm(engine)
     hf = llm.llm_engine.vllm_config.model_config.hf_config
     if args.profile_name:

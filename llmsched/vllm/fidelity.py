@@ -38,18 +38,31 @@ def _row(name, real, sim):
     return {"metric": name, "real": real, "simulated": sim, "rel_error": err}
 
 
+def fidelity_engine(cfg, engine, requests):
+    """``fidelity``'s engine: prefix caching as the run asks (on by default, as in the simulation) when a request
+    has content, whose prompts then share tokens in both (``vllm/content_ids.py``); otherwise the engine's default,
+    off: prompts without identities share nothing in the simulation, and vLLM's cache would only find a request's
+    own blocks again after a preemption."""
+    if any(r.content is not None for r in requests):
+        return dataclasses.replace(engine, prefix_caching=cfg.prefix_caching)
+    return engine
+
+
 def simulate_like(cfg: RunConfig, adapter: dict, profile_file: str, max_model_len: int, requests):
-    """Simulate exactly ``requests`` (fresh copies) on a replica with the real engine's limits and profile."""
-    from ..experiment import build_replicas
+    """Simulate exactly ``requests`` (fresh copies, with their contents: the engine's prefix cache sees the same
+    prompts, ``content_ids``) on a replica with the real engine's limits and profile."""
+    from ..experiment import build_replicas, carries_content
+    from ..metrics.requests import RequestLog
     from ..request import Request
     from ..routing.registry import make_router
     from ..sim.simulator import simulate
     from ..workload.workload import OpenLoop
     scfg = sim_config(cfg, adapter, profile_file)
     scfg.max_model_len = max_model_len
-    copies = [Request(r.id, r.arrival, r.prompt_len, r.output_len, r.tier) for r in requests]
+    copies = [Request(r.id, r.arrival, r.prompt_len, r.output_len, r.tier, content=r.content) for r in requests]
+    caching = scfg.prefix_caching and carries_content(scfg)  # as build_replicas decides; then log cached tokens
     result = simulate(OpenLoop(copies), build_replicas(scfg), make_router(scfg.router), seed=cfg.seed,
-                      lanes=scfg.lanes)
+                      lanes=scfg.lanes, log=RequestLog(cached=True) if caching else None)
     result.meta = {"config": dataclasses.asdict(scfg)}
     return result, summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
 

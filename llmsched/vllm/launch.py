@@ -141,6 +141,9 @@ def scheduler_of(llm):
     return llm.llm_engine.engine_core.engine_core.scheduler
 
 
-def prompt_ids(n: int, salt: int = 0, vocab: int = 1000) -> list[int]:
+PROMPT_VOCAB = 1000  # token ids sent lie below this: within make-model's 1,024-token tokenizer and any real model's
+
+
+def prompt_ids(n: int, salt: int = 0, vocab: int = PROMPT_VOCAB) -> list[int]:
     """``n`` token ids (distinct per ``salt``), avoiding the special ids 0-2."""
     return [3 + (salt * 7919 + i * 31) % (vocab - 3) for i in range(n)]

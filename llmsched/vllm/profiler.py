@@ -46,6 +46,14 @@ WAKE_PAUSES = (0.005, 0.02, 0.05, 0.2, 0.5)  # seconds idle before a wake probe 
 WAKE_PROMPT = 128
 
 
+def fresh_cache(llm, engine: EngineConfig) -> None:
+    """Empty vLLM's prefix cache (an engine with one, as ``fidelity`` starts for workloads with content) before a
+    probe batch: probe prompts (``launch.prompt_ids``) repeat every 997 request ids, so a later batch could find
+    an earlier one's blocks and time a prefill it did not compute."""
+    if engine.prefix_caching:
+        llm.reset_prefix_cache()
+
+
 def profile(llm, engine: EngineConfig, output_tokens: int = 8, repeats: int = 1, wake_repeats: int = 12):
     """Run the probes on ``llm``; returns (steps columns dict, fitted model, fit report)."""
     from .runner import replay
@@ -59,6 +67,7 @@ def profile(llm, engine: EngineConfig, output_tokens: int = 8, repeats: int = 1,
             for _ in range(n):
                 reqs.append(Request(rid, 0.0, ctx, output_tokens))
                 rid += 1
+            fresh_cache(llm, engine)
             steps = replay(llm, reqs, settings).steps
             start = list(steps.start)
             cols["duration"].extend(b - a for a, b in zip(start, start[1:]))
@@ -70,6 +79,7 @@ def profile(llm, engine: EngineConfig, output_tokens: int = 8, repeats: int = 1,
     model, report = LinearBatchTime.fit({k: v for k, v in cols.items() if k != "step_duration"}, PROFILE_TERMS,
                                         loss="absolute")
     if wake_repeats:
+        fresh_cache(llm, engine)
         model.wake = measure_wake(llm, settings, rid, wake_repeats)
     return cols, model, report
 

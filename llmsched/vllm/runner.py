@@ -11,7 +11,9 @@ import time
 
 from ..experiment import RunConfig, build_source
 from ..sim.simulator import RunResult
-from .launch import EngineConfig, make_llm, prompt_ids, scheduler_of
+from ..workload.content_scale import scaled_content
+from .content_ids import content_ids
+from .launch import PROMPT_VOCAB, EngineConfig, make_llm, prompt_ids, scheduler_of
 from .settings import TENANT_KEY, TIER_KEY, load_settings
 
 
@@ -37,8 +39,7 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
             if r.tenant is not None:
                 extra[TENANT_KEY] = r.tenant.name
             params = SamplingParams(max_tokens=r.output_len, ignore_eos=True, temperature=0.0, extra_args=extra)
-            eng.add_request(str(r.id), {"prompt_token_ids": prompt_ids(r.prompt_len, r.id)}, params,
-                            arrival_time=t0 + r.arrival)
+            eng.add_request(str(r.id), {"prompt_token_ids": request_ids(r)}, params, arrival_time=t0 + r.arrival)
             i += 1
         if eng.has_unfinished_requests():
             eng.step()
@@ -60,6 +61,14 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
     return result
 
 
+def request_ids(r) -> list[int]:
+    """The prompt token ids sent for request ``r``: from its content where it has one (``content_ids``: requests
+    sharing a prefix send the same ids, so vLLM's prefix cache finds it), else ids of its own (by its id)."""
+    if r.content is not None:
+        return content_ids(r.content, r.prompt_len, PROMPT_VOCAB)
+    return prompt_ids(r.prompt_len, r.id)
+
+
 def request_tenants(requests) -> tuple:
     """The distinct tenants of ``requests``, in order of first appearance (the plug-in's settings for a replay)."""
     seen = {}
@@ -71,21 +80,31 @@ def request_tenants(requests) -> tuple:
 
 def workload_requests(cfg: RunConfig, max_model_len: int, scale: float = 1.0):
     """The workload of ``cfg``, prompt and output lengths times ``scale`` (a CPU serves short requests), with
-    prompt + output capped to ``max_model_len`` (the engine's context)."""
+    prompt + output capped to ``max_model_len`` (the engine's context). A request's content is scaled with its
+    prompt (``workload/content_scale.py``: each piece shorter, none dropped but those that round to no tokens) and
+    cut with it, so what requests share survives both."""
     from ..request import Request
     if not scale > 0:
         raise ValueError(f"length scale must be > 0, got {scale}")
     reqs = build_source(cfg).initial()
     if scale != 1.0:
-        reqs = [Request(r.id, r.arrival, max(1, round(r.prompt_len * scale)), max(1, round(r.output_len * scale)),
-                        r.tier, r.tenant) for r in reqs]
+        reqs = [scaled(r, scale) for r in reqs]
     out = []
     for r in reqs:
         if r.prompt_len + r.output_len > max_model_len:
             prompt = max(1, min(r.prompt_len, max_model_len // 2))
-            r = Request(r.id, r.arrival, prompt, max(1, min(r.output_len, max_model_len - prompt)), r.tier, r.tenant)
+            r = Request(r.id, r.arrival, prompt, max(1, min(r.output_len, max_model_len - prompt)), r.tier, r.tenant,
+                        None if r.content is None else r.content.cut(prompt))
         out.append(r)
     return out
+
+
+def scaled(r, scale: float):
+    """Request ``r`` with its prompt, output and content times ``scale``."""
+    from ..request import Request
+    prompt = max(1, round(r.prompt_len * scale))
+    content = None if r.content is None else scaled_content(r.content, scale, prompt)
+    return Request(r.id, r.arrival, prompt, max(1, round(r.output_len * scale)), r.tier, r.tenant, content)
 
 
 def run_vllm(cfg: RunConfig, engine: EngineConfig, llm=None, horizon: float | None = None,
