@@ -18,8 +18,9 @@ without a record, or ``LLMSCHED_PURE=1``, mean every module runs from source. St
 reads ``MODULES`` before anything is installed.
 
 What is compiled is what the benchmarks time (docs/simulator.md, "Compiled modules"): the request, the replica and
-its KV/decode-group machinery, the view, the step and request logs, the event loop and lanes, the roofline, the
-workload source, the routers and the baseline policies with their shared passes. The paper policies are not. Editing
+its KV/decode-group machinery, the view, the step and request logs, the event loop and lanes, the fleet loop and a
+disaggregated request's modules, the roofline and vLLM v1's terms around it, the workload source and its client
+sends, the routers and the baseline policies with their shared passes. The paper policies are not. Editing
 a compiled policy runs that module (no other module cimports a policy's declarations) from source and leaves the
 rest compiled; ``benchmarks/bench_simulator.py --per-module`` measures what each module's compilation earns.
 """
