@@ -26,5 +26,9 @@ def test_vllm_cpu_refuses_cpu_kv_offloading_beside_the_plugin(tmp_path):
                                     max_num_batched_tokens=256, kv_cache_mb=2, prefix_caching=True))
     args.update(kv_offloading_size=0.05, kv_offloading_backend="native")
     from vllm import LLM
-    with pytest.raises(Exception, match="CPU Offloading is currently only supported on CUDA-alike and XPU GPUs"):
-        LLM(**args)
+    from vllm.distributed.kv_transfer.kv_transfer_state import ensure_kv_transfer_shutdown
+    try:
+        with pytest.raises(Exception, match="CPU Offloading is currently only supported on CUDA-alike and XPU GPUs"):
+            LLM(**args)
+    finally:  # the failed engine leaves vLLM's process-wide KV connector behind: the next engine here would take it
+        ensure_kv_transfer_shutdown()
