@@ -15,8 +15,9 @@ _TYPES = {"start": "d", "duration": "d"}
 # int, only in runs with a prefix cache: the prompt tokens the requests admitted in the step found cached (0 in most
 # steps, so kept as (row, tokens) pairs of the steps with hits and written out as a column)
 CACHED_STEP_FIELD = "cached_tokens"
-ROW = struct.Struct("<" + "".join(_TYPES.get(name, "q") for name in STEP_FIELDS))  # one step: int64s and doubles
-ROW_DTYPE = np.dtype([(name, "<f8" if name in _TYPES else "<i8") for name in STEP_FIELDS])
+# one step: int64s and doubles in the machine's byte order and standard sizes, as the columns' arrays hold them
+ROW = struct.Struct("=" + "".join(_TYPES.get(name, "q") for name in STEP_FIELDS))
+ROW_DTYPE = np.dtype([(name, "=f8" if name in _TYPES else "=i8") for name in STEP_FIELDS])
 PACK = ROW.pack
 
 
