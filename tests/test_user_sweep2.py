@@ -3,15 +3,7 @@ before its fix (see the commit that added it)."""
 import pytest
 
 from llmsched.cli import main
-
-
-def one_line_error(args, capsys) -> str:
-    """Run ``llmsched ARGS`` in-process; it must fail with exit code 2 and one line on stderr, no traceback."""
-    code = main(args)
-    err = capsys.readouterr().err
-    assert code == 2, f"exit code {code}; stderr: {err}"
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    return err
+from tests.cli_support import one_line_error
 
 
 def test_sweep_with_tenants_names_the_rates_the_user_gave(capsys):

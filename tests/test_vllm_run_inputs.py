@@ -12,6 +12,7 @@ import llmsched.cli.real_engine as real_engine
 import llmsched.vllm.launch as launch
 import llmsched.vllm.runner as runner
 from llmsched.cli import main
+from tests.cli_support import one_line_error
 
 RUN = ["run", "--workload", "sharegpt", "--rate", "4", "--num-requests", "4", "--scale-lengths", "0.1",
        "--max-model-len", "512"]
@@ -37,14 +38,6 @@ def model_dir(tmp_path, config=TINY_CONFIG, tokenizer=True):
     if tokenizer:
         (d / "tokenizer.json").write_text("{}")
     return d
-
-
-def one_line_error(args, capsys) -> str:
-    code = main(args)
-    err = capsys.readouterr().err
-    assert code == 2, f"exit code {code}; stderr: {err}"
-    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    return err
 
 
 @pytest.mark.parametrize("command", ["run", "profile", "fidelity"])
