@@ -21,6 +21,7 @@ import numpy as np
 
 from ..hardware.gpus import GPUSpec, gpu as _gpu
 from ..hardware.models import MODELS, ModelSpec
+from ..user_files import csv_number
 from .base import BatchTimeModel
 from .roofline import RooflineBatchTime
 
@@ -77,23 +78,14 @@ def load_vidur_profile(path: str | Path, gpu: str | GPUSpec | None = None,
     first = rows[0]
     shape = {k: first[k] for k in SHAPE_COLUMNS[:6]}
     spec = _model_from_shape(shape, path.name)
-    tokens = np.array([_cell(path, i, r, "num_tokens", int) for i, r in enumerate(rows, 2)])
-    tp = np.array([_cell(path, i, r, "num_tensor_parallel_workers", int) for i, r in enumerate(rows, 2)])
-    seconds = np.array([sum(_cell(path, i, r, c, float) for c in wanted) for i, r in enumerate(rows, 2)]) / 1e3
+
+    def cell(line: int, row: dict, column: str, kind):
+        return csv_number(path, line, row, column, kind, False, "Vidur mlp.csv")
+
+    tokens = np.array([cell(i, r, "num_tokens", int) for i, r in enumerate(rows, 2)])
+    tp = np.array([cell(i, r, "num_tensor_parallel_workers", int) for i, r in enumerate(rows, 2)])
+    seconds = np.array([sum(cell(i, r, c, float) for c in wanted) for i, r in enumerate(rows, 2)]) / 1e3
     return VidurProfile(path, device, spec, tokens, tp, seconds)
-
-
-def _cell(path: Path, line: int, row: dict, column: str, kind) -> int | float:
-    """A measured or shape figure of a profile row: finite and >= 0, else an error naming file, line and column."""
-    text = row.get(column)
-    try:
-        value = kind(text)
-    except (TypeError, ValueError):
-        value = None
-    if value is None or not (0 <= value < float("inf")):
-        raise ValueError(f"{path} line {line}: {column} is {text!r}, not a number >= 0 (a Vidur mlp.csv row has "
-                         f"every column; a truncated file ends mid-row)")
-    return value
 
 
 def _model_from_shape(shape: dict, label: str) -> ModelSpec:

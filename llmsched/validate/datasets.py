@@ -29,7 +29,9 @@ from pathlib import Path
 from ..batchtime.base import Batch
 from ..hardware.gpus import gpu as gpu_preset
 from ..hardware.models import model as model_preset
+from ..user_files import csv_number
 
+SPLITWISE_FILE = "Splitwise perf_model.csv"
 SPLITWISE_COLUMNS = ("model", "hardware", "prompt_size", "batch_size", "token_size", "prompt_time", "token_time",
                      "tensor_parallel")
 STEPS_COLUMNS = ("duration", "prefill_tokens", "num_prefills", "num_decodes", "context_sum")
@@ -91,10 +93,10 @@ def load_splitwise(path: Path) -> DataSet:
     groups: dict[tuple, list[dict]] = {}
     with path.open(newline="") as f:
         for line, row in enumerate(csv.DictReader(f), start=2):
-            sizes = [_number(path, line, row, c, int) for c in ("tensor_parallel", "prompt_size", "batch_size",
-                                                               "token_size")]
+            sizes = [csv_number(path, line, row, c, int, True, SPLITWISE_FILE)
+                     for c in ("tensor_parallel", "prompt_size", "batch_size", "token_size")]
             for column in ("prompt_time", "token_time"):
-                _number(path, line, row, column, float)
+                csv_number(path, line, row, column, float, True, SPLITWISE_FILE)
             key = (row["model"], row["hardware"], *sizes)
             groups.setdefault(key, []).append(row)
     skipped: dict[str, int] = {}
@@ -121,19 +123,6 @@ def load_splitwise(path: Path) -> DataSet:
         data.excluded.append(f"{what}: {n} shapes ({reason})")
     return data
 
-
-def _number(path: Path, line: int, row: dict, column: str, kind) -> int | float:
-    """``row[column]`` as a positive finite ``kind`` (int or float), else an error naming the file, line, column."""
-    text = row.get(column)
-    try:
-        value = kind(text)
-    except (TypeError, ValueError):
-        value = None
-    if value is None or not (0 < value < float("inf")):
-        what = "whole number" if kind is int else "number"
-        raise ValueError(f"{path} line {line}: {column} is {text!r}, not a positive {what} (a Splitwise "
-                         f"perf_model.csv row has every column; a truncated file ends mid-row)")
-    return value
 
 
 def load_vidur(path: Path) -> DataSet:
