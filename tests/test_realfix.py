@@ -1,0 +1,44 @@
+"""Real-engine replay of sessions without vLLM (replay_source.py, content_ids' replies), capacity's fixed
+rejections, sweep --tenants, and the serving readers' unread fields."""
+import pytest
+
+from llmsched.content import Content, Space, piece_id
+from llmsched.run_config import RunConfig
+from llmsched.vllm.content_ids import content_ids
+from llmsched.vllm.runner import workload_source
+
+MULTI_TURN = {"num_groups": 2, "num_prompts_per_group": 3, "system_prompt_len": 100, "question_len": 50,
+              "output_len": 20, "enable_multi_turn_chat": True}
+
+
+def test_a_reply_piece_sends_the_generated_tokens_and_continues_with_its_draw_past_them():
+    reply = piece_id(Space.REPLY, 7)
+    turn = Content.of_pieces([(piece_id(Space.TEXT, 1), 5)], reply).then(4, [(piece_id(Space.TEXT, 2), 3)], 99)
+    drawn = content_ids(turn, 12, 1000)
+    assert content_ids(turn, 12, 1000, {reply: [11, 12, 13, 14, 15]}) == drawn[:5] + [11, 12, 13, 14] + drawn[9:]
+    assert content_ids(turn, 12, 1000, {reply: [11, 12]}) == drawn[:5] + [11, 12] + drawn[7:]  # one short: draws
+
+
+def test_the_replay_source_issues_every_turn_from_completions_scaled_and_cut():
+    cfg = RunConfig.checked({"workload": "shared-prefix", "workload_params": MULTI_TURN, "rate": 3.0,
+                             "num_requests": 30})
+    source = workload_source(cfg, 300, scale=0.5)
+    first = source.initial()
+    assert len(first) == 6 and source.has_follow_ups  # before: these 6 were all a real run sent
+    queue, seen = list(first), []
+    while queue:
+        r = queue.pop(0)
+        seen.append(r)
+        assert r.prompt_len + r.output_len <= 300 and r.content.length >= r.prompt_len
+        queue += source.on_done(r, r.arrival + 1.0)
+    assert sorted(r.id for r in seen) == list(range(30)) and len(source.issued) == 30
+    later = [r for r in seen if r.id >= 6]
+    assert all(r.arrival >= 1.0 for r in later)  # each issued after its predecessor's end
+    # rounds of 250, 420, 590, 760, 930 tokens are 125, 210, 295, ... at 0.5; 295 + 10 > 300: cut to 300 // 2
+    assert sorted({r.prompt_len for r in seen}) == [125, 150, 210]
+
+
+def test_a_list_source_issues_nothing_more():
+    cfg = RunConfig.checked({"workload": "sharegpt", "rate": 3.0, "num_requests": 5})
+    source = workload_source(cfg, 4096)
+    assert not source.has_follow_ups and len(source.initial()) == 5
