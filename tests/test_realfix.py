@@ -42,3 +42,22 @@ def test_a_list_source_issues_nothing_more():
     cfg = RunConfig.checked({"workload": "sharegpt", "rate": 3.0, "num_requests": 5})
     source = workload_source(cfg, 4096)
     assert not source.has_follow_ups and len(source.initial()) == 5
+
+
+def test_capacity_does_not_bisect_on_rejections_no_rate_can_fix():
+    """ShareGPT over a 7700-token context: 12 of 808 measured requests never fit (4.6% of the work, under the 5%
+    that stops a search). Their backlog was counted in each probe's stability, so servable queues growing 0.4% of
+    the arriving work were called backlogged and the search ended at 2.25 req/s; with 4 such requests (8000-token
+    context) it found 3.02. Now the two agree within 5% and the note reports the fixed rejections."""
+    from llmsched.capacity.rate_search import find_capacity
+    from llmsched.capacity.slo import parse_slos
+
+    def capacity(context):
+        base = RunConfig(workload="sharegpt", max_model_len=context, num_requests=1000, tiers="all:ttft=30")
+        return find_capacity(base, parse_slos("ttft_p50<=5"))
+
+    fixed, few = capacity(7700), capacity(8000)
+    assert fixed.capacity == pytest.approx(few.capacity, rel=0.05)
+    assert all(p.records[0]["counts"]["never_served"] == 12 and not p.hopeless for p in fixed.probes)
+    assert "12 of 808 measured requests can never be served, at any rate" in fixed.note
+    assert "exceed max_model_len 7700" in fixed.note
