@@ -61,3 +61,32 @@ def test_capacity_does_not_bisect_on_rejections_no_rate_can_fix():
     assert all(p.records[0]["counts"]["never_served"] == 12 and not p.hopeless for p in fixed.probes)
     assert "12 of 808 measured requests can never be served, at any rate" in fixed.note
     assert "exceed max_model_len 7700" in fixed.note
+
+
+def test_sweep_with_tenants_runs_each_rate_as_the_tenants_total_with_per_tenant_columns(tmp_path):
+    """`sweep --tenants` was refused ('a sweep has no one rate to vary'). Each rate is now the tenants' total,
+    their mix kept (heavy 4 : light 1, as a capacity probe scales it); each row has each tenant's latencies."""
+    import json
+
+    from llmsched.cli import main
+    out = tmp_path / "sw"
+    assert main(["sweep", "--tenants", "heavy:rate=8,light:rate=2:weight=2", "--rates", "2,6", "--num-requests",
+                 "200", "--schedulers", "vtc", "--out", str(out), "--no-progress"]) == 0
+    rows = json.load(open(out / "sweep.json"))
+    assert [r["rate"] for r in rows] == [2, 6]
+    assert all({"ttft_p99_heavy", "ttft_p99_light", "service_heavy", "service_light", "jain"} <= set(r)
+               for r in rows)
+    low, high = rows
+    assert high["ttft_p99_heavy"] > low["ttft_p99_heavy"]  # the same requests offered three times faster
+
+
+def test_sweep_tenant_configs_keep_the_mix():
+    from llmsched.cli.sweep import tenant_configs
+    from llmsched.workload.tenants.streams import total_rate
+    base = RunConfig(tenants="heavy:rate=8,light:rate=2", num_requests=50)
+    configs, totals = tenant_configs([base], [1.0, 5.0])
+    assert totals == [1.0, 5.0]
+    for cfg, total in zip(configs, totals):
+        streams = {s.name: s.rate for s in cfg.tenants.value}
+        assert total_rate(cfg.tenants.value) == pytest.approx(total)
+        assert streams["heavy"] == pytest.approx(4 * streams["light"])
