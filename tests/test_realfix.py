@@ -90,3 +90,51 @@ def test_sweep_tenant_configs_keep_the_mix():
         streams = {s.name: s.rate for s in cfg.tenants.value}
         assert total_rate(cfg.tenants.value) == pytest.approx(total)
         assert streams["heavy"] == pytest.approx(4 * streams["light"])
+
+
+def bench_folder(tmp_path, **fields):
+    """The CPU capture's vllm bench serve result (30 requests at 2 req/s) with ``fields`` changed, as a run."""
+    import json
+    import shutil
+    from pathlib import Path
+    src = Path(__file__).parent / "data" / "cpu_client_run" / "rate-2"
+    folder = tmp_path / "run"
+    folder.mkdir(parents=True)
+    for name in ("meta.json", "config.json"):
+        shutil.copy(src / name, folder / name)
+    bench = {**json.loads((src / "bench.json").read_text()), **fields}
+    (folder / "bench.json").write_text(json.dumps(bench))
+    return folder, bench
+
+
+def test_a_bench_runs_sending_fields_are_used_or_warned_about(tmp_path):
+    """request_rate, burstiness, max_concurrency and ignore_eos were never read: a run capped at 4 requests in
+    flight (a closed loop) was replayed as if sent on a schedule, without a word."""
+    from llmsched.validate.serving_run import load_runs
+    folder, _ = bench_folder(tmp_path)
+    notes = load_runs(folder)[0].log.notes
+    assert "sent at 2 req/s (gamma burstiness 1); replayed at the recorded send times" in notes
+    assert not any(n.startswith("warning") or "warning:" in n for n in notes)
+    capped, _ = bench_folder(tmp_path / "capped", max_concurrency=4, ignore_eos=False)
+    notes = load_runs(capped)[0].log.notes
+    assert any(n.startswith("max_concurrency 4: the client held at most 4 requests in flight") and "warning:" in n
+               and "rerun the benchmark without --max-concurrency" in n for n in notes)
+    assert any(n.startswith("ignore_eos false") for n in notes)
+    loose, _ = bench_folder(tmp_path / "loose", max_concurrency=30)  # a cap of every request never bound
+    assert not any("max_concurrency" in n for n in load_runs(loose)[0].log.notes)
+
+
+def test_a_guidellm_benchmarks_strategy_is_named_and_a_closed_loop_warned_about(tmp_path):
+    import json
+    from llmsched.validate.serving_run import load_runs
+    from tests.test_client_logs import guidellm_report
+    folder, bench = bench_folder(tmp_path)
+    (folder / "bench.json").unlink()
+    for kind, warned in (("poisson", False), ("concurrent", True)):
+        report = guidellm_report(bench)
+        report["benchmarks"][0]["args"] = {"profile": {"type_": "sweep"}, "strategy": {"type_": kind}}
+        report["benchmarks"][0]["request_totals"] = {"successful": 30, "incomplete": 0, "errored": 0, "total": 30}
+        (folder / "benchmarks.json").write_text(json.dumps(report))
+        notes = load_runs(folder)[0].log.notes
+        named = [n for n in notes if n.startswith(f"GuideLLM {kind} strategy of a sweep profile")]
+        assert len(named) == 1 and ("warning:" in named[0]) == warned
