@@ -7,10 +7,12 @@ from tests.cli_support import one_line_error
 
 
 def test_sweep_with_tenants_names_the_rates_the_user_gave(capsys):
-    """`sweep --rates 1,2 --tenants ...` said 'drop --rate', an option the user never gave."""
-    err = one_line_error(["sweep", "--rates", "1,2", "--tenants", "a:rate=1,b:rate=2", "--num-requests", "10",
+    """`sweep --rates 1,2 --tenants ...` said 'drop --rate', an option the user never gave; a multi-tenant sweep
+    now runs (tests/test_realfix.py), each rate the tenants' total, and a tenant without its rate=R (which fixes
+    its share of the total) is named."""
+    err = one_line_error(["sweep", "--rates", "1,2", "--tenants", "a:rate=1,b", "--num-requests", "10",
                           "--no-progress"], capsys)
-    assert "--rates does not apply together with --tenants" in err
+    assert "tenant 'b' needs rate=R" in err
     assert "--rate " not in err and "--rate;" not in err and not err.rstrip().endswith("--rate")
 
 

@@ -5,7 +5,10 @@ Bracket, then bisect. From the start rate the search doubles while probes meet a
 half), until one rate meets and one fails; then it bisects geometrically until hi/lo - 1 <= resolution
 (integers: hi - lo <= 1). The capacity is ``lo``, the highest rate that met; the interval is (lo, hi). A search
 stops at the first probe whose requests that can never be served (longer than the context, or than the whole KV
-cache: rejected whatever the rate) fail an SLO on their own (``verdict.floor``): then no rate meets.
+cache: rejected whatever the rate) fail an SLO on their own (``verdict.floor``): then no rate meets. Below that
+they are fixed, not load: every probe counts them as misses, no probe's stability counts their backlog (which
+would pass for load-induced growth and halve the rate chasing a miss no rate fixes), and the result's note
+reports them.
 The search's path depends only on probe verdicts, never on the executor or how many workers it has, so every
 executor gives the same probes and the same answer. Several searches (schedulers, plan candidates) advance in
 lock-step so that one round's probes run in parallel. Every capacity found is checked against the sound
@@ -106,6 +109,21 @@ def _no_rate_note(probes: list[Probe], slos: list[SLO]) -> str:
     return note
 
 
+def fixed_rejections_note(probe: Probe) -> str:
+    """The requests no rate can serve at the capacity's probe, reported rather than searched on: they miss at every
+    rate, and the probes' stability verdicts leave their backlog out (verdict.measure)."""
+    worst = max(probe.records, key=lambda r: r["counts"].get("never_served", 0))
+    n = worst["counts"].get("never_served", 0)
+    if not n:
+        return ""
+    growth = worst["floor"]["stability"]["growth"]
+    return (f"{n} of {worst['counts']['measured']} measured requests can never be served, at any rate: fixed "
+            f"misses in every probe, left out of its stability verdict (their backlog grows {growth:.1%} of the "
+            f"arriving work, under the {GROWTH_MIN:.0%} that would make every rate unstable); "
+            + rejection_note(worst["counts"]["rejected"], worst["counts"]["measured"],
+                             worst["counts"].get("reasons", [])))
+
+
 def find_capacities(bases: dict[str, RunConfig], slos: list[SLO], resolution: float = 0.02, seeds=(0,),
                     executor=None, cache=None, progress: bool = False, start: float | None = None,
                     max_rate: float | None = None) -> dict[str, CapacityResult]:
@@ -146,6 +164,8 @@ def _result(label, unit, resolution, probes, ends, slos) -> CapacityResult:
         note = _no_rate_note(probes, slos)
     elif hi is None:
         note = f"every probe up to {lo.rate:g} {unit} met the SLOs; the capacity is at least that"
+    if lo is not None:
+        note = "; ".join(n for n in (note, fixed_rejections_note(lo)) if n)
     return CapacityResult(label, unit, lo.rate if lo else None,
                           (lo.rate if lo else 0.0, hi.rate if hi else math.inf), resolution, probes, note)
 

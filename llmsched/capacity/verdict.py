@@ -9,7 +9,9 @@ can only hurt.
   in), and it meets no tier target. Percentiles are numpy's linear ones, with any interpolation that touches
   +inf giving +inf.
 * An unstable run (``stability.trend``: backlogged or overloaded) never meets its SLOs, whatever its
-  percentiles say.
+  percentiles say. Its stability is judged on the work it can serve: requests rejected as never servable (longer
+  than the context or the whole KV cache) are left out of it, since their backlog grows alike at every rate;
+  their own growth is the floor's (``floor``), which stops a search when it is material at every rate.
 """
 from __future__ import annotations
 
@@ -77,7 +79,10 @@ def measure(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     miss = win & ~done
     work = (log.column("prompt_len") + log.column("output_len")).astype(np.float64)
     leave = np.where(done, log.column("finish"), INF)
-    stability = trend(arrival, leave, work, lo, hi)
+    never = never_served_mask(log, status)
+    # the probe's own stability is its servable work's: the never-served requests' backlog grows alike at every
+    # rate (their floor judges it, below), and counted here it would pass for load at rates that have none
+    stability = trend(arrival, leave, work if never is None else np.where(never, 0.0, work), lo, hi)
     finish = log.column("finish")
     served_in_window = done & (finish >= lo) & (finish <= hi)
 
@@ -107,13 +112,21 @@ def measure(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     }
     if counts["rejected"]:  # why, for a search that finds no rate (rate_search.py)
         counts["reasons"] = top_reasons(log, rejected)
-        ids = log.column("id")
-        never = (status == int(Status.REJECTED)) & np.fromiter(
-            (never_served(log.reasons.get(i, "")) for i in ids.tolist()), bool, len(ids))
-        if never.any():
-            counts["never_served"] = int((never & win).sum())
-            record["floor"] = floor(log, never, win, work, lo, hi)
+    if never is not None:
+        counts["never_served"] = int((never & win).sum())
+        record["floor"] = floor(log, never, win, work, lo, hi)
     return record
+
+
+def never_served_mask(log, status: np.ndarray) -> np.ndarray | None:
+    """Per request: rejected as one no rate can serve (longer than the context or the whole KV cache,
+    ``metrics/rejections.never_served``); None when there is none."""
+    rejected = status == int(Status.REJECTED)
+    if not rejected.any():
+        return None
+    ids = log.column("id")
+    never = rejected & np.fromiter((never_served(log.reasons.get(i, "")) for i in ids.tolist()), bool, len(ids))
+    return never if never.any() else None
 
 
 def floor(log, never: np.ndarray, win: np.ndarray, work: np.ndarray, lo: float, hi: float) -> dict:
@@ -121,9 +134,10 @@ def floor(log, never: np.ndarray, win: np.ndarray, work: np.ndarray, lo: float, 
     arrives (zero latencies and gaps, every tier target met) except ``never``, the ones the replica rejects as
     too long for the context or the whole KV cache, which are misses at every rate as ``measure`` counts them.
 
-    A probe's latencies and attainment can only be worse (more misses, longer latencies); its outstanding work
-    is the never-served requests' plus its own queue's, so the floor's growth is what refusing them costs at any
-    rate. An SLO the floor fails is failed at every rate: the capacity search stops there (rate_search.py)."""
+    A probe's latencies and attainment can only be worse (more misses, longer latencies); the floor's growth is
+    the never-served requests' work alone, what refusing them costs at any rate (a probe's own verdict leaves
+    them out: ``measure``). An SLO the floor fails is failed at every rate: the capacity search stops there
+    (rate_search.py)."""
     arrival = log.column("arrival")
     output = log.column("output_len")
     stability = trend(arrival, np.where(never, INF, arrival), work, lo, hi)

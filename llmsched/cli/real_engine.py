@@ -14,11 +14,12 @@ from .run_options import (CLI, add_run_options, base_config, config_with_origins
 # The run fields a real-engine run honours: its workload and policy, vLLM's limits, the summary's window. Every
 # other run field (the simulator's GPU, topology, disaggregation, client, KV-tier and autoscaling models, closed
 # loops, its speed switches) is refused, not silently ignored: a field added later is refused here until the
-# real-engine run honours it.
+# real-engine run honours it. Closed loops and sessions are replayed through the source's completions
+# (vllm/replay_source.py), as the simulator issues them.
 REAL_RUN = ("scheduler", "scheduler_params", "model", "workload", "trace", "lengths", "rate", "num_requests",
             "duration", "arrival", "cv", "rate_schedule", "time_scale", "workload_params", "tiers", "tenants",
             "max_total_tokens", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "oracle",
-            "prefix_caching", "warmup", "cooldown", "seed")
+            "prefix_caching", "warmup", "cooldown", "seed", "concurrency", "turns", "think_time")
 SIM_ONLY = tuple(name for name in RUN_FIELDS if name not in REAL_RUN)
 ENGINE = declared(EngineConfig)
 ENGINE_LIMITS = ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size")  # also run fields
@@ -210,9 +211,13 @@ def fidelity(args) -> int:
     _start(args)
     from ..vllm.launch import make_llm
     from ..vllm.profiler import between_steps, profile as profile_engine, save
-    from ..vllm.runner import replay, request_tenants, workload_requests
+    from ..vllm.runner import replay, request_tenants, workload_source
     from ..vllm.settings import load_settings
-    requests = workload_requests(cfg, engine.max_model_len, args.scale_lengths)  # its errors before vLLM starts
+
+    def source():  # a fresh one for each run: sessions issue their later turns as the run's completions come
+        return workload_source(cfg, engine.max_model_len, args.scale_lengths)
+    real_source = source()
+    requests = real_source.initial()  # its errors before vLLM starts
     engine = fidelity_engine(cfg, engine, requests)
     llm = make_llm(engine)
     hf = llm.llm_engine.vllm_config.model_config.hf_config
@@ -227,17 +232,17 @@ def fidelity(args) -> int:
         path = save(model, report, llm, engine)
         print(f"fitted a profile ({report}; {between_steps(cols) * 100:.0f}% of a cycle between steps), "
               f"wrote {path}")
-    real = replay(llm, requests, load_settings({}, scheduler=cfg.scheduler, scheduler_params=cfg.scheduler_params,
+    real = replay(llm, real_source, load_settings({}, scheduler=cfg.scheduler, scheduler_params=cfg.scheduler_params,
                                                tiers=cfg.tiers, tenants=request_tenants(requests), oracle=cfg.oracle))
     real_summary = summarize(real, warmup=cfg.warmup, cooldown=cfg.cooldown)
-    behind = overload(requests, real)
+    behind = overload(real_source.issued, real)
     if behind:
         if args.out:
             write_run(real, real_summary, Path(args.out) / "real")
         print(f"the real run is overloaded: {behind}. Its latencies measure a growing backlog, so no errors are "
               f"reported; lower --rate or --scale-lengths (or raise the engine's limits) and run again")
         return 1
-    sim, sim_summary = simulate_like(cfg, real.meta["adapter"], path, engine.max_model_len, requests)
+    sim, sim_summary = simulate_like(cfg, real.meta["adapter"], path, engine.max_model_len, sim_requests(source))
     rows = compare(real_summary, sim_summary)
     # The same simulation with the step time fitted to this run's own step cycles (see fidelity.run_cycles).
     from ..batchtime.linear import LinearBatchTime
@@ -248,7 +253,8 @@ def fidelity(args) -> int:
         Path(args.out) / "run-cycles-profile.json"
     own_path.parent.mkdir(parents=True, exist_ok=True)
     own.save(own_path, own_report)
-    sim2, sim2_summary = simulate_like(cfg, real.meta["adapter"], own_path, engine.max_model_len, requests)
+    sim2, sim2_summary = simulate_like(cfg, real.meta["adapter"], own_path, engine.max_model_len,
+                                       sim_requests(source))
     rows2 = {r["metric"]: r for r in compare(real_summary, sim2_summary)}
     shown = [{"metric": r["metric"], "real": r["real"], "simulated": r["simulated"],
               "error_%": r["rel_error"] * 100, "sim_run_cycles": rows2[r["metric"]]["simulated"],
@@ -267,6 +273,13 @@ def fidelity(args) -> int:
                     out / "fidelity.csv", out / "fidelity.json")
         print(f"wrote {out}/real/, {out}/sim/, {out}/sim-run-cycles/, {out}/fidelity.csv")
     return 0
+
+
+def sim_requests(source):
+    """What the simulator replays of a fresh replay source: its requests when completions issue none (the list
+    ``simulate_like`` copies), else the source itself, whose sessions continue from the simulated completions."""
+    fresh = source()
+    return fresh if fresh.has_follow_ups else fresh.initial()
 
 
 def make_model(args) -> int:

@@ -13,7 +13,9 @@ MAX_RATES = 1000
 def add(sub) -> None:
     w = sub.add_parser("sweep", help="schedulers over a range of arrival rates",
                        description="Run each scheduler at each rate; print a table and write sweep.csv/.json "
-                                   "and sweep.png to --out.")
+                                   "and sweep.png to --out. With --tenants each rate is the tenants' total, "
+                                   "their rates scaled by one factor (the same mix), and the rows carry each "
+                                   "tenant's latencies and service.")
     w.add_argument("--schedulers", help="comma-separated names (default: the config file's scheduler, else "
                                         "vllm,sarathi)")
     w.add_argument("--rates", required=True, help="START:STOP:STEP (inclusive), or a comma-separated list")
@@ -36,22 +38,36 @@ def sweep(args) -> int:
         if base.get(key) is not None:
             raise ValueError(f"--{key.replace('_', '-')} does not apply to `llmsched sweep`, which runs each of "
                              f"--rates; remove it")
-    if base.get("tenants") and not base.get("trace"):
-        _, origins = config_with_origins(args)
-        raise ValueError(f"--rates does not apply together with {origins['tenants'].name('tenants')}: each tenant "
-                         f"has its own rate (NAME:rate=R), so a sweep has no one rate to vary; run `llmsched "
-                         f"compare` once per tenant mix, or drop --tenants")
     rates = parse_rates(args.rates)
-    configs = run_configs(args, names, rates)
+    mix = bool(base.get("tenants")) and not base.get("trace")
+    if mix:  # each rate is the tenants' total, their mix kept (as a capacity probe scales it)
+        configs, totals = tenant_configs(run_configs(args, names), rates)
+    else:
+        configs = run_configs(args, names, rates)
+        totals = [cfg.rate for cfg in configs]
     outcomes = run_many(configs, args.jobs, not args.no_progress)
-    rows = [summary_row(cfg, res, summ) for cfg, (res, summ) in zip(configs, outcomes)]
+    rows = [{**summary_row(cfg, res, summ), "rate": total}
+            for cfg, total, (res, summ) in zip(configs, totals, outcomes)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_table(rows, out / "sweep.csv", out / "sweep.json")
     plot_sweep(rows, x="rate", path=out / "sweep.png")
-    print(format_table(rows, ["scheduler", "rate"] + TABLE_COLUMNS[1:]))
+    per_tenant = [k for k in rows[0] if k.startswith(("ttft_p99_", "service_"))] + ["jain"] if mix else []
+    print(format_table(rows, ["scheduler", "rate"] + TABLE_COLUMNS[1:] + [k for k in per_tenant if k in rows[0]]))
     print(f"wrote {out}/sweep.csv, sweep.json, sweep.png")
     return 0
+
+
+def tenant_configs(configs, rates: list[float]):
+    """Each config at each rate with ``--tenants``: the rate is the tenants' total, every tenant's rate scaled by
+    one factor (the same mix at another load); returns the configs and their totals."""
+    from ..capacity.probe import at_rate
+    out, totals = [], []
+    for cfg in configs:
+        for rate in rates:
+            out.append(at_rate(cfg, rate))
+            totals.append(rate)
+    return out, totals
 
 
 def parse_rates(text: str) -> list[float]:

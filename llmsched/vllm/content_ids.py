@@ -12,6 +12,12 @@ token with probability 1/(vocab - 3), on a block's worth of differing tokens pra
 numpy's bounded integers are drawn value by value, so the first k draws of a piece are the same whatever its
 length (``workload/chunks.py``): a piece cut short is a prefix of the whole. Ids lie in [3, vocab), avoiding the
 special ids 0-2, as ``launch.prompt_ids`` does for requests without content.
+
+A session's later turn carries its earlier turns' replies (``Space.REPLY`` pieces, ``Content.then``). In a real
+run those are the tokens the engine generated, given in ``replies`` (reply id -> token ids): sending them, not a
+draw, is what makes the turn's prompt start with the blocks vLLM cached while it generated them, as a client
+replaying a conversation would. A reply piece longer than what was generated (the length scale rounds the two
+ends apart by a token) continues with its draw.
 """
 from __future__ import annotations
 
@@ -23,15 +29,22 @@ SEED = 20240917  # any fixed number: a piece's tokens must not change from run t
 FIRST_ID = 3
 
 
-def content_ids(content: Content, n: int, vocab: int) -> list[int]:
-    """The first ``n`` prompt token ids of ``content`` (``n`` at most its length) for a vocabulary of ``vocab``."""
+def content_ids(content: Content, n: int, vocab: int, replies: dict | None = None) -> list[int]:
+    """The first ``n`` prompt token ids of ``content`` (``n`` at most its length) for a vocabulary of ``vocab``;
+    a reply piece named in ``replies`` sends the tokens generated for it."""
     if not 0 < n <= content.length:
         raise ValueError(f"content_ids: {n} tokens asked of a content of {content.length}; a request's content "
                          f"covers its prompt")
     out, start = [], 0
     for piece, end in zip(content.ids, content.ends):
         length = min(end, n) - start
-        out += piece_tokens(piece, length, vocab)
+        generated = replies.get(piece) if replies else None
+        if generated is None:
+            out += piece_tokens(piece, length, vocab)
+        else:
+            out += generated[:length]
+            if length > len(generated):
+                out += piece_tokens(piece, length, vocab)[len(generated):]
         start = end
         if start >= n:
             break

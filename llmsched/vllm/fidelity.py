@@ -50,7 +50,9 @@ def fidelity_engine(cfg, engine, requests):
 
 def simulate_like(cfg: RunConfig, adapter: dict, profile_file: str, max_model_len: int, requests):
     """Simulate exactly ``requests`` (fresh copies, with their contents: the engine's prefix cache sees the same
-    prompts, ``content_ids``) on a replica with the real engine's limits and profile."""
+    prompts, ``content_ids``) on a replica with the real engine's limits and profile. ``requests`` may be a fresh
+    source instead (``vllm.replay_source.ReplaySource``, for sessions): the simulator issues its later turns as
+    the real run did, from its own completions."""
     from ..experiment import build_replicas, carries_content
     from ..metrics.requests import RequestLog
     from ..request import Request
@@ -59,9 +61,13 @@ def simulate_like(cfg: RunConfig, adapter: dict, profile_file: str, max_model_le
     from ..workload.workload import OpenLoop
     scfg = sim_config(cfg, adapter, profile_file)
     scfg.max_model_len = max_model_len
-    copies = [Request(r.id, r.arrival, r.prompt_len, r.output_len, r.tier, content=r.content) for r in requests]
+    if isinstance(requests, (list, tuple)):
+        source = OpenLoop([Request(r.id, r.arrival, r.prompt_len, r.output_len, r.tier, content=r.content)
+                           for r in requests])
+    else:
+        source = requests
     caching = scfg.prefix_caching and carries_content(scfg)  # as build_replicas decides; then log cached tokens
-    result = simulate(OpenLoop(copies), build_replicas(scfg), make_router(scfg.router), seed=cfg.seed,
+    result = simulate(source, build_replicas(scfg), make_router(scfg.router), seed=cfg.seed,
                       lanes=scfg.lanes, log=RequestLog(cached=True) if caching else None)
     result.meta = {"config": dataclasses.asdict(scfg)}
     return result, summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)

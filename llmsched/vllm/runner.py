@@ -11,61 +11,89 @@ import time
 
 from ..experiment import RunConfig, build_source
 from ..sim.simulator import RunResult
-from ..workload.content_scale import scaled_content
 from .content_ids import content_ids
+from .replay_source import Listed, ReplaySource
 from .launch import PROMPT_VOCAB, EngineConfig, make_llm, prompt_ids, scheduler_of
 from .settings import TENANT_KEY, TIER_KEY, load_settings
 
 
 def replay(llm, requests, settings, horizon: float | None = None, progress=None) -> RunResult:
-    """Run ``requests`` (llmsched ``Request``s, by arrival) through ``llm`` with ``settings``; returns records."""
+    """Run ``requests`` through ``llm`` with ``settings``; returns records. ``requests`` is a list (by arrival) or a
+    source (``replay_source.ReplaySource``): a request that leaves the run (finished, or rejected by the plug-in)
+    is passed to its ``on_done``, and the requests that returns (a session's next turn) enter at their arrival
+    time, their prompts carrying the tokens vLLM generated for the turns before (``content_ids``)."""
+    import heapq
     from vllm import SamplingParams
+    source = Listed(requests) if isinstance(requests, (list, tuple)) else requests
     sched = scheduler_of(llm)
     settings.arrival = "stamp"  # requests count from when they were due (the simulator's arrival)
     sched.configure(settings, record=True)
     eng = llm.llm_engine
-    pending = sorted(requests, key=lambda r: r.arrival)
+    pending = [(r.arrival, k, r) for k, r in enumerate(source.initial())]
+    heapq.heapify(pending)
+    order = len(pending)
+    live: dict[str, object] = {}  # vLLM id -> the request, while a completion may issue more
+    replies: dict[int, list[int]] = {}  # reply id -> the tokens vLLM generated for it
+    follow = source.has_follow_ups
     t0 = time.time()
     sched.set_clock_origin(t0)
     wall0 = time.perf_counter()
-    i = 0
-    while i < len(pending) or eng.has_unfinished_requests():
+    while pending or eng.has_unfinished_requests():
         now = time.time() - t0
         if horizon is not None and now > horizon:
             break
-        while i < len(pending) and pending[i].arrival <= now:
-            r = pending[i]
+        while pending and pending[0][0] <= now:
+            r = heapq.heappop(pending)[2]
             extra = {TIER_KEY: r.tier.name}
             if r.tenant is not None:
                 extra[TENANT_KEY] = r.tenant.name
             params = SamplingParams(max_tokens=r.output_len, ignore_eos=True, temperature=0.0, extra_args=extra)
-            eng.add_request(str(r.id), {"prompt_token_ids": request_ids(r)}, params, arrival_time=t0 + r.arrival)
-            i += 1
+            eng.add_request(str(r.id), {"prompt_token_ids": request_ids(r, replies)}, params,
+                            arrival_time=t0 + r.arrival)
+            if follow:
+                live[str(r.id)] = r
         if eng.has_unfinished_requests():
-            eng.step()
+            outputs = eng.step()
+            if follow:
+                done_at = time.time() - t0
+                for out in outputs:
+                    if not out.finished:
+                        continue
+                    r = live.pop(out.request_id, None) or live.pop(out.request_id.rsplit("-", 1)[0], None)
+                    if r is None:
+                        continue
+                    if r.content is not None and out.outputs:
+                        replies[r.content.reply] = list(out.outputs[0].token_ids)
+                    for nxt in source.on_done(r, done_at):
+                        heapq.heappush(pending, (nxt.arrival, order, nxt))
+                        order += 1
             if progress:
                 progress(sched)
-        elif i < len(pending):
-            time.sleep(max(0.0, min(pending[i].arrival - (time.time() - t0), 0.05)))
+        elif pending:
+            time.sleep(max(0.0, min(pending[0][0] - (time.time() - t0), 0.05)))
     end = time.time() - t0
     if eng.has_unfinished_requests():  # stopped at the horizon
         for vid in sched.mirrored_ids():
             eng.abort_request([vid.rsplit("-", 1)[0]])
         while eng.has_unfinished_requests():
             eng.step()
+    if live and horizon is None:
+        raise RuntimeError(f"real run: requests {sorted(live)[:5]} left vLLM without a final output, so their "
+                           f"sessions' next turns were not sent")
     log, steps = sched.records
     figures = sched.llmsched_policy.stats()
     result = RunResult(log, steps, end, time.perf_counter() - wall0,
                        replica_stats=[{"replica": 0, "policy": figures}] if figures else [])
-    result.meta = {"backend": "vllm", "adapter": sched.describe()}
+    result.meta = {"backend": "vllm", "adapter": sched.describe(), "issued": len(source.issued)}
     return result
 
 
-def request_ids(r) -> list[int]:
+def request_ids(r, replies: dict | None = None) -> list[int]:
     """The prompt token ids sent for request ``r``: from its content where it has one (``content_ids``: requests
-    sharing a prefix send the same ids, so vLLM's prefix cache finds it), else ids of its own (by its id)."""
+    sharing a prefix send the same ids, so vLLM's prefix cache finds it; an earlier turn's reply sends what vLLM
+    generated for it, from ``replies``), else ids of its own (by its id)."""
     if r.content is not None:
-        return content_ids(r.content, r.prompt_len, PROMPT_VOCAB)
+        return content_ids(r.content, r.prompt_len, PROMPT_VOCAB, replies)
     return prompt_ids(r.prompt_len, r.id)
 
 
@@ -78,33 +106,16 @@ def request_tenants(requests) -> tuple:
     return tuple(seen.values())
 
 
+def workload_source(cfg: RunConfig, max_model_len: int, scale: float = 1.0) -> ReplaySource:
+    """The workload of ``cfg`` as the real engine replays it (``replay_source.py``): lengths times ``scale`` (a CPU
+    serves short requests), prompt + output capped to ``max_model_len``, sessions' later turns issued as their
+    earlier turns leave the run."""
+    return ReplaySource(build_source(cfg), max_model_len, scale)
+
+
 def workload_requests(cfg: RunConfig, max_model_len: int, scale: float = 1.0):
-    """The workload of ``cfg``, prompt and output lengths times ``scale`` (a CPU serves short requests), with
-    prompt + output capped to ``max_model_len`` (the engine's context). A request's content is scaled with its
-    prompt (``workload/content_scale.py``: each piece shorter, none dropped but those that round to no tokens) and
-    cut with it, so what requests share survives both."""
-    from ..request import Request
-    if not scale > 0:
-        raise ValueError(f"length scale must be > 0, got {scale}")
-    reqs = build_source(cfg).initial()
-    if scale != 1.0:
-        reqs = [scaled(r, scale) for r in reqs]
-    out = []
-    for r in reqs:
-        if r.prompt_len + r.output_len > max_model_len:
-            prompt = max(1, min(r.prompt_len, max_model_len // 2))
-            r = Request(r.id, r.arrival, prompt, max(1, min(r.output_len, max_model_len - prompt)), r.tier, r.tenant,
-                        None if r.content is None else r.content.cut(prompt))
-        out.append(r)
-    return out
-
-
-def scaled(r, scale: float):
-    """Request ``r`` with its prompt, output and content times ``scale``."""
-    from ..request import Request
-    prompt = max(1, round(r.prompt_len * scale))
-    content = None if r.content is None else scaled_content(r.content, scale, prompt)
-    return Request(r.id, r.arrival, prompt, max(1, round(r.output_len * scale)), r.tier, r.tenant, content)
+    """The first requests of ``cfg``'s workload as the real engine replays it (``workload_source``)."""
+    return workload_source(cfg, max_model_len, scale).initial()
 
 
 def run_vllm(cfg: RunConfig, engine: EngineConfig, llm=None, horizon: float | None = None,
@@ -113,10 +124,11 @@ def run_vllm(cfg: RunConfig, engine: EngineConfig, llm=None, horizon: float | No
 
     The workload and the plug-in's settings are built before the engine starts (tens of seconds on a CPU), so a
     trace that cannot be replayed as asked fails at once."""
-    requests = workload_requests(cfg, engine.max_model_len, scale)
+    source = workload_source(cfg, engine.max_model_len, scale)
+    requests = source.initial()
     settings = load_settings({}, scheduler=cfg.scheduler, scheduler_params=cfg.scheduler_params,
                              tiers=cfg.tiers, tenants=request_tenants(requests), oracle=cfg.oracle, profile=profile)
     llm = llm or make_llm(engine)
-    result = replay(llm, requests, settings, horizon=horizon)
+    result = replay(llm, source, settings, horizon=horizon)
     result.meta.update({"config": {k: v for k, v in vars(cfg).items()}, "engine": vars(engine)})
     return result, llm

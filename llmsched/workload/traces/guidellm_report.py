@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .client_settings import guidellm_notes
 from .server_log import ServerLog, seconds, token_counts
 from .trace_error import TraceError
 
@@ -67,6 +68,7 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
     log = ServerLog(path, "guidellm", [str(rows[i].get("request_id", i)) for i in order],
                     start[order] - start[order[0]], prompts[order], outputs[order], boundary="client")
     log.notes.append("GuideLLM timings are the client's")
+    log.notes += guidellm_notes(where, bench[benchmark], len(rows))
     if all(r.get(k) is not None for r in rows for k in MEASURED_FIELDS):
         ttft = seconds(path, field("time_to_first_token_ms"), [r["time_to_first_token_ms"] for r in rows], index,
                        indexed=True, unit="milliseconds") / 1e3

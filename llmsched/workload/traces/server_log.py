@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .client_settings import bench_notes
 from .hash_blocks import block_content, check_blocks, own_content
 from .jsonl import chunked, integers
 from .trace_error import TraceError
@@ -263,7 +264,13 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
             raise TraceError(f"{path}: {k} has {len(data[k])} entries, input_lens {n}; one entry a request")
     if n == 0:
         raise TraceError(f"{path}: no requests in the file")
-    errors = data.get("errors") or [""] * n
+    errors = data.get("errors")
+    if errors is None:
+        errors = [""] * n
+    elif not isinstance(errors, list) or len(errors) != n or not all(isinstance(e, (str, type(None))) for e in errors):
+        shown = f"{len(errors)} entries" if isinstance(errors, list) else type(errors).__name__
+        raise TraceError(f"{path}: errors is {shown}, not a list of {n} messages (\"\" for a request that "
+                         f"succeeded); save the run again with `vllm bench serve --save-result --save-detailed`")
     failed = [i for i, e in enumerate(errors) if e]
     if failed:
         raise TraceError(f"{path}: errors[{failed[0]}] is {str(errors[failed[0]])[:80]!r} ({len(failed)} failed "
@@ -277,6 +284,7 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
                     outputs[order], boundary="client")
     log.notes.append("vllm bench serve timings are the client's (TTFT and E2E include the network and the "
                      "frontend)")
+    log.notes += bench_notes(path, data, n)
     if all(isinstance(data.get(k), list) for k in BENCH_MEASURED + ("itls",)):
         ttft = seconds(path, "ttfts", data["ttfts"], index, indexed=True)
         e2e = seconds(path, "latencies", data["latencies"], index, indexed=True)
@@ -286,7 +294,7 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
             itl = data["itls"][i]
             if not isinstance(itl, list):
                 raise TraceError(f"{path}: itls[{i}] is not a list of seconds")
-            gaps.append(np.asarray(itl, dtype=float))
+            gaps.append(seconds(path, f"itls[{i}]", itl, list(range(len(itl))), indexed=True))
         log.itls = gaps
     return log
 

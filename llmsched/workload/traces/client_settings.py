@@ -1,0 +1,104 @@
+"""How a serving benchmark's client sent its requests, from the fields of its result that a replay does not read
+for the requests themselves, checked because they change what a replay of the recorded sends means.
+
+validate-serving replays each request at its recorded send time (an open loop). That is the run itself when the
+client sent on a schedule (vLLM bench serve's ``request_rate`` with its gamma ``burstiness``; GuideLLM's
+``constant`` and ``poisson`` strategies), but not when it held a fixed number of requests in flight (bench
+serve's ``max_concurrency``; GuideLLM's ``synchronous``, ``concurrent`` and ``throughput`` strategies): there a
+send waited for a completion, so a simulated server faster or slower than the real one would have been sent
+requests earlier or later. Such runs are compared with a warning saying so. A result holding only some of its
+requests (GuideLLM's request sampling; a bench file whose ``num_prompts`` or ``completed`` disagree with its lists)
+is refused: replaying a sample offers the simulated server a fraction of the real load.
+
+Sources: vllm/benchmarks/serve.py (``result_json``: ``request_rate`` is "inf" or a number, ``burstiness``,
+``max_concurrency``, ``num_prompts``, ``completed``); GuideLLM's benchmark schema (``request_totals``,
+``request_samples``, ``args``/``config`` ``.strategy.type_`` and ``.profile.type_``).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from .trace_error import TraceError
+
+OPEN_LOOP = ("constant", "poisson")  # GuideLLM strategies that send on a schedule
+CLOSED_LOOP = ("synchronous", "concurrent", "throughput")  # ... that wait for completions
+CLOSED_LOOP_WARNING = ("warning: the replay sends each request at its recorded time (an open loop), so "
+                       "simulated latencies that differ from the real ones do not move the sends as they would "
+                       "have; compare with care, or rerun the benchmark {fix}")
+
+
+def bench_notes(path: Path, data: dict, n: int) -> list[str]:
+    """Notes (and refusals) from a vllm bench serve result's sending fields; ``n`` requests in its lists."""
+    notes = []
+    for key in ("num_prompts", "completed"):
+        value = data.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise TraceError(f"{path}: {key} is {value!r}, not a count of requests; fix it or remove the field")
+        if value != n:
+            raise TraceError(f"{path}: {key} is {value} but its per-request lists hold {n} requests; the file is "
+                             f"truncated or merged: save the run again with `vllm bench serve --save-result "
+                             f"--save-detailed`")
+    failed = data.get("failed")
+    if failed is not None and (isinstance(failed, bool) or not isinstance(failed, int) or failed != 0):
+        raise TraceError(f"{path}: failed is {failed!r}; a failed request has no latencies to compare: rerun the "
+                         f"benchmark until none fails")
+    rate = data.get("request_rate")
+    if rate is not None and rate not in ("inf", "Infinity") and (
+            isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0):
+        raise TraceError(f"{path}: request_rate is {rate!r}; vllm bench serve writes a rate > 0 or \"inf\"")
+    burst = data.get("burstiness")
+    if burst is not None and (isinstance(burst, bool) or not isinstance(burst, (int, float))
+                              or not (burst > 0 and math.isfinite(burst))):
+        raise TraceError(f"{path}: burstiness is {burst!r}; vllm bench serve writes the gamma shape, a number > 0")
+    cap = data.get("max_concurrency")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        raise TraceError(f"{path}: max_concurrency is {cap!r}; write an integer >= 1, or null for no cap")
+    eos = data.get("ignore_eos")
+    if eos is not None and not isinstance(eos, bool):
+        raise TraceError(f"{path}: ignore_eos is {eos!r}; write true or false")
+    if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+        notes.append(f"sent at {rate:g} req/s" + (f" (gamma burstiness {burst:g})" if burst is not None else "")
+                     + "; replayed at the recorded send times")
+    if cap is not None and cap < n:
+        notes.append(f"max_concurrency {cap}: the client held at most {cap} requests in flight, so its sends "
+                     f"waited for completions; " + CLOSED_LOOP_WARNING.format(fix="without --max-concurrency"))
+    if eos is False:
+        notes.append("ignore_eos false: outputs ended where the model stopped; replayed at their recorded lengths")
+    return notes
+
+
+def guidellm_notes(where: str, bench: dict, n: int) -> list[str]:
+    """Notes (and refusals) from a GuideLLM benchmark's sampling and strategy; ``n`` successful requests listed."""
+    totals = bench.get("request_totals")
+    if totals is not None:
+        count = totals.get("successful") if isinstance(totals, dict) else None
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise TraceError(f"{where}.request_totals.successful: {count!r}, not a count of requests; fix or "
+                             f"remove request_totals")
+        if count != n:
+            raise TraceError(f"{where}.requests.successful: {n} of the {count} successful requests "
+                             f"(request_totals); GuideLLM sampled them, and a replay of a sample offers a fraction "
+                             f"of the load: rerun with every request kept (no --output-sampling / "
+                             f"sample_requests=None)")
+    if bench.get("request_samples") is not None:
+        raise TraceError(f"{where}.request_samples: set, so the requests listed are a random sample; rerun with "
+                         f"every request kept (no --output-sampling)")
+    settings = bench.get("config") if isinstance(bench.get("config"), dict) else bench.get("args")
+    if not isinstance(settings, dict) or settings.get("strategy") is None:
+        return []
+    strategy = settings["strategy"]
+    kind = strategy.get("type_") if isinstance(strategy, dict) else None
+    section = "config" if settings is bench.get("config") else "args"
+    if kind not in OPEN_LOOP + CLOSED_LOOP:
+        raise TraceError(f"{where}.{section}.strategy.type_: {kind!r} is not a GuideLLM strategy llmsched knows "
+                         f"({', '.join(OPEN_LOOP + CLOSED_LOOP)}); replay a benchmark of one of those")
+    profile = settings.get("profile")
+    named = profile.get("type_") if isinstance(profile, dict) else None
+    of = f" of a {named} profile" if isinstance(named, str) else ""
+    if kind in OPEN_LOOP:
+        return [f"GuideLLM {kind} strategy{of}: sent on a schedule; replayed at the recorded send times"]
+    return [f"GuideLLM {kind} strategy{of}: its sends waited for completions (a closed loop); "
+            + CLOSED_LOOP_WARNING.format(fix="with a constant or poisson strategy (--rate-type)")]
