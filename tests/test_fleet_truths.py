@@ -119,3 +119,39 @@ def test_two_transfers_at_once_share_only_the_side_they_have_in_common(layout, f
         took = c["transfer_end"][i] - c["transfer_start"][i]
         assert took == pytest.approx(factor * (alone - IB_LATENCY) + IB_LATENCY, rel=1e-6)
     assert set(c["status"]) == {int(Status.FINISHED)}
+
+
+@pytest.mark.xfail(strict=True, reason="fleet/kv_transfers.py summary divides by the run's end less the first "
+                                       "transfer's start, not the transfers' span; the lead's fix is in the "
+                                       "fleetcheck report")
+def test_the_transfer_summary_is_over_the_transfers_span(tmp_path):
+    """summary.json's ``kv_transfer``, recomputed from requests.csv: bytes, count and mean time as written, and
+    GB/s and the busy share over the span docs/disaggregation.md names, first transfer's start to last one's end
+    (the union of the transfers' intervals less their latency, as they only meet on the decode instance's one receive
+    side). Before,
+    the span ran to the run's end, which the decode of the last requests sets: a 60-token output after the last
+    transfer diluted both."""
+    import csv
+    import json
+    import math
+    from llmsched.cli import main
+    out = tmp_path / "run"
+    main(["simulate", "--disaggregate", "2P1D", "--prefill-gpu", "h100", "--decode-gpu", "a100", "--workload",
+          "sharegpt", "--rate", "6", "--num-requests", "120", "--seed", "2", "--out", str(out)])
+    kt = json.loads((out / "summary.json").read_text())["fleet"]["kv_transfer"]
+    rows = [r for r in csv.DictReader(open(out / "requests.csv")) if not math.isnan(float(r["transfer_start"]))]
+    spans = sorted((float(r["transfer_start"]), float(r["transfer_end"])) for r in rows)
+    volume = sum(int(float(r["transfer_bytes"])) for r in rows)
+    assert (kt["transfers"], kt["finished"], kt["bytes"]) == (len(rows), len(rows), volume)
+    assert kt["seconds"]["mean"] == pytest.approx(sum(e - s for s, e in spans) / len(spans), rel=1e-9)
+    moving = [(s + IB_LATENCY, e) for s, e in spans]  # bytes move after a transfer's latency
+    busy, (lo, hi) = 0.0, moving[0]
+    for s, e in moving[1:]:
+        if s > hi:
+            busy, lo, hi = busy + hi - lo, s, e
+        else:
+            hi = max(hi, e)
+    busy += hi - lo
+    span = max(e for _, e in spans) - spans[0][0]
+    assert kt["gbytes_per_s"] == pytest.approx(volume / span / 1e9, rel=1e-9)
+    assert kt["busy_fraction"] == pytest.approx(busy / span, rel=1e-9)
