@@ -155,3 +155,18 @@ def test_the_transfer_summary_is_over_the_transfers_span(tmp_path):
     span = max(e for _, e in spans) - spans[0][0]
     assert kt["gbytes_per_s"] == pytest.approx(volume / span / 1e9, rel=1e-9)
     assert kt["busy_fraction"] == pytest.approx(busy / span, rel=1e-9)
+
+
+def test_hpa_keeps_the_replicas_it_started_with_for_its_scale_down_window(tmp_path):
+    """Kubernetes' HPA records the replica count it finds at its first reconcile as a recommendation
+    (``recordInitialRecommendation``, pkg/controller/podautoscaler/horizontal.go), so with the default 300-s
+    scale-down window a pool that starts at 2 and idles stays at 2 until 300 s, then drops to the minimum. Before,
+    the first decision (15 s) already halved it."""
+    import json
+    from llmsched.cli import main
+    out = tmp_path / "run"
+    main(["simulate", "--replicas", "2", "--autoscaler", "hpa", "--min-replicas", "1", "--max-replicas", "4",
+          "--cold-start", "10", "--workload", "sharegpt", "--rate", "0.5", "--duration", "400", "--seed", "1",
+          "--out", str(out)])
+    sizes = json.loads((out / "summary.json").read_text())["fleet"]["autoscalers"]["default"]["sizes"]
+    assert sizes and sizes[0]["replicas"] == 1 and sizes[0]["t"] >= 300.0
