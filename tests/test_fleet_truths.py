@@ -170,3 +170,119 @@ def test_hpa_keeps_the_replicas_it_started_with_for_its_scale_down_window(tmp_pa
           "--out", str(out)])
     sizes = json.loads((out / "summary.json").read_text())["fleet"]["autoscalers"]["default"]["sizes"]
     assert sizes and sizes[0]["replicas"] == 1 and sizes[0]["t"] >= 300.0
+
+
+FLEET = """
+[pools.a]
+gpu = "a100"
+replicas = 1
+provisioning = 5.0
+loading = 10.0
+warm = 5.0
+
+[[scale]]
+at = 10.0
+pool = "a"
+replicas = 3
+
+[[scale]]
+at = 17.0
+pool = "a"
+replicas = 2
+
+[[scale]]
+at = 40.0
+pool = "a"
+replicas = 1
+"""
+
+
+def test_billing_and_serving_time_follow_each_replicas_life(tmp_path):
+    """One replica from t = 0; two asked for at 10 s (20 s of start-up: serving from 30 s); one of them given up at
+    17 s while loading (gone at once, billed 7 s); the other drained from 40 s (billed until its last request
+    leaves, which requests.csv shows). Billing and serving time add up from those hand-derived lives, the second
+    replica serves nothing before 30 s nor receives anything after 40 s, and every request is accounted for."""
+    import csv
+    import json
+    from llmsched.cli import main
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(FLEET)
+    out = tmp_path / "run"
+    main(["simulate", "--fleet", str(fleet), "--workload", "sharegpt", "--rate", "4", "--duration", "60", "--seed",
+          "1", "--out", str(out)])
+    s = json.loads((out / "summary.json").read_text())
+    rows = list(csv.DictReader(open(out / "requests.csv")))
+    end = s["run"]["end_time"]
+    second = [r for r in rows if r["replica"] == "1"]
+    assert second and {r["replica"] for r in rows} == {"0", "1"}  # the one given up while loading served nothing
+    assert min(float(r["queued"]) for r in second) >= 30.0 and max(float(r["queued"]) for r in second) < 40.0
+    drained = max(float(r["finish"]) for r in second)
+    pool = s["fleet"]["pools"]["a"]
+    assert pool["replicas_made"] == 3
+    assert pool["billed_replica_s"] == pytest.approx(end + (drained - 10.0) + (17.0 - 10.0), rel=1e-12)
+    assert pool["serving_replica_s"] == pytest.approx(end + (drained - 30.0), rel=1e-12)
+    assert pool["billed_gpu_s"] == s["fleet"]["billed_gpu_s"] == pool["billed_replica_s"]
+    assert 0.0 <= pool["utilisation"] <= 1.0 and 0.0 <= pool["billed_utilisation"] <= pool["utilisation"]
+    counts = s["counts"]
+    assert counts["finished"] + counts["rejected"] + counts["unfinished"] == counts["offered"] == len(rows)
+
+
+def offload_run(offload: str, tp: int, num_blocks: int, prompts):
+    """One vllm-chunked replica of Llama-3.1-8B on an H100 at TP ``tp`` with a ``num_blocks`` GPU cache and the
+    tiers ``offload``, serving ``prompts`` (lists of (piece, tokens)) a second apart, two output tokens each."""
+    from llmsched.batchtime.registry import make_batch_time_model
+    from llmsched.content import Content
+    from llmsched.engine.offload_plan import plan_offload
+    from llmsched.engine.offload_spec import parse_kv_offload
+    from llmsched.engine.replica import Replica, ReplicaConfig
+    from llmsched.hardware.gpus import gpu
+    from llmsched.routing.registry import make_router
+    from llmsched.schedulers import create_scheduler
+    from llmsched.sim.simulator import simulate
+    m, g = model("llama-3.1-8b").with_tp(tp), gpu("h100")
+    bt = make_batch_time_model("roofline", m, g)
+    plan = plan_offload(parse_kv_offload(offload), "vllm", m, g, tp, 16)
+    cfg = ReplicaConfig(num_blocks=num_blocks, block_size=16, max_model_len=131072, prefix_caching=True,
+                        kv_offload=plan, check_invariants=True)
+    rep = Replica(0, create_scheduler("vllm-chunked"), bt, cfg)
+    reqs = [Request(i, float(i), sum(n for _, n in p), 2, content=Content.of_pieces(p, reply=100 + i))
+            for i, p in enumerate(prompts)]
+    simulate(OpenLoop(reqs), [rep], make_router("round-robin"))
+    assert all(r.status is Status.FINISHED for r in reqs)
+    return reqs, rep, bt
+
+
+def test_a_prefix_reloaded_from_host_memory_at_tp_2_moves_each_ranks_half_at_once():
+    """Llama-3.1-8B at TP 2: a 16-token block is 1 MiB a rank. A 3,200-token prompt pushed out of a 400-block GPU
+    cache by two others comes back from host memory as 200 blocks, each rank's half over its own PCIe Gen5 link at
+    once: 1 us + 200 x 3.5 us (one DMA copy a block) + 200 MiB / 52.6 GB/s, then the step computing the 100 new
+    tokens."""
+    from llmsched.content import Space, piece_id
+    x, w = piece_id(Space.NAMED, 1), piece_id(Space.NAMED, 2)
+    reqs, rep, bt = offload_run("cpu:10GiB", 2, 400, [[(x, 3200)], [(piece_id(Space.NAMED, 3), 3200)],
+                                                      [(piece_id(Space.NAMED, 4), 3200)], [(x, 3200), (w, 100)]])
+    b = reqs[3]
+    load = 1e-6 + 200 * 3.5e-6 + 200 * 2**20 / 52.6e9
+    assert b.num_cached == 3200 and b.tier_cached == (3200,)
+    assert b.first_token - b.arrival == pytest.approx(load + bt.step_time(Batch([100], [3200], [])), rel=1e-9)
+    tier = rep.kv.tiers.stats(10.0)["tiers"][0]
+    assert tier["loaded_bytes"] == 200 * 2**21  # both ranks' halves
+    assert tier["stored_chunks"] == 200 * 3 + 6  # every prompt chunk written through; the last prompt's 6 new
+
+
+def test_a_full_host_tier_evicts_the_least_recent_tail_first():
+    """A 300-chunk host tier (600 MiB of 2-MiB chunks) and a GPU cache holding one 3,200-token prompt: A (200
+    chunks), then B (200) evicts A's 100 newest-ranked chunks, its tail (vLLM ranks a finished request's chunks tail
+    oldest). A's prompt again finds its first 9 blocks still on the GPU (the 210-block cache kept what B did not
+    need, tail evicted first there too) and the next 91 chunks in host memory: 1,600 tokens cached, 1,456 of them
+    loaded."""
+    from llmsched.content import Space, piece_id
+    x, w = piece_id(Space.NAMED, 1), piece_id(Space.NAMED, 2)
+    reqs, rep, _ = offload_run("cpu:600MiB", 1, 210, [[(x, 3200)], [(piece_id(Space.NAMED, 3), 3200)],
+                                                      [(x, 3200), (w, 100)]])
+    again = reqs[2]
+    assert again.num_cached == 1600 and again.tier_cached == (1456,)
+    tier = rep.kv.tiers.stats(10.0)["tiers"][0]
+    assert tier["chunks"] == 300 and tier["chunks_held"] == 300
+    assert tier["stored_chunks"] == 200 + 200 + 106  # the third stores past its loaded end: 206 - 100 chunks
+    assert tier["evicted_chunks"] == tier["stored_chunks"] - tier["chunks_held"]
