@@ -26,8 +26,9 @@ def test_transfer_split_between_tp_layouts():
     assert transfer_split(m, 1000, 1, 2) == (131072000, 65536000)
     # TP 4 -> TP 1: each sender a quarter, the receiver all
     assert transfer_split(m, 1000, 4, 1) == (32768000, 131072000)
-    # TP 16 -> 16: replicas split the sending, each receiver needs its replica whole
-    assert transfer_split(m, 1000, 16, 16) == (8192000, 16384000)
+    # TP 16 -> 16: receiver j reads its head's replica whole from sender j (vLLM's NIXL rank mapping), so each
+    # sender sends what its receiver takes
+    assert transfer_split(m, 1000, 16, 16) == (16384000, 16384000)
 
 
 def test_a_tp_that_does_not_split_the_heads_is_one_line():

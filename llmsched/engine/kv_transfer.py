@@ -47,16 +47,30 @@ def rank_token_bytes(spec: ModelSpec, tp: int) -> int:
     return 2 * spec.layers * heads * spec.head_dim * spec.kv_dtype_bytes
 
 
+def sending_ranks(spec: ModelSpec, src_tp: int, dst_tp: int) -> int:
+    """How many ranks of a TP-``src_tp`` group send when a TP-``dst_tp`` group reads a KV from it, as vLLM's NIXL
+    connector maps the ranks (``kv_connector/v1/nixl/tp_mapping.py``, ``compute_tp_mapping``, vLLM 0.32): a
+    receiver group at least as wide reads from every sender (receiver ``j`` from sender ``j * src_tp // dst_tp``);
+    a narrower one reads, in each receiver's block of senders, from one sender per distinct head it needs (one
+    when MLA's latent or a head is replicated there)."""
+    if dst_tp >= src_tp:
+        return src_tp
+    heads_a_receiver = 1 if spec.is_mla else max(1, spec.kv_heads // dst_tp)
+    return dst_tp * min(src_tp // dst_tp, heads_a_receiver)
+
+
 def transfer_split(spec: ModelSpec, tokens: int, src_tp: int, dst_tp: int) -> tuple[int, int]:
     """``(bytes one sender rank sends, bytes one receiver rank receives)`` when ``tokens`` tokens' KV move from a
-    TP-``src_tp`` group to a TP-``dst_tp`` group, every rank on its own link. The senders split the distinct KV
-    evenly (replicas of a head share its sending); each receiver takes its own heads' share whole."""
+    TP-``src_tp`` group to a TP-``dst_tp`` group, every rank on its own link. Each receiver takes its own heads'
+    share whole (a replica of a head, or MLA's latent, as many times as receivers hold it), and the
+    ``sending_ranks`` send it all in equal parts: a sender serving several receivers that hold replicas sends a
+    head's share several times."""
     check_tp(spec, src_tp, "sender")
     check_tp(spec, dst_tp, "receiver")
     if tokens < 0:
         raise ValueError(f"tokens must be >= 0, got {tokens}")
-    distinct = tokens * spec.kv_bytes_per_token
-    return -(-distinct // src_tp), tokens * rank_token_bytes(spec, dst_tp)
+    recv = tokens * rank_token_bytes(spec, dst_tp)
+    return -(-recv * dst_tp // sending_ranks(spec, src_tp, dst_tp)), recv
 
 
 def pipelined(first: float, second: float, layers: int) -> float:

@@ -16,7 +16,8 @@ Autoscaling", "Algorithm details"):
 
 Then ``stabilizeRecommendationWithBehaviors`` (horizontal.go): the recommendation is kept between the lowest of the
 recommendations over the last ``up_window`` seconds (scaleUp.stabilizationWindowSeconds, default 0) and the
-highest over the last ``down_window`` (scaleDown, default 300); and the default scaling policies limit a step:
+highest over the last ``down_window`` (scaleDown, default 300), the replicas found at the start counting as one
+(``recordInitialRecommendation``); and the default scaling policies limit a step:
 up by at most max(100 %, 4 pods) a period, down by at most 100 % (one period is one sync here). ``current`` is the
 Deployment's replica count (starting and serving pods); draining pods are being deleted and are ignored.
 
@@ -55,6 +56,12 @@ class HPA(ScrapingAutoscaler):
             raise ValueError(f"--autoscaler-param up_pods={p['up_pods']!r}: must be >= 0")
         self.sample: dict[int, float] = {}  # replica index -> its value at the last scrape
         self.recommendations: list[tuple[float, int]] = []
+
+    def begin(self, now: float) -> None:
+        # recordInitialRecommendation (horizontal.go): the first reconcile records the replicas it finds as a
+        # recommendation, so for down_window seconds the pool does not fall below the size it started with
+        self.recommendations = [(now, self.size)]
+        super().begin(now)
 
     @property
     def period(self) -> float:
