@@ -69,9 +69,6 @@ def test_transfer_split_is_vllms_nixl_rank_mapping(name, src_tp, dst_tp):
     assert transfer_split(model(name), 1000, src_tp, dst_tp) == nixl_sender_bytes(name, 1000, src_tp, dst_tp)
 
 
-@pytest.mark.xfail(strict=True, reason="fleet/kv_transfers.py rank_bytes prices a sender's share as the distinct "
-                                       "KV over its TP, not transfer_split's; the lead's fix is in the fleetcheck "
-                                       "report")
 def test_a_decode_group_holding_replicated_heads_takes_a_senders_repeated_share():
     """Qwen3-30B-A3B (4 KV heads, 48 layers) from TP 1 to TP 8 over ib-400g: each of the 8 receivers holds one
     head, two per head, all read from the one sender: it sends 2 x the prompt's KV, and the transfer lasts that
@@ -121,9 +118,6 @@ def test_two_transfers_at_once_share_only_the_side_they_have_in_common(layout, f
     assert set(c["status"]) == {int(Status.FINISHED)}
 
 
-@pytest.mark.xfail(strict=True, reason="fleet/kv_transfers.py summary divides by the run's end less the first "
-                                       "transfer's start, not the transfers' span; the lead's fix is in the "
-                                       "fleetcheck report")
 def test_the_transfer_summary_is_over_the_transfers_span(tmp_path):
     """summary.json's ``kv_transfer``, recomputed from requests.csv: bytes, count and mean time as written, and
     GB/s and the busy share over the span docs/disaggregation.md names, first transfer's start to last one's end

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from ..engine.kv_network import FairNetwork
-from ..engine.kv_transfer import transfer_split
+from ..engine.kv_transfer import sending_ranks, transfer_split
 
 CONNECTORS = ("nixl", "layerwise")
 
@@ -55,19 +55,23 @@ class KVTransfers:
         self.bytes = 0  # every rank's bytes, all transfers: the volume that crossed the network
         self.durations: list[float] = []
         self.first = math.inf
-        self.layouts: dict = {}  # (sender's TP, receiver's TP) -> transfer_split of one token (checked once)
+        self.last = -math.inf  # the last transfer's end: with ``first``, the transfers' span
+        self.layouts: dict = {}  # (sender's TP, receiver's TP) -> (a receiver rank's, all receivers', senders) a token
 
     def rank_bytes(self, prompt: int, src: int, dst: int) -> tuple[int, int]:
         """``(bytes one rank moves, bytes all ranks move)`` of a ``prompt``-token KV from replica ``src`` to
-        ``dst``: ``transfer_split``'s, which is linear in the tokens but for the senders' rounding up."""
+        ``dst``: ``transfer_split``'s (vLLM's NIXL rank mapping, ``sending_ranks``), which is linear in the tokens
+        but for the senders' rounding up."""
         bs = self.block_of(src)
         tokens = -(-prompt // bs) * bs
         src_tp, dst_tp = self.tp_of(src), self.tp_of(dst)
-        if (src_tp, dst_tp) not in self.layouts:
-            self.layouts[src_tp, dst_tp] = transfer_split(self.spec, 1, src_tp, dst_tp)
-        recv = tokens * self.layouts[src_tp, dst_tp][1]
-        send = -(-tokens * self.spec.kv_bytes_per_token // src_tp)
-        return max(send, recv), max(send * src_tp, recv * dst_tp)
+        layout = self.layouts.get((src_tp, dst_tp))
+        if layout is None:
+            recv = transfer_split(self.spec, 1, src_tp, dst_tp)[1]
+            layout = self.layouts[src_tp, dst_tp] = (recv, recv * dst_tp, sending_ranks(self.spec, src_tp, dst_tp))
+        recv, received, senders = layout
+        send = -(-tokens * received // senders)
+        return max(send, tokens * recv), tokens * received
 
     def start(self, req, dst: int, now: float) -> None:
         """``req``'s KV starts to move to replica ``dst``, which has reserved its blocks."""
@@ -100,12 +104,15 @@ class KVTransfers:
             rec = self.records[req.id]
             rec[2] = end
             self.durations.append(end - rec[1])
+            if end > self.last:
+                self.last = end
         return done
 
     def summary(self, end: float) -> dict:
         """summary.json's ``kv_transfer``: the link, the transfers, their volume and times."""
         d = np.asarray(self.durations, dtype=np.float64)
-        span = end - self.first if self.count else 0.0
+        # the transfers' span: the first's start to the last's end (the run's end while one is still moving)
+        span = (end if len(d) < self.count else self.last) - self.first if self.count else 0.0
 
         def q(p):
             return float(np.quantile(d, p)) if len(d) else math.nan
