@@ -280,3 +280,17 @@ def test_a_full_host_tier_evicts_the_least_recent_tail_first():
     assert tier["chunks"] == 300 and tier["chunks_held"] == 300
     assert tier["stored_chunks"] == 200 + 200 + 106  # the third stores past its loaded end: 206 - 100 chunks
     assert tier["evicted_chunks"] == tier["stored_chunks"] - tier["chunks_held"]
+
+
+def test_a_disaggregated_request_is_first_scheduled_by_its_prefill_instance():
+    """A request's first scheduling is its prefill's start (its arrival is already the prefill instance's queued
+    stamp): the prefill and the KV transfer are service, not a wait. Before, it was the decode instance's first
+    step, after the transfer, so the waiting-queue timeline and fairness's backlogged periods counted the
+    prefill as queueing. With ``--pd-first-token prefill`` the stamp is the same."""
+    for first_token in ("decode", "prefill"):
+        res, state = pd([Request(0, 1.0, 1000, 5), Request(1, 2.0, 2000, 5)], pd_first_token=first_token)
+        c = res.requests.cols
+        prefill = state.replicas[0]
+        for i, (t, n) in enumerate(((1.0, 1000), (2.0, 2000))):
+            assert c["first_scheduled"][i] == t
+            assert c["transfer_start"][i] == pytest.approx(t + prefill.batch_time.step_time(Batch([n], [0], [])))

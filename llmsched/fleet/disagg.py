@@ -45,7 +45,8 @@ class KVHandoff:
         self.first_token_at_prefill = first_token_at_prefill
         self.first_tokens: dict[int, float] = {}
         self.clients: dict[int, Request] = {}  # request id -> the client's request, while its prefill runs
-        # request id -> [prefill replica, transfer start, transfer end, bytes, prefill span (s)]
+        # request id -> [prefill replica, transfer start, transfer end, bytes, prefill span (s), prefill's first
+        # scheduling]
         self.records: dict[int, list] = {}
 
     def begin(self, req: Request) -> Request:
@@ -60,7 +61,8 @@ class KVHandoff:
         client = self.clients.pop(req.id)
         client.arrival = req.arrival  # the engine's first queued stamp (the prefill instance's)
         client.replica = req.replica  # its last replica until a decode replica takes it
-        self.records[req.id] = [req.replica, math.nan, math.nan, 0, req.finish - req.first_scheduled]
+        self.records[req.id] = [req.replica, math.nan, math.nan, 0, req.finish - req.first_scheduled,
+                                req.first_scheduled]
         if self.first_token_at_prefill:
             self.first_tokens[req.id] = req.first_token
         fe = self.front_end
@@ -80,10 +82,15 @@ class KVHandoff:
         return client
 
     def finish(self, req: Request) -> Request:
-        """The client's request for ``req``, leaving its decode stage: with ``first_token_at_prefill``, its first
-        token is the prefill instance's (the decode instance's first step recomputes it: one step more than
-        DistServe's decode instance runs), so its TTFT ends at the prefill and the transfer and the decode queue
-        fall in the gap before its second token."""
+        """The client's request for ``req``, leaving its decode stage. It was first scheduled by its prefill
+        instance (as its arrival is that instance's queued stamp), not the decode instance: the prefill and the
+        transfer are service, not a wait in a queue (the waiting-queue timeline and fairness's backlogged periods
+        read it). With ``first_token_at_prefill``, its first token is the prefill instance's (the decode
+        instance's first step recomputes it: one step more than DistServe's decode instance runs), so its TTFT
+        ends at the prefill and the transfer and the decode queue fall in the gap before its second token."""
+        rec = self.records.get(req.id)
+        if rec is not None and rec[5] == rec[5]:  # (NaN: a prefill that never ran is not recorded here)
+            req.first_scheduled = rec[5]
         t = self.first_tokens.pop(req.id, None)
         if t is not None and req.token_times:
             req.first_token = t
@@ -100,7 +107,7 @@ class KVHandoff:
 def pd_path(handoff: KVHandoff) -> Path:
     """Prefill in the prefill pool, the KV over the link, decode in the decode pool."""
     return Path((Stage(PREFILL), Stage(DECODE, receives_kv=True)), (handoff,), begin=handoff.begin,
-                report=handoff.report, finish=handoff.finish if handoff.first_token_at_prefill else None)
+                report=handoff.report, finish=handoff.finish)
 
 
 LOCAL = Path((Stage(DECODE),))  # served whole by the decode pool (a decider's choice: prefilled locally)
