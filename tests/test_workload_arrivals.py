@@ -64,7 +64,7 @@ def test_piecewise_rates_per_segment():
 
 def test_piecewise_with_quiet_tail_refuses_too_many():
     proc = Piecewise([(0, 1.0), (10, 0.0)])
-    with pytest.raises(ValueError, match="last segment has rate 0"):
+    with pytest.raises(ValueError, match="last stage has rate 0"):
         proc.times(1000, rng())
 
 

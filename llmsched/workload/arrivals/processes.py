@@ -243,8 +243,9 @@ class Piecewise(ArrivalProcess):
         i = np.searchsorted(self.cumulative, unit_times, side="right") - 1
         if self.rates[-1] == 0 and len(unit_times) and unit_times[-1] >= self.cumulative[-1]:
             k = int(np.searchsorted(unit_times, self.cumulative[-1]))
-            raise ValueError(f"Piecewise: the last segment has rate 0, so this draw has only {k} arrivals but "
-                             f"{len(unit_times)} were asked for; ask for fewer or give a duration instead")
+            raise ValueError(f"the rate schedule ends (its last stage has rate 0) after {k} arrivals in this draw, "
+                             f"but {len(unit_times)} requests were asked for: ask for at most {k} (--num-requests) "
+                             f"or give a duration (--duration) instead")
         return self.starts[i] + (unit_times - self.cumulative[i]) / self.rates[i]
 
     def times(self, n: int, rng: np.random.Generator) -> np.ndarray:
