@@ -85,3 +85,15 @@ def test_no_scheduler_beats_a_proven_optimum(scheduler):
                       inst.requests())
     assert res.rejected == 0
     assert res.latency >= report.csp.latency * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("args, names", [
+    (["theory", "fluid", "--types", "1:100:100", "--model", "llama-2-70b", "--gpu", "l4"], "does not fit on l4"),
+    (["theory", "deferred-prefill", "--model", "llama-2-70b", "--gpu", "l4"], "does not fit on l4"),
+    (["theory", "deferred-prefill", "--model", "llama-2-7b", "--gpu", "l4"], "lower --C to at most"),
+])
+def test_theory_refuses_a_deployment_that_cannot_hold_its_model_or_batch(args, names, capsys):
+    """rad-bound refused a model too large for the card; fluid and deferred-prefill fitted their timing to it and
+    printed ρ(K) and an equilibrium for llama-2-70b on a 24 GiB card, and ρ(K) for 331 running requests where the
+    card's KV cache holds 30."""
+    assert names in one_line_error(args, capsys)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..batchtime.registry import make_batch_time_model
+from ..hardware.memory import kv_capacity_tokens
 from ..run_config import RunConfig
 from ..schedulers.wait.fluid_model import batch_cap_thresholds, feasible_cycle_times, fluid, parse_types
 from ..schedulers.wait.iteration_time import wait_coefficients
@@ -44,6 +45,7 @@ def compute(*, types: str | None = None, workload: str | None = None, rate: floa
         d1 = d1 or 0.0
         out["timing"] = {"d0": d0, "d1": d1, "source": "given"}
     else:
+        kv_capacity_tokens(model, gpu)   # one line naming the fix where the model's weights do not fit the GPU
         bt = make_batch_time_model(batch_time, model, gpu)
         d0, d1, report = wait_coefficients(bt)
         out["timing"] = {"d0": d0, "d1": d1, "source": f"fit to {batch_time} {model} on {gpu}",
