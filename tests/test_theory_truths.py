@@ -97,3 +97,10 @@ def test_theory_refuses_a_deployment_that_cannot_hold_its_model_or_batch(args, n
     printed ρ(K) and an equilibrium for llama-2-70b on a 24 GiB card, and ρ(K) for 331 running requests where the
     card's KV cache holds 30."""
     assert names in one_line_error(args, capsys)
+
+
+@pytest.mark.parametrize("args, names", [(["--model", "nonexistent-model"], "unknown model 'nonexistent-model'"),
+                                         (["--model", "llama-2-70b", "--gpu", "l4"], "does not fit on l4")])
+def test_reproduce_wait_refuses_its_model_before_any_run(args, names, capsys):
+    """It ran the toy, the scaling and the overflow parts first (minutes at full size) and failed only at §6."""
+    assert names in one_line_error(["reproduce", "wait", *args], capsys)
