@@ -67,6 +67,13 @@ def draw(rng: random.Random, requests: int) -> RunConfig:
         fields["dp"] = 2
     if rng.random() < 0.3 and not workload.startswith("trace:"):
         fields.update(arrival="gamma", cv=rng.choice([0.5, 2.0, 4.0]))
+    if rng.random() < 0.2:      # prefill/decode disaggregation: each pool against its stage's bound
+        fields.update(disaggregate=rng.choice(["1P1D", "2P1D", "1P2D"]), replicas=1,
+                      pd_first_token=rng.choice(["decode", "prefill"]),
+                      kv_connector=rng.choice(["nixl", "layerwise"]), latency_boundary="engine")
+        fields.pop("dp", None)
+        if rng.random() < 0.3:
+            fields["decode_gpu"] = rng.choice(GPUS)
     if fields["replicas"] > 1:
         fields["router"] = rng.choice(["round-robin", "least-outstanding", "least-load", "random"])
     if fields["batch_time"] == "linear":
@@ -82,6 +89,8 @@ def draw(rng: random.Random, requests: int) -> RunConfig:
 
 def check(cfg: RunConfig) -> dict:
     """One case's verdict: its margins (positive: the claim holds by that fraction), or why it was skipped."""
+    if cfg.disaggregate:
+        return check_pools(cfg)
     try:
         bound = bound_for_config(cfg)
     except ValueError as e:
@@ -112,6 +121,41 @@ def check(cfg: RunConfig) -> dict:
     return out
 
 
+def check_pools(cfg: RunConfig) -> dict:
+    """A disaggregated run: each pool's busy time is at least its stage's least GPU time of the finished requests
+    (the prompt and one token on the prefill pool; the prompt's last token and the decodes on the decode pool),
+    the per-pool bound ``llmsched plan`` prunes with (plan/prune.py)."""
+    from llmsched.fleet_setup import fleet_of, pool_configs
+    from llmsched.theory.throughput_bound import engine_of
+    configs = pool_configs(cfg, fleet_of(cfg))
+    try:
+        forms = {pool: engine_of(configs[pool]) for pool in ("prefill", "decode")}
+        for bt, limits in forms.values():
+            throughput_bound(bt, [100], [10], limits)
+    except ValueError as e:
+        return {"verdict": "refused", "why": str(e)[:160]}
+    try:
+        result = run(cfg)
+    except ValueError as e:
+        return {"verdict": "unfit", "why": str(e)[:160]}
+    log = result.requests
+    done = log.column("status") == int(Status.FINISHED)
+    out = {"verdict": "ok", "finished": int(done.sum()), "offered": len(done)}
+    if not done.any():
+        return out
+    prompts, outputs = log.column("prompt_len")[done], log.column("output_len")[done]
+    margins = {}
+    for pool in ("prefill", "decode"):
+        bt, limits = forms[pool]
+        least = throughput_bound(bt, prompts, outputs, limits, stage=pool).seconds_per_request * done.sum()
+        margins[pool] = result.fleet["pools"][pool]["busy_s"] / least - 1
+    out["busy_margin"] = min(margins.values())
+    out["pool_margins"] = margins
+    if out["busy_margin"] < -1e-9:
+        out["verdict"] = "VIOLATION pool busy"
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=40)
@@ -138,7 +182,8 @@ def main(argv=None) -> int:
         label = (f"{cfg.model} {cfg.gpu} tp{cfg.tp} {cfg.batch_time} {cfg.scheduler} "
                  f"{cfg.trace or cfg.workload} M={cfg.max_num_batched_tokens} N={cfg.max_num_seqs} "
                  f"r={cfg.replicas} dp={cfg.dp} pc={int(cfg.prefix_caching)} {cfg.preemption_mode} "
-                 f"kv={cfg.kv_cache_dtype} offload={cfg.kv_offload}")
+                 f"kv={cfg.kv_cache_dtype} offload={cfg.kv_offload} pd={cfg.disaggregate}/{cfg.pd_first_token}/"
+                 f"{cfg.kv_connector}/{cfg.decode_gpu}")
         print(f"[{i}] {label}: {json.dumps(verdict)}", flush=True)
         bad += verdict["verdict"].startswith(("VIOLATION", "CRASH"))
         rows.append({"config": {k: v for k, v in dataclasses.asdict(cfg).items() if v is not None}, **verdict})

@@ -104,3 +104,19 @@ def test_theory_refuses_a_deployment_that_cannot_hold_its_model_or_batch(args, n
 def test_reproduce_wait_refuses_its_model_before_any_run(args, names, capsys):
     """It ran the toy, the scaling and the overflow parts first (minutes at full size) and failed only at §6."""
     assert names in one_line_error(["reproduce", "wait", *args], capsys)
+
+
+def test_throughput_bound_takes_the_engine_options_that_change_it(capsys):
+    """--kv-cache-dtype, --max-model-len and --dp change a run's bound (KV tokens, step time, servable requests,
+    replicas); the command refused them, so an fp8 or DP deployment could not be bounded from the CLI."""
+    from llmsched.cli import main
+    args = ["theory", "throughput-bound", "--model", "llama-3-8b", "--gpu", "l40s", "--batch-time", "engine",
+            "--workload", "azure-conv", "--num-requests", "300", "--json"]
+    assert main(args) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(args + ["--kv-cache-dtype", "fp8", "--dp", "2", "--max-model-len", "2048"]) == 0
+    fp8 = json.loads(capsys.readouterr().out)
+    cfg = RunConfig(model="llama-3-8b", gpu="l40s", batch_time="engine", workload="azure-conv", num_requests=300,
+                    kv_cache_dtype="fp8", dp=2, max_model_len=2048)
+    assert fp8["requests_per_s"] == pytest.approx(bound_for_config(cfg).requests_per_s, rel=1e-12)
+    assert fp8["replicas"] == 2 and fp8["limits"]["kv_tokens"] > plain["limits"]["kv_tokens"]
