@@ -74,6 +74,16 @@ def draw(rng: random.Random, requests: int) -> RunConfig:
         fields.pop("dp", None)
         if rng.random() < 0.3:
             fields["decode_gpu"] = rng.choice(GPUS)
+    if rng.random() < 0.1 and not fields.get("disaggregate"):
+        fields.update(autoscaler=rng.choice(["hpa", "kpa", "saturation"]), min_replicas=1,
+                      max_replicas=rng.choice([2, 3]), replicas=1)
+        fields.pop("dp", None)
+    elif rng.random() < 0.1 and not fields.get("disaggregate") and not workload.startswith("trace:"):
+        fields.update(concurrency=rng.choice([8, 64, 512]), rate=None)     # a closed loop
+        fields.pop("arrival", None), fields.pop("cv", None)
+    elif rng.random() < 0.1 and not workload.startswith("trace:"):
+        fields["tenants"] = "a:rate=500:weight=2,b:rate=500:workload=azure-code"
+        fields.pop("arrival", None), fields.pop("cv", None)
     if fields["replicas"] > 1:
         fields["router"] = rng.choice(["round-robin", "least-outstanding", "least-load", "random"])
     if fields["batch_time"] == "linear":
@@ -183,7 +193,7 @@ def main(argv=None) -> int:
                  f"{cfg.trace or cfg.workload} M={cfg.max_num_batched_tokens} N={cfg.max_num_seqs} "
                  f"r={cfg.replicas} dp={cfg.dp} pc={int(cfg.prefix_caching)} {cfg.preemption_mode} "
                  f"kv={cfg.kv_cache_dtype} offload={cfg.kv_offload} pd={cfg.disaggregate}/{cfg.pd_first_token}/"
-                 f"{cfg.kv_connector}/{cfg.decode_gpu}")
+                 f"{cfg.kv_connector}/{cfg.decode_gpu} as={cfg.autoscaler} cl={cfg.concurrency} ten={bool(cfg.tenants)}")
         print(f"[{i}] {label}: {json.dumps(verdict)}", flush=True)
         bad += verdict["verdict"].startswith(("VIOLATION", "CRASH"))
         rows.append({"config": {k: v for k, v in dataclasses.asdict(cfg).items() if v is not None}, **verdict})

@@ -120,3 +120,18 @@ def test_throughput_bound_takes_the_engine_options_that_change_it(capsys):
                     kv_cache_dtype="fp8", dp=2, max_model_len=2048)
     assert fp8["requests_per_s"] == pytest.approx(bound_for_config(cfg).requests_per_s, rel=1e-12)
     assert fp8["replicas"] == 2 and fp8["limits"]["kv_tokens"] > plain["limits"]["kv_tokens"]
+
+
+def test_fluid_names_the_rates_its_fit_calls_stable_that_no_scheduler_serves(capsys):
+    """LMSYS lengths, Llama-2-7B on an A100: eq. (1) fitted to the vllm-v1 steps (R² 0.87, no prefill compute) gives
+    ρ < 1 up to 47.4 req/s, but the sound bound of the same steps is 31.3 req/s (sarathi's capacity: 26.6). The
+    fluid command now prints the bound beside ρ and says when the rate is above it."""
+    from llmsched.cli import main
+    from llmsched.theory.fluid import compute
+    above = compute(workload="lmsys", rate=40.0)
+    assert above["equilibrium"]["rho"] < 1 and above["sound_bound"]["above"]
+    assert above["sound_bound"]["requests_per_s"] < 40.0
+    assert not compute(workload="lmsys", rate=10.0)["sound_bound"]["above"]
+    assert "sound_bound" not in compute(types="20:10:10,10:10:20", d0=0.01, d1=1e-5)   # given d0, d1: no card
+    assert main(["theory", "fluid", "--workload", "lmsys", "--rate", "40"]) == 0
+    assert "ABOVE it: no scheduler keeps up" in capsys.readouterr().out
