@@ -166,12 +166,60 @@ def check_pools(cfg: RunConfig) -> dict:
     return out
 
 
+def check_capacity_search(cfg: RunConfig) -> dict:
+    """The capacity search on ``cfg`` (stability only): a capacity above the bound of its own probe at the 95% of
+    work a stable probe serves raises SoundBoundViolation inside the search (capacity/sound_bound.py); for a
+    disaggregated deployment, which that check skips, the capacity against the per-pool bound plan prunes with."""
+    import re
+
+    from llmsched.capacity.probe import probe_config
+    from llmsched.capacity.rate_search import find_capacity
+    from llmsched.capacity.sound_bound import SERVED_FRACTION, SoundBoundViolation
+    from llmsched.fleet_setup import fleet_of, pool_configs
+    from llmsched.theory.throughput_bound import config_lengths, engine_of
+    base = dataclasses.replace(cfg, rate=cfg.rate and 1.0, num_requests=cfg.num_requests)
+    try:
+        result = find_capacity(base, [], resolution=0.05)
+    except SoundBoundViolation as e:
+        return {"verdict": "VIOLATION capacity", "why": str(e)[:300]}
+    except ValueError as e:
+        return {"verdict": "unfit", "why": str(e)[:160]}
+    out = {"verdict": "ok", "capacity": result.capacity, "unit": result.unit}
+    if result.capacity is None or result.unit != "req/s":
+        return out
+    probe = probe_config(base, result.capacity, 0)
+    if not cfg.disaggregate:
+        try:
+            bound = bound_for_config(probe, SERVED_FRACTION).requests_per_s
+        except ValueError as e:
+            return {**out, "why": str(e)[:160]}
+    else:
+        x, y = (int(v) for v in re.fullmatch(r"(\d+)P(\d+)D", cfg.disaggregate).groups())
+        configs = pool_configs(probe, fleet_of(probe))
+        prompts, outputs = config_lengths(probe)
+        per_pool = []
+        for pool, count in (("prefill", x), ("decode", y)):
+            try:
+                bt, limits = engine_of(configs[pool])
+                per_pool.append(count * throughput_bound(bt, prompts, outputs, limits, 1, SERVED_FRACTION,
+                                                         pool).per_replica_rps)
+            except ValueError as e:
+                return {**out, "why": str(e)[:160]}
+        bound = min(per_pool)
+    out.update(bound_rps=bound, cap_margin=1 - result.capacity / bound if bound else -1.0)
+    if result.capacity > bound * (1 + 1e-9):
+        out["verdict"] = "VIOLATION capacity above the bound"
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=40)
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", help="write every case's config and verdict to this JSON file")
+    ap.add_argument("--capacity", action="store_true", help="run a capacity search on each case instead of a "
+                    "saturated run, and check the capacity against the bound")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     rows, bad = [], 0
@@ -185,7 +233,7 @@ def main(argv=None) -> int:
                 print(f"    (redrawn: {str(e)[:120]})")
         t0 = time.time()
         try:
-            verdict = check(cfg)
+            verdict = check_capacity_search(cfg) if args.capacity else check(cfg)
         except Exception as e:  # a crash is a finding too: record it, go on
             verdict = {"verdict": f"CRASH {type(e).__name__}", "why": str(e)[:200]}
         verdict["wall_s"] = round(time.time() - t0, 1)
@@ -198,7 +246,7 @@ def main(argv=None) -> int:
         bad += verdict["verdict"].startswith(("VIOLATION", "CRASH"))
         rows.append({"config": {k: v for k, v in dataclasses.asdict(cfg).items() if v is not None}, **verdict})
     ok = [r for r in rows if r["verdict"] == "ok"]
-    for key in ("busy_margin", "rps_margin"):
+    for key in ("busy_margin", "rps_margin", "cap_margin"):
         vals = [r[key] for r in ok if key in r]
         if vals:
             print(f"{key}: {len(vals)} cases, worst {min(vals):.4f}, median {float(np.median(vals)):.4f}")
