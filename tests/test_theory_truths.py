@@ -135,3 +135,11 @@ def test_fluid_names_the_rates_its_fit_calls_stable_that_no_scheduler_serves(cap
     assert "sound_bound" not in compute(types="20:10:10,10:10:20", d0=0.01, d1=1e-5)   # given d0, d1: no card
     assert main(["theory", "fluid", "--workload", "lmsys", "--rate", "40"]) == 0
     assert "ABOVE it: no scheduler keeps up" in capsys.readouterr().out
+
+
+def test_fluid_refuses_a_trace_with_no_requests(tmp_path, capsys):
+    """A trace with a header and no rows stopped `theory fluid` with IndexError and a traceback."""
+    trace = tmp_path / "empty.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    line = one_line_error(["theory", "fluid", "--workload", str(trace), "--rate", "1"], capsys)
+    assert f"{trace}: the trace has no requests" in line
