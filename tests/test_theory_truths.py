@@ -143,3 +143,24 @@ def test_fluid_refuses_a_trace_with_no_requests(tmp_path, capsys):
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n")
     line = one_line_error(["theory", "fluid", "--workload", str(trace), "--rate", "1"], capsys)
     assert f"{trace}: the trace has no requests" in line
+
+
+def test_a_probe_above_the_sound_bound_is_not_stable():
+    """300 requests of the Azure code trace rescaled to 64-1024 req/s (Mistral-7B TP2 on a B200, vtc, 1024-token
+    steps, fp8 KV): the bursty arrivals leave the trend's t-statistic under 3, so every probe up to the search's
+    1024 req/s ceiling was judged stable, and the search ended in SoundBoundViolation (bound 64.7 req/s). A probe
+    above its own requests' bound now fails with that reason, and the result says the trend was overruled."""
+    from llmsched.capacity.rate_search import find_capacity
+    from llmsched.capacity.sound_bound import SERVED_FRACTION
+    from llmsched.capacity.probe import probe_config
+    base = RunConfig(model="mistral-7b", gpu="b200", tp=2, scheduler="vtc", kv_cache_dtype="fp8",
+                     trace="../shared/data/traces/AzureLLMInferenceTrace_code.csv", max_num_batched_tokens=1024,
+                     max_num_seqs=128, num_requests=300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = find_capacity(base, [], resolution=0.05)
+    bound = bound_for_config(probe_config(base, result.capacity, 0), SERVED_FRACTION).requests_per_s
+    assert result.capacity <= bound
+    assert "above the sound throughput bound of their own requests" in result.note
+    failed = [p for p in result.probes if p.failed and "sound throughput bound" in p.failed[0]]
+    assert failed and all(p.rate > result.capacity for p in failed)
