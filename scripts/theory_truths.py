@@ -177,14 +177,15 @@ def check_capacity_search(cfg: RunConfig) -> dict:
     from llmsched.capacity.sound_bound import SERVED_FRACTION, SoundBoundViolation
     from llmsched.fleet_setup import fleet_of, pool_configs
     from llmsched.theory.throughput_bound import config_lengths, engine_of
-    base = dataclasses.replace(cfg, rate=cfg.rate and 1.0, num_requests=cfg.num_requests)
+    base = cfg if cfg.concurrency is not None else dataclasses.replace(cfg, rate=1.0)
     try:
         result = find_capacity(base, [], resolution=0.05)
     except SoundBoundViolation as e:
         return {"verdict": "VIOLATION capacity", "why": str(e)[:300]}
     except ValueError as e:
         return {"verdict": "unfit", "why": str(e)[:160]}
-    out = {"verdict": "ok", "capacity": result.capacity, "unit": result.unit}
+    out = {"verdict": "ok", "capacity": result.capacity, "unit": result.unit,
+           "overruled": "sound throughput bound" in result.note}
     if result.capacity is None or result.unit != "req/s":
         return out
     probe = probe_config(base, result.capacity, 0)
