@@ -11,8 +11,9 @@ would pass for load-induced growth and halve the rate chasing a miss no rate fix
 reports them.
 The search's path depends only on probe verdicts, never on the executor or how many workers it has, so every
 executor gives the same probes and the same answer. Several searches (schedulers, plan candidates) advance in
-lock-step so that one round's probes run in parallel. Every capacity found is checked against the sound
-throughput bound of its own probe (sound_bound.py): one above it fails the search.
+lock-step so that one round's probes run in parallel. A probe above the sound throughput bound of its own
+requests fails (no schedule keeps up there: sound_bound.py), whatever its trend says; every capacity found is
+checked against that bound again: one above it fails the search.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from ..metrics.rejections import NOTABLE_SHARE, rejection_note
 from .lockstep import run_lockstep
 from .probe import Probe, check_base, make_probe, min_rate, probe_config, start_rate
 from .slo import RATIOS, SLO
-from .sound_bound import check_capacity
+from .sound_bound import above_bound, check_capacity
 from .stability import GROWTH_MIN
 
 MIN_RATE_FACTOR = 2.0 ** -10  # give up halving 1024x below the start
@@ -148,10 +149,26 @@ def find_capacities(bases: dict[str, RunConfig], slos: list[SLO], resolution: fl
         probes[label].append(probe)
         return f"{label} {probe.rate:g} {'meets' if probe.meets else 'fails'}"
 
-    ends = run_lockstep(searches, lambda label, rate: [probe_config(bases[label], rate, s) for s in seeds],
-                        lambda label, rate, records: make_probe(rate, seeds, records, slos), executor, cache,
-                        record, "capacity" if progress else None)
+    def judge(label, rate, records):
+        """The probe's verdict, failed where its rate is above the sound bound of its own requests (a stable
+        probe serves 95% of its work, which no schedule does above it: sound_bound.py)."""
+        probe = make_probe(rate, seeds, records, slos)
+        if probe.meets and units[label] == "req/s":
+            why = above_bound(bases[label], rate, seeds)
+            if why:
+                probe.meets, probe.verdict, probe.failed = False, "overloaded", [why]
+                overruled[label] = overruled.get(label, 0) + 1
+        return probe
+
+    overruled: dict[str, int] = {}
+    ends = run_lockstep(searches, lambda label, rate: [probe_config(bases[label], rate, s) for s in seeds], judge,
+                        executor, cache, record, "capacity" if progress else None)
     results = {lab: _result(lab, units[lab], resolution, probes[lab], ends[lab], slos) for lab in bases}
+    for lab, count in overruled.items():  # said, not hidden: the trend alone would have called them stable
+        results[lab].note = " ".join(filter(None, (results[lab].note, (
+            f"{count} probe(s) that met every SLO with a stable trend were above the sound throughput bound of "
+            f"their own requests and were failed: the trend cannot see growth in so short or bursty a window "
+            f"(offer more requests, --num-requests)"))))
     for lab, result in results.items():  # the sound bound as an invariant (sound_bound.py)
         check_capacity(lab, bases[lab], result.capacity if result.unit == "req/s" else None, seeds)
     return results

@@ -43,6 +43,18 @@ def capacity_bound(base: RunConfig, rate: float, seeds) -> tuple[ThroughputBound
     return least
 
 
+def above_bound(base: RunConfig, rate: float, seeds) -> str | None:
+    """Why a probe of ``base`` at ``rate`` req/s cannot be stable, where the rate is above the sound bound of the
+    probe's own requests (None where it is not, or there is no bound). A proof the trend verdict needs where its
+    window is too short to see growth: a trace probe of a few hundred requests at a high rate arrives in a
+    fraction of a second, well inside one request's stay, and its batch means are too noisy to call growth."""
+    found = capacity_bound(base, rate, seeds)
+    if found is None or rate <= found[0].requests_per_s * (1 + 1e-9):
+        return None
+    return (f"stability: {rate:g} req/s is above the sound throughput bound of its own requests, "
+            f"{found[0].requests_per_s:.4g} req/s (seed {found[1]}; binding limit {found[0].binding})")
+
+
 def check_capacity(label: str, base: RunConfig, capacity: float | None, seeds) -> None:
     """Raise ``SoundBoundViolation`` where ``capacity`` (req/s) is above the bound of its own probe."""
     if capacity is None:

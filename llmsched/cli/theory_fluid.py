@@ -39,6 +39,15 @@ def print_text(out, args) -> int:
         print(f"  fit: {tm['fit']}\n  simulate with: {tm['simulate_with']}")
     print(f"ρ = d1·Σλc = {eq['rho']:.4g} (< 1: stable)   T* = {eq['T'] * 1e3:.4g} ms   M* = {eq['M']:.6g} tokens   "
           f"Thp* = {eq['throughput']:.6g} decode tokens/s")
+    sound = out.get("sound_bound")
+    if sound and sound["requests_per_s"] is not None:
+        print(f"sound throughput bound ({tm['source'].removeprefix('fit to ')}, any scheduler, default engine limits, "
+              f"{sound['served_fraction']:g} of the work served): {sound['requests_per_s']:.4g} req/s against "
+              f"{sound['rate']:.4g} req/s offered"
+              + ("; ABOVE it: no scheduler keeps up in the simulator's model, though eq. (1)'s fit calls it stable"
+                 if sound["above"] else ""))
+    elif sound:
+        print(f"no sound throughput bound: {sound['why']}")
     print(f"{'type':>4} {'rate':>10} {'l':>6} {'l_dec':>6} {'c_j':>12} {'n*_j':>10}")
     for j, ((lam, l, lp), c, n) in enumerate(zip(out["types"], eq["c"], eq["n"])):
         print(f"{j:>4} {lam:>10.4g} {l:>6} {lp:>6} {c:>12.6g} {n:>10.4g}")

@@ -52,6 +52,8 @@ def run(args) -> int:
                "heuristics": {h.name: {"latency_s": h.latency, "evictions": h.evictions} for h in report.heuristics}}
         if report.whole_pass:
             out["whole_pass_optimum_s"] = report.whole_pass[0]
+        if report.notes:
+            out["notes"] = report.notes
         if report.brute_force:
             out["brute_force_optimum_s"] = report.brute_force[0]
         print(json.dumps(out, indent=2))
@@ -63,6 +65,8 @@ def run(args) -> int:
     if report.whole_pass:
         print(f"  {'exact, whole passes':<24} {report.whole_pass[0] * 1e3:10.3f} ms  "
               f"({report.whole_pass[1].num_evictions} evictions; exhaustive search)")
+    for note in report.notes:
+        print(f"  ({note})")
     if report.brute_force:
         print(f"  {'exact, brute force':<24} {report.brute_force[0] * 1e3:10.3f} ms  "
               f"({report.brute_force[1].num_evictions} evictions; exhaustive search)")

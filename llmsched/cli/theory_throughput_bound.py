@@ -26,6 +26,9 @@ def add_arguments(p) -> None:
     run_field_option(p, "block_size", "KV block size (default %(default)s)")
     run_field_option(p, "gpu_memory_utilization", "default %(default)s")
     run_field_option(p, "num_blocks", "KV blocks (default: sized from the GPU)")
+    run_field_option(p, "kv_cache_dtype", "KV cache data type (fp8: twice the tokens, half the bytes read)")
+    run_field_option(p, "max_model_len", "engine limit: longer requests are never served")
+    run_field_option(p, "dp", "data-parallel ranks, each a replica of its own")
     p.add_argument("--served-fraction", type=float,
                    help="fraction of the offered work (tokens) a run must serve (default %(default)g: all)")
     run_field_option(p, "seed")

@@ -21,6 +21,7 @@ llmsched/cli/reproduce_wait.py).
 """
 from __future__ import annotations
 
+from ..hardware.memory import kv_capacity_tokens
 from ..results_file import write_results
 from ..schedulers.wait.parameters import scheduler_types
 from ..schedulers.wait.synthetic_workloads import WAIT_WORKLOADS
@@ -46,6 +47,7 @@ def reproduce(*, fast: bool = False, out: str | None = None, settings: str = ","
         raise ValueError(f"--requests must be >= 1, got {n}")
     if capacity_requests < 10:
         raise ValueError(f"--capacity-requests must be >= 10, got {capacity_requests}")
+    kv_capacity_tokens(model, gpu)  # an unknown --model/--gpu, or weights the card cannot hold: one line, before any run
     parts = [x for x in only.split(",") if x]
     bad = sorted(set(parts) - {"authors", "capacity", "reserve"})
     if bad:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batchtime.registry import make_batch_time_model
+from ..hardware.memory import kv_capacity_tokens
 from ..hardware.models import model as model_preset
 from ..run_config import RunConfig
 from ..schedulers.deferred.k_star import alpha_from_mean_output
@@ -47,7 +48,14 @@ def compute(*, C: int | None = None, mean_output: float = 201.0, prompt: int = 2
         C, constants, source = C or 331, fit.timing, fit.source
     else:
         C = C or 331
-        bt = make_batch_time_model(batch_time, model_preset(model), gpu)
+        spec = model_preset(model)
+        held = kv_capacity_tokens(spec, gpu)        # one line naming the fix where the weights do not fit
+        need = C * (prompt + mean_output)
+        if need > held:
+            raise ValueError(f"--C {C}: {C} running requests of {prompt} + {mean_output:g} tokens hold about "
+                             f"{need:,.0f} KV tokens, but {spec.name} on {gpu} holds {held:,}; lower --C to at most "
+                             f"{max(1, int(held // (prompt + mean_output)))} or use a GPU with more memory")
+        bt = make_batch_time_model(batch_time, spec, gpu)
         fit = timing_from_batch_time(bt, C, prompt, alpha, max_num_batched_tokens)
         constants, source = fit.timing, fit.source
     stats = cycle_stats(C, alpha)

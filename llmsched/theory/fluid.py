@@ -2,13 +2,17 @@
 (llmsched/cli/theory_fluid.py) reports them."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..batchtime.registry import make_batch_time_model
+from ..hardware.memory import kv_capacity_tokens
 from ..run_config import RunConfig
 from ..schedulers.wait.fluid_model import batch_cap_thresholds, feasible_cycle_times, fluid, parse_types
 from ..schedulers.wait.iteration_time import wait_coefficients
 from ..schedulers.wait.nested import memory_requirement, nested_thresholds, segments
 from ..schedulers.wait.prompt_types import length_samples, parse_edges, types_from_lengths
 from ..schedulers.wait.synthetic_workloads import WAIT_WORKLOADS
+from .throughput_bound import engine_of, throughput_bound
 
 # Ao, Luo, Simchi-Levi, Wang, "Optimizing LLM Inference: Fluid-Guided Online Scheduling with Memory Constraints",
 # §6: every experiment simulates Llama2-7B on an NVIDIA A100 (in Vidur); the fluid theory and the reproduction
@@ -44,6 +48,7 @@ def compute(*, types: str | None = None, workload: str | None = None, rate: floa
         d1 = d1 or 0.0
         out["timing"] = {"d0": d0, "d1": d1, "source": "given"}
     else:
+        kv_capacity_tokens(model, gpu)   # one line naming the fix where the model's weights do not fit the GPU
         bt = make_batch_time_model(batch_time, model, gpu)
         d0, d1, report = wait_coefficients(bt)
         out["timing"] = {"d0": d0, "d1": d1, "source": f"fit to {batch_time} {model} on {gpu}",
@@ -51,6 +56,8 @@ def compute(*, types: str | None = None, workload: str | None = None, rate: floa
                          "simulate_with": f"--batch-time linear --bt-param const={d0:.6g} --bt-param per_context={d1:.6g}"}
     eq = fluid(kinds, d0, d1)
     out["equilibrium"] = eq.as_dict()
+    if "fit" in out["timing"]:
+        out["sound_bound"] = sound_bound(kinds, model, gpu, batch_time)
     if memory is not None:
         window = feasible_cycle_times(kinds, d0, d1, memory)
         out["wait_feasible"] = None if window is None else {
@@ -69,3 +76,26 @@ def compute(*, types: str | None = None, workload: str | None = None, rate: floa
     out["nested_thresholds"] = n
     out["nested_memory"] = memory_requirement(prompt, segs, n, d0, d1, horizon, delta)
     return out
+
+
+# a stable run serves at least this share of the offered work (llmsched/capacity/stability.py: backlog growth under 5%)
+STABLE_SERVED_FRACTION = 0.95
+
+
+def sound_bound(kinds, model: str, gpu: str, batch_time: str) -> dict:
+    """The sound throughput bound (llmsched/theory/throughput_bound.py) of the types' lengths on ``model``/``gpu``
+    under the batch-time model the fit came from, at its default engine limits: eq. (1) is a fit (no prefill
+    compute, no per-token cost), so the fluid model can call a rate stable that no scheduler keeps up with in
+    the simulator. The rate of the types against that bound, or why there is none."""
+    rate = sum(t.rate for t in kinds)
+    try:
+        bt, limits = engine_of(RunConfig(model=model, gpu=gpu, batch_time=batch_time))
+        rng = np.random.default_rng(0)
+        pick = rng.choice(len(kinds), size=20000, p=[t.rate / rate for t in kinds])
+        prompts = np.array([kinds[j].prompt for j in pick])
+        outputs = np.array([kinds[j].decode + 1 for j in pick])   # l' decodes after the prefill's token
+        bound = throughput_bound(bt, prompts, outputs, limits, served_fraction=STABLE_SERVED_FRACTION)
+    except ValueError as e:
+        return {"rate": rate, "requests_per_s": None, "why": str(e)}
+    return {"rate": rate, "requests_per_s": bound.requests_per_s, "served_fraction": STABLE_SERVED_FRACTION,
+            "above": rate > bound.requests_per_s}

@@ -38,6 +38,10 @@ def solve(*, requests: str | None = None, prompt: int | None = None, output: int
     deterministic ``time_limit``), beside the heuristics, and by exhaustive search where ``brute_force``."""
     problem = instance(requests=requests, prompt=prompt, output=output, count=count, kv_slots=kv_slots,
                        batch_tokens=batch_tokens, prefill_tokens=prefill_tokens)
+    if not chunking and max(problem.inputs) > problem.P:
+        raise ValueError(f"--no-chunking: a prompt of {max(problem.inputs)} tokens is longer than the {problem.P} "
+                         f"prompt tokens a batch takes (--batch-tokens/--prefill-tokens), so no whole-pass schedule "
+                         f"exists; drop --no-chunking or raise --batch-tokens")
     model = LinearBatchTime.from_infermax(**INFERMAX_COEFFICIENTS[cost])
     return optimal_schedule(problem, model, time_limit=time_limit, workers=workers, horizon=horizon,
                             chunking=chunking, brute_force=brute_force)

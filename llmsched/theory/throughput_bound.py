@@ -209,7 +209,9 @@ def roofline_terms(bt: RooflineBatchTime) -> RooflineTerms:
     engine model, without the host's launch term (a lower bound, the module docstring)."""
     m, g = bt.model, bt.gpu
     tp, b = m.tp, m.dtype_bytes
-    flops, bw = g.flops * bt.compute_eff, g.mem_bw * bt.mem_eff
+    # fp8 weights stream at one byte and multiply at the FP8 rate; the LM head stays at the activations' dtype
+    flops, bw = g.gemm_flops(m.weight_dtype_bytes) * bt.compute_eff, g.mem_bw * bt.mem_eff
+    head_flops = g.flops * bt.compute_eff
     ffn_mats = 3 if m.gated_mlp else 2
     gemm_io = 4 * m.hidden + (2 * m.q_dim + 2 * m.kv_dim + ffn_mats * m.ffn) / tp
     elementwise = 8 * m.hidden + (2 * (m.q_dim + m.kv_dim) + ffn_mats * m.ffn) / tp
@@ -223,10 +225,12 @@ def roofline_terms(bt: RooflineBatchTime) -> RooflineTerms:
         ar_tok = 2 * L * 2 * (tp - 1) / tp * m.hidden * b / link
     else:
         ar_const = ar_tok = 0.0
-    decode_kv = m.kv_bytes_per_token_per_gpu if bt.decode_gqa else 2 * L * max(1, m.heads // tp) * m.head_dim * b
+    decode_kv = (m.kv_bytes_per_token_per_gpu if bt.decode_gqa else
+                 2 * L * max(1, m.heads // tp) * m.head_dim * m.kv_dtype_bytes)   # an fp8 KV cache: one byte
     return RooflineTerms(
-        lin_c=L * m.layer_linear_params * 2 / tp / flops, lin_w=L * m.layer_linear_params * b / tp / bw,
-        lin_a=L * gemm_io * b / bw, head_c=m.lm_head_flops_per_token / tp / flops,
+        lin_c=L * m.layer_linear_params * 2 / tp / flops,
+        lin_w=L * m.layer_linear_params * m.weight_dtype_bytes / tp / bw,
+        lin_a=L * gemm_io * b / bw, head_c=m.lm_head_flops_per_token / tp / head_flops,
         head_w=m.hidden * m.vocab * b / tp / bw,
         per_step=bt.step_overhead + L * bt.layer_overhead + ar_const + bt.host_step,
         per_token=L * elementwise * b / bw + ar_tok, per_row=bt.per_seq_overhead + bt.host_per_seq,

@@ -26,6 +26,8 @@ def length_samples(lengths: str, n: int = 20000, seed: int = 0) -> tuple[np.ndar
     except FileNotFoundError:
         raise ValueError(f"lengths {lengths!r} is neither a length preset ({', '.join(LENGTH_PRESETS)}), a WAIT "
                          f"workload ({', '.join(WAIT_WORKLOADS)}) nor a trace file that exists") from None
+    if not len(trace.prompt_lens):
+        raise ValueError(f"{lengths}: the trace has no requests; give a trace with at least one row, or a length preset")
     return trace.prompt_lens, trace.output_lens
 
 

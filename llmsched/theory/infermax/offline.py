@@ -37,6 +37,7 @@ def offline_replica(scheduler: Scheduler | str, batch_time: BatchTimeModel, kv_t
                     **params) -> Replica:
     """A replica with ``kv_tokens`` KV slots of one token each (block size 1, as the authors simulate)."""
     sched = create_scheduler(scheduler, **params) if isinstance(scheduler, str) else scheduler
+    sched.fit_token_budgets(batch_tokens, params)  # as a run does (experiment.new_policy): C caps every budget
     config = ReplicaConfig(num_blocks=kv_tokens, block_size=1, max_num_seqs=max_num_seqs,
                            max_num_batched_tokens=batch_tokens, max_model_len=max_model_len or 1 << 30,
                            oracle=oracle or sched.needs_oracle)

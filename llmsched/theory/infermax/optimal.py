@@ -66,7 +66,10 @@ def optimal_schedule(instance: Instance, cost: LinearBatchTime, time_limit: floa
     hints = sorted(heuristics, key=lambda h: h.latency)
     report = OptimalReport(instance, heuristics, CspResult("unknown", None, None, None, 0, 0.0))
     seeds = [h.schedule for h in hints]
-    if whole_pass:
+    if whole_pass and max(instance.inputs) > instance.P:
+        report.notes.append(f"no whole-pass schedule: a prompt of {max(instance.inputs)} tokens is longer than the "
+                            f"{instance.P} prompt tokens a batch takes, so only chunked schedules finish it")
+    elif whole_pass:
         report.whole_pass = solve_exact(instance, cost, chunking=False)
         if not hints or report.whole_pass[0] < hints[0].latency:
             seeds.insert(0, report.whole_pass[1])
