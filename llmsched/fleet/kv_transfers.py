@@ -56,20 +56,22 @@ class KVTransfers:
         self.durations: list[float] = []
         self.first = math.inf
         self.last = -math.inf  # the last transfer's end: with ``first``, the transfers' span
-        self.layouts: dict = {}  # (sender's TP, receiver's TP) -> (a receiver rank's, all receivers', senders) a token
+        # (sender replica, receiver replica) -> (the sender's block size, a receiver rank's bytes a token, all
+        # receivers' bytes a token, senders): the layouts of the pair's pools, worked out at its first transfer
+        self.pairs: dict = {}
 
     def rank_bytes(self, prompt: int, src: int, dst: int) -> tuple[int, int]:
         """``(bytes one rank moves, bytes all ranks move)`` of a ``prompt``-token KV from replica ``src`` to
         ``dst``: ``transfer_split``'s (vLLM's NIXL rank mapping, ``sending_ranks``), which is linear in the tokens
         but for the senders' rounding up."""
-        bs = self.block_of(src)
-        tokens = -(-prompt // bs) * bs
-        src_tp, dst_tp = self.tp_of(src), self.tp_of(dst)
-        layout = self.layouts.get((src_tp, dst_tp))
-        if layout is None:
+        pair = self.pairs.get((src, dst))
+        if pair is None:
+            src_tp, dst_tp = self.tp_of(src), self.tp_of(dst)
             recv = transfer_split(self.spec, 1, src_tp, dst_tp)[1]
-            layout = self.layouts[src_tp, dst_tp] = (recv, recv * dst_tp, sending_ranks(self.spec, src_tp, dst_tp))
-        recv, received, senders = layout
+            pair = self.pairs[src, dst] = (self.block_of(src), recv, recv * dst_tp,
+                                           sending_ranks(self.spec, src_tp, dst_tp))
+        bs, recv, received, senders = pair
+        tokens = -(-prompt // bs) * bs
         send = -(-tokens * received // senders)
         return max(send, tokens * recv), tokens * received
 
