@@ -92,6 +92,24 @@ def calibration_for(gpu: GPUSpec, staircase: bool = False) -> dict | None:
     return None
 
 
+def rates(m, g, compute_eff: float, mem_eff: float) -> tuple[float, float, float]:
+    """``(FLOP/s of the linear layers, bytes/s of memory, FLOP/s of the LM head)`` of model ``m`` on GPU ``g`` at
+    the efficiencies: fp8 weights stream at one byte and multiply at the FP8 rate; the LM head stays at the
+    activations' dtype."""
+    return g.gemm_flops(m.weight_dtype_bytes) * compute_eff, g.mem_bw * mem_eff, g.flops * compute_eff
+
+
+def layer_traffic(m) -> tuple[float, float]:
+    """``(GEMM inputs and outputs, element-wise reads and writes)`` of one layer of ``m`` on one GPU, in elements
+    per token. GEMM: the hidden-sized ones (QKV and up-projection inputs, attention-output and down-projection
+    outputs) are whole on every GPU, the head- and ffn-sized ones sharded. Element-wise: two fused add+RMSNorm
+    (read and write hidden and residual), rotary embedding (read and write q and k), the MLP activation (read 2
+    ffn, write ffn; read and write ffn without a gate)."""
+    ffn_mats = 3 if m.gated_mlp else 2
+    return (4 * m.hidden + (2 * m.q_dim + 2 * m.kv_dim + ffn_mats * m.ffn) / m.tp,
+            8 * m.hidden + (2 * (m.q_dim + m.kv_dim) + ffn_mats * m.ffn) / m.tp)
+
+
 class RooflineBatchTime(BatchTimeModel):
     """Step time from FLOPs and bytes moved; see the module docstring for the formula."""
 
@@ -162,16 +180,8 @@ class RooflineBatchTime(BatchTimeModel):
     def _precompute(self) -> None:
         m, g = self.model, self.gpu
         tp, b = m.tp, m.dtype_bytes
-        flops, bw = g.gemm_flops(m.weight_dtype_bytes) * self.compute_eff, g.mem_bw * self.mem_eff
-        head_flops = g.flops * self.compute_eff
-        # Per layer and GPU, in elements per token. GEMM inputs and outputs: the hidden-sized ones (QKV and
-        # up-projection inputs, attention-output and down-projection outputs) are whole on every GPU, the
-        # head- and ffn-sized ones sharded. Element-wise: two fused add+RMSNorm (read and write hidden and
-        # residual), rotary embedding (read and write q and k), the MLP activation (read 2 ffn, write ffn;
-        # read and write ffn without a gate).
-        ffn_mats = 3 if m.gated_mlp else 2
-        gemm_io = 4 * m.hidden + (2 * m.q_dim + 2 * m.kv_dim + ffn_mats * m.ffn) / tp
-        elementwise = 8 * m.hidden + (2 * (m.q_dim + m.kv_dim) + ffn_mats * m.ffn) / tp
+        flops, bw, head_flops = rates(m, g, self.compute_eff, self.mem_eff)
+        gemm_io, elementwise = layer_traffic(m)
         self._layer_c = m.layer_linear_params * 2 / tp / flops            # s per token (compute)
         self._layer_w = m.layer_linear_params * m.weight_dtype_bytes / tp / bw   # s (weights)
         self._layer_a = gemm_io * b / bw                                  # s per token (GEMM activations)

@@ -61,7 +61,7 @@ import numpy as np
 
 from ..batchtime.base import Batch, BatchTimeModel
 from ..batchtime.linear import LinearBatchTime
-from ..batchtime.roofline import RooflineBatchTime
+from ..batchtime.roofline import RooflineBatchTime, layer_traffic, rates
 from ..batchtime.serving_engine import EngineBatchTime
 from ..run_config import RunConfig
 from ..batchtime.vllm_v1 import VLLMV1BatchTime
@@ -209,12 +209,8 @@ def roofline_terms(bt: RooflineBatchTime) -> RooflineTerms:
     engine model, without the host's launch term (a lower bound, the module docstring)."""
     m, g = bt.model, bt.gpu
     tp, b = m.tp, m.dtype_bytes
-    # fp8 weights stream at one byte and multiply at the FP8 rate; the LM head stays at the activations' dtype
-    flops, bw = g.gemm_flops(m.weight_dtype_bytes) * bt.compute_eff, g.mem_bw * bt.mem_eff
-    head_flops = g.flops * bt.compute_eff
-    ffn_mats = 3 if m.gated_mlp else 2
-    gemm_io = 4 * m.hidden + (2 * m.q_dim + 2 * m.kv_dim + ffn_mats * m.ffn) / tp
-    elementwise = 8 * m.hidden + (2 * (m.q_dim + m.kv_dim) + ffn_mats * m.ffn) / tp
+    flops, bw, head_flops = rates(m, g, bt.compute_eff, bt.mem_eff)
+    gemm_io, elementwise = layer_traffic(m)
     L = m.layers
     if bt.allreduce is not None:      # NCCL's model: its least latency and least cost per byte, a lower bound
         ar_const = 2 * L * bt.allreduce.least_latency()
