@@ -37,6 +37,8 @@ def print_text(out, args) -> int:
     print(f"iteration time: d0 = {tm['d0'] * 1e3:.4g} ms, d1 = {tm['d1'] * 1e6:.4g} µs/token ({tm['source']})")
     if "simulate_with" in tm:
         print(f"  fit: {tm['fit']}\n  simulate with: {tm['simulate_with']}")
+    if "warning" in tm:
+        print(f"  warning: {tm['warning']}")
     print(f"ρ = d1·Σλc = {eq['rho']:.4g} (< 1: stable)   T* = {eq['T'] * 1e3:.4g} ms   M* = {eq['M']:.6g} tokens   "
           f"Thp* = {eq['throughput']:.6g} decode tokens/s")
     sound = out.get("sound_bound")
