@@ -82,7 +82,11 @@ def backlogged(arrival: np.ndarray, first_scheduled: np.ndarray, end: np.ndarray
 def service_events(prompt: np.ndarray, generated: np.ndarray, first_token: np.ndarray, gaps: np.ndarray | None,
                    num_gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(times, amounts) of the service these requests received: prompt and first token at the first token, each
-    later token at its time (rebuilt from the inter-token gaps; without them, every token at the first token)."""
+    later token at its time (rebuilt from the inter-token gaps; without them, every token at the first token).
+
+    A gap is one token's where the client sees each token (one gap per token after the first); with vLLM's
+    ``stream_interval`` k a gap is a chunk's (metrics/client_side.py), and a request's tokens after the first are
+    spread evenly over its chunks: the service counts every token served, not one per chunk."""
     served = np.isfinite(first_token) & (generated > 0)
     first = first_token[served]
     if gaps is None:
@@ -94,5 +98,7 @@ def service_events(prompt: np.ndarray, generated: np.ndarray, first_token: np.nd
     cum = np.cumsum(gaps)
     before = np.where(starts > 0, cum[np.maximum(starts - 1, 0)] if len(cum) else 0.0, 0.0)
     later = np.repeat(first, counts) + cum - np.repeat(before, counts)  # each request's own running sum of gaps
-    return (np.concatenate([first, later]),
-            np.concatenate([INPUT_WEIGHT * prompt[served] + OUTPUT_WEIGHT, np.full(len(gaps), OUTPUT_WEIGHT)]))
+    rest = generated[served] - 1
+    per_gap = OUTPUT_WEIGHT * np.repeat(np.divide(rest, counts, out=np.zeros(len(rest)), where=counts > 0), counts)
+    first_amount = INPUT_WEIGHT * prompt[served] + OUTPUT_WEIGHT + OUTPUT_WEIGHT * np.where(counts > 0, 0, rest)
+    return np.concatenate([first, later]), np.concatenate([first_amount, per_gap])

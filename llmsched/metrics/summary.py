@@ -6,7 +6,8 @@ Conventions (all times in seconds):
   when ``first_arrival + warmup <= arrival <= last_arrival - cooldown``, where first/last arrival are over every
   request of the run. Trimmed requests still occupy the engine (they shape the window's latencies) but are not
   counted. The window's **span** runs from the first measured arrival to the last finish (or rejection, or
-  horizon stop) of a measured request; throughput, goodput and the Little's-law rates divide by it, and the step
+  horizon stop) of a measured request (in a client-boundary run a finished request's end is when its last token
+  reached the client, send + E2E, as ``vllm bench serve``'s duration ends); throughput, goodput and the Little's-law rates divide by it, and the step
   statistics use the steps that start inside it.
 * **Quantiles** are numpy's default (linear interpolation between order statistics, ``np.percentile``). In sketch
   mode TBT quantiles come from the per-tier ``QuantileSketch`` (about 1% relative error) and cover *every* gap of
@@ -63,7 +64,6 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
         return summarize_stream(result, warmup, cooldown)
     log: RequestLog = result.requests
     arrival = log.column("arrival")
-    finish = log.column("finish")
     n_total = len(arrival)
     trimmed = ""
     if n_total:
@@ -84,7 +84,7 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     aborted = win & (status == int(Status.ABORTED))
     n_win, n_fin = int(win.sum()), int(finished.sum())
 
-    end = _finite_or(finish, result.end_time)
+    end = left_at(log, result.end_time)
     if n_win:
         s0 = float(arrival[win].min())
         s1 = float(end[win].max())
@@ -168,6 +168,18 @@ def available(name: str, compute):
 
 def _finite_or(x: np.ndarray, fill: float) -> np.ndarray:
     return np.where(np.isfinite(x), x, fill)
+
+
+def left_at(log: RequestLog, end_time: float) -> np.ndarray:
+    """When each request left the run: its finish, rejection or abort, the horizon stop, else the run's end. In a
+    client-boundary run a finished request leaves when its last token reaches the client, send + E2E: the span
+    then ends where ``vllm bench serve``'s benchmark duration does (its last response received), not at the
+    engine's last finish, which comes one output delay sooner."""
+    end = _finite_or(log.column("finish"), end_time)
+    if CLIENT_FIELDS[0] not in log.cols:
+        return end
+    e2e = log.column("e2e")
+    return np.where(np.isfinite(e2e), log.column("arrival") + e2e, end)
 
 
 def _tbt_stats(log: RequestLog, win: np.ndarray) -> dict:

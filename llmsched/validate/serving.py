@@ -15,7 +15,8 @@ hardware/front_end.py).
 
 Metrics, per request: TTFT, TPOT = (E2E − TTFT)/(output − 1), E2E; ITL, every inter-token gap, where the log
 has them (vllm bench serve results); throughput = output tokens (and requests) per second from the first
-arrival to the last finish. Each is reported as mean, P50, P90, P99, real and simulated, with the simulated
+arrival to the last finish (the measured log's arrival + E2E; the replay's the same, where it measures: at the client,
+send + E2E, not the engine's finish). Each is reported as mean, P50, P90, P99, real and simulated, with the simulated
 one's signed error in % of the real one, and checked against the fidelity targets (:data:`TARGETS`).
 
 A log that names its prompts' blocks (``hash_ids``) replays them as a Mooncake trace's, through the prefix cache
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from ..experiment import run as run_config
 from ..metrics.requests import CACHED_FIELD, prefix_cache_stats
+from ..metrics.summary import left_at
 from ..run_config import RunConfig
 from ..hardware.gpus import gpu as gpu_preset
 from ..hardware.kv_sizing import kv_cache
@@ -160,10 +162,10 @@ def simulated(result, with_itl: bool) -> dict:
                          f"({reasons[0] if reasons else 'no reason recorded'})")
     out = reqs.column("output_len")
     tpot = reqs.column("tpot")[out > 1]
-    arrival, finish = reqs.column("arrival"), reqs.column("finish")
+    span = float(left_at(reqs, result.end_time).max() - reqs.column("arrival").min())
     return {"ttft": stats(reqs.column("ttft")), "tpot": stats(tpot), "e2e": stats(reqs.column("e2e")),
             "itl": stats(reqs.gaps_of()) if with_itl else dict.fromkeys(STATS),
-            "throughput": throughput(int(out.sum()), len(out), float(finish.max() - arrival.min()))}
+            "throughput": throughput(int(out.sum()), len(out), span)}
 
 
 def prefix_cache(run: ServingRun, result) -> dict | None:
