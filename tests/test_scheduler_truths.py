@@ -196,6 +196,39 @@ def test_slai_a_decode_short_of_a_block_with_no_paused_prefill_preempts_itself()
     assert reqs[0].preemptions == 1 and reqs[1].preemptions == 0
 
 
+# --- WAIT (Ao et al. §4.2, Algorithm 1): a type runs when n_j of its prompts wait, in lockstep cohorts -------------
+def test_wait_starts_a_type_at_its_threshold_and_pauses_it_below():
+    """Two types (decode 2 and 20 tokens: types "1:20:2,1:20:20"), thresholds n = (2, 2), max_wait 0.25 s (the
+    documented drain rule; the paper has none). Type 0's second prompt arrives at 1 ms: both start (prefill).
+    Type 1 has one prompt: paused until it has waited 0.25 s, then runs alone. Type 0's cohort, below threshold
+    with nothing queued, pauses (its KV kept) until 0.25 s after its last token; at 0.3 s two more type-0 prompts
+    arrive, so that type admits them and advances its cohort in one step, prefills beside decodes."""
+    reqs = [Request(0, 0.0, 20, 3), Request(1, 0.0, 20, 21), Request(2, 0.001, 20, 3), Request(3, 0.3, 20, 3),
+            Request(4, 0.3, 20, 3)]
+    plans, _ = trace("wait", reqs, params=dict(types="1:20:2,1:20:20", thresholds="2,2", max_wait=0.25))
+    first = plans[0][0] + step(40, 40)  # type 0's prefill step (context: the two 20-token prompts) ends
+    assert [(t, p, d) for t, p, d, _ in plans[:4]] == [
+        (0.001, [(0, 20), (2, 20)], []), (0.25, [(1, 20)], []), (pytest.approx(first + 0.25), [], [0, 2]),
+        (0.3, [(3, 20), (4, 20)], [0, 2])]
+
+
+# --- deferred prefill (Mohanty et al. §2.2): refill only after K departures -----------------------------------------
+@pytest.mark.parametrize("K", [1, 2])
+def test_deferred_prefill_refills_after_k_departures(K):
+    """C = max_num_seqs 4, four requests (outputs 2..5) then two more at 1 ms. Step 2 decodes (no seat); request 0
+    leaves in it. K = 1 (vLLM): the next step refills its one seat; K = 2: the batch decodes once more, request 1
+    leaves, and only then both waiting prompts are admitted together."""
+    reqs = [Request(i, 0.0, 10, 2 + i) for i in range(4)] + [Request(4, 0.001, 10, 2), Request(5, 0.001, 10, 2)]
+    plans, _ = trace("deferred-prefill", reqs, params={"K": K}, max_num_seqs=4)
+    first = [([(0, 10), (1, 10), (2, 10), (3, 10)], [], []), ([], [0, 1, 2, 3], [])]
+    if K == 1:
+        rest = [([(4, 10)], [], []), ([], [1, 2, 3, 4], []), ([(5, 10)], [], []), ([], [2, 3, 5], []),
+                ([], [3], [])]
+    else:
+        rest = [([], [1, 2, 3], []), ([(4, 10), (5, 10)], [], []), ([], [2, 3, 4, 5], []), ([], [3], [])]
+    assert decisions(plans) == first + rest
+
+
 # --- every policy: the fast path is the slow path, on these instances ----------------------------------------------
 INSTANCES = {
     "ties": (lambda: [Request(i, 0.0, 30, 1 + i % 3) for i in range(6)] + [Request(6 + i, 0.05, 30, 5)
