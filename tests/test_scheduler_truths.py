@@ -14,7 +14,7 @@ import pytest
 from llmsched.content import Content, Space, piece_id
 from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.metrics.steps import StepLog
-from llmsched.request import Request, Status
+from llmsched.request import Request, Status, Tenant
 from llmsched.schedulers import create_scheduler, scheduler_info, scheduler_names
 from llmsched.sim.simulator import simulate
 
@@ -194,6 +194,93 @@ def test_slai_a_decode_short_of_a_block_with_no_paused_prefill_preempts_itself()
     preempting = [(p, d, x) for p, d, x in decisions(plans) if x]
     assert preempting == [([], [1], [0])]
     assert reqs[0].preemptions == 1 and reqs[1].preemptions == 0
+
+
+@pytest.mark.parametrize("threshold,critical", [(0.25, True), (0.5, False)])
+def test_slai_dynamic_offset_switches_at_its_kv_threshold(threshold, critical):
+    """δ is 10 once KV use (held blocks plus admitted prompts' rest) reaches ``kv_threshold``, 5 below (Bari et al.
+    §7.1, at 96%; a lower threshold here, the rule the same). After step 1 request 0 holds 16 of 60 blocks (27%);
+    t̄ = step 1's 22.8 ms, so C = e1 + 0.2 − δ·t̄: e1 − 28 ms with δ = 10 (critical at once: it runs first and
+    request 1's 600-token prompt gets the 511 left), e1 + 86 ms with δ = 5 (not critical: the prompt takes all 512
+    and the decode waits a step)."""
+    reqs = [Request(0, 0.0, 256, 3), Request(1, 0.01, 600, 2)]
+    plans, _ = trace("slai", reqs, params={"kv_threshold": threshold, "watermark": 0.0}, num_blocks=60)
+    assert decisions(plans)[1] == (([(1, 511)], [0], []) if critical else ([(1, 512)], [], []))
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("rad", [[(0, 20)], [(1, 20)], [0, 1], [0, 1], [(2, 20)], [(3, 20)], [2, 3], [2, 3]]),
+    ("rad-lowtbt", [[(0, 20)], [(1, 20)], [0, 1], [0, 1], [(2, 20)], [(3, 20)], [2, 3], [2, 3]])])
+def test_rad_cycles_of_n_starts_and_t_col_decodes(name, expected):
+    """n = 2, t*_col = 2, four 20-token prompts of 3 tokens: RAD (Algorithm 1) prefills until |D| = t*_col (= k = n
+    here), decodes D until it empties (the cycle ends, k = 0), then the next two; RAD's App. D mirror the same with
+    n = 2 (prefill mode takes n, decode mode t*_col at a time)."""
+    plans, _ = trace(name, [Request(i, 0.0, 20, 3) for i in range(4)], params={"n": 2, "t_col": 2})
+    assert [p or d for p, d, _ in decisions(plans)] == expected
+
+
+def test_rad_lowtbt_refills_its_decode_batch_from_d_before_the_next_prefill_mode():
+    """n = 3, t*_col = 2: prefill mode takes three (one at a time), decode mode decodes the first two by first
+    token, then the third alone (D refills the batch), and only when D is empty does request 3 start."""
+    plans, _ = trace("rad-lowtbt", [Request(i, 0.0, 20, 3) for i in range(4)], params={"n": 3, "t_col": 2})
+    assert [p or d for p, d, _ in decisions(plans)] == [[(0, 20)], [(1, 20)], [(2, 20)], [0, 1], [0, 1], [2], [2],
+                                                        [(3, 20)], [3], [3]]
+
+
+# --- FairBatching (Lyu et al. §3.2-3.3, Algorithm 1): slack, B0, urgent decodes, prefills, chunking to the budget ----
+def test_fairbatching_fills_the_time_budget_of_the_tightest_decode():
+    """Predictor a + b·tokens + c·context = AffineStepTime's (10 ms, 50 µs, 20 ns), fixed; TTFT 0.2 s, TPOT 20 ms.
+    Step 1: request 0's 100 tokens (B0 = its TTFT slack). Step 2 (now e1 = 15.002 ms): request 0's decode has slack
+    0.2 + 0.02 − e1 = 204.998 ms = B0, urgent (< B0 + 20 ms), cost b + 101c; request 1's 4000-token prompt (cost
+    0.2 s + 4000c) does not fit B0 − a − that, so it is chunked (literal context: c·4000 charged) to
+    ⌊(B0 − a − b − 101c − 4000c)/b⌋ = 3897. Step 3: request 1 past its TTFT (negative slack) but a prefill; B0 =
+    request 0's slack (20.018 ms): decode first, then the last 103 prompt tokens fit. Step 4: request 1's decode
+    (slack −3.3 ms) before request 0's (24.7 ms)."""
+    a, b, c = 0.010, 5e-5, 2e-8
+    params = dict(a=a, b=b, c=c, online_refit=False, ttft_slo=0.2, tpot_slo=0.02)
+    plans, _ = trace("fairbatching", [Request(0, 0.0, 100, 20), Request(1, 0.012, 4000, 3)], params=params)
+    e1 = plans[1][0]
+    b0 = 0.2 + 0.02 - e1
+    assert int((b0 - a - (b + 101 * c) - 4000 * c) / b) == 3897
+    assert decisions(plans)[:4] == [([(0, 100)], [], []), ([(1, 3897)], [0], []), ([(1, 103)], [0], []),
+                                    ([], [1, 0], [])]
+
+
+# --- VTC (Sheng et al., OSDI'24, Algorithm 2) and priority classes ------------------------------------------------
+def test_vtc_serves_the_least_weighted_service_first():
+    """Budget 50, one-token outputs (each request leaves in its prefill step): tenant h of weight 2 is charged half
+    per token, so after a tie (a first, in queue order) it gets two 50-token prompts to a's one: a, h, h, a, h, h,
+    a, a (counters a 50/100/150/200, h 25/50/75/100)."""
+    a, h = Tenant("a"), Tenant("h", weight=2.0)
+    reqs = [Request(i, 0.0, 50, 1, tenant=a) for i in range(4)] + [Request(4 + i, 0.0, 50, 1, tenant=h)
+                                                                     for i in range(4)]
+    plans, _ = trace("vtc", reqs, max_num_batched_tokens=50)
+    assert [p[0][0] for p, _, _ in decisions(plans)] == [0, 4, 5, 1, 6, 7, 2, 3]
+
+
+def test_vtc_a_new_tenant_takes_the_turn_and_a_chunked_prompt_keeps_its_own():
+    """Budget 150, a: three 100-token prompts, b: one. Step 1: a's first (c_a 100), then b's (counter 0) with the
+    50 left. Step 2: a's decode (c_a 102), b's second chunk at its admission turn (50), then a's next with 99.
+    Step 3: that prompt's last token and a's third prompt."""
+    a, b = Tenant("a"), Tenant("b")
+    reqs = [Request(i, 0.0, 100, 2, tenant=a) for i in range(3)] + [Request(3, 0.0, 100, 2, tenant=b)]
+    plans, _ = trace("vtc", reqs, max_num_batched_tokens=150)
+    assert decisions(plans)[:4] == [([(0, 100), (3, 50)], [], []), ([(3, 50), (1, 99)], [0], []),
+                                    ([(1, 1), (2, 100)], [3], []), ([], [1, 2], [])]
+
+
+def test_priority_preempts_a_less_urgent_request_for_a_waiting_one():
+    """8 blocks: the class-1 request holds 5 (80 tokens); a class-0 prompt of 60 needs 4 of the 3 free, so the
+    class-1 request is preempted (max_preemptions 1) and both class-0 prompts are admitted (60 + 40 = the budget);
+    the class-1 request comes back last, recomputing its 80 + 1 tokens."""
+    hi, lo = Tenant("hi", priority=0), Tenant("lo", priority=1)
+    reqs = [Request(0, 0.0, 80, 5, tenant=lo), Request(1, 0.005, 60, 3, tenant=hi),
+            Request(2, 0.006, 60, 3, tenant=hi)]
+    plans, _ = trace("priority", reqs, max_num_batched_tokens=100, num_blocks=8)
+    d = decisions(plans)
+    assert d[:6] == [([(0, 80)], [], []), ([(1, 60), (2, 40)], [], [0]), ([(2, 20)], [1], []), ([], [1, 2], []),
+                     ([], [2], []), ([(0, 81)], [], [])]
+    assert [r.preemptions for r in reqs] == [1, 0, 0]
 
 
 # --- WAIT (Ao et al. §4.2, Algorithm 1): a type runs when n_j of its prompts wait, in lockstep cohorts -------------
