@@ -14,7 +14,7 @@ import pytest
 from llmsched.content import Content, Space, piece_id
 from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.metrics.steps import StepLog
-from llmsched.request import Request, Status, Tenant
+from llmsched.request import SLO, Request, Status, Tenant, Tier
 from llmsched.schedulers import create_scheduler, scheduler_info, scheduler_names
 from llmsched.sim.simulator import simulate
 
@@ -194,6 +194,22 @@ def test_slai_a_decode_short_of_a_block_with_no_paused_prefill_preempts_itself()
     preempting = [(p, d, x) for p, d, x in decisions(plans) if x]
     assert preempting == [([], [1], [0])]
     assert reqs[0].preemptions == 1 and reqs[1].preemptions == 0
+
+
+def test_slai_a_critical_decode_short_of_a_block_preempts_the_most_recently_paused_prefill():
+    """64 blocks, watermark 0. Request 0 (paid: TBT 50 ms, so critical from its first decode on: C = e + 0.05 −
+    5·t̄ < the next step's start) has a 15-token prompt, one block; request 1's 1000-token prompt reserves 63 blocks
+    at admission (step 2: 511 tokens beside the critical decode, whose 16th token still fits its block). Step 3:
+    request 0's 17th token needs a second block and none is free beyond request 1's reservation, so the paused
+    prefill is preempted (its 32 blocks and its reservation freed), not the decode; request 1 then waits (head of
+    line: its 63 blocks do not fit beside request 0's 2) until request 0 leaves, and recomputes from the start."""
+    paid = Tier("paid", SLO(tbt=0.05))
+    reqs = [Request(0, 0.0, 15, 6, tier=paid), Request(1, 0.001, 1000, 2)]
+    plans, _ = trace("slai", reqs, params={"watermark": 0.0}, num_blocks=64)
+    assert decisions(plans) == [([(0, 15)], [], []), ([(1, 511)], [0], []), ([], [0], [1]), ([], [0], []),
+                                ([], [0], []), ([], [0], []), ([(1, 512)], [], []), ([(1, 488)], [], []),
+                                ([], [1], [])]
+    assert [r.preemptions for r in reqs] == [0, 1]
 
 
 @pytest.mark.parametrize("threshold,critical", [(0.25, True), (0.5, False)])
