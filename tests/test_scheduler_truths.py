@@ -1,7 +1,8 @@
 """Each scheduler's decisions, step by step, against plans derived by hand from its paper's rule, on small
 instances no other test lists: ties, a request that finishes in the step that admits it, max_num_seqs binding before
 the token budget, prompts longer than a chunk, a KV cache too small for both requests' decodes (preemption and
-recompute). Then the fast path (decode groups, fast-forwarded decode runs) against stepping every request, on the
+recompute), a nearly full cache with a paused prefill's reservation, a prefix-cache hit that shortens a prompt,
+tenants of unequal weight and priority classes. Then the fast path (decode groups, fast-forwarded decode runs) against stepping every request, on the
 same instances, for every registered scheduler.
 
 Step times come from ``AffineStepTime`` (10 ms + 50 µs a token + 20 ns a context token), so the time a rule reads
@@ -132,7 +133,7 @@ def test_vllm_chunked_runs_running_work_then_admits_with_what_is_left():
                                     ([], [0, 1, 2], []), ([], [0, 1, 2], [])]
 
 
-# --- Orca / FasterTransformer (as set in Kim et al. §1.6): reserve max_model_len at admission ---------------------------
+# --- Orca / FasterTransformer (as set in Kim et al. §1.6): reserve max_model_len at admission ------------------------
 @pytest.mark.parametrize("name", ["orca", "fastertransformer"])
 def test_a_max_model_len_reservation_seats_as_many_as_the_cache_holds(name):
     """1000 blocks of 16 tokens hold one reservation of 8192 tokens (512 blocks): one request at a time."""
@@ -332,34 +333,6 @@ def test_deferred_prefill_refills_after_k_departures(K):
     assert decisions(plans) == first + rest
 
 
-# --- every policy: the fast path is the slow path, on these instances ----------------------------------------------
-INSTANCES = {
-    "ties": (lambda: [Request(i, 0.0, 30, 1 + i % 3) for i in range(6)] + [Request(6 + i, 0.05, 30, 5)
-                                                                             for i in range(4)], dict()),
-    "long": (long_prompts, dict(max_num_batched_tokens=1024)),
-    "tight-kv": (lambda: [Request(i, i * 0.01, int(n), int(o)) for i, (n, o) in
-                          enumerate(np.random.default_rng(1).integers((20, 20), (120, 200), (20, 2)))],
-                 dict(num_blocks=60, max_model_len=512)),
-    "seat-cap": (lambda: [Request(i, 0.0, 16, 8 + i) for i in range(10)], dict(max_num_seqs=3)),
-}
-
-
-def outcome(name, instance, fast_forward):
-    make, limits = INSTANCES[instance]
-    reqs = make()
-    limits = {"num_blocks": 1000, **limits}
-    _, steps = trace(name, reqs, fast_forward=fast_forward, **limits)
-    per_request = [(r.id, r.first_token, r.finish, r.preemptions, list(r.token_times)) for r in reqs]
-    return per_request, {k: np.asarray(v).tolist() for k, v in steps.arrays().items()}
-
-
-@pytest.mark.filterwarnings("ignore::UserWarning")  # wait/nested-wait: thresholds outside Ao et al.'s conditions
-@pytest.mark.parametrize("instance", list(INSTANCES))
-@pytest.mark.parametrize("name", scheduler_names())
-def test_the_fast_path_decides_as_stepping_every_request(name, instance):
-    assert outcome(name, instance, True) == outcome(name, instance, False)
-
-
 # --- shortest prefill first with a prefix-cache hit ----------------------------------------------------------------
 def shared_prompt(rid, arrival, own, output):
     """A 64-token shared system prompt, then ``own`` tokens of the request's own text."""
@@ -381,3 +354,33 @@ def test_shortest_prefill_first_counts_a_cached_prefix_as_no_prefill(name):
     admitted = [p for p, _, _ in decisions(plans) if any(rid in (1, 2) for rid, _ in p)]
     assert admitted[0] == [(1, 16), (2, 32)]
     assert reqs[1].num_cached == 64
+
+
+# --- every policy: the fast path is the slow path, on these instances ----------------------------------------------
+INSTANCES = {
+    "ties": (lambda: [Request(i, 0.0, 30, 1 + i % 3) for i in range(6)] + [Request(6 + i, 0.05, 30, 5)
+                                                                             for i in range(4)], dict()),
+    "long": (long_prompts, dict(max_num_batched_tokens=1024)),
+    "tight-kv": (lambda: [Request(i, i * 0.01, int(n), int(o)) for i, (n, o) in
+                          enumerate(np.random.default_rng(1).integers((20, 20), (120, 200), (20, 2)))],
+                 dict(num_blocks=60, max_model_len=512)),
+    "seat-cap": (lambda: [Request(i, 0.0, 16, 8 + i) for i in range(10)], dict(max_num_seqs=3)),
+    "prefix-hits": (lambda: [shared_prompt(i, 0.02 * i, 8 + 8 * i, 3 + i) for i in range(8)],
+                    dict(prefix_caching=True, num_blocks=16, max_model_len=256)),
+}
+
+
+def outcome(name, instance, fast_forward):
+    make, limits = INSTANCES[instance]
+    reqs = make()
+    limits = {"num_blocks": 1000, **limits}
+    _, steps = trace(name, reqs, fast_forward=fast_forward, **limits)
+    per_request = [(r.id, r.first_token, r.finish, r.preemptions, list(r.token_times)) for r in reqs]
+    return per_request, {k: np.asarray(v).tolist() for k, v in steps.arrays().items()}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # wait/nested-wait: thresholds outside Ao et al.'s conditions
+@pytest.mark.parametrize("instance", list(INSTANCES))
+@pytest.mark.parametrize("name", scheduler_names())
+def test_the_fast_path_decides_as_stepping_every_request(name, instance):
+    assert outcome(name, instance, True) == outcome(name, instance, False)
