@@ -356,6 +356,19 @@ def test_shortest_prefill_first_counts_a_cached_prefix_as_no_prefill(name):
     assert reqs[1].num_cached == 64
 
 
+def test_goodput_counts_only_the_blocks_an_eviction_frees():
+    """goodput's cheapest-first eviction (Kim et al. §6's cost-aware rule) preempts until every remaining decode has
+    its block. A victim that shares the 64-token system prompt with running requests frees only its own blocks
+    (``view.preempt_frees``); counting all its blocks (before: ``num_blocks``) stopped too early, and the plan
+    needed 3 blocks with 2 free (PlanError) on this instance: 23 blocks, eight requests on one shared prompt,
+    kv_admit 1 (found by a random search over such instances, 1,200 of which now run clean)."""
+    spec = [(6, 0.071, 15, 61), (5, 0.113, 8, 31), (4, 0.12, 16, 59), (0, 0.159, 24, 115), (7, 0.164, 16, 29),
+            (1, 0.184, 15, 86), (3, 0.208, 1, 30), (2, 0.251, 1, 80)]
+    reqs = [shared_prompt(rid, arrival, own, output) for rid, arrival, own, output in spec]
+    trace("goodput", reqs, params={"kv_admit": 1.0}, prefix_caching=True, num_blocks=23, max_model_len=256)
+    assert sum(r.preemptions for r in reqs) > 0 and all(r.num_cached for r in reqs[1:])
+
+
 # --- every policy: the fast path is the slow path, on these instances ----------------------------------------------
 INSTANCES = {
     "ties": (lambda: [Request(i, 0.0, 30, 1 + i % 3) for i in range(6)] + [Request(6 + i, 0.05, 30, 5)
