@@ -347,7 +347,7 @@ class Goodput(Scheduler):
                 break
             gone.add(v.id)
             plan.preempt.append(v)
-            free += v.num_blocks
+            free += view.preempt_frees(v)  # its own blocks: those another running request shares stay held
             if v.is_decode and v.num_computed >= v.num_blocks * bs:
                 need -= 1
         plan.decodes.extend(r for r in running if r.is_decode and r.id not in gone)

@@ -35,7 +35,7 @@ class Sarathi(WatermarkAdmission, RunningFirst):
     needing more than the whole cache less the watermark is rejected (schedulers/watermark.py).
 
     With a prefix cache: an admission's chunk and the prompt it reserves count only tokens after its cached prefix
-    (``view.tokens_to_compute``, ``view.admission_blocks``).
+    (``view.tokens_to_compute``, ``view.admission_blocks``), and shortest-prompt-first orders by those tokens.
     """
 
     name = "sarathi"
@@ -68,7 +68,9 @@ class Sarathi(WatermarkAdmission, RunningFirst):
             return
         free -= int(self.watermark * view.total_blocks)
         if self.order == "spf":  # a prompt a prefill instance sent has one token left: first
-            waiting = sorted(waiting, key=prompt_left)
+            # shortest by the tokens it computes: a cached prefix costs no prefill (SLAI's SPF orders alike)
+            waiting = sorted(waiting, key=(lambda r: r.prompt_len - view.cached_tokens(r)) if view.prefix_caching
+                             else prompt_left)
         for r in waiting:
             left = r.prompt_len + r.num_generated - view.cached_tokens(r)  # after its cached prefix
             n = min(left, budget)
