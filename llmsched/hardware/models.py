@@ -395,8 +395,7 @@ _ALIASES = {
     "meta-llama/llama-3.1-70b": "llama-3.1-70b", "meta-llama/llama-3.1-70b-instruct": "llama-3.1-70b",
     "meta-llama/meta-llama-3.1-70b": "llama-3.1-70b", "llama3.1-70b": "llama-3.1-70b",
     "codellama/codellama-34b-hf": "codellama-34b", "codellama/codellama-34b-instruct-hf": "codellama-34b",
-    "qwen/qwen3-32b": "qwen3-32b", "qwen/qwen3-30b-a3b": "qwen3-30b-a3b",
-    "qwen/qwen3-30b-a3b-instruct-2507": "qwen3-30b-a3b",
+    "qwen/qwen3-32b": "qwen3-32b", "qwen/qwen3-30b-a3b-instruct-2507": "qwen3-30b-a3b",
     "mistralai/mixtral-8x7b-v0.1": "mixtral-8x7b", "mistralai/mixtral-8x7b-instruct-v0.1": "mixtral-8x7b",
 }
 
