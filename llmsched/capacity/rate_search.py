@@ -85,6 +85,14 @@ def _search(start: float, resolution: float, integer: bool, min_x: float, max_x:
         x = nxt
 
 
+def abort_note(aborted: int, measured: int, rate: float) -> str:
+    """Why a search with a client timeout finds no rate: requests the client gave up on are unserved work at every
+    rate (stability.py), and at the lowest rate tried they are those whose own service outlasts the timeout."""
+    return (f"{aborted} of {measured} measured requests were aborted by the client timeout even at {rate:g} req/s, "
+            f"where nothing queues: their own service outlasts the timeout, so they are unserved work at every rate "
+            f"(the stability verdict counts them so); raise --client-timeout or cap the output lengths")
+
+
 def _no_rate_note(probes: list[Probe], slos: list[SLO]) -> str:
     """Which SLOs failed even at the lowest rate tried, and the best value any probe reached for each."""
     low = min(probes, key=lambda p: p.rate)
@@ -103,6 +111,9 @@ def _no_rate_note(probes: list[Probe], slos: list[SLO]) -> str:
                  f"that can never be served fail {', '.join(hopeless.hopeless)} on their own, at every rate (their "
                  f"work alone grows the backlog by {growth:.1%} of the arriving work; a stable run allows "
                  f"{GROWTH_MIN:.0%})")
+    aborted = max(low.records, key=lambda r: r["counts"].get("aborted", 0), default=None)
+    if aborted and aborted["counts"].get("aborted", 0) >= NOTABLE_SHARE * aborted["counts"]["measured"]:
+        note += "; " + abort_note(aborted["counts"]["aborted"], aborted["counts"]["measured"], low.rate)
     worst = max(low.records, key=lambda r: r["counts"]["rejected"], default=None)
     if worst and (hopeless or worst["counts"]["rejected"] >= NOTABLE_SHARE * worst["counts"]["measured"]):
         note += "; " + rejection_note(worst["counts"]["rejected"], worst["counts"]["measured"],

@@ -100,7 +100,8 @@ def measure(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
         metrics[f"{prefix}attainment"] = float(meets[sel].mean()) if n else math.nan
     rejected = miss & (status == int(Status.REJECTED))
     counts = {"measured": int(win.sum()), "finished": int((win & done).sum()),
-              "unfinished": int((miss & (status == int(Status.UNFINISHED))).sum()), "rejected": int(rejected.sum())}
+              "unfinished": int((miss & (status == int(Status.UNFINISHED))).sum()), "rejected": int(rejected.sum()),
+              "aborted": int((miss & (status == int(Status.ABORTED))).sum())}
     record = {
         "window": {"start": lo, "end": hi, "stop": float(result.end_time)},
         "counts": counts,
