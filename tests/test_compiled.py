@@ -130,17 +130,17 @@ def test_an_edited_source_runs_alone_from_source(package):
 
 
 def test_an_edited_declaration_takes_its_dependents_along(package):
-    """The view's and the decode-group path's declarations cimport the replica's: a replica running from source
-    takes them with it (the group path's and the replica's cimport each other)."""
+    """The view's, the decode-group path's and the group fast-forward's declarations cimport the replica's: a
+    replica running from source takes them with it (the group path's and the replica's cimport each other)."""
     _built(package)
-    assert "llmsched.engine.replica" in compiled.cimports("llmsched.engine.view", package)
-    assert "llmsched.engine.replica" in compiled.cimports("llmsched.engine.group_steps", package)
+    dependents = {"llmsched.engine.view", "llmsched.engine.group_steps", "llmsched.engine.decode_run"}
+    for module in dependents:
+        assert "llmsched.engine.replica" in compiled.cimports(module, package)
     pxd = compiled.sources("llmsched.engine.replica", package)[1]
     assert pxd.suffix == ".pxd"
     pxd.write_text(pxd.read_text() + "\n")
     kind, why, source = compiled.plan(package, environ={})
-    assert kind == "partial" and source == {"llmsched.engine.replica", "llmsched.engine.view",
-                                            "llmsched.engine.group_steps"}
+    assert kind == "partial" and source == {"llmsched.engine.replica"} | dependents
     assert "dependents" in why
 
 
