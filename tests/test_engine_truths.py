@@ -50,6 +50,31 @@ CASES = {
     # a request preempted by recompute finds its own prompt's blocks again when readmitted
     "preempted-refinds-prefix": (Limits(6, prefix_caching=True),
                                  [A(0, P(1, 15), 20), A(0, P(100, 15), 20), A(0, P(200, 15), 20)]),
+    # the LRU evicts a freed request's tail block first: a later request finds its leading blocks
+    "lru-tail-first": (Limits(5, prefix_caching=True),
+                       [A(0, P(1, 48), 1), A(1, P(100, 50), 1), A(3, P(1, 48) + P(700, 3), 1)]),
+    # evictions over several steps, one admission a step
+    "eviction-across-steps": (Limits(8, prefix_caching=True),
+                              [A(0, P(1, 32), 1), A(1, P(100, 32), 1), A(2, P(200, 32), 1), A(3, P(300, 48), 1),
+                               A(4, P(1, 32) + P(500, 5), 1), A(5, P(100, 32) + P(600, 5), 1),
+                               A(6, P(200, 32) + P(600, 5), 1)]),
+    # the queue's head waits for its whole prompt's blocks and the short request behind it waits too (FCFS)
+    "head-of-line-gate": (Limits(8, max_num_batched_tokens=32),
+                          [A(0, P(1, 60), 30), A(1, P(100, 80), 2), A(2, P(200, 5), 2)]),
+    # a budget equal to the seat cap: decodes and chunks share four tokens a step
+    "budget-equals-seqs": (Limits(60, max_num_seqs=4, max_num_batched_tokens=4),
+                           [A(0, P(1, 6), 3), A(0, P(100, 5), 3), A(1, P(200, 3), 3), A(1, P(300, 9), 2),
+                            A(2, P(400, 2), 2)]),
+    # hits on blocks a running request holds cost no free block
+    "hit-shared-with-running": (Limits(10, prefix_caching=True),
+                                [A(0, P(1, 40), 6), A(2, P(1, 32) + P(900, 20), 6), A(3, P(1, 16) + P(800, 40), 3)]),
+    # the holders of a shared prefix preempted; readmitted together, their shared cached blocks counted once
+    "preempt-holders-of-a-shared-prefix": (Limits(7, prefix_caching=True),
+                                           [A(0, P(1, 32) + P(50, 5), 30), A(1, P(1, 32) + P(900, 5), 30),
+                                            A(2, P(1, 32) + P(800, 5), 30)]),
+    "readmit-after-two-preemptions": (Limits(7, max_num_batched_tokens=24),
+                                      [A(0, P(1, 20), 25), A(0, P(100, 20), 25), A(1, P(200, 20), 25),
+                                       A(1, P(300, 20), 5)]),
 }
 
 # vLLM decides these differently from the replica today (see the strict xfail tests below)
@@ -107,6 +132,17 @@ def test_prefix_hits_are_whole_blocks_and_never_the_last_token():
     assert hit("prefix-two-blocks") == {1: 32}
     assert hit("prefix-whole-prompt") == {1: 16}
     assert hit("prefix-whole-prompt-plus-one") == {1: 32}
+
+
+def test_two_admissions_sharing_a_free_cached_prefix_count_its_blocks_once():
+    """5 blocks. Request 0 (32 shared tokens + 5) runs at step 0 and finishes; its two full blocks stay cached, free.
+    At step 1 requests 1 and 2 (the same 32 + 5 of their own) arrive: in vLLM's waiting loop request 1's
+    ``allocate_slots`` references the two cached blocks and takes one new block (3 of 5), then request 2 finds the
+    two blocks held and needs one more block (2 free): both are admitted. Counting the shared blocks for each
+    admission (3 + 3 > 5) left request 2 waiting a step."""
+    case = [A(0, P(1, 32) + P(50, 5), 1), A(1, P(1, 32) + P(900, 5), 2), A(1, P(1, 32) + P(800, 5), 2)]
+    step = sim_steps(case, Limits(5, prefix_caching=True))[1]
+    assert step.tokens == {1: 5, 2: 5} and step.hits == {1: 32, 2: 32}
 
 
 @pytest.mark.xfail(strict=True, reason="vLLM admits waiting requests one by one, each allocate_slots evicting LRU "

@@ -27,7 +27,8 @@ class VLLMChunked(RunningFirst):
     admitted on its first chunk's blocks and may be preempted part-way, again and again, when the cache is short.
 
     With a prefix cache, as vLLM v1: an admission's chunk counts only tokens after its cached prefix, and its blocks
-    are the chunk's plus the cached blocks no request holds (``view.admission_blocks``).
+    are the chunk's plus the cached blocks no request holds (``view.admission_blocks``), each counted once in a
+    step: a later admission sharing them finds them held, as in vLLM's waiting loop.
     """
 
     name = "vllm-chunked"
@@ -51,14 +52,17 @@ class VLLMChunked(RunningFirst):
 
     def admit(self, view: ReplicaView, plan: BatchPlan, budget: int, free: int, room: int) -> None:
         """FCFS admission with a chunk of what budget is left, stopping at the first that does not fit."""
+        claimed = set()  # cached free blocks this plan's admissions take: a later one sharing them counts them once
         for r in view.waiting:
             if budget <= 0 or room < 1:
                 break
             remaining = r.prompt_len + r.num_generated - view.cached_tokens(r)  # after its cached prefix
             n = min(remaining, budget)
-            need = view.admission_blocks(r, n)
-            if need > free or (self.reserve_full_isl and n < remaining and view.admission_blocks(r, remaining) > free):
+            need = view.admission_blocks(r, n, claimed)
+            if need > free or (self.reserve_full_isl and n < remaining
+                               and view.admission_blocks(r, remaining, claimed) > free):
                 break
+            view.claim_hit(r, claimed)
             plan.prefills.append((r, n))
             free -= need
             budget -= n
