@@ -56,13 +56,15 @@ class VLLMChunked(RunningFirst):
         for r in view.waiting:
             if budget <= 0 or room < 1:
                 break
-            remaining = r.prompt_len + r.num_generated - view.cached_tokens(r)  # after its cached prefix
+            cached = view.cached_tokens(r)
+            remaining = r.prompt_len + r.num_generated - cached  # after its cached prefix
             n = min(remaining, budget)
             need = view.admission_blocks(r, n, claimed)
             if need > free or (self.reserve_full_isl and n < remaining
                                and view.admission_blocks(r, remaining, claimed) > free):
                 break
-            view.claim_hit(r, claimed)
+            if cached:
+                view.claim_hit(r, claimed)
             plan.prefills.append((r, n))
             free -= need
             budget -= n
