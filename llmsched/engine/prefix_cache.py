@@ -178,9 +178,19 @@ class PrefixCachingKVManager(KVCacheManager):
         if self.tiers is not None:
             self.tiers.forget(req)
 
-    def unreferenced(self, hit: Hit) -> int:
-        """Blocks of ``hit`` nobody references: admitting it takes them out of the free pool."""
-        return sum(top - lo for _, r, lo, top in hit.runs() if r.ref == 0)
+    def unreferenced(self, hit: Hit, claimed: set | None = None) -> int:
+        """Blocks of ``hit`` nobody references: admitting it takes them out of the free pool; those in ``claimed``
+        (``claim``: an earlier admission of the same plan takes them) excepted."""
+        if not claimed:
+            return sum(top - lo for _, r, lo, top in hit.runs() if r.ref == 0)
+        return sum(1 for reg, r, lo, top in hit.runs() if r.ref == 0
+                   for b in range(lo, top) if (id(reg), b) not in claimed)
+
+    def claim(self, hit: Hit, claimed: set) -> None:
+        """Add ``hit``'s blocks nobody references to ``claimed`` (as ``(id(registration), block)``)."""
+        for reg, r, lo, top in hit.runs():
+            if r.ref == 0:
+                claimed.update((id(reg), b) for b in range(lo, top))
 
     def size_admission(self, hit: Hit, n: int, remaining: int, taken: dict, fitted: bool) -> tuple:
         """An admission of a request with ``remaining`` tokens to compute, planned as a chunk of ``n`` from its

@@ -134,12 +134,13 @@ class ReplicaView:
             return req.prompt_len + req.num_generated - req.num_computed
         return req.prompt_len + req.num_generated - self.cached_tokens(req)
 
-    def admission_blocks(self, req: Request, n: int) -> int:
+    def admission_blocks(self, req: Request, n: int, claimed: set | None = None) -> int:
         """Free blocks admitting waiting ``req`` with a chunk of ``n`` tokens to compute takes: the chunk's new
         blocks after its cached prefix, plus the cached blocks nobody references (they leave the free pool; a
         block shared with a running request costs nothing), plus, with KV tiers below the GPU, the blocks a tier's
         hit fills. Without a cache, ``blocks_for(n)``; a request holding KV (a tier loaded it, or a prefill
-        instance sent its prompt's) takes the blocks beyond those it holds."""
+        instance sent its prompt's) takes the blocks beyond those it holds. ``claimed``: the cached blocks earlier
+        admissions of the plan take (``claim_hit``), not counted again."""
         r = self._r
         kv = r.kv
         if req.num_blocks:  # its KV loaded (a prefill instance's, a tier's): it holds those blocks, even a one-token
@@ -148,12 +149,21 @@ class ReplicaView:
         if not r.caching or req.content is None:
             return kv.blocks_for(n)
         hit = kv.lookup(req)
-        extra = kv.unreferenced(hit)
+        extra = kv.unreferenced(hit, claimed)
         if kv.tiers is not None:
             tier_hit = kv.tiers.lookup(req, len(hit))
             if tier_hit is not None:
                 extra += tier_hit.blocks
         return kv.blocks_for(n) + extra
+
+    def claim_hit(self, req: Request, claimed: set) -> None:
+        """Admitting waiting ``req`` takes its cached blocks nobody references out of the free pool: add them to
+        ``claimed``, so that a later admission of the same plan starting from them counts them no more
+        (``admission_blocks(..., claimed)``), as vLLM's ``allocate_slots`` references them at the first admission
+        and the next finds them held."""
+        r = self._r
+        if r.caching and not req.num_blocks and req.content is not None:
+            r.kv.claim(r.kv.lookup(req), claimed)
 
     def preempt_frees(self, req: Request) -> int:
         """Blocks preempting running ``req`` returns to the free pool: its blocks, less those another running

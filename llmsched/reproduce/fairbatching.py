@@ -70,7 +70,10 @@ class System:
         return System(self.label, self.scheduler, tuple(sorted({**dict(self.params), **kw}.items())), self.router)
 
 
-VLLM_VANI = System("vLLM-vani", "vllm-chunked", (("token_budget", 8192),))
+# vLLM v0.10.1.1, the paper's: a waiting prompt admitted on its first chunk's blocks (the full-prompt gate,
+# reserve_full_isl, came with vLLM PR #37307)
+VANI_PARAMS = (("reserve_full_isl", False), ("token_budget", 8192))
+VLLM_VANI = System("vLLM-vani", "vllm-chunked", VANI_PARAMS)
 VLLM_V0 = System("vLLM-v0", "vllm")
 FB_V = System("FB-v", "fairbatching")
 FB_PAB = System("FB-PAB", "fairbatching-pab")
@@ -377,7 +380,7 @@ def cluster(s: Settings, single: dict) -> dict:
     budget = sarathi_budget(s, single, model, trace)
     ttft = TRACES[trace][2]
     k = s.cluster_replicas
-    configs = [System("vLLM-LB+vLLM-vani", "vllm-chunked", (("token_budget", 8192),), "vllm-dp"),
+    configs = [System("vLLM-LB+vLLM-vani", "vllm-chunked", VANI_PARAMS, "vllm-dp"),
                System("vLLM-LB+vLLM-sara", "sarathi", (("token_budget", budget),), "vllm-dp"),
                System("vLLM-LB+FB-v", "fairbatching", (), "vllm-dp"),
                System("PAB-LB+FB-v", "fairbatching", (), "pab"),

@@ -71,6 +71,8 @@ TTFT, TPOT = 0.5, 0.05  # Lyu et al. Table 2, the short-prompt traces
 ATTAINMENT = 0.9
 BUDGETS = (128, 256, 512, 1024, 2048)
 VLLM_V1_DEFAULT_BUDGET = 8192
+# vLLM v0.10.1.1 (the paper's) admits a waiting prompt on its first chunk's blocks: no full-prompt gate
+VANI_PARAMS = {"token_budget": VLLM_V1_DEFAULT_BUDGET, "reserve_full_isl": False}
 MAX_NUM_SEQS = 1024
 HOST_STEP = 4e-3  # s; vllm-project/vllm#6854 (~4 ms GPU bubble per decode step), #10634 (5-6 ms gap)
 SYSTEMS = ("FB-v", "vLLM-sara", "vLLM-vani")
@@ -179,7 +181,7 @@ def deployments(s: Settings, level: Level) -> dict[str, RunConfig]:
     out = {"FB-v": config(s, level, "fairbatching", fb_params(s, level))}
     if level.fb_only and level != REFERENCE and level.metric == "envelope":
         return out
-    out["vLLM-vani"] = config(s, level, "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET})
+    out["vLLM-vani"] = config(s, level, "vllm-chunked", VANI_PARAMS)
     for b in s.budgets:
         out[f"sarathi-{b}"] = config(s, level, "sarathi", {"token_budget": b})
     return out
@@ -288,7 +290,7 @@ def ttft_tail(s: Settings, level: Level, row: dict) -> list[dict]:
         point = {"load": load, "rate": rate, "sarathi_budget": budget}
         for label, sched, params in (("FB-v", "fairbatching", fb_params(s, level)),
                                      ("vLLM-sara", "sarathi", {"token_budget": budget}),
-                                     ("vLLM-vani", "vllm-chunked", {"token_budget": VLLM_V1_DEFAULT_BUDGET})):
+                                     ("vLLM-vani", "vllm-chunked", VANI_PARAMS)):
             cfg = dataclasses.replace(config(s, level, sched, params), rate=rate)
             log = simulate(build_source(cfg), build_replicas(cfg), make_router(cfg.router), seed=cfg.seed,
                            lanes=cfg.lanes).requests
@@ -327,7 +329,7 @@ def cluster(s: Settings, level: Level, row: dict) -> dict:
     for label in s.cluster_systems:
         sched, router, _ = CLUSTER_SYSTEMS[label]
         params = {"token_budget": row["sarathi_budget"]} if sched == "sarathi" else \
-            {"token_budget": VLLM_V1_DEFAULT_BUDGET} if sched == "vllm-chunked" else fb_params(s, level)
+            VANI_PARAMS if sched == "vllm-chunked" else fb_params(s, level)
         cfg = config(s, level, sched, params, s.n * k)
         bases[label] = dataclasses.replace(cfg, replicas=k, router=router, rate=cfg.rate * k)
     found = capacities(bases, level.metric, s.resolution, s.jobs)

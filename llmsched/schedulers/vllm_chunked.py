@@ -20,9 +20,15 @@ class VLLMChunked(RunningFirst):
     preempted by recompute (itself last). If nothing was preempted, waiting requests are
     admitted FCFS with a chunk of what budget is left, stopping at the first that does
     not fit (head-of-line blocking). ``token_budget`` is vLLM's ``max_num_batched_tokens``.
+    ``reserve_full_isl`` (vLLM's ``scheduler_reserve_full_isl``, on by default since vLLM PR #37307, in 0.32): a
+    waiting or preempted request is admitted only when the blocks of its whole known sequence (prompt and tokens
+    generated so far, after its cached prefix) are free, not just those of its first chunk
+    (``KVCacheManager.allocate_slots(full_sequence_must_fit=...)``); off, as in vLLM before it, a long prompt is
+    admitted on its first chunk's blocks and may be preempted part-way, again and again, when the cache is short.
 
     With a prefix cache, as vLLM v1: an admission's chunk counts only tokens after its cached prefix, and its blocks
-    are the chunk's plus the cached blocks no request holds (``view.admission_blocks``).
+    are the chunk's plus the cached blocks no request holds (``view.admission_blocks``), each counted once in a
+    step: a later admission sharing them finds them held, as in vLLM's waiting loop.
     """
 
     name = "vllm-chunked"
@@ -33,6 +39,7 @@ class VLLMChunked(RunningFirst):
     token_budgets = ("token_budget",)
     models_vllm = True  # refused where vLLM refuses its limits
     token_budget: int = 2048
+    reserve_full_isl: bool = True
     # token_budget is vLLM's max_num_batched_tokens; max_num_seqs its seat cap
     tunable = {"token_budget": IntRange(64, 8192, log=True), "max_num_seqs": IntRange(16, 1024, log=True)}
 
@@ -45,13 +52,19 @@ class VLLMChunked(RunningFirst):
 
     def admit(self, view: ReplicaView, plan: BatchPlan, budget: int, free: int, room: int) -> None:
         """FCFS admission with a chunk of what budget is left, stopping at the first that does not fit."""
+        claimed = set()  # cached free blocks this plan's admissions take: a later one sharing them counts them once
         for r in view.waiting:
             if budget <= 0 or room < 1:
                 break
-            n = min(r.prompt_len + r.num_generated - view.cached_tokens(r), budget)  # after its cached prefix
-            need = view.admission_blocks(r, n)
-            if need > free:
+            cached = view.cached_tokens(r)
+            remaining = r.prompt_len + r.num_generated - cached  # after its cached prefix
+            n = min(remaining, budget)
+            need = view.admission_blocks(r, n, claimed)
+            if need > free or (self.reserve_full_isl and n < remaining
+                               and view.admission_blocks(r, remaining, claimed) > free):
                 break
+            if cached:
+                view.claim_hit(r, claimed)
             plan.prefills.append((r, n))
             free -= need
             budget -= n

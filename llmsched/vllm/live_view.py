@@ -87,11 +87,17 @@ class VLLMView:
     def tokens_to_compute(self, req: Request) -> int:
         return req.prompt_len + req.num_generated - req.num_computed - self.cached_tokens(req)
 
-    def admission_blocks(self, req: Request, n: int) -> int:
+    def admission_blocks(self, req: Request, n: int, claimed: set | None = None) -> int:
         """Free blocks admitting waiting ``req`` with ``n`` tokens to compute takes: the chunk's blocks and the
-        cached blocks no request holds (they leave vLLM's free queue)."""
+        cached blocks no request holds (they leave vLLM's free queue), less those in ``claimed`` (``claim_hit``)."""
         hit, _ = self.cache_hit(req)
-        return self.blocks_for(n) + sum(1 for b in hit if b.ref_cnt == 0)
+        return self.blocks_for(n) + sum(1 for b in hit if b.ref_cnt == 0 and (not claimed or b.block_id not in claimed))
+
+    def claim_hit(self, req: Request, claimed: set) -> None:
+        """Add the cached blocks no request holds that admitting ``req`` takes to ``claimed``: a later admission
+        of the same plan finds them held."""
+        hit, _ = self.cache_hit(req)
+        claimed.update(b.block_id for b in hit if b.ref_cnt == 0)
 
     def preempt_frees(self, req: Request) -> int:
         """Blocks preempting running ``req`` returns to vLLM's free queue: those no other request holds."""

@@ -41,6 +41,7 @@ class Priority(QueuedPolicy):
               "issue #10101 (priority preemption with chunked prefill)")
     token_budget: int = 2048
     max_preemptions: int = 1
+    reserve_full_isl: bool = True  # as vllm-chunked: a waiting request admitted when its whole sequence's blocks fit
 
     def __post_init__(self):
         self.use_queues(WaitingQueues(key=priority_key))
@@ -67,6 +68,7 @@ class Priority(QueuedPolicy):
             return x.priority, age[x]
         todo = sorted(view.running, key=urgency)
         kv_victims: list[Request] = []
+        claimed = set()  # cached free blocks this plan's admissions take (counted once: vllm-chunked)
         admitting = True
         i = 0
         for p in sorted({r.priority for r in todo}.union(self.queues.backlogged())):
@@ -97,10 +99,13 @@ class Priority(QueuedPolicy):
                 h = self.queues.head(p) if p in self.queues.queues else None
                 if h is None:
                     break
-                n = min(view.tokens_to_compute(h), budget)  # after its cached prefix (vLLM v1)
-                need = view.admission_blocks(h, n)  # with the cached blocks it takes out of the free pool
-                if need > free or seats < 1:
-                    victims = self._room(todo[i:], p, need - free, 1 - seats, urgency, view.preempt_frees)
+                full = view.tokens_to_compute(h)  # after its cached prefix (vLLM v1)
+                n = min(full, budget)
+                need = view.admission_blocks(h, n, claimed)  # with the cached blocks it takes out of the free pool
+                # vLLM's full-prompt gate (vllm-chunked's reserve_full_isl): its whole sequence's blocks must be free
+                gate = view.admission_blocks(h, full, claimed) if self.reserve_full_isl and n < full else need
+                if gate > free or seats < 1:
+                    victims = self._room(todo[i:], p, gate - free, 1 - seats, urgency, view.preempt_frees)
                     if victims is None:
                         admitting = False  # nothing less urgent to give way: later classes wait too
                         break
@@ -112,6 +117,7 @@ class Priority(QueuedPolicy):
                     plan.preempt.extend(victims)
                     self.ledger.planned(victims, "priority")
                 self.queues.pop(p)
+                view.claim_hit(h, claimed)
                 plan.prefills.append((h, n))
                 free -= need
                 budget -= n
