@@ -7,8 +7,8 @@ Conventions (all times in seconds):
   request of the run. Trimmed requests still occupy the engine (they shape the window's latencies) but are not
   counted. The window's **span** runs from the first measured arrival to the last finish (or rejection, or
   horizon stop) of a measured request (in a client-boundary run a finished request's end is when its last token
-  reached the client, send + E2E, as ``vllm bench serve``'s duration ends); throughput, goodput and the Little's-law rates divide by it, and the step
-  statistics use the steps that start inside it.
+  reached the client, send + E2E, as ``vllm bench serve``'s duration ends); throughput, goodput and the
+  Little's-law rates divide by it, and the step statistics use the steps that start inside it.
 * **Quantiles** are numpy's default (linear interpolation between order statistics, ``np.percentile``). In sketch
   mode TBT quantiles come from the per-tier ``QuantileSketch`` (about 1% relative error) and cover *every* gap of
   the run: a sketch cannot be trimmed to the window.
