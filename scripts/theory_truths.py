@@ -97,6 +97,15 @@ def draw(rng: random.Random, requests: int) -> RunConfig:
     return RunConfig.from_dict(fields, origin="theory_truths")
 
 
+def run_case(cfg: RunConfig):
+    """``(result, finished mask)`` of one case's run, or ``(None, why)`` where the run refuses the case."""
+    try:
+        result = run(cfg)
+    except ValueError as e:
+        return None, {"verdict": "unfit", "why": str(e)[:160]}
+    return result, result.requests.column("status") == int(Status.FINISHED)
+
+
 def check(cfg: RunConfig) -> dict:
     """One case's verdict: its margins (positive: the claim holds by that fraction), or why it was skipped."""
     if cfg.disaggregate:
@@ -105,12 +114,10 @@ def check(cfg: RunConfig) -> dict:
         bound = bound_for_config(cfg)
     except ValueError as e:
         return {"verdict": "refused", "why": str(e)[:160]}
-    try:
-        result = run(cfg)
-    except ValueError as e:
-        return {"verdict": "unfit", "why": str(e)[:160]}
+    result, done = run_case(cfg)
+    if result is None:
+        return done
     log = result.requests
-    done = log.column("status") == int(Status.FINISHED)
     bt = build_replicas(cfg)[0].batch_time
     out = {"verdict": "ok", "finished": int(done.sum()), "offered": len(done), "bound_rps": bound.requests_per_s,
            "binding": bound.binding}
@@ -144,12 +151,10 @@ def check_pools(cfg: RunConfig) -> dict:
             throughput_bound(bt, [100], [10], limits)
     except ValueError as e:
         return {"verdict": "refused", "why": str(e)[:160]}
-    try:
-        result = run(cfg)
-    except ValueError as e:
-        return {"verdict": "unfit", "why": str(e)[:160]}
+    result, done = run_case(cfg)
+    if result is None:
+        return done
     log = result.requests
-    done = log.column("status") == int(Status.FINISHED)
     out = {"verdict": "ok", "finished": int(done.sum()), "offered": len(done)}
     if not done.any():
         return out
