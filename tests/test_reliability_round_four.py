@@ -122,8 +122,9 @@ def arxiv_base(**changes) -> RunConfig:
 
 def test_the_arxiv_rows_capacity_was_compared_with_a_bound_for_other_work():
     """docs/goodput.md's arXiv / H100 row: 9.31 req/s held out against a 'sound bound' of 8.82. The 8.82 is the
-    bound for all of the tuning seed's work; the capacity obeys the bound for 95% of its own probe's work."""
-    assert bound_for_config(arxiv_base()).requests_per_s == pytest.approx(8.82, abs=0.005)
+    bound for all of the tuning seed's work; the capacity obeys the bound for 95% of its own probe's work. (8.83
+    since the arXiv preset is capped at its source file's 4,096 tokens: 0.86% of its draws went past it.)"""
+    assert bound_for_config(arxiv_base()).requests_per_s == pytest.approx(8.83, abs=0.005)
     held_out = bound_for_config(dataclasses.replace(arxiv_base(rate=9.31), seed=100)).requests_per_s
     assert held_out < 9.31  # the sample alone does not explain it
     assert SERVED_FRACTION == 0.95
