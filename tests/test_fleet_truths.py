@@ -294,3 +294,20 @@ def test_a_disaggregated_request_is_first_scheduled_by_its_prefill_instance():
         for i, (t, n) in enumerate(((1.0, 1000), (2.0, 2000))):
             assert c["first_scheduled"][i] == t
             assert c["transfer_start"][i] == pytest.approx(t + prefill.batch_time.step_time(Batch([n], [0], [])))
+
+
+def test_a_transfer_ending_within_the_networks_tolerance_after_an_advance_is_reported_not_dropped():
+    """FairNetwork.advance(t) ends the bytes that finish within its relative tolerance (1e-9) after ``t`` at
+    ``t`` (``progress``), so that a remainder too small to move the clock still ends; the last such step's
+    finished transfers were dropped, not returned: the request stayed "transferring" on its decode replica, the
+    network had nothing left in flight, and the run ended with it rejected as stalled (fuzz seed 25858: a
+    2P1D-like fleet, FairBatching on the decode pool)."""
+    from llmsched.engine.kv_network import FairNetwork
+    net = FairNetwork()
+    net.side("out", 1.0)
+    net.side("in", 1.0)
+    net.start(0.0, 1.0, "r", ("out", "in"), 0.0)
+    assert net.advance(0.0) == []
+    t = 1.0 - 1e-12  # the bytes end at 1.0, within the tolerance
+    assert net.advance(t) == [("r", t)]
+    assert net.next_event() is None and len(net) == 0 and net.done_count == 1

@@ -74,7 +74,13 @@ class FairNetwork:
         while True:
             te = self.next_event()
             if te is None or te > t:
-                self.progress(t)
+                # bytes ending within EXACT after t end at t (progress): they are finished too, not dropped
+                gone = self.progress(t)
+                if gone:
+                    for tag in gone:
+                        finished.append((tag, t))
+                        self.done_count += 1
+                    self.rerate()
                 return finished
             gone = self.progress(te)
             if self.starting and earliest_ready(self.starting) <= te:
@@ -88,11 +94,15 @@ class FairNetwork:
             for tag in gone:
                 finished.append((tag, te))
                 self.done_count += 1
-            flowing = self.flowing
-            if len(flowing) == 1:  # alone: its narrowest side
-                self.rates = [narrowest(flowing[0][2], self.capacity)]
-            else:
-                self.rates = fair_rates([f[2] for f in flowing], self.capacity)
+            self.rerate()
+
+    def rerate(self) -> None:
+        """The flowing transfers' max-min fair rates (after one starts moving or finishes)."""
+        flowing = self.flowing
+        if len(flowing) == 1:  # alone: its narrowest side
+            self.rates = [narrowest(flowing[0][2], self.capacity)]
+        else:
+            self.rates = fair_rates([f[2] for f in flowing], self.capacity)
 
     def progress(self, t: float) -> list:
         """Bytes move from the clock to ``t`` at the current rates (no change between); returns the tags of the
