@@ -68,9 +68,12 @@ class Sarathi(WatermarkAdmission, RunningFirst):
             return
         free -= int(self.watermark * view.total_blocks)
         if self.order == "spf":  # a prompt a prefill instance sent has one token left: first
-            # shortest by the tokens it computes: a cached prefix costs no prefill (SLAI's SPF orders alike)
-            waiting = sorted(waiting, key=(lambda r: r.prompt_len - view.cached_tokens(r)) if view.prefix_caching
-                             else prompt_left)
+            # shortest by the tokens it computes: a cached prefix costs no prefill (SLAI's SPF orders alike); the
+            # requests holding KV (a prefill instance's, a tier's) first whatever their keys, as vLLM 0.32 drains
+            # its KV-holding queue first: a preempted request whose prompt and output the cache still holds keys
+            # at 1 or below too, and ahead of them it blocked the line (it needs its cached blocks back)
+            waiting = sorted(waiting, key=(lambda r: (not r.num_blocks, r.prompt_len - view.cached_tokens(r)))
+                             if view.prefix_caching else prompt_left)
         for r in waiting:
             left = r.prompt_len + r.num_generated - view.cached_tokens(r)  # after its cached prefix
             n = min(left, budget)
