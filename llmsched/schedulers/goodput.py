@@ -208,6 +208,12 @@ class Goodput(Scheduler):
                 if spent >= tightest * self.step_fill:  # these decodes alone overrun the target: it cannot be
                     left = math.inf                      # met this step, so prompts get the token budget
             self._prefills(view, plan, partial, waiting, cap, left, per_token, per_context, free, now)
+        if not plan.has_work and partial and any(r.num_blocks for r in waiting):
+            # a prompt in progress found no block while the waiting hold theirs (prompts a prefill instance sent,
+            # KV a tier loaded): vLLM preempts then, and the prompt's blocks let a held one run; the cheapest, as
+            # ``_evict`` orders them (a plan of that alone: the replica asks again)
+            plan.preempt.append(sorted(sorted(partial, key=ARRIVAL, reverse=True), key=NUM_COMPUTED)[0])
+            return plan
         if pred is not None and plan.has_work:
             tokens = len(decodes) + sum(n for _, n in plan.prefills)
             ctx = context + sum(r.num_computed + n for r, n in plan.prefills)
