@@ -37,9 +37,14 @@ def preempt(rep, r: Request) -> None:
         rep.waiting.insert(remote_kv.front(rep.waiting), r)
 
 
+class NothingFits(Exception):
+    """Overflow eviction left no request of the plan and freed nothing: the policy would plan the same again."""
+
+
 def evict_for(rep, plan: BatchPlan, need: int) -> tuple[BatchPlan | None, int]:
     """Ao et al. §1.4: evict running requests, most recently admitted first, until the plan's ``need`` new blocks
-    fit. Returns the plan without the victims (None if nothing of it is left) and how many were evicted."""
+    fit; if they still do not, the plan's newest admission stays waiting. Returns the plan without them (None if
+    nothing of it is left), which the caller checks again, and how many were evicted."""
     kv = rep.kv
     grows = {}
     for r in plan.decodes:
@@ -63,10 +68,12 @@ def evict_for(rep, plan: BatchPlan, need: int) -> tuple[BatchPlan | None, int]:
         r.mark = -1
     kept = BatchPlan(decodes=[r for r in plan.decodes if r not in victims],
                      prefills=[(r, n) for r, n in plan.prefills if r not in victims])
-    while need > kv.free:  # the plan's own admissions overflow: the newest stay waiting
+    if need > kv.free:  # the plan's own admissions overflow: the newest stays waiting
+        # one at a time: the caller measures the rest again. An admission's blocks are not its chunk's alone (a
+        # prefix hit reclaims cached blocks, admissions share blocks), so subtracting estimates could drop an
+        # oldest admission that fits on its own, leave nothing and have the policy plan the same again for ever
         r, n = next((r, n) for r, n in reversed(kept.prefills) if r.status is WAITING)
         kept.prefills.remove((r, n))
-        need -= kv.blocks_for(n)
     return (kept if kept.has_work else None), len(victims)
 
 

@@ -320,7 +320,10 @@ class Replica:
                 if t is not None and (wake is None or t < wake):
                     self.clock.asleep_until(t)
             return None
-        duration = self.launch(plan, now)
+        try:
+            duration = self.launch(plan, now)
+        except preemption.NothingFits:  # idle, holding work: a transfer, a load or a finish elsewhere may wake it
+            return None
         if duration is None:  # overflow evicted every request of the plan: ask the policy again
             return self._ask_and_launch(now)
         return duration
@@ -346,7 +349,7 @@ class Replica:
 
     def launch(self, plan: BatchPlan, now: float) -> float | None:
         """Check ``plan``, preempt, admit, swap in and allocate its KV; the step's duration (None when overflow
-        eviction left nothing of the plan)."""
+        eviction left nothing of the plan; ``NothingFits`` when it also freed nothing)."""
         groups = self.groups
         if groups.group is not None and not plan.decodes and not plan.preempt:
             return groups.launch_group(plan, now)  # the group decodes, or (prompt chunks only) waits a step
@@ -365,6 +368,8 @@ class Replica:
         if need > kv.free:  # overflow eviction (plan_check raised under overflow "error")
             kept, evicted = preemption.evict_for(self, plan, need)
             if kept is None:
+                if not (preempted or evicted):
+                    raise preemption.NothingFits
                 return None
             duration = self.launch(kept, now)
             self.clock.carries(preempted + evicted)  # the preemptions and evictions that made room for it
