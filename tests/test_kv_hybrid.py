@@ -9,6 +9,7 @@ KVCacheManager, step by step (tests/engine_cases.py), with the real models' grou
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -78,6 +79,29 @@ def test_sizing_counts_vllms_blocks_of_a_groups_layers():
     assert full.blocks * 2 <= grouped.blocks <= full.blocks * 2 + 1
     llama = model("llama-3-8b")
     assert kv_cache(llama, device, **args) == kv_cache(llama, device, **args, groups=kv_groups(llama))
+
+
+def test_a_chunked_model_needs_its_chunk():
+    with pytest.raises(ValueError, match="chunked_local needs sliding_window"):
+        replace(model("llama-3-8b"), chunked_local=True)
+
+
+def test_a_run_counts_the_groups_only_where_its_scheduler_and_cache_do():
+    """vllm-chunked takes the groups (and twice gpt-oss-20b's blocks); sarathi and a prefix cache keep the
+    all-full count, and meta.json's kv_cache says why."""
+    from llmsched.experiment import replica_parts, windowed_groups
+    from llmsched.run_config import RunConfig
+    cfg = RunConfig(model="openai/gpt-oss-20b", gpu="h100", scheduler="vllm-chunked", num_requests=10)
+    groups, why = windowed_groups(cfg, model(cfg.model), caching=False)
+    assert groups == kv_groups(model(cfg.model)) and why == ""
+    _, config = replica_parts(cfg)
+    _, full = replica_parts(replace(cfg, scheduler="sarathi"))
+    assert config.kv_groups == groups and full.kv_groups is None and not config.fast_forward
+    assert 2 * full.num_blocks <= config.num_blocks <= 2 * full.num_blocks + 1
+    assert "scheduler 'sarathi' plans one block per 16 tokens" in windowed_groups(
+        replace(cfg, scheduler="sarathi"), model(cfg.model), caching=False)[1]
+    assert "prefix cache" in windowed_groups(cfg, model(cfg.model), caching=True)[1]
+    assert windowed_groups(replace(cfg, model="llama-3-8b"), model("llama-3-8b"), caching=False) == (None, "")
 
 
 def test_windowed_groups_refuse_what_they_do_not_count():
