@@ -160,6 +160,8 @@ def windowed_groups(cfg: RunConfig, spec, caching: bool) -> tuple[KVGroups | Non
         why = "the prefix cache (and its tiers) is counted for full-attention layers only"
     elif cfg.disaggregate:
         why = "a prefill instance's KV is counted for full-attention layers only"
+    elif cfg.preemption_mode == "swap":
+        why = "swapping (vLLM v0's) is counted for full-attention layers only"
     elif not scheduler_info(cfg.scheduler)["windowed_kv"]:
         why = f"scheduler {cfg.scheduler!r} plans one block per {cfg.block_size} tokens in every layer"
     else:

@@ -101,6 +101,7 @@ def test_a_run_counts_the_groups_only_where_its_scheduler_and_cache_do():
     assert "scheduler 'sarathi' plans one block per 16 tokens" in windowed_groups(
         replace(cfg, scheduler="sarathi"), model(cfg.model), caching=False)[1]
     assert "prefix cache" in windowed_groups(cfg, model(cfg.model), caching=True)[1]
+    assert "swapping" in windowed_groups(replace(cfg, preemption_mode="swap"), model(cfg.model), caching=False)[1]
     assert windowed_groups(replace(cfg, model="llama-3-8b"), model("llama-3-8b"), caching=False) == (None, "")
 
 
@@ -108,6 +109,8 @@ def test_windowed_groups_refuse_what_they_do_not_count():
     groups = kv_groups(model("openai/gpt-oss-20b"))
     with pytest.raises(ValueError, match="prefix cache"):
         ReplicaConfig(num_blocks=100, prefix_caching=True, kv_groups=groups)
+    with pytest.raises(ValueError, match="swapping"):
+        ReplicaConfig(num_blocks=100, preemption_mode="swap", kv_groups=groups)
     with pytest.raises(ValueError, match="scheduler 'sarathi' counts one KV block per 16 tokens"):
         sim_steps([A(0, P(1, 20), 2)], Limits(50), scheduler="sarathi", groups=groups)
 

@@ -51,7 +51,7 @@ class ReplicaConfig:
         if self.swap_blocks < 0 or self.swap_seconds_per_block < 0:
             raise ValueError("swap_blocks and swap_seconds_per_block must be >= 0")
         if self.kv_groups is not None:
-            if self.prefix_caching or self.kv_offload is not None:
-                raise ValueError("windowed KV cache groups (kv_groups) are counted without a prefix cache or KV "
-                                 "tiers; leave kv_groups out (the all-full-attention count) for those")
+            if self.prefix_caching or self.kv_offload is not None or self.preemption_mode == "swap":
+                raise ValueError("windowed KV cache groups (kv_groups) are counted without a prefix cache, KV tiers "
+                                 "or swapping; leave kv_groups out (the all-full-attention count) for those")
             self.fast_forward = False  # the decode group and its folds count one block per block_size tokens

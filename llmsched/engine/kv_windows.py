@@ -12,8 +12,8 @@ the requests scheduled after it, as in vLLM's pass over its running requests).
 A fresh request's blocks for ``t`` tokens (``blocks_for``: a first chunk, and vLLM's whole-sequence admission
 gate) cap each windowed group at ``max_admission_blocks_per_request``. The decode group's bulk accounting
 (engine/decode_group.py) assumes one block per ``B`` tokens: a replica with this manager never forms it
-(``ReplicaConfig`` turns ``fast_forward`` off), and prefix caching, KV tiers and a prefill instance's KV are not
-modelled per group (the run keeps the all-full-attention manager for those).
+(``ReplicaConfig`` turns ``fast_forward`` off), and prefix caching, KV tiers, swapping and a prefill instance's KV
+are not modelled per group (the run keeps the all-full-attention manager for those).
 """
 from __future__ import annotations
 
