@@ -84,7 +84,7 @@ def sim_steps(case, limits: Limits, scheduler: str = "vllm-chunked", params: dic
         if duration is None:
             if done == len(reqs):
                 break
-            steps.append(Step({}))
+            steps.append(Step({}, free=rep.kv.free if blocks else None))
             now += 1.0
             continue
         plan = rep.clock.plan

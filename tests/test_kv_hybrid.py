@@ -221,3 +221,32 @@ def test_the_throughput_bound_holds_over_a_windowed_run():
     served = summarize(run(cfg))["throughput"]["requests_per_s"]
     assert bound.binding == "KV memory"  # the term the groups change binds
     assert 0 < served <= bound.requests_per_s
+
+
+def drawn_case(seed: int):
+    """A random case under KV pressure: groups (1-2 full, 1-6 local, a sliding window or a chunk not always a
+    multiple of the block), limits and arrivals."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    chunked = bool(rng.integers(2))
+    window = int(rng.choice([64, 96, 128, 200])) if chunked else int(rng.choice([17, 32, 100, 128, 256]))
+    groups = KVGroups(int(rng.integers(1, 3)), int(rng.integers(1, 7)), window, chunked, 1, 2)
+    budget = int(rng.choice([32, 64, 128]))
+    case, first = [], 1
+    for i in range(int(rng.integers(3, 7))):
+        n = int(rng.integers(5, 400))
+        case.append(A(int(rng.integers(0, 6)), P(first, n), int(rng.integers(1, 80))))
+        first += n
+    longest = max(len(a.tokens) + a.output_len for a in case)
+    limits = Limits(int((groups.full + groups.local) * -(-longest // 16) * rng.uniform(1.05, 2.5)),
+                    max_num_seqs=int(rng.integers(2, 9)), max_num_batched_tokens=budget, max_model_len=1024)
+    return groups, limits, case
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_drawn_windowed_cases_decide_as_vllm(vllm_config, seed):
+    MODEL_DIR[:] = [vllm_config[0]]
+    groups, limits, case = drawn_case(seed)
+    for full_isl in (True, False):
+        ours, theirs = both(case, limits, groups, full_isl, max_steps=600)
+        assert [repr(s) for s in ours] == [repr(s) for s in theirs], (seed, full_isl, groups, limits)
