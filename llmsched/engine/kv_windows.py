@@ -60,8 +60,15 @@ class WindowedKVCacheManager(KVCacheManager):
         return self.full_groups * n + self.local_groups * (n if n < self.cap else self.cap)
 
     def extra_blocks(self, req: Request, tokens: int) -> int:
-        """Blocks ``req`` takes (negative: frees) to hold ``tokens`` tokens from its computed ones."""
-        return self.held_after(req.num_computed, tokens) - req.num_blocks
+        """Blocks ``req`` takes (negative: frees) to hold ``tokens`` tokens from its computed ones (``held_after``
+        inline: a policy asks it of every running request at every step)."""
+        bs, w, c = self.block_size, self.window, req.num_computed
+        n = -(-tokens // bs)
+        if self.chunked:
+            skip = c // w * w // bs
+        else:
+            skip = (c - w + 1) // bs if c >= w else 0
+        return self.full_groups * n + self.local_groups * (n - skip) - req.num_blocks
 
     def can_allocate(self, req: Request, tokens: int) -> bool:
         return self.extra_blocks(req, tokens) <= self.free
@@ -75,20 +82,22 @@ class WindowedKVCacheManager(KVCacheManager):
         req.num_blocks += need
 
     def allocate_decodes(self, reqs) -> None:
+        free = self.free
         for r in reqs:
-            c = r.num_computed
-            want = self.held_after(c, c + 1)
-            self.free -= want - r.num_blocks
-            r.num_blocks = want
-        assert self.free >= 0, f"negative free KV blocks: {self.free}"
+            take = self.extra_blocks(r, r.num_computed + 1)
+            free -= take
+            r.num_blocks += take
+        self.free = free
+        assert free >= 0, f"negative free KV blocks: {free}"
 
     def allocate_chunks(self, prefills) -> None:
+        free = self.free
         for r, n in prefills:
-            c = r.num_computed
-            want = self.held_after(c, c + n)
-            self.free -= want - r.num_blocks
-            r.num_blocks = want
-        assert self.free >= 0, f"negative free KV blocks: {self.free}"
+            take = self.extra_blocks(r, r.num_computed + n)
+            free -= take
+            r.num_blocks += take
+        self.free = free
+        assert free >= 0, f"negative free KV blocks: {free}"
 
     # --- the decode group: never formed with windowed groups --------------------------------------------------------
     def take_group(self, blocks: int) -> None:

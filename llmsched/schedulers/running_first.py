@@ -204,6 +204,7 @@ class RunningFirst(Scheduler):
         budget = self.step_budget(view)
         free = view.free_blocks
         running = view.running
+        extra_blocks = view.extra_blocks
         decodes, prefills = plan.decodes, plan.prefills
         end = len(running)
         i = 0
@@ -215,7 +216,7 @@ class RunningFirst(Scheduler):
             if n <= 0:
                 i += 1
                 continue
-            need = view.extra_blocks(r, computed + n)
+            need = extra_blocks(r, computed + n)
             while need > free and end > i:
                 end -= 1
                 victim = running[end]
