@@ -25,7 +25,10 @@ layer; true of every model here: sliding and full layers share their heads):
   waiting request's whole-sequence check counts a windowed group at most
   ``max_admission_blocks_per_request``: ``ceil(min(w - 1 + in_flight, max_model_len) / B) + 1`` (sliding),
   ``ceil(min(c + in_flight, max_model_len) / B)`` (chunked), ``in_flight`` = ``max_num_batched_tokens`` (one batch
-  in flight: synchronous scheduling, as llmsched's replica steps).
+  in flight: synchronous scheduling, as llmsched's replica steps its KV). vLLM's async scheduling (its GPU default)
+  reserves for two batches and frees on the processed tokens (``num_computed_tokens - num_in_flight_tokens``), a
+  step later: up to a chunk's blocks more per windowed group while a prompt is chunked, one while decoding; not
+  modelled.
 * **Prefix-cache hits** (``find_longest_cache_hit``): a full group hits its longest cached prefix; a sliding group
   needs only the ``ceil((w - 1) / B)`` blocks before the hit's end cached; a chunked group the blocks of the
   current chunk. llmsched's prefix cache (engine/prefix_cache.py) is not modelled per group: a run with a prefix
