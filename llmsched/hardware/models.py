@@ -34,8 +34,9 @@ class ModelSpec:
     only; ``chunked_local``: they attend within their chunk of ``sliding_window`` tokens instead (Llama-4's chunked
     local attention), which vLLM's KV cache frees chunk by chunk (hardware/kv_groups.py). ``dtype_bytes`` is the
     activations' dtype; ``weight_dtype_bytes`` the linear layers' weights (1 for fp8; embedding and LM head stay
-    at ``dtype_bytes``), ``kv_dtype_bytes`` the KV cache's (1 for fp8); both default to ``dtype_bytes``. ``expert_weight_bytes``: the routed experts' bytes a weight where their format
-    differs (gpt-oss's MXFP4: 4.25 bits), default ``weight_dtype_bytes``. ``dp`` and ``expert_parallel``: data-parallel ranks and vLLM's
+    at ``dtype_bytes``), ``kv_dtype_bytes`` the KV cache's (1 for fp8); both default to ``dtype_bytes``.
+    ``expert_weight_bytes``: the routed experts' bytes a weight where their format differs (gpt-oss's MXFP4: 4.25
+    bits), default ``weight_dtype_bytes``. ``dp`` and ``expert_parallel``: data-parallel ranks and vLLM's
     ``--enable-expert-parallel``; MoE layers shard their experts over ``tp * dp`` GPUs either way (vLLM's
     ``FusedMoEParallelConfig``: by expert with expert parallelism, else each expert's intermediate dimension).
     """
