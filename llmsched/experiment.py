@@ -18,6 +18,7 @@ from .engine.offload_plan import plan_offload
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.hf_config import kv_cache_dtype_bytes
+from .hardware.kv_groups import KVGroups, kv_groups
 from .hardware.kv_sizing import KVCache, kv_cache, memory_beside
 from .hardware.models import model as model_preset
 from .hardware.front_end import front_end
@@ -92,18 +93,22 @@ def replica_parts(cfg: RunConfig, ran: str | None = None) -> tuple:
     except TypeError as e:  # a value of the wrong type deep in the model's arithmetic
         raise ValueError(f"batch_time_params {cfg.batch_time_params}: a value has the wrong type for batch-time "
                          f"model {cfg.batch_time!r} ({e}); give numbers (and a path for file=)") from None
-    num_blocks = cfg.num_blocks or kv_blocks(cfg, m, g, bt)
+    caching = cfg.prefix_caching and carries_content(cfg)
+    groups, _ = windowed_groups(cfg, m, caching)
+    num_blocks = cfg.num_blocks or kv_blocks(cfg, m, g, bt, groups)
     if cfg.num_blocks:
         check_fit(cfg, m, g, bt, ran)
     block_bytes = m.kv_bytes_per_token * cfg.block_size
-    caching = cfg.prefix_caching and carries_content(cfg)
+    if groups is not None:  # a grouped block holds one page of each layer of a group
+        block_bytes = block_bytes * groups.group_layers // m.layers
     config = ReplicaConfig(
         num_blocks=num_blocks, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
         max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len or m.max_model_len,
         preemption_mode=cfg.preemption_mode, swap_blocks=int(cfg.swap_space_gb * 2**30 // block_bytes),
         swap_seconds_per_block=block_bytes / (g.host_bw * m.tp), oracle=cfg.oracle, overflow=cfg.overflow,
         fast_forward=cfg.fast_forward and not in_lockstep(cfg.dp, cfg.expert_parallel, m),
-        check_invariants=cfg.check_invariants, prefix_caching=caching, kv_offload=offload_plan(cfg, m, g, caching))
+        check_invariants=cfg.check_invariants, prefix_caching=caching, kv_offload=offload_plan(cfg, m, g, caching),
+        kv_groups=groups)
     return bt, config
 
 
@@ -140,12 +145,32 @@ def run_params(cfg: RunConfig) -> dict:
     return {name: getattr(cfg, name) for name in fields if name not in cfg.batch_time_params}
 
 
-def kv_blocks(cfg: RunConfig, spec, device, bt) -> int:
+def kv_blocks(cfg: RunConfig, spec, device, bt, groups: KVGroups | None = None) -> int:
     """KV blocks per replica (per DP rank): :func:`run_kv_cache`'s."""
-    return run_kv_cache(cfg, spec, device, bt).blocks
+    return run_kv_cache(cfg, spec, device, bt, groups=groups).blocks
 
 
-def run_kv_cache(cfg: RunConfig, spec, device, bt, reported: bool = True) -> KVCache:
+def windowed_groups(cfg: RunConfig, spec, caching: bool) -> tuple[KVGroups | None, str]:
+    """The model's windowed KV cache groups where the run counts them as vLLM's hybrid KV cache manager does
+    (hardware/kv_groups.py, engine/kv_windows.py), else None and why not ('' for a model without windows)."""
+    groups = kv_groups(spec)
+    if groups is None:
+        return None, ""
+    if caching or cfg.kv_offload:
+        why = "the prefix cache (and its tiers) is counted for full-attention layers only"
+    elif cfg.disaggregate:
+        why = "a prefill instance's KV is counted for full-attention layers only"
+    elif cfg.preemption_mode == "swap":
+        why = "swapping (vLLM v0's) is counted for full-attention layers only"
+    elif not scheduler_info(cfg.scheduler)["windowed_kv"]:
+        why = f"scheduler {cfg.scheduler!r} plans one block per {cfg.block_size} tokens in every layer"
+    else:
+        return groups, ""
+    return None, (f"{spec.base_name}'s sliding-window/chunked layers are counted as full attention (as vLLM's "
+                  f"--disable-hybrid-kv-cache-manager): {why}")
+
+
+def run_kv_cache(cfg: RunConfig, spec, device, bt, reported: bool = True, groups: KVGroups | None = None) -> KVCache:
     """The run's KV cache, sized by the one function every command uses (hardware/kv_sizing.py): the block count
     vLLM reported for the real run whose log ``cfg.trace`` is (its meta.json beside it, where that describes this
     model, parallelism and GPU), else vLLM's sizing for the vllm-v1 kind (or a real vLLM run's log), else the
@@ -163,7 +188,7 @@ def run_kv_cache(cfg: RunConfig, spec, device, bt, reported: bool = True) -> KVC
         len(cudagraph_capture_sizes(cfg.max_num_seqs, cfg.max_num_batched_tokens)) if run is not None else 0
     return kv_cache(spec, device, block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
                     max_num_batched_tokens=cfg.max_num_batched_tokens, vllm_engine=vllm_engine,
-                    gpu_memory_utilization=cfg.gpu_memory_utilization, capture_sizes=graphs, run=run)
+                    gpu_memory_utilization=cfg.gpu_memory_utilization, capture_sizes=graphs, run=run, groups=groups)
 
 
 def check_fit(cfg: RunConfig, spec, device, bt, ran: str | None = None) -> None:
@@ -384,10 +409,19 @@ def last_batch(replicas: list[Replica], req) -> int:
 
 
 def kv_description(cfg: RunConfig, rep: Replica) -> dict:
-    """How the run's KV cache was sized, for meta.json."""
+    """How the run's KV cache was sized, for meta.json (with a windowed model's KV cache groups, or why its windows
+    are counted as full attention)."""
+    spec, groups = run_model(cfg), rep.config.kv_groups
     if cfg.num_blocks:
-        return {"blocks": cfg.num_blocks, "source": "given (num_blocks)"}
-    return run_kv_cache(cfg, run_model(cfg), gpu_preset(cfg.gpu), rep.batch_time).describe()
+        out = {"blocks": cfg.num_blocks, "source": "given (num_blocks)"}
+    else:
+        out = run_kv_cache(cfg, spec, gpu_preset(cfg.gpu), rep.batch_time, groups=groups).describe()
+    why = windowed_groups(cfg, spec, rep.config.prefix_caching)[1] if groups is None else ""
+    if groups is not None:
+        out["groups"] = groups.describe()
+    elif why:
+        out["windows"] = why
+    return out
 
 
 def open_logs(cfg: RunConfig, caching: bool, stream: bool, out):

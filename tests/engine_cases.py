@@ -35,10 +35,11 @@ class Step:
     tokens: dict  # request index -> tokens scheduled
     preempted: list = field(default_factory=list)  # request indices, in the order preempted
     hits: dict = field(default_factory=dict)  # request index -> cached tokens found at its admission (if > 0)
+    free: int | None = None  # free KV blocks after the step was scheduled (recorded where the caller asks)
 
     def __repr__(self):
         extra = (f" preempt={self.preempted}" if self.preempted else "") + (f" hits={self.hits}" if self.hits else "")
-        return f"{self.tokens}{extra}"
+        return f"{self.tokens}{extra}" + (f" free={self.free}" if self.free is not None else "")
 
 
 @dataclass(frozen=True)
@@ -60,11 +61,13 @@ def prompt(first: int, n: int) -> tuple:
 
 # --- llmsched ---------------------------------------------------------------------------------------------------
 def sim_steps(case, limits: Limits, scheduler: str = "vllm-chunked", params: dict | None = None,
-              max_steps: int = 200) -> list[Step]:
+              max_steps: int = 200, groups=None, blocks: bool = False) -> list[Step]:
+    """``groups``: the model's windowed KV cache groups (hardware/kv_groups.py's KVGroups); ``blocks``: each step
+    records the free blocks once it was scheduled."""
     cfg = ReplicaConfig(num_blocks=limits.num_blocks, block_size=limits.block_size,
                         max_num_seqs=limits.max_num_seqs, max_num_batched_tokens=limits.max_num_batched_tokens,
                         max_model_len=limits.max_model_len, prefix_caching=limits.prefix_caching,
-                        fast_forward=False, check_invariants=True)
+                        fast_forward=False, check_invariants=True, kv_groups=groups)
     policy = create_scheduler(scheduler, **(params or {}))
     rep = Replica(0, policy, LinearBatchTime(const=1.0), cfg)
     reqs = []
@@ -81,7 +84,7 @@ def sim_steps(case, limits: Limits, scheduler: str = "vllm-chunked", params: dic
         if duration is None:
             if done == len(reqs):
                 break
-            steps.append(Step({}))
+            steps.append(Step({}, free=rep.kv.free if blocks else None))
             now += 1.0
             continue
         plan = rep.clock.plan
@@ -93,19 +96,22 @@ def sim_steps(case, limits: Limits, scheduler: str = "vllm-chunked", params: dic
         now += duration
         rep.end_step(now)
         done += len(rep.take_completed())
+        if blocks:
+            step.free = rep.kv.free
     return steps
 
 
 # --- vLLM -------------------------------------------------------------------------------------------------------
-def vllm_scheduler(limits: Limits, model_dir: str, full_isl: bool = True):
+def vllm_scheduler(limits: Limits, model_dir: str, full_isl: bool = True, groups=None):
     """vLLM 0.32's v1 Scheduler as the engine core builds it (FCFS, chunked prefill), over a pool of
-    ``limits.num_blocks + 1`` blocks (the null block is the extra one)."""
+    ``limits.num_blocks + 1`` blocks (the null block is the extra one). ``groups``: a KVGroups, whose full-attention
+    and sliding-window or chunked-local groups vLLM's hybrid KV cache manager then keeps (one layer each: the
+    scheduler counts blocks, not bytes)."""
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.kv_cache_interface import KVCacheConfig
     from vllm.v1.structured_output import StructuredOutputManager
     mc = ModelConfig(model=model_dir, dtype="float32", seed=0, max_model_len=limits.max_model_len)
     sc = SchedulerConfig(max_num_seqs=limits.max_num_seqs, max_num_batched_tokens=limits.max_num_batched_tokens,
@@ -114,15 +120,30 @@ def vllm_scheduler(limits: Limits, model_dir: str, full_isl: bool = True):
     cc = CacheConfig(block_size=limits.block_size, enable_prefix_caching=limits.prefix_caching)
     vc = VllmConfig(model_config=mc, scheduler_config=sc, cache_config=cc)
     blocks = limits.num_blocks + 1
-    kc = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(
-        ["layer"], FullAttentionSpec(block_size=limits.block_size, num_kv_heads=1, head_size=1,
-                                     dtype=torch.float32))])
+    kc = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=[], kv_cache_groups=kv_cache_groups(limits, groups))
     cc.num_gpu_blocks = blocks
     return Scheduler(vllm_config=vc, kv_cache_config=kc, structured_output_manager=StructuredOutputManager(vc),
                      block_size=limits.block_size, log_stats=True)
 
 
-def vllm_steps(case, limits: Limits, model_dir: str, full_isl: bool = True, max_steps: int = 200) -> list[Step]:
+def kv_cache_groups(limits: Limits, groups) -> list:
+    """vLLM's KVCacheGroupSpecs: one full-attention layer, or ``groups``' groups of one layer each."""
+    import torch
+    from vllm.v1.kv_cache_interface import (ChunkedLocalAttentionSpec, FullAttentionSpec, KVCacheGroupSpec,
+                                            SlidingWindowSpec)
+    shape = dict(block_size=limits.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
+    if groups is None:
+        return [KVCacheGroupSpec(["layer"], FullAttentionSpec(**shape))]
+    if groups.chunked:
+        local = ChunkedLocalAttentionSpec(attention_chunk_size=groups.window, **shape)
+    else:
+        local = SlidingWindowSpec(sliding_window=groups.window, **shape)
+    return ([KVCacheGroupSpec([f"full.{i}"], FullAttentionSpec(**shape)) for i in range(groups.full)]
+            + [KVCacheGroupSpec([f"local.{i}"], local) for i in range(groups.local)])
+
+
+def vllm_steps(case, limits: Limits, model_dir: str, full_isl: bool = True, max_steps: int = 200,
+               groups=None, blocks: bool = False) -> list[Step]:
     from vllm.sampling_params import SamplingParams
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
@@ -130,7 +151,7 @@ def vllm_steps(case, limits: Limits, model_dir: str, full_isl: bool = True, max_
     from vllm.v1.request import Request as VRequest
     init_none_hash(sha256)
     hasher = get_request_block_hasher(limits.block_size, sha256)
-    sched = vllm_scheduler(limits, model_dir, full_isl)
+    sched = vllm_scheduler(limits, model_dir, full_isl, groups)
     steps, finished = [], 0
     for s in range(max_steps):
         for i, a in enumerate(case):
@@ -161,5 +182,6 @@ def vllm_steps(case, limits: Limits, model_dir: str, full_isl: bool = True, max_
         for eco in outputs.values():
             finished += len(eco.finished_requests or ()) if hasattr(eco, "finished_requests") else 0
             finished += sum(1 for o in eco.outputs if o.finish_reason is not None)
-        steps.append(Step(dict(sorted(tokens.items())), sorted(preempted), new_hits))
+        free = sched.kv_cache_manager.block_pool.get_num_free_blocks() if blocks else None  # its finished freed
+        steps.append(Step(dict(sorted(tokens.items())), sorted(preempted), new_hits, free))
     return steps

@@ -105,7 +105,7 @@ def test_check_finds_a_leak():
 # Block state: the KV manager's counters and each request's num_blocks. The vLLM plug-in mirrors what vLLM's own KV
 # cache manager holds into its requests (vLLM owns the blocks there, and no llmsched replica runs).
 # the KV cache manager, and its prefix-caching form (the manager a replica of requests with content gets)
-KV_MODULES = {"engine/kv_cache.py", "engine/prefix_cache.py"}
+KV_MODULES = {"engine/kv_cache.py", "engine/prefix_cache.py", "engine/kv_windows.py"}
 KV_FIELDS = {"free", "total", "swap_free", "swap_total"}
 MIRRORS = {"vllm/adapter.py"}
 

@@ -34,6 +34,9 @@ class ReplicaConfig:
     prefix_caching: bool = PREFIX_CACHING.field(default=False)
     # KV tiers below the GPU cache (engine/offload_plan.py's OffloadPlan, resolved for the run), None: none
     kv_offload: object = None
+    # the model's KV cache groups with windowed layers (hardware/kv_groups.py's KVGroups), counted as vLLM's hybrid
+    # KV cache manager holds them (engine/kv_windows.py); None: every layer holds every token's KV
+    kv_groups: object = None
 
     def __post_init__(self):
         for name in ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
@@ -47,3 +50,8 @@ class ReplicaConfig:
             raise ValueError(f"overflow must be one of {', '.join(OVERFLOW_MODES)}, got {self.overflow!r}")
         if self.swap_blocks < 0 or self.swap_seconds_per_block < 0:
             raise ValueError("swap_blocks and swap_seconds_per_block must be >= 0")
+        if self.kv_groups is not None:
+            if self.prefix_caching or self.kv_offload is not None or self.preemption_mode == "swap":
+                raise ValueError("windowed KV cache groups (kv_groups) are counted without a prefix cache, KV tiers "
+                                 "or swapping; leave kv_groups out (the all-full-attention count) for those")
+            self.fast_forward = False  # the decode group and its folds count one block per block_size tokens

@@ -90,6 +90,7 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
     nobody referenced, each counted once in the plan."""
     kv = rep.kv
     bs = kv.block_size
+    windowed = rep.config.kv_groups is not None  # engine/kv_windows.py: a step's blocks are the manager's count
     index = rep.index
     need = 0
     swap_in: list[Request] = []
@@ -112,7 +113,10 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
                  f"request {r.id}: computed {r.num_computed} of {r.num_tokens} tokens")
         append_ctx(ctx)
         held = r.num_blocks
-        if ctx > held * bs:
+        if windowed:  # every decode may free blocks that left its window, and take one
+            need += kv.extra_blocks(r, ctx)
+            grow.append(r)
+        elif ctx > held * bs:
             need += -(-ctx // bs) - held
             grow.append(r)
 
@@ -158,6 +162,9 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
         prefill_new.append(n)
         prefill_ctx.append(r.num_computed)
         prefill_tokens += n
+        if windowed:  # may be negative: blocks that left the window
+            need += kv.extra_blocks(r, r.num_computed + n)
+            continue
         extra = -(-(r.num_computed + n) // bs) - r.num_blocks
         if extra > 0:
             need += extra

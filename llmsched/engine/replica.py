@@ -23,6 +23,7 @@ from .group_steps import GroupSteps
 from .step_clock import StepClock
 from .step_counters import StepCounters
 from .kv_cache import KVCacheManager
+from .kv_windows import windowed_manager
 from .plan import BatchPlan
 from .policy import Policy
 from .tokens import advance_chunk
@@ -71,7 +72,8 @@ class Replica:
                 from .prefix_cache import PrefixCachingKVManager as manager  # imported only by a run that caches
             else:
                 manager = KVCacheManager
-            self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks)
+            self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks) if config.kv_groups is None \
+                else windowed_manager(config, scheduler)
         self.tiers = self.kv.tiers if self.caching else None  # the KV manager's tiers below the GPU, or None
         self.loading: list = []  # requests waiting for their KV from a tier below the GPU: no step repeats unasked
         self.waiting: list[Request] = []

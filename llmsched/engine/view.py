@@ -97,6 +97,12 @@ class ReplicaView:
     def blocks_for(self, tokens: int) -> int:
         return self._r.kv.blocks_for(tokens)
 
+    @property
+    def kv_windowed(self) -> bool:
+        """Whether the KV cache counts vLLM's windowed groups (engine/kv_windows.py): a step's blocks are then
+        ``extra_blocks``, which may be negative (the window's blocks freed), never one per ``block_size`` tokens."""
+        return self._r.config.kv_groups is not None
+
     def extra_blocks(self, req: Request, tokens: int) -> int:
         """Blocks ``req`` would need beyond what it holds to keep ``tokens`` KV tokens."""
         return self._r.kv.extra_blocks(req, tokens)

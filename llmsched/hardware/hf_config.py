@@ -251,7 +251,8 @@ def _sliding_window(f: _Fields, kind: str, layers: int) -> dict:
         else:
             interval = f.int("no_rope_layer_interval", default=4)
             sliding = sum(1 for i in range(layers) if (i + 1) % interval)
-        return dict(sliding_window=f.int("attention_chunk_size"), sliding_layers=sliding) if window else {}
+        return dict(sliding_window=f.int("attention_chunk_size"), sliding_layers=sliding,
+                    chunked_local=True) if window else {}
     if isinstance(types, list):
         sliding = sum(t == "sliding_attention" for t in types)
     elif kind == "gemma3_text":

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .gpus import GPUS, GPUSpec, gpu as gpu_preset
 from .hf_config import kv_cache_dtype_bytes
+from .kv_groups import KVGroups
 from .memory import kv_capacity_blocks
 from .models import ModelSpec, model as model_preset
 from .vllm_memory import KVBudget, default_utilization, no_room, vllm_kv_budget
@@ -81,11 +82,31 @@ class KVCache:
 
 def kv_cache(spec: ModelSpec, device: GPUSpec, *, block_size: int, max_num_seqs: int, max_num_batched_tokens: int,
              vllm_engine: bool, gpu_memory_utilization: float | None = None, capture_sizes: int = 0,
-             run: RunMemory | None = None) -> KVCache:
+             run: RunMemory | None = None, groups: KVGroups | None = None) -> KVCache:
     """The KV cache of ``spec`` (at its parallelism) on ``device`` (see the module docstring). ``run``: the real
     run being replayed, where there is one (a vLLM run: sized as vLLM does whatever the batch-time kind);
     ``vllm_engine``: the run is vLLM's engine (``capture_sizes`` CUDA graphs); ``gpu_memory_utilization`` None: the run's, else vLLM's default for its version (the reserve estimate:
-    0.9). A model that leaves no room is an error saying what to change."""
+    0.9). ``groups``: the model's windowed KV cache groups where the run counts them (hardware/kv_groups.py): the
+    same memory in vLLM's blocks of one page per layer of a group. A model that leaves no room is an error saying
+    what to change."""
+    cache = kv_cache_of(spec, device, block_size=block_size, max_num_seqs=max_num_seqs,
+                        max_num_batched_tokens=max_num_batched_tokens, vllm_engine=vllm_engine,
+                        gpu_memory_utilization=gpu_memory_utilization, capture_sizes=capture_sizes, run=run)
+    if groups is None or (run is not None and run.blocks):
+        return cache  # vLLM's reported num_gpu_blocks are its own (grouped) blocks already
+    if cache.budget is not None and not (run is not None and run.reported_tokens):
+        kv_bytes = max(0, cache.budget.kv_bytes)  # vLLM's formula: its memory for the KV cache
+    else:  # the reserve estimate's, or the tokens vLLM reported: every layer's bytes of those tokens
+        kv_bytes = cache.blocks * block_size * spec.kv_bytes_per_token_per_gpu
+    blocks = kv_bytes // groups.block_bytes(spec, block_size)
+    return KVCache(blocks, f"{cache.source}; {groups.describe()}: {blocks} blocks of {groups.group_layers} "
+                           f"layers' pages for the {cache.blocks} of every layer's", cache.budget)
+
+
+def kv_cache_of(spec: ModelSpec, device: GPUSpec, *, block_size: int, max_num_seqs: int, max_num_batched_tokens: int,
+                vllm_engine: bool, gpu_memory_utilization: float | None, capture_sizes: int,
+                run: RunMemory | None) -> KVCache:
+    """:func:`kv_cache` in blocks that hold every layer's KV of ``block_size`` tokens."""
     version = run.vllm_version if run is not None else None
     if gpu_memory_utilization is None and run is not None and run.limits is not None:
         gpu_memory_utilization = run.limits.gpu_memory_utilization

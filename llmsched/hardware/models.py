@@ -31,10 +31,12 @@ class ModelSpec:
     ``q_lora_rank`` bottleneck when it is > 0.
 
     ``sliding_window`` > 0: ``sliding_layers`` layers (default all) attend over the last ``sliding_window`` tokens
-    only. ``dtype_bytes`` is the activations' dtype; ``weight_dtype_bytes`` the linear layers' weights (1 for
-    fp8; embedding and LM head stay at ``dtype_bytes``), ``kv_dtype_bytes`` the KV cache's (1 for fp8); both
-    default to ``dtype_bytes``. ``expert_weight_bytes``: the routed experts' bytes a weight where their format
-    differs (gpt-oss's MXFP4: 4.25 bits), default ``weight_dtype_bytes``. ``dp`` and ``expert_parallel``: data-parallel ranks and vLLM's
+    only; ``chunked_local``: they attend within their chunk of ``sliding_window`` tokens instead (Llama-4's chunked
+    local attention), which vLLM's KV cache frees chunk by chunk (hardware/kv_groups.py). ``dtype_bytes`` is the
+    activations' dtype; ``weight_dtype_bytes`` the linear layers' weights (1 for fp8; embedding and LM head stay
+    at ``dtype_bytes``), ``kv_dtype_bytes`` the KV cache's (1 for fp8); both default to ``dtype_bytes``.
+    ``expert_weight_bytes``: the routed experts' bytes a weight where their format differs (gpt-oss's MXFP4: 4.25
+    bits), default ``weight_dtype_bytes``. ``dp`` and ``expert_parallel``: data-parallel ranks and vLLM's
     ``--enable-expert-parallel``; MoE layers shard their experts over ``tp * dp`` GPUs either way (vLLM's
     ``FusedMoEParallelConfig``: by expert with expert parallelism, else each expert's intermediate dimension).
     """
@@ -66,6 +68,7 @@ class ModelSpec:
     v_head_dim: int | None = None
     sliding_window: int = 0
     sliding_layers: int | None = None
+    chunked_local: bool = False
     qkv_bias: bool = False
     qk_norm: bool = False
     weight_dtype_bytes: int | None = None
@@ -125,6 +128,8 @@ class ModelSpec:
         if self.sliding_layers > self.layers or (self.sliding_layers and not self.sliding_window):
             raise ValueError(f"model {self.name!r}: sliding_layers={self.sliding_layers} needs a sliding_window and "
                              f"at most {self.layers} layers")
+        if self.chunked_local and not self.sliding_window:
+            raise ValueError(f"model {self.name!r}: chunked_local needs sliding_window (the chunk size)")
         if self.expert_parallel and not self.experts:
             raise ValueError(f"model {self.name!r}: expert parallelism needs a mixture-of-experts model")
 

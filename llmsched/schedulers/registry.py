@@ -78,7 +78,7 @@ def scheduler_info(name: str) -> dict:
         default = defaults.get(f.name, f.default)
         params[f.name] = None if default is dataclasses.MISSING else default
     return {"name": name, "summary": summary, "source": cls.source, "family": cls.family, "params": params,
-            "needs_oracle": cls.needs_oracle}
+            "needs_oracle": cls.needs_oracle, "windowed_kv": getattr(cls, "windowed_kv", False)}
 
 
 def create_scheduler(name: str, **params) -> Scheduler:

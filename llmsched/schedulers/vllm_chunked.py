@@ -40,6 +40,9 @@ class VLLMChunked(RunningFirst):
     models_vllm = True  # refused where vLLM refuses its limits
     token_budget: int = 2048
     reserve_full_isl: bool = True
+    # its plans count vLLM's windowed KV cache groups (engine/kv_windows.py) where the model has them: admissions by
+    # view.admission_blocks, running steps by view.extra_blocks (RunningFirst's windowed pass)
+    windowed_kv = True
     # token_budget is vLLM's max_num_batched_tokens; max_num_seqs its seat cap
     tunable = {"token_budget": IntRange(64, 8192, log=True), "max_num_seqs": IntRange(16, 1024, log=True)}
 

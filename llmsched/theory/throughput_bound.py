@@ -362,12 +362,21 @@ def throughput_bound(bt: BatchTimeModel, prompts, outputs, limits: EngineLimits,
 
 
 def engine_of(cfg) -> tuple[BatchTimeModel, EngineLimits]:
-    """The batch-time model and limits of ``cfg``'s replicas (a RunConfig), built exactly as the run builds them."""
+    """The batch-time model and limits of ``cfg``'s replicas (a RunConfig), built exactly as the run builds them.
+
+    With windowed KV cache groups (engine/kv_windows.py) a request of context n holds at least
+    ``full · ceil(n / block_size)`` blocks (its full-attention groups' alone; the windowed groups' add to that),
+    so the cache holds at most ``num_blocks · block_size / full`` tokens of context at once (every token where no
+    group is full attention): still an upper bound on the KV slots, so the memory term stays sound."""
     from ..experiment import build_replicas
     rep = build_replicas(replace(cfg, replicas=1))[0]
     c = rep.config
-    return rep.batch_time, EngineLimits(c.max_num_batched_tokens, c.max_num_seqs, c.num_blocks * c.block_size,
-                                        c.max_model_len, c.block_size)
+    kv_tokens = c.num_blocks * c.block_size
+    if c.kv_groups is not None:
+        full = c.kv_groups.full
+        kv_tokens = kv_tokens // full if full else c.max_model_len * c.max_num_seqs
+    return rep.batch_time, EngineLimits(c.max_num_batched_tokens, c.max_num_seqs, kv_tokens, c.max_model_len,
+                                        c.block_size)
 
 
 def engine_limits(cfg) -> EngineLimits:

@@ -36,6 +36,7 @@ from ..metrics.requests import CACHED_FIELD, prefix_cache_stats
 from ..metrics.summary import left_at
 from ..run_config import RunConfig
 from ..hardware.gpus import gpu as gpu_preset
+from ..hardware.kv_groups import kv_groups
 from ..hardware.kv_sizing import kv_cache
 from ..hardware.vllm_memory import default_utilization, parse_version
 from ..batchtime.registry import resolve_kind
@@ -113,19 +114,23 @@ def kv_blocks(run: ServingRun, spec, device, model_name: str) -> int:
     args = run.args
     meta = run.folder / "meta.json"
     sizes = args.capture_sizes or cudagraph_capture_sizes(args.max_num_seqs, args.max_num_batched_tokens)
+    # a windowed model's blocks are vLLM's grouped ones where the replay counts its groups (experiment.py's
+    # windowed_groups: vllm-chunked without a prefix cache)
+    groups = None if args.enable_prefix_caching else kv_groups(spec)
     try:
         cache = kv_cache(spec, device, block_size=args.block_size, max_num_seqs=args.max_num_seqs,
                          max_num_batched_tokens=args.max_num_batched_tokens, vllm_engine=True,
                          gpu_memory_utilization=args.gpu_memory_utilization, capture_sizes=len(sizes),
-                         run=args.memory)
+                         run=args.memory, groups=groups)
     except ValueError as e:
         raise ValueError(f"{meta}: engine_kwargs.tensor_parallel_size {args.tensor_parallel_size}: {e}") from None
     if args.memory is not None and args.memory.reported_tokens:
         return cache.blocks
     longest = int(np.max(run.log.prompt_lens + run.log.output_lens))
-    if cache.blocks * args.block_size < longest:
+    tokens = cache.blocks * args.block_size // (groups.full + groups.local if groups else 1)  # in every group
+    if tokens < longest:
         raise ValueError(f"{meta}: {model_name} on {device.name} at tensor_parallel_size "
-                         f"{args.tensor_parallel_size} leaves a KV cache of {cache.blocks * args.block_size} tokens, "
+                         f"{args.tensor_parallel_size} leaves a KV cache of {tokens} tokens, "
                          f"less than the run's longest request ({longest}); raise the tensor parallelism or check "
                          f"--gpu")
     return cache.blocks

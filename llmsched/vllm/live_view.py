@@ -18,6 +18,9 @@ class VLLMView:
                  "max_model_len", "replica_index")
 
     decode_group = None  # vLLM keeps every request's own state: no lazily stepped decode group
+    # the policy counts one block per block_size tokens (engine/kv_windows.py's groups are the simulator's; vLLM's own
+    # allocate_slots holds a hybrid model's windowed blocks, which free_blocks reads)
+    kv_windowed = False
 
     def __init__(self, sched, batch_time=None, oracle: bool = False):
         self._s = sched
