@@ -19,6 +19,7 @@ cdef class KVTiers:
     cdef public object pieces_of
     cdef public object plan
     cdef public object reads
+    cdef public object retry
     cdef public object ready
     cdef public object recompute
     cdef public object released_loads
@@ -32,6 +33,7 @@ cdef class KVTiers:
     cdef public object sync
     cdef public object sync_busy
     cdef public object sync_time
+    cdef public object tried
     cdef public object usage
     cdef public object usage_gap
     cdef public object version

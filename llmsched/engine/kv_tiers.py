@@ -26,11 +26,13 @@ both busy, 18% under their sum).
 """
 from __future__ import annotations
 
+from ..request import Status
 from .kv_transfer import SharedLink, overlap
 from .offload_plan import OffloadPlan
 from .tier_store import TierStore, piece_ranges
 
 LOAD1, LOAD2, STORE = 0, 1, 2
+RUNNING = Status.RUNNING
 USAGE_SAMPLES = 1200
 
 
@@ -83,6 +85,8 @@ class KVTiers:
         self.pieces_of = None  # the KV manager's pieces of a request, where a chunk is one block (shared)
         self.stored: dict = {}  # request -> its next prompt chunk to store
         self.seen: dict = {}  # request -> the first chunk it looked up or offered (re-ranked at its finish)
+        self.retry: dict = {}  # vllm: requests whose last store found no room (offered again), in order
+        self.tried: dict = {}  # vllm: request -> the end of the chunks it offered, where beyond its stored ones
         self.loads: dict = {}  # request -> Load in flight
         self.finishing: dict = {}  # request -> its pieces: finished, its last stores and re-ranking due at step end
         self.ready: list = []  # (request, time) whose loads finished, not yet handed back
@@ -429,29 +433,47 @@ class KVTiers:
             if self.finishing:
                 self.finish()
             return
-        host = self.plan.tiers[0]
         inserted = False
+        if self.retry:  # running requests whose stores found no room, outside this step's prefills: again
+            listed = {r for r, _ in prefills}
+            for r in list(self.retry):
+                if r.status is RUNNING and r not in listed:
+                    inserted = self.store_host(r, r.num_computed, now) or inserted
         for r, _ in prefills:
-            offered = self.offer(r, r.num_computed)
-            if offered is None:
-                continue
-            inserted = True
-            host_store = self.stores[0]
-            before = host_store.inserted
-            done = host_store.insert_ranges(offered[0])
-            if done is None:
-                self.store_skips[0] += 1
-                continue
-            n = host_store.inserted - before
-            if n:
-                nbytes = n * host.rank_chunk_bytes
-                self.send(self.writes[0], now, nbytes, (STORE, 0, done, nbytes, n), n * host.op_latency)
-                self.stored_bytes[0] += nbytes * self.copies
-                self.stored_chunks[0] += n
+            inserted = self.store_host(r, r.num_computed, now) or inserted
+        if self.finishing:
+            inserted = self.finish(now) or inserted
         if inserted:  # only this step's stores can have evicted since the last note
             self.note_evictions()
-        if self.finishing:
-            self.finish()
+
+    def store_host(self, req, tokens: int, now: float) -> bool:
+        """vLLM: ``req``'s prompt chunks computed by ``tokens`` and not yet stored go to host memory (one store job);
+        False when there were none. A store that finds no room is offered again, with the chunks computed since, at
+        every later step the request runs in and once when it finishes: vLLM leaves ``next_stored_chunk_idx``
+        where it was when ``prepare_store`` returns None (``_build_store_jobs``)."""
+        start = self.stored.get(req)
+        offered = self.offer(req, tokens)
+        if offered is None:
+            return False
+        host_store = self.stores[0]
+        before = host_store.inserted
+        done = host_store.insert_ranges(offered[0])
+        if done is None:
+            self.store_skips[0] += 1
+            self.tried[req] = self.stored[req]  # offered: re-ranked at its finish as vLLM records the keys
+            self.stored[req] = start
+            self.retry[req] = None
+            return True
+        if self.retry:
+            self.retry.pop(req, None)
+        n = host_store.inserted - before
+        if n:
+            host = self.plan.tiers[0]
+            nbytes = n * host.rank_chunk_bytes
+            self.send(self.writes[0], now, nbytes, (STORE, 0, done, nbytes, n), n * host.op_latency)
+            self.stored_bytes[0] += nbytes * self.copies
+            self.stored_chunks[0] += n
+        return True
 
     def sync_stores(self, prefills) -> float:
         """LMCache: the seconds this step's stores add (every full prompt chunk past the stored ones, copied to
@@ -495,19 +517,31 @@ class KVTiers:
         self.looked.pop(req, None)
         if finished:
             self.finishing[req] = self.chunk_pieces(req, 0)
+        elif self.retry:  # preempted: vLLM stores nothing for it until it runs again (its blocks are gone)
+            self.retry.pop(req, None)
 
-    def finish(self) -> None:
-        """The requests that finished: vLLM re-ranks the chunks each looked up or stored, tail oldest; their
-        records go."""
+    def finish(self, now: float = 0.0) -> bool:
+        """The requests that finished: a store still waiting for room is offered once more (vLLM's pass over
+        ``finished_req_ids``), then vLLM re-ranks the chunks each looked up or stored, tail oldest; their records
+        go. True if a store was offered."""
+        offered = False
         for req, (keys, starts, _) in self.finishing.items():
+            if req in self.retry:
+                del self.retry[req]
+                offered = self.store_host(req, req.prompt_len, now) or offered
+                self.retry.pop(req, None)
             seen = self.seen.pop(req, None)
             end = self.stored.pop(req, None)
+            tried = self.tried.pop(req, None) if self.tried else None
+            if tried is not None and end is not None and tried > end:
+                end = tried
             if seen is not None and end is not None and end > seen:
                 self.chunk_pieces(req, end)
                 for store in self.stores:
                     store.rerank(keys, starts, seen, end)
             self.pieces.pop(req, None)
         self.finishing = {}
+        return offered
 
     def forget(self, req) -> None:
         """``req`` left without releasing (rejected while waiting)."""
@@ -516,6 +550,8 @@ class KVTiers:
         self.seen.pop(req, None)
         self.stored.pop(req, None)
         self.pieces.pop(req, None)
+        self.retry.pop(req, None)
+        self.tried.pop(req, None)
 
     # --- figures ----------------------------------------------------------------------------------------------
     def stats(self, duration: float) -> dict:

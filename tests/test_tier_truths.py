@@ -1,0 +1,68 @@
+"""The KV tiers (engine/kv_tiers.py) checked against the connectors they model, each test written from the source
+it cites and failing on the code before its fix (docs/kv-offload.md, "Checked against the sources"):
+
+* vLLM 0.32.0's OffloadingConnector (``distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py``,
+  ``_build_store_jobs``): a store that ``prepare_store`` refuses (no room: every other chunk still being written or
+  read) leaves ``next_stored_chunk_idx`` where it was, so the same chunks are offered again at the request's next
+  step and once more when it finishes;
+* hand-derived small runs: hits, loads, stored and evicted chunks, bytes and times worked out on paper from the
+  link figures (hardware/links.py) and the batch-time model.
+"""
+import pytest
+
+from llmsched.batchtime.registry import make_batch_time_model
+from llmsched.content import Content, Space, piece_id
+from llmsched.engine.offload_plan import plan_offload
+from llmsched.engine.offload_spec import parse_kv_offload
+from llmsched.engine.replica import Replica, ReplicaConfig
+from llmsched.hardware.gpus import gpu
+from llmsched.hardware.models import model
+from llmsched.request import Request, Status
+from llmsched.routing.registry import make_router
+from llmsched.schedulers import create_scheduler
+from llmsched.sim.simulator import simulate
+from llmsched.workload.workload import OpenLoop
+
+M, G = model("llama-3.1-8b"), gpu("h100")  # 128 KiB of bf16 KV a token: a 16-token chunk is 2 MiB
+BT = make_batch_time_model("roofline", M, G)
+X, Y = piece_id(Space.NAMED, 1), piece_id(Space.NAMED, 2)
+
+
+def replica(offload: str, num_blocks: int, mode: str = "vllm") -> Replica:
+    plan = plan_offload(parse_kv_offload(offload), mode, M, G, 1, 16)
+    cfg = ReplicaConfig(num_blocks=num_blocks, block_size=16, max_model_len=131072, prefix_caching=True,
+                        kv_offload=plan, check_invariants=True)
+    return Replica(0, create_scheduler("vllm-chunked"), BT, cfg)
+
+
+def held(rep: Replica, req: Request, first: int, last: int, ready: bool = True) -> int:
+    """Chunks of ``req``'s prompt the host tier holds from chunk ``first`` on: ready and without a gap (what a
+    lookup after a GPU hit of ``first`` blocks finds), or with ``ready=False`` all of ``[first, last)`` held."""
+    keys, starts = [], []
+    req.content.block_groups(16, 0, last, keys, starts)
+    store = rep.kv.tiers.stores[0]
+    return store.hits(keys, starts, first, last) if ready else store.present(keys, starts, first, last)
+
+
+def test_a_store_without_room_is_offered_again():
+    """X and Y, 3,200 tokens each (200 chunks), into a host tier of 300 chunks written at 0.5 GB/s (a store of 128
+    chunks takes 0.54 s), 2,048 tokens a step. Step 1: X's chunks 0-127; step 2: X's 128-199 and Y's 0-55 (256
+    held, every one still being written). Step 3 computes Y to token 2,943: its chunks 56-182 need 127, 44 free, none
+    evictable: no room. Step 4 ends Y's prompt: 56-199, still no room. vLLM leaves Y's store index at 56; when Y
+    finishes (every store landed; X finished at step 3 and re-ranked its chunks, tail oldest) 56-199 are offered
+    again and stored, evicting the 100 least recent: Y's own 0-55 (stored before X's re-rank) and X's 156-199. The
+    code before kept no index: Y's 56-182 were never stored, and a lookup after a GPU hit of 56 blocks found
+    nothing there."""
+    rep = replica("cpu:600MiB:link=bw=52.6GB/s;latency=1us;write_bw=0.5GB/s", num_blocks=500)
+    x = Request(0, 0.0, 3200, 2, content=Content.of_pieces([(X, 3200)], reply=10))
+    y = Request(1, 0.0, 3200, 400, content=Content.of_pieces([(Y, 3200)], reply=11))
+    simulate(OpenLoop([x, y]), [rep], make_router("round-robin"))
+    assert x.status is Status.FINISHED and y.status is Status.FINISHED
+    host = rep.kv.tiers.stats(10.0)["tiers"][0]
+    assert host["chunks"] == 300
+    assert host["store_skips"] == 2  # step 3 and step 4 (vLLM counts each refusal: ALLOCATION_FAILURE)
+    assert host["stored_chunks"] == 200 + 56 + 144 and host["evicted_chunks"] == 100 and host["chunks_held"] == 300
+    assert held(rep, y, 56, 200, ready=False) == 144 and held(rep, y, 0, 56, ready=False) == 0  # the run ends as
+    # the finishing store starts: its chunks are still being written
+    assert held(rep, x, 0, 200) == 156
+    assert not rep.kv.tiers.retry and not rep.kv.tiers.tried
