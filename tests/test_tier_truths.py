@@ -10,6 +10,7 @@ it cites and failing on the code before its fix (docs/kv-offload.md, "Checked ag
 """
 import pytest
 
+from llmsched.batchtime.base import Batch
 from llmsched.batchtime.registry import make_batch_time_model
 from llmsched.content import Content, Space, piece_id
 from llmsched.engine.offload_plan import plan_offload
@@ -66,3 +67,29 @@ def test_a_store_without_room_is_offered_again():
     # the finishing store starts: its chunks are still being written
     assert held(rep, x, 0, 200) == 156
     assert not rep.kv.tiers.retry and not rep.kv.tiers.tried
+
+
+def test_a_hit_on_chunks_being_loaded_waits_for_that_load():
+    """X (3,200 tokens, 200 chunks) runs and is stored in host memory; F (11,184 tokens) takes all 700 GPU blocks,
+    evicting X's; R2 and R3 arrive together, each X and 100 tokens of its own. R2 loads X's 200 chunks; vLLM
+    delays R3, whose chunks R2's load is moving (``_chunks_being_loaded``), and when the load lands R3 finds them
+    in the GPU prefix cache: one load, and both compute their 100 tokens in the step after it. The code before
+    started a second load of the same chunks for R3, queued behind R2's on the link, into 200 blocks of its
+    own."""
+    rep = replica("cpu:10GiB", num_blocks=700)
+    x = Request(0, 0.0, 3200, 2, content=Content.of_pieces([(X, 3200)], reply=10))
+    f = Request(1, 1.0, 11184, 2, content=Content.of_pieces([(piece_id(Space.NAMED, 3), 11184)], reply=11))
+    r2 = Request(2, 2.0, 3300, 2, content=Content.of_pieces([(X, 3200), (piece_id(Space.NAMED, 4), 100)], reply=12))
+    r3 = Request(3, 2.0, 3300, 2, content=Content.of_pieces([(X, 3200), (piece_id(Space.NAMED, 5), 100)], reply=13))
+    simulate(OpenLoop([x, f, r2, r3]), [rep], make_router("round-robin"))
+    assert all(r.status is Status.FINISHED for r in (x, f, r2, r3))
+    stats = rep.kv.tiers.stats(10.0)
+    assert stats["loads"] == 1 and stats["deferred_loads"] == 1
+    assert stats["tiers"][0]["hit_tokens"] == 3200 and stats["tiers"][0]["loaded_bytes"] == 200 * 2**21
+    assert r2.num_cached == 3200 and r2.tier_cached == (3200,)  # loaded from host memory
+    assert r3.num_cached == 3200 and r3.tier_cached == (0,)  # found on the GPU once R2's load landed
+    # 200 blocks of 2 MiB over PCIe Gen5 (52.6 GB/s), 1 us, one 3.5 us copy a block; then both 100-token chunks
+    load = 1e-6 + 200 * 3.5e-6 + 200 * 2**21 / 52.6e9
+    step = BT.step_time(Batch([100, 100], [3200, 3200], []))
+    assert r2.first_token - 2.0 == pytest.approx(load + step, rel=1e-9)
+    assert r3.first_token - 2.0 == pytest.approx(load + step, rel=1e-9)

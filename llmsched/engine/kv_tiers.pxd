@@ -2,6 +2,7 @@
 cdef class KVTiers:
     cdef public object block_size
     cdef public object cb
+    cdef public object deferred_loads
     cdef public object ct
     cdef public object due
     cdef public object evictions_seen
@@ -37,4 +38,6 @@ cdef class KVTiers:
     cdef public object usage
     cdef public object usage_gap
     cdef public object version
+    cdef public object waited
+    cdef public object waiters
     cdef public object writes

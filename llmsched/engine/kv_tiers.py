@@ -57,14 +57,15 @@ class TierHit:
 class Load:
     """A load in flight (vLLM's async connector): ``pending`` promotions from lower tiers still running."""
 
-    __slots__ = ("req", "hit", "start", "pending", "promoted")
+    __slots__ = ("req", "hit", "start", "pending", "promoted", "ranges")
 
-    def __init__(self, req, hit: TierHit, start: float):
+    def __init__(self, req, hit: TierHit, start: float, ranges: list):
         self.req = req
         self.hit = hit
         self.start = start
         self.pending = 0
         self.promoted: list = []  # host-memory ranges the promotions filled
+        self.ranges = ranges  # the (key, a, b) chunk ranges it moves (other lookups wait for them)
 
 
 class KVTiers:
@@ -88,6 +89,9 @@ class KVTiers:
         self.retry: dict = {}  # vllm: requests whose last store found no room (offered again), in order
         self.tried: dict = {}  # vllm: request -> the end of the chunks it offered, where beyond its stored ones
         self.loads: dict = {}  # request -> Load in flight
+        self.waiters: dict = {}  # vllm: request -> the chunk ranges of its hit that loads in flight are moving
+        self.waited: dict = {}  # vllm: those requests, until they land (``take_waited``)
+        self.deferred_loads = 0  # vllm: hits that waited for another request's load of their chunks
         self.finishing: dict = {}  # request -> its pieces: finished, its last stores and re-ranking due at step end
         self.ready: list = []  # (request, time) whose loads finished, not yet handed back
         self.due: list = []  # lmcache: disk writes of this step's stores, started at its end
@@ -181,6 +185,43 @@ class KVTiers:
         for i, lo, hi in hit.load_parts:
             out[i] += (hi * cb - max(lo * cb, g)) * bs
         return out
+
+    def hit_ranges(self, req, hit: TierHit) -> list:
+        """The ``(key, a, b)`` chunk ranges past the GPU hit that ``hit`` loads (``parts`` for a deferred hit)."""
+        keys, starts, _ = self.chunk_pieces(req, 0)
+        out = []
+        for _, lo, hi in (hit.load_parts or hit.parts):
+            out += piece_ranges(keys, starts, lo, hi)
+        return out
+
+    def loading_any(self, ranges: list, planned) -> bool:
+        """Whether a load in flight, or one of ``planned`` (ranges of loads this plan starts), moves a chunk of
+        ``ranges``."""
+        for other in [*(load.ranges for load in self.loads.values()), *planned]:
+            for key, a, b in ranges:
+                for k, c, d in other:
+                    if k == key and c < b and a < d:
+                        return True
+        return False
+
+    def defer(self, req, hit: TierHit, planned: list) -> TierHit:
+        """vLLM: a hit some of whose chunks a load in flight (or one of ``planned``, the ranges of loads this plan
+        starts before it) is moving waits for it: its lookup answers "not yet" (``_lookup_complete_chunks``,
+        ``_chunks_being_loaded``) and the request stays out of the step; once those loads land their blocks are in
+        the GPU prefix cache, where its admission finds them. Returns ``hit``, or a hit of no blocks that waits (the
+        replica holds it among the loads: ``start_load``, ``take_waited``)."""
+        if self.loading_any(self.hit_ranges(req, hit), planned):
+            self.deferred_loads += 1
+            return TierHit(hit.parts, hit.gpu_blocks, 0, [])
+        return hit
+
+    def take_waited(self, req) -> bool:
+        """Whether ``req`` landed from a wait for others' loads (``defer``), not a load of its own: the KV manager
+        then lets its GPU hit go and the request is looked up afresh, as vLLM looks it up at its next step."""
+        if req in self.waited:
+            del self.waited[req]
+            return True
+        return False
 
     # --- admissions -------------------------------------------------------------------------------------------
     def admitted(self, req, hit: TierHit | None, gpu_blocks: int) -> None:
@@ -276,10 +317,18 @@ class KVTiers:
         """vLLM: a load of ``hit`` starts at ``now`` (``req`` holds its blocks): its chunks pinned, those below
         host memory promoted into it first."""
         self.poll(now)  # the links' clocks reach now in order of their events
+        if not hit.blocks:  # a hit whose chunks another load is moving: wait for it (``defer``)
+            self.waited[req] = None
+            ranges = self.hit_ranges(req, hit)
+            if self.loading_any(ranges, ()):
+                self.waiters[req] = ranges
+            else:
+                self.ready.append((req, now))
+            return
         keys, starts, _ = self.chunk_pieces(req, 0)
         for i, lo, hi in hit.load_parts:
             self.stores[i].pin(keys, starts, lo, hi)
-        load = Load(req, hit, now)
+        load = Load(req, hit, now, self.hit_ranges(req, hit))
         self.loads[req] = load
         plan = self.plan
         for k, (i, lo, hi) in enumerate(hit.load_parts):  # each part below host memory: one read of its tier
@@ -369,6 +418,11 @@ class KVTiers:
             self.stores[0].pin_ranges(load.promoted, -1)
         del self.loads[req]
         self.ready.append((req, t))
+        if self.waiters:  # hits that waited for chunks no load moves any more go back too, their KV on the GPU
+            for w, ranges in list(self.waiters.items()):
+                if not self.loading_any(ranges, ()):
+                    del self.waiters[w]
+                    self.ready.append((w, t))
         self.loads_done += 1
         self.load_time += t - load.start
         self.count_slow(load.hit, t - load.start)
@@ -568,6 +622,7 @@ class KVTiers:
                           "chunks": tier.chunks, "read_busy_s": read, "write_busy_s": write,
                           "read_utilisation": read / duration if duration > 0 else 0.0,
                           "write_utilisation": write / duration if duration > 0 else 0.0})
-        return {"mode": self.plan.mode, "loads": self.loads_done, "load_time_s": self.load_time,
+        return {"mode": self.plan.mode, "loads": self.loads_done, "deferred_loads": self.deferred_loads,
+                "load_time_s": self.load_time,
                 "sync_time_s": self.sync_time, "slow_loads": self.slow_loads, "released_loads": self.released_loads,
                 "tiers": tiers, "usage": list(self.usage)}

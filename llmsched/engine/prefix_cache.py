@@ -428,7 +428,14 @@ class PrefixCachingKVManager(KVCacheManager):
         req.num_computed += blocks * self.block_size
 
     def loaded(self, req: Request) -> None:
-        """``req``'s load landed: its full blocks are registered (vLLM caches them when the transfer finishes)."""
+        """``req``'s load landed: its full blocks are registered (vLLM caches them when the transfer finishes). A
+        request that waited for others' loads of its chunks lets its GPU hit go and is looked up afresh (vLLM
+        deferred its lookup: it held nothing)."""
+        if self.tiers.take_waited(req):
+            self.release(req)
+            req.num_computed = 0
+            req.tier_cached = None
+            return
         self.register(req, req.num_computed)
 
     # --- the counting manager's verbs ---------------------------------------------------------------------------
