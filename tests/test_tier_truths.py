@@ -93,3 +93,22 @@ def test_a_hit_on_chunks_being_loaded_waits_for_that_load():
     step = BT.step_time(Batch([100, 100], [3200, 3200], []))
     assert r2.first_token - 2.0 == pytest.approx(load + step, rel=1e-9)
     assert r3.first_token - 2.0 == pytest.approx(load + step, rel=1e-9)
+
+
+def test_a_whole_prompt_in_host_memory_is_loaded_and_its_last_token_recomputed():
+    """X (3,200 tokens: exactly 200 blocks) runs and is stored; F (11,184 tokens) evicts it from the GPU; R2 repeats
+    X exactly. vLLM's connector looks up to the prompt's last token (``max_hit_size_tokens = num_tokens``), loads
+    all 200 blocks, counts all 3,200 tokens cached, and recomputes the last one once the load lands. The code
+    before stopped a block short (199 loaded, 16 tokens computed, 3,184 counted)."""
+    rep = replica("cpu:10GiB", num_blocks=700)
+    x = Request(0, 0.0, 3200, 2, content=Content.of_pieces([(X, 3200)], reply=10))
+    f = Request(1, 1.0, 11184, 2, content=Content.of_pieces([(piece_id(Space.NAMED, 3), 11184)], reply=11))
+    r2 = Request(2, 2.0, 3200, 2, content=Content.of_pieces([(X, 3200)], reply=12))
+    simulate(OpenLoop([x, f, r2]), [rep], make_router("round-robin"))
+    assert all(r.status is Status.FINISHED for r in (x, f, r2))
+    assert r2.num_cached == 3200 and r2.tier_cached == (3200,)
+    stats = rep.kv.tiers.stats(10.0)
+    assert stats["loads"] == 1 and stats["tiers"][0]["loaded_bytes"] == 200 * 2**21
+    load = 1e-6 + 200 * 3.5e-6 + 200 * 2**21 / 52.6e9
+    step = BT.step_time(Batch([1], [3199], []))
+    assert r2.first_token - 2.0 == pytest.approx(load + step, rel=1e-9)

@@ -141,8 +141,10 @@ class KVTiers:
 
     # --- lookups ----------------------------------------------------------------------------------------------
     def lookup(self, req, gpu_blocks: int) -> TierHit | None:
-        """``req``'s hit beyond its GPU hit of ``gpu_blocks`` (whole chunks, at most its tokens less one), or
-        None."""
+        """``req``'s hit beyond its GPU hit of ``gpu_blocks`` in whole chunks, or None: up to its last token in
+        vLLM's connector (``_lookup_complete_chunks`` caps at ``num_tokens``; the scheduler recomputes that token
+        once the load lands, ``_update_waiting_for_remote_kv``), short of it in LMCache's (its adapter loads one
+        token less when the hit is the whole prompt, and the step computes it)."""
         memo = self.looked.get(req)
         if memo is not None and memo[0] == self.version and memo[1] == gpu_blocks:
             return memo[2]
@@ -152,7 +154,7 @@ class KVTiers:
 
     def find(self, req, gpu_blocks: int) -> TierHit | None:
         bs, cb = self.block_size, self.cb
-        most = (req.num_tokens - 1) // bs // cb
+        most = (req.num_tokens - 1) // bs // cb if self.sync else req.num_tokens // bs // cb
         gpu_chunk = gpu_blocks // cb
         first = 0 if self.sync else gpu_chunk
         if most * cb <= gpu_blocks:
