@@ -35,6 +35,7 @@ cdef class KVTiers:
     cdef public object sync_busy
     cdef public object sync_time
     cdef public object tried
+    cdef public object unrecorded
     cdef public object usage
     cdef public object usage_gap
     cdef public object version

@@ -29,7 +29,7 @@ from __future__ import annotations
 from ..request import Status
 from .kv_transfer import SharedLink, overlap
 from .offload_plan import OffloadPlan
-from .tier_store import TierStore, piece_ranges
+from .tier_store import TierStore, minus_ranges, piece_ranges, unrecorded_after
 
 LOAD1, LOAD2, STORE = 0, 1, 2
 RUNNING = Status.RUNNING
@@ -88,6 +88,7 @@ class KVTiers:
         self.seen: dict = {}  # request -> the first chunk it looked up or offered (re-ranked at its finish)
         self.retry: dict = {}  # vllm: requests whose last store found no room (offered again), in order
         self.tried: dict = {}  # vllm: request -> the end of the chunks it offered, where beyond its stored ones
+        self.unrecorded: dict = {}  # vllm: request -> chunks it offered only while another store was writing them
         self.loads: dict = {}  # request -> Load in flight
         self.waiters: dict = {}  # vllm: request -> the chunk ranges of its hit that loads in flight are moving
         self.waited: dict = {}  # vllm: those requests, until they land (``take_waited``)
@@ -512,6 +513,7 @@ class KVTiers:
         if offered is None:
             return False
         host_store = self.stores[0]
+        self.note_writing(req, start, self.stored[req], host_store.writing(offered[0]))
         before = host_store.inserted
         done = host_store.insert_ranges(offered[0])
         if done is None:
@@ -530,6 +532,20 @@ class KVTiers:
             self.stored_bytes[0] += nbytes * self.copies
             self.stored_chunks[0] += n
         return True
+
+    def note_writing(self, req, start: int, end: int, writing: list) -> None:
+        """vLLM records a request's offered chunks for its finish's re-rank only where they are absent or ready
+        (``_record_request_cache_access`` in ``prepare_store``): chunks another store is still writing are left out,
+        unless an offer again (after a refusal: ``[start, end)``) finds them absent or ready."""
+        holes = self.unrecorded.get(req)
+        if holes is None and not writing:
+            return
+        offered = self.tried.get(req, start)
+        kept = unrecorded_after(holes or [], writing, start, end, offered if offered > start else start)
+        if kept:
+            self.unrecorded[req] = kept
+        else:
+            del self.unrecorded[req]
 
     def sync_stores(self, prefills) -> float:
         """LMCache: the seconds this step's stores add (every full prompt chunk past the stored ones, copied to
@@ -591,10 +607,12 @@ class KVTiers:
             tried = self.tried.pop(req, None) if self.tried else None
             if tried is not None and end is not None and tried > end:
                 end = tried
+            holes = self.unrecorded.pop(req, None) if self.unrecorded else None
             if seen is not None and end is not None and end > seen:
                 self.chunk_pieces(req, end)
+                ranges = minus_ranges(piece_ranges(keys, starts, seen, end), holes)
                 for store in self.stores:
-                    store.rerank(keys, starts, seen, end)
+                    store.rerank_ranges(ranges)
             self.pieces.pop(req, None)
         self.finishing = {}
         return offered
@@ -608,6 +626,7 @@ class KVTiers:
         self.pieces.pop(req, None)
         self.retry.pop(req, None)
         self.tried.pop(req, None)
+        self.unrecorded.pop(req, None)
 
     # --- figures ----------------------------------------------------------------------------------------------
     def stats(self, duration: float) -> dict:
