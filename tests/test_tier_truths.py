@@ -203,7 +203,8 @@ def drive_against_vllm(seed: int) -> dict:
             seen["finished"] += 1
         policy = real._policy
         assert sorted(policy.chunks, key=policy._ranks.__getitem__) == [
-            vllm_key(s.key, p) for s in mine.segs() for p in (range(s.lo, s.hi) if s.up else range(s.hi - 1, s.lo - 1, -1))]
+            vllm_key(s.key, p) for s in mine.segs()
+            for p in (range(s.lo, s.hi) if s.up else range(s.hi - 1, s.lo - 1, -1))]
         assert {k for k, c in policy.chunks.items() if c.ref_cnt >= 0} == {
             vllm_key(s.key, p) for s in mine.segs() if s.ready for p in range(s.lo, s.hi)}
     return seen
