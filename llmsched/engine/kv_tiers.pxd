@@ -2,6 +2,7 @@
 cdef class KVTiers:
     cdef public object block_size
     cdef public object cb
+    cdef public object deferred_loads
     cdef public object ct
     cdef public object due
     cdef public object evictions_seen
@@ -19,6 +20,7 @@ cdef class KVTiers:
     cdef public object pieces_of
     cdef public object plan
     cdef public object reads
+    cdef public object retry
     cdef public object ready
     cdef public object recompute
     cdef public object released_loads
@@ -32,7 +34,11 @@ cdef class KVTiers:
     cdef public object sync
     cdef public object sync_busy
     cdef public object sync_time
+    cdef public object tried
+    cdef public object unrecorded
     cdef public object usage
     cdef public object usage_gap
     cdef public object version
+    cdef public object waited
+    cdef public object waiters
     cdef public object writes

@@ -26,11 +26,13 @@ both busy, 18% under their sum).
 """
 from __future__ import annotations
 
+from ..request import Status
 from .kv_transfer import SharedLink, overlap
 from .offload_plan import OffloadPlan
-from .tier_store import TierStore, piece_ranges
+from .tier_store import TierStore, minus_ranges, piece_ranges, unrecorded_after
 
 LOAD1, LOAD2, STORE = 0, 1, 2
+RUNNING = Status.RUNNING
 USAGE_SAMPLES = 1200
 
 
@@ -55,14 +57,15 @@ class TierHit:
 class Load:
     """A load in flight (vLLM's async connector): ``pending`` promotions from lower tiers still running."""
 
-    __slots__ = ("req", "hit", "start", "pending", "promoted")
+    __slots__ = ("req", "hit", "start", "pending", "promoted", "ranges")
 
-    def __init__(self, req, hit: TierHit, start: float):
+    def __init__(self, req, hit: TierHit, start: float, ranges: list):
         self.req = req
         self.hit = hit
         self.start = start
         self.pending = 0
         self.promoted: list = []  # host-memory ranges the promotions filled
+        self.ranges = ranges  # the (key, a, b) chunk ranges it moves (other lookups wait for them)
 
 
 class KVTiers:
@@ -83,7 +86,13 @@ class KVTiers:
         self.pieces_of = None  # the KV manager's pieces of a request, where a chunk is one block (shared)
         self.stored: dict = {}  # request -> its next prompt chunk to store
         self.seen: dict = {}  # request -> the first chunk it looked up or offered (re-ranked at its finish)
+        self.retry: dict = {}  # vllm: requests whose last store found no room (offered again), in order
+        self.tried: dict = {}  # vllm: request -> the end of the chunks it offered, where beyond its stored ones
+        self.unrecorded: dict = {}  # vllm: request -> chunks it offered only while another store was writing them
         self.loads: dict = {}  # request -> Load in flight
+        self.waiters: dict = {}  # vllm: request -> the chunk ranges of its hit that loads in flight are moving
+        self.waited: dict = {}  # vllm: those requests, until they land (``take_waited``)
+        self.deferred_loads = 0  # vllm: hits that waited for another request's load of their chunks
         self.finishing: dict = {}  # request -> its pieces: finished, its last stores and re-ranking due at step end
         self.ready: list = []  # (request, time) whose loads finished, not yet handed back
         self.due: list = []  # lmcache: disk writes of this step's stores, started at its end
@@ -133,8 +142,10 @@ class KVTiers:
 
     # --- lookups ----------------------------------------------------------------------------------------------
     def lookup(self, req, gpu_blocks: int) -> TierHit | None:
-        """``req``'s hit beyond its GPU hit of ``gpu_blocks`` (whole chunks, at most its tokens less one), or
-        None."""
+        """``req``'s hit beyond its GPU hit of ``gpu_blocks`` in whole chunks, or None: up to its last token in
+        vLLM's connector (``_lookup_complete_chunks`` caps at ``num_tokens``; the scheduler recomputes that token
+        once the load lands, ``_update_waiting_for_remote_kv``), short of it in LMCache's (its adapter loads one
+        token less when the hit is the whole prompt, and the step computes it)."""
         memo = self.looked.get(req)
         if memo is not None and memo[0] == self.version and memo[1] == gpu_blocks:
             return memo[2]
@@ -144,7 +155,7 @@ class KVTiers:
 
     def find(self, req, gpu_blocks: int) -> TierHit | None:
         bs, cb = self.block_size, self.cb
-        most = (req.num_tokens - 1) // bs // cb
+        most = (req.num_tokens - 1) // bs // cb if self.sync else req.num_tokens // bs // cb
         gpu_chunk = gpu_blocks // cb
         first = 0 if self.sync else gpu_chunk
         if most * cb <= gpu_blocks:
@@ -177,6 +188,43 @@ class KVTiers:
         for i, lo, hi in hit.load_parts:
             out[i] += (hi * cb - max(lo * cb, g)) * bs
         return out
+
+    def hit_ranges(self, req, hit: TierHit) -> list:
+        """The ``(key, a, b)`` chunk ranges past the GPU hit that ``hit`` loads (``parts`` for a deferred hit)."""
+        keys, starts, _ = self.chunk_pieces(req, 0)
+        out = []
+        for _, lo, hi in (hit.load_parts or hit.parts):
+            out += piece_ranges(keys, starts, lo, hi)
+        return out
+
+    def loading_any(self, ranges: list, planned) -> bool:
+        """Whether a load in flight, or one of ``planned`` (ranges of loads this plan starts), moves a chunk of
+        ``ranges``."""
+        for other in [*(load.ranges for load in self.loads.values()), *planned]:
+            for key, a, b in ranges:
+                for k, c, d in other:
+                    if k == key and c < b and a < d:
+                        return True
+        return False
+
+    def defer(self, req, hit: TierHit, planned: list) -> TierHit:
+        """vLLM: a hit some of whose chunks a load in flight (or one of ``planned``, the ranges of loads this plan
+        starts before it) is moving waits for it: its lookup answers "not yet" (``_lookup_complete_chunks``,
+        ``_chunks_being_loaded``) and the request stays out of the step; once those loads land their blocks are in
+        the GPU prefix cache, where its admission finds them. Returns ``hit``, or a hit of no blocks that waits (the
+        replica holds it among the loads: ``start_load``, ``take_waited``)."""
+        if self.loading_any(self.hit_ranges(req, hit), planned):
+            self.deferred_loads += 1
+            return TierHit(hit.parts, hit.gpu_blocks, 0, [])
+        return hit
+
+    def take_waited(self, req) -> bool:
+        """Whether ``req`` landed from a wait for others' loads (``defer``), not a load of its own: the KV manager
+        then lets its GPU hit go and the request is looked up afresh, as vLLM looks it up at its next step."""
+        if req in self.waited:
+            del self.waited[req]
+            return True
+        return False
 
     # --- admissions -------------------------------------------------------------------------------------------
     def admitted(self, req, hit: TierHit | None, gpu_blocks: int) -> None:
@@ -272,10 +320,18 @@ class KVTiers:
         """vLLM: a load of ``hit`` starts at ``now`` (``req`` holds its blocks): its chunks pinned, those below
         host memory promoted into it first."""
         self.poll(now)  # the links' clocks reach now in order of their events
+        if not hit.blocks:  # a hit whose chunks another load is moving: wait for it (``defer``)
+            self.waited[req] = None
+            ranges = self.hit_ranges(req, hit)
+            if self.loading_any(ranges, ()):
+                self.waiters[req] = ranges
+            else:
+                self.ready.append((req, now))
+            return
         keys, starts, _ = self.chunk_pieces(req, 0)
         for i, lo, hi in hit.load_parts:
             self.stores[i].pin(keys, starts, lo, hi)
-        load = Load(req, hit, now)
+        load = Load(req, hit, now, self.hit_ranges(req, hit))
         self.loads[req] = load
         plan = self.plan
         for k, (i, lo, hi) in enumerate(hit.load_parts):  # each part below host memory: one read of its tier
@@ -365,6 +421,11 @@ class KVTiers:
             self.stores[0].pin_ranges(load.promoted, -1)
         del self.loads[req]
         self.ready.append((req, t))
+        if self.waiters:  # hits that waited for chunks no load moves any more go back too, their KV on the GPU
+            for w, ranges in list(self.waiters.items()):
+                if not self.loading_any(ranges, ()):
+                    del self.waiters[w]
+                    self.ready.append((w, t))
         self.loads_done += 1
         self.load_time += t - load.start
         self.count_slow(load.hit, t - load.start)
@@ -429,29 +490,62 @@ class KVTiers:
             if self.finishing:
                 self.finish()
             return
-        host = self.plan.tiers[0]
         inserted = False
+        if self.retry:  # running requests whose stores found no room, outside this step's prefills: again
+            listed = {r for r, _ in prefills}
+            for r in list(self.retry):
+                if r.status is RUNNING and r not in listed:
+                    inserted = self.store_host(r, r.num_computed, now) or inserted
         for r, _ in prefills:
-            offered = self.offer(r, r.num_computed)
-            if offered is None:
-                continue
-            inserted = True
-            host_store = self.stores[0]
-            before = host_store.inserted
-            done = host_store.insert_ranges(offered[0])
-            if done is None:
-                self.store_skips[0] += 1
-                continue
-            n = host_store.inserted - before
-            if n:
-                nbytes = n * host.rank_chunk_bytes
-                self.send(self.writes[0], now, nbytes, (STORE, 0, done, nbytes, n), n * host.op_latency)
-                self.stored_bytes[0] += nbytes * self.copies
-                self.stored_chunks[0] += n
+            inserted = self.store_host(r, r.num_computed, now) or inserted
+        if self.finishing:
+            inserted = self.finish(now) or inserted
         if inserted:  # only this step's stores can have evicted since the last note
             self.note_evictions()
-        if self.finishing:
-            self.finish()
+
+    def store_host(self, req, tokens: int, now: float) -> bool:
+        """vLLM: ``req``'s prompt chunks computed by ``tokens`` and not yet stored go to host memory (one store job);
+        False when there were none. A store that finds no room is offered again, with the chunks computed since, at
+        every later step the request runs in and once when it finishes: vLLM leaves ``next_stored_chunk_idx``
+        where it was when ``prepare_store`` returns None (``_build_store_jobs``)."""
+        start = self.stored.get(req)
+        offered = self.offer(req, tokens)
+        if offered is None:
+            return False
+        host_store = self.stores[0]
+        self.note_writing(req, start, self.stored[req], host_store.writing(offered[0]))
+        before = host_store.inserted
+        done = host_store.insert_ranges(offered[0])
+        if done is None:
+            self.store_skips[0] += 1
+            self.tried[req] = self.stored[req]  # offered: re-ranked at its finish as vLLM records the keys
+            self.stored[req] = start
+            self.retry[req] = None
+            return True
+        if self.retry:
+            self.retry.pop(req, None)
+        n = host_store.inserted - before
+        if n:
+            host = self.plan.tiers[0]
+            nbytes = n * host.rank_chunk_bytes
+            self.send(self.writes[0], now, nbytes, (STORE, 0, done, nbytes, n), n * host.op_latency)
+            self.stored_bytes[0] += nbytes * self.copies
+            self.stored_chunks[0] += n
+        return True
+
+    def note_writing(self, req, start: int, end: int, writing: list) -> None:
+        """vLLM records a request's offered chunks for its finish's re-rank only where they are absent or ready
+        (``_record_request_cache_access`` in ``prepare_store``): chunks another store is still writing are left out,
+        unless an offer again (after a refusal: ``[start, end)``) finds them absent or ready."""
+        holes = self.unrecorded.get(req)
+        if holes is None and not writing:
+            return
+        offered = self.tried.get(req, start)
+        kept = unrecorded_after(holes or [], writing, start, end, offered if offered > start else start)
+        if kept:
+            self.unrecorded[req] = kept
+        else:
+            del self.unrecorded[req]
 
     def sync_stores(self, prefills) -> float:
         """LMCache: the seconds this step's stores add (every full prompt chunk past the stored ones, copied to
@@ -495,19 +589,33 @@ class KVTiers:
         self.looked.pop(req, None)
         if finished:
             self.finishing[req] = self.chunk_pieces(req, 0)
+        elif self.retry:  # preempted: vLLM stores nothing for it until it runs again (its blocks are gone)
+            self.retry.pop(req, None)
 
-    def finish(self) -> None:
-        """The requests that finished: vLLM re-ranks the chunks each looked up or stored, tail oldest; their
-        records go."""
+    def finish(self, now: float = 0.0) -> bool:
+        """The requests that finished: a store still waiting for room is offered once more (vLLM's pass over
+        ``finished_req_ids``), then vLLM re-ranks the chunks each looked up or stored, tail oldest; their records
+        go. True if a store was offered."""
+        offered = False
         for req, (keys, starts, _) in self.finishing.items():
+            if req in self.retry:
+                del self.retry[req]
+                offered = self.store_host(req, req.prompt_len, now) or offered
+                self.retry.pop(req, None)
             seen = self.seen.pop(req, None)
             end = self.stored.pop(req, None)
+            tried = self.tried.pop(req, None) if self.tried else None
+            if tried is not None and end is not None and tried > end:
+                end = tried
+            holes = self.unrecorded.pop(req, None) if self.unrecorded else None
             if seen is not None and end is not None and end > seen:
                 self.chunk_pieces(req, end)
+                ranges = minus_ranges(piece_ranges(keys, starts, seen, end), holes)
                 for store in self.stores:
-                    store.rerank(keys, starts, seen, end)
+                    store.rerank_ranges(ranges)
             self.pieces.pop(req, None)
         self.finishing = {}
+        return offered
 
     def forget(self, req) -> None:
         """``req`` left without releasing (rejected while waiting)."""
@@ -516,6 +624,9 @@ class KVTiers:
         self.seen.pop(req, None)
         self.stored.pop(req, None)
         self.pieces.pop(req, None)
+        self.retry.pop(req, None)
+        self.tried.pop(req, None)
+        self.unrecorded.pop(req, None)
 
     # --- figures ----------------------------------------------------------------------------------------------
     def stats(self, duration: float) -> dict:
@@ -532,6 +643,7 @@ class KVTiers:
                           "chunks": tier.chunks, "read_busy_s": read, "write_busy_s": write,
                           "read_utilisation": read / duration if duration > 0 else 0.0,
                           "write_utilisation": write / duration if duration > 0 else 0.0})
-        return {"mode": self.plan.mode, "loads": self.loads_done, "load_time_s": self.load_time,
+        return {"mode": self.plan.mode, "loads": self.loads_done, "deferred_loads": self.deferred_loads,
+                "load_time_s": self.load_time,
                 "sync_time_s": self.sync_time, "slow_loads": self.slow_loads, "released_loads": self.released_loads,
                 "tiers": tiers, "usage": list(self.usage)}

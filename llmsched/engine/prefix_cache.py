@@ -428,8 +428,18 @@ class PrefixCachingKVManager(KVCacheManager):
         req.num_computed += blocks * self.block_size
 
     def loaded(self, req: Request) -> None:
-        """``req``'s load landed: its full blocks are registered (vLLM caches them when the transfer finishes)."""
+        """``req``'s load landed: its full blocks are registered (vLLM caches them when the transfer finishes); a load
+        of its whole prompt leaves the last token to compute (vLLM's ``_update_waiting_for_remote_kv``). A
+        request that waited for others' loads of its chunks lets its GPU hit go and is looked up afresh (vLLM
+        deferred its lookup: it held nothing)."""
+        if self.tiers.take_waited(req):
+            self.release(req)
+            req.num_computed = 0
+            req.tier_cached = None
+            return
         self.register(req, req.num_computed)
+        if req.num_computed >= req.num_tokens:  # the whole prompt loaded: its last token is computed again
+            req.num_computed = req.num_tokens - 1
 
     # --- the counting manager's verbs ---------------------------------------------------------------------------
     def allocate(self, req: Request, tokens: int) -> None:

@@ -5,7 +5,8 @@
   computes what is left (``min(chunk, remaining - hit)``, as vLLM's scheduler counts new tokens after local and
   external hits).
 * vLLM's connector: the request does not run this step; it takes its blocks and waits for its load (vLLM's
-  ``WAITING_FOR_REMOTE_KVS``), and its chunk leaves the plan.
+  ``WAITING_FOR_REMOTE_KVS``), and its chunk leaves the plan. A hit on chunks another load is moving (in flight, or
+  earlier in this plan) waits for that load instead, taking no blocks (``KVTiers.defer``).
 
 A tier hit is taken only while its blocks fit beside the rest of the plan, and only for an admission that kept its
 whole GPU hit; otherwise the request is admitted as without tiers (it computes those tokens: vLLM would not
@@ -32,9 +33,12 @@ def fit_tier_hits(rep, hits: list, need: int, plan, prefill_new: list, prefill_c
             break
     admitted = []
     gone_prefills, gone_slots = set(), set()
+    planned: list = []  # vLLM: the chunk ranges this plan's loads move (a later hit on them waits)
     for i, slot, r, hit, used, m, c, n, remaining in sized:
         g = len(used)
         th = tiers.lookup(r, g) if g == len(hit) else None
+        if th is not None and not tiers.sync:
+            th = tiers.defer(r, th, planned)
         if th is not None:
             t = th.blocks
             chunk_blocks = -(-m // bs)
@@ -46,7 +50,9 @@ def fit_tier_hits(rep, hits: list, need: int, plan, prefill_new: list, prefill_c
                 extra = t - chunk_blocks
             if need + cost + extra <= kv.free:
                 cost += extra
-                if not tiers.sync:  # vLLM: a load instead of a chunk
+                if not tiers.sync:  # vLLM: a load instead of a chunk (or a wait for others' loads: no blocks)
+                    if th.blocks:
+                        planned.append(tiers.hit_ranges(r, th))
                     gone_prefills.add(i)
                     gone_slots.add(slot)
                     admit.remove(r)

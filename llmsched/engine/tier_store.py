@@ -71,6 +71,36 @@ def piece_ranges(keys: list, starts: list, lo: int, hi: int, reverse: bool = Fal
     return out
 
 
+def minus_ranges(ranges: list, holes: list) -> list:
+    """``ranges`` (``(key, a, b)``, in order) less the chunks of ``holes`` (ranges of the same keys), in order."""
+    if not holes:
+        return ranges
+    out = []
+    for key, a, b in ranges:
+        p = a
+        for _, c, d in sorted(h for h in holes if h[0] == key and h[1] < b and h[2] > a):
+            if c > p:
+                out.append((key, p, c))
+            if d > p:
+                p = d
+        if p < b:
+            out.append((key, p, b))
+    return out
+
+
+def unrecorded_after(holes: list, writing: list, start: int, end: int, offered: int) -> list:
+    """The chunks a request has offered only while another store was writing them (``holes``), after it offers
+    chunks ``[start, end)`` and finds ``writing`` of them being written; ``offered``: the end of its earlier offers.
+    A chunk offered again stays out only if this offer too found it being written."""
+    cut = end if end < offered else offered
+    keep = [(k, a, b if b < start else start) for k, a, b in holes if a < start]
+    keep += [(k, a if a > cut else cut, b) for k, a, b in holes if b > cut]
+    old = [(k, a if a > start else start, b if b < cut else cut) for k, a, b in holes if b > start and a < cut]
+    again = [(k, a, b if b < cut else cut) for k, a, b in writing if a < cut]
+    new = [(k, a if a > offered else offered, b) for k, a, b in writing if b > offered]
+    return keep + minus_ranges(old, minus_ranges(old, again)) + new
+
+
 class TierStore(Ring):
     """A tier of ``capacity`` chunks (see the module docstring); the ring is its rank list."""
 
@@ -186,6 +216,18 @@ class TierStore(Ring):
             for s in self.overlapping(key, a, b):
                 n += min(s.hi, b) - max(s.lo, a)
         return n
+
+    def writing(self, offer: list) -> list:
+        """The chunks of the ``(key, a, b)`` ranges ``offer`` held but still being written, as such ranges."""
+        out = []
+        table = self.table
+        for key, a, b in offer:
+            listed = table.get(key)
+            if listed:
+                for s in listed:
+                    if not s.ready and s.lo < b and s.hi > a:
+                        out.append((key, s.lo if s.lo > a else a, s.hi if s.hi < b else b))
+        return out
 
     def first_ready(self, keys: list, starts: list, lo: int, hi: int) -> int:
         """The first chunk of ``[lo, hi)`` held and ready (``hi``: none)."""

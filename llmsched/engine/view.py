@@ -129,8 +129,8 @@ class ReplicaView:
         blocks = len(kv.lookup(req))
         if kv.tiers is not None:
             hit = kv.tiers.lookup(req, blocks)
-            if hit is not None:
-                blocks += hit.blocks
+            if hit is not None:  # vLLM's connector may load the whole prompt; its last token is computed again
+                return min((blocks + hit.blocks) * kv.block_size, req.num_tokens - 1)
         return blocks * kv.block_size
 
     def tokens_to_compute(self, req: Request) -> int:

@@ -39,5 +39,6 @@ def offload_summary(rows: list[dict], cached_by_tier: dict, prompt_tokens: int) 
             "gpu_hit_rate": gpu / prompt_tokens if prompt_tokens else math.nan,
             "loads": loads, "mean_load_time_s": sum(row["load_time_s"] for row in rows) / loads if loads else math.nan,
             "slow_loads": sum(row["slow_loads"] for row in rows),
+            "deferred_loads": sum(row["deferred_loads"] for row in rows),
             "released_loads": sum(row["released_loads"] for row in rows),
             "step_time_in_transfers_s": sum(row["sync_time_s"] for row in rows), "tiers": tiers}
