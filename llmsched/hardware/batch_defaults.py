@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..engine.limits import MAX_NUM_BATCHED_TOKENS, MAX_NUM_SEQS
 from .gpus import GiB, GPUSpec, gpu as gpu_preset
 
 SERVE, OFFLINE = "serve", "offline"    # vLLM's UsageContext.OPENAI_API_SERVER, UsageContext.LLM_CLASS
@@ -40,6 +41,9 @@ LARGE_FROM = 70 * GiB
 # where the run's default on vLLM's third class comes from: llmsched's declared limits (OFFLINE's figures), not
 # SERVE's 2048 tokens (module docstring); SERVE here would make every GPU's default vllm serve's
 SMALL_CARD_CONTEXT = OFFLINE
+# the limits of every run on every card before they followed the card (engine/limits.py's declarations): a
+# reproduction whose figures were made with them pins them
+FORMER_DEFAULTS = {"max_num_seqs": MAX_NUM_SEQS.default, "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS.default}
 
 
 @dataclass(frozen=True)
