@@ -14,10 +14,13 @@ H20, A800, RTX PRO 6000)
 any other (A100, cards under 70 GiB)           2048             8192            256
 =============================================  ===============  ==============  ========
 
-History (vLLM pull requests): #12369 (January 2025) raised H100/H200's by name; #17073 (April 2025) chose by memory,
->= 70 GiB; #17885 (May 2025) kept the A100 at the small budget, since 8192 tokens cost it 36% of Llama-70B TP=2
-throughput. ``world_size`` (TP x PP) scales only the CPU platform's defaults, so a GPU's do not depend on it; TPUs
-have their own. Doubled under ``--performance-mode throughput`` (not modelled here).
+History (vLLM pull requests, by merge date): #12369 (January 2025) raised H100/H200's by name; #17073 (April 2025)
+chose by memory, >= 70 GiB; #17885 (May 2025) kept the A100 at the small budget, since 8192 tokens cost it 36% of
+Llama-70B TP=2 throughput: the 70 GiB rule as it stands holds from v0.9.0 (May 2025) on. #51726 (2026) added the
+>= 160 GiB class for B200/B300, which by memory alone also takes the MI300X (192 GB; vLLM issue #53961, fixes that
+keep ROCm out still open): vLLM 0.32.0's, which this follows. ``world_size`` (TP x PP) scales only the CPU
+platform's defaults, so a GPU's do not depend on it; TPUs have their own. Doubled under ``--performance-mode
+throughput`` (not modelled here).
 
 Memory: vLLM asks NVML on CUDA (nvidia-smi's figure, e.g. 81,559 MiB on an H100 SXM); we have the total CUDA
 reports (:attr:`GPUSpec.visible_bytes`, 81,090 MiB there) or the datasheet's. No preset lies within 8 GiB of a
