@@ -210,12 +210,12 @@ class RunConfig:
     block_size: int = BLOCK_SIZE.field()
     # a run's defaults are vLLM's for its GPU (hardware/batch_defaults.py), resolved with the GPU
     max_num_seqs: int = MAX_NUM_SEQS.field(default=GpuDefault(MAX_NUM_SEQS.default), kind=int, help=(
-        "most requests running at once (vLLM's max_num_seqs; default: vllm serve's for the GPU, 1024 on cards of "
-        ">= 70 GiB but the A100, else 256)"))
+        "most requests running at once (vLLM's max_num_seqs; default by GPU as vllm serve's, docs/fidelity.md: "
+        "1024 on cards of >= 70 GiB but the A100, else 256)"))
     max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS.field(default=GpuDefault(MAX_NUM_BATCHED_TOKENS.default),
                                                                kind=int, help=(
-        "most tokens in one step (vLLM's max_num_batched_tokens; default: vllm serve's for the GPU, 8192 on cards of "
-        ">= 70 GiB but the A100, 16384 from 160 GiB; else 8192, see docs/fidelity.md)"))
+        "most tokens in one step (vLLM's max_num_batched_tokens; default by GPU, docs/fidelity.md: 16384 on cards of "
+        ">= 160 GiB, else 8192)"))
     # a run's default is its model's context length (build_replicas resolves it)
     max_model_len: int | None = MAX_MODEL_LEN.field(default=None, optional=True, hint="at most the model's context "
                                                     "length", help="longest prompt+output served (default: the "
