@@ -191,3 +191,11 @@ def test_kv_blocks_from_the_formula_against_our_runs(path):
     assert abs(ours / reported - 1) <= (0.021 if moe else 0.0005)
     assert abs(estimated / reported - 1) <= 0.012
     assert abs(datasheet - reported) > abs(ours - reported)
+
+
+def test_a_plans_simulate_command_leaves_the_gpus_limits_to_the_gpu():
+    """`plan`'s "reproduce the cheapest" line names a limit only where it was given: --gpu h100 resolves the rest."""
+    from llmsched.plan.report import simulate_command
+    assert "--max-num-seqs" not in simulate_command(RunConfig(gpu="h100", rate=5.0, duration=60.0))
+    assert "--max-num-seqs 1024" in simulate_command(RunConfig(gpu="h100", rate=5.0, duration=60.0,
+                                                                max_num_seqs=1024))
