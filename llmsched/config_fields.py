@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 from .bounds import MAX_REQUESTS, MAX_SECONDS, MIN_RATE
-from .engine.limits import MAX_NUM_BATCHED_TOKENS, vllm_refusal
+from .engine.limits import vllm_refusal
+from .hardware.batch_defaults import GpuDefault
 from .run_field import API, shown
 from .workload.tenants.streams import EXAMPLE as TENANTS_EXAMPLE, check_trace_streams, parse_tenants, total_rate
 from .workload.tenants.tiers import parse_tiers
@@ -160,7 +161,7 @@ def refuse_as_vllm(cfg, policy, max_model_len: int) -> None:
     rejecting longer prompts at arrival, with that reason."""
     if not policy.models_vllm:
         return
-    given = cfg.max_num_batched_tokens != MAX_NUM_BATCHED_TOKENS.default
+    given = not isinstance(cfg.max_num_batched_tokens, GpuDefault)
     reason = vllm_refusal(cfg.max_num_batched_tokens, cfg.max_num_seqs, max_model_len if given else None,
                           policy.chunks_prompts)
     if reason:

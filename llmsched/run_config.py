@@ -17,6 +17,7 @@ from .config_fields import DEFAULT_MAX_REPLICAS, DEFAULT_MIN_REPLICAS, check_com
 from .fleet.autoscalers import AUTOSCALER_NAMES
 from .engine.limits import (BLOCK_SIZE, CHECK_INVARIANTS, FAST_FORWARD, MAX_MODEL_LEN, MAX_NUM_BATCHED_TOKENS,
                             MAX_NUM_SEQS, ORACLE, OVERFLOW, PREEMPTION_MODE, PREFIX_CACHING)
+from .hardware.batch_defaults import LIMITS as GPU_LIMITS, GpuDefault, on_gpu
 from .hardware.front_end import DEFAULT as DEFAULT_FRONT_END, FRONT_ENDS
 from .engine.offload_spec import MODES as KV_OFFLOAD_MODES, parse_kv_offload
 from .hardware.gpus import gpu_from_file
@@ -207,8 +208,14 @@ class RunConfig:
                                            optional=True, low=2, high=MAX_TOKENS)
     # replica limits, named as in vLLM
     block_size: int = BLOCK_SIZE.field()
-    max_num_seqs: int = MAX_NUM_SEQS.field()
-    max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS.field()
+    # a run's defaults are vLLM's for its GPU (hardware/batch_defaults.py), resolved with the GPU
+    max_num_seqs: int = MAX_NUM_SEQS.field(default=GpuDefault(MAX_NUM_SEQS.default), kind=int, help=(
+        "most requests running at once (vLLM's max_num_seqs; default by GPU as vllm serve's, docs/fidelity.md: "
+        "1024 on cards of >= 70 GiB but the A100, else 256)"))
+    max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS.field(default=GpuDefault(MAX_NUM_BATCHED_TOKENS.default),
+                                                               kind=int, help=(
+        "most tokens in one step (vLLM's max_num_batched_tokens; default by GPU, docs/fidelity.md: 16384 on cards of "
+        ">= 160 GiB, else 8192)"))
     # a run's default is its model's context length (build_replicas resolves it)
     max_model_len: int | None = MAX_MODEL_LEN.field(default=None, optional=True, hint="at most the model's context "
                                                     "length", help="longest prompt+output served (default: the "
@@ -285,11 +292,14 @@ class RunConfig:
     def __post_init__(self):
         """A config written in Python: every field checked here (the CLI and config files check theirs where
         they read them, and build through ``checked``)."""
+        unset = [name for name in GPU_LIMITS if isinstance(getattr(self, name), GpuDefault)]
         for name in RUN_FIELDS:
             setattr(self, name, check_field(name, getattr(self, name)))
         check_combination({name: value for name, value in self.__dict__.items() if value != DEFAULTS[name]})
         if self.gpu_spec:
             self.gpu = self.gpu_spec  # every reader of the run's GPU resolves the spec file through gpu()
+        self.__dict__.update({name: GpuDefault(getattr(self, name)) for name in unset})
+        resolve_gpu_defaults(self)
 
     @classmethod
     def checked(cls, data: dict) -> "RunConfig":
@@ -300,6 +310,7 @@ class RunConfig:
         cfg.__dict__.update({k: dict(v) if isinstance(v, dict) else v for k, v in data.items()})
         if cfg.gpu_spec:
             cfg.gpu = cfg.gpu_spec
+        resolve_gpu_defaults(cfg)
         return cfg
 
     @classmethod
@@ -341,6 +352,11 @@ RUN_FIELDS = declared(RunConfig)
 FIELD_OF = {f.name: f for f in dataclasses.fields(RunConfig)}
 DEFAULTS = {name: default_of(f) for name, f in FIELD_OF.items()}
 CLI_FLAGS = {name: spec.flag_of(name) for name, spec in RUN_FIELDS.items()}
+
+
+def resolve_gpu_defaults(cfg: RunConfig) -> None:
+    """The limits ``cfg`` does not give (``GpuDefault``) set to its GPU's: vLLM's rule (hardware/batch_defaults.py)."""
+    cfg.__dict__.update(on_gpu(cfg.__dict__, getattr(cfg.gpu, "value", cfg.gpu)))
 
 
 def check_field(key: str, value, origin: Origin = API):

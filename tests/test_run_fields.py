@@ -11,6 +11,7 @@ from llmsched.cli.commands import COMMANDS, build_parser
 from llmsched.cli.real_engine import ENGINE_LIMITS
 from llmsched.cli.run_options import COMMAND_GIVEN
 from llmsched.engine.replica import ReplicaConfig
+from llmsched.hardware.batch_defaults import GpuDefault
 from llmsched.run_config import DEFAULTS, RUN_FIELDS, RunConfig, check_field, read_run_config
 from llmsched.run_field import API, Parsed, RunField, declared
 from llmsched.vllm.launch import ENGINE_SETTINGS, EngineConfig, engine_args, serve_command
@@ -82,9 +83,12 @@ def test_the_replica_and_the_vllm_engine_share_the_declarations():
     for name, spec in replica.items():
         assert same_field(spec, RUN_FIELDS[name]), name
         # a run's default max_model_len is its model's context length, a replica needs a number; a run's prefix
-        # cache is on by default and reaches a replica only when its requests carry content (a bare replica: off)
-        if name not in ("max_model_len", "prefix_caching"):
+        # cache is on by default and reaches a replica only when its requests carry content (a bare replica: off);
+        # a run's step limits default to its GPU's (hardware/batch_defaults.py), a replica has no GPU
+        if name not in ("max_model_len", "prefix_caching", "max_num_seqs", "max_num_batched_tokens"):
             assert spec == RUN_FIELDS[name], name
+        elif name.startswith("max_num"):
+            assert RUN_FIELDS[name].default == spec.default and isinstance(RUN_FIELDS[name].default, GpuDefault)
     assert set(ENGINE_LIMITS) <= set(engine)
     for name in ENGINE_LIMITS:  # the engine's own defaults (EngineConfig's docstring says why), nothing else
         assert same_field(engine[name], RUN_FIELDS[name]) and engine[name].help == replica[name].help, name

@@ -19,6 +19,9 @@ class GPUSpec:
     ``flops``: peak dense BF16/FP16 tensor FLOP/s with FP32 accumulation (no sparsity). ``fp8_flops``: the same
     for FP8 (0: no FP8 tensor cores; fp8 weights then run at ``flops``). ``mem_bw``: HBM/GDDR bytes/s.
     ``mem_bytes``: memory capacity; datasheet "GB" of GPU memory are binary (80 GB = 80 GiB).
+    ``cuda_bytes``: the total CUDA reports (``cudaMemGetInfo``, torch's ``total_memory``), where measured (0: not
+    measured, the datasheet's figure stands in): what vLLM takes ``gpu_memory_utilization`` of and compares with
+    its batch-default thresholds (:attr:`visible_bytes`); ``cuda_source`` says where it was measured.
     ``host_bw``: PCIe bytes/s (datasheet figure, both directions together), used for swap.
     ``interconnect``: how the GPUs of a tensor-parallel group reach each other: ``nvlink`` (NVLink/NVSwitch),
     ``xgmi`` (AMD Infinity Fabric) or ``pcie`` (no GPU link: through the PCIe switch or host).
@@ -54,6 +57,8 @@ class GPUSpec:
     interconnect: str = ""
     allreduce_busbw: float = 0.0
     collective_model: str = "fixed"
+    cuda_bytes: int = 0
+    cuda_source: str = ""
 
     def __post_init__(self):
         for field_name in ("flops", "mem_bw", "mem_bytes", "host_bw", "interconnect_bw", "sms",
@@ -79,6 +84,11 @@ class GPUSpec:
         if self.collective_model == "nccl" and self.interconnect not in NCCL_LINKS:
             raise ValueError(f"GPU {self.name!r}: collective_model 'nccl' has NCCL's latencies for "
                              f"{', '.join(NCCL_LINKS)} only, not {self.interconnect!r}; use collective_model 'fixed'")
+
+    @property
+    def visible_bytes(self) -> int:
+        """The memory CUDA reports (measured), else the datasheet's."""
+        return self.cuda_bytes or self.mem_bytes
 
     def collective_bw(self, comm_eff: float) -> float:
         """Bytes/s a ring collective among these GPUs moves per GPU and direction (its bus bandwidth): the
@@ -109,6 +119,7 @@ def preset(entry: dict) -> GPUSpec:
     """A GPU of gpus.json: GPUSpec's fields, memory in GiB (``mem_gib``)."""
     fields = dict(entry)
     fields["mem_bytes"] = fields.pop("mem_gib") * GiB
+    fields["cuda_bytes"] = fields.pop("cuda_mib", 0) << 20
     return GPUSpec(**fields)
 
 

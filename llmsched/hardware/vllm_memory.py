@@ -1,7 +1,9 @@
 """The KV cache vLLM v1 gives a model on a GPU, sized its way, so that preemption starts where vLLM's does.
 
 vLLM (vllm/v1/worker/gpu_worker.py ``determine_available_memory``, vllm/utils/mem_utils.py ``memory_profiling``;
-v0.32.0) asks for ``total memory × gpu_memory_utilization`` and leaves the KV cache what the rest does not take:
+v0.32.0) asks for ``total memory × gpu_memory_utilization``, the total as CUDA reports it (``cudaMemGetInfo``:
+``GPUSpec.visible_bytes``, 79.19 GiB on an "80 GB" H100, 139.80 on a "141 GB" H200; the datasheet's figure where
+none is measured) and leaves the KV cache what the rest does not take:
 
     KV = total × utilisation − weights − non-torch memory − activation peak of a profiling step − CUDA graphs
 
@@ -112,8 +114,9 @@ def vllm_kv_budget(model: ModelSpec | str, gpu: GPUSpec | str, *, max_num_batche
     utilization = default_utilization(vllm_version) if gpu_memory_utilization is None else gpu_memory_utilization
     if not 0 < utilization <= 1:
         raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {utilization}")
-    requested = int(-(-device.mem_bytes * utilization // 1))
-    sources = {"requested": f"{device.name} memory {device.mem_bytes / GiB:.1f} GiB x {utilization:g}"}
+    requested = int(-(-device.visible_bytes * utilization // 1))
+    sources = {"requested": f"{device.name} memory {device.visible_bytes / GiB:.{2 if device.cuda_bytes else 1}f} "
+                            f"GiB{' (as CUDA reports it)' if device.cuda_bytes else ''} x {utilization:g}"}
 
     def term(name: str, estimate: int, how: str) -> int:
         if name in measured:
@@ -147,8 +150,8 @@ def no_room(spec: ModelSpec, device: GPUSpec, budget: KVBudget, utilization: flo
     used = budget.weights + budget.non_torch + budget.activation_peak
     return (f"{spec.name} leaves no KV cache on {device.name}: {budget.weights / GiB:.1f} GiB of weights per GPU "
             f"(tp={spec.tp}) + {(budget.non_torch + budget.activation_peak) / GiB:.1f} GiB of activations and "
-            f"runtime = {used / GiB:.1f} GiB against {utilization:g} x {device.mem_bytes / GiB:.0f} GiB; raise "
-            f"the tensor parallelism, or use a GPU with more memory{utilization_hint(used / device.mem_bytes)}")
+            f"runtime = {used / GiB:.1f} GiB against {utilization:g} x {device.visible_bytes / GiB:.0f} GiB; raise "
+            f"the tensor parallelism, or use a GPU with more memory{utilization_hint(used / device.visible_bytes)}")
 
 
 def utilization_hint(share: float) -> str:

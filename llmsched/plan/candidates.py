@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..capacity.probe import at_rate
 from ..experiment import RunConfig
+from ..hardware.batch_defaults import on_gpu
 from ..hardware.gpus import GiB, gpu as gpu_preset
 from ..hardware.kv_sizing import RESERVE_UTILIZATION, kv_cache
 from ..hardware.vllm_memory import default_utilization
@@ -212,17 +213,19 @@ def memory_fit(model: str, gpu: str, tp: int, base: RunConfig | None = None) -> 
     except ValueError as e:  # not memory: the TP cannot split the model's heads
         return {"fits": False, "reason": str(e), "tp": True}
     vllm_engine = resolve_kind(base.batch_time)[0] == "vllm-v1"
-    graphs = len(cudagraph_capture_sizes(base.max_num_seqs, base.max_num_batched_tokens)) if vllm_engine else 0
+    limits = {**base.__dict__, **on_gpu(base.__dict__, device)}   # the limits base leaves to the GPU: this one's
+    seqs, tokens = limits["max_num_seqs"], limits["max_num_batched_tokens"]
+    graphs = len(cudagraph_capture_sizes(seqs, tokens)) if vllm_engine else 0
     try:
-        cache = kv_cache(spec, device, block_size=base.block_size, max_num_seqs=base.max_num_seqs,
-                         max_num_batched_tokens=base.max_num_batched_tokens, vllm_engine=vllm_engine,
+        cache = kv_cache(spec, device, block_size=base.block_size, max_num_seqs=seqs,
+                         max_num_batched_tokens=tokens, vllm_engine=vllm_engine,
                          gpu_memory_utilization=base.gpu_memory_utilization, capture_sizes=graphs)
         error = ""
     except ValueError as e:
         cache, error = None, str(e)
     budget = cache.budget if cache is not None else None
     utilization = base.gpu_memory_utilization or (default_utilization(None) if vllm_engine else RESERVE_UTILIZATION)
-    requested = device.mem_bytes * utilization
+    requested = (device.visible_bytes if vllm_engine else device.mem_bytes) * utilization
     free = cache.blocks * base.block_size * spec.kv_bytes_per_token_per_gpu if cache else 0
     reserve = budget.non_torch + budget.activation_peak + budget.cuda_graphs if budget else \
         max(0.0, requested - spec.weight_bytes_per_gpu - free)

@@ -14,6 +14,7 @@ from ..capacity.probe import GRACE_S
 from ..capacity.slo import RATIOS
 from ..capacity.verdict import window
 from ..experiment import RunConfig, build_source
+from ..hardware.batch_defaults import GpuDefault
 from ..report.html import image, page
 from ..report.html import table as table_html
 from ..run_config import RUN_FIELDS
@@ -121,7 +122,7 @@ def simulate_command(cfg: RunConfig) -> str:
     for name, spec in RUN_FIELDS.items():
         value = getattr(cfg, name, None)
         if spec.switch or spec.kind is dict or name in ("scheduler", "horizon") or value is None \
-                or (name != "rate" and value == getattr(default, name, None)):
+                or isinstance(value, GpuDefault) or (name != "rate" and value == getattr(default, name, None)):
             continue
         args += [spec.flag_of(name), repr(value) if isinstance(value, float) else str(value)]
     for key, value in cfg.scheduler_params.items():

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ..capacity import ProbeCache, find_capacities, parse_slos
 from ..executors import make_executor
+from ..hardware.batch_defaults import FORMER_DEFAULTS
 from ..run_config import RunConfig
 from . import PINNED_KIND
 
@@ -198,7 +199,7 @@ def reproduce(*, settings: str = "named", schedulers: str | None = None, budget:
             configs = {}
             for name in names:
                 base = RunConfig(latency_boundary="engine", scheduler=name, duration=duration, seed=0, batch_time=PINNED_KIND,
-                                 scheduler_params=slo_params(name, slos), **setting.run)
+                                 scheduler_params=slo_params(name, slos), **{**FORMER_DEFAULTS, **setting.run})
                 params = search_space(base)
                 t1 = time.perf_counter()
                 earlier = reused.get((setting.name, name))

@@ -27,6 +27,7 @@ from ..capacity import find_capacities, parse_slos
 from ..executors import make_executor
 from ..experiment import run
 from ..metrics.summary import summarize
+from ..hardware.batch_defaults import FORMER_DEFAULTS
 from ..run_config import RunConfig
 
 WORKLOADS = {"prompt-heavy": (4000, 400), "balanced": (1000, 1000), "decode-heavy": (200, 2000)}  # mean lengths
@@ -52,8 +53,9 @@ def length_file(folder: Path, name: str, seed: int) -> str:
 
 
 def config(name: str, lengths: str, deployment: str, rate: float, duration: float, seed: int) -> RunConfig:
-    return RunConfig(**BASE, **DEPLOYMENTS[deployment][0], lengths=lengths, rate=rate, duration=duration,
-                     seed=seed)
+    # the limits the figures were made with (vllm serve's on an H100 are 1024 sequences: hardware/batch_defaults.py)
+    return RunConfig(**BASE, **FORMER_DEFAULTS, **DEPLOYMENTS[deployment][0], lengths=lengths, rate=rate,
+                     duration=duration, seed=seed)
 
 
 def reproduce(*, fast: bool = False, out: str = "reproduce-pd-crossover", duration: float = 120.0,

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from ..capacity import find_capacities, parse_slos
 from ..executors import make_executor
+from ..hardware.batch_defaults import FORMER_DEFAULTS
 from ..run_config import RunConfig
 
 PAPER = {"throughput at the same power and cost": 2.35, "throughput at 20% lower cost": 1.4}
@@ -91,7 +92,7 @@ def configs(budget: str, scale: float, trace: str, num_requests: int, seed: int,
             kind: str = KIND) -> dict[str, list[RunConfig]]:
     """Per design, the deployments to measure (several splits for a split design)."""
     base = dict(model=model, tp=TP, trace=trace, num_requests=num_requests, seed=seed, batch_time=kind,
-                scheduler="vllm-chunked", router="least-outstanding", rate=1.0)
+                scheduler="vllm-chunked", router="least-outstanding", rate=1.0, **FORMER_DEFAULTS)
     out = {}
     for name, ((h, a), role) in DESIGNS[budget].items():
         h, a = (count(h, scale) if h else 0), (count(a, scale) if a else 0)
