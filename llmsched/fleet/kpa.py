@@ -13,6 +13,9 @@ each kept within [floor(ready / max_scale_down_rate), ceil(max_scale_up_rate x r
 least 1). It panics when panic pods / ready >= ``panic_threshold`` (200 %), and stays in panic until the threshold has
 not been crossed for a whole stable window; in panic it never scales down (the most pods asked for in this panic),
 else it takes the stable pods. The Deployment is then set to that, within the pool's bounds (min-scale, max-scale).
+A decider that starts over a pool of more than one ready pod starts in panic, the pods it found the most asked for
+(``newAutoscaler``: with no metric history yet, "keeping at least the current scale until we accumulate enough
+data"): the run's start is such a start, with no history.
 """
 from __future__ import annotations
 
@@ -43,6 +46,12 @@ class KPA(ScrapingAutoscaler):
         self.samples = Samples(p["stable_window"])
         self.panic_since: float | None = None
         self.max_panic_pods = 0
+
+    def begin(self, now: float) -> None:
+        ready = len(self.serving())
+        if ready > 1:
+            self.panic_since, self.max_panic_pods = now, ready
+        super().begin(now)
 
     @property
     def period(self) -> float:
