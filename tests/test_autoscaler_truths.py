@@ -168,6 +168,19 @@ def test_kpa_a_spike_is_capped_by_the_scale_up_rate():
     assert kpa.decide(10.0) == 2 and kpa.panic_since == 10.0
 
 
+def test_kpa_does_not_count_a_draining_replicas_requests():
+    """Knative scrapes only running, ready pods not being deleted (pkg/resources/pods.go ``podRunning``,
+    ``podReady``): the 30 requests a replica still holds while it drains are not the pool's concurrency."""
+    state, kpa = fleet_with("kpa", 2)
+    wait(state.replicas[0], 4)
+    wait(state.replicas[1], 30, 100)
+    kpa.take_sample(0.0)
+    state.scale("main", 1, 1.0)  # the newest serving replica drains, holding its 30
+    assert state.lives[1].state == DRAINING and state.replicas[1].num_outstanding == 30
+    kpa.take_sample(1.0)
+    assert [v for _, v in kpa.samples.items] == [34.0, 4.0]
+
+
 def test_kpa_has_no_scale_to_zero_here():
     """Knative scales to zero behind its activator; this fleet keeps every pool at one replica or more, so a
     minimum of 0 is refused with the flags named."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .lifecycle import DRAINING, SERVING, START_PHASES
+from .lifecycle import SERVING, START_PHASES
 
 
 @dataclass
@@ -138,11 +138,6 @@ class Autoscaler:
         """The pool's serving replicas (ready pods: they report metrics)."""
         pool = self.state
         return [rep for life, rep in zip(pool.lives, pool.replicas) if life.state == SERVING]
-
-    def in_flight(self) -> list:
-        """The pool's replicas that still hold requests they were sent: serving and draining."""
-        pool = self.state
-        return [rep for life, rep in zip(pool.lives, pool.replicas) if life.state in (SERVING, DRAINING)]
 
     def starting(self) -> int:
         """Replicas asked for that do not serve yet (pods not ready)."""

@@ -2,8 +2,9 @@
 pkg/autoscaler/scaling/autoscaler.go, ``Scale``; knative.dev, "Additional autoscaling configuration for Knative Pod
 Autoscaler"). AIBrix scales vLLM with a port of it (vllm-project/aibrix, pkg/controller/podautoscaler, "KPA").
 
-The pool's concurrency (requests in flight on its serving and draining replicas: what their queue-proxies report)
-is sampled every second; every ``tick`` seconds (2 s) the decider averages it over the stable window (``stable_window``,
+The pool's concurrency (requests in flight on its serving replicas: what their queue-proxies report; the scraper
+reads only running, ready pods not being deleted, ``PodAccessor.PodIPsSplitByAge`` with ``podRunning`` and
+``podReady`` in pkg/resources/pods.go, so a draining replica's requests count for nothing) is sampled every second; every ``tick`` seconds (2 s) the decider averages it over the stable window (``stable_window``,
 60 s) and over the panic window (``panic_percent`` of it: 10 %, 6 s) and computes
 
     stable pods = ceil(stable average / target),  panic pods = ceil(panic average / target),
@@ -58,7 +59,7 @@ class KPA(ScrapingAutoscaler):
         return self.params["tick"]
 
     def take_sample(self, now: float) -> None:
-        self.samples.add(now, sum(metric_of(rep, "concurrency") for rep in self.in_flight()))
+        self.samples.add(now, sum(metric_of(rep, "concurrency") for rep in self.serving()))
 
     def decide(self, now: float) -> int | None:
         p = self.params
