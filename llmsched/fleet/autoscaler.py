@@ -9,10 +9,13 @@ starting (pods not ready) and the size it asked for (the Deployment's replica co
 draining ones are being deleted and count for nothing).
 
 Scale-down gives up replicas as ``FleetState.scale`` does (starting ones first, then the newest serving); a serving
-replica given up drains: it finishes every request it holds, however long that takes. This is a choice: no
-``terminationGracePeriodSeconds`` cut-off, no migration of what it held (vLLM and the gateways in front of it drain on
-SIGTERM; an LLM pod's grace period is set long enough for that), so every request of a scaled-down replica finishes
-where it started and the replica is billed until it does.
+replica given up drains: it finishes every request it holds, however long that takes. This is a choice, not vLLM's
+default: vLLM 0.32 aborts its in-flight requests on SIGTERM unless ``--shutdown-timeout SECONDS`` lets it drain for
+up to that long (vllm/v1/engine/core.py ``_handle_shutdown``; vllm-project/vllm#36666), and Kubernetes kills the pod
+after ``terminationGracePeriodSeconds`` (30 s by default; KServe's LLM services set 60 s, a 15-s preStop and a 45-s
+drain: kserve/kserve#5496). Here the drain is unbounded and nothing migrates: a deployment that sets the drain
+longer than any request's remaining time, so every request of a scaled-down replica finishes where it started and
+the replica is billed until it does.
 """
 from __future__ import annotations
 
