@@ -15,7 +15,8 @@ Autoscaling", "Algorithm details"), in milli-units as the controller does (a val
 ``groupPods`` sorts the pods it does not count as ready: a Pending pod (a replica still ``provisioning``: not yet
 placed and started) is *unready*; a Running pod without a sample (a replica ``loading`` its weights or ``warm``
 starting its engine, whose /metrics vLLM serves only once its engine is up; a serving replica not yet scraped) is
-*missing*; a pod being deleted (``draining``) is ignored. A missing pod then counts as the target on a scale-down
+*missing* (an image pull, part of ``loading`` and 0 s by default, would still be Pending: counted missing here); a
+pod being deleted (``draining``) is ignored. A missing pod then counts as the target on a scale-down
 and as 0 on a scale-up, an unready pod as 0 on a scale-up (on a scale-down it is left out); the ratio is taken
 again over all counted and the replicas stay as they are if it is within the tolerance, if the direction changed,
 or if ``ceil(new usage * pods counted)`` moves against the new ratio; else that is the recommendation.
