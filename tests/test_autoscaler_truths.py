@@ -106,7 +106,7 @@ def test_hpa_averages_in_milli_units_as_the_controller():
     assert hpa.replicas_for(3) == 4
 
 
-# --- hpa: the behaviour over time ---------------------------------------------------------------------------------------
+# --- hpa: the behaviour over time -------------------------------------------------------------------------------------
 def test_hpa_scale_up_policies_count_the_replicas_added_within_their_15_s_period():
     """The default scale-up policies (4 pods, 100 %, each per 15 s) limit the replicas added within any 15 s, not
     per sync: with a 5-s sync one pod at 200 waiting (ratio 40) asks for 40. t = 5: from 1, at most
@@ -140,7 +140,7 @@ def test_hpa_step_down_waits_out_its_window_from_the_size_it_started_with():
     assert sizes[285.0] == 3 and sizes[300.0] == 1
 
 
-# --- kpa ----------------------------------------------------------------------------------------------------------------
+# --- kpa --------------------------------------------------------------------------------------------------------------
 def test_kpa_starts_in_panic_over_more_than_one_ready_pod_and_holds_them_a_stable_window():
     """Knative's ``newAutoscaler``: over 3 ready pods it starts in panic with maxPanicPods = 3. An idle pool
     (stable and panic pods 0, kept at least floor(3 / 2) = 1) is held at 3 while the panic lasts; it ends once
@@ -154,7 +154,7 @@ def test_kpa_starts_in_panic_over_more_than_one_ready_pod_and_holds_them_a_stabl
             kpa.act(kpa.decide(float(t)), float(t))
             sizes[t] = kpa.size
     assert sizes[2] == 3 and sizes[60] == 3 and sizes[62] == 1
-    one, kpa1 = fleet_with("kpa", 1)
+    _, kpa1 = fleet_with("kpa", 1)
     assert kpa1.panic_since is None  # over one pod the decider starts stable
 
 
@@ -207,7 +207,7 @@ def test_dynamo_arima_carries_a_ramp_on_and_skips_an_idle_interval():
     assert planner.decide(180.0) is None  # nothing arrived: Dynamo skips the adjustment
 
 
-# --- saturation ----------------------------------------------------------------------------------------------------------
+# --- saturation -------------------------------------------------------------------------------------------------------
 def test_saturation_spread_over_one_fewer_is_llm_ds_is_scale_down_safe():
     """analyzer.go ``isScaleDownSafe``: the non-saturated replicas' total load over N - 1 must leave both spares at
     their triggers. Three replicas at KV 0.5, 0.5, 0.4 (queue 0): total 1.4 over 2 is 0.7, spare 0.1 >= 0.1: safe,
@@ -221,7 +221,7 @@ def test_saturation_spread_over_one_fewer_is_llm_ds_is_scale_down_safe():
         assert sat.decide(0.0) == want
 
 
-# --- the lifecycle in an autoscaled run ----------------------------------------------------------------------------------
+# --- the lifecycle in an autoscaled run -------------------------------------------------------------------------------
 def test_an_autoscaled_replica_steps_only_while_serving_or_draining_and_is_billed_from_provisioning():
     """A step in load (4 -> 40 req/s at 60 s, back to 4 at 180 s) on KPA with a 30-s cold start: every replica it
     added provisions, serves 30 s later, steps only between serving and gone, receives requests only while serving,
@@ -258,7 +258,7 @@ def test_an_autoscaled_replica_steps_only_while_serving_or_draining_and_is_bille
     assert result.fleet["pools"]["default"]["billed_replica_s"] == pytest.approx(billed)
 
 
-# --- cold start: the figures from their citations ------------------------------------------------------------------------
+# --- cold start: the figures from their citations ---------------------------------------------------------------------
 def test_the_cold_start_rates_are_their_cited_measurements():
     """vLLM's loader: "Model loading took 3.4213 GiB and 0.902026 seconds" (vllm-project/vllm#20264): 4.07 GB/s a
     rank. A remote store: KServe's 141 GB Llama-3-70B start cut "from 15-20 mins to ~1 minute" by a local cache

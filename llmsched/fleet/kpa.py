@@ -4,8 +4,9 @@ Autoscaler"). AIBrix scales vLLM with a port of it (vllm-project/aibrix, pkg/con
 
 The pool's concurrency (requests in flight on its serving replicas: what their queue-proxies report; the scraper
 reads only running, ready pods not being deleted, ``PodAccessor.PodIPsSplitByAge`` with ``podRunning`` and
-``podReady`` in pkg/resources/pods.go, so a draining replica's requests count for nothing) is sampled every second; every ``tick`` seconds (2 s) the decider averages it over the stable window (``stable_window``,
-60 s) and over the panic window (``panic_percent`` of it: 10 %, 6 s) and computes
+``podReady`` in pkg/resources/pods.go, so a draining replica's requests count for nothing) is sampled every second;
+every ``tick`` seconds (2 s) the decider averages it over the stable window (``stable_window``, 60 s) and over the
+panic window (``panic_percent`` of it: 10 %, 6 s) and computes
 
     stable pods = ceil(stable average / target),  panic pods = ceil(panic average / target),
     target = target concurrency a pod (``target``, 100) x target utilisation (``utilization``, 0.7),
