@@ -9,17 +9,20 @@ starting (pods not ready) and the size it asked for (the Deployment's replica co
 draining ones are being deleted and count for nothing).
 
 Scale-down gives up replicas as ``FleetState.scale`` does (starting ones first, then the newest serving); a serving
-replica given up drains: it finishes every request it holds, however long that takes. This is a choice: no
-``terminationGracePeriodSeconds`` cut-off, no migration of what it held (vLLM and the gateways in front of it drain on
-SIGTERM; an LLM pod's grace period is set long enough for that), so every request of a scaled-down replica finishes
-where it started and the replica is billed until it does.
+replica given up drains: it finishes every request it holds, however long that takes. This is a choice, not vLLM's
+default: vLLM 0.32 aborts its in-flight requests on SIGTERM unless ``--shutdown-timeout SECONDS`` lets it drain for
+up to that long (vllm/v1/engine/core.py ``_handle_shutdown``; vllm-project/vllm#36666), and Kubernetes kills the pod
+after ``terminationGracePeriodSeconds`` (30 s by default; KServe's LLM services set 60 s, a 15-s preStop and a 45-s
+drain: kserve/kserve#5496). Here the drain is unbounded and nothing migrates: a deployment that sets the drain
+longer than any request's remaining time, so every request of a scaled-down replica finishes where it started and
+the replica is billed until it does.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-from .lifecycle import DRAINING, SERVING, START_PHASES
+from .lifecycle import SERVING, START_PHASES
 
 
 @dataclass
@@ -138,11 +141,6 @@ class Autoscaler:
         """The pool's serving replicas (ready pods: they report metrics)."""
         pool = self.state
         return [rep for life, rep in zip(pool.lives, pool.replicas) if life.state == SERVING]
-
-    def in_flight(self) -> list:
-        """The pool's replicas that still hold requests they were sent: serving and draining."""
-        pool = self.state
-        return [rep for life, rep in zip(pool.lives, pool.replicas) if life.state in (SERVING, DRAINING)]
 
     def starting(self) -> int:
         """Replicas asked for that do not serve yet (pods not ready)."""

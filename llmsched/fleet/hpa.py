@@ -5,21 +5,30 @@ Every ``sync`` seconds (kube-controller-manager's ``--horizontal-pod-autoscaler-
 reads the metric as last scraped (every ``scrape`` seconds, default 15 s: metrics-server's ``--metric-resolution``;
 a replica that joined since has no sample yet) and computes, as ``calcPlainMetricReplicas`` does
 (kubernetes/kubernetes, pkg/controller/podautoscaler/replica_calculator.go; kubernetes.io, "Horizontal Pod
-Autoscaling", "Algorithm details"):
+Autoscaling", "Algorithm details"), in milli-units as the controller does (a value is its quantity's
+``MilliValue``, ceil(value x 1000); the mean is the integer division of their sum, ``GetMetricUsageRatio``):
 
     usage = mean(metric over ready pods with a sample) / target
     desired = current                        if |1 - usage| <= tolerance (0.1)
-            = ceil(usage * ready pods)       if no pod is unready or lacks a sample
-    else: a pod lacking a sample counts as the target on a scale-down and as 0 on a scale-up, an unready pod (one
-    still starting) as 0 on a scale-up; the ratio is taken again over all of them and the replicas stay as they are
-    if it is within the tolerance or the direction changed; desired = ceil(new usage * pods counted).
+            = ceil(usage * ready pods)       if no pod is unready or missing
+
+``groupPods`` sorts the pods it does not count as ready: a Pending pod (a replica still ``provisioning``: not yet
+placed and started) is *unready*; a Running pod without a sample (a replica ``loading`` its weights or ``warm``
+starting its engine, whose /metrics vLLM serves only once its engine is up; a serving replica not yet scraped) is
+*missing* (an image pull, part of ``loading`` and 0 s by default, would still be Pending: counted missing here); a
+pod being deleted (``draining``) is ignored. A missing pod then counts as the target on a scale-down
+and as 0 on a scale-up, an unready pod as 0 on a scale-up (on a scale-down it is left out); the ratio is taken
+again over all counted and the replicas stay as they are if it is within the tolerance, if the direction changed,
+or if ``ceil(new usage * pods counted)`` moves against the new ratio; else that is the recommendation.
 
 Then ``stabilizeRecommendationWithBehaviors`` (horizontal.go): the recommendation is kept between the lowest of the
 recommendations over the last ``up_window`` seconds (scaleUp.stabilizationWindowSeconds, default 0) and the
 highest over the last ``down_window`` (scaleDown, default 300), the replicas found at the start counting as one
-(``recordInitialRecommendation``); and the default scaling policies limit a step:
-up by at most max(100 %, 4 pods) a period, down by at most 100 % (one period is one sync here). ``current`` is the
-Deployment's replica count (starting and serving pods); draining pods are being deleted and are ignored.
+(``recordInitialRecommendation``); and ``calculateScaleUpLimitWithScalingRules`` applies the default scale-up
+policies (``up_percent`` 100 % and ``up_pods`` 4, each per 15-s period, the larger): at most
+max(ceil(start x (1 + up_percent / 100)), start + up_pods), ``start`` the replicas at the start of the period (the
+current ones less those added and plus those removed in the last 15 s). The default scale-down policy (100 % per
+15 s) limits nothing. ``current`` is the Deployment's replica count (starting and serving pods).
 
 Metrics (``metric``): ``queue`` (vllm:num_requests_waiting, default target 5 a pod), ``running``
 (vllm:num_requests_running, default 0.7 x max_num_seqs), ``kv`` (vllm:gpu_cache_usage_perc, default 0.8). The
@@ -30,10 +39,12 @@ from __future__ import annotations
 
 import math
 
-from .autoscaler import ScrapingAutoscaler, ceil, metric_of
+from .autoscaler import ScrapingAutoscaler, metric_of
+from .lifecycle import LOADING, PROVISIONING, WARM
 
 METRICS = ("queue", "running", "kv")
 RUNNING_SHARE = 0.7  # Knative's container-concurrency-target-percentage default, of vLLM's max_num_seqs
+POLICY_PERIOD = 15.0  # periodSeconds of the default scaling policies (HPAScalingPolicy)
 
 
 class HPA(ScrapingAutoscaler):
@@ -56,6 +67,7 @@ class HPA(ScrapingAutoscaler):
             raise ValueError(f"--autoscaler-param up_pods={p['up_pods']!r}: must be >= 0")
         self.sample: dict[int, float] = {}  # replica index -> its value at the last scrape
         self.recommendations: list[tuple[float, int]] = []
+        self.events: list[tuple[float, int]] = []  # (time, replicas added: < 0 removed) of each scaling
 
     def begin(self, now: float) -> None:
         # recordInitialRecommendation (horizontal.go): the first reconcile records the replicas it finds as a
@@ -90,30 +102,36 @@ class HPA(ScrapingAutoscaler):
 
     def replicas_for(self, current: int) -> int | None:
         """``calcPlainMetricReplicas`` (module docstring); None when no ready pod has a sample."""
-        target, tol = self.target(), self.params["tolerance"]
+        target, tol = milli(self.target()), self.params["tolerance"]
         ready = self.serving()
-        values = {rep.index: self.sample[rep.index] for rep in ready if rep.index in self.sample}
-        missing = [rep.index for rep in ready if rep.index not in self.sample]
-        unready = self.starting()
+        values = [milli(self.sample[rep.index]) for rep in ready if rep.index in self.sample]
+        lives = self.state.lives
+        missing = (sum(1 for rep in ready if rep.index not in self.sample)
+                   + sum(1 for life in lives if life.state in (LOADING, WARM)))
+        unready = sum(1 for life in lives if life.state == PROVISIONING)
         if not values:
             return None
-        usage = sum(values.values()) / len(values) / target
-        if not (unready and usage > 1.0) and not missing:
+        usage = sum(values) // len(values) / target
+        up_with_unready = unready > 0 and usage > 1.0
+        if not up_with_unready and not missing:
             if abs(1.0 - usage) <= tol:
                 return current
-            return ceil(usage * len(values))
-        filled = list(values.values())
+            return math.ceil(usage * len(values))
+        filled = list(values)
         if missing:
             if usage < 1.0:
-                filled += [target] * len(missing)
-            elif usage > 1.0:
-                filled += [0.0] * len(missing)
-        if unready and usage > 1.0:
-            filled += [0.0] * unready
-        new = sum(filled) / len(filled) / target
+                filled += [target] * missing
+            else:
+                filled += [0] * missing
+        if up_with_unready:
+            filled += [0] * unready
+        new = sum(filled) // len(filled) / target
         if abs(1.0 - new) <= tol or (usage < 1.0 < new) or (usage > 1.0 > new):
             return current
-        return ceil(new * len(filled))
+        n = math.ceil(new * len(filled))
+        if (new < 1.0 and n > current) or (new > 1.0 and n < current):
+            return current  # counting more pods turned the direction
+        return n
 
     def normalized(self, desired: int, current: int, now: float) -> int:
         """Stabilisation windows, then the default scaling policies' limits (module docstring)."""
@@ -128,8 +146,24 @@ class HPA(ScrapingAutoscaler):
             out = up
         if out > down:
             out = down
-        up_limit = max(math.ceil(current * (1 + p["up_percent"] / 100)), current + p["up_pods"])
-        return min(out, up_limit)
+        if out > current:
+            self.events = [(t, n) for t, n in self.events if t > now - POLICY_PERIOD]
+            start = current - sum(n for _, n in self.events)
+            limit = max(math.ceil(start * (1 + p["up_percent"] / 100)), start + p["up_pods"], current)
+            out = min(out, limit)
+        return out
+
+    def act(self, desired: int | None, now: float) -> None:
+        before = self.size
+        super().act(desired, now)
+        if self.size != before:
+            self.events.append((now, self.size - before))  # storeScaleEvent
+
+
+def milli(value: float) -> int:
+    """A metric's value as the controller holds it: its quantity's MilliValue, rounded up (the float's last bits
+    forgiven)."""
+    return math.ceil(value * 1000 - 1e-6)
 
 
 POLICY = HPA

@@ -2,9 +2,11 @@
 pkg/autoscaler/scaling/autoscaler.go, ``Scale``; knative.dev, "Additional autoscaling configuration for Knative Pod
 Autoscaler"). AIBrix scales vLLM with a port of it (vllm-project/aibrix, pkg/controller/podautoscaler, "KPA").
 
-The pool's concurrency (requests in flight on its serving and draining replicas: what their queue-proxies report)
-is sampled every second; every ``tick`` seconds (2 s) the decider averages it over the stable window (``stable_window``,
-60 s) and over the panic window (``panic_percent`` of it: 10 %, 6 s) and computes
+The pool's concurrency (requests in flight on its serving replicas: what their queue-proxies report; the scraper
+reads only running, ready pods not being deleted, ``PodAccessor.PodIPsSplitByAge`` with ``podRunning`` and
+``podReady`` in pkg/resources/pods.go, so a draining replica's requests count for nothing) is sampled every second;
+every ``tick`` seconds (2 s) the decider averages it over the stable window (``stable_window``, 60 s) and over the
+panic window (``panic_percent`` of it: 10 %, 6 s) and computes
 
     stable pods = ceil(stable average / target),  panic pods = ceil(panic average / target),
     target = target concurrency a pod (``target``, 100) x target utilisation (``utilization``, 0.7),
@@ -13,6 +15,9 @@ each kept within [floor(ready / max_scale_down_rate), ceil(max_scale_up_rate x r
 least 1). It panics when panic pods / ready >= ``panic_threshold`` (200 %), and stays in panic until the threshold has
 not been crossed for a whole stable window; in panic it never scales down (the most pods asked for in this panic),
 else it takes the stable pods. The Deployment is then set to that, within the pool's bounds (min-scale, max-scale).
+A decider that starts over a pool of more than one ready pod starts in panic, the pods it found the most asked for
+(``newAutoscaler``: with no metric history yet, "keeping at least the current scale until we accumulate enough
+data"): the run's start is such a start, with no history.
 """
 from __future__ import annotations
 
@@ -44,12 +49,18 @@ class KPA(ScrapingAutoscaler):
         self.panic_since: float | None = None
         self.max_panic_pods = 0
 
+    def begin(self, now: float) -> None:
+        ready = len(self.serving())
+        if ready > 1:
+            self.panic_since, self.max_panic_pods = now, ready
+        super().begin(now)
+
     @property
     def period(self) -> float:
         return self.params["tick"]
 
     def take_sample(self, now: float) -> None:
-        self.samples.add(now, sum(metric_of(rep, "concurrency") for rep in self.in_flight()))
+        self.samples.add(now, sum(metric_of(rep, "concurrency") for rep in self.serving()))
 
     def decide(self, now: float) -> int | None:
         p = self.params

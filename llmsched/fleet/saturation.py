@@ -9,8 +9,8 @@ num_requests_waiting, scraped every ``scrape`` seconds). A replica is saturated 
 
 * scales up by one (ready + 1) when the average spare KV < ``kv_spare`` (0.1) or the average spare queue <
   ``queue_spare`` (3) (no unsaturated replica: both are 0, so it scales up);
-* scales down by one (ready - 1) when that is safe: at least two unsaturated replicas, and their load spread over
-  one fewer (x N / (N - 1)) still leaves both spares at or above their triggers;
+* scales down by one (ready - 1) when that is safe (``isScaleDownSafe``): at least two unsaturated replicas, and
+  their summed load over one fewer (threshold - sum / (N - 1)) still leaves both spares at or above their triggers;
 * else stays at the ready replicas.
 
 While any replica of the pool is still starting it does not scale (the analyzer's cascade-scaling guard: "variants
@@ -71,10 +71,9 @@ class Saturation(ScrapingAutoscaler):
         spare_queue = sum(p["queue_threshold"] - q for _, q in free) / n if n else 0.0
         if spare_kv < p["kv_spare"] or spare_queue < p["queue_spare"]:
             return ready + 1
-        if n >= 2:
-            grow = n / (n - 1)
-            kv_after = p["kv_threshold"] - (p["kv_threshold"] - spare_kv) * grow
-            queue_after = p["queue_threshold"] - (p["queue_threshold"] - spare_queue) * grow
+        if n >= 2:  # isScaleDownSafe: the free replicas' total load spread over one fewer, summed as llm-d sums it
+            kv_after = p["kv_threshold"] - sum(kv for kv, _ in free) / (n - 1)
+            queue_after = p["queue_threshold"] - sum(q for _, q in free) / (n - 1)
             if kv_after >= p["kv_spare"] and queue_after >= p["queue_spare"]:
                 return ready - 1
         return ready
