@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..batchtime.base import Batch
 from ..request import Request, Status
+from .cache_draft import CacheDraft
 from .errors import PlanError
 from .plan import BatchPlan
 from .tier_admission import fit_tier_hits
@@ -53,28 +54,50 @@ def check_preempt(rep, r: Request, stamp: int) -> None:
 
 def fit_hits(kv, hits: list, need: int, plan: BatchPlan, prefill_new: list, prefill_ctx: list,
              prefill_tokens: int) -> tuple:
-    """The plan's admissions that start from cached blocks, sized: each takes its whole hit and computes the rest
-    of its chunk; if then the plan needs more blocks than are free, each admission costs at most what the policy
-    counted without a cache (its chunk's blocks), taking fewer cached blocks or a shorter chunk. Writes their
-    chunks into the plan and the batch; returns ``([(request, blocks)], blocks needed, prompt tokens)``."""
+    """The plan's admissions that look up the prefix cache, sized in vLLM's order (engine/cache_draft.py): the
+    plan's other work first (``need`` new blocks; its running chunks cache their full blocks), then each admission
+    in plan order finds what the cache holds by then, takes its whole hit and computes the rest of its chunk. If
+    then the plan needs more blocks than are free, each admission costs at most what the policy counted without a
+    cache (its chunk's blocks), taking fewer cached blocks or a shorter chunk. Writes their chunks into the plan and
+    the batch; returns ``([(plan index, request, cached blocks used)], blocks needed, prompt tokens)``."""
+    bs = kv.block_size
+    looked = {h[0]: h for h in hits}
+    later = {}  # plan index -> new blocks of an admission without a lookup (taken in plan order)
+    for i, (r, n) in enumerate(plan.prefills):
+        if r.status is WAITING and i not in looked:
+            later[i] = kv.extra_blocks(r, r.num_computed + n)
+    first = need - sum(later.values())
     for fitted in (False, True):
-        taken: dict = {}  # free cached blocks the plan's admissions use, counted once
+        draft = CacheDraft(kv)
+        draft.take(first)
+        for r, n in plan.prefills:
+            if r.status is not WAITING:
+                draft.register(r, r.num_computed + n)
+        taken = draft.taken  # free cached blocks the plan's admissions use, counted once
         sized, cost = [], 0
-        for i, slot, r, hit, n, remaining in hits:
-            used, m, c = kv.size_admission(hit, n, remaining, taken, fitted)
-            sized.append((i, slot, r, used, m))
+        for i, (r, n) in enumerate(plan.prefills):
+            if i in later:
+                draft.take(later[i])
+                draft.register(r, r.num_computed + n)
+                continue
+            h = looked.get(i)
+            if h is None:
+                continue
+            slot, remaining = h[1], h[5]
+            used, m, c = kv.size_admission(draft.lookup(r), n, remaining, taken, fitted)
+            draft.take(-(-m // bs))
+            draft.register(r, len(used) * bs + m)
+            sized.append((i, slot, r, len(used), m))
             cost += c
         if need + cost <= kv.free or fitted:
             break
-    bs = kv.block_size
     admitted = []
     for i, slot, r, used, m in sized:
         plan.prefills[i] = (r, m)
         prefill_new[slot] = m
-        prefill_ctx[slot] = len(used) * bs
+        prefill_ctx[slot] = used * bs
         prefill_tokens += m
-        if used:
-            admitted.append((r, used))
+        admitted.append((i, r, used))
     return admitted, cost, prefill_tokens
 
 
@@ -147,14 +170,13 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
             n = remaining
             plan.prefills[i] = (r, n)
         if caching and st is WAITING and r.content is not None and not r.num_computed:
-            hit = kv.lookup(r)
-            if hit or tiered:
-                if hits is None:
-                    hits = []
-                hits.append((i, len(prefill_new), r, hit, n, remaining))
-                prefill_new.append(0)  # written below, once the plan's hits are sized together
-                prefill_ctx.append(0)
-                continue
+            if hits is None:
+                hits = []
+            # with tiers, found now; without, in vLLM's order by fit_hits (the plan's other work first)
+            hits.append((i, len(prefill_new), r, kv.lookup(r) if tiered else None, n, remaining))
+            prefill_new.append(0)  # written below, once the plan's hits are sized together
+            prefill_ctx.append(0)
+            continue
         prefill_new.append(n)
         prefill_ctx.append(r.num_computed)
         prefill_tokens += n

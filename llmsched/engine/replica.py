@@ -372,19 +372,16 @@ class Replica:
         extra_time = 0.0
         load_time = 0.0
         cfg = self.config
-        if hits is not None:  # before any block is taken: the hits' cached blocks are the plan's
-            if kv.tiers is not None:
-                load_time = self.admit_tiered(hits, now)
-            else:
-                for r, hit in hits:
-                    kv.admit(r, hit)
-                    if r.first_scheduled != r.first_scheduled:  # first admission: the tokens it found cached
-                        r.num_cached = len(hit) * kv.block_size
+        ordered = hits is not None and kv.tiers is None  # admissions look up the cache in vLLM's order
+        if hits is not None and not ordered:  # before any block is taken: the hits' cached blocks are the plan's
+            load_time = self.admit_tiered(hits, now)
         for r in swap_in:
             self.swapped.remove(r)
             extra_time += kv.swap_in(r) * cfg.swap_seconds_per_block
             r.status = RUNNING
             self.append_running(r)
+        if ordered:
+            self.allocate_in_order(plan, grow, hits)
         for r in admit:
             self.waiting.remove(r)
             r.status = RUNNING
@@ -397,10 +394,11 @@ class Replica:
                 store_time = kv.tiers.sync_stores(plan.prefills)
             if not plan.prefills and not plan.decodes:  # the plan's work all became loads: ask again
                 return None
-        if grow:
-            kv.allocate_decodes(grow)
-        if plan.prefills:
-            kv.allocate_chunks(plan.prefills)
+        if not ordered:
+            if grow:
+                kv.allocate_decodes(grow)
+            if plan.prefills:
+                kv.allocate_chunks(plan.prefills)
         clock = self.clock
         clock.launched(plan, (prefill_tokens, len(batch.prefill_new), len(batch.decode_ctx), batch.context_sum),
                        preempted)
@@ -408,6 +406,36 @@ class Replica:
         if load_time or store_time:
             compute = kv.tiers.step_time(compute, load_time, store_time, kv.tiers.plan.layers)
         return self.duration(compute + extra_time + clock.pay(), now)
+
+    def allocate_in_order(self, plan: BatchPlan, grow: list, hits: list) -> None:
+        """The plan's KV with a prefix cache, in vLLM 0.32's order (``Scheduler.schedule``: the running loop's
+        ``allocate_slots``, then the waiting loop's ``get_computed_blocks`` and ``allocate_slots`` request by
+        request): the decodes' and running chunks' blocks first (a chunk caches its full blocks), then each
+        admission of ``hits`` (``(plan index, request, cached blocks)``, sized so by ``plan_check.fit_hits``)
+        references the blocks its lookup finds now and takes its chunk's. So an admission's new blocks evict
+        (LRU) what a later one would have found, and a later one finds what an earlier chunk of the step cached."""
+        kv = self.kv
+        if grow:
+            kv.allocate_decodes(grow)
+        prefills = plan.prefills
+        kv.allocate_chunks([p for p in prefills if p[0].status is not WAITING])
+        bs = kv.block_size
+        looked = {i: used for i, _, used in hits}
+        for i, p in enumerate(prefills):
+            r = p[0]
+            if r.status is not WAITING:
+                continue
+            used = looked.get(i, 0)
+            if used:
+                hit = kv.lookup(r)
+                if len(hit) < used:  # the plan was sized on a draft of this order (engine/cache_draft.py)
+                    assert not self.config.check_invariants, (
+                        f"request {r.id} finds {len(hit)} cached blocks at its admission, {used} planned")
+                    used = len(hit)
+                kv.admit(r, hit.prefix(used))
+                if r.first_scheduled != r.first_scheduled:  # first admission: the tokens it found cached
+                    r.num_cached = used * bs
+            kv.allocate_chunks((p,))
 
     # --- KV tiers below the GPU (engine/kv_tiers.py) ------------------------------------------------------------
     def admit_tiered(self, hits: list, now: float) -> float:
