@@ -1,0 +1,77 @@
+"""One step's admissions look up the prefix cache in vLLM 0.32's order (engine/cache_draft.py): the running loop's
+allocations first, then each waiting request's ``get_computed_blocks`` and ``allocate_slots`` in turn
+(vllm/v1/core/sched/scheduler.py ``Scheduler.schedule``). Hand-derived cases, then the same cases and random ones
+through vLLM's own scheduler (tests/engine_cases.py), step by step."""
+from __future__ import annotations
+
+import pytest
+
+from tests.engine_cases import Arrival, Limits, prompt, shared_prefix_case, sim_steps, vllm_steps
+
+A, P = Arrival, prompt
+
+CASES = {
+    # three arrivals of one step share a 48-token prefix nothing caches: the first's chunk caches it as it is
+    # scheduled, and the next two find it
+    "shared-prefix-one-step": (Limits(20, prefix_caching=True, max_num_batched_tokens=128),
+                               [A(0, P(1, 48) + P(100, 8), 2), A(0, P(1, 48) + P(200, 8), 2),
+                                A(0, P(1, 48) + P(300, 8), 2)]),
+    # a running decode crosses into a new block before the waiting loop and evicts the LRU's head, the second
+    # block of a prefix a waiting request would have found whole
+    "decode-growth-evicts": (Limits(9, prefix_caching=True, max_num_batched_tokens=128),
+                             [A(0, P(1, 15), 10), A(0, P(500, 32), 1), A(0, P(800, 62), 10), A(1, P(900, 32), 1),
+                              A(2, P(500, 32) + P(700, 5), 2)]),
+    # an admission references cached blocks in the middle of the LRU; the next admission's new blocks pass over
+    # them and evict the blocks behind, a prefix a third request shares (it finds nothing the step after)
+    "claimed-not-evicted": (Limits(7, prefix_caching=True, max_num_batched_tokens=128),
+                            [A(0, P(1, 48), 1), A(1, P(400, 32), 1), A(2, P(1, 32) + P(100, 20), 1),
+                             A(2, P(300, 40), 1), A(2, P(400, 32) + P(600, 5), 1)]),
+}
+
+
+def test_admissions_of_one_step_find_the_blocks_an_earlier_admissions_chunk_caches():
+    """``allocate_slots`` caches a chunk's full blocks when it schedules it (``cache_blocks`` up to the computed
+    tokens plus the new ones): request 0's 56 tokens cache three blocks (48 shared tokens), and requests 1 and 2,
+    looked up after it in the waiting loop, find 48 tokens each and compute their last 8. Before, each computed
+    its whole prompt (56 + 56 and a 16-token chunk, the budget spent)."""
+    L, case = CASES["shared-prefix-one-step"]
+    first = sim_steps(case, L)[0]
+    assert first.tokens == {0: 56, 1: 8, 2: 8} and first.hits == {1: 48, 2: 48}
+
+
+def test_a_decodes_new_block_evicts_before_the_waiting_loop_looks_up():
+    """9 blocks. Step 0: request 0 (15 tokens, 1 block), 1 (32, finishes: its 2 blocks cached, freed tail first)
+    and 2 (62, 4 blocks); step 1: request 3 (32, finishes) takes the last 2 uncached blocks, cached behind 1's.
+    Step 2: request 0's token 17 takes a block in the running loop: the LRU's head, request 1's second block. So
+    request 4 (request 1's 32 tokens + 5) finds 16 tokens and computes 21, taking request 3's blocks; before, the
+    hits were referenced before any block was taken and it found 32."""
+    L, case = CASES["decode-growth-evicts"]
+    step = sim_steps(case, L)[2]
+    assert step.tokens == {0: 1, 2: 1, 4: 21} and step.hits == {4: 16}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    from tests.vllm_support import require_vllm
+    require_vllm()
+    from llmsched.vllm.model import write_model
+    return str(write_model(tmp_path_factory.mktemp("same-step") / "tiny"))
+
+
+def test_named_cases_decide_as_vllms_scheduler_step_by_step(model_dir):
+    for gate in (True, False):
+        for name, (L, case) in CASES.items():
+            ours = sim_steps(case, L, params=None if gate else {"reserve_full_isl": False})
+            theirs = vllm_steps(case, L, model_dir, full_isl=gate)
+            assert [repr(s) for s in ours] == [repr(s) for s in theirs], (name, gate)
+
+
+def test_random_shared_prefix_cases_decide_as_vllms_scheduler_step_by_step(model_dir):
+    """40 random cases (``shared_prefix_case``): three shared prefixes, small caches, varied budgets and seat caps.
+    The replica's order before this change (all hits referenced before any block was taken) decided 5 of these
+    40 differently."""
+    for seed in range(40):
+        L, case = shared_prefix_case(seed)
+        ours = sim_steps(case, L)
+        theirs = vllm_steps(case, L, model_dir)
+        assert [repr(s) for s in ours] == [repr(s) for s in theirs], (seed, L)
