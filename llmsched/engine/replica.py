@@ -8,6 +8,17 @@ step and preemption counts (``counters``, step_counters.py); the decode group an
 (``groups``, group_steps.py). Beside them: the plan check (plan_check.py); preemption, overflow eviction and
 swap-in (preemption.py); fast-forwarded decode runs (decode_run.py). Nothing outside these writes a replica's
 attributes: the simulator reads them (the properties below) and calls its methods.
+
+With vLLM v1's prefix cache, a step's KV is taken in vLLM 0.32's order (vllm/v1/core/sched/scheduler.py,
+``Scheduler.schedule``): the running loop first (each running request's ``allocate_slots``: a decode's new block, a
+prompt chunk's blocks, its full blocks cached as it is scheduled), then the waiting loop request by request
+(``get_computed_blocks``, then ``allocate_slots``: the hit referenced, the chunk's blocks taken, evicting the
+LRU's cached blocks once no uncached one is free, its full blocks cached). An admission's lookup so sees every
+eviction and every cached block of the allocations before it in the step. The policy plans before anything is
+taken, so its lookups, and the launch's sizing of the plan's admissions (``plan_check.fit_hits``), go through a
+draft that replays the step's order without changing the cache (engine/cache_draft.py); ``launch`` then takes
+the blocks in that order (``allocate_in_order``). Without a prefix cache the order changes nothing: blocks are
+counted, so the launch takes them all at once.
 """
 from __future__ import annotations
 
