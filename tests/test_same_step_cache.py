@@ -75,3 +75,39 @@ def test_random_shared_prefix_cases_decide_as_vllms_scheduler_step_by_step(model
         ours = sim_steps(case, L)
         theirs = vllm_steps(case, L, model_dir)
         assert [repr(s) for s in ours] == [repr(s) for s in theirs], (seed, L)
+
+
+def test_the_draft_finds_what_the_cache_finds_after_the_same_allocations():
+    """The draft (engine/cache_draft.py) against the cache itself, no vLLM needed. 7 blocks: request a's 3 blocks
+    and then x's 2 are freed into the LRU (tail first: a2 a1 a0 x1 x0), 2 uncached blocks free. w1 references a0
+    and a1 and takes the 2 uncached blocks; w2's 3 new blocks then evict a2, pass over a1 and a0 (w1 holds them)
+    and evict x1 and x0: w3 (x's prompt + 5) finds nothing, w4 (a's first 32 tokens + 5) finds both, and w5
+    (w1's 52 tokens + 10) finds the block w1's chunk fills. Then the same allocations are made for real."""
+    from llmsched.content import Content, Space, piece_id
+    from llmsched.engine.prefix_cache import PrefixCachingKVManager
+    from llmsched.request import Request
+
+    def req(i, tokens):
+        return Request(i, 0.0, len(tokens), 1, content=Content.of_tokens(tokens, piece_id(Space.REPLY, i)))
+
+    kv = PrefixCachingKVManager(7, 16)
+    for r in (req(0, P(1, 48)), req(1, P(400, 32))):
+        kv.allocate(r, r.prompt_len)
+        r.num_computed = r.prompt_len
+        kv.release(r)
+    w1, w2 = req(2, P(1, 32) + P(100, 20)), req(3, P(300, 40))
+    w3, w4 = req(4, P(400, 32) + P(600, 5)), req(5, P(1, 32) + P(700, 5))
+    w5 = req(6, P(1, 32) + P(100, 20) + P(800, 10))
+    draft = kv.draft()
+    assert [len(draft.lookup(w)) for w in (w1, w3, w4, w5)] == [2, 2, 2, 2]
+    draft.admit(w1, 20)
+    assert [len(draft.lookup(w)) for w in (w3, w4, w5)] == [2, 2, 3]
+    draft.admit(w2, 40)
+    found = [len(draft.lookup(w)) for w in (w3, w4, w5)]
+    assert found == [0, 2, 3]
+    kv.admit(w1, kv.lookup(w1))
+    kv.allocate_chunks([(w1, 20)])
+    kv.allocate_chunks([(w2, 40)])
+    assert [len(kv.lookup(w)) for w in (w3, w4, w5)] == found
+    w1.num_computed, w2.num_computed = 52, 40  # the step ends
+    kv.check([w1, w2])

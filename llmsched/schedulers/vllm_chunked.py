@@ -65,7 +65,8 @@ class VLLMChunked(RunningFirst):
             if need > free or (self.reserve_full_isl and n < remaining
                                and view.admission_blocks(r, remaining, draft) > free):
                 break
-            view.admitted(r, n, draft)
+            if draft is not None:
+                view.admitted(r, n, draft)
             plan.prefills.append((r, n))
             free -= need
             budget -= n
