@@ -111,3 +111,13 @@ def test_the_draft_finds_what_the_cache_finds_after_the_same_allocations():
     assert [len(kv.lookup(w)) for w in (w3, w4, w5)] == found
     w1.num_computed, w2.num_computed = 52, 40  # the step ends
     kv.check([w1, w2])
+
+
+def test_a_policy_that_runs_prompts_whole_keeps_finding_what_it_planned_on():
+    """The conservation fuzz's seed 2229 (``vllm``, whole prompts, multi-turn chat with a prefix cache, 101
+    blocks): while every policy's admissions took blocks in vLLM's order, one found fewer cached blocks at launch
+    than its policy had counted, computed its planned tokens from an earlier token, and left its prompt unfinished,
+    which ``vllm`` never schedules: the replica stalled. Only a policy declaring ``looks_up_in_order``
+    (vllm-chunked) plans and launches in that order."""
+    from tests.test_fuzz_conservation import check_seed
+    assert check_seed(2229) is None

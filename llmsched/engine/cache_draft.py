@@ -9,7 +9,8 @@ the free queue, new blocks taken, the chunk's full blocks cached). So an admissi
 every allocation before it in the step, and the blocks the step's earlier chunks cached, even those no step has
 computed yet. The replica's policy plans before anything is taken, and the replica launches afterwards: a
 ``CacheDraft`` replays those changes without making them, so that a policy's lookups (``ReplicaView``) and the
-launch's sizing (``plan_check.fit_hits``) see what vLLM's would, and the launch then makes them in the same order.
+launch's sizing (``plan_check.fit_hits_in_order``) see what vLLM's would, and the launch then makes them in the
+same order (``Replica.allocate_in_order``), for a policy that declares ``looks_up_in_order`` (vllm-chunked).
 
 * ``take(m)``: ``m`` new blocks: the uncached free ones first, then the LRU's blocks in its order (a free run's top
   blocks first), skipping blocks an earlier admission of the step references (``taken``); those passed are
@@ -20,7 +21,7 @@ launch's sizing (``plan_check.fit_hits``) see what vLLM's would, and the launch 
   chunk's request, by the piece keys both contents name it with). The extension is not yet in the cache: the
   ``Hit`` counts its blocks past its segments, and costs no free block (its request references them).
 
-``taken`` is the plan's claims as ``plan_check.fit_hits`` keeps them: registration -> ``(lo, hi)`` ranges of free
+``taken`` is the plan's claims as ``plan_check.fit_hits_in_order`` keeps them: registration -> ``(lo, hi)`` ranges of free
 cached blocks an admission of this step references (``PrefixCachingKVManager.size_admission`` adds to it).
 """
 from __future__ import annotations

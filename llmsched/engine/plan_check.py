@@ -54,6 +54,33 @@ def check_preempt(rep, r: Request, stamp: int) -> None:
 
 def fit_hits(kv, hits: list, need: int, plan: BatchPlan, prefill_new: list, prefill_ctx: list,
              prefill_tokens: int) -> tuple:
+    """The plan's admissions that start from cached blocks, sized: each takes its whole hit and computes the rest
+    of its chunk; if then the plan needs more blocks than are free, each admission costs at most what the policy
+    counted without a cache (its chunk's blocks), taking fewer cached blocks or a shorter chunk. Writes their
+    chunks into the plan and the batch; returns ``([(request, blocks)], blocks needed, prompt tokens)``."""
+    for fitted in (False, True):
+        taken: dict = {}  # free cached blocks the plan's admissions use, counted once
+        sized, cost = [], 0
+        for i, slot, r, hit, n, remaining in hits:
+            used, m, c = kv.size_admission(hit, n, remaining, taken, fitted)
+            sized.append((i, slot, r, used, m))
+            cost += c
+        if need + cost <= kv.free or fitted:
+            break
+    bs = kv.block_size
+    admitted = []
+    for i, slot, r, used, m in sized:
+        plan.prefills[i] = (r, m)
+        prefill_new[slot] = m
+        prefill_ctx[slot] = len(used) * bs
+        prefill_tokens += m
+        if used:
+            admitted.append((r, used))
+    return admitted, cost, prefill_tokens
+
+
+def fit_hits_in_order(kv, hits: list, need: int, plan: BatchPlan, prefill_new: list, prefill_ctx: list,
+                      prefill_tokens: int) -> tuple:
     """The plan's admissions that look up the prefix cache, sized in vLLM's order (engine/cache_draft.py): the
     plan's other work first (``need`` new blocks; its running chunks cache their full blocks), then each admission
     in plan order finds what the cache holds by then, takes its whole hit and computes the rest of its chunk. If
@@ -146,6 +173,7 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
     hits = None
     caching = rep.caching
     tiered = caching and rep.kv.tiers is not None
+    in_order = rep.in_order
     for i, (r, n) in enumerate(plan.prefills):
         st = r.status
         if r.replica != index or st is not RUNNING:
@@ -170,13 +198,14 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
             n = remaining
             plan.prefills[i] = (r, n)
         if caching and st is WAITING and r.content is not None and not r.num_computed:
-            if hits is None:
-                hits = []
-            # with tiers, found now; without, in vLLM's order by fit_hits (the plan's other work first)
-            hits.append((i, len(prefill_new), r, kv.lookup(r) if tiered else None, n, remaining))
-            prefill_new.append(0)  # written below, once the plan's hits are sized together
-            prefill_ctx.append(0)
-            continue
+            hit = None if in_order else kv.lookup(r)  # in vLLM's order: found by fit_hits_in_order
+            if hit or tiered or in_order:
+                if hits is None:
+                    hits = []
+                hits.append((i, len(prefill_new), r, hit, n, remaining))
+                prefill_new.append(0)  # written below, once the plan's hits are sized together
+                prefill_ctx.append(0)
+                continue
         prefill_new.append(n)
         prefill_ctx.append(r.num_computed)
         prefill_tokens += n
@@ -188,6 +217,9 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
         if tiered:  # the tiers below the GPU extend the hits (engine/tier_admission.py)
             admitted, cost, prefill_tokens = fit_tier_hits(rep, hits, need, plan, prefill_new, prefill_ctx,
                                                            prefill_tokens, admit)
+        elif in_order:
+            admitted, cost, prefill_tokens = fit_hits_in_order(kv, hits, need, plan, prefill_new, prefill_ctx,
+                                                               prefill_tokens)
         else:
             admitted, cost, prefill_tokens = fit_hits(kv, hits, need, plan, prefill_new, prefill_ctx,
                                                       prefill_tokens)

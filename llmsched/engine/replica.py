@@ -15,10 +15,12 @@ prompt chunk's blocks, its full blocks cached as it is scheduled), then the wait
 (``get_computed_blocks``, then ``allocate_slots``: the hit referenced, the chunk's blocks taken, evicting the
 LRU's cached blocks once no uncached one is free, its full blocks cached). An admission's lookup so sees every
 eviction and every cached block of the allocations before it in the step. The policy plans before anything is
-taken, so its lookups, and the launch's sizing of the plan's admissions (``plan_check.fit_hits``), go through a
-draft that replays the step's order without changing the cache (engine/cache_draft.py); ``launch`` then takes
-the blocks in that order (``allocate_in_order``). Without a prefix cache the order changes nothing: blocks are
-counted, so the launch takes them all at once.
+taken, so its lookups, and the launch's sizing of the plan's admissions (``plan_check.fit_hits_in_order``), go
+through a draft that replays the step's order without changing the cache (engine/cache_draft.py); ``launch`` then
+takes the blocks in that order (``allocate_in_order``). That is for a policy that plans so
+(``looks_up_in_order``: vllm-chunked); for the others, and with KV tiers below the GPU, every admission's hit is
+referenced before any block is taken, so it finds at least what the policy saw. Without a prefix cache the order
+changes nothing: blocks are counted, so the launch takes them all at once.
 """
 from __future__ import annotations
 
@@ -84,6 +86,8 @@ class Replica:
                 manager = KVCacheManager
             self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks)
         self.tiers = self.kv.tiers if self.caching else None  # the KV manager's tiers below the GPU, or None
+        # a step's admissions look up the cache in vLLM's order (allocate_in_order), for a policy that plans so
+        self.in_order = self.caching and self.tiers is None and getattr(scheduler, "looks_up_in_order", False)
         self.loading: list = []  # requests waiting for their KV from a tier below the GPU: no step repeats unasked
         self.waiting: list[Request] = []
         self.running: list[Request] = []
@@ -383,9 +387,15 @@ class Replica:
         extra_time = 0.0
         load_time = 0.0
         cfg = self.config
-        ordered = hits is not None and kv.tiers is None  # admissions look up the cache in vLLM's order
+        ordered = hits is not None and self.in_order  # admissions look up the cache in vLLM's order
         if hits is not None and not ordered:  # before any block is taken: the hits' cached blocks are the plan's
-            load_time = self.admit_tiered(hits, now)
+            if kv.tiers is not None:
+                load_time = self.admit_tiered(hits, now)
+            else:
+                for r, hit in hits:
+                    kv.admit(r, hit)
+                    if r.first_scheduled != r.first_scheduled:  # first admission: the tokens it found cached
+                        r.num_cached = len(hit) * kv.block_size
         for r in swap_in:
             self.swapped.remove(r)
             extra_time += kv.swap_in(r) * cfg.swap_seconds_per_block
@@ -422,7 +432,7 @@ class Replica:
         """The plan's KV with a prefix cache, in vLLM 0.32's order (``Scheduler.schedule``: the running loop's
         ``allocate_slots``, then the waiting loop's ``get_computed_blocks`` and ``allocate_slots`` request by
         request): the decodes' and running chunks' blocks first (a chunk caches its full blocks), then each
-        admission of ``hits`` (``(plan index, request, cached blocks)``, sized so by ``plan_check.fit_hits``)
+        admission of ``hits`` (``(plan index, request, cached blocks)``, sized so by ``plan_check.fit_hits_in_order``)
         references the blocks its lookup finds now and takes its chunk's. So an admission's new blocks evict
         (LRU) what a later one would have found, and a later one finds what an earlier chunk of the step cached."""
         kv = self.kv

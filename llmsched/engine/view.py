@@ -111,14 +111,15 @@ class ReplicaView:
         work (``plan``, leaving ``free`` blocks): vLLM's waiting loop finds the cache as the running loop left it
         (its allocations' LRU evictions, its chunks' full blocks cached) and as each admission before it leaves it
         (engine/cache_draft.py). Pass it to ``cached_tokens``, ``admission_blocks`` and, once a request is
-        admitted, ``admitted``. None without a cache; with KV tiers below the GPU, the set of cached blocks the
-        plan's admissions take (each counted once; lookups see the cache as the step starts)."""
+        admitted, ``admitted``. None without a cache; with KV tiers below the GPU, or for a policy that does not
+        declare ``looks_up_in_order`` (the replica then takes its blocks after referencing every hit), the set of
+        cached blocks the plan's admissions take (each counted once; lookups see the cache as the step starts)."""
         r = self._r
         if not r.caching:
             return None
-        kv = r.kv
-        if kv.tiers is not None:
+        if not r.in_order:
             return set()
+        kv = r.kv
         draft = kv.draft()
         draft.take(kv.free - free)
         for req, n in plan.prefills:

@@ -40,6 +40,7 @@ class VLLMChunked(RunningFirst):
     decodes_first = False  # running requests in admission order, decodes and prompt chunks alike
     token_budgets = ("token_budget",)
     models_vllm = True  # refused where vLLM refuses its limits
+    looks_up_in_order = True  # its admissions look up the prefix cache as vLLM's waiting loop does
     token_budget: int = 2048
     reserve_full_isl: bool = True
     # token_budget is vLLM's max_num_batched_tokens; max_num_seqs its seat cap
