@@ -21,8 +21,9 @@ same order (``Replica.allocate_in_order``), for a policy that declares ``looks_u
   chunk's request, by the piece keys both contents name it with). The extension is not yet in the cache: the
   ``Hit`` counts its blocks past its segments, and costs no free block (its request references them).
 
-``taken`` is the plan's claims as ``plan_check.fit_hits_in_order`` keeps them: registration -> ``(lo, hi)`` ranges of free
-cached blocks an admission of this step references (``PrefixCachingKVManager.size_admission`` adds to it).
+``taken`` is the plan's claims as ``plan_check.fit_hits_in_order`` keeps them: registration -> ``(lo, hi)``
+ranges of free cached blocks an admission of this step references (``PrefixCachingKVManager.size_admission`` adds
+to it).
 """
 from __future__ import annotations
 
