@@ -185,3 +185,20 @@ def vllm_steps(case, limits: Limits, model_dir: str, full_isl: bool = True, max_
         free = sched.kv_cache_manager.block_pool.get_num_free_blocks() if blocks else None  # its finished freed
         steps.append(Step(dict(sorted(tokens.items())), sorted(preempted), new_hits, free))
     return steps
+
+
+def shared_prefix_case(seed: int) -> tuple[Limits, list]:
+    """A random small case with a prefix cache: 3 to 7 requests over the first 7 steps, each a prompt of 16 to 48
+    leading tokens of one of three shared prefixes and a tail of its own, on a cache of 8 to 16 blocks (so
+    evictions, preemptions and same-step hits happen), with varied token budgets and seat caps."""
+    import random
+    rnd = random.Random(seed)
+    prefixes = [prompt(1 + 100 * k, rnd.choice([16, 24, 32, 48])) for k in range(3)]
+    case = []
+    for i in range(rnd.randint(3, 7)):
+        head = rnd.choice(prefixes)[: rnd.choice([16, 32, 48])]
+        case.append(Arrival(rnd.randint(0, 6), head + prompt(1000 + 60 * i, rnd.randint(1, 40)), rnd.randint(1, 12)))
+    case.sort(key=lambda a: a.step)
+    limits = Limits(rnd.randint(8, 16), prefix_caching=True, max_num_batched_tokens=rnd.choice([32, 64, 128]),
+                    max_num_seqs=rnd.choice([2, 4, 8]))
+    return limits, case

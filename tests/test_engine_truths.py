@@ -77,7 +77,7 @@ CASES = {
                                        A(1, P(300, 20), 5)]),
 }
 
-# vLLM decides these differently from the replica today (see the strict xfail tests below)
+# an admission's lookup sees the cache as the step's earlier allocations leave it (engine/cache_draft.py)
 SAME_STEP_CACHE = {
     # an admission's new blocks evict (LRU) cached blocks a later admission of the same step would have found
     "same-step-eviction": (Limits(8, prefix_caching=True),
@@ -145,9 +145,6 @@ def test_two_admissions_sharing_a_free_cached_prefix_count_its_blocks_once():
     assert step.tokens == {1: 5, 2: 5} and step.hits == {1: 32, 2: 32}
 
 
-@pytest.mark.xfail(strict=True, reason="vLLM admits waiting requests one by one, each allocate_slots evicting LRU "
-                   "blocks before the next lookup; the replica references every admission's hit before any block "
-                   "is taken (engine/replica.py Replica.launch, hot path: for the lead)")
 def test_an_admissions_eviction_is_seen_by_the_next_admission_of_the_step():
     """8 blocks. Requests 0-3 (2, 2, 2, 3 blocks) run one a step and finish; their full blocks stay cached, freed
     tail first (LRU: 0's second block, 0's first, 1's second, ...). Request 3's third block evicts request 0's
@@ -159,9 +156,6 @@ def test_an_admissions_eviction_is_seen_by_the_next_admission_of_the_step():
     assert last.tokens == {4: 21, 5: 37} and last.hits == {4: 16}
 
 
-@pytest.mark.xfail(strict=True, reason="vLLM caches a running chunk's full blocks when it schedules the chunk, "
-                   "before the waiting requests are looked up; the replica registers them at launch, after the "
-                   "policy planned the step's admissions (engine/replica.py Replica.launch, hot path: for the lead)")
 def test_a_running_chunk_caches_its_blocks_for_admissions_of_the_same_step():
     """Budget 40, 12 blocks. Step 0 computes 40 of request 0's 56 tokens (two full blocks cached). At step 1 its
     last 16 tokens are scheduled first: ``allocate_slots`` caches blocks up to 56 tokens (three full blocks), then
@@ -191,8 +185,8 @@ def test_vllm_chunked_decides_as_vllms_scheduler_step_by_step(model_dir):
 
 
 @pytest.mark.parametrize("name", sorted(SAME_STEP_CACHE))
-def test_vllm_decides_the_same_step_cache_cases_as_the_xfail_tests_say(model_dir, name):
-    """The two cases the strict xfail tests above derive by hand, through vLLM itself: its decisions are theirs."""
+def test_vllm_decides_the_same_step_cache_cases_as_the_tests_above_say(model_dir, name):
+    """The two cases the tests above derive by hand, through vLLM itself: its decisions are theirs."""
     L, case = SAME_STEP_CACHE[name]
     steps = vllm_steps(case, L, model_dir)
     if name == "same-step-eviction":

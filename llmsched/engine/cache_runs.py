@@ -199,3 +199,25 @@ class Hit:
                 yield reg, r, lo, top
                 lo = top
                 i += 1
+
+
+def agree(keys: list, starts: list, g: int, okeys: list, ostarts: list, p: int, end: int) -> int:
+    """The first block from ``p`` (at most ``end``) where two contents' pieces (``keys``/``starts``, block ``p`` in
+    piece ``g``; ``okeys``/``ostarts``) differ; they agree at ``p``. Agreeing on a piece key means agreeing on every
+    token before the piece, so only piece boundaries need comparing."""
+    if okeys is keys:
+        return end
+    j = bisect_right(ostarts, p) - 1
+    n, m = len(starts) - 1, len(ostarts) - 1
+    while True:
+        if keys[g] != okeys[j]:
+            return p
+        x = starts[g + 1] if g < n and starts[g + 1] < end else end
+        y = ostarts[j + 1] if j < m and ostarts[j + 1] < end else end
+        if x != y:
+            return x if x < y else y
+        if x == end:
+            return end
+        p = x
+        g += 1
+        j += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..batchtime.base import Batch
 from ..request import Request, Status
+from .cache_draft import CacheDraft
 from .errors import PlanError
 from .plan import BatchPlan
 from .tier_admission import fit_tier_hits
@@ -78,6 +79,55 @@ def fit_hits(kv, hits: list, need: int, plan: BatchPlan, prefill_new: list, pref
     return admitted, cost, prefill_tokens
 
 
+def fit_hits_in_order(kv, hits: list, need: int, plan: BatchPlan, prefill_new: list, prefill_ctx: list,
+                      prefill_tokens: int) -> tuple:
+    """The plan's admissions that look up the prefix cache, sized in vLLM's order (engine/cache_draft.py): the
+    plan's other work first (``need`` new blocks; its running chunks cache their full blocks), then each admission
+    in plan order finds what the cache holds by then, takes its whole hit and computes the rest of its chunk. If
+    then the plan needs more blocks than are free, each admission costs at most what the policy counted without a
+    cache (its chunk's blocks), taking fewer cached blocks or a shorter chunk. Writes their chunks into the plan and
+    the batch; returns ``([(plan index, request, cached blocks used)], blocks needed, prompt tokens)``."""
+    bs = kv.block_size
+    looked = {h[0]: h for h in hits}
+    later = {}  # plan index -> new blocks of an admission without a lookup (taken in plan order)
+    for i, (r, n) in enumerate(plan.prefills):
+        if r.status is WAITING and i not in looked:
+            later[i] = kv.extra_blocks(r, r.num_computed + n)
+    first = need - sum(later.values())
+    for fitted in (False, True):
+        draft = CacheDraft(kv)
+        draft.take(first)
+        for r, n in plan.prefills:
+            if r.status is not WAITING:
+                draft.register(r, r.num_computed + n)
+        taken = draft.taken  # free cached blocks the plan's admissions use, counted once
+        sized, cost = [], 0
+        for i, (r, n) in enumerate(plan.prefills):
+            if i in later:
+                draft.take(later[i])
+                draft.register(r, r.num_computed + n)
+                continue
+            h = looked.get(i)
+            if h is None:
+                continue
+            slot, remaining = h[1], h[5]
+            used, m, c = kv.size_admission(draft.lookup(r), n, remaining, taken, fitted)
+            draft.take(-(-m // bs))
+            draft.register(r, len(used) * bs + m)
+            sized.append((i, slot, r, len(used), m))
+            cost += c
+        if need + cost <= kv.free or fitted:
+            break
+    admitted = []
+    for i, slot, r, used, m in sized:
+        plan.prefills[i] = (r, m)
+        prefill_new[slot] = m
+        prefill_ctx[slot] = used * bs
+        prefill_tokens += m
+        admitted.append((i, r, used))
+    return admitted, cost, prefill_tokens
+
+
 def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
     """The plan's decodes and prefills against the limits, after its preemptions. Returns ``(need, admit, swap_in,
     grow, batch, prefill_tokens, hits)``: new KV blocks (more than are free only when the replica evicts on
@@ -127,6 +177,7 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
     hits = None
     caching = rep.caching
     tiered = caching and rep.kv.tiers is not None
+    in_order = rep.in_order
     for i, (r, n) in enumerate(plan.prefills):
         st = r.status
         if r.replica != index or st is not RUNNING:
@@ -151,8 +202,8 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
             n = remaining
             plan.prefills[i] = (r, n)
         if caching and st is WAITING and r.content is not None and not r.num_computed:
-            hit = kv.lookup(r)
-            if hit or tiered:
+            hit = None if in_order else kv.lookup(r)  # in vLLM's order: found by fit_hits_in_order
+            if hit or tiered or in_order:
                 if hits is None:
                     hits = []
                 hits.append((i, len(prefill_new), r, hit, n, remaining))
@@ -173,6 +224,9 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
         if tiered:  # the tiers below the GPU extend the hits (engine/tier_admission.py)
             admitted, cost, prefill_tokens = fit_tier_hits(rep, hits, need, plan, prefill_new, prefill_ctx,
                                                            prefill_tokens, admit)
+        elif in_order:
+            admitted, cost, prefill_tokens = fit_hits_in_order(kv, hits, need, plan, prefill_new, prefill_ctx,
+                                                               prefill_tokens)
         else:
             admitted, cost, prefill_tokens = fit_hits(kv, hits, need, plan, prefill_new, prefill_ctx,
                                                       prefill_tokens)

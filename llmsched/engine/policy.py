@@ -19,6 +19,7 @@ class Policy(Protocol):
     steady_decodes: bool
     steady_after_finishes: bool
     plans_decode_group: bool
+    looks_up_in_order: bool
 
     def schedule(self, view: ReplicaView) -> BatchPlan: ...
 

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from .cache_runs import Hit, Lru, Registration, Run
+from .cache_draft import CacheDraft
+from .cache_runs import Hit, Lru, Registration, Run, agree
 from .errors import KVCapacityError
 from .kv_cache import KVCacheManager
 from ..request import Request, Status
@@ -62,6 +63,10 @@ class PrefixCachingKVManager(KVCacheManager):
         self.pieces: dict = {}  # request -> [piece keys, their first blocks, blocks covered] (dropped on release)
         self.hit_tokens = 0  # tokens found cached at admissions, over the run
         self.step_hits = 0  # of the step being launched
+
+    def draft(self) -> CacheDraft:
+        """A step's scheduling against this cache, replayed without changing it (engine/cache_draft.py)."""
+        return CacheDraft(self)
 
     # --- lookups ----------------------------------------------------------------------------------------------
     def request_pieces(self, req: Request, blocks: int, keep: bool = True) -> list:
@@ -204,6 +209,7 @@ class PrefixCachingKVManager(KVCacheManager):
         budget = -(-n // bs) if fitted else len(hit) + -(-n // bs)
         reclaim = used = 0
         claimed = []
+        whole = True
         for reg, r, lo, top in hit.runs():
             if r.ref:
                 used += top - lo
@@ -225,7 +231,10 @@ class PrefixCachingKVManager(KVCacheManager):
             if stop > lo:
                 claimed.append((reg, lo, stop))
             if stop < top:
+                whole = False
                 break
+        if whole and used < hit.blocks:  # blocks a chunk of this step caches (engine/cache_draft.py): referenced
+            used = hit.blocks
         for reg, lo, stop in claimed:
             taken.setdefault(reg, []).append((lo, stop))
         m = min(n, remaining - used * bs, (budget - reclaim) * bs)
@@ -568,24 +577,8 @@ class PrefixCachingKVManager(KVCacheManager):
             assert (r.num_blocks == 0 and r.num_computed == 0) or r in holding, f"waiting request {r.id} holds KV"
 
 
+
 def agree_end(keys: list, starts: list, g: int, reg: Registration, p: int, end: int) -> int:
     """The first block from ``p`` (at most ``end``) where a request's pieces (``keys``, ``starts``, block ``p`` in
-    piece ``g``) and ``reg``'s differ; they agree at ``p``. Agreeing on a piece key means agreeing on every token
-    before the piece, so only piece boundaries need comparing."""
-    rkeys, rstarts = reg.keys, reg.starts
-    if rkeys is keys:
-        return end
-    j = bisect_right(rstarts, p) - 1
-    n, m = len(starts) - 1, len(rstarts) - 1
-    while True:
-        if keys[g] != rkeys[j]:
-            return p
-        x = starts[g + 1] if g < n and starts[g + 1] < end else end
-        y = rstarts[j + 1] if j < m and rstarts[j + 1] < end else end
-        if x != y:
-            return x if x < y else y
-        if x == end:
-            return end
-        p = x
-        g += 1
-        j += 1
+    piece ``g``) and ``reg``'s differ; they agree at ``p`` (``cache_runs.agree``)."""
+    return agree(keys, starts, g, reg.keys, reg.starts, p, end)

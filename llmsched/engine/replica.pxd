@@ -20,6 +20,7 @@ cdef class Replica:
     cdef public object folds_finishes
     cdef public object fruitless
     cdef public GroupSteps groups
+    cdef public object in_order
     cdef public object index
     cdef public KVCacheManager kv
     cdef public object loading

@@ -8,6 +8,19 @@ step and preemption counts (``counters``, step_counters.py); the decode group an
 (``groups``, group_steps.py). Beside them: the plan check (plan_check.py); preemption, overflow eviction and
 swap-in (preemption.py); fast-forwarded decode runs (decode_run.py). Nothing outside these writes a replica's
 attributes: the simulator reads them (the properties below) and calls its methods.
+
+With vLLM v1's prefix cache, a step's KV is taken in vLLM 0.32's order (vllm/v1/core/sched/scheduler.py,
+``Scheduler.schedule``): the running loop first (each running request's ``allocate_slots``: a decode's new block, a
+prompt chunk's blocks, its full blocks cached as it is scheduled), then the waiting loop request by request
+(``get_computed_blocks``, then ``allocate_slots``: the hit referenced, the chunk's blocks taken, evicting the
+LRU's cached blocks once no uncached one is free, its full blocks cached). An admission's lookup so sees every
+eviction and every cached block of the allocations before it in the step. The policy plans before anything is
+taken, so its lookups, and the launch's sizing of the plan's admissions (``plan_check.fit_hits_in_order``), go
+through a draft that replays the step's order without changing the cache (engine/cache_draft.py); ``launch`` then
+takes the blocks in that order (``allocate_in_order``). That is for a policy that plans so
+(``looks_up_in_order``: vllm-chunked); for the others, and with KV tiers below the GPU, every admission's hit is
+referenced before any block is taken, so it finds at least what the policy saw. Without a prefix cache the order
+changes nothing: blocks are counted, so the launch takes them all at once.
 """
 from __future__ import annotations
 
@@ -75,6 +88,8 @@ class Replica:
             self.kv = manager(config.num_blocks, config.block_size, config.swap_blocks) if config.kv_groups is None \
                 else windowed_manager(config, scheduler)
         self.tiers = self.kv.tiers if self.caching else None  # the KV manager's tiers below the GPU, or None
+        # a step's admissions look up the cache in vLLM's order (allocate_in_order), for a policy that plans so
+        self.in_order = self.caching and self.tiers is None and getattr(scheduler, "looks_up_in_order", False)
         self.loading: list = []  # requests waiting for their KV from a tier below the GPU: no step repeats unasked
         self.waiting: list[Request] = []
         self.running: list[Request] = []
@@ -379,7 +394,8 @@ class Replica:
         extra_time = 0.0
         load_time = 0.0
         cfg = self.config
-        if hits is not None:  # before any block is taken: the hits' cached blocks are the plan's
+        ordered = hits is not None and self.in_order  # admissions look up the cache in vLLM's order
+        if hits is not None and not ordered:  # before any block is taken: the hits' cached blocks are the plan's
             if kv.tiers is not None:
                 load_time = self.admit_tiered(hits, now)
             else:
@@ -392,6 +408,8 @@ class Replica:
             extra_time += kv.swap_in(r) * cfg.swap_seconds_per_block
             r.status = RUNNING
             self.append_running(r)
+        if ordered:
+            self.allocate_in_order(plan, grow, hits)
         for r in admit:
             self.waiting.remove(r)
             r.status = RUNNING
@@ -404,10 +422,11 @@ class Replica:
                 store_time = kv.tiers.sync_stores(plan.prefills)
             if not plan.prefills and not plan.decodes:  # the plan's work all became loads: ask again
                 return None
-        if grow:
-            kv.allocate_decodes(grow)
-        if plan.prefills:
-            kv.allocate_chunks(plan.prefills)
+        if not ordered:
+            if grow:
+                kv.allocate_decodes(grow)
+            if plan.prefills:
+                kv.allocate_chunks(plan.prefills)
         clock = self.clock
         clock.launched(plan, (prefill_tokens, len(batch.prefill_new), len(batch.decode_ctx), batch.context_sum),
                        preempted)
@@ -415,6 +434,36 @@ class Replica:
         if load_time or store_time:
             compute = kv.tiers.step_time(compute, load_time, store_time, kv.tiers.plan.layers)
         return self.duration(compute + extra_time + clock.pay(), now)
+
+    def allocate_in_order(self, plan: BatchPlan, grow: list, hits: list) -> None:
+        """The plan's KV with a prefix cache, in vLLM 0.32's order (``Scheduler.schedule``: the running loop's
+        ``allocate_slots``, then the waiting loop's ``get_computed_blocks`` and ``allocate_slots`` request by
+        request): the decodes' and running chunks' blocks first (a chunk caches its full blocks), then each
+        admission of ``hits`` (``(plan index, request, cached blocks)``, sized so by ``plan_check.fit_hits_in_order``)
+        references the blocks its lookup finds now and takes its chunk's. So an admission's new blocks evict
+        (LRU) what a later one would have found, and a later one finds what an earlier chunk of the step cached."""
+        kv = self.kv
+        if grow:
+            kv.allocate_decodes(grow)
+        prefills = plan.prefills
+        kv.allocate_chunks([p for p in prefills if p[0].status is not WAITING])
+        bs = kv.block_size
+        looked = {i: used for i, _, used in hits}
+        for i, p in enumerate(prefills):
+            r = p[0]
+            if r.status is not WAITING:
+                continue
+            used = looked.get(i, 0)
+            if used:
+                hit = kv.lookup(r)
+                if len(hit) < used:  # the plan was sized on a draft of this order (engine/cache_draft.py)
+                    assert not self.config.check_invariants, (
+                        f"request {r.id} finds {len(hit)} cached blocks at its admission, {used} planned")
+                    used = len(hit)
+                kv.admit(r, hit.prefix(used))
+                if r.first_scheduled != r.first_scheduled:  # first admission: the tokens it found cached
+                    r.num_cached = used * bs
+            kv.allocate_chunks((p,))
 
     # --- KV tiers below the GPU (engine/kv_tiers.py) ------------------------------------------------------------
     def admit_tiered(self, hits: list, now: float) -> float:

@@ -112,21 +112,43 @@ class ReplicaView:
         """Whether the replica keeps vLLM v1's prefix cache (its requests carry content and the run left it on)."""
         return self._r.caching
 
-    def cached_tokens(self, req: Request) -> int:
+    def step_draft(self, plan, free: int):
+        """What a policy's admissions look up the prefix cache through, made after it planned the step's running
+        work (``plan``, leaving ``free`` blocks): vLLM's waiting loop finds the cache as the running loop left it
+        (its allocations' LRU evictions, its chunks' full blocks cached) and as each admission before it leaves it
+        (engine/cache_draft.py). Pass it to ``cached_tokens``, ``admission_blocks`` and, once a request is
+        admitted, ``admitted``. None without a cache; with KV tiers below the GPU, or for a policy that does not
+        declare ``looks_up_in_order`` (the replica then takes its blocks after referencing every hit), the set of
+        cached blocks the plan's admissions take (each counted once; lookups see the cache as the step starts)."""
+        r = self._r
+        if not r.caching:
+            return None
+        if not r.in_order:
+            return set()
+        kv = r.kv
+        draft = kv.draft()
+        draft.take(kv.free - free)
+        for req, n in plan.prefills:
+            if req.status is not WAITING:
+                draft.register(req, req.num_computed + n)
+        return draft
+
+    def cached_tokens(self, req: Request, draft=None) -> int:
         """Leading tokens of waiting ``req`` that the prefix cache holds now, so its admission starts after them
         (whole blocks, at most its tokens less one, as vLLM v1's ``get_computed_blocks``); 0 without a cache, for
         a request without content, and for one already running. The replica looks again when it admits: the
         plan's own preemptions can only add to it. With KV tiers below the GPU, what they hold past the GPU hit
         counts too (vLLM counts external hits). A waiting request that holds KV already (a tier loaded it, or a
         prefill instance sent its prompt's KV, engine/remote_kv.py: all of it but its last token) counts what it
-        holds, as vLLM v1 counts a connector's external hit with the local one."""
+        holds, as vLLM v1 counts a connector's external hit with the local one. ``draft`` (``step_draft``): as
+        the step's scheduling so far leaves the cache."""
         r = self._r
         if req.num_blocks and req.status is WAITING:
             return req.num_computed
         if not r.caching or req.num_computed or req.content is None:
             return 0
         kv = r.kv
-        blocks = len(kv.lookup(req))
+        blocks = len(kv.lookup(req) if draft is None or type(draft) is set else draft.lookup(req))
         if kv.tiers is not None:
             hit = kv.tiers.lookup(req, blocks)
             if hit is not None:  # vLLM's connector may load the whole prompt; its last token is computed again
@@ -145,8 +167,9 @@ class ReplicaView:
         blocks after its cached prefix, plus the cached blocks nobody references (they leave the free pool; a
         block shared with a running request costs nothing), plus, with KV tiers below the GPU, the blocks a tier's
         hit fills. Without a cache, ``blocks_for(n)``; a request holding KV (a tier loaded it, or a prefill
-        instance sent its prompt's) takes the blocks beyond those it holds. ``claimed``: the cached blocks earlier
-        admissions of the plan take (``claim_hit``), not counted again."""
+        instance sent its prompt's) takes the blocks beyond those it holds. ``claimed``: the step's draft
+        (``step_draft``: its hit as the step leaves the cache, and blocks earlier admissions take not counted
+        again), or a set of the cached blocks earlier admissions of the plan take (``claim_hit``)."""
         r = self._r
         kv = r.kv
         if req.num_blocks:  # its KV loaded (a prefill instance's, a tier's): it holds those blocks, even a one-token
@@ -154,8 +177,12 @@ class ReplicaView:
             return kv.extra_blocks(req, req.num_computed + n)
         if not r.caching or req.content is None:
             return kv.blocks_for(n)
-        hit = kv.lookup(req)
-        extra = kv.unreferenced(hit, claimed)
+        if claimed is None or type(claimed) is set:
+            hit = kv.lookup(req)
+            extra = kv.unreferenced(hit, claimed)
+        else:
+            hit = claimed.lookup(req)
+            extra = claimed.unreferenced(hit)
         if kv.tiers is not None:
             tier_hit = kv.tiers.lookup(req, len(hit))
             if tier_hit is not None:
@@ -170,6 +197,20 @@ class ReplicaView:
         r = self._r
         if r.caching and not req.num_blocks and req.content is not None:
             r.kv.claim(r.kv.lookup(req), claimed)
+
+    def admitted(self, req: Request, n: int, draft) -> None:
+        """The policy admits waiting ``req`` with a chunk of ``n`` tokens: ``draft`` (``step_draft``) replays it,
+        as vLLM's ``allocate_slots`` does it before the next waiting request is looked up (its hit referenced, its
+        chunk's blocks taken, their full blocks cached); a set draft gets its cached blocks (``claim_hit``)."""
+        if draft is None:
+            return
+        if type(draft) is set:
+            self.claim_hit(req, draft)
+        elif req.num_blocks or req.content is None:
+            draft.take(self.admission_blocks(req, n, draft))
+            draft.register(req, req.num_computed + n)
+        else:
+            draft.admit(req, n)
 
     def preempt_frees(self, req: Request) -> int:
         """Blocks preempting running ``req`` returns to the free pool: its blocks, less those another running

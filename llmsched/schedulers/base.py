@@ -30,6 +30,11 @@ class Scheduler:
     # True: the policy is vLLM's own scheduler, so a run refuses the limits vLLM refuses at start-up
     # (config_fields.refuse_as_vllm)
     models_vllm: ClassVar[bool] = False
+    # True: with a prefix cache, it plans its admissions through ``view.step_draft`` (running work first, then each
+    # admission as the ones before it leave the cache), so the replica takes the step's blocks in vLLM v1's order
+    # (engine/cache_draft.py); False: the replica references every admission's hit before any block is taken, so
+    # an admission finds at least what the policy saw (a policy that runs prompts whole needs that)
+    looks_up_in_order: ClassVar[bool] = False
     # The three properties below let the simulator skip work; a policy built on RunningFirst (running_first.py:
     # its order, budget, chunk and admission hooks) has all three by construction, one that writes its own
     # ``schedule`` declares those it keeps.

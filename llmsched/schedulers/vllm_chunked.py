@@ -28,7 +28,9 @@ class VLLMChunked(RunningFirst):
 
     With a prefix cache, as vLLM v1: an admission's chunk counts only tokens after its cached prefix, and its blocks
     are the chunk's plus the cached blocks no request holds (``view.admission_blocks``), each counted once in a
-    step: a later admission sharing them finds them held, as in vLLM's waiting loop.
+    step: a later admission sharing them finds them held, as in vLLM's waiting loop. Each admission looks up the
+    cache as the step's running work and the admissions before it leave it (``view.step_draft``): their new
+    blocks' evictions, and the full blocks their chunks cache.
     """
 
     name = "vllm-chunked"
@@ -38,6 +40,7 @@ class VLLMChunked(RunningFirst):
     decodes_first = False  # running requests in admission order, decodes and prompt chunks alike
     token_budgets = ("token_budget",)
     models_vllm = True  # refused where vLLM refuses its limits
+    looks_up_in_order = True  # its admissions look up the prefix cache as vLLM's waiting loop does
     token_budget: int = 2048
     reserve_full_isl: bool = True
     # its plans count vLLM's windowed KV cache groups (engine/kv_windows.py) where the model has them: admissions by
@@ -55,19 +58,19 @@ class VLLMChunked(RunningFirst):
 
     def admit(self, view: ReplicaView, plan: BatchPlan, budget: int, free: int, room: int) -> None:
         """FCFS admission with a chunk of what budget is left, stopping at the first that does not fit."""
-        claimed = set()  # cached free blocks this plan's admissions take: a later one sharing them counts them once
+        draft = view.step_draft(plan, free)  # the cache as the running work and each admission before leave it
         for r in view.waiting:
             if budget <= 0 or room < 1:
                 break
-            cached = view.cached_tokens(r)
+            cached = view.cached_tokens(r, draft)
             remaining = r.prompt_len + r.num_generated - cached  # after its cached prefix
             n = min(remaining, budget)
-            need = view.admission_blocks(r, n, claimed)
+            need = view.admission_blocks(r, n, draft)
             if need > free or (self.reserve_full_isl and n < remaining
-                               and view.admission_blocks(r, remaining, claimed) > free):
+                               and view.admission_blocks(r, remaining, draft) > free):
                 break
-            if cached:
-                view.claim_hit(r, claimed)
+            if draft is not None:
+                view.admitted(r, n, draft)
             plan.prefills.append((r, n))
             free -= need
             budget -= n

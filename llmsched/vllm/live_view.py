@@ -83,7 +83,13 @@ class VLLMView:
         blocks, tokens, _ = manager.coordinator.find_longest_cache_hit(vreq.block_hashes, vreq.num_tokens - 1)
         return blocks[0], tokens
 
-    def cached_tokens(self, req: Request) -> int:
+    def step_draft(self, plan, free: int) -> set | None:
+        """The cached blocks a plan's admissions take, each counted once (``admitted``); None without a cache.
+        Lookups see vLLM's cache as the step starts: vLLM's own scheduler then admits (engine/view.py's draft
+        replays the step's order for the simulator)."""
+        return set() if self.prefix_caching else None
+
+    def cached_tokens(self, req: Request, draft=None) -> int:
         """Leading tokens of waiting ``req`` that vLLM's prefix cache holds now (its admission starts after them)."""
         return self.cache_hit(req)[1]
 
@@ -101,6 +107,11 @@ class VLLMView:
         of the same plan finds them held."""
         hit, _ = self.cache_hit(req)
         claimed.update(b.block_id for b in hit if b.ref_cnt == 0)
+
+    def admitted(self, req: Request, n: int, draft: set | None) -> None:
+        """The policy admits ``req``: its cached blocks go into ``draft`` (``claim_hit``)."""
+        if draft is not None:
+            self.claim_hit(req, draft)
 
     def preempt_frees(self, req: Request) -> int:
         """Blocks preempting running ``req`` returns to vLLM's free queue: those no other request holds."""
