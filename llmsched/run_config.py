@@ -203,7 +203,10 @@ class RunConfig:
                                         "them: weight and priority only)", kind=str, optional=True,
                                   hint=f"e.g. {TENANTS_EXAMPLE} (keys rate, weight, workload, priority)",
                                   parse=parse_tenants)
-    max_total_tokens: int | None = declare(None, "cap prompt+output tokens of generated requests", kind=int,
+    max_total_tokens: int | None = declare(None, "cap prompt+output tokens of each request (generated or replayed): a "
+                                                 "prompt over N-1 tokens is cut to N-1, then the output to N minus the "
+                                                 "prompt (generation cut short, as a max_tokens limit); the run prints "
+                                                 "how many it clipped (summary.json: max_total_tokens)", kind=int,
                                            optional=True, low=2, high=MAX_TOKENS)
     # replica limits, named as in vLLM
     block_size: int = BLOCK_SIZE.field()

@@ -48,3 +48,50 @@ def test_slai_admits_the_requests_holding_kv_first(name):
 @pytest.mark.parametrize("name", ["slai-fcfs", "slai"])
 def test_slai_preempts_a_decode_short_of_a_block_for_a_loaded_request(name):
     assert checked({**SELF_PREEMPT_STALL, "scheduler": name}) is None
+
+
+# --- 2. what --max-total-tokens clipped ---------------------------------------------------------------------------
+def lengths_of(result):
+    """Prompt and output lengths by request id (the log holds rows in the order requests left the run)."""
+    log = result.requests
+    order = log.column("id").argsort(kind="stable")
+    return log.column("prompt_len")[order].tolist(), log.column("output_len")[order].tolist()
+
+
+@pytest.mark.parametrize("source", [dict(rate=20.0), dict(concurrency=8), dict(rate=20.0, arrival="gamma", cv=2.0)])
+def test_max_total_tokens_counts_the_requests_it_clips(source):
+    """The count is each request's own: the same run without the cap draws the same lengths uncut, and the requests
+    whose prompt exceeds limit-1 or whose prompt+output exceeds the limit are the ones counted; the capped run's
+    requests all fit, and the cut ones end exactly at the limit."""
+    from llmsched.experiment import run
+    from llmsched.metrics.summary import summarize
+    limit = 1024
+    base = dict(scheduler="sarathi", workload="sharegpt", num_requests=150, seed=7, **source)
+    raw = lengths_of(run(RunConfig(**base)))
+    capped_run = run(RunConfig(**base, max_total_tokens=limit))
+    prompts, outputs = lengths_of(capped_run)
+    over = [p > limit - 1 or p + o > limit for p, o in zip(*raw)]
+    assert 0 < sum(over) < len(over)
+    assert all(p + o <= limit for p, o in zip(prompts, outputs))
+    assert all(p + o == limit for (p, o), cut in zip(zip(prompts, outputs), over) if cut)
+    section = summarize(capped_run)["max_total_tokens"]
+    assert (section["limit"], section["drawn"], section["clipped"]) == (limit, 150, sum(over))
+    assert "max_total_tokens" not in summarize(run(RunConfig(**base, max_total_tokens=None)))
+
+
+def test_simulate_prints_and_writes_the_clipped_count(tmp_path, capsys):
+    import json
+    from llmsched.cli.commands import main
+    main(["simulate", "--workload", "sharegpt", "--rate", "20", "--num-requests", "60", "--max-total-tokens", "512",
+          "--seed", "3", "--no-progress", "--out", str(tmp_path)])
+    written = json.loads((tmp_path / "summary.json").read_text())["max_total_tokens"]
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("max_total_tokens 512:")]
+    assert line == [f"max_total_tokens 512: clipped {written['clipped']} of 60 requests (prompt to 511 tokens at "
+                    f"most, then the output to the rest)"]
+    assert 0 < written["clipped"] < 60
+
+
+def test_max_total_tokens_help_says_how_it_clips():
+    from llmsched.run_field import declared
+    text = declared(RunConfig)["max_total_tokens"].help
+    assert "cut to N-1" in text and "output to N minus the prompt" in text

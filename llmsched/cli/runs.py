@@ -68,6 +68,15 @@ def check_out_dir(path, option: str = "--out") -> None:
             return
 
 
+def print_length_cap(summary: dict) -> None:
+    """One line under the run's table: how many requests --max-total-tokens clipped (summary.json's
+    max_total_tokens), when the run had the cap."""
+    cap = summary.get("max_total_tokens")
+    if cap is not None:
+        print(f"max_total_tokens {cap['limit']}: clipped {cap['clipped']} of {cap['drawn']} requests "
+              f"(prompt to {cap['limit'] - 1} tokens at most, then the output to the rest)")
+
+
 def warn_rejections(command: str, summary: dict, label: str = "") -> None:
     """A warning on stderr when a notable share of the run's requests were rejected: why, and the fix."""
     import sys
