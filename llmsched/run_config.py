@@ -171,7 +171,10 @@ class RunConfig:
     duration: float | None = declare(None, "generate arrivals for this many seconds instead of a request count",
                                      kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")
     arrival: str = declare("poisson", "arrival process for named workloads: poisson, gamma (bursty, see --cv), "
-                                      "constant", choices=("poisson", "gamma", "constant"))
+                                      "constant; inference-perf (with --rate-schedule stages or an inference-perf "
+                                      "config): int(rate x duration) requests a stage, timed as its load.type "
+                                      "(constant: exponential gaps scaled to fill the stage)",
+                           choices=("poisson", "gamma", "constant", "inference-perf"))
     cv: float | None = declare(None, "coefficient of variation of gamma inter-arrival times (>1 is burstier than "
                                      "Poisson)", kind=float, optional=True, low=1e-3, high=1e3)
     rate_schedule: str | None = declare(None, "arrival rate over time (docs/workloads.md, \"Time-varying traffic\"): "

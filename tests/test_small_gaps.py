@@ -95,3 +95,50 @@ def test_max_total_tokens_help_says_how_it_clips():
     from llmsched.run_field import declared
     text = declared(RunConfig)["max_total_tokens"].help
     assert "cut to N-1" in text and "output to N minus the prompt" in text
+
+
+# --- 3. --rate-schedule stages as inference-perf sends them -----------------------------------------------------
+def stage_times(schedule: str, arrival: str, seed: int = 1, **more):
+    from llmsched.experiment import build_source
+    return build_source(RunConfig(workload="sharegpt", rate=None, rate_schedule=schedule, arrival=arrival,
+                                  seed=seed, **more)).arrival_times
+
+
+def test_inference_perf_stages_send_int_rate_times_duration_each():
+    """inference-perf's run_stage sends int(rate x duration) requests a stage; its constant timer scales
+    exponential gaps to fill the stage, so the last lands on the stage's end."""
+    for seed in range(5):
+        t = stage_times("stages:2.5@30,0.5@3,7@20", "inference-perf", seed)
+        assert len(t) == 75 + 1 + 140
+        assert (t[:75] > 0).all() and t[74] == pytest.approx(30.0)
+        assert (t[75] > 30) and t[75] == pytest.approx(33.0)
+        assert (t[76:] > 33).all() and t[-1] == pytest.approx(53.0)
+        assert (t[:-1] <= t[1:]).all()
+    # the default keeps its Poisson count (mean 216): the same stages, another count for some seed
+    assert {len(stage_times("stages:2.5@30,0.5@3,7@20", "poisson", seed)) for seed in range(5)} != {216}
+
+
+def test_an_inference_perf_file_times_its_stages_by_its_load_type(tmp_path):
+    """load.type poisson: a Poisson count a second, each second's requests spread over it, until the stage's
+    int(rate x duration) are sent; the stages (with the file's 1 s interval and 1 s lead between them) keep
+    their counts."""
+    path = tmp_path / "load.yaml"
+    path.write_text("load:\n  type: poisson\n  stages:\n    - rate: 4\n      duration: 10\n"
+                    "    - rate: 1\n      duration: 5\n")
+    t = stage_times(str(path), "inference-perf", num_requests=45)
+    assert len(t) == 45 and (t[:-1] <= t[1:]).all()
+    with pytest.raises(ValueError, match="send 45 requests in all"):
+        stage_times(str(path), "inference-perf", num_requests=46)
+
+
+@pytest.mark.parametrize("fields, words", [
+    (dict(rate_schedule="0:2,30:4", num_requests=10), "give --rate-schedule 'stages:RATE@SECONDS"),
+    (dict(rate=2.0, num_requests=10), "give --rate-schedule 'stages:RATE@SECONDS"),
+    (dict(rate_schedule="stages:2@30;burst:at=5,x=2,for=5"), "have no bursts"),
+    (dict(rate_schedule="stages:0.1@5,0.2@4"), "every stage sends int(rate x duration) = 0"),
+])
+def test_inference_perf_arrival_refuses_what_it_cannot_send(fields, words):
+    from llmsched.experiment import build_source
+    with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")) as e:
+        build_source(RunConfig(**{"rate": None, **fields, "arrival": "inference-perf"}))
+    assert "\n" not in str(e.value)
