@@ -142,3 +142,42 @@ def test_inference_perf_arrival_refuses_what_it_cannot_send(fields, words):
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")) as e:
         build_source(RunConfig(**{"rate": None, **fields, "arrival": "inference-perf"}))
     assert "\n" not in str(e.value)
+
+
+# --- 4. capacity: a stable probe admits 95% of its window's work --------------------------------------------------
+B200_CODE = dict(model="mistral-7b", gpu="b200", tp=2, scheduler="vtc", kv_cache_dtype="fp8",
+                 trace="../shared/data/traces/AzureLLMInferenceTrace_code.csv", max_num_batched_tokens=1024,
+                 max_num_seqs=128, num_requests=300)
+
+
+@pytest.mark.parametrize("rate, verdict, low, high", [(16.0, "stable", 0.99, 1.0), (64.0, "overloaded", 0.6, 0.75)])
+def test_a_short_bursty_probe_is_judged_by_the_work_it_admits(rate, verdict, low, high):
+    """300 requests of the Azure code trace (Mistral-7B TP2/B200, vtc): at 64 req/s the clumped arrivals keep the
+    trend's t-statistic negative (-1.5), and the probe was called stable while it finished 60% of its window's
+    work in the window; it admits 68% of it, so it is overloaded now. At 16 req/s it admits all of it (and
+    finishes 88% in the window, the rest in flight at its end): still stable."""
+    from llmsched.capacity.probe import measure_point, probe_config
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        record = measure_point(probe_config(RunConfig(**B200_CODE), rate, 0))
+    stability = record["stability"]
+    assert stability["t_stat"] < 3  # the trend alone calls it stable
+    assert low <= stability["admitted_share"] <= high
+    assert stability["verdict"] == verdict
+
+
+def test_the_admitted_share_sets_the_verdict_at_the_trends_thresholds():
+    """Steady arrivals and no growth of outstanding work in the trend's eyes; the admitted share alone gives
+    stable at 95% and above, backlogged from 85%, overloaded below."""
+    import numpy as np
+    from llmsched.capacity.stability import trend
+    arrival = np.linspace(0.0, 100.0, 1001)
+    leave = arrival + 1.0
+    work = np.full(len(arrival), 100.0)
+    for share, verdict in ((1.0, "stable"), (0.96, "stable"), (0.9, "backlogged"), (0.6, "overloaded")):
+        admitted = arrival.copy()
+        admitted[np.arange(len(arrival)) % 100 >= round(share * 100)] = np.nan  # never admitted
+        out = trend(arrival, leave, work, 10.0, 90.0, admitted)
+        assert out["admitted_share"] == pytest.approx(share, abs=0.011)
+        assert out["verdict"] == verdict
+    assert "admitted_share" not in trend(arrival, leave, work, 10.0, 90.0)  # the floor's: the trend alone
