@@ -78,6 +78,12 @@ def check_stage_counts(data: dict, origin_of) -> None:
     if given(data, "tenants"):
         raise ValueError(f"{name} inference-perf: one load generator sends the stages, not a stream per tenant; "
                          f"drop --tenants or use --arrival poisson")
+    from .workload.arrivals.stage_counts import StageCounts
+    try:
+        StageCounts(schedule.shape, schedule.load_type)
+    except ValueError as e:
+        raise ValueError(f"{name} inference-perf with {origin_of('rate_schedule').name('rate_schedule')} "
+                         f"{data['rate_schedule']}: {e}") from None
 
 
 def check_combination(data: dict, origin_of=lambda key: API) -> None:
