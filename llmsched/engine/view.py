@@ -106,6 +106,12 @@ class ReplicaView:
         """Whether the replica keeps vLLM v1's prefix cache (its requests carry content and the run left it on)."""
         return self._r.caching
 
+    @property
+    def kv_tiers(self) -> bool:
+        """Whether KV tiers sit below the GPU's prefix cache (--kv-offload): in a colocated run only they load a
+        waiting request's KV, so only with them does a waiting request hold blocks."""
+        return self._r.tiers is not None
+
     def cached_tokens(self, req: Request) -> int:
         """Leading tokens of waiting ``req`` that the prefix cache holds now, so its admission starts after them
         (whole blocks, at most its tokens less one, as vLLM v1's ``get_computed_blocks``); 0 without a cache, for
