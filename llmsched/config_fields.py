@@ -65,6 +65,28 @@ def conflicts_with(key: str, data: dict) -> str | None:
     return None
 
 
+def check_stage_counts(data: dict, origin_of) -> None:
+    """``--arrival inference-perf`` sends each stage's fixed count (workload/arrivals/stage_counts.py): it needs
+    a stages schedule (text or an inference-perf file) without bursts, and one open loop of generated requests."""
+    name = origin_of("arrival").name("arrival")
+    schedule = getattr(data.get("rate_schedule"), "value", None)
+    if schedule is None or not (schedule.base == "stages" or schedule.base.startswith("inference-perf")):
+        raise ValueError(f"{name} inference-perf sends int(rate x duration) requests a stage: give --rate-schedule "
+                         f"'stages:RATE@SECONDS,...' or an inference-perf config file, or another --arrival")
+    if schedule.bursts:
+        raise ValueError(f"{name} inference-perf: inference-perf's stages have no bursts; drop the burst: terms "
+                         f"or use --arrival poisson")
+    if given(data, "tenants"):
+        raise ValueError(f"{name} inference-perf: one load generator sends the stages, not a stream per tenant; "
+                         f"drop --tenants or use --arrival poisson")
+    from .workload.arrivals.stage_counts import StageCounts
+    try:
+        StageCounts(schedule.shape, schedule.load_type)
+    except ValueError as e:
+        raise ValueError(f"{name} inference-perf with {origin_of('rate_schedule').name('rate_schedule')} "
+                         f"{data['rate_schedule']}: {e}") from None
+
+
 def check_combination(data: dict, origin_of=lambda key: API) -> None:
     """Fields that must not be given together, and ranges that involve two fields."""
     for a, b, why in CONFLICTS:
@@ -86,6 +108,8 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
     if arrival == "gamma" and given(data, "arrival") and not given(data, "cv"):
         raise ValueError(f"{origin_of('arrival').name('arrival')} gamma needs --cv, the coefficient of variation of "
                          f"the gaps (1 = Poisson, > 1 burstier)")
+    if arrival == "inference-perf":
+        check_stage_counts(data, origin_of)
     if given(data, "time_scale") and not given(data, "trace"):
         raise ValueError(f"{origin_of('time_scale').name('time_scale')} applies to a replayed trace (--trace); for "
                          f"generated arrivals give --rate or --rate-schedule")

@@ -319,7 +319,21 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None, 
         result.meta["fleet"] = fleet_meta
     if cfg.horizon is not None:
         account_horizon(cfg, source, result)
+    caps = getattr(source, "length_caps", ())
+    if caps and cfg.max_total_tokens is not None:
+        result.meta["max_total_tokens"] = length_cap_counts(cfg.max_total_tokens, caps)
     return result
+
+
+def length_cap_counts(limit: int, caps) -> dict:
+    """What ``max_total_tokens`` did to the run's requests: of the length draws the run took (every request's,
+    a closed loop's sessions' turns', a tenant's stream's), how many it clipped, and how."""
+    return {"limit": limit, "drawn": sum(c.drawn for c in caps), "clipped": sum(c.clipped for c in caps),
+            "how": CLIP_RULE}
+
+
+CLIP_RULE = ("a prompt longer than limit-1 tokens is cut to limit-1, then the output to limit minus the prompt "
+             "(the prompt kept whole where it fits, generation cut short, as a max_tokens limit would)")
 
 
 def keeps_timeline(cfg: RunConfig) -> bool:

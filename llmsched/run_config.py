@@ -172,7 +172,10 @@ class RunConfig:
     duration: float | None = declare(None, "generate arrivals for this many seconds instead of a request count",
                                      kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")
     arrival: str = declare("poisson", "arrival process for named workloads: poisson, gamma (bursty, see --cv), "
-                                      "constant", choices=("poisson", "gamma", "constant"))
+                                      "constant; inference-perf (with --rate-schedule stages or an inference-perf "
+                                      "config): int(rate x duration) requests a stage, timed as its load.type "
+                                      "(constant: exponential gaps scaled to fill the stage)",
+                           choices=("poisson", "gamma", "constant", "inference-perf"))
     cv: float | None = declare(None, "coefficient of variation of gamma inter-arrival times (>1 is burstier than "
                                      "Poisson)", kind=float, optional=True, low=1e-3, high=1e3)
     rate_schedule: str | None = declare(None, "arrival rate over time (docs/workloads.md, \"Time-varying traffic\"): "
@@ -204,7 +207,10 @@ class RunConfig:
                                         "them: weight and priority only)", kind=str, optional=True,
                                   hint=f"e.g. {TENANTS_EXAMPLE} (keys rate, weight, workload, priority)",
                                   parse=parse_tenants)
-    max_total_tokens: int | None = declare(None, "cap prompt+output tokens of generated requests", kind=int,
+    max_total_tokens: int | None = declare(None, "cap prompt+output tokens of each request (generated or replayed): a "
+                                                 "prompt over N-1 tokens is cut to N-1, then the output to N minus the "
+                                                 "prompt (generation cut short, as a max_tokens limit); the run prints "
+                                                 "how many it clipped (summary.json: max_total_tokens)", kind=int,
                                            optional=True, low=2, high=MAX_TOKENS)
     # replica limits, named as in vLLM
     block_size: int = BLOCK_SIZE.field()

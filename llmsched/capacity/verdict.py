@@ -82,7 +82,8 @@ def measure(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
     never = never_served_mask(log, status)
     # the probe's own stability is its servable work's: the never-served requests' backlog grows alike at every
     # rate (their floor judges it, below), and counted here it would pass for load at rates that have none
-    stability = trend(arrival, leave, work if never is None else np.where(never, 0.0, work), lo, hi)
+    stability = trend(arrival, leave, work if never is None else np.where(never, 0.0, work), lo, hi,
+                      log.column("first_scheduled"))
     finish = log.column("finish")
     served_in_window = done & (finish >= lo) & (finish <= hi)
 

@@ -36,8 +36,9 @@ def compare(args) -> int:
     from ..report.run_figures import plot_kv_usage, plot_latency_cdfs
     from ..schedulers.registry import scheduler_info, scheduler_names
     from .run_options import base_config, run_configs
-    from .runs import TABLE_COLUMNS, check_out_dir, run_many, split_names, summary_row
+    from .runs import TABLE_COLUMNS, check_out_dir, check_out_file, run_many, split_names, summary_row
     check_out_dir(args.out)
+    check_out_file(args.report, "--report", "report.html")
     base = base_config(args)
     chosen = args.schedulers if args.schedulers is not None else base.get("scheduler") or "all"
     if chosen == "all":

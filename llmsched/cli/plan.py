@@ -14,6 +14,7 @@ from ..plan.candidates import (build_candidates, parse_offloads, parse_ratios, p
 from ..plan.inputs import check_runnable, pareto_metric, plan_rates, read_prices
 from .probe_options import add_probe_options, add_slo_options, check_cache_options, probe_cache
 from .run_options import add_run_options, run_configs
+from .runs import check_out_file
 
 DESCRIPTION = (
     "For a target rate (--target-rate R, a list R1,R2 or a range START:STOP:STEP; or a --trace at its own rate), "
@@ -78,6 +79,8 @@ def plan(args) -> int:
         if value < low:
             raise ValueError(f"{name} must be >= {low}, got {value}")
     check_cache_options(args)
+    check_out_file(args.report, "--report", "report.html")
+    check_out_file(args.json_out, "--json")
     schedulers = split_names(args.schedulers, "--schedulers")
     ratios = parse_ratios(args.pd_ratios) if args.pd_ratios else []
     if ratios:  # the runs may carry disaggregation's fields (each colocated candidate resets them)

@@ -14,7 +14,7 @@ from ..hardware.prices import PRICES_PATH
 from ..plan.candidates import build_candidates, parse_tps, split_names
 from ..plan.inputs import read_prices
 from .probe_options import add_probe_options, check_cache_options, probe_cache
-from .runs import check_out_dir
+from .runs import check_out_dir, check_out_file
 from .run_options import add_run_options, run_configs
 
 DESCRIPTION = (
@@ -80,6 +80,7 @@ def plan_day(args) -> int:
         raise ValueError(f"--max-replicas must be >= 1, got {args.most_replicas}")
     check_cache_options(args)
     check_out_dir(args.plots, "--plots")
+    check_out_file(args.json_out, "--json")
     policies = split_names(args.autoscalers, "--autoscalers")
     for name in policies:
         if name not in AUTOSCALER_NAMES:

@@ -2,7 +2,9 @@
 cached."""
 from __future__ import annotations
 
+from ..bounds import MIN_RATE
 from ..capacity.cache import default_dir
+from .argtypes import number
 from ..capacity.slo import valid_metrics
 
 
@@ -22,7 +24,8 @@ def add_search_options(p, resolution: float) -> None:
                    help=f"relative width of each capacity search's final interval (default {resolution:g})")
     p.add_argument("--seeds", type=int, default=1, help="seeds per probe (--seed, --seed+1, ...); a probe meets "
                                                         "only if every seed does (default 1)")
-    p.add_argument("--max-rate", type=float, default=None, help="never probe above this rate (default 1024x start)")
+    p.add_argument("--max-rate", type=number(float, low=MIN_RATE), default=None,
+                   help="never probe above this rate, requests/s (default 1024x start)")
 
 
 def probe_seeds(args, first: int) -> tuple[int, ...]:

@@ -68,6 +68,29 @@ def check_out_dir(path, option: str = "--out") -> None:
             return
 
 
+def check_out_file(path, option: str, example: str = "out.json") -> None:
+    """A file to write at the end of a run, refused before the runs where it is a folder or a folder above it is
+    a file (rather than after the runs, when it is written)."""
+    if path is None:
+        return
+    if Path(path).is_dir():
+        raise ValueError(f"{option} {path}: a folder, not a file; give a file name (e.g. {Path(path) / example})")
+    for above in Path(path).parents:
+        if above.exists():
+            if not above.is_dir():
+                raise ValueError(f"{option} {path}: {above} is a file, not a folder; give a path in a folder")
+            return
+
+
+def print_length_cap(summary: dict) -> None:
+    """One line under the run's table: how many requests --max-total-tokens clipped (summary.json's
+    max_total_tokens), when the run had the cap."""
+    cap = summary.get("max_total_tokens")
+    if cap is not None:
+        print(f"max_total_tokens {cap['limit']}: clipped {cap['clipped']} of {cap['drawn']} requests "
+              f"(prompt to {cap['limit'] - 1} tokens at most, then the output to the rest)")
+
+
 def warn_rejections(command: str, summary: dict, label: str = "") -> None:
     """A warning on stderr when a notable share of the run's requests were rejected: why, and the fix."""
     import sys

@@ -112,6 +112,12 @@ class ReplicaView:
         """Whether the replica keeps vLLM v1's prefix cache (its requests carry content and the run left it on)."""
         return self._r.caching
 
+    @property
+    def kv_tiers(self) -> bool:
+        """Whether KV tiers sit below the GPU's prefix cache (--kv-offload): in a colocated run only they load a
+        waiting request's KV, so only with them does a waiting request hold blocks."""
+        return self._r.tiers is not None
+
     def step_draft(self, plan, free: int):
         """What a policy's admissions look up the prefix cache through, made after it planned the step's running
         work (``plan``, leaving ``free`` blocks): vLLM's waiting loop finds the cache as the running loop left it

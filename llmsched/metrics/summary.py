@@ -61,7 +61,7 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
             raise ValueError(f"summarize: {name} must be a finite number of seconds >= 0, got {v!r}")
     if getattr(result.requests, "streamed", False):
         from .stream_summary import summarize_stream
-        return summarize_stream(result, warmup, cooldown)
+        return with_length_cap(summarize_stream(result, warmup, cooldown), result)
     log: RequestLog = result.requests
     arrival = log.column("arrival")
     n_total = len(arrival)
@@ -152,6 +152,15 @@ def summarize(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict:
         out["fleet"] = available("fleet", lambda: fleet_section(result.fleet, pool_counts(
             log.pools, log.column("replica"), status)))
         with_cost_per_good(out)
+    return with_length_cap(out, result)
+
+
+def with_length_cap(out: dict, result) -> dict:
+    """``out`` with the run's ``max_total_tokens`` section (its limit, the requests drawn through it, how many it
+    clipped: ``experiment.run`` puts it in the run's meta), when the run had one."""
+    cap = getattr(result, "meta", {}).get("max_total_tokens")
+    if cap is not None:
+        out["max_total_tokens"] = dict(cap)
     return out
 
 

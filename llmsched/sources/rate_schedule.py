@@ -14,6 +14,7 @@ def applies(cfg) -> bool:
 
 def build(cfg):
     n, duration = schedule_span(cfg)
-    return Workload(scheduled_arrivals(cfg.rate_schedule.value.shape, cfg.arrival, cfg.cv), length_dist(cfg),
+    return Workload(scheduled_arrivals(cfg.rate_schedule.value.shape, cfg.arrival, cfg.cv,
+                               cfg.rate_schedule.value.load_type), length_dist(cfg),
                     num_requests=n, duration=duration, max_total_tokens=cfg.max_total_tokens, seed=cfg.seed,
                     **tier_args(cfg)).source()

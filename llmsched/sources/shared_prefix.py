@@ -22,7 +22,8 @@ def build(cfg):
         return generator.closed_loop(cfg.concurrency, cfg.num_requests, cfg.think_time, cfg.turns, **tier_args(cfg))
     if cfg.rate_schedule:
         n, duration = schedule_span(cfg)
-        process = scheduled_arrivals(cfg.rate_schedule.value.shape, cfg.arrival, cfg.cv)
+        process = scheduled_arrivals(cfg.rate_schedule.value.shape, cfg.arrival, cfg.cv,
+                                     cfg.rate_schedule.value.load_type)
         return generator.open_loop(num_requests=n, duration=duration, process=process, **tier_args(cfg))
     n = None if cfg.duration is not None else cfg.num_requests or 1000
     return generator.open_loop(open_loop_rate(cfg.rate), n, cfg.duration, cfg.arrival, cfg.cv, **tier_args(cfg))

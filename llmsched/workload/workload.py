@@ -129,16 +129,21 @@ class Workload:
             def contents():
                 return self.contents(n, chunk, max_prompt)
 
+        capped = self.capped_lengths  # one object for this source, so that it counts what it cuts
+
         def lengths():
-            return self.capped_lengths.chunks(n, streams(self.seed, 3)[1], chunk)
+            return capped.chunks(n, streams(self.seed, 3)[1], chunk)
 
         def tiers():
             return tier_chunks(n, self.tiers, streams(self.seed, 3)[2], chunk)
         if self.follow_ups is not None:
             follow = self.follow_ups
-            return SessionOpenLoop(n, times, lengths, tiers, contents,
-                                   lambda: follow.chunks(n, chunk, max_prompt), follow.count(n))
-        return StreamedOpenLoop(n, times, lengths, tiers, contents)
+            source = SessionOpenLoop(n, times, lengths, tiers, contents,
+                                     lambda: follow.chunks(n, chunk, max_prompt), follow.count(n))
+        else:
+            source = StreamedOpenLoop(n, times, lengths, tiers, contents)
+        source.length_caps = caps_of(capped, self.max_total_tokens)
+        return source
 
     def describe(self) -> dict:
         return {"arrivals": self.arrivals.describe(), "lengths": self.lengths.describe(),
@@ -152,6 +157,12 @@ def tier_dict(tier: Tier) -> dict:
     if tier.priority is not None:
         out["priority"] = tier.priority
     return out
+
+
+def caps_of(lengths: LengthDist, max_total_tokens: int | None) -> tuple:
+    """A source's ``length_caps``: ``(lengths,)``, the ``Capped`` that ``max_total_tokens`` wrapped its lengths in,
+    or ``()`` without one (a preset may be capped of its own: that is its distribution, not the run's cap)."""
+    return (lengths,) if max_total_tokens is not None else ()
 
 
 @runtime_checkable
@@ -170,6 +181,8 @@ class OpenLoop:
 
     def __init__(self, requests: Sequence[Request]):
         self.requests = list(requests)
+
+    length_caps = ()  # the Capped length distributions its requests were drawn through (max_total_tokens)
 
     def __len__(self) -> int:
         return len(self.requests)
@@ -349,6 +362,7 @@ class ClosedLoop:
         self._drawn = self._draws()  # a length distribution refuses what it cannot draw now, not mid-run
         self.issued = 0
         self.outstanding: set[int] = set()
+        self.length_caps = caps_of(self.lengths, max_total_tokens)
 
     def _draws(self) -> Iterator[tuple[int, int, Tier]]:
         """(prompt, output, tier) of each request in issue order, from the start."""

@@ -38,6 +38,12 @@ from ..watermark import WatermarkAdmission
 
 ORDERS = ("fcfs", "spf", "spf-priority")
 PROMPT_LEN = attrgetter("prompt_len")
+NUM_BLOCKS = attrgetter("num_blocks")
+
+
+def holds_no_kv(r: Request) -> bool:
+    """False for a waiting request holding KV blocks (a tier loaded them): sorts it first."""
+    return not r.num_blocks
 
 
 @register
@@ -183,7 +189,10 @@ class SLAI(WatermarkAdmission, Scheduler):
             free, tokens = self._admit(view, plan, free, tokens, budget)
         # (4) non-critical decodes, by C: no prefill is preempted for them
         self._seat_decodes(view, plan, decodes, i, free, tokens, budget, [])
-        if plan.preempt and not plan.has_work:
+        if plan.preempt and not plan.has_work and not (view.kv_tiers and any(map(NUM_BLOCKS, view.waiting))):
+            # preemptions alone help only a waiting request that holds its KV (a tier loaded it): the blocks they
+            # free let it in at the next step, as vLLM preempts a decode it cannot allocate for (itself, when it
+            # is the only one) and then drains its KV-holding queue; without one the plan would idle the same
             return BatchPlan()
         return plan
 
@@ -233,10 +242,16 @@ class SLAI(WatermarkAdmission, Scheduler):
         free -= int(self.watermark * view.total_blocks)
         waiting = view.waiting
         caching = view.prefix_caching
+        # With KV tiers below the prefix cache, the requests holding KV (a tier loaded it) come first, whatever
+        # the order, as vLLM 0.32 drains its KV-holding queue first: a request preempted by recompute whose prompt
+        # and output the cache still holds keys at or below 0 for shortest-prefill-first, and ahead of them it
+        # blocked the line (it needs its cached blocks back, the loaded requests hold theirs) and the replica idled
         if self.order == "spf":  # shortest by the tokens it computes: a cached prefix costs no prefill
             waiting = sorted(waiting, key=(lambda r: r.prompt_len - view.cached_tokens(r)) if caching else PROMPT_LEN)
         elif self.order == "spf-priority":
             waiting = sorted(waiting, key=lambda r: self._priority(r, view.cached_tokens(r) if caching else 0))
+        if view.kv_tiers and any(map(NUM_BLOCKS, waiting)):
+            waiting = sorted(waiting, key=holds_no_kv)  # stable: each part keeps the order's
         for r in waiting:
             if tokens >= budget or active >= cap:
                 break

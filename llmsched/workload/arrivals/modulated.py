@@ -26,10 +26,16 @@ from llmsched.workload.chunks import CHUNK, check_chunk, pieces
 from llmsched.workload.arrivals.rate_shape import RateShape
 
 UNITS = ("poisson", "gamma", "constant")
+INFERENCE_PERF = "inference-perf"  # --arrival for stages as inference-perf's load generator sends them
 
 
-def scheduled_arrivals(shape: RateShape, arrival: str = "poisson", cv: float | None = None) -> ArrivalProcess:
-    """The arrival process of ``shape`` with ``arrival``'s gaps (``cv`` for gamma)."""
+def scheduled_arrivals(shape: RateShape, arrival: str = "poisson", cv: float | None = None,
+                       load_type: str = "constant") -> ArrivalProcess:
+    """The arrival process of ``shape`` with ``arrival``'s gaps (``cv`` for gamma); ``inference-perf``: a stages
+    shape's fixed count a stage, timed as inference-perf's ``load_type`` (``stage_counts.py``)."""
+    if arrival == INFERENCE_PERF:
+        from llmsched.workload.arrivals.stage_counts import StageCounts
+        return StageCounts(shape, load_type)
     if arrival == "poisson" and shape.is_steps:
         return Piecewise(shape.segments())
     return Modulated(shape, arrival, cv)

@@ -60,6 +60,8 @@ class RateSchedule:
     shape: RateShape
     bursts: tuple[Burst, ...] = ()
     base: str = "steps"  # steps, stages, diurnal or the inference-perf file read
+    load_type: str = "constant"  # an inference-perf file's load.type (its default for stages: text), which
+    # --arrival inference-perf times each stage's requests by (stage_counts.py)
 
     def check_run(self, duration: float | None = None, num_requests: int | None = None) -> None:
         """A burst must start while the run's arrivals still come: before ``duration``, or before the time the
@@ -85,7 +87,7 @@ def parse_rate_schedule(text: str) -> RateSchedule:
     """A schedule's text (module docstring) as a RateSchedule; a ValueError names the term that is wrong."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"write a rate schedule, e.g. {EXAMPLE}")
-    bases, bursts = [], []
+    bases, bursts, load_type = [], [], "constant"
     for term in (t.strip() for t in text.split(";")):
         if not term:
             raise ValueError(f"an empty term between two ';'; write terms like {EXAMPLE}")
@@ -98,14 +100,15 @@ def parse_rate_schedule(text: str) -> RateSchedule:
         elif kind == "diurnal":
             bases.append(("diurnal", diurnal_shape(body)))
         elif term.lower().endswith(FILE_SUFFIXES):
-            bases.append((f"inference-perf {term}", stages_shape(*read_stage_file(term))))
+            stages, gap, where, load_type = read_stage_file(term)
+            bases.append((f"inference-perf {term}", stages_shape(stages, gap, where)))
         else:
             bases.append(("steps", steps_shape(term)))
     if len(bases) != 1:
         raise ValueError(f"give exactly one base (START:RATE steps, stages:, diurnal: or an inference-perf file) "
                          f"and any bursts; this schedule has {len(bases)} bases")
     base, shape = bases[0]
-    return RateSchedule(with_bursts(shape, bursts), tuple(sorted(bursts, key=lambda b: b.at)), base)
+    return RateSchedule(with_bursts(shape, bursts), tuple(sorted(bursts, key=lambda b: b.at)), base, load_type)
 
 
 def number(text: str, what: str) -> float:
@@ -250,9 +253,9 @@ def with_bursts(shape: RateShape, bursts: list[Burst]) -> RateShape:
     return RateShape(tuple(edges), tuple(levels), shape.wave)
 
 
-def read_stage_file(path: str) -> tuple[list[tuple[float, float]], float, str]:
-    """An inference-perf config's ``load.stages`` (each ``rate`` and ``duration``), the pause between two stages
-    and the prefix its errors name fields by."""
+def read_stage_file(path: str) -> tuple[list[tuple[float, float]], float, str, str]:
+    """An inference-perf config's ``load.stages`` (each ``rate`` and ``duration``), the pause between two stages,
+    the prefix its errors name fields by and its ``load.type`` (constant or poisson)."""
     data = read_config_file(Path(path))
     load = data.get("load", data) if isinstance(data, dict) else None
     where = f"{path}: load" if isinstance(data, dict) and "load" in data else f"{path}:"
@@ -278,7 +281,7 @@ def read_stage_file(path: str) -> tuple[list[tuple[float, float]], float, str]:
         stages_shape(stages, where=f"{where}.stages")
     except ValueError as e:
         raise ValueError(str(e)) from None
-    return stages, interval + STAGE_LEAD, f"{where}.stages"
+    return stages, interval + STAGE_LEAD, f"{where}.stages", kind
 
 
 def read_config_file(path: Path):

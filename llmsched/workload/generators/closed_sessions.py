@@ -13,7 +13,7 @@ from llmsched.workload.chunks import CHUNK
 from llmsched.workload.lengths.distributions import Capped, LengthDist, positive_int
 from llmsched.workload.generators.sessions import Turn, first_prompt, next_prompt, turn_number
 from llmsched.workload.tenants.tiers import check_tiers, tier_chunks
-from llmsched.workload.workload import streams
+from llmsched.workload.workload import caps_of, streams
 
 
 class SessionClosedLoop:
@@ -37,6 +37,7 @@ class SessionClosedLoop:
         self._describe = describe or {}
         self.issued = self.opened = 0
         self.live: dict[int, Iterator] = {}  # request id -> the rest of its session
+        self.length_caps = getattr(plan, "length_caps", ())
 
     def __len__(self) -> int:
         return self.num_requests
@@ -88,6 +89,7 @@ class DrawnSessions:
         self.draws = num_requests + concurrency * (self.turns - 1)
         self.seed, self.chunk = seed, chunk
         self._drawn = self._draws()
+        self.length_caps = caps_of(self.lengths, max_total_tokens)
 
     def _draws(self) -> Iterator[tuple[int, int, Tier]]:
         _, length_rng, tier_rng = streams(self.seed, 3)

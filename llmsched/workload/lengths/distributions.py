@@ -425,6 +425,9 @@ class Capped(LengthDist):
     ``max_tokens`` limit would. ``how="proportional"`` removes the excess from prompt and output in proportion
     to their lengths, which is what SLAI's generator does (Bari et al. §5: "We then cap the total length at 8192
     tokens"); on the ShareGPT file no row exceeds 8192, so the two agree there.
+
+    ``drawn`` and ``clipped`` count the rows the latest ``chunks`` pass gave (the one a run consumes: a source starts
+    its pass when the run starts) and how many of them it cut, so a run can say how many requests the cap changed.
     """
 
     def __init__(self, dist: LengthDist, max_total: int, how: str = "output"):
@@ -437,6 +440,12 @@ class Capped(LengthDist):
         if how not in CAP_MODES:
             raise ValueError(f"Capped how must be one of {', '.join(CAP_MODES)}; got {how!r}")
         self.how = how
+        self.drawn = self.clipped = 0
+
+    def cuts(self, prompts: np.ndarray, outputs: np.ndarray) -> int:
+        """How many of these (uncapped) rows ``cap`` changes."""
+        prompts = np.asarray(prompts, dtype=np.int64)
+        return int(np.count_nonzero((prompts > self.max_total - 1) | (prompts + np.asarray(outputs) > self.max_total)))
 
     def cap(self, prompts: np.ndarray, outputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         prompts = np.asarray(prompts, dtype=np.int64)
@@ -453,7 +462,14 @@ class Capped(LengthDist):
         return self.cap(*self.dist.sample(n, rng))
 
     def chunks(self, n, rng, size=CHUNK):
-        return (self.cap(prompts, outputs) for prompts, outputs in self.dist.chunks(n, rng, size))
+        self.drawn = self.clipped = 0
+        return self._counted(self.dist.chunks(n, rng, size))
+
+    def _counted(self, chunks):
+        for prompts, outputs in chunks:
+            self.drawn += len(prompts)
+            self.clipped += self.cuts(prompts, outputs)
+            yield self.cap(prompts, outputs)
 
     def describe(self) -> dict:
         return {"kind": "capped", "max_total": self.max_total, "how": self.how, "dist": self.dist.describe()}

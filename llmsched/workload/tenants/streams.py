@@ -176,6 +176,7 @@ class TenantMerge(LazyOpenLoop):
                  chunk: int = CHUNK):
         self.sources = [w.source(chunk) for w in workloads]
         self.tenants = list(tenants)
+        self.length_caps = tuple(c for s in self.sources for c in s.length_caps)
         total = sum(len(s) for s in self.sources)
         self.n = total if limit is None else min(limit, total)
 
@@ -195,6 +196,7 @@ class TraceTenants(LazyOpenLoop):
         self.source = source
         self.names = names
         self.by_name = tenants
+        self.length_caps = source.length_caps
 
     @property
     def n(self) -> int:
