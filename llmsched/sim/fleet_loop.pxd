@@ -26,7 +26,7 @@ cdef class FleetLoop:
     cdef list actions
     cdef Py_ssize_t seq
     cdef object arrivals
-    cdef object pending
+    cdef Request pending
     cdef object bar
     cdef object on_done
     cdef object choose
@@ -54,7 +54,7 @@ cdef class FleetLoop:
     @cython.locals(r=Request)
     cdef admit_held(self, Replica rep, t)
     @cython.locals(rep=Replica)
-    cdef enter(self, req, path, stage, t)
+    cdef enter(self, Request req, path, stage, t)
     cdef step_ended(self, Replica rep, t)
-    @cython.locals(rep=Replica)
+    @cython.locals(rep=Replica, pending=Request)
     cpdef run(self)

@@ -317,7 +317,7 @@ class FleetLoop:
                 break
             if pending is not None and (not heap or pending.arrival <= heap[0][0]):
                 x = pending
-                t = x.arrival
+                t = pending.arrival
                 self.pending = pending = next(self.arrivals, None)
                 if pending is not None and pending.arrival < t:
                     raise ValueError(f"source {type(self.source).__name__}: initial() must give requests in arrival "
