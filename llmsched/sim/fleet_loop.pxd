@@ -13,29 +13,29 @@ cpdef join_held(Replica rep, Request r, how, t)
 
 @cython.final
 cdef class FleetLoop:
-    cdef object source
-    cdef FleetState fleet
-    cdef object horizon
-    cdef list replicas
-    cdef object rng
-    cdef object wall0
-    cdef object log
-    cdef object steps
-    cdef object stream
-    cdef list heap
-    cdef list actions
-    cdef Py_ssize_t seq
-    cdef object arrivals
-    cdef Request pending
-    cdef object bar
-    cdef object on_done
-    cdef object choose
-    cdef bint staged
-    cdef dict stage_of
-    cdef set draining
-    cdef dict held
-    cdef KVTransfers transfers
-    cdef Py_ssize_t transfer_event
+    cdef public object source
+    cdef public FleetState fleet
+    cdef public object horizon
+    cdef public list replicas
+    cdef public object rng
+    cdef public object wall0
+    cdef public object log
+    cdef public object steps
+    cdef public object stream
+    cdef public list heap
+    cdef public list actions
+    cdef public Py_ssize_t seq
+    cdef public object arrivals
+    cdef public Request pending
+    cdef public object bar
+    cdef public object on_done
+    cdef public object choose
+    cdef public bint staged
+    cdef public dict stage_of
+    cdef public set draining
+    cdef public dict held
+    cdef public KVTransfers transfers
+    cdef public Py_ssize_t transfer_event
     cpdef schedule(self, t, action)
     cdef push(self, t, kind, payload)
     cdef next_event(self)
@@ -47,7 +47,7 @@ cdef class FleetLoop:
     @cython.locals(r=Request, rep=Replica)
     cdef settle_transfers(self, t)
     cdef wake_or_start(self, Replica rep, t)
-    cdef bint empty(self, Replica rep) except -1
+    cdef public bint empty(self, Replica rep) except -1
     @cython.locals(r=Request)
     cdef drain(self, Replica rep, t)
     cdef start(self, Replica rep, t, until)
