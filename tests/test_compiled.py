@@ -130,10 +130,12 @@ def test_an_edited_source_runs_alone_from_source(package):
 
 
 def test_an_edited_declaration_takes_its_dependents_along(package):
-    """The view's, the decode-group path's and the group fast-forward's declarations cimport the replica's: a
-    replica running from source takes them with it (the group path's and the replica's cimport each other)."""
+    """The view's, the decode-group path's, the group fast-forward's, the received requests' and the fleet loop's
+    declarations cimport the replica's: a replica running from source takes them with it (the group path's and
+    the replica's cimport each other)."""
     _built(package)
-    dependents = {"llmsched.engine.view", "llmsched.engine.group_steps", "llmsched.engine.decode_run"}
+    dependents = {"llmsched.engine.view", "llmsched.engine.group_steps", "llmsched.engine.decode_run",
+                  "llmsched.engine.remote_kv", "llmsched.sim.fleet_loop"}
     for module in dependents:
         assert "llmsched.engine.replica" in compiled.cimports(module, package)
     pxd = compiled.sources("llmsched.engine.replica", package)[1]

@@ -58,64 +58,77 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
     ``simulate`` (every request leaves finished, rejected with a reason, or unfinished at the horizon; ``log`` a
     request log or a stream), with the fleet's lifecycle and paths (module docstring). ``result.fleet`` is the
     fleet's accounting (``FleetState.summary``)."""
-    if horizon is not None and not horizon > 0:
-        raise ValueError(f"horizon must be a positive number of seconds, got {horizon}")
-    replicas = fleet.replicas
-    if not replicas:
-        raise ValueError("simulate_fleet needs a fleet with at least one replica at the start")
-    rng = np.random.default_rng(seed)
-    wall0 = time.perf_counter()
-    log = RequestLog(keep_gaps) if log is None else log
-    steps = replicas[0].steps
-    if any(rep.steps is not steps for rep in replicas):
-        raise ValueError("all replicas of a fleet must share one StepLog")
-    stream = getattr(log, "streamed", False)
-    if stream != getattr(steps, "streamed", False):
-        raise ValueError("a streamed run needs both a RequestStream log and replicas sharing a StepStream")
-    heap: list = []  # (time, seq, kind, payload): step ends, wake-ups, requests between stages
-    actions: list = []  # (time, seq, action): the fleet's
-    seq = 0
-    arrivals = initial_arrivals(source)
-    pending = next(arrivals, None)
-    bar = progress_bar(progress, source)
-    on_done = source.on_done
-    choose = fleet.fleet.paths
-    staged = any(len(path.stages) > 1 for path in choose.paths)
-    stage_of: dict[int, tuple] = {}  # request id -> (its path, the stage it is in): paths of several stages only
-    draining = fleet.draining
-    # held arrivals of engines with vLLM's async scheduling (see simulate), by replica index: (request, ADD, RECEIVE
-    # or LOAD)
-    held = {} if any(rep.batch_time.async_admission for rep in replicas) else None
-    transfers = fleet.transfers  # a disaggregated fleet's KV transfers (None: none)
-    transfer_event = 0  # the transfers' latest event (an older one in the heap is stale)
-    begin = getattr(choose, "begin", None)
-    if begin is not None:  # a chooser that reads the fleet (a decider reading the decode pool's caches)
-        begin(fleet)
+    return FleetLoop(source, fleet, horizon, seed, progress, keep_gaps, log).run()
 
-    def schedule(t: float, action) -> None:
-        nonlocal seq
-        heappush(actions, (t, seq, action))
-        seq += 1
 
-    # a stage's end that hands a request on is an event: no fold may pass it
-    fleet.begin(schedule, quiet=not getattr(source, "done_adds_requests", True) and not staged)
+class FleetLoop:
+    """One run of the fleet loop: its event queues, and a method for each way an event reaches the fleet. A class
+    (fleet_loop.pxd declares it), not closures, so that a compiled run calls its handlers in C and reads its
+    replicas' fields and clocks as struct slots."""
 
-    def push(t: float, kind: int, payload) -> None:
-        nonlocal seq
-        heappush(heap, (t, seq, kind, payload))
-        seq += 1
+    def __init__(self, source, fleet: FleetState, horizon: float | None, seed: int, progress: bool, keep_gaps: bool,
+                 log: RequestLog | None):
+        if horizon is not None and not horizon > 0:
+            raise ValueError(f"horizon must be a positive number of seconds, got {horizon}")
+        self.source = source
+        self.fleet = fleet
+        self.horizon = horizon
+        self.replicas = replicas = fleet.replicas
+        if not replicas:
+            raise ValueError("simulate_fleet needs a fleet with at least one replica at the start")
+        self.rng = np.random.default_rng(seed)
+        self.wall0 = time.perf_counter()
+        self.log = log = RequestLog(keep_gaps) if log is None else log
+        self.steps = steps = replicas[0].steps
+        if any(rep.steps is not steps for rep in replicas):
+            raise ValueError("all replicas of a fleet must share one StepLog")
+        self.stream = stream = getattr(log, "streamed", False)
+        if stream != getattr(steps, "streamed", False):
+            raise ValueError("a streamed run needs both a RequestStream log and replicas sharing a StepStream")
+        self.heap = []  # (time, seq, kind, payload): step ends, wake-ups, requests between stages
+        self.actions = []  # (time, seq, action): the fleet's
+        self.seq = 0
+        self.arrivals = initial_arrivals(source)
+        self.pending = next(self.arrivals, None)
+        self.bar = progress_bar(progress, source)
+        self.on_done = source.on_done
+        self.choose = choose = fleet.fleet.paths
+        self.staged = staged = any(len(path.stages) > 1 for path in choose.paths)
+        self.stage_of = {}  # request id -> (its path, the stage it is in): paths of several stages only
+        self.draining = fleet.draining
+        # held arrivals of engines with vLLM's async scheduling (see simulate), by replica index: (request, ADD,
+        # RECEIVE or LOAD)
+        self.held = {} if any(rep.batch_time.async_admission for rep in replicas) else None
+        self.transfers = fleet.transfers  # a disaggregated fleet's KV transfers (None: none)
+        self.transfer_event = 0  # the transfers' latest event (an older one in the heap is stale)
+        begin = getattr(choose, "begin", None)
+        if begin is not None:  # a chooser that reads the fleet (a decider reading the decode pool's caches)
+            begin(fleet)
+        # a stage's end that hands a request on is an event: no fold may pass it
+        fleet.begin(self.schedule, quiet=not getattr(source, "done_adds_requests", True) and not staged)
 
-    def next_event() -> float:
+    def schedule(self, t: float, action) -> None:
+        heappush(self.actions, (t, self.seq, action))
+        self.seq += 1
+
+    def push(self, t: float, kind: int, payload) -> None:
+        heappush(self.heap, (t, self.seq, kind, payload))
+        self.seq += 1
+
+    def next_event(self) -> float:
+        pending = self.pending
         t = pending.arrival if pending is not None else inf
+        heap = self.heap
         if heap and heap[0][0] < t:
             t = heap[0][0]
+        actions = self.actions
         if actions and actions[0][0] < t:
             t = actions[0][0]
         return t
 
-    def client_request(r):
+    def client_request(self, r):
         """The client's request for ``r``, a stage's request that leaves (``Path.report`` before the last stage)."""
-        at = stage_of.pop(r.id, None) if staged else None
+        at = self.stage_of.pop(r.id, None) if self.staged else None
         if at is not None:
             path, stage = at
             if stage + 1 < len(path.stages):
@@ -125,56 +138,62 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
                 return path.finish(r)
         return r
 
-    def leave(r, t: float) -> None:
+    def leave(self, r, t: float) -> None:
         """``r`` leaves the run (finished, or rejected in any stage)."""
-        r = client_request(r)
-        if bar is not None:
-            bar.update(1)
-        log.record(r)
-        more = on_done(r, t)
+        r = self.client_request(r)
+        if self.bar is not None:
+            self.bar.update(1)
+        self.log.record(r)
+        more = self.on_done(r, t)
         if more:
             for m in more:
-                push(m.arrival, ARRIVAL, m)  # a closed loop's next request
+                self.push(m.arrival, ARRIVAL, m)  # a closed loop's next request
 
-    def start_transfers(rep, t: float) -> None:
+    def start_transfers(self, rep, t: float) -> None:
         """The transfers of the requests ``rep`` reserved blocks for start now."""
-        settle_transfers(t)
+        self.settle_transfers(t)
+        transfers = self.transfers
         for r in rep.take_reserved():
             transfers.start(r, rep.index, t)
-        push_transfer()
+        self.push_transfer()
 
-    def push_transfer() -> None:
-        nonlocal transfer_event
-        t = transfers.next_event()
-        transfer_event += 1
+    def push_transfer(self) -> None:
+        t = self.transfers.next_event()
+        self.transfer_event += 1
         if t is not None:
-            push(t, TRANSFER, transfer_event)
+            self.push(t, TRANSFER, self.transfer_event)
 
-    def settle_transfers(t: float) -> None:
+    def settle_transfers(self, t: float) -> None:
         """The transfers finished by ``t`` land on their decode replicas."""
-        for r, _ in transfers.advance(t):
-            rep = replicas[r.replica]
-            if held is not None and rep.busy:
+        held = self.held
+        for r, _ in self.transfers.advance(t):
+            rep = self.replicas[r.replica]
+            if held is not None and rep.clock.busy:
                 held.setdefault(rep.index, []).append((r, LOAD))
                 continue
             rep.loaded(r, t)
             if rep.completed:
-                drain(rep, t)
-            if not rep.busy:
-                wake_or_start(rep, t)
+                self.drain(rep, t)
+            if not rep.clock.busy:
+                self.wake_or_start(rep, t)
 
-    def wake_or_start(rep, t: float) -> None:
-        if (heap and heap[0][0] == t) or (pending is not None and pending.arrival == t):
-            push(t, WAKE, rep)  # more events at this instant: decide once they are all in
+    def wake_or_start(self, rep, t: float) -> None:
+        heap = self.heap
+        if (heap and heap[0][0] == t) or (self.pending is not None and self.pending.arrival == t):
+            self.push(t, WAKE, rep)  # more events at this instant: decide once they are all in
         else:
-            start(rep, t)
+            self.start(rep, t, None)
 
-    def empty(rep) -> bool:
-        return not (rep.busy or rep.num_outstanding or rep.completed or (held is not None and held.get(rep.index)))
+    def empty(self, rep) -> bool:
+        held = self.held
+        return not (rep.clock.busy or rep.num_outstanding or rep.completed
+                    or (held is not None and held.get(rep.index)))
 
-    def drain(rep, t: float) -> None:
+    def drain(self, rep, t: float) -> None:
         done = rep.take_completed()
-        fleet.left(rep, done)
+        self.fleet.left(rep, done)
+        staged = self.staged
+        stage_of = self.stage_of
         for r in done:
             if staged:
                 at = stage_of.get(r.id)
@@ -185,51 +204,53 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
                     if not ready >= t:
                         raise ValueError(f"path handoff {path.handoffs[stage]!r}: request {r.id} ready at {ready}, "
                                          f"before its stage ended at {t}")
-                    push(ready, STAGE, (nxt, path, stage + 1))
+                    self.push(ready, STAGE, (nxt, path, stage + 1))
                     continue
-            leave(r, t)
-        if rep.index in draining and empty(rep):
-            fleet.idle(rep, t)
+            self.leave(r, t)
+        if rep.index in self.draining and self.empty(rep):
+            self.fleet.idle(rep, t)
 
-    def start(rep, t: float, until: float | None = None) -> None:
-        d = rep.start_step(t, next_event() if until is None else until, horizon)
+    def start(self, rep, t: float, until) -> None:
+        d = rep.start_step(t, self.next_event() if until is None else until, self.horizon)
+        clock = rep.clock
         if d is not None:
-            push(rep.step_end, STEP_END, rep)
-        elif rep.wake_at is not None:
-            push(rep.wake_at, WAKE, rep)
+            self.push(clock.step_end, STEP_END, rep)
+        elif clock.wake_at is not None:
+            self.push(clock.wake_at, WAKE, rep)
         if rep.reserved:
-            start_transfers(rep, t)
+            self.start_transfers(rep, t)
         if rep.completed:
-            drain(rep, t)
+            self.drain(rep, t)
 
-    def admit_held(rep, t: float) -> None:
-        waiting = held[rep.index]
+    def admit_held(self, rep, t: float) -> None:
+        waiting = self.held[rep.index]
         for r, how in waiting:
             join_held(rep, r, how, t)
         waiting.clear()
         if rep.completed:
-            drain(rep, t)
-        if not rep.busy:
-            start(rep, t)
+            self.drain(rep, t)
+        if not rep.clock.busy:
+            self.start(rep, t, None)
 
-    def enter(req, path, stage: int, t: float) -> None:
+    def enter(self, req, path, stage: int, t: float) -> None:
         """``req`` enters ``stage`` of ``path`` at ``t``: routed to a replica serving that stage's role."""
         if stage == 0 and path.begin is not None:
             req = path.begin(req)
-        if staged:
-            stage_of[req.id] = (path, stage)
+        if self.staged:
+            self.stage_of[req.id] = (path, stage)
         role = path.stages[stage].role
-        rep = fleet.route(req, rng, role)
+        rep = self.fleet.route(req, self.rng, role)
         if rep is None:
             req.replica = -1
             req.status = REJECTED
             req.reject_reason = (f"no replica of the fleet's {role!r} pools was serving at t={t:g}s (each one "
                                  f"starting up, draining or scaled away)")
             req.finish = t
-            leave(req, t)
+            self.leave(req, t)
             return
         receives = path.stages[stage].receives_kv
-        if held is not None and rep.busy:
+        held = self.held
+        if held is not None and rep.clock.busy:
             held.setdefault(rep.index, []).append((req, RECEIVE if receives else ADD))
             return
         if receives:
@@ -237,93 +258,106 @@ def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed
         else:
             rep.add(req, t)
         if rep.completed:
-            drain(rep, t)
-        if not rep.busy:
-            wake_or_start(rep, t)
+            self.drain(rep, t)
+        if not rep.clock.busy:
+            self.wake_or_start(rep, t)
 
-    now = 0.0
-    cut = False
-    while heap or pending is not None:
-        while heap and heap[0][2] == TRANSFER and heap[0][3] != transfer_event:
-            heappop(heap)  # a stale transfer event: the transfers changed since it was pushed
-        if not heap and pending is None:
-            break
-        t_work = pending.arrival if pending is not None else inf
-        if heap and heap[0][0] < t_work:
-            t_work = heap[0][0]
-        if actions and actions[0][0] <= t_work:  # the fleet acts first at its instant
-            t, _, action = heappop(actions)
-            if horizon is not None and t > horizon:
+    def step_ended(self, rep, t: float) -> None:
+        """``rep``'s step in flight ends at ``t``."""
+        held = self.held
+        waiting = held is not None and held.get(rep.index)
+        if rep.end_and_repeat(t):  # the same plan again: fold the steps before the next event
+            if rep.reserved:
+                self.start_transfers(rep, t)
+            if not waiting and not rep.receiving:
+                until = self.next_event()
+                if rep.clock.step_end < until:
+                    rep.fold(until, self.horizon)
+            self.push(rep.clock.step_end, STEP_END, rep)
+            if rep.completed:
+                self.drain(rep, t)
+            if waiting:
+                self.admit_held(rep, t)
+        else:
+            rep.end_step(t)
+            if rep.completed:
+                self.drain(rep, t)
+            self.start(rep, t, t if waiting else None)  # held arrivals: no fast-forward, they join once planned
+            if waiting:
+                self.admit_held(rep, t)
+        if self.stream and self.steps.full:
+            self.steps.flush(self.log.end_max)
+
+    def run(self) -> RunResult:
+        heap, actions, replicas, horizon = self.heap, self.actions, self.replicas, self.horizon
+        choose, draining, fleet = self.choose, self.draining, self.fleet
+        now = 0.0
+        cut = False
+        while heap or self.pending is not None:
+            while heap and heap[0][2] == TRANSFER and heap[0][3] != self.transfer_event:
+                heappop(heap)  # a stale transfer event: the transfers changed since it was pushed
+            pending = self.pending
+            if not heap and pending is None:
+                break
+            t_work = pending.arrival if pending is not None else inf
+            if heap and heap[0][0] < t_work:
+                t_work = heap[0][0]
+            if actions and actions[0][0] <= t_work:  # the fleet acts first at its instant
+                t, _, action = heappop(actions)
+                if horizon is not None and t > horizon:
+                    cut = True
+                    break
+                now = t
+                action(t)
+                for i in [i for i in draining if self.empty(replicas[i])]:
+                    fleet.idle(replicas[i], t)
+                continue
+            if horizon is not None and t_work > horizon:
                 cut = True
                 break
+            if pending is not None and (not heap or pending.arrival <= heap[0][0]):
+                x = pending
+                t = pending.arrival
+                self.pending = pending = next(self.arrivals, None)
+                if pending is not None and pending.arrival < t:
+                    raise ValueError(f"source {type(self.source).__name__}: initial() must give requests in arrival "
+                                     f"order; request {pending.id} arrives at {pending.arrival} after one at {t}")
+                now = t
+                self.enter(x, choose(x), 0, t)
+                continue
+            t, _, kind, x = heappop(heap)
             now = t
-            action(t)
-            for i in [i for i in draining if empty(replicas[i])]:
-                fleet.idle(replicas[i], t)
-            continue
-        if horizon is not None and t_work > horizon:
-            cut = True
-            break
-        if pending is not None and (not heap or pending.arrival <= heap[0][0]):
-            x = pending
-            t = x.arrival
-            pending = next(arrivals, None)
-            if pending is not None and pending.arrival < t:
-                raise ValueError(f"source {type(source).__name__}: initial() must give requests in arrival order; "
-                                 f"request {pending.id} arrives at {pending.arrival} after one at {t}")
-            now = t
-            enter(x, choose(x), 0, t)
-            continue
-        t, _, kind, x = heappop(heap)
-        now = t
-        if kind == STEP_END:
-            waiting = held is not None and held.get(x.index)
-            if x.end_and_repeat(t):  # the same plan again: fold the steps before the next event
-                if x.reserved:
-                    start_transfers(x, t)
-                if not waiting and not x.receiving and x.step_end < next_event():
-                    x.fold(next_event(), horizon)
-                push(x.step_end, STEP_END, x)
-                if x.completed:
-                    drain(x, t)
-                if waiting:
-                    admit_held(x, t)
-            else:
-                x.end_step(t)
-                if x.completed:
-                    drain(x, t)
-                start(x, t, t if waiting else None)  # held arrivals: no fast-forward, they join once it is planned
-                if waiting:
-                    admit_held(x, t)
-            if stream and steps.full:
-                steps.flush(log.end_max)
-        elif kind == WAKE:
-            if not x.busy:
-                start(x, t)
-        elif kind == STAGE:
-            req, path, stage = x
-            enter(req, path, stage, t)
-        elif kind == TRANSFER:
-            if x == transfer_event:
-                settle_transfers(t)
-                push_transfer()
-        else:  # ARRIVAL: a closed loop's next request
-            enter(x, choose(x), 0, t)
-    cut = cut and bool(heap or pending is not None)
-    if cut:
-        for _, _, kind, x in heap:  # requests between two stages when the horizon cut the run
-            if kind == STAGE:
-                req = x[0]
-                req.status = UNFINISHED
-                req.reject_reason = f"unfinished at the horizon t={horizon:g}s (between two stages of its path)"
-                req.finish = horizon
-                log.record(req)
-    if held is not None:  # arrivals held when the horizon cut the run leave it unfinished
-        for i, waiting in held.items():
-            for r, how in waiting:
-                if how != LOAD:  # (a landed transfer's request is still in transfer there)
-                    join_held(replicas[i], r, how, r.arrival)
-    result = finish_run(replicas, log, steps, stream, horizon if cut else None, now, bar, wall0,
-                        client_request if staged else None)
-    result.fleet = fleet.summary(result.end_time)
-    return result
+            if kind == STEP_END:
+                self.step_ended(x, t)
+            elif kind == WAKE:
+                rep = x
+                if not rep.clock.busy:
+                    self.start(rep, t, None)
+            elif kind == STAGE:
+                req, path, stage = x
+                self.enter(req, path, stage, t)
+            elif kind == TRANSFER:
+                if x == self.transfer_event:
+                    self.settle_transfers(t)
+                    self.push_transfer()
+            else:  # ARRIVAL: a closed loop's next request
+                self.enter(x, choose(x), 0, t)
+        cut = cut and bool(heap or self.pending is not None)
+        log = self.log
+        if cut:
+            for _, _, kind, x in heap:  # requests between two stages when the horizon cut the run
+                if kind == STAGE:
+                    req = x[0]
+                    req.status = UNFINISHED
+                    req.reject_reason = f"unfinished at the horizon t={horizon:g}s (between two stages of its path)"
+                    req.finish = horizon
+                    log.record(req)
+        if self.held is not None:  # arrivals held when the horizon cut the run leave it unfinished
+            for i, waiting in self.held.items():
+                for r, how in waiting:
+                    if how != LOAD:  # (a landed transfer's request is still in transfer there)
+                        join_held(replicas[i], r, how, r.arrival)
+        result = finish_run(replicas, log, self.steps, self.stream, horizon if cut else None, now, self.bar,
+                            self.wall0, self.client_request if self.staged else None)
+        result.fleet = fleet.summary(result.end_time)
+        return result
