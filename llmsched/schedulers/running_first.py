@@ -132,9 +132,13 @@ class RunningFirst(Scheduler):
         return budget, free
 
     def _in_admission_order(self, view: ReplicaView, plan: BatchPlan) -> tuple[int, int]:
-        if view.kv_windowed:
-            return self._windowed_in_admission_order(view, plan)
+        """The running requests' work in order, preempting from the back where the KV blocks run out. Over vLLM's
+        windowed KV groups (engine/kv_windows.py; the replica then forms no decode group) a step takes
+        ``view.extra_blocks``, and a negative count (blocks that left a window) frees them for the requests after
+        it, as vLLM's ``allocate_slots`` frees them before it counts."""
         budget = self.step_budget(view)
+        windowed = view.kv_windowed
+        extra_blocks = view.extra_blocks
         group = view.decode_group
         if group is not None:
             partials = group.partials
@@ -178,45 +182,10 @@ class RunningFirst(Scheduler):
             if n <= 0:
                 i += 1
                 continue
-            need = -(-(computed + n) // bs) - r.num_blocks  # extra KV blocks for this step's tokens
-            while need > free and end > i:
-                end -= 1
-                victim = running[end]
-                plan.preempt.append(victim)
-                free += view.preempt_frees(victim)
-            if end == i:
-                break
-            if need > 0:
-                free -= need
-            budget -= n
-            if decode:
-                decodes.append(r)
+            if windowed:
+                need = extra_blocks(r, computed + n)
             else:
-                prefills.append((r, n))
-            i += 1
-        return budget, free
-
-    def _windowed_in_admission_order(self, view: ReplicaView, plan: BatchPlan) -> tuple[int, int]:
-        """``_in_admission_order`` over vLLM's windowed KV groups (engine/kv_windows.py): each request's step
-        takes ``view.extra_blocks`` blocks, and one that frees blocks that left its window (a negative count) frees
-        them for the requests after it, as vLLM's ``allocate_slots`` frees them before it counts (no decode group:
-        the replica never forms it)."""
-        budget = self.step_budget(view)
-        free = view.free_blocks
-        running = view.running
-        extra_blocks = view.extra_blocks
-        decodes, prefills = plan.decodes, plan.prefills
-        end = len(running)
-        i = 0
-        while i < end and budget > 0:
-            r = running[i]
-            computed, known = r.num_computed, r.prompt_len + r.num_generated
-            decode = computed + 1 == known and r.num_generated
-            n = 1 if decode else self.chunk(r, budget)
-            if n <= 0:
-                i += 1
-                continue
-            need = extra_blocks(r, computed + n)
+                need = -(-(computed + n) // bs) - r.num_blocks  # extra KV blocks for this step's tokens
             while need > free and end > i:
                 end -= 1
                 victim = running[end]
@@ -224,7 +193,8 @@ class RunningFirst(Scheduler):
                 free += view.preempt_frees(victim)
             if end == i:
                 break
-            free -= need
+            if need > 0 or windowed:
+                free -= need
             budget -= n
             if decode:
                 decodes.append(r)
