@@ -121,6 +121,22 @@ def test_a_whole_prompt_in_host_memory_is_loaded_and_its_last_token_recomputed()
     assert r2.first_token - 2.0 == pytest.approx(load + step, rel=1e-9)
 
 
+def test_a_whole_prompt_in_host_memory_is_admitted_into_a_cache_of_exactly_its_blocks():
+    """The blog figure's run (scripts/kv_offload_ttft.py) at 3,200 tokens: a GPU cache of exactly the prompt's 200
+    blocks. The load fills all 200 and the recomputed last token writes into the last of them, as vLLM's
+    ``allocate_slots`` counts it; the policy's admission counted a block more for that token (201 > 200), planned
+    nothing, and R2 ended rejected as stalled with every block free."""
+    rep = replica("cpu:10GiB", num_blocks=200)
+    x = Request(0, 0.0, 3200, 1, content=Content.of_pieces([(X, 3200)], reply=10))
+    f = Request(1, 100.0, 3200, 1, content=Content.of_pieces([(Y, 3200)], reply=11))
+    r2 = Request(2, 200.0, 3200, 1, content=Content.of_pieces([(X, 3200)], reply=12))
+    simulate(OpenLoop([x, f, r2]), [rep], make_router("round-robin"))
+    assert all(r.status is Status.FINISHED for r in (x, f, r2))
+    assert r2.tier_cached == (3200,)
+    load = 1e-6 + 200 * 3.5e-6 + 200 * 2**21 / 52.6e9
+    assert r2.first_token - 200.0 == pytest.approx(load + BT.step_time(Batch([1], [3199], [])), rel=1e-9)
+
+
 def vllm_key(key: int, p: int) -> bytes:
     from vllm.v1.kv_offload.base import make_offload_key
     return make_offload_key(f"{key}:{p}".encode(), 0)

@@ -191,8 +191,10 @@ class ReplicaView:
             extra = claimed.unreferenced(hit)
         if kv.tiers is not None:
             tier_hit = kv.tiers.lookup(req, len(hit))
-            if tier_hit is not None:
-                extra += tier_hit.blocks
+            if tier_hit is not None:  # the chunk starts after the tier's blocks, or (the whole prompt loaded) at
+                # its last token, computed again in the load's last block (``cached_tokens``)
+                start = min((len(hit) + tier_hit.blocks) * kv.block_size, req.num_tokens - 1)
+                return -(-(start + n) // kv.block_size) - len(hit) + extra
         return kv.blocks_for(n) + extra
 
     def claim_hit(self, req: Request, claimed: set) -> None:
