@@ -21,6 +21,9 @@ class VLLMView:
     # the policy counts one block per block_size tokens (engine/kv_windows.py's groups are the simulator's; vLLM's own
     # allocate_slots holds a hybrid model's windowed blocks, which free_blocks reads)
     kv_windowed = False
+    # no KV tiers of the simulator's below the cache: with vLLM's own offloading connector, a request waiting for
+    # its load is vLLM's (WAITING_FOR_REMOTE_KVS), never in the policy's waiting list
+    kv_tiers = False
 
     def __init__(self, sched, batch_time=None, oracle: bool = False):
         self._s = sched
