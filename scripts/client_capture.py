@@ -20,6 +20,17 @@ client's send time), ``meta.json`` (the engine arguments, vLLM's version, the ho
 
     PYTHONPATH=$PWD python scripts/client_capture.py --out tests/data/cpu_client_run --rates 2 6 --num-prompts 30
 
+On a GPU (``--engine gpu``) the server runs with vLLM's ``vllm serve`` defaults but random weights
+(``--load-format dummy``) on a ``--model-dir`` (a model's own config.json beside ``make-model``'s tokenizer), and
+``--plan FILE`` lists the benches (a JSON list of ``{"name", "rate", "num_prompts"}`` plus ``"lengths"``: a
+requests.jsonl whose ``input_toks``/``output_toks`` become text prompts of those lengths, sent as vllm bench serve's
+``custom`` dataset; ``"shared_prefix"``: ``{"groups", "prefix", "suffix", "output"}``, likewise; or
+``"dataset"``: vllm bench serve's own dataset flags). Each bench becomes a folder named after
+it; ``meta.json`` then also holds what vLLM resolved (limits, KV blocks, CUDA graphs) and the memory it logged.
+
+    python scripts/client_capture.py --engine gpu --model-dir .gpu/m-llama --model-name meta-llama/Llama-3.1-8B \
+        --plan .gpu/plan-llama.json --out runs/h200-llama --deadline 200
+
 The stamping runs in the server process: ``python scripts/client_capture.py --serve STAMPS -- ARGS`` patches
 four methods (no behaviour changed, each only records a time) and then runs vLLM's API server with ``ARGS``.
 """
@@ -45,6 +56,7 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 ENGINE_ARGS = dict(load_format="dummy", dtype="bfloat16", enforce_eager=True, max_model_len=1024,
                    max_num_seqs=16, max_num_batched_tokens=1024, block_size=32, kv_cache_memory_bytes=256 << 20,
                    seed=0)
+GPU_ENGINE_ARGS = dict(load_format="dummy", seed=0)  # everything else: vllm serve's defaults for the GPU
 
 
 def install_stamps(path: str) -> None:
@@ -141,6 +153,10 @@ def install_stamps(path: str) -> None:
     def async_llm_init(self, *args, **kwargs):
         kwargs["stat_loggers"] = list(kwargs.get("stat_loggers") or []) + [StepRows]
         init(self, *args, **kwargs)
+        cfg = kwargs.get("vllm_config") or (args[0] if args else None)
+        if cfg is not None:
+            with open(os.path.join(os.path.dirname(path), "engine_config.json"), "w") as f:
+                json.dump(resolved_config(cfg), f)
 
     AsyncLLM.__init__ = async_llm_init
     OpenAIServingCompletion.create_completion = create_completion
@@ -150,28 +166,48 @@ def install_stamps(path: str) -> None:
     OutputProcessor._finish_request = finish_request
 
 
+def resolved_config(cfg) -> dict:
+    """What vLLM chose for the settings a replay needs (its defaults depend on the GPU and the entry point)."""
+    sched, cache, comp = cfg.scheduler_config, cfg.cache_config, cfg.compilation_config
+    return {"max_num_seqs": sched.max_num_seqs, "max_num_batched_tokens": sched.max_num_batched_tokens,
+            "max_model_len": cfg.model_config.max_model_len,
+            "async_scheduling": getattr(sched, "async_scheduling", None),
+            "enable_chunked_prefill": getattr(sched, "enable_chunked_prefill", None),
+            "stream_interval": getattr(sched, "stream_interval", None),
+            "enable_prefix_caching": getattr(cache, "enable_prefix_caching", None),
+            "block_size": cache.block_size, "num_gpu_blocks": cache.num_gpu_blocks,
+            "gpu_memory_utilization": cache.gpu_memory_utilization,
+            "compilation_mode": str(getattr(comp, "mode", getattr(comp, "level", None))),
+            "cudagraph_capture_sizes": getattr(comp, "cudagraph_capture_sizes", None),
+            "tensor_parallel_size": cfg.parallel_config.tensor_parallel_size,
+            "dtype": str(cfg.model_config.dtype).replace("torch.", "")}
+
+
 def serve(stamps: str, args: list[str]) -> None:
     install_stamps(stamps)
     sys.argv = [SERVER_MODULE] + args
     runpy.run_module(SERVER_MODULE, run_name="__main__", alter_sys=True)
 
 
-def server_command(model: Path, port: int, stamps: Path) -> list[str]:
+def server_command(model: Path, port: int, stamps: Path, engine: str, extra: list[str]) -> list[str]:
+    """On a CPU, the tiny model's settings; on a GPU, ``vllm serve``'s defaults with random weights."""
     cmd = [sys.executable, __file__, "--serve", str(stamps), "--", "--model", str(model), "--host", "127.0.0.1",
            "--port", str(port)]
-    for name, value in ENGINE_ARGS.items():
+    for name, value in (ENGINE_ARGS if engine == "cpu" else GPU_ENGINE_ARGS).items():
         flag = "--" + name.replace("_", "-")
         cmd += [flag] if value is True else [flag, str(value)]
-    return cmd
+    return cmd + list(extra)
 
 
-def server_env(work: Path) -> dict:
+def server_env(work: Path, engine: str) -> dict:
     """The CPU notes' settings (docs/vllm.md): one OMP thread, no core binding, job-local temp and cache."""
     env = dict(os.environ)
     for sub in ("tmp", "cache"):
         (work / sub).mkdir(parents=True, exist_ok=True)
-    env.update({"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
-                "VLLM_NO_USAGE_STATS": "1", "VLLM_CACHE_ROOT": str(work / "cache"), "TMPDIR": str(work / "tmp")})
+    env.update({"HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "TMPDIR": str(work / "tmp")})
+    if engine == "cpu":
+        env.update({"VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1",
+                    "VLLM_CACHE_ROOT": str(work / "cache")})
     return env
 
 
@@ -196,16 +232,63 @@ def wait_ready(url: str, proc: subprocess.Popen, log: Path, timeout: float) -> f
     raise SystemExit(f"the server did not answer /health in {timeout:.0f} s; its log:\n{log.read_text()[-3000:]}")
 
 
-def bench_command(model: Path, port: int, rate: float, args, result_dir: Path, name: str) -> list[str]:
+def one_token_words(model: Path) -> list[str]:
+    """Words of letters that the model folder's tokenizer encodes as one token each, with a leading space, and whose
+    id is below the model's vocabulary (a prompt of them has exactly as many tokens as words)."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(model / "tokenizer.json"))
+    vocab = json.loads((model / "config.json").read_text()).get("vocab_size") or tok.get_vocab_size()
+    words = []
+    for i in range(min(vocab, tok.get_vocab_size())):
+        text = tok.decode([i])
+        if text.startswith(" ") and text[1:].isascii() and text[1:].isalpha() and tok.encode(text).ids == [i]:
+            words.append(text)
+    if not words:
+        raise SystemExit(f"{model / 'tokenizer.json'}: no one-token words to build prompts from")
+    return words
+
+
+def words_text(rng, words: list[str], n: int) -> str:
+    return "".join(rng.choice(words) for _ in range(n))
+
+
+def length_prompts(model: Path, lengths: Path, out: Path) -> Path:
+    """vllm bench serve's ``custom`` dataset from a requests.jsonl's lengths: each prompt is that many one-token
+    words, each output that many tokens."""
+    import random
+    words, rng, rows = one_token_words(model), random.Random(0), []
+    for line in lengths.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            rows.append({"prompt": words_text(rng, words, int(r["input_toks"])),
+                         "output_tokens": max(int(r["output_toks"]), 1)})
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return out
+
+
+def shared_prefix_prompts(model: Path, spec: dict, num_prompts: int, out: Path) -> Path:
+    """A shared-prefix workload as vllm bench serve's ``custom`` dataset: ``groups`` prefixes of ``prefix`` tokens,
+    request i using prefix i mod groups, each with its own ``suffix`` tokens, and ``output`` tokens out (the shape of
+    vllm bench serve's prefix_repetition and inference-perf's shared_prefix, built from one-token words so that the
+    prefix's tokens are identical in every request and the model's vocabulary bounds every id)."""
+    import random
+    words, rng = one_token_words(model), random.Random(0)
+    prefixes = [words_text(rng, words, spec["prefix"]) for _ in range(spec["groups"])]
+    rows = [{"prompt": prefixes[i % spec["groups"]] + words_text(rng, words, spec["suffix"]),
+             "output_tokens": spec["output"]} for i in range(num_prompts)]
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return out
+
+
+def bench_command(model: Path, port: int, bench: dict, args, result_dir: Path, name: str) -> list[str]:
     """``vllm bench serve`` (called through its module: the CPU wheel's ``vllm`` console script finds no package
     metadata, docs/vllm.md)."""
     words = ["--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}", "--model", str(model),
-             "--tokenizer", str(model), "--dataset-name", "random", "--random-input-len", str(args.input_len),
-             "--random-output-len", str(args.output_len), "--random-range-ratio", str(args.range_ratio),
-             "--num-prompts", str(args.num_prompts), "--request-rate", str(rate), "--seed", str(args.seed),
+             "--tokenizer", str(model), *bench["dataset"],
+             "--num-prompts", str(bench["num_prompts"]), "--request-rate", str(bench["rate"]), "--seed", str(args.seed),
              "--ignore-eos", "--save-result", "--save-detailed", "--result-dir", str(result_dir),
-             "--result-filename", name, "--request-id-prefix", f"r{rate:g}-", "--percentile-metrics",
-             "ttft,tpot,itl,e2el", "--num-warmups", "2"]
+             "--result-filename", name, "--request-id-prefix", bench["prefix"], "--percentile-metrics",
+             "ttft,tpot,itl,e2el", "--num-warmups", str(args.warmups)]
     code = ("import sys; from vllm.utils.argparse_utils import FlexibleArgumentParser; "
             "from vllm.benchmarks.serve import add_cli_args, main; p = FlexibleArgumentParser(); add_cli_args(p); "
             "main(p.parse_args(sys.argv[1:]))")
@@ -240,54 +323,121 @@ def step_model(steps: list[dict], t0: float, t1: float) -> dict:
             "steps": len(x), "median_step_s": round(float(np.median(y)), 6)}
 
 
-def run_folder(out: Path, rate: float, bench: dict, stamps: list[dict], model: Path, args, host: str,
-               steps: list[dict]) -> None:
-    """One rate's folder: the bench result (no generated texts), the engine's stamps as requests.jsonl, meta.json."""
+def gpu_facts(log_text: str) -> dict:
+    """The GPU, torch, and the memory vLLM's engine core logged (scripts/gpu_run_meta.py reads the same lines)."""
+    facts = {}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+        facts["gpu"] = out.splitlines()[0] if out else "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        facts["gpu"] = "unknown"
+    try:
+        import torch
+        facts["torch"] = torch.__version__
+    except ImportError:
+        pass
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from gpu_run_meta import memory_gib
+    facts["memory_gib"] = memory_gib(log_text)
+    return facts
+
+
+def run_folder(out: Path, bench: dict, bench_result: dict, stamps: list[dict], model: Path, args, host: str,
+               steps: list[dict], engine_config: dict, facts: dict) -> None:
+    """One bench's folder: the bench result (no generated texts), the engine's stamps as requests.jsonl, meta.json."""
     out.mkdir(parents=True, exist_ok=True)
-    prefix = f"r{rate:g}-"
-    bench = {k: v for k, v in bench.items() if k != "generated_texts"}
-    bench["itls"] = [[round(g, 6) for g in gaps] for gaps in bench["itls"]]  # microseconds: the file stays small
-    (out / "bench.json").write_text(json.dumps(bench, separators=(",", ":")) + "\n")
+    prefix = bench["prefix"]
+    bench_result = {k: v for k, v in bench_result.items() if k != "generated_texts"}
+    bench_result["itls"] = [[round(g, 6) for g in gaps] for gaps in bench_result["itls"]]  # microseconds suffice
+    (out / "bench.json").write_text(json.dumps(bench_result, separators=(",", ":")) + "\n")
     mine = {}
     for row in stamps:
         rid = row.get("request_id", "")
         if rid.startswith(f"cmpl-{prefix}"):
             mine[int(rid[len(f"cmpl-{prefix}"):].split("-")[0])] = row
-    starts = bench["start_times"]
+    starts = bench_result["start_times"]
     lines = []
     for i in sorted(mine):
         row = mine[i]
         keep = {"request_id": f"{prefix}{i}", "input_toks": row["prompt_tokens"], "output_toks": row["output_tokens"],
                 "arrival_time": round(row["arrival_time"], 6), "client_sent": round(starts[i], 6)}
-        for k in ("http_ts", "added_ts", "first_out_ts", "last_out_ts", "queued_ts", "scheduled_ts",
+        for k in ("http_ts", "rendered_ts", "added_ts", "first_out_ts", "last_out_ts", "queued_ts", "scheduled_ts",
                   "first_token_ts", "last_token_ts"):
             if row.get(k) is not None:
                 keep[k] = round(row[k], 6)
-        keep["client_first"] = round(starts[i] + bench["ttfts"][i], 6)
-        keep["client_last"] = round(starts[i] + bench["latencies"][i], 6)
+        keep["client_first"] = round(starts[i] + bench_result["ttfts"][i], 6)
+        keep["client_last"] = round(starts[i] + bench_result["latencies"][i], 6)
         keep["num_preemptions"] = row.get("num_preemptions")
         lines.append(keep)
     lines.sort(key=lambda r: r["arrival_time"])  # the engine's reading needs its arrival order
-    model_of_steps = step_model(steps, min(r["client_sent"] for r in lines), max(r["client_last"] for r in lines))
+    t0, t1 = min(r["client_sent"] for r in lines), max(r["client_last"] for r in lines)
     (out / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     config = json.loads((model / "config.json").read_text())
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     import vllm
-    meta = {"model": "tiny (llmsched make-model)", "vllm_version": vllm.__version__, "gpu": "cpu", "host_cpu": host,
-            "engine_kwargs": {**{k: v for k, v in ENGINE_ARGS.items()}, "tensor_parallel_size": 1,
-                              "data_parallel_size": 1},
-            "engine_defaults_seen": {"async_scheduling": False, "enable_prefix_caching": True},
-            "front_end": "vllm-serve",
-            "front_end_details": {"server": "vllm serve (python -m vllm.entrypoints.openai.api_server)",
-                                  "endpoint": "/v1/completions, streamed", "prompt": "text (tokenised by the server)",
-                                  "stream_interval": 1, "detokenize": True},
-            "client": {"tool": "vllm bench serve", "dataset": "random", "request_rate": rate,
-                       "num_prompts": args.num_prompts, "random_input_len": args.input_len,
-                       "random_output_len": args.output_len, "random_range_ratio": args.range_ratio,
-                       "seed": args.seed, "ignore_eos": True},
-            "cpu_step_model": model_of_steps,
-            "command": "PYTHONPATH=$PWD python scripts/client_capture.py " + " ".join(sys.argv[1:])}
+    client = {"tool": "vllm bench serve", "request_rate": bench["rate"], "num_prompts": bench["num_prompts"],
+              "seed": args.seed, "ignore_eos": True, "num_warmups": args.warmups, "dataset_args": bench["dataset"]}
+    for key in ("lengths", "shared_prefix"):
+        if bench.get(key):
+            client[key] = bench[key]
+    details = {"server": "vllm serve (python -m vllm.entrypoints.openai.api_server)",
+               "endpoint": "/v1/completions, streamed", "prompt": "text (tokenised by the server)",
+               "stream_interval": engine_config.get("stream_interval") or 1, "detokenize": True}
+    if args.engine == "cpu":
+        client.update(dataset="random", random_input_len=args.input_len, random_output_len=args.output_len,
+                      random_range_ratio=args.range_ratio)
+        client.pop("dataset_args")
+        client.pop("num_warmups")
+        meta = {"model": "tiny (llmsched make-model)", "vllm_version": vllm.__version__, "gpu": "cpu",
+                "host_cpu": host,
+                "engine_kwargs": {**{k: v for k, v in ENGINE_ARGS.items()}, "tensor_parallel_size": 1,
+                                  "data_parallel_size": 1},
+                "engine_defaults_seen": {"async_scheduling": False, "enable_prefix_caching": True},
+                "front_end": "vllm-serve", "front_end_details": details, "client": client,
+                "cpu_step_model": step_model(steps, t0, t1)}
+    else:
+        resolved = dict(engine_config)
+        kwargs = {"model": args.model_name, **GPU_ENGINE_ARGS, "data_parallel_size": 1}
+        for k in ("tensor_parallel_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "dtype"):
+            kwargs[k] = resolved.pop(k, None)
+        meta = {"schema_version": 1, "model": args.model_name, "vllm_version": vllm.__version__,
+                "engine_kwargs": kwargs, **facts, "host_cpu": host, "num_requests": len(lines),
+                "workload": bench.get("workload", ""), "engine_defaults_seen": resolved,
+                "front_end": "vllm-serve", "front_end_details": details, "client": client,
+                "server_args": args.server_arg}
+        (out / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps if t0 - 1 <= r["t"] <= t1 + 1))
+    meta["command"] = "PYTHONPATH=$PWD python scripts/client_capture.py " + " ".join(sys.argv[1:])
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def plan_of(args, model: Path, work: Path) -> list[dict]:
+    """The benches to run: ``--plan``'s list, or one random-dataset bench a ``--rates`` value."""
+    if not args.plan:
+        random_args = ["--dataset-name", "random", "--random-input-len", str(args.input_len),
+                       "--random-output-len", str(args.output_len), "--random-range-ratio", str(args.range_ratio)]
+        return [{"name": f"rate-{r:g}", "prefix": f"r{r:g}-", "rate": r, "num_prompts": args.num_prompts,
+                 "dataset": random_args} for r in args.rates]
+    benches = json.loads(Path(args.plan).read_text())
+    for b in benches:
+        for key in ("name", "rate", "num_prompts"):
+            if key not in b:
+                raise SystemExit(f"{args.plan}: a bench lacks '{key}'; each needs name, rate and num_prompts")
+        b["prefix"] = f"{b['name']}-"
+        path = work / f"{b['name']}-prompts.jsonl"
+        if b.get("lengths") or b.get("shared_prefix"):
+            if b.get("lengths"):
+                length_prompts(model, Path(b["lengths"]), path)
+            else:
+                shared_prefix_prompts(model, b["shared_prefix"], b["num_prompts"], path)
+            b["dataset"] = ["--dataset-name", "custom", "--dataset-path", str(path), "--custom-output-len", "-1",
+                            "--skip-chat-template"]
+        b.setdefault("dataset", [])
+    return benches
+
+
+def read_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
 def main(argv=None) -> int:
@@ -303,13 +453,25 @@ def main(argv=None) -> int:
     p.add_argument("--output-len", type=int, default=48)
     p.add_argument("--range-ratio", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--warmups", type=int, default=2, help="vllm bench serve's --num-warmups before each bench")
     p.add_argument("--start-timeout", type=float, default=600)
+    p.add_argument("--engine", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--model-dir", help="a model folder (config.json and a tokenizer); default: make-model's tiny")
+    p.add_argument("--model-name", default="tiny (llmsched make-model)", help="the model's hub id, for meta.json")
+    p.add_argument("--plan", help="a JSON list of benches (see the module's docstring); default: --rates")
+    p.add_argument("--server-arg", action="append", default=[], help="one more `vllm serve` argument (repeatable)")
+    p.add_argument("--deadline", type=float, help="seconds from start: a bench that would end after it is skipped")
     args = p.parse_args(argv)
+    start = time.monotonic()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from llmsched.vllm.model import write_model
     out = Path(args.out)
     work = Path(tempfile.mkdtemp(prefix="client_capture_"))
-    model = write_model(work / "tiny")
+    if args.model_dir:
+        model = Path(args.model_dir).resolve()
+    else:
+        from llmsched.vllm.model import write_model
+        model = write_model(work / "tiny")
+    benches = plan_of(args, model, work)
     stamps = work / "stamps.jsonl"
     port = free_port()
     log = work / "server.log"
@@ -319,22 +481,39 @@ def main(argv=None) -> int:
     except (OSError, StopIteration):
         pass
     with open(log, "w") as f:
-        proc = subprocess.Popen(server_command(model, port, stamps), stdout=f, stderr=subprocess.STDOUT,
-                                env=server_env(work), start_new_session=True)
+        proc = subprocess.Popen(server_command(model, port, stamps, args.engine, args.server_arg), stdout=f,
+                                stderr=subprocess.STDOUT, env=server_env(work, args.engine), start_new_session=True)
+    out.mkdir(parents=True, exist_ok=True)
     try:
-        print(f"server ready in {wait_ready(f'http://127.0.0.1:{port}', proc, log, args.start_timeout):.0f} s")
-        for rate in args.rates:
-            name = f"bench-{rate:g}.json"
-            subprocess.run(bench_command(model, port, rate, args, work, name), check=True, env=server_env(work))
+        ready = wait_ready(f"http://127.0.0.1:{port}", proc, log, args.start_timeout)
+        print(f"server ready in {ready:.0f} s", flush=True)
+        facts = gpu_facts(log.read_text()) if args.engine == "gpu" else {}
+        facts["startup_seconds"] = round(ready, 1)
+        for bench in benches:
+            name = f"bench-{bench['name']}.json"
+            budget = bench.get("seconds", 120)
+            if args.deadline is not None:
+                left = args.deadline - (time.monotonic() - start)
+                if left < budget:  # a bench cut short leaves nothing: keep the time for the next command
+                    print(f"skipped {bench['name']}: {left:.0f} s left, it needs {budget} s", flush=True)
+                    continue
+            t_bench = time.monotonic()
+            try:
+                subprocess.run(bench_command(model, port, bench, args, work, name), check=True,
+                               env=server_env(work, args.engine), timeout=budget)
+            except subprocess.TimeoutExpired:
+                print(f"{bench['name']}: vllm bench serve ran past {budget:.0f} s; no folder", flush=True)
+                continue
             time.sleep(2.0)  # the last finish is written
-            bench = json.loads((work / name).read_text())
-            rows = [json.loads(line) for line in stamps.read_text().splitlines() if line.strip()]
-            step_rows = [json.loads(line) for line in (work / "steps.jsonl").read_text().splitlines() if line.strip()]
-            run_folder(out / f"rate-{rate:g}", rate, bench, rows, model, args, host, step_rows)
-            print(f"wrote {out / f'rate-{rate:g}'}")
+            result = json.loads((work / name).read_text())
+            engine_config = json.loads((work / "engine_config.json").read_text()) if args.engine == "gpu" else {}
+            facts["bench_seconds"] = round(time.monotonic() - t_bench, 1)
+            run_folder(out / bench["name"], bench, result, read_rows(stamps), model, args, host,
+                       read_rows(work / "steps.jsonl"), engine_config, facts)
+            print(f"wrote {out / bench['name']} at {time.monotonic() - start:.0f} s", flush=True)
     finally:
         stop(proc)
-        shutil.copy(log, out / "server.log") if out.exists() else None
+        shutil.copy(log, out / "server.log")
     return 0
 
 
