@@ -41,6 +41,7 @@ import contextvars
 import json
 import os
 import platform
+import re
 import runpy
 import shutil
 import signal
@@ -114,10 +115,10 @@ def install_stamps(path: str) -> None:
     def finish_request(self, req_state):
         s = req_state.stats
         row = seen.pop(req_state.external_req_id, {})
-        if s is not None:
-            row.update(request_id=req_state.external_req_id, arrival_time=s.arrival_time, queued_ts=s.queued_ts,
-                       scheduled_ts=s.scheduled_ts, first_token_ts=s.first_token_ts, last_token_ts=s.last_token_ts,
-                       output_tokens=s.num_generation_tokens, num_preemptions=s.num_preemptions,
+        if s is not None:  # vLLM's stats differ between releases: a field it lacks is recorded as null
+            row.update({k: getattr(s, k, None) for k in ("arrival_time", "queued_ts", "scheduled_ts",
+                                                         "first_token_ts", "last_token_ts", "num_preemptions")})
+            row.update(request_id=req_state.external_req_id, output_tokens=getattr(s, "num_generation_tokens", None),
                        prompt_tokens=len(req_state.prompt_token_ids or ()),
                        wall_minus_mono=time.time() - time.monotonic())
             out.write(json.dumps(row) + "\n")
@@ -323,23 +324,30 @@ def step_model(steps: list[dict], t0: float, t1: float) -> dict:
             "steps": len(x), "median_step_s": round(float(np.median(y)), 6)}
 
 
-def gpu_facts(log_text: str) -> dict:
-    """The GPU, torch, and the memory vLLM's engine core logged (scripts/gpu_run_meta.py reads the same lines)."""
-    facts = {}
+def gpu_name() -> str:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20).stdout.strip()
-        facts["gpu"] = out.splitlines()[0] if out else "unknown"
     except (OSError, subprocess.TimeoutExpired):
-        facts["gpu"] = "unknown"
-    try:
-        import torch
-        facts["torch"] = torch.__version__
-    except ImportError:
-        pass
+        return "unknown"
+    return out.splitlines()[0] if out else "unknown"
+
+
+def gpu_facts(log_text: str, gpu: str | None = None) -> dict:
+    """The GPU, torch, and the memory vLLM's engine core logged (scripts/gpu_run_meta.py reads the same lines)."""
+    facts = {"gpu": gpu or gpu_name()}
+    if gpu is None:
+        try:
+            import torch
+            facts["torch"] = torch.__version__
+        except ImportError:
+            pass
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from gpu_run_meta import memory_gib
     facts["memory_gib"] = memory_gib(log_text)
+    version = re.search(r"version (\d+\.\d+\.\S+)", log_text)  # the server's banner: the vLLM that served
+    if version:
+        facts["vllm_version"] = version.group(1)
     return facts
 
 
@@ -357,6 +365,8 @@ def run_folder(out: Path, bench: dict, bench_result: dict, stamps: list[dict], m
         if rid.startswith(f"cmpl-{prefix}"):
             mine[int(rid[len(f"cmpl-{prefix}"):].split("-")[0])] = row
     starts = bench_result["start_times"]
+    latencies = bench_result.get("latencies") or [ttft + sum(gaps) for ttft, gaps in  # before vLLM 0.27: no E2E list
+                                                  zip(bench_result["ttfts"], bench_result["itls"])]
     lines = []
     for i in sorted(mine):
         row = mine[i]
@@ -367,7 +377,7 @@ def run_folder(out: Path, bench: dict, bench_result: dict, stamps: list[dict], m
             if row.get(k) is not None:
                 keep[k] = round(row[k], 6)
         keep["client_first"] = round(starts[i] + bench_result["ttfts"][i], 6)
-        keep["client_last"] = round(starts[i] + bench_result["latencies"][i], 6)
+        keep["client_last"] = round(starts[i] + latencies[i], 6)
         keep["num_preemptions"] = row.get("num_preemptions")
         lines.append(keep)
     lines.sort(key=lambda r: r["arrival_time"])  # the engine's reading needs its arrival order
@@ -378,7 +388,7 @@ def run_folder(out: Path, bench: dict, bench_result: dict, stamps: list[dict], m
     import vllm
     client = {"tool": "vllm bench serve", "request_rate": bench["rate"], "num_prompts": bench["num_prompts"],
               "seed": args.seed, "ignore_eos": True, "num_warmups": args.warmups, "dataset_args": bench["dataset"]}
-    for key in ("lengths", "shared_prefix"):
+    for key in ("lengths", "shared_prefix", "prompt_bytes_per_token"):
         if bench.get(key):
             client[key] = bench[key]
     details = {"server": "vllm serve (python -m vllm.entrypoints.openai.api_server)",
@@ -430,6 +440,8 @@ def plan_of(args, model: Path, work: Path) -> list[dict]:
                 length_prompts(model, Path(b["lengths"]), path)
             else:
                 shared_prefix_prompts(model, b["shared_prefix"], b["num_prompts"], path)
+            words = one_token_words(model)  # the words are drawn uniformly: their mean is a prompt's bytes a token
+            b["prompt_bytes_per_token"] = round(sum(len(w.encode()) for w in words) / len(words), 4)
             b["dataset"] = ["--dataset-name", "custom", "--dataset-path", str(path), "--custom-output-len", "-1",
                             "--skip-chat-template"]
         b.setdefault("dataset", [])
@@ -438,6 +450,26 @@ def plan_of(args, model: Path, work: Path) -> list[dict]:
 
 def read_rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def write_bench(out: Path, bench: dict, work: Path, model: Path, args, host: str, facts: dict) -> None:
+    result = json.loads((work / f"bench-{bench['name']}.json").read_text())
+    engine_config = json.loads((work / "engine_config.json").read_text()) if args.engine == "gpu" else {}
+    run_folder(out / bench["name"], bench, result, read_rows(work / "stamps.jsonl"), model, args, host,
+               read_rows(work / "steps.jsonl"), engine_config, facts)
+
+
+def rebuild(args, work: Path, model: Path) -> int:
+    """Run folders from a capture's work folder whose run stopped before it wrote them (its bench results, stamps,
+    steps, resolved engine settings and server log are all there); the facts only the device knew are given."""
+    out = Path(args.out)
+    facts = gpu_facts((work / "server.log").read_text(), args.gpu_name) if args.engine == "gpu" else {}
+    facts["startup_seconds"] = args.startup_seconds
+    for bench in plan_of(args, model, work):
+        if (work / f"bench-{bench['name']}.json").exists():
+            write_bench(out, bench, work, model, args, args.host_cpu, {**facts, "rebuilt_from_work_folder": True})
+            print(f"wrote {out / bench['name']}")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -461,7 +493,14 @@ def main(argv=None) -> int:
     p.add_argument("--plan", help="a JSON list of benches (see the module's docstring); default: --rates")
     p.add_argument("--server-arg", action="append", default=[], help="one more `vllm serve` argument (repeatable)")
     p.add_argument("--deadline", type=float, help="seconds from start: a bench that would end after it is skipped")
+    p.add_argument("--rebuild", metavar="WORK", help="write the run folders from a capture's work folder instead")
+    p.add_argument("--gpu-name", help="with --rebuild: the GPU as nvidia-smi named it")
+    p.add_argument("--host-cpu", default="unknown", help="with --rebuild: the host's CPU")
+    p.add_argument("--startup-seconds", type=float, help="with --rebuild: the server's start-up time")
     args = p.parse_args(argv)
+    if args.rebuild:
+        work = Path(args.rebuild)
+        return rebuild(args, work, Path(args.model_dir).resolve() if args.model_dir else work / "tiny")
     start = time.monotonic()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     out = Path(args.out)
@@ -505,11 +544,8 @@ def main(argv=None) -> int:
                 print(f"{bench['name']}: vllm bench serve ran past {budget:.0f} s; no folder", flush=True)
                 continue
             time.sleep(2.0)  # the last finish is written
-            result = json.loads((work / name).read_text())
-            engine_config = json.loads((work / "engine_config.json").read_text()) if args.engine == "gpu" else {}
             facts["bench_seconds"] = round(time.monotonic() - t_bench, 1)
-            run_folder(out / bench["name"], bench, result, read_rows(stamps), model, args, host,
-                       read_rows(work / "steps.jsonl"), engine_config, facts)
+            write_bench(out, bench, work, model, args, host, facts)
             print(f"wrote {out / bench['name']} at {time.monotonic() - start:.0f} s", flush=True)
     finally:
         stop(proc)

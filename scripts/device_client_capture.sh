@@ -18,8 +18,8 @@ left() { echo $(( BUDGET - $(el) )); }
 {
 echo "== $(date -u) start"; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv
 mkdir -p /tmp/site /root/runs
-cat /root/vw/c0 /root/vw/c1 | python3 -c "import sys,tarfile; tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz').extractall('/tmp/site')"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .vw/d/*.whl 2>&1 | tail -3
+[ -d /tmp/site/vllm ] || cat /root/vw/c0 /root/vw/c1 | python3 -c "import sys,tarfile; tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz').extractall('/tmp/site')"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .vw/d/*.whl 2>&1 | tail -3
 python3 - <<'PY'
 p = '/tmp/site/vllm/v1/sample/ops/topk_topp_sampler.py'
 s = open(p).read()
@@ -33,7 +33,7 @@ echo "== unpacked at $(el) s"
 } >> $LOG 2>&1
 export PYTHONPATH=/tmp/site HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
 for m in m-llama m-mistral; do python3 scripts/tekken_tokenizer.py --out .gpu/$m >> $LOG 2>&1; done
-python3 -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__); import vllm.entrypoints.openai.api_server, vllm.benchmarks.serve; print('serve imports ok')" >> $LOG 2>&1
+python3 -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__); import vllm.entrypoints.openai.api_server, vllm.benchmarks.serve; import vllm.v1.request; print('serve imports ok')" >> $LOG 2>&1 || { tail -5 $LOG; exit 1; }
 capture() {  # name model-folder hub-id plan seconds
   local name=$1 model=$2 hub=$3 plan=$4 limit=$5
   echo "== $name at $(el) s (limit $limit s)" >> $LOG

@@ -7,7 +7,9 @@
   that found the engine between steps; later ones include the step in flight). ``output_fixed`` and
   ``output_per_request``: the least-squares line of ``client_first − first_token_ts`` and ``client_last −
   last_token_ts`` against the generation tokens of the step whose outputs reached the front end next.
-* ``vllm-serve``: the CPU capture (tests/data/cpu_client_run, scripts/client_capture.py: vLLM 0.32's API server,
+* ``vllm-serve``: the H200 capture (tests/data/gpu_runs/h200-llama-3.1-8b-serve-sharegpt-8, ``client_capture.py
+  --engine gpu``: vLLM 0.26's ``vllm serve`` with its GPU defaults and ``vllm bench serve`` on the lent H200 machine),
+  the terms llmsched uses (``serve_gpu_terms``). Before it, and printed beside it: the CPU capture (tests/data/cpu_client_run, scripts/client_capture.py: vLLM 0.32's API server,
   ``vllm bench serve`` on the same machine), whose requests.jsonl also carry the API server's ``http_ts`` (the
   completion handler entered), ``added_ts`` (the request handed to the engine client), ``first_out_ts``/
   ``last_out_ts`` (the output processor took the request's first/last outputs). ``per_prompt_token``: the
@@ -22,6 +24,7 @@
   it) plus the detokenisation of one token, timed here.
 
     PYTHONPATH=$PWD python scripts/front_end_terms.py [--gpu-runs tests/data/gpu_runs] [--cpu tests/data/cpu_client_run]
+        [--serve-run tests/data/gpu_runs/h200-llama-3.1-8b-serve-sharegpt-8] [--no-cpu]
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ import numpy as np
 TEXT_BYTES_PER_TOKEN = 4  # English text (OpenAI's tokenizer guide: a token is about 4 characters)
 QUANTILE = 10  # the lower envelope of delays that contention on a shared machine only ever lengthens
 H100_RUNS = ("h100-llama-3.1-8b", "h100-llama-3.1-8b-mooncake", "h100-qwen3-30b-a3b-warm")
+SERVE_RUN = "h200-llama-3.1-8b-serve-sharegpt-8"  # vllm serve + vllm bench serve on the H200 (client_capture.py)
 
 
 def rows_of(path: Path) -> list[dict]:
@@ -121,15 +125,63 @@ def serve_terms(cpu: Path, per_request: float, tokens: dict) -> dict:
             "runs": [p.name for p in runs]}
 
 
+def step_batch(run: Path, stamps: np.ndarray) -> np.ndarray:
+    """The generation tokens of the step whose outputs reached the front end next after each engine stamp."""
+    steps = rows_of(run / "steps.jsonl")
+    t = np.array([s["t"] for s in steps])
+    gen = np.array([s["generation_tokens"] for s in steps], dtype=float)
+    return gen[np.clip(np.searchsorted(t, stamps), 0, len(t) - 1)]
+
+
+def line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    fixed, per = np.linalg.lstsq(np.vstack([np.ones_like(x), x]).T, y, rcond=None)[0]
+    return float(fixed), float(per)
+
+
+def serve_gpu_terms(run: Path) -> dict:
+    """``vllm-serve`` from a GPU server's capture (``client_capture.py --engine gpu``): a dedicated host, so the
+    figures are medians and least-squares lines over the run's requests, not lower envelopes. ``per_prompt_token``:
+    the slope of the server's rendering time (``rendered_ts − http_ts``) on the prompt's tokens, per byte of the
+    capture's prompts (meta.json ``client.prompt_bytes_per_token``), times 4 bytes a token of English text;
+    ``request_fixed``: the median ``added_ts − client_sent`` less that slope times the prompt; ``handoff``: the
+    least ``queued_ts − added_ts``; the output terms: the lines of ``client_last − last_token_ts`` (any token) and
+    ``client_first − first_token_ts`` (a stream's first chunk) on the step's generation tokens."""
+    rows = rows_of(run / "requests.jsonl")
+    meta = json.loads((run / "meta.json").read_text())
+    tokens = np.array([r["input_toks"] for r in rows], dtype=float)
+    render = np.array([r["rendered_ts"] - r["http_ts"] for r in rows])
+    slope = line(tokens, render)[1]
+    per_byte = slope / meta["client"]["prompt_bytes_per_token"]
+    front = np.array([r["added_ts"] - r["client_sent"] for r in rows]) - slope * tokens
+    out = {"run": run.name, "requests": len(rows), "gpu": meta["gpu"], "vllm_version": meta["vllm_version"],
+           "encode_per_byte": per_byte, "encode_mib_per_s": 1 / per_byte / 2**20,
+           "per_prompt_token": per_byte * TEXT_BYTES_PER_TOKEN, "request_fixed": float(np.median(front)),
+           "handoff": float(min(r["queued_ts"] - r["added_ts"] for r in rows))}
+    for key, engine, client in (("output", "last_token_ts", "client_last"),
+                                ("first_output", "first_token_ts", "client_first")):
+        stamps = np.array([r[engine] for r in rows])
+        delay = np.array([r[client] for r in rows]) - stamps
+        batch = step_batch(run, stamps)
+        out[f"{key}_fixed"], out[f"{key}_per_request"] = line(batch, delay)
+        out[f"{key}_correlation"] = float(np.corrcoef(batch, delay)[0, 1])
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--gpu-runs", default="tests/data/gpu_runs")
     p.add_argument("--cpu", default="tests/data/cpu_client_run")
+    p.add_argument("--serve-run", default=f"tests/data/gpu_runs/{SERVE_RUN}")
+    p.add_argument("--no-cpu", action="store_true", help="leave out the CPU capture (it times a tokeniser here)")
     args = p.parse_args(argv)
-    async_llm = async_llm_terms(Path(args.gpu_runs))
-    tokens = tokeniser_costs()
-    serve = serve_terms(Path(args.cpu), async_llm["output_per_request"], tokens)
-    print(json.dumps({"vllm-async-llm": async_llm, "tokeniser": tokens, "vllm-serve": serve}, indent=2))
+    report = {"vllm-async-llm": async_llm_terms(Path(args.gpu_runs)),
+              "vllm-serve": serve_gpu_terms(Path(args.serve_run))}
+    if not args.no_cpu:
+        tokens = tokeniser_costs()
+        report["tokeniser"] = tokens
+        report["vllm-serve (CPU capture)"] = serve_terms(Path(args.cpu), report["vllm-async-llm"]["output_per_request"],
+                                                         tokens)
+    print(json.dumps(report, indent=2))
     return 0
 
 

@@ -6,7 +6,7 @@ send time (``sent``). ``to_client`` then rewrites the request log the way ``vllm
 
 * ``arrival`` := the send; the engine's queued stamp moves to ``queued``;
 * ``ttft`` := first token + output delay − send; ``e2e`` := finish + output delay − send, each output delay
-  ``front_end.output_delay(B)`` with B the requests that got a token in that step (the step's decodes and prompt
+  ``front_end.output_delay(B)`` (``first_output_delay(B)`` for the first token) with B the requests that got a token in that step (the step's decodes and prompt
   chunks in steps.csv, on the request's replica);
 * ``tpot`` := (E2E − TTFT)/(output − 1), as vllm bench serve computes it;
 * with ``stream_interval`` k > 1 a request's tokens reach the client in chunks (vLLM's output processor sends the
@@ -66,7 +66,7 @@ def to_client(log, steps, front_end, stream_interval: int = 1) -> None:
     status, output = col("status"), col("output_len")
     replicas = col("replica")
     done = status == int(Status.FINISHED)
-    out_first = front_end.output_delay(step_batches(steps, replicas, first))
+    out_first = front_end.first_output_delay(step_batches(steps, replicas, first))
     out_last = front_end.output_delay(step_batches(steps, replicas, np.where(done, finish, np.nan)))
     ttft = first + out_first - sent
     e2e = np.where(done, finish + out_last - sent, np.nan)

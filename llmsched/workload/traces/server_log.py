@@ -20,9 +20,9 @@ Two formats, told apart by the file's name:
   TTFT = client_first − client_sent, E2E = client_last − client_sent. A log without them read at the client
   replays its ``arrival_time`` (the client's send) and has no client timings to compare.
 * **vllm bench serve --save-result --save-detailed** JSON (vllm/benchmarks/serve.py, ``result`` dict): lists
-  ``input_lens``, ``output_lens``, ``ttfts``, ``itls`` (each request's inter-token gaps), ``latencies`` (E2E),
-  ``start_times`` (client send times, ``time.perf_counter``) and ``errors``, one entry a request in send order.
-  Its timings are the client's.
+  ``input_lens``, ``output_lens``, ``ttfts``, ``itls`` (each request's inter-token gaps), ``latencies`` (E2E;
+  vLLM 0.26 and older save none, and the E2E is then the TTFT plus the ITLs), ``start_times`` (client send times,
+  ``time.perf_counter``) and ``errors``, one entry a request in send order. Its timings are the client's.
 * **GuideLLM** report JSON (``guidellm run --output kind=json``; ``GenerativeBenchmarksReport``,
   workload/traces/guidellm_report.py): each benchmark's successful requests with their client timings.
 
@@ -253,7 +253,10 @@ def _cached(path: Path, value, prompt: int, n: int) -> int:
 def _read_bench(path: Path, measured: bool, data) -> ServerLog:
     if not isinstance(data, dict):
         raise TraceError(f"{path}: not a vllm bench serve result (a JSON object with input_lens, output_lens, ...)")
+    e2e_from_itls = "latencies" not in data and isinstance(data.get("itls"), list)  # vLLM <= 0.26 saved no E2E
     wanted = BENCH_FIELDS + (BENCH_MEASURED + ("itls",) if measured else ())
+    if e2e_from_itls:
+        wanted = tuple(k for k in wanted if k != "latencies")
     missing = [k for k in wanted if not isinstance(data.get(k), list)]
     if missing:
         raise TraceError(f"{path}: no per-request list {', '.join(missing)}; save the run with `vllm bench serve "
@@ -285,16 +288,21 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
     log.notes.append("vllm bench serve timings are the client's (TTFT and E2E include the network and the "
                      "frontend)")
     log.notes += bench_notes(path, data, n)
-    if all(isinstance(data.get(k), list) for k in BENCH_MEASURED + ("itls",)):
+    if all(isinstance(data.get(k), list) for k in ("ttfts", "itls")) and (e2e_from_itls or
+                                                                       isinstance(data.get("latencies"), list)):
         ttft = seconds(path, "ttfts", data["ttfts"], index, indexed=True)
-        e2e = seconds(path, "latencies", data["latencies"], index, indexed=True)
-        log.ttft, log.e2e = ttft[order], e2e[order]
         gaps = []
         for i in order:
             itl = data["itls"][i]
             if not isinstance(itl, list):
                 raise TraceError(f"{path}: itls[{i}] is not a list of seconds")
             gaps.append(seconds(path, f"itls[{i}]", itl, list(range(len(itl))), indexed=True))
+        if e2e_from_itls:  # the client's last chunk is its first plus every gap after it
+            e2e = np.array([ttft[i] + g.sum() for i, g in zip(order, gaps)])
+            log.notes.append("no latencies list (vLLM 0.26 and older): each E2E is the TTFT plus the request's ITLs")
+        else:
+            e2e = seconds(path, "latencies", data["latencies"], index, indexed=True)[order]
+        log.ttft, log.e2e = ttft[order], e2e
         log.itls = gaps
     return log
 
