@@ -23,8 +23,8 @@ for its step's end) is gone; a draining prefill replica also stays until the dec
 it sent (the transfer ended) or that request has left: vLLM's prefill instance holds those blocks until the decode
 instance's connector has read them (NixlConnector's ``request_finished`` delays their free), so the instance cannot
 go before (its blocks themselves are freed at the prefill's end here: docs/disaggregation.md, "Not modelled").
-Every request leaves by the run's end, so no replica drains for ever. Actions still queued when no request is left to serve are not run: the run ends with
-its last request, as a plain run does, and replicas are billed up to then.
+Every request leaves by the run's end, so no replica drains for ever. Actions still queued when no request is left
+to serve are not run: the run ends with its last request, as a plain run does, and replicas are billed up to then.
 """
 from __future__ import annotations
 
