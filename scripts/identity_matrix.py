@@ -143,7 +143,11 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.command == "run":
         out = Path(args.out)
-        todo = {k: v for k, v in configs().items() if args.only in k}
+        every = configs()
+        todo = {k: v for k, v in every.items() if args.only in k}
+        if not todo:
+            p.error(f"--only {args.only!r} names no config: a row is SCHEDULER__CASE or fleet__NAME (e.g. "
+                    f"{', '.join(sorted(every)[:2])}, fleet__1P1D-sarathi-code); give a part of one")
         with ThreadPoolExecutor(args.jobs) as pool:
             for i, key in enumerate(pool.map(lambda kv: run_one(kv[0], kv[1], out, args.sketch), todo.items())):
                 if (i + 1) % 25 == 0:

@@ -725,12 +725,11 @@ def test_seeds_beyond_ci_that_once_failed(seed):
     assert failure is None, failure
 
 
-@pytest.mark.xfail(strict=True, reason="open: a draining prefill replica is called gone (0.495 s) while a request it "
-                   "prefilled has not reached a decode replica by the horizon (0.5 s): its KV is still in flight or "
-                   "waiting for its hop, and vLLM's prefill instance holds those blocks until the decode side reads "
-                   "them. The fleet loop's empty() should also wait for the KV the replica sent (found at af3b24e)")
 def test_a_draining_prefill_replica_outlives_the_kv_it_sent():
     """Full-size fuzz seed 52641: infermax-rank-i prefill pool scaled to 0 beside a fairbatching-pab decode pool of
-    one sequence a replica, layerwise KV over PCIe Gen4, a 0.5 s horizon."""
+    one sequence a replica, layerwise KV over PCIe Gen4, a 0.5 s horizon. The draining prefill replica was called
+    gone (0.495 s) while a request it prefilled had not reached a decode replica by the horizon; it now stays while
+    any KV it sent is unread (vLLM's prefill instance holds those blocks until the decode side reads them), so at
+    the horizon it is still draining (tests/test_disagg_drain.py tests the rule on a hand-built fleet)."""
     failure = check_seed(52641)
     assert failure is None, failure

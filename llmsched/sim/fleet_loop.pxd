@@ -36,6 +36,8 @@ cdef class FleetLoop:
     cdef public dict held
     cdef public KVTransfers transfers
     cdef public Py_ssize_t transfer_event
+    cdef public dict unread
+    cdef public dict unread_of
     cpdef schedule(self, t, action)
     cdef push(self, t, kind, payload)
     cdef next_event(self)
@@ -47,6 +49,7 @@ cdef class FleetLoop:
     @cython.locals(r=Request, rep=Replica)
     cdef settle_transfers(self, t)
     cdef wake_or_start(self, Replica rep, t)
+    cdef read(self, rid, t)
     cdef public bint empty(self, Replica rep) except -1
     @cython.locals(r=Request)
     cdef drain(self, Replica rep, t)

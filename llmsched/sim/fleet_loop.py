@@ -19,8 +19,12 @@ scheduling wait for its end), and two more:
 
 A request that finds no replica of its stage serving (the pool scaled to 0, or every replica still starting) is
 rejected at once with that reason. A draining replica that holds nothing (none waiting, running, swapped, nor held
-for its step's end) is gone. Actions still queued when no request is left to serve are not run: the run ends with
-its last request, as a plain run does, and replicas are billed up to then.
+for its step's end) is gone; a draining prefill replica also stays until the decode side has read every prompt's KV
+it sent (the transfer ended) or that request has left: vLLM's prefill instance holds those blocks until the decode
+instance's connector has read them (NixlConnector's ``request_finished`` delays their free), so the instance cannot
+go before (its blocks themselves are freed at the prefill's end here: docs/disaggregation.md, "Not modelled").
+Every request leaves by the run's end, so no replica drains for ever. Actions still queued when no request is left
+to serve are not run: the run ends with its last request, as a plain run does, and replicas are billed up to then.
 """
 from __future__ import annotations
 
@@ -101,6 +105,10 @@ class FleetLoop:
         self.held = {} if any(rep.batch_time.async_admission for rep in replicas) else None
         self.transfers = fleet.transfers  # a disaggregated fleet's KV transfers (None: none)
         self.transfer_event = 0  # the transfers' latest event (an older one in the heap is stale)
+        # a disaggregated fleet's prompts whose KV a prefill replica sent and no decode replica has read yet:
+        # request id -> that replica's index, and per replica index how many (a draining one stays while any)
+        self.unread = {}
+        self.unread_of = {}
         begin = getattr(choose, "begin", None)
         if begin is not None:  # a chooser that reads the fleet (a decider reading the decode pool's caches)
             begin(fleet)
@@ -141,6 +149,8 @@ class FleetLoop:
     def leave(self, r, t: float) -> None:
         """``r`` leaves the run (finished, or rejected in any stage)."""
         r = self.client_request(r)
+        if self.unread:  # rejected before its KV was read: vLLM's decode side tells the prefill side to free it
+            self.read(r.id, t)
         if self.bar is not None:
             self.bar.update(1)
         self.log.record(r)
@@ -167,6 +177,7 @@ class FleetLoop:
         """The transfers finished by ``t`` land on their decode replicas."""
         held = self.held
         for r, _ in self.transfers.advance(t):
+            self.read(r.id, t)
             rep = self.replicas[r.replica]
             if held is not None and rep.clock.busy:
                 held.setdefault(rep.index, []).append((r, LOAD))
@@ -184,10 +195,25 @@ class FleetLoop:
         else:
             self.start(rep, t, None)
 
+    def read(self, rid: int, t: float) -> None:
+        """Request ``rid``'s KV was read (its transfer ended), or it left before: its prefill replica holds it no
+        more, and is gone at ``t`` if it drains and holds nothing else."""
+        src = self.unread.pop(rid, None)
+        if src is None:
+            return
+        left = self.unread_of[src] - 1
+        if left:
+            self.unread_of[src] = left
+            return
+        del self.unread_of[src]
+        rep = self.replicas[src]
+        if src in self.draining and self.empty(rep):
+            self.fleet.idle(rep, t)
+
     def empty(self, rep) -> bool:
         held = self.held
         return not (rep.clock.busy or rep.num_outstanding or rep.completed
-                    or (held is not None and held.get(rep.index)))
+                    or (held is not None and held.get(rep.index)) or rep.index in self.unread_of)
 
     def drain(self, rep, t: float) -> None:
         done = rep.take_completed()
@@ -205,6 +231,9 @@ class FleetLoop:
                         raise ValueError(f"path handoff {path.handoffs[stage]!r}: request {r.id} ready at {ready}, "
                                          f"before its stage ended at {t}")
                     self.push(ready, STAGE, (nxt, path, stage + 1))
+                    if path.stages[stage + 1].receives_kv:  # its KV stays on rep until a decode replica reads it
+                        self.unread[r.id] = rep.index
+                        self.unread_of[rep.index] = self.unread_of.get(rep.index, 0) + 1
                     continue
             self.leave(r, t)
         if rep.index in self.draining and self.empty(rep):
