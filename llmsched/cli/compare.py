@@ -26,7 +26,7 @@ def add(sub) -> None:
     c.add_argument("--report", metavar="FILE.html",
                    help="the report page: settings, a sortable table, the figures, a section per scheduler family; "
                         "one self-contained file (default: report.html in --out)")
-    add_run_options(c, defaults=COMPARE_DEFAULTS)
+    add_run_options(c, defaults=COMPARE_DEFAULTS, trace_meta="engine")
     c.set_defaults(func=compare)
 
 

@@ -25,7 +25,7 @@ def add(sub) -> None:
                         "timeline; no --warmup or "
                         "--cooldown; latencies at the engine (--latency-boundary engine) unless the client boundary is "
                         "asked for, which a streamed run cannot price: its output path needs every step's batch")
-    add_run_options(s)
+    add_run_options(s, trace_meta="run")
     s.set_defaults(func=simulate)
 
 
@@ -54,6 +54,9 @@ def simulate(args) -> int:
     print(format_table([summary_row(cfg, result, summ)], TABLE_COLUMNS))
     print_length_cap(summ)
     warn_rejections("simulate", summ)
+    if args.trace_meta_found is not None:  # what came from the run the trace was captured from, and its KV cache
+        summ["run"]["trace_meta"] = {**args.trace_meta_found.record(), "kv_blocks": result.meta["kv_blocks"],
+                                     "kv_cache": result.meta["kv_cache"].get("source")}
     if args.out:
         out = Path(args.out)
         write_run(result, summ, out)

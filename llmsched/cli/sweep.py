@@ -21,7 +21,7 @@ def add(sub) -> None:
     w.add_argument("--rates", required=True, help="START:STOP:STEP (inclusive), or a comma-separated list")
     w.add_argument("--out", default="sweep", help="output folder (default: sweep/)")
     w.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel runs (default 2)")
-    add_run_options(w)
+    add_run_options(w, trace_meta="engine")
     w.set_defaults(func=sweep)
 
 
