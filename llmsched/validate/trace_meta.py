@@ -107,7 +107,7 @@ def trace_meta(given: dict, with_scheduler: bool) -> TraceMeta | None:
     run = read_run_folder(path.parent)
     named = len(gpu_named_in(run.args.gpu)) == 1
     if not named and not (given.get("gpu") or given.get("gpu_spec")):
-        said = f"its gpu {run.args.gpu!r} names no GPU preset" if run.args.gpu else "it names no GPU"
+        said = f"its gpu {run.args.gpu!r} names no one GPU preset" if run.args.gpu else "it names no GPU"
         found.notes.append(f"gpu not taken ({said}): give --gpu")
     try:
         run.model_spec()
