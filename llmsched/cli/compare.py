@@ -18,7 +18,8 @@ def add(sub) -> None:
                        description="Run several schedulers on the same workload and print a table; writes "
                                    "results.json/.csv, latency/KV plots and report.html to --out. With no options: "
                                    "Llama-3-8B on an A100, ShareGPT lengths, Poisson arrivals near the baselines' "
-                                   "capacity.")
+                                   "capacity. A --trace beside a real run's meta.json takes that run's model, GPU "
+                                   "and limits wherever no option gives them.")
     c.add_argument("--schedulers", help="comma-separated names, or 'all' (default: the config file's scheduler, "
                                         "else all)")
     c.add_argument("--out", default="compare", help="output folder (default: compare/)")
@@ -26,7 +27,7 @@ def add(sub) -> None:
     c.add_argument("--report", metavar="FILE.html",
                    help="the report page: settings, a sortable table, the figures, a section per scheduler family; "
                         "one self-contained file (default: report.html in --out)")
-    add_run_options(c, defaults=COMPARE_DEFAULTS)
+    add_run_options(c, defaults=COMPARE_DEFAULTS, trace_meta="engine")
     c.set_defaults(func=compare)
 
 

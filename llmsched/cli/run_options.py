@@ -8,6 +8,7 @@ from the checked values without checking them again.
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from pathlib import Path
 
@@ -20,10 +21,13 @@ COMMAND_GIVEN = ("scheduler",)  # each command names its scheduler(s) its own wa
 CLI = Origin("cli", flags=CLI_FLAGS)
 
 
-def add_run_options(p: argparse.ArgumentParser, exclude=(), defaults: dict | None = None) -> None:
+def add_run_options(p: argparse.ArgumentParser, exclude=(), defaults: dict | None = None,
+                    trace_meta: str | None = None) -> None:
     """The run options on ``p``, except ``exclude`` (options that do not apply to the command: a config file
     that sets one of them is an error too); ``defaults``: the command's own defaults for fields the user leaves
-    out (a default that does not apply to the run, such as a rate for a trace replay, is left out)."""
+    out (a default that does not apply to the run, such as a rate for a trace replay, is left out).
+    ``trace_meta``: a --trace with a real run's meta.json beside it sets the fields the user leaves out to that
+    run's (validate/trace_meta.py): "engine" its model, GPU, limits and the rest, "run" its scheduler too."""
     unknown = sorted(set(exclude) - set(RUN_FIELDS))
     if unknown:
         raise ValueError(f"add_run_options: no run option(s) {', '.join(unknown)}")
@@ -45,7 +49,8 @@ def add_run_options(p: argparse.ArgumentParser, exclude=(), defaults: dict | Non
                         "that scheduler's runs (repeatable, one file per scheduler; --param, run options and --config "
                         "given here win)")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.set_defaults(excluded_run_options=tuple(exclude), run_defaults=dict(defaults or {}), run_options=None)
+    p.set_defaults(excluded_run_options=tuple(exclude), run_defaults=dict(defaults or {}), run_options=None,
+                   trace_meta=trace_meta, trace_meta_found=None)
 
 
 def base_config(args) -> dict:
@@ -91,6 +96,8 @@ def read_options(args) -> tuple[dict, dict[str, Origin]]:
             origins[name] = CLI
     if (data.get("trace") or data.get("concurrency") or data.get("tenants")) and "rate" not in data:
         data["rate"] = None  # a trace replays at its own rate; a closed loop has none; tenants have their own
+    if getattr(args, "trace_meta", None) and data.get("trace"):
+        take_trace_meta(args, data, origins)
     for key, value in args.run_defaults.items():
         if key not in data and not conflicts_with(key, data):
             data[key] = check_field(key, value)
@@ -99,7 +106,21 @@ def read_options(args) -> tuple[dict, dict[str, Origin]]:
     return data, origins
 
 
-INTERNAL = ("config", "func", "command", "run_options", "excluded_run_options", "run_defaults")  # no flag of their own
+def take_trace_meta(args, data: dict, origins: dict) -> None:
+    """The fields the user left out set to those of the run the trace was captured from (its meta.json), said in
+    one line on stderr and kept on ``args`` for the run's summary."""
+    from ..validate.trace_meta import trace_meta
+    found = trace_meta(data, args.trace_meta == "run" and getattr(args, "scheduler", None) is None)
+    if found is None:
+        return
+    data.update(found.taken)
+    origins.update(dict.fromkeys(found.taken, found.origin))
+    args.trace_meta_found = found
+    print(f"llmsched {getattr(args, 'command', None) or 'run'}: {found.note()}", file=sys.stderr)
+
+
+INTERNAL = ("config", "func", "command", "run_options", "excluded_run_options", "run_defaults", "trace_meta",
+            "trace_meta_found")  # no flag of their own
 
 
 def check_own_options(args) -> None:
@@ -118,11 +139,13 @@ def check_own_options(args) -> None:
 
 
 def warn_router_of_one(data: dict, origins: dict) -> None:
-    """A router the user chose for a run of one replica picks nothing (PAB's admission control, for one, is the
-    fairbatching-pab scheduler's): said in one line, from the command line and a config file alike."""
+    """A router the user chose for a run of one replica and one DP rank picks nothing (PAB's admission control,
+    for one, is the fairbatching-pab scheduler's): said in one line, from the command line and a config file
+    alike."""
     from ..routing.registry import router_classes
     router, replicas = data.get("router"), data.get("replicas", RunConfig.replicas)
-    if router in router_classes() and replicas == 1 and not data.get("fleet"):  # a fleet's pools have their own sizes
+    dp = data.get("dp", RunConfig.dp)  # a DP group's router picks among its ranks
+    if router in router_classes() and replicas == 1 and dp == 1 and not data.get("fleet"):  # a fleet's pools: own sizes
         pab = " (PAB's admission control on one replica: --scheduler fairbatching-pab)" if router == "pab" else ""
         warnings.warn(f"{origins.get('router', API).at('router', router)}: a router picks among replicas and this "
                       f"run has one, so it changes nothing{pab}; give --replicas N (N > 1) or drop it", stacklevel=2)

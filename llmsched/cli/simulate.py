@@ -10,7 +10,10 @@ def add(sub) -> None:
     s = sub.add_parser("simulate", help="one scheduler on one workload",
                        description="Simulate one scheduler and write summary.json, requests.csv, steps.csv "
                                    "and meta.json (and with --plots, latency_cdf.png and kv_usage.png, and "
-                                   "timeline.png for a run with a timeline) to --out.")
+                                   "timeline.png for a run with a timeline) to --out. A --trace with a real run's "
+                                   "meta.json beside it (validate-serving's run folder) simulates that run's "
+                                   "machine: its model, GPU, limits, KV cache and vLLM's scheduler, wherever no "
+                                   "option or --config key gives one (said on stderr, kept in summary.json).")
     s.add_argument("--scheduler", help="scheduler name (see `llmsched presets`); default sarathi")
     s.add_argument("--out", default=None, help="output folder (default: print only)")
     s.add_argument("--plots", action="store_true",
@@ -25,7 +28,7 @@ def add(sub) -> None:
                         "timeline; no --warmup or "
                         "--cooldown; latencies at the engine (--latency-boundary engine) unless the client boundary is "
                         "asked for, which a streamed run cannot price: its output path needs every step's batch")
-    add_run_options(s)
+    add_run_options(s, trace_meta="run")
     s.set_defaults(func=simulate)
 
 
@@ -54,6 +57,9 @@ def simulate(args) -> int:
     print(format_table([summary_row(cfg, result, summ)], TABLE_COLUMNS))
     print_length_cap(summ)
     warn_rejections("simulate", summ)
+    if args.trace_meta_found is not None:  # what came from the run the trace was captured from, and its KV cache
+        summ["run"]["trace_meta"] = {**args.trace_meta_found.record(), "kv_blocks": result.meta["kv_blocks"],
+                                     "kv_cache": result.meta["kv_cache"].get("source")}
     if args.out:
         out = Path(args.out)
         write_run(result, summ, out)

@@ -15,13 +15,14 @@ def add(sub) -> None:
                        description="Run each scheduler at each rate; print a table and write sweep.csv/.json "
                                    "and sweep.png to --out. With --tenants each rate is the tenants' total, "
                                    "their rates scaled by one factor (the same mix), and the rows carry each "
-                                   "tenant's latencies and service.")
+                                   "tenant's latencies and service. A --trace beside a real run's meta.json takes "
+                                   "that run's model, GPU and limits wherever no option gives them.")
     w.add_argument("--schedulers", help="comma-separated names (default: the config file's scheduler, else "
                                         "vllm,sarathi)")
     w.add_argument("--rates", required=True, help="START:STOP:STEP (inclusive), or a comma-separated list")
     w.add_argument("--out", default="sweep", help="output folder (default: sweep/)")
     w.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="parallel runs (default 2)")
-    add_run_options(w)
+    add_run_options(w, trace_meta="engine")
     w.set_defaults(func=sweep)
 
 

@@ -42,7 +42,7 @@ from ..hardware.vllm_memory import default_utilization, parse_version
 from ..batchtime.registry import resolve_kind
 from ..batchtime.vllm_v1 import cudagraph_capture_sizes
 from ..workload.traces.lifecycle_report import LifecycleReport
-from .serving_run import ServingRun, gpu_of
+from .serving_run import RunFolder, ServingRun, gpu_of
 
 STATS = ("mean", "p50", "p90", "p99")
 METRICS = ("ttft", "tpot", "itl", "e2e")
@@ -63,28 +63,40 @@ def replay_config(run: ServingRun, gpu: str | None = None, batch_time: str = "vl
                   front_end: str | None = None) -> RunConfig:
     """The simulation of ``run``: its arrivals and lengths, its engine arguments, vLLM's policy, measured where the
     run's log was (its front end: ``front_end``, else the run's own)."""
+    fields = engine_fields(run, gpu, batch_time, batch_time_params, model)
+    spec, model_name = run.model_spec(model)
+    workload = (dict(trace=str(run.log.path), rate=None) if not isinstance(run.log, LifecycleReport) else
+                dict(lengths=str(drawn_lengths(run.log)), rate=run.log.rate, num_requests=run.log.count,
+                     arrival=run.log.load_type))
+    return RunConfig(**{**fields, "front_end": front_end or fields["front_end"]}, **workload,
+                     num_blocks=kv_blocks(run, spec, gpu_preset(gpu_of(run, gpu)), model_name),
+                     latency_boundary=run.boundary)
+
+
+def engine_fields(run: RunFolder, gpu: str | None = None, batch_time: str = "vllm-v1",
+                  batch_time_params: dict | None = None, model: str | None = None) -> dict:
+    """The run fields of a real run's engine (all but its workload, KV cache size and latency boundary): vLLM v1's
+    policy with the run's token budget, its model (``model``, else its config.json or preset) and GPU (``gpu``, else
+    the one meta.json names), tensor, data and expert parallelism, limits, KV cache dtype, prefix caching, front end,
+    and for the vllm-v1 kind the CUDA graphs vLLM captured and its async scheduling (``batch_time_params`` win)."""
     args = run.args
     device = gpu_preset(gpu_of(run, gpu))
-    spec, model_name = run.model_spec(model)
+    _, model_name = run.model_spec(model)
     params = dict(batch_time_params or {})
     if resolve_kind(batch_time)[0] == "vllm-v1":
         if args.capture_sizes:
             params.setdefault("capture_sizes", list(args.capture_sizes))
         params.setdefault("async_scheduling", args.async_scheduling)
-    workload = (dict(trace=str(run.log.path), rate=None) if not isinstance(run.log, LifecycleReport) else
-                dict(lengths=str(drawn_lengths(run.log)), rate=run.log.rate, num_requests=run.log.count,
-                     arrival=run.log.load_type))
-    return RunConfig(
+    return dict(
         scheduler=SCHEDULER, scheduler_params={"token_budget": args.max_num_batched_tokens}, model=model_name,
         gpu=device.name, tp=args.tensor_parallel_size, batch_time=batch_time, batch_time_params=params,
-        **workload, dp=args.data_parallel_size, expert_parallel=args.enable_expert_parallel,
+        dp=args.data_parallel_size, expert_parallel=args.enable_expert_parallel,
         router=dp_router(args.vllm_version) if args.data_parallel_size > 1 else "round-robin",
         block_size=args.block_size, max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len,
         gpu_memory_utilization=args.gpu_memory_utilization or default_utilization(args.vllm_version),
-        kv_cache_dtype=args.kv_cache_dtype, prefix_caching=args.enable_prefix_caching,
-        num_blocks=kv_blocks(run, spec, device, model_name), latency_boundary=run.boundary,
-        front_end=front_end or run.front_end, stream_interval=args.stream_interval)
+        kv_cache_dtype=args.kv_cache_dtype, prefix_caching=args.enable_prefix_caching, front_end=run.front_end,
+        stream_interval=args.stream_interval)
 
 
 def drawn_lengths(report: LifecycleReport) -> Path:

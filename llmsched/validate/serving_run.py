@@ -64,17 +64,13 @@ class EngineArgs:
 
 
 @dataclass
-class ServingRun:
-    name: str
+class RunFolder:
+    """A real run's engine side, without its log: the folder, meta.json's engine arguments, the model's
+    config.json (what ``simulate --trace`` takes from the run a trace was captured from)."""
+
     folder: Path
-    log: ServerLog
     args: EngineArgs
     config: Path | None
-
-    @property
-    def boundary(self) -> str:
-        """Where the log's latencies were measured: "engine" or "client"."""
-        return self.log.boundary
 
     @property
     def front_end(self) -> str:
@@ -108,6 +104,19 @@ class ServingRun:
                          f"--model PRESET or a shipped Hugging Face id")
 
 
+@dataclass
+class ServingRun(RunFolder):
+    """A real run: its engine side and its per-request log (or a report of its latencies)."""
+
+    name: str
+    log: ServerLog
+
+    @property
+    def boundary(self) -> str:
+        """Where the log's latencies were measured: "engine" or "client"."""
+        return self.log.boundary
+
+
 def load_run(folder, log_name: str | None = None, boundary: str | None = None,
              benchmark: int | None = None) -> ServingRun:
     """The run in ``folder``: ``log_name`` (default requests.jsonl, else the one ``*.json`` bench result there),
@@ -128,12 +137,14 @@ def load_run(folder, log_name: str | None = None, boundary: str | None = None,
     if boundary == "engine" and log.boundary == "client":
         raise ValueError(f"{log_path}: a {log.format} log measures at the client, not in the engine; compare it "
                          f"client-side (--latency-boundary client, the default for it)")
-    args, config = _meta_and_config(folder)
+    engine = read_run_folder(folder)
     name = folder.name if benchmark is None else f"{folder.name}/benchmark-{benchmark}"
-    return ServingRun(name, folder, log, args, config)
+    return ServingRun(engine.folder, engine.args, engine.config, name, log)
 
 
-def _meta_and_config(folder: Path) -> tuple[EngineArgs, Path | None]:
+def read_run_folder(folder: Path) -> RunFolder:
+    """The run in ``folder`` without its log: meta.json (required, checked) and config.json (optional)."""
+    folder = Path(folder)
     meta_path = folder / "meta.json"
     if not meta_path.is_file():
         raise ValueError(f"{meta_path}: not found; a run needs its engine arguments (model, tensor_parallel_size, "
@@ -148,7 +159,7 @@ def _meta_and_config(folder: Path) -> tuple[EngineArgs, Path | None]:
                 from None
         if not isinstance(shape, dict):
             raise ValueError(f"{config}: not a Hugging Face config.json (a JSON object of the model's shape)")
-    return read_meta(meta_path), (config if config.is_file() else None)
+    return RunFolder(folder, read_meta(meta_path), config if config.is_file() else None)
 
 
 def load_runs(folder, log_name: str | None = None, boundary: str | None = None) -> list[ServingRun]:
@@ -183,7 +194,7 @@ def load_stage(folder: Path, path: Path, boundary: str | None) -> ServingRun:
         raise ValueError(f"{path}: an inference-perf lifecycle report measures at the client, not in the engine; "
                          f"compare it client-side (--latency-boundary client, the default for it)")
     report = read_lifecycle(path, read_json(path))
-    args, config = _meta_and_config(folder)
+    engine = read_run_folder(folder)
     client = json.loads((folder / "meta.json").read_text()).get("client") or {}
     load = client.get("load_type", "constant")
     if load not in ("constant", "poisson"):
@@ -196,7 +207,8 @@ def load_stage(folder: Path, path: Path, boundary: str | None) -> ServingRun:
                              f"latencies are {', '.join(report.latency)}")
         report.latency[metric] = dict.fromkeys(report.latency[metric])
         report.notes.append(f"{metric} not compared: {client.get('not_comparable_why', 'meta.json says so')}")
-    return ServingRun(f"{folder.name}/{path.name.split('_lifecycle')[0]}", folder, report, args, config)
+    return ServingRun(engine.folder, engine.args, engine.config, f"{folder.name}/{path.name.split('_lifecycle')[0]}",
+                      report)
 
 
 def _find_log(folder: Path) -> Path:
@@ -304,7 +316,7 @@ def read_meta(path: Path) -> EngineArgs:
         front_end=front, skip_tokenizer_init=need_bool(kw, "engine_kwargs", "skip_tokenizer_init", False), stream_interval=interval)
 
 
-def gpu_of(run: ServingRun, given: str | None) -> str:
+def gpu_of(run: RunFolder, given: str | None) -> str:
     """The GPU preset: ``given``, else the one meta.json's ``gpu`` names (a preset's name as a word in it)."""
     if given:
         return given

@@ -1,0 +1,154 @@
+"""The real run a trace was captured from, as the settings of a simulation of that trace.
+
+A real run's folder (tests/data/gpu_runs, ../shared/data/ground_truth, the ``validate-serving`` schema of
+serving_run.py) holds its per-request log beside the engine arguments it ran with (``meta.json``) and the model's
+``config.json``. ``llmsched simulate --trace FOLDER/requests.jsonl`` (and ``compare``, ``sweep``) take from them
+what ``validate-serving FOLDER`` replays with (serving.engine_fields), wherever the user gave no value of their own
+(on the command line or in --config): the model, the GPU meta.json names, tensor and data parallelism, vLLM's limits
+(``max_num_seqs``, ``max_num_batched_tokens``, ``max_model_len``, ``block_size``), its memory share, KV cache dtype,
+prefix caching and front end, the CUDA graphs vLLM captured and its async scheduling (for the vllm-v1 kind), vLLM's
+policy (``simulate`` only: ``compare`` and ``sweep`` run their own schedulers, vllm-chunked among them with the
+run's token budget), and the latency boundary the log measured at (a requests.jsonl in the engine). The KV cache
+follows from them: with the run's model, GPU, parallelism and KV dtype, the one KV sizing (hardware/kv_sizing.py)
+takes the block count vLLM reported in meta.json, moved by vLLM's formula for limits given otherwise.
+
+Without a meta.json beside the trace, or with one that is not a real run's (no ``engine_kwargs``, as llmsched's own
+output folders), nothing is taken. A real run's meta.json that cannot be read is an error naming it and its field.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..hardware.kv_sizing import gpu_named_in
+from ..run_config import DEFAULTS, check_field
+from ..run_field import Origin
+from ..workload.traces.readers import DataFileNotFound, resolve_data_file
+from .serving import SCHEDULER, engine_fields
+from .serving_run import read_run_folder
+
+# the run fields taken from the run, in the order the note names them
+TAKEN = ("model", "gpu", "tp", "dp", "expert_parallel", "router", "max_num_seqs", "max_num_batched_tokens",
+         "max_model_len", "block_size", "gpu_memory_utilization", "kv_cache_dtype", "prefix_caching", "front_end",
+         "stream_interval")
+DP_GROUP = ("dp", "expert_parallel", "router")  # one server of DP ranks: not with replicas or an autoscaler
+OWN_POOLS = ("fleet", "disaggregate")  # runs whose pools carry their own model, GPU and limits
+CAPTURE_LIMITS = ("max_num_seqs", "max_num_batched_tokens")  # what vLLM's CUDA graph sizes follow
+
+
+@dataclass
+class TraceMeta:
+    """What a simulation of a trace takes from the run it was captured from: ``taken`` (run field -> value, each
+    checked as if written in meta.json), ``kept`` (fields the user gave -> the run's value, which they override),
+    ``notes`` (what could not be taken, and why)."""
+
+    path: Path
+    taken: dict = field(default_factory=dict)
+    kept: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def origin(self) -> Origin:
+        return Origin.file(self.path)
+
+    def note(self) -> str:
+        """One line: what came from meta.json, what the user's own values replaced, what was left out."""
+        taken = ", ".join(f"{k} {shown(v)}" for k, v in self.taken.items()) or "nothing"
+        line = f"settings from {self.path} (the run the trace was captured from): {taken}"
+        if self.kept:
+            kept = ", ".join(f"{k} (run: {shown(v)})" for k, v in self.kept.items())
+            line += f"; given here instead of the run's: {kept}"
+        return line + "".join(f"; {n}" for n in self.notes)
+
+    def record(self) -> dict:
+        """The record a run's summary.json keeps (``run.trace_meta``)."""
+        return {"file": str(self.path), "taken": dict(self.taken), "kept": dict(self.kept), "notes": list(self.notes)}
+
+
+def shown(value) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={shown(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list) and len(value) > 4:
+        return f"[{value[0]}, ..., {value[-1]}] ({len(value)})"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def run_meta_of(trace: str) -> Path | None:
+    """The meta.json beside ``trace`` where it is a real run's (it has ``engine_kwargs``); None where there is none,
+    the trace cannot be found (its reader says so), or the file is another kind of meta.json (llmsched's own
+    output folder's)."""
+    try:
+        path = resolve_data_file(trace).parent / "meta.json"
+    except (DataFileNotFound, OSError):
+        return None
+    if not path.is_file():
+        return None
+    try:
+        meta = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({e}); it sits beside the trace {trace}, so it is read as the "
+                         f"engine arguments of the run the trace was captured from: fix it or move it") from None
+    return path if isinstance(meta, dict) and "engine_kwargs" in meta else None
+
+
+def trace_meta(given: dict, with_scheduler: bool) -> TraceMeta | None:
+    """The settings ``given`` (the user's run fields, a ``trace`` among them) takes from the run the trace was
+    captured from; None where the trace has no real run's meta.json beside it. ``with_scheduler``: take vLLM's
+    policy too (a command of one scheduler that the user did not name)."""
+    path = run_meta_of(given["trace"])
+    if path is None:
+        return None
+    found = TraceMeta(path)
+    pools = [k for k in OWN_POOLS if given.get(k)]
+    if pools:
+        found.notes.append(f"nothing taken: the pools of {', '.join(pools)} carry their own settings")
+        return found
+    run = read_run_folder(path.parent)
+    named = len(gpu_named_in(run.args.gpu)) == 1
+    if not named and not (given.get("gpu") or given.get("gpu_spec")):
+        said = f"its gpu {run.args.gpu!r} names no one GPU preset" if run.args.gpu else "it names no GPU"
+        found.notes.append(f"gpu not taken ({said}): give --gpu")
+    try:
+        run.model_spec()
+        model = None
+    except ValueError:
+        if not given.get("model"):
+            raise
+        model = given["model"]  # the run's own model is not one llmsched reads: the one given stands for it
+    # the run's own values (its GPU where meta.json names one), with the batch-time kind and parameters given here
+    fields = engine_fields(run, None if named else DEFAULTS["gpu"], given.get("batch_time", DEFAULTS["batch_time"]),
+                           given.get("batch_time_params"), model)
+    grouped = [k for k in ("replicas", "autoscaler") if given.get(k) not in (None, 1)]
+    for key in TAKEN:
+        value, mine = fields[key], "gpu_spec" if key == "gpu" and "gpu_spec" in given else key
+        if key == "gpu" and not named:
+            continue
+        if mine in given:
+            if given[mine] != value:
+                found.kept[mine] = value
+        elif key in DP_GROUP and grouped and value != DEFAULTS[key]:
+            found.notes.append(f"{key} {shown(value)} not taken: {' and '.join(grouped)} given")
+        elif value != DEFAULTS[key]:
+            found.taken[key] = check_field(key, value, found.origin)
+    params = dict(fields["batch_time_params"])
+    if any(k in given for k in CAPTURE_LIMITS) and "capture_sizes" not in (given.get("batch_time_params") or {}):
+        params.pop("capture_sizes", None)  # vLLM's sizes for the run's limits, not for the ones given here
+    if params != (given.get("batch_time_params") or {}):
+        found.taken["batch_time_params"] = params
+    if Path(given["trace"]).suffix == ".jsonl" and "latency_boundary" not in given:
+        found.taken["latency_boundary"] = "engine"  # where a requests.jsonl measured (server_log.py)
+    if with_scheduler and "scheduler" not in given:
+        found.taken["scheduler"] = SCHEDULER
+    budget = given.get("max_num_batched_tokens", fields["max_num_batched_tokens"])
+    found.taken["scheduler_params"] = with_table(given.get("scheduler_params") or {}, SCHEDULER,
+                                                 {"token_budget": budget})
+    return found
+
+
+def with_table(params: dict, scheduler: str, values: dict) -> dict:
+    """``params`` (a config file's scheduler_params) with ``values`` under ``scheduler``'s table, where the user's
+    own table for it does not set them."""
+    own = params.get(scheduler)
+    rest = {k: v for k, v in params.items() if k != scheduler}  # after the table: a plain KEY=VALUE still wins
+    return {scheduler: {**values, **(own if isinstance(own, dict) else {})}, **rest}
