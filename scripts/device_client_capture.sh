@@ -2,15 +2,18 @@
 # The device-side runner of our client-side GPU captures (tests/data/gpu_runs/README.md): `vllm serve` (random
 # weights on a model's own config.json, vllm serve's defaults otherwise) driven by `vllm bench serve
 # --save-detailed`, with the API server's and the engine core's stamps of every request (scripts/client_capture.py).
-# The lent machine reaches no package registry and takes 64 MiB a call, so vLLM 0.26.0 (the release pinned to its
-# torch 2.11.0+cu130) travels as a trimmed wheel tree (no FA2 library: Hopper uses FA3; no Blackwell FMHA or
-# DeepGEMM headers; no Rust front end, which is off by default) in an xz tar split in two, moved to /root/vw by two
-# calls before this one (`mkdir -p /root/vw && mv .vw/c0 /root/vw/`, then c1), and the serving dependencies the
-# image lacks (fastapi, uvicorn, openai, pydantic, ...) as wheels in .vw/d:
-#   run(command="BUDGET=500 bash scripts/device_client_capture.sh", carry=[".gpu", ".vw/d"])
-# .gpu/ holds the model folders (m-llama, m-mistral: the model's config.json; the 131,072-token tokenizer is written
-# beside it here by scripts/tekken_tokenizer.py, from the mistral_common wheel), the
-# benches (plan-*.json) and the lengths they draw on. Runs come back as $OUT/runs.tgz after each model.
+# The lent machine reaches no package registry and takes 64 MiB a call: scripts/device_client_prep.sh makes, here,
+# vLLM 0.26.0 (the release pinned to its torch 2.11.0+cu130) as a trimmed wheel tree in an xz tar split in two
+# (.vw/c0, .vw/c1: no FA2 library, Hopper uses FA3; no Blackwell FMHA or DeepGEMM headers; no Rust front end, off
+# by default), the serving dependencies the image lacks as wheels (.vw/d: fastapi, uvicorn, openai, pydantic,
+# xgrammar, ...) and .gpu/ (the model folders' config.json, the plans of scripts/capture_plans, the lengths they
+# draw on); the 131,072-token tokenizer is written beside each config.json on the device by
+# scripts/tekken_tokenizer.py, from the mistral_common wheel. Two calls move c0 and c1 to /root/vw
+# (`mkdir -p /root/vw && mv .vw/c0 /root/vw/`, then c1), each within the machine's 30 s idle window, then:
+#   run(command="BUDGET=560 bash scripts/device_client_capture.sh", carry=[".gpu", ".vw/d"])
+# A rerun on the same warm machine skips the unpacking. Runs come back as $OUT/runs.tgz after each model, and the
+# capture's work folders can be fetched with a further call (`tar czf $OUT/work.tgz -C /tmp client_capture_*`)
+# for `client_capture.py --rebuild` if a run stops early.
 set -u
 START=$(date +%s); LOG=$OUT/log.txt; BUDGET=${BUDGET:-500}
 el() { echo $(( $(date +%s) - START )); }
