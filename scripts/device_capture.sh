@@ -17,15 +17,7 @@ mkdir -p /root/vw /tmp/site /root/runs && mv .vw/c3 /root/vw/ ; ls -la /root/vw
 cat /root/vw/c1 /root/vw/c2 | python3 -c "import sys,tarfile; tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz').extractall('/tmp/site')"
 mkdir -p /root/vw/deps && python3 -c "import tarfile; tarfile.open('/root/vw/c3').extractall('/root/vw/deps')"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site /root/vw/deps/*.whl 2>&1 | tail -3
-python3 - <<'PY'
-p = '/tmp/site/vllm/v1/sample/ops/topk_topp_sampler.py'
-s = open(p).read()
-i = s.index('def flashinfer_sampler_supported(')
-j = s.index(':\n', i) + 2
-s = s[:j] + '    try:\n        import flashinfer  # noqa: F401\n    except ImportError:\n        return False\n' + s[j:]
-open(p, 'w').write(s)
-print('patched flashinfer_sampler_supported')
-PY
+python3 scripts/patch_vllm_flashinfer.py /tmp/site
 echo "== unpacked at $(el) s"
 } >> $LOG 2>&1
 export PYTHONPATH=/tmp/site HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1

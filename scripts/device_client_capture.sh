@@ -23,15 +23,7 @@ echo "== $(date -u) start"; nvidia-smi --query-gpu=name,driver_version,memory.to
 mkdir -p /tmp/site /root/runs
 [ -d /tmp/site/vllm ] || cat /root/vw/c0 /root/vw/c1 | python3 -c "import sys,tarfile; tarfile.open(fileobj=sys.stdin.buffer, mode='r|xz').extractall('/tmp/site')"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .vw/d/*.whl 2>&1 | tail -3
-python3 - <<'PY'
-p = '/tmp/site/vllm/v1/sample/ops/topk_topp_sampler.py'
-s = open(p).read()
-i = s.index('def flashinfer_sampler_supported(')
-j = s.index(':\n', i) + 2
-s = s[:j] + '    try:\n        import flashinfer  # noqa: F401\n    except ImportError:\n        return False\n' + s[j:]
-open(p, 'w').write(s)
-print('patched flashinfer_sampler_supported')
-PY
+python3 scripts/patch_vllm_flashinfer.py /tmp/site
 echo "== unpacked at $(el) s"
 } >> $LOG 2>&1
 export PYTHONPATH=/tmp/site HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
