@@ -7,7 +7,7 @@ sends the random dataset at each ``--rates`` value. For every request the run ke
 one machine):
 
 * the client's figures, as ``vllm bench serve`` saves them: ``start_times`` (send), ``ttfts``, ``itls``,
-  ``latencies``, ``input_lens``, ``output_lens``;
+  ``latencies`` (from vLLM 0.27; before, the TTFT plus the ITLs), ``input_lens``, ``output_lens``;
 * the API server's: ``http_ts`` (the completion handler entered), ``rendered_ts`` (prompt rendered and
   tokenised), ``added_ts`` (handed to the engine client), ``first_out_ts``/``last_out_ts`` (the output processor
   took the request's first and last outputs), ``prompt_tokens`` (the server's own count);
@@ -21,12 +21,14 @@ client's send time), ``meta.json`` (the engine arguments, vLLM's version, the ho
     PYTHONPATH=$PWD python scripts/client_capture.py --out tests/data/cpu_client_run --rates 2 6 --num-prompts 30
 
 On a GPU (``--engine gpu``) the server runs with vLLM's ``vllm serve`` defaults but random weights
-(``--load-format dummy``) on a ``--model-dir`` (a model's own config.json beside ``make-model``'s tokenizer), and
+(``--load-format dummy``) on a ``--model-dir`` (a model's own config.json beside a tokenizer that covers its
+vocabulary: ``scripts/tekken_tokenizer.py``, since vLLM streams no chunk for a token with no text), and
 ``--plan FILE`` lists the benches (a JSON list of ``{"name", "rate", "num_prompts"}`` plus ``"lengths"``: a
 requests.jsonl whose ``input_toks``/``output_toks`` become text prompts of those lengths, sent as vllm bench serve's
 ``custom`` dataset; ``"shared_prefix"``: ``{"groups", "prefix", "suffix", "output"}``, likewise; or
-``"dataset"``: vllm bench serve's own dataset flags). Each bench becomes a folder named after
-it; ``meta.json`` then also holds what vLLM resolved (limits, KV blocks, CUDA graphs) and the memory it logged.
+``"dataset"``: vllm bench serve's own dataset flags; ``"seconds"``: its time limit). Each bench becomes a folder
+named after it; ``meta.json`` then also holds what vLLM resolved (limits, KV blocks, CUDA graphs) and the memory it
+logged. ``--rebuild WORK`` writes the folders from a capture's work folder when the run stopped before it did.
 
     python scripts/client_capture.py --engine gpu --model-dir .gpu/m-llama --model-name meta-llama/Llama-3.1-8B \
         --plan .gpu/plan-llama.json --out runs/h200-llama --deadline 200
@@ -201,7 +203,9 @@ def server_command(model: Path, port: int, stamps: Path, engine: str, extra: lis
 
 
 def server_env(work: Path, engine: str) -> dict:
-    """The CPU notes' settings (docs/vllm.md): one OMP thread, no core binding, job-local temp and cache."""
+    """Offline, no usage report, a job-local temp folder; on a CPU the CPU notes' settings too (docs/vllm.md: one OMP
+    thread, no core binding, a job-local cache). A GPU run keeps vLLM's cache, so a second server reuses the first's
+    torch.compile artefacts."""
     env = dict(os.environ)
     for sub in ("tmp", "cache"):
         (work / sub).mkdir(parents=True, exist_ok=True)
