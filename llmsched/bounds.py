@@ -56,6 +56,7 @@ GPU_FIGURES = {
     "t_red": (1, 1 << 16),
     "link_latency": (0.0, 1e-2),  # seconds per ring hop: NCCL's 0.4-1 µs
     "allreduce_busbw": (0.0, 1e14),
+    "copy_bw": (0.0, 1e14),  # measured device-to-device copy, bytes/s (0: not measured); at most mem_bw
 }
 
 

@@ -31,9 +31,11 @@ ENGINE_RUNS = [(SHARED / n, "rtx-pro-6000") for n in ("rtxpro6000-llama-3.1-8b",
                                                      "rtxpro6000-qwen3-30b-a3b-dp2-ep")] + \
     [(ROOT / "tests/data/gpu_runs" / n, None) for n in ("h200-llama-3.1-8b", "h200-qwen3-32b", "h200-qwen3-30b-a3b",
                                                        "h100-llama-3.1-8b", "h100-llama-3.1-8b-mooncake",
-                                                       "h100-qwen3-30b-a3b-warm")]
+                                                       "h100-qwen3-30b-a3b-warm",
+                                                       "h200-llama-3.1-8b-serve-sharegpt-8")]
 CLIENT_RUNS = [(ROOT / "tests/data/gpu_runs" / n, None, {}) for n in ("h100-llama-3.1-8b", "h100-llama-3.1-8b-mooncake",
-                                                                     "h100-qwen3-30b-a3b-warm")] + \
+                                                                     "h100-qwen3-30b-a3b-warm",
+                                                                     "h200-llama-3.1-8b-serve-sharegpt-8")] + \
     [(ROOT / "tests/data/inference_perf_h100", "h100", {})] + \
     [(ROOT / "tests/data/cpu_client_run" / r, "l4", {"batch_time": "linear"}) for r in ("rate-2", "rate-8")]
 

@@ -14,10 +14,11 @@ METRICS = ("ttft p50", "tpot p50", "e2e p50", "throughput output_tps", "ttft p90
 MARGIN = 1.0  # points of % error a change may add before it fails here
 # (run, batch time) -> today's signed % errors in METRICS order (docs/fidelity.md's three H100 tables)
 TODAY = {
-    (LLAMA, "vllm-v1"): (9.5, 18.0, 18.8, -3.6, 5.6),
+    # vllm-v1's rows since decode attention reads at the H100's measured copy rate (docs/fidelity.md)
+    (LLAMA, "vllm-v1"): (1.8, 6.3, 6.9, -1.5, 0.6),
     # the MoE rows since a request preempted by recompute finds its own cached blocks (docs/fidelity.md)
-    (MOE, "vllm-v1"): (-2.1, 3.0, 2.5, -3.2, -0.2),
-    (MOONCAKE, "vllm-v1"): (7.7, 20.0, 15.1, -3.0, 5.5),
+    (MOE, "vllm-v1"): (-6.9, 0.4, -1.1, -1.2, -5.9),
+    (MOONCAKE, "vllm-v1"): (5.3, 8.9, 6.7, -1.7, -1.0),
     (LLAMA, "h200-vllm"): (-3.3, 5.3, 5.3, -0.9, -2.8),
     (MOE, "h200-vllm"): (-14.9, -3.2, -6.2, 2.5, -14.7),
     (MOONCAKE, "h200-vllm"): (1.2, 5.9, 4.2, -1.1, -4.7),
@@ -27,7 +28,9 @@ TODAY = {
 }
 # (run, batch time) -> the targets it meets today (the findings of docs/fidelity.md)
 MEETS = {
-    (MOE, "vllm-v1"): ("ttft p50", "tpot p50", "e2e p50", "ttft p90"),
+    (MOE, "vllm-v1"): METRICS,
+    (LLAMA, "vllm-v1"): ("ttft p50", "throughput output_tps", "ttft p90"),
+    (MOONCAKE, "vllm-v1"): ("ttft p50", "throughput output_tps", "ttft p90"),
     (MOONCAKE, "h100-vllm"): METRICS,
     (LLAMA, "h100-vllm"): METRICS,
 }
@@ -65,6 +68,8 @@ def test_the_prefix_cache_hits_what_vllms_hit_on_the_mooncake_window():
 
 
 def test_the_profile_fitted_on_llama_closes_its_decode_gap():
-    """vLLM's compiled decode streams weights at ~0.88 of the datasheet; the preset's 0.76 makes TPOT +18%."""
+    """vLLM's compiled decode streams weights at ~0.88 of the datasheet; with the preset's 0.76 for weights and KV
+    alike TPOT was +18%; decode attention at the card's measured copy rate (0.90) leaves +6%, which the profile
+    fitted on this run (weights at 0.88) closes."""
     preset, fitted = row(LLAMA, "vllm-v1")["targets"], row(LLAMA, "h100-vllm")["targets"]
-    assert preset["tpot p50"]["error_pct"] > 15 and abs(fitted["tpot p50"]["error_pct"]) < 1
+    assert 0 < preset["tpot p50"]["error_pct"] < 10 and abs(fitted["tpot p50"]["error_pct"]) < 1

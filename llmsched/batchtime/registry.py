@@ -121,7 +121,11 @@ def resolve_kind(name: str) -> tuple[str, dict]:
         where = f" (profile {profile['path']} names kind {profile['kind']!r})" if profile else ""
         raise ValueError(f"unknown batch-time model {name!r}{where}; valid kinds: {', '.join(BATCH_TIME_MODELS)}"
                          + (f"; stored profiles: {', '.join(profiles)}" if profiles else ""))
-    return profile["kind"], dict(profile["params"])
+    params = dict(profile["params"])
+    if "measured_stream" in BATCH_TIME_MODELS[profile["kind"]]["params"]:
+        # a profile that does not say was fitted before decode attention read at the card's measured copy rate
+        params.setdefault("measured_stream", False)
+    return profile["kind"], params
 
 
 def make_batch_time_model(kind: str = "roofline", model: ModelSpec | str | None = None,

@@ -41,8 +41,14 @@ Engine terms (all off by default; the ``engine`` kind turns them on with figures
   larger of the two (``host_sharpness`` p: ``(gpu^p + host^p)^(1/p)``, ``inf`` = the hard maximum). The
   host's serial work (scheduling, input preparation, reading the sampled tokens back: it waits on the GPU)
   adds ``host_step + rows · host_per_seq``;
-* ``decode_attn_eff``: decode attention reads the KV cache at this fraction of peak bandwidth (default
-  ``mem_eff``); ``decode_gqa=False``: the decode kernel reads one K/V copy per *query* head (an engine that
+* ``decode_attn_eff``: decode attention reads the KV cache at this fraction of peak bandwidth. By default the
+  card's measured copy rate over its datasheet bandwidth (``GPUSpec.stream_fraction``: its own measurement, else a
+  measured card of its family; H100 0.898, H200 0.888), else ``mem_eff``. Decode attention is a streaming read of
+  the KV cache, and on both measured cards a decode step's attention time (the PyTorch step grid with attention
+  less without, tests/data/gpu_runs/h1x0-step-grid.csv) reaches the copy rate once the KV read dominates (3.0-3.1
+  TB/s on the H100, 3.8-4.3 on the H200, at 64-256 sequences of 4k tokens), where ``mem_eff`` was fitted on the
+  weight-streaming GEMMs of an eager per-op profile (``measured_stream=False`` keeps ``mem_eff``, as the
+  ``engine`` kind's terms were fitted); ``decode_gqa=False``: the decode kernel reads one K/V copy per *query* head (an engine that
   repeats grouped KV heads, as Hugging Face's ``repeat_kv`` does), heads/kv_heads times the bytes.
 
 ``compute_eff`` and ``mem_eff`` default to the figures fitted by ``scripts/calibrate_profiles.py`` for the GPU
@@ -126,7 +132,8 @@ class RooflineBatchTime(BatchTimeModel):
                  calibration: str = "auto", allreduce_hop_latency: float = 0.0, host_step: float = 0.0,
                  host_layer: float = 0.0, host_prefill_layer: float = 0.0, host_per_seq: float = 0.0,
                  host_sharpness: float = math.inf, decode_attn_eff: float | None = None, decode_gqa: bool = True,
-                 moe_all2all: str = "allgather_reducescatter", moe_tile_padding: bool = True):
+                 moe_all2all: str = "allgather_reducescatter", moe_tile_padding: bool = True,
+                 measured_stream: bool = True):
         self.model, self.gpu = _model(model), _gpu(gpu)
         self.staircase = bool(staircase)
         if staircase:
@@ -154,7 +161,14 @@ class RooflineBatchTime(BatchTimeModel):
         self.allreduce_hop_latency = allreduce_hop_latency
         self.host_step, self.host_layer, self.host_prefill_layer = host_step, host_layer, host_prefill_layer
         self.host_per_seq, self.host_sharpness = host_per_seq, float(host_sharpness)
-        self.decode_attn_eff = self.mem_eff if decode_attn_eff is None else decode_attn_eff
+        stream = self.gpu.stream_fraction() if measured_stream else None
+        if decode_attn_eff is not None:
+            self.decode_attn_eff, self.decode_attn_source = decode_attn_eff, "given"
+        elif stream is not None:
+            self.decode_attn_eff, self.decode_attn_source = stream
+        else:
+            why = "no copy rate measured on the card or its family" if measured_stream else "as its terms were fitted"
+            self.decode_attn_eff, self.decode_attn_source = self.mem_eff, f"mem_eff ({why})"
         self.decode_gqa = bool(decode_gqa)
         self.moe_all2all = moe_all2all
         self.moe_tile_padding = bool(moe_tile_padding)
@@ -365,6 +379,7 @@ class RooflineBatchTime(BatchTimeModel):
                 "allreduce_hop_latency": self.allreduce_hop_latency, "host_step": self.host_step,
                 "host_layer": self.host_layer, "host_prefill_layer": self.host_prefill_layer,
                 "host_per_seq": self.host_per_seq, "host_sharpness": self.host_sharpness,
-                "decode_attn_eff": self.decode_attn_eff, "decode_gqa": self.decode_gqa,
+                "decode_attn_eff": self.decode_attn_eff, "decode_attn_source": self.decode_attn_source,
+                "decode_gqa": self.decode_gqa,
                 "moe_all2all": self.moe_all2all, "moe_tile_padding": self.moe_tile_padding,
                 "model_source": self.model.source, "gpu_source": self.gpu.source}

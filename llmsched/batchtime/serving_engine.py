@@ -65,7 +65,8 @@ class EngineBatchTime(RooflineBatchTime):
     def __init__(self, model: ModelSpec | str, gpu: GPUSpec | str, *, engine: str = DEFAULT_ENGINE, **params):
         device = _gpu(gpu)
         fitted, source = engine_params(device, engine)
-        merged = {"allreduce_hop_latency": device.link_latency, **fitted, **params}
+        # its terms were fitted with decode attention at mem_eff: the measured copy rate would move them
+        merged = {"allreduce_hop_latency": device.link_latency, "measured_stream": False, **fitted, **params}
         super().__init__(model, device, **merged)
         self.name = "engine"
         self.engine, self.engine_source = engine, source

@@ -34,6 +34,9 @@ class GPUSpec:
     :meth:`collective_bw`). ``collective_model``: how a collective's time follows its size: ``fixed`` (the
     batch-time model's fixed latency plus size / bandwidth) or ``nccl`` (NCCL's own tuning model, latency and
     bandwidth per protocol, the least chosen: :mod:`.nccl_model`; NVLink or PCIe only).
+    ``copy_bw``: the bytes/s a device-to-device copy was *measured* to move on this card (bytes read and
+    written, PyTorch, large buffers; 0: not measured), the ceiling of a streaming read such as decode attention's
+    (:meth:`stream_fraction`); ``copy_source`` says where it was measured.
     ``sms``: streaming multiprocessors (compute units on AMD).
     ``t_row, t_col, t_red``: the GeMM tile of Bari et al.'s staircase model (eq. 2/4): ``t_col`` is the tile edge
     along the token dimension, so the linear layers cost the same for every token count in
@@ -59,6 +62,8 @@ class GPUSpec:
     collective_model: str = "fixed"
     cuda_bytes: int = 0
     cuda_source: str = ""
+    copy_bw: float = 0.0
+    copy_source: str = ""
 
     def __post_init__(self):
         for field_name in ("flops", "mem_bw", "mem_bytes", "host_bw", "interconnect_bw", "sms",
@@ -70,6 +75,9 @@ class GPUSpec:
         if self.allreduce_busbw < 0:
             raise ValueError(f"GPU {self.name!r}: allreduce_busbw must be >= 0 bytes/s (0: not measured), got "
                              f"{self.allreduce_busbw}")
+        if not 0 <= self.copy_bw <= self.mem_bw:
+            raise ValueError(f"GPU {self.name!r}: copy_bw must be measured bytes/s in [0, mem_bw] (0: not "
+                             f"measured), got {self.copy_bw}")
         if self.fp8_flops < 0:
             raise ValueError(f"GPU {self.name!r}: fp8_flops must be >= 0 (0: no FP8 tensor cores), got "
                              f"{self.fp8_flops}")
@@ -102,6 +110,18 @@ class GPUSpec:
         if self.collective_model != "nccl" or ranks < 2:
             return None
         return NcclCollective(collective, ranks, self.collective_bw(comm_eff), self.interconnect)
+
+    def stream_fraction(self) -> tuple[float, str] | None:
+        """The share of ``mem_bw`` a streaming read reaches on this card: its measured copy rate's, else a measured
+        card's of the same family (one chip, one memory controller design), with where it comes from; None where
+        no card of the family was measured."""
+        if self.copy_bw:
+            return self.copy_bw / self.mem_bw, f"{self.name} copy {self.copy_bw / 1e12:.2f} TB/s: {self.copy_source}"
+        for other in GPUS.values():
+            if other.copy_bw and self.family and other.family == self.family:
+                return other.copy_bw / other.mem_bw, (f"family {self.family}: {other.name}'s measured copy "
+                                                      f"fraction {other.copy_bw / other.mem_bw:.3f}")
+        return None
 
     def gemm_flops(self, weight_bytes: int) -> float:
         """Peak FLOP/s of a GEMM whose weights have ``weight_bytes`` bytes an element: FP8 tensor cores for fp8
@@ -163,8 +183,8 @@ SPEC_SUFFIXES = (".toml", ".json")
 # fields of a spec file: GPUSpec's own names and units (FLOP/s, bytes/s, bytes, seconds)
 SPEC_REQUIRED = ("flops", "mem_bw", "host_bw", "sms")
 SPEC_NUMBERS = ("flops", "fp8_flops", "mem_bw", "mem_bytes", "mem_gib", "host_bw", "interconnect_bw", "sms",
-                "t_row", "t_col", "t_red", "link_latency", "allreduce_busbw")
-SPEC_TEXTS = ("name", "source", "family", "interconnect", "collective_model")
+                "t_row", "t_col", "t_red", "link_latency", "allreduce_busbw", "copy_bw")
+SPEC_TEXTS = ("name", "source", "family", "interconnect", "collective_model", "copy_source")
 _LINK_LATENCY = {"nvlink": 0.4e-6, "xgmi": 0.4e-6, "pcie": 1.0e-6}
 
 
@@ -229,6 +249,11 @@ def gpu_from_file(path: str | Path) -> GPUSpec:
         if key in data and data[key] != int(data[key]):
             raise ValueError(f"GPU spec {file}: {key} = {data[key]!r} must be a whole number")
     mem = int(data["mem_gib"] * GiB) if "mem_gib" in data else int(data["mem_bytes"])
+    copy_bw = float(data.get("copy_bw", 0.0))
+    if copy_bw > float(data["mem_bw"]):
+        raise ValueError(f"GPU spec {file}: copy_bw = {copy_bw:g} is above mem_bw = {data['mem_bw']:g}; copy_bw is "
+                         f"the copy rate measured on the card (bytes read and written a second), at most its "
+                         f"datasheet bandwidth")
     return GPUSpec(
         data.get("name", file.stem), flops=float(data["flops"]), mem_bw=float(data["mem_bw"]), mem_bytes=mem,
         host_bw=float(data["host_bw"]), interconnect_bw=float(data.get("interconnect_bw", data["host_bw"])),
@@ -236,7 +261,8 @@ def gpu_from_file(path: str | Path) -> GPUSpec:
         t_red=int(data.get("t_red", 32)), source=data.get("source", f"GPU spec file {file}"),
         family=data.get("family", ""), link_latency=float(data.get("link_latency", _LINK_LATENCY[interconnect])),
         fp8_flops=float(data.get("fp8_flops", 0.0)), interconnect=interconnect,
-        allreduce_busbw=float(data.get("allreduce_busbw", 0.0)), collective_model=collectives)
+        allreduce_busbw=float(data.get("allreduce_busbw", 0.0)), collective_model=collectives,
+        copy_bw=copy_bw, copy_source=data.get("copy_source", f"GPU spec file {file}" if copy_bw else ""))
 
 
 def _read_spec(file: Path) -> dict:

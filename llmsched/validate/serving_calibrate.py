@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from ..batchtime.profiled import nelder_mead
-from ..batchtime.registry import resolve_kind
+from ..batchtime.registry import BATCH_TIME_MODELS, resolve_kind
 from ..experiment import build_replicas, run as run_config
 from .serving import measured, proven_by, replay_config, simulated
 from .serving_run import ServingRun, gpu_of
@@ -78,7 +78,8 @@ def calibrate(runs: list[ServingRun], gpu: str | None, batch_time: str, params: 
 
 def profile_payload(name: str, params: dict, fitted: dict, record: dict) -> dict:
     """The stored profile: the kind, every parameter (given and fitted) and where the fitted ones came from."""
-    return {"name": name, "kind": record["kind"], "params": {**params, **fitted},
+    stream = {"measured_stream": True} if "measured_stream" in BATCH_TIME_MODELS[record["kind"]]["params"] else {}
+    return {"name": name, "kind": record["kind"], "params": {**stream, **params, **fitted},
             "calibrated_on": record["calibrated_on"], "gpus": record["gpus"],
             **({"command": record["command"]} if record.get("command") else {}),
             "method": f"llmsched validate-serving --calibrate: {', '.join(record['terms'])} fitted (Nelder-Mead in "
