@@ -48,8 +48,9 @@ Engine terms (all off by default; the ``engine`` kind turns them on with figures
   less without, tests/data/gpu_runs/h1x0-step-grid.csv) reaches the copy rate once the KV read dominates (3.0-3.1
   TB/s on the H100, 3.8-4.3 on the H200, at 64-256 sequences of 4k tokens), where ``mem_eff`` was fitted on the
   weight-streaming GEMMs of an eager per-op profile (``measured_stream=False`` keeps ``mem_eff``, as the
-  ``engine`` kind's terms were fitted); ``decode_gqa=False``: the decode kernel reads one K/V copy per *query* head (an engine that
-  repeats grouped KV heads, as Hugging Face's ``repeat_kv`` does), heads/kv_heads times the bytes.
+  ``engine`` kind's terms were fitted); ``decode_gqa=False``: the decode kernel reads one K/V copy per *query*
+  head (an engine that repeats grouped KV heads, as Hugging Face's ``repeat_kv`` does), heads/kv_heads times the
+  bytes.
 
 ``compute_eff`` and ``mem_eff`` default to the figures fitted by ``scripts/calibrate_profiles.py`` for the GPU
 (``calibration.json``), else to :data:`DEFAULT_EFFICIENCY`.

@@ -6,8 +6,8 @@ send time (``sent``). ``to_client`` then rewrites the request log the way ``vllm
 
 * ``arrival`` := the send; the engine's queued stamp moves to ``queued``;
 * ``ttft`` := first token + output delay − send; ``e2e`` := finish + output delay − send, each output delay
-  ``front_end.output_delay(B)`` (``first_output_delay(B)`` for the first token) with B the requests that got a token in that step (the step's decodes and prompt
-  chunks in steps.csv, on the request's replica);
+  ``front_end.output_delay(B)`` (``first_output_delay(B)`` for the first token) with B the requests that got a
+  token in that step (the step's decodes and prompt chunks in steps.csv, on the request's replica);
 * ``tpot`` := (E2E − TTFT)/(output − 1), as vllm bench serve computes it;
 * with ``stream_interval`` k > 1 a request's tokens reach the client in chunks (vLLM's output processor sends the
   first token at once, then every k tokens, and the last): its inter-token gaps become the chunks' (one per
