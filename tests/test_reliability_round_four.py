@@ -121,19 +121,24 @@ def arxiv_base(**changes) -> RunConfig:
 
 
 def test_the_arxiv_rows_capacity_was_compared_with_a_bound_for_other_work():
-    """docs/goodput.md's arXiv / H100 row: 9.31 req/s held out against a 'sound bound' of 8.82. The 8.82 is the
-    bound for all of the tuning seed's work; the capacity obeys the bound for 95% of its own probe's work. (8.83
-    since the arXiv preset is capped at its source file's 4,096 tokens: 0.86% of its draws went past it.)"""
-    assert bound_for_config(arxiv_base()).requests_per_s == pytest.approx(8.83, abs=0.005)
-    held_out = bound_for_config(dataclasses.replace(arxiv_base(rate=9.31), seed=100)).requests_per_s
-    assert held_out < 9.31  # the sample alone does not explain it
+    """docs/goodput.md's arXiv / H100 row, measured again after decode attention began reading the KV cache at the
+    card's measured copy rate (2026-11-30): 9.514 req/s held out (9.31 before), above the 9.27 (8.83 before) that the
+    first table called its 'sound bound'. That is the bound for all of the tuning seed's work (4 req/s, 1,183
+    requests; the arXiv preset capped at its source file's 4,096 tokens); on the held-out probe's own 2,842 requests
+    the bound for all of the work, 9.35, is still below the capacity, so the sample explains only a little of it.
+    The capacity obeys the bound for the 95% of its own probe's work that a stable probe must serve, 10.86."""
+    capacity = 9.514
+    assert bound_for_config(arxiv_base()).requests_per_s == pytest.approx(9.27, abs=0.005)
+    held_out = bound_for_config(dataclasses.replace(arxiv_base(rate=capacity), seed=100)).requests_per_s
+    assert held_out == pytest.approx(9.35, abs=0.005)
+    assert held_out < capacity  # the sample alone does not explain it
     assert SERVED_FRACTION == 0.95
-    assert sound_bound(arxiv_base(), (100,), 9.31) == pytest.approx(10.43, abs=0.01)  # the table's bound now
+    assert sound_bound(arxiv_base(), (100,), capacity) == pytest.approx(10.86, abs=0.01)  # the table's bound now
 
 
 def test_a_capacity_above_its_probes_sound_bound_fails_loudly():
     base = arxiv_base()
-    check_capacity("goodput", base, 9.31, (100,))  # the held-out capacity: within the bound
+    check_capacity("goodput", base, 9.514, (100,))  # the held-out capacity: within the bound
     with pytest.raises(SoundBoundViolation, match=r"capacity goodput: 11 req/s is above the sound throughput bound "
                                                   r"of its own probe, 10\.\d+ req/s \(seed 100"):
         check_capacity("goodput", base, 11.0, (100,))

@@ -257,7 +257,7 @@ def sound_bound(base: RunConfig, seeds=(HELD_OUT_SEED,), rate: float | None = No
     requests of the held-out probe at ``rate`` (the best competitor's held-out capacity; default the setting's
     rate), for a stable run: serving 95% of the work, as the stability verdict allows (capacity/sound_bound.py).
     The bound of all the work on the tuning seed's requests at the setting's rate, which the first tables used,
-    is not the one a capacity obeys: arXiv / H100's held-out 9.31 req/s was above its 8.82."""
+    is not the one a capacity obeys: arXiv / H100's held-out 9.514 req/s is above its 9.27 (docs/goodput.md)."""
     from ..capacity.sound_bound import capacity_bound
     cfg = dataclasses.replace(base, max_num_seqs=1024, max_num_batched_tokens=32768)
     found = capacity_bound(cfg, rate or base.rate, seeds)
