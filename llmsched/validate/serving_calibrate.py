@@ -78,8 +78,10 @@ def calibrate(runs: list[ServingRun], gpu: str | None, batch_time: str, params: 
 
 def profile_payload(name: str, params: dict, fitted: dict, record: dict) -> dict:
     """The stored profile: the kind, every parameter (given and fitted) and where the fitted ones came from."""
-    stream = {"measured_stream": True} if "measured_stream" in BATCH_TIME_MODELS[record["kind"]]["params"] else {}
-    return {"name": name, "kind": record["kind"], "params": {**stream, **params, **fitted},
+    stored = {**params, **fitted}
+    if "measured_stream" in BATCH_TIME_MODELS[record["kind"]]["params"]:
+        stored.setdefault("measured_stream", True)  # fitted with decode attention at the measured copy rate
+    return {"name": name, "kind": record["kind"], "params": stored,
             "calibrated_on": record["calibrated_on"], "gpus": record["gpus"],
             **({"command": record["command"]} if record.get("command") else {}),
             "method": f"llmsched validate-serving --calibrate: {', '.join(record['terms'])} fitted (Nelder-Mead in "
