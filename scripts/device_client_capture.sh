@@ -28,7 +28,9 @@ echo "== unpacked at $(el) s"
 } >> $LOG 2>&1
 export PYTHONPATH=/tmp/site HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
 for m in m-llama m-mistral; do python3 scripts/tekken_tokenizer.py --out .gpu/$m >> $LOG 2>&1; done
-python3 -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__); import vllm.entrypoints.openai.api_server, vllm.benchmarks.serve; import vllm.v1.request; print('serve imports ok')" >> $LOG 2>&1 || { tail -5 $LOG; exit 1; }
+python3 -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)
+import vllm.entrypoints.openai.api_server, vllm.benchmarks.serve, vllm.v1.request; print('serve imports ok')" \
+    >> $LOG 2>&1 || { tail -5 $LOG; exit 1; }
 capture() {  # name model-folder hub-id plan seconds
   local name=$1 model=$2 hub=$3 plan=$4 limit=$5
   echo "== $name at $(el) s (limit $limit s)" >> $LOG
@@ -41,5 +43,6 @@ capture() {  # name model-folder hub-id plan seconds
 }
 L=$(left); [ $L -gt 150 ] && capture h200-llama-3.1-8b-serve m-llama meta-llama/Llama-3.1-8B plan-llama.json \
     $(( L > 400 ? L - 190 : L - 10 ))
-L=$(left); [ $L -gt 150 ] && capture h200-mistral-small-24b-serve m-mistral mistralai/Mistral-Small-24B-Instruct-2501 plan-mistral.json $(( L - 10 ))
+L=$(left); [ $L -gt 150 ] && capture h200-mistral-small-24b-serve m-mistral mistralai/Mistral-Small-24B-Instruct-2501 \
+    plan-mistral.json $(( L - 10 ))
 echo "== end at $(el) s" >> $LOG

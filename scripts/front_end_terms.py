@@ -9,8 +9,9 @@
   last_token_ts`` against the generation tokens of the step whose outputs reached the front end next.
 * ``vllm-serve``: the H200 capture (tests/data/gpu_runs/h200-llama-3.1-8b-serve-sharegpt-8, ``client_capture.py
   --engine gpu``: vLLM 0.26's ``vllm serve`` with its GPU defaults and ``vllm bench serve`` on the lent H200 machine),
-  the terms llmsched uses (``serve_gpu_terms``). Before it, and printed beside it: the CPU capture (tests/data/cpu_client_run, scripts/client_capture.py: vLLM 0.32's API server,
-  ``vllm bench serve`` on the same machine), whose requests.jsonl also carry the API server's ``http_ts`` (the
+  the terms llmsched uses (``serve_gpu_terms``). Before it, and printed beside it: the CPU capture
+  (tests/data/cpu_client_run, scripts/client_capture.py: vLLM 0.32's API server, ``vllm bench serve`` on the same
+  machine), whose requests.jsonl also carry the API server's ``http_ts`` (the
   completion handler entered), ``added_ts`` (the request handed to the engine client), ``first_out_ts``/
   ``last_out_ts`` (the output processor took the request's first/last outputs). ``per_prompt_token``: the
   tokeniser's CPU time per token, timed here on texts of 80-5,000 tokens (the capture's own spread is too noisy on
