@@ -42,7 +42,7 @@ from ..hardware.vllm_memory import default_utilization, parse_version
 from ..batchtime.registry import resolve_kind
 from ..batchtime.vllm_v1 import cudagraph_capture_sizes
 from ..workload.traces.lifecycle_report import LifecycleReport
-from .serving_run import RunFolder, ServingRun, gpu_of
+from .serving_run import RunFolder, ServingRun, batch_limits, gpu_of
 
 STATS = ("mean", "p50", "p90", "p99")
 METRICS = ("ttft", "tpot", "itl", "e2e")
@@ -81,6 +81,7 @@ def engine_fields(run: RunFolder, gpu: str | None = None, batch_time: str = "vll
     and for the vllm-v1 kind the CUDA graphs vLLM captured and its async scheduling (``batch_time_params`` win)."""
     args = run.args
     device = gpu_preset(gpu_of(run, gpu))
+    max_num_seqs, max_num_batched_tokens = batch_limits(args, device)
     _, model_name = run.model_spec(model)
     params = dict(batch_time_params or {})
     if resolve_kind(batch_time)[0] == "vllm-v1":
@@ -88,12 +89,12 @@ def engine_fields(run: RunFolder, gpu: str | None = None, batch_time: str = "vll
             params.setdefault("capture_sizes", list(args.capture_sizes))
         params.setdefault("async_scheduling", args.async_scheduling)
     return dict(
-        scheduler=SCHEDULER, scheduler_params={"token_budget": args.max_num_batched_tokens}, model=model_name,
+        scheduler=SCHEDULER, scheduler_params={"token_budget": max_num_batched_tokens}, model=model_name,
         gpu=device.name, tp=args.tensor_parallel_size, batch_time=batch_time, batch_time_params=params,
         dp=args.data_parallel_size, expert_parallel=args.enable_expert_parallel,
         router=dp_router(args.vllm_version) if args.data_parallel_size > 1 else "round-robin",
-        block_size=args.block_size, max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens, max_model_len=args.max_model_len,
+        block_size=args.block_size, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, max_model_len=args.max_model_len,
         gpu_memory_utilization=args.gpu_memory_utilization or default_utilization(args.vllm_version),
         kv_cache_dtype=args.kv_cache_dtype, prefix_caching=args.enable_prefix_caching, front_end=run.front_end,
         stream_interval=args.stream_interval)
@@ -125,13 +126,14 @@ def kv_blocks(run: ServingRun, spec, device, model_name: str) -> int:
     the run's longest request, is an error naming meta.json."""
     args = run.args
     meta = run.folder / "meta.json"
-    sizes = args.capture_sizes or cudagraph_capture_sizes(args.max_num_seqs, args.max_num_batched_tokens)
+    max_num_seqs, max_num_batched_tokens = batch_limits(args, device)
+    sizes = args.capture_sizes or cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens)
     # a windowed model's blocks are vLLM's grouped ones where the replay counts its groups (experiment.py's
     # windowed_groups: vllm-chunked without a prefix cache)
     groups = None if args.enable_prefix_caching else kv_groups(spec)
     try:
-        cache = kv_cache(spec, device, block_size=args.block_size, max_num_seqs=args.max_num_seqs,
-                         max_num_batched_tokens=args.max_num_batched_tokens, vllm_engine=True,
+        cache = kv_cache(spec, device, block_size=args.block_size, max_num_seqs=max_num_seqs,
+                         max_num_batched_tokens=max_num_batched_tokens, vllm_engine=True,
                          gpu_memory_utilization=args.gpu_memory_utilization, capture_sizes=len(sizes),
                          run=args.memory, groups=groups)
     except ValueError as e:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..bounds import MAX_BLOCKS, MAX_REQUESTS, MAX_TOKENS
+from ..hardware.batch_defaults import SERVE, vllm_batch_defaults
 from ..hardware.front_end import FRONT_ENDS
 from ..batchtime.vllm_v1 import cudagraph_capture_sizes
 from ..hardware.hf_config import KV_CACHE_DTYPE_BYTES, kv_cache_dtype_bytes
@@ -47,8 +48,8 @@ class EngineArgs:
     tensor_parallel_size: int
     data_parallel_size: int
     enable_expert_parallel: bool
-    max_num_seqs: int
-    max_num_batched_tokens: int
+    max_num_seqs: int | None            # None: vLLM serve's default for the card (``batch_limits``)
+    max_num_batched_tokens: int | None
     max_model_len: int | None
     gpu_memory_utilization: float | None
     block_size: int
@@ -137,18 +138,25 @@ def load_run(folder, log_name: str | None = None, boundary: str | None = None,
     if boundary == "engine" and log.boundary == "client":
         raise ValueError(f"{log_path}: a {log.format} log measures at the client, not in the engine; compare it "
                          f"client-side (--latency-boundary client, the default for it)")
-    engine = read_run_folder(folder)
+    engine = read_run_folder(folder, log.model)
+    if not (folder / "meta.json").is_file():
+        log.notes.append(f"no meta.json: the engine taken as `vllm serve {engine.args.model}` with vLLM's defaults "
+                         f"for the card (its batch limits, TP 1, the latest vLLM); write meta.json to replay other "
+                         f"engine arguments")
     name = folder.name if benchmark is None else f"{folder.name}/benchmark-{benchmark}"
     return ServingRun(engine.folder, engine.args, engine.config, name, log)
 
 
-def read_run_folder(folder: Path) -> RunFolder:
-    """The run in ``folder`` without its log: meta.json (required, checked) and config.json (optional)."""
+def read_run_folder(folder: Path, log_model: str | None = None) -> RunFolder:
+    """The run in ``folder`` without its log: meta.json (checked) and config.json (optional). Without meta.json, a
+    log that names its model (``log_model``: a vllm bench serve result's ``model_id``) is taken as that model
+    served by ``vllm serve`` with vLLM's defaults (:func:`serve_defaults`); any other log needs meta.json."""
     folder = Path(folder)
     meta_path = folder / "meta.json"
-    if not meta_path.is_file():
+    if not meta_path.is_file() and not log_model:
         raise ValueError(f"{meta_path}: not found; a run needs its engine arguments (model, tensor_parallel_size, "
-                         f"max_num_seqs, max_num_batched_tokens, ...) as in ../shared/data/ground_truth")
+                         f"max_num_seqs, max_num_batched_tokens, ...) as in ../shared/data/ground_truth, or a vllm "
+                         f"bench serve result that names its model_id (vLLM serve's defaults are then assumed)")
     config = folder / "config.json"
     if config.is_file():
         try:
@@ -159,7 +167,24 @@ def read_run_folder(folder: Path) -> RunFolder:
                 from None
         if not isinstance(shape, dict):
             raise ValueError(f"{config}: not a Hugging Face config.json (a JSON object of the model's shape)")
-    return RunFolder(folder, read_meta(meta_path), config if config.is_file() else None)
+    args = read_meta(meta_path) if meta_path.is_file() else serve_defaults(log_model)
+    return RunFolder(folder, args, config if config.is_file() else None)
+
+
+def serve_defaults(model: str) -> EngineArgs:
+    """``vllm serve MODEL`` with nothing else given: TP 1, the latest vLLM, and the batch limits it picks for the
+    card, which :func:`batch_limits` fills in once the GPU is known."""
+    return EngineArgs(model=model, vllm_version=None, tensor_parallel_size=1, data_parallel_size=1,
+                      enable_expert_parallel=False, max_num_seqs=None, max_num_batched_tokens=None,
+                      max_model_len=None, gpu_memory_utilization=None, block_size=16)
+
+
+def batch_limits(args: EngineArgs, device) -> tuple[int, int]:
+    """The run's ``max_num_seqs`` and ``max_num_batched_tokens``, each vLLM serve's default for ``device`` where
+    the run gives none (hardware/batch_defaults.py)."""
+    defaults = vllm_batch_defaults(device, SERVE)
+    return (args.max_num_seqs or defaults.max_num_seqs,
+            args.max_num_batched_tokens or defaults.max_num_batched_tokens)
 
 
 def load_runs(folder, log_name: str | None = None, boundary: str | None = None) -> list[ServingRun]:
@@ -326,4 +351,6 @@ def gpu_of(run: RunFolder, given: str | None) -> str:
         return named[0]
     what = f"its gpu {run.args.gpu!r} names {'no' if not named else 'more than one'} GPU preset" if text else \
         "it names no GPU"
-    raise ValueError(f"{run.folder / 'meta.json'}: {what}; give --gpu PRESET (see `llmsched presets`)")
+    meta = run.folder / "meta.json"
+    where = f"{meta}: {what}" if meta.is_file() else f"{run.folder}: no meta.json names the GPU"
+    raise ValueError(f"{where}; give --gpu PRESET (see `llmsched presets`)")

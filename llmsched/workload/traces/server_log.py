@@ -64,6 +64,7 @@ class ServerLog:
     itls: list[np.ndarray] | None = None   # every inter-token gap of each request (vllm-bench only)
     hash_ids: list[list[int]] | None = None   # each prompt's 512-token block ids, where the log names them
     cached_tokens: np.ndarray | None = None  # prompt tokens the server's prefix cache held, where it counted them
+    model: str | None = None         # the model the log names (a vllm bench serve result's model_id)
     notes: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -285,6 +286,8 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
     order = np.argsort(start, kind="stable")
     log = ServerLog(path, "vllm-bench", [str(i) for i in order], start[order] - start[order[0]], prompts[order],
                     outputs[order], boundary="client")
+    if isinstance(data.get("model_id"), str) and data["model_id"].strip():
+        log.model = data["model_id"].strip()
     log.notes.append("vllm bench serve timings are the client's (TTFT and E2E include the network and the "
                      "frontend)")
     log.notes += bench_notes(path, data, n)

@@ -1,0 +1,66 @@
+"""A `vllm bench serve --save-result --save-detailed` file alone, as most users have it: no meta.json, so the
+engine is taken as `vllm serve MODEL_ID` with vLLM's defaults for the card the user names (--gpu)."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from llmsched.cli import main
+from llmsched.hardware.batch_defaults import vllm_batch_defaults
+from llmsched.validate.serving import replay_config, validate
+from llmsched.validate.serving_run import load_run
+
+RUN = Path(__file__).parent / "data" / "gpu_runs" / "h200-llama-3.1-8b-serve-sharegpt-8"
+
+
+def bench_folder(tmp_path: Path, model_id: str | None = "meta-llama/Llama-3.1-8B-Instruct") -> Path:
+    data = json.loads((RUN / "bench.json").read_text())
+    data.pop("model_id", None)
+    if model_id is not None:
+        data["model_id"] = model_id
+    folder = tmp_path / "bench-run"
+    folder.mkdir()
+    (folder / "result.json").write_text(json.dumps(data))
+    return folder
+
+
+def test_a_bench_result_alone_replays_with_vllm_serves_defaults_for_the_card(tmp_path):
+    run = load_run(bench_folder(tmp_path))
+    assert run.boundary == "client" and run.front_end == "vllm-serve"
+    assert any("no meta.json" in note for note in run.log.notes)
+    cfg = replay_config(run, gpu="h200")
+    defaults = vllm_batch_defaults("h200")
+    assert (cfg.max_num_seqs, cfg.max_num_batched_tokens) == (defaults.max_num_seqs, defaults.max_num_batched_tokens)
+    assert cfg.tp == 1 and cfg.scheduler_params["token_budget"] == defaults.max_num_batched_tokens
+    # the captured run was vllm serve with exactly these defaults on an H200: the same client-side figures as the
+    # replay of the full run folder, whose KV cache is vLLM's reported one (within the KV estimate's 0.1%)
+    alone, full = validate(run, "h200"), validate(load_run(RUN, boundary="client"))
+    for metric in ("ttft", "tpot", "e2e"):
+        assert alone["errors"][metric]["p50"] == pytest.approx(full["errors"][metric]["p50"], abs=1.0)
+
+
+def test_the_card_defaults_differ_by_card(tmp_path):
+    run = load_run(bench_folder(tmp_path))
+    small = replay_config(run, gpu="l40s")
+    assert (small.max_num_seqs, small.max_num_batched_tokens) == (256, 2048)
+
+
+@pytest.mark.parametrize("model_id, gpu, wanted", [
+    ("meta-llama/Llama-3.1-8B-Instruct", None, "no meta.json names the GPU; give --gpu"),
+    (None, "h200", "or a vllm bench serve result that names its model_id"),
+    ("someone/unknown-finetune", "h200", "give --model PRESET or a shipped Hugging Face id"),
+])
+def test_what_a_bench_result_alone_cannot_say_is_a_one_line_error(tmp_path, capsys, model_id, gpu, wanted):
+    folder = bench_folder(tmp_path, model_id)
+    code = main(["validate-serving", str(folder)] + (["--gpu", gpu] if gpu else []))
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and wanted in err, err
+
+
+def test_the_cli_prints_what_it_assumed(tmp_path, capsys):
+    folder = bench_folder(tmp_path)
+    shutil.copy(RUN / "config.json", folder / "config.json")
+    assert main(["validate-serving", str(folder), "--gpu", "h200"]) == 0
+    out = capsys.readouterr().out
+    assert "vLLM (latest)" in out and "no meta.json: the engine taken as `vllm serve" in out
