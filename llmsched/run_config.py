@@ -22,7 +22,7 @@ from .hardware.front_end import DEFAULT as DEFAULT_FRONT_END, FRONT_ENDS
 from .engine.offload_spec import MODES as KV_OFFLOAD_MODES, parse_kv_offload
 from .hardware.gpus import gpu_from_file
 from .hardware.hf_config import KV_CACHE_DTYPE_BYTES
-from .run_field import API, Origin, declare, declared, default_of
+from .run_field import API, Origin, declare, declare_parsed, declared, default_of
 from .user_files import read_user_file
 from .workload.arrivals.rate_schedule import EXAMPLE as SCHEDULE_EXAMPLE, RateSchedule, parse_rate_schedule
 from .workload.tenants.streams import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
@@ -62,9 +62,9 @@ class RunConfig:
     gpu: str = declare("a100", "GPU preset, e.g. a100, h100, rtx-pro-6000 (or a GPU spec file, as --gpu-spec)",
                        hint="a GPU preset (see `llmsched presets`) or a GPU spec file")
     # a GPU spec file; becomes the run's gpu
-    gpu_spec: str | None = declare(None, "a GPU spec file (.toml/.json) of its datasheet figures, for a card "
-                                         "without a preset", kind=str, optional=True,
-                                   hint="a GPU spec file (.toml/.json) of datasheet figures", parse=gpu_spec_file)
+    gpu_spec: str | None = declare_parsed("a GPU spec file (.toml/.json) of its datasheet figures, for a card "
+                                          "without a preset", hint="a GPU spec file (.toml/.json) of datasheet figures",
+                                          parse=gpu_spec_file)
     tp: int | None = declare(None, "tensor-parallel degree (overrides the model preset's)", kind=int, optional=True,
                              low=1, high=64)
     batch_time: str = declare("vllm-v1", "batch-time model: vllm-v1 (vLLM v1's engine terms around the roofline, "
@@ -78,17 +78,17 @@ class RunConfig:
     router_params: dict = declare({}, "router parameter (repeatable), e.g. balance_abs=16 for prefix-affinity "
                                       "(see docs/prefix-routing.md)", flag="--router-param", metavar="KEY=VALUE")
     # pools of replicas, each with its own run fields, their start-up phases and scale events (llmsched/fleet/)
-    fleet: str | None = declare(None, "a fleet file (TOML/YAML): pools of replicas, each its own model, GPU, TP, "
-                                      "scheduler and router, with their start-up phases and scale events in time "
-                                      "(docs/fleet.md)", kind=str, optional=True,
-                                hint="a fleet file (.toml/.yaml), see docs/fleet.md", parse=fleet_file)
+    fleet: str | None = declare_parsed("a fleet file (TOML/YAML): pools of replicas, each its own model, GPU, TP, "
+                                       "scheduler and router, with their start-up phases and scale events in time "
+                                       "(docs/fleet.md)", hint="a fleet file (.toml/.yaml), see docs/fleet.md",
+                                       parse=fleet_file)
     # prefill/decode disaggregation (docs/disaggregation.md): a prefill pool and a decode pool, the KV over a link
-    disaggregate: str | None = declare(None, "prefill/decode disaggregation: xPyD, x prefill and y decode replicas "
-                                             "(e.g. 2P1D); each request is prefilled in the prefill pool, its KV "
-                                             "crosses --kv-link, the decode pool produces its tokens "
-                                             "(docs/disaggregation.md)", kind=str, optional=True,
-                                       hint="e.g. 2P1D (x prefill, y decode replicas, each >= 1)",
-                                       parse=parse_xpyd_text)
+    disaggregate: str | None = declare_parsed("prefill/decode disaggregation: xPyD, x prefill and y decode replicas "
+                                              "(e.g. 2P1D); each request is prefilled in the prefill pool, its KV "
+                                              "crosses --kv-link, the decode pool produces its tokens "
+                                              "(docs/disaggregation.md)",
+                                              hint="e.g. 2P1D (x prefill, y decode replicas, each >= 1)",
+                                              parse=parse_xpyd_text)
     prefill_gpu: str | None = declare(None, "the prefill pool's GPU preset (default --gpu)", kind=str, optional=True,
                                       hint="a GPU preset (see `llmsched presets`)")
     prefill_tp: int | None = declare(None, "the prefill pool's tensor parallelism (default --tp)", kind=int,
@@ -178,13 +178,13 @@ class RunConfig:
                            choices=("poisson", "gamma", "constant", "inference-perf"))
     cv: float | None = declare(None, "coefficient of variation of gamma inter-arrival times (>1 is burstier than "
                                      "Poisson)", kind=float, optional=True, low=1e-3, high=1e3)
-    rate_schedule: str | None = declare(None, "arrival rate over time (docs/workloads.md, \"Time-varying traffic\"): "
-                                              "steps 'START:RATE,...', inference-perf stages 'stages:RATE@SECONDS,"
-                                              "...' (or its config file), 'diurnal:peak=R,trough=R[,period=S]"
-                                              "[,peak_at=S]', each with any ';burst:at=T,x=K,for=D'; with --workload, "
-                                              "--lengths, --tenants (their rates split it) or --trace (bends its "
-                                              "time)", kind=str, optional=True, hint=f"e.g. {SCHEDULE_EXAMPLE}",
-                                        parse=parse_rate_schedule_text)
+    rate_schedule: str | None = declare_parsed("arrival rate over time (docs/workloads.md, \"Time-varying traffic\"): "
+                                               "steps 'START:RATE,...', inference-perf stages 'stages:RATE@SECONDS,"
+                                               "...' (or its config file), 'diurnal:peak=R,trough=R[,period=S]"
+                                               "[,peak_at=S]', each with any ';burst:at=T,x=K,for=D'; with --workload, "
+                                               "--lengths, --tenants (their rates split it) or --trace (bends its "
+                                               "time)", hint=f"e.g. {SCHEDULE_EXAMPLE}",
+                                               parse=parse_rate_schedule_text)
     time_scale: float | None = declare(None, "--trace: multiply every timestamp by this factor (0.5 replays it "
                                              "twice as fast, 2 at half its rate)", kind=float, optional=True, above=0,
                                        high=1e6, hint="a factor > 0 (with --trace)")
@@ -198,15 +198,14 @@ class RunConfig:
     workload_params: dict = declare({}, "workload parameter (repeatable), for --workload shared-prefix: num_groups, "
                                         "num_prompts_per_group, system_prompt_len, question_len, output_len, "
                                         "enable_multi_turn_chat", flag="--wl-param", metavar="KEY=VALUE")
-    tiers: str | None = declare(None, "SLO tiers, e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5' (keys ttft, tbt, "
-                                      "tpot in seconds; share; priority, an integer class, lower more urgent)",
-                                kind=str, optional=True, hint="e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5'",
-                                parse=parse_tiers)
-    tenants: str | None = declare(None, "tenants, each its own arrival stream: 'heavy:rate=8,light:rate=0.5:weight=2' "
-                                        "(keys rate, weight, workload, priority; with --trace its tenant column names "
-                                        "them: weight and priority only)", kind=str, optional=True,
-                                  hint=f"e.g. {TENANTS_EXAMPLE} (keys rate, weight, workload, priority)",
-                                  parse=parse_tenants)
+    tiers: str | None = declare_parsed("SLO tiers, e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5' (keys ttft, tbt, "
+                                       "tpot in seconds; share; priority, an integer class, lower more urgent)",
+                                       hint="e.g. 'paid:tbt=0.1:share=0.05,free:tbt=0.5'", parse=parse_tiers)
+    tenants: str | None = declare_parsed("tenants, each its own arrival stream: 'heavy:rate=8,light:rate=0.5:weight=2' "
+                                         "(keys rate, weight, workload, priority; with --trace its tenant column names "
+                                         "them: weight and priority only)",
+                                         hint=f"e.g. {TENANTS_EXAMPLE} (keys rate, weight, workload, priority)",
+                                         parse=parse_tenants)
     max_total_tokens: int | None = declare(None, "cap prompt+output tokens of each request (generated or replayed): a "
                                                  "prompt over N-1 tokens is cut to N-1, then the output to N minus the "
                                                  "prompt (generation cut short, as a max_tokens limit); the run prints "
@@ -267,12 +266,12 @@ class RunConfig:
                                                  "vllm bench serve 21600; default none",
                                            kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")
     # KV tiers below the GPU cache (docs/kv-offload.md): host memory, local disk, a remote store
-    kv_offload: str | None = declare(None, "KV offload tiers below the GPU's prefix cache, per replica: cpu:200GiB "
-                                           "(vLLM's --kv-offloading-size), several as cpu:200GiB,disk:2TB, a tier's "
-                                           "settings after its size (cpu:200GiB:link=pcie-gen4:chunk=256), or a "
-                                           ".toml/.yaml file of [[tier]] tables", kind=str, optional=True,
-                                     hint="e.g. cpu:200GiB or cpu:200GiB,disk:2TB or a .toml file of [[tier]] tables",
-                                     parse=parse_kv_offload)
+    kv_offload: str | None = declare_parsed("KV offload tiers below the GPU's prefix cache, per replica: cpu:200GiB "
+                                            "(vLLM's --kv-offloading-size), several as cpu:200GiB,disk:2TB, a tier's "
+                                            "settings after its size (cpu:200GiB:link=pcie-gen4:chunk=256), or a "
+                                            ".toml/.yaml file of [[tier]] tables",
+                                            hint="e.g. cpu:200GiB or cpu:200GiB,disk:2TB or a .toml file of [[tier]] "
+                                                 "tables", parse=parse_kv_offload)
     kv_offload_mode: str = declare("vllm", "the connector --kv-offload models: vllm (vLLM's native "
                                            "OffloadingConnector: async loads and stores), lmcache (LMCache's CPU/disk "
                                            "backends: loads and stores inside the step), lmcache-layerwise",

@@ -137,6 +137,12 @@ def declare(default, help: str, **spec) -> dataclasses.Field:
     return RunField(default, help, **spec).field()
 
 
+def declare_parsed(help: str, parse: Callable, **spec) -> dataclasses.Field:
+    """An optional text field (None: left out) that ``parse`` reads when given: a file or a spec in a small
+    language (see ``RunField`` for ``spec``)."""
+    return declare(None, help, kind=str, optional=True, parse=parse, **spec)
+
+
 def declared(cls) -> dict[str, RunField]:
     """The declared fields of a dataclass (class or instance), in field order."""
     return {f.name: f.metadata["run_field"] for f in dataclasses.fields(cls) if "run_field" in f.metadata}

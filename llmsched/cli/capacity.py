@@ -8,8 +8,7 @@ from pathlib import Path
 from ..capacity.outputs import heading, lines, write
 from ..capacity.rate_search import find_capacities
 from ..capacity.slo import check_run_slos, slos_with_attainment
-from .probe_options import (add_probe_options, add_search_options, add_slo_options, check_cache_options,
-                            probe_cache, probe_seeds)
+from .probe_options import add_probe_options, add_search_parser, check_cache_options, probe_cache, probe_seeds
 from .run_options import add_run_options, base_config, run_configs, tuned_names
 from .runs import check_out_dir, split_names
 
@@ -22,17 +21,19 @@ DESCRIPTION = (
 
 
 def add(sub) -> None:
-    p = sub.add_parser("capacity", help="highest rate that is stable and meets the SLOs (bisection)",
-                       description=DESCRIPTION)
-    who = p.add_mutually_exclusive_group()
-    who.add_argument("--scheduler", help="scheduler name (default: the --tuned files' schedulers, else sarathi)")
-    who.add_argument("--schedulers", help="comma-separated names: a search for each, run side by side")
-    add_slo_options(p)
-    add_search_options(p, resolution=0.02)
+    p = add_search_parser(sub, "capacity", "highest rate that is stable and meets the SLOs (bisection)", DESCRIPTION,
+                          add_schedulers, resolution=0.02)
     add_probe_options(p)
     p.add_argument("--out", default=None, help="write capacity.json, capacity.csv and capacity.png here")
     add_run_options(p, exclude=("horizon", "rate_schedule"))
     p.set_defaults(func=capacity)
+
+
+def add_schedulers(p) -> None:
+    """One scheduler (``--scheduler``) or several (``--schedulers``), a search for each."""
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--scheduler", help="scheduler name (default: the --tuned files' schedulers, else sarathi)")
+    who.add_argument("--schedulers", help="comma-separated names: a search for each, run side by side")
 
 
 def capacity(args) -> int:

@@ -2,6 +2,8 @@
 cached."""
 from __future__ import annotations
 
+from typing import Callable
+
 from ..bounds import MIN_RATE
 from ..capacity.cache import default_dir
 from .argtypes import number
@@ -26,6 +28,16 @@ def add_search_options(p, resolution: float) -> None:
                                                         "only if every seed does (default 1)")
     p.add_argument("--max-rate", type=number(float, low=MIN_RATE), default=None,
                    help="never probe above this rate, requests/s (default 1024x start)")
+
+
+def add_search_parser(sub, name: str, help: str, description: str, add_scheduler: Callable, resolution: float):
+    """The parser of a command that runs capacity searches (capacity, tune): its scheduler option(s) first, each
+    command's own (``add_scheduler(parser)``), then the SLOs and how each search runs. Returns the parser."""
+    p = sub.add_parser(name, help=help, description=description)
+    add_scheduler(p)
+    add_slo_options(p)
+    add_search_options(p, resolution)
+    return p
 
 
 def probe_seeds(args, first: int) -> tuple[int, ...]:

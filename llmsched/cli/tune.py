@@ -8,8 +8,7 @@ from pathlib import Path
 
 from ..capacity.slo import slos_with_attainment
 from ..tune.study import DEFAULT_BATCH, DEFAULT_BUDGET, DEFAULT_RESOLUTION
-from .probe_options import (add_probe_options, add_search_options, add_slo_options, check_cache_options,
-                            probe_cache, probe_seeds)
+from .probe_options import add_probe_options, add_search_parser, check_cache_options, probe_cache, probe_seeds
 from .run_options import add_run_options, run_configs
 
 DESCRIPTION = (
@@ -21,11 +20,8 @@ DESCRIPTION = (
 
 
 def add(sub) -> None:
-    p = sub.add_parser("tune", help="a scheduler's parameters at their best capacity for given SLOs (Optuna TPE)",
-                       description=DESCRIPTION)
-    p.add_argument("--scheduler", required=True, help="scheduler name (see `llmsched presets`)")
-    add_slo_options(p)
-    add_search_options(p, resolution=DEFAULT_RESOLUTION)
+    p = add_search_parser(sub, "tune", "a scheduler's parameters at their best capacity for given SLOs (Optuna TPE)",
+                          DESCRIPTION, add_scheduler, resolution=DEFAULT_RESOLUTION)
     p.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
                    help=f"capacity searches, the untuned one included (default {DEFAULT_BUDGET})")
     p.add_argument("--batch", type=int, default=DEFAULT_BATCH,
@@ -42,6 +38,11 @@ def add(sub) -> None:
     add_probe_options(p)
     add_run_options(p, exclude=("horizon", "rate_schedule"))
     p.set_defaults(func=cmd_tune)
+
+
+def add_scheduler(p) -> None:
+    """The one scheduler whose parameters are tuned."""
+    p.add_argument("--scheduler", required=True, help="scheduler name (see `llmsched presets`)")
 
 
 def parse_check(text: str) -> dict:

@@ -132,8 +132,7 @@ class Run:
 
     def __init__(self, reg, lo: int, hi: int, ref: int):
         self.reg = reg
-        self.lo = lo
-        self.hi = hi
+        self.lo, self.hi = lo, hi
         self.ref = ref
         self.prev = self.next = None
 

@@ -31,10 +31,8 @@ class KVCacheManager:
         if swap_blocks < 0:
             raise ValueError(f"swap space must be >= 0 blocks, got {swap_blocks}")
         self.block_size = block_size
-        self.total = total_blocks
-        self.free = total_blocks
-        self.swap_total = swap_blocks  # host memory for preemption by swap, in the same blocks
-        self.swap_free = swap_blocks
+        self.total = self.free = total_blocks  # all free at the start
+        self.swap_total = self.swap_free = swap_blocks  # host memory for preemption by swap, in the same blocks
 
     # --- reads ------------------------------------------------------------------------------------------------
     @property

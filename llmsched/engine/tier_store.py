@@ -41,8 +41,7 @@ class Seg:
 
     def __init__(self, key: int, lo: int, hi: int, up: bool, pins: int = 0, ready: bool = True):
         self.key = key
-        self.lo = lo
-        self.hi = hi
+        self.lo, self.hi = lo, hi
         self.up = up
         self.pins = pins
         self.ready = ready
