@@ -31,9 +31,12 @@ current ones less those added and plus those removed in the last 15 s). The defa
 15 s) limits nothing. ``current`` is the Deployment's replica count (starting and serving pods).
 
 Metrics (``metric``): ``queue`` (vllm:num_requests_waiting, default target 5 a pod), ``running``
-(vllm:num_requests_running, default 0.7 x max_num_seqs), ``kv`` (vllm:gpu_cache_usage_perc, default 0.8). The
-default targets are llm-d's saturation thresholds (a replica with 5 waiting or KV at 80 % is saturated:
-llm-d-workload-variant-autoscaler, docs/saturation-scaling-config.md) and Knative's 70 % utilisation target.
+(vllm:num_requests_running, default 0.7 of the replica's seats), ``kv`` (vllm:gpu_cache_usage_perc, default 0.8).
+The default targets are llm-d's saturation thresholds (a replica with 5 waiting or KV at 80 % is saturated:
+llm-d-workload-variant-autoscaler, docs/saturation-scaling-config.md) and Knative's 70 % utilisation target of a
+pod's concurrency. A replica's seats are ``max_num_seqs``, or the requests of the run's mean context its KV cache
+holds where that is fewer (``replica_sizing.seats``): with vLLM's 1,024 sequences on an H200 the cache binds long
+before the sequence cap, and 0.7 x 1,024 running requests would never be reached.
 """
 from __future__ import annotations
 
@@ -41,9 +44,10 @@ import math
 
 from .autoscaler import ScrapingAutoscaler, metric_of
 from .lifecycle import LOADING, PROVISIONING, WARM
+from .replica_sizing import seats
 
 METRICS = ("queue", "running", "kv")
-RUNNING_SHARE = 0.7  # Knative's container-concurrency-target-percentage default, of vLLM's max_num_seqs
+RUNNING_SHARE = 0.7  # Knative's container-concurrency-target-percentage default, of a replica's seats
 POLICY_PERIOD = 15.0  # periodSeconds of the default scaling policies (HPAScalingPolicy)
 
 
@@ -91,7 +95,7 @@ class HPA(ScrapingAutoscaler):
             return 5.0
         if p["metric"] == "kv":
             return 0.8
-        return RUNNING_SHARE * self.state.replicas[0].config.max_num_seqs
+        return RUNNING_SHARE * seats(self.state.replicas[0], self.context.isl, self.context.osl)
 
     def decide(self, now: float) -> int | None:
         current = self.size

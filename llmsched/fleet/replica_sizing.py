@@ -60,3 +60,14 @@ def request_rate(rep, isl: float, osl: float, itl: float) -> float:
     d = decode(rep, isl + osl / 2, itl)
     per_request = isl / p + max(osl, 0.0) / d.tokens_per_s
     return 1 / per_request if per_request > 0 else math.inf
+
+
+def seats(rep, isl: float | None = None, osl: float | None = None) -> int:
+    """The requests one replica can run at once: ``max_num_seqs``, or fewer where its KV cache holds fewer requests
+    of the workload's mean context (``isl + osl / 2`` tokens, a running request half-way through its output), when
+    the lengths are known."""
+    if not isl:
+        return rep.config.max_num_seqs
+    ctx = max(1, int(round(isl + (osl or 0.0) / 2)))
+    return max(1, min(rep.config.max_num_seqs, rep.config.num_blocks * rep.config.block_size // ctx))
+
