@@ -120,8 +120,8 @@ def format_report(rows: list[dict]) -> str:
         where = (f"at the client through {row['front_end']}" if row.get("latency_boundary") == "client" else
                  "in the engine")
         lines.append(f"{row['run']} ({row['split']}): {row['model']} on {row['gpu']}, tp {row['tp']}, dp {row['dp']}"
-                     f"{' + EP' if row['expert_parallel'] else ''}, vLLM {row['vllm_version'] or '(latest)'}, {row['requests']} "
-                     f"requests, batch time {row['profile'] or row['batch_time']}, measured {where}")
+                     f"{' + EP' if row['expert_parallel'] else ''}, vLLM {row['vllm_version'] or '(latest)'}, "
+                     f"{row['requests']} requests, batch time {row['profile'] or row['batch_time']}, measured {where}")
         lines.append(f"  {'metric':<14}" + "".join(f"{s:>26}" for s in STATS))
         for metric in METRICS:
             real, sim, err = row["real"][metric], row["simulated"][metric], row["errors"][metric]

@@ -171,9 +171,10 @@ def vllm_kv_budget(model: ModelSpec | str, gpu: GPUSpec | str, *, max_num_batche
                 f"sampler warm-up of {min(max_num_seqs, max_num_batched_tokens)} rows")
     graphs_estimate = capture_sizes * spec.layers * GRAPH_BYTES_PER_LAYER
     graphs = term("cuda_graphs", graphs_estimate, f"{capture_sizes} graphs x {spec.layers} layers x 0.31 MiB")
-    graphs_subtracted = graphs if subtracts_graphs(spec, vllm_version) else 0
-    if not graphs_subtracted:
-        sources["cuda_graphs"] += f" (not subtracted: vLLM {vllm_version} sizes this model's KV cache before capturing)"
+    subtracted = subtracts_graphs(spec, vllm_version)
+    graphs_subtracted = graphs if subtracted else 0
+    if not subtracted:
+        sources["cuda_graphs"] += f" (not subtracted: vLLM {vllm_version} sizes this model's cache before capturing)"
     kv = requested - weights - non_torch - peak - graphs_subtracted
     return KVBudget(requested, weights, non_torch, peak, graphs, kv, spec.kv_bytes_per_token_per_gpu, block_size,
                     sources)
