@@ -18,4 +18,7 @@ def add_arguments(p) -> None:
     experiment_options(p, "resolution", "jobs")
     run_field_option(p, "batch_time", "the runs' batch-time model (default %(default)s; `engine` is the one "
                                       "calibrated on these measurements' TP 2 cells, docs/batch-time.md)")
+    run_field_option(p, "pd_first_token", "which machine gives the client its first token (default %(default)s, "
+                                          "Splitwise's prompt machine; `decode`, vLLM's proxy, is the ablation of "
+                                          "docs/disaggregation.md's column B)")
     run_field_option(p, "seed")

@@ -46,6 +46,7 @@ TRACES = {"code": "AzureLLMInferenceTrace_code.csv", "conv": "AzureLLMInferenceT
 PROFILE = "../shared/data/profiles/splitwise_dgx_perf_model.csv"
 SLOS = "ttft_p90<=2s,tbt_p99<=200ms"
 KIND = "vllm-v1"
+FIRST_TOKEN = "prefill"  # the prompt machine answers the client first, as Splitwise (Patel et al., ISCA 2024) does
 # (design, budget) -> (machines: (h100, a100), role) with role "colocated", "split" (one type, split searched) or
 # "ha" (H100 prompt, A100 token); from Mutinifni/splitwise-sim configs/cluster (dgx-h100, isopower_a100,
 # isopower_hybrid, isocost_a100, isocost_hybrid)
@@ -89,8 +90,9 @@ def count(n: int, scale: float) -> int:
 
 
 def configs(budget: str, scale: float, trace: str, num_requests: int, seed: int, model: str = MODEL,
-            kind: str = KIND) -> dict[str, list[RunConfig]]:
-    """Per design, the deployments to measure (several splits for a split design)."""
+            kind: str = KIND, first_token: str = FIRST_TOKEN) -> dict[str, list[RunConfig]]:
+    """Per design, the deployments to measure (several splits for a split design); ``first_token``: which
+    instance of a split design gives the client its first token."""
     base = dict(model=model, tp=TP, trace=trace, num_requests=num_requests, seed=seed, batch_time=kind,
                 scheduler="vllm-chunked", router="least-outstanding", rate=1.0, **FORMER_DEFAULTS)
     out = {}
@@ -100,11 +102,12 @@ def configs(budget: str, scale: float, trace: str, num_requests: int, seed: int,
             out[name] = [RunConfig(**base, gpu="h100" if h else "a100", replicas=h or a)]
         elif role == "ha":
             out[name] = [RunConfig(**base, disaggregate=f"{h}P{a}D", prefill_gpu="h100", decode_gpu="a100",
-                                   kv_link="ib-200g", kv_connector="layerwise", pd_first_token="prefill")]
+                                   kv_link="ib-200g", kv_connector="layerwise", pd_first_token=first_token)]
         else:
             n, gpu = h or a, "h100" if h else "a100"
             out[name] = [RunConfig(**base, gpu=gpu, disaggregate=f"{p}P{n - p}D", kv_link="ib-200g",
-                                   kv_connector="layerwise", pd_first_token="prefill") for p in splits(n, gpu, base)]
+                                   kv_connector="layerwise", pd_first_token=first_token)
+                       for p in splits(n, gpu, base)]
     return out
 
 
@@ -125,8 +128,10 @@ def splits(n: int, gpu: str, base: dict) -> list[int]:
 
 
 def reproduce(*, fast: bool = False, out: str = "reproduce-splitwise", scale: float = 8.0, num_requests: int = 1500,
-              resolution: float = 0.05, seed: int = RunConfig.seed, jobs: int = 2, batch_time: str = KIND) -> dict:
-    """The model check, then every design's capacity on both traces at both budgets (module docstring)."""
+              resolution: float = 0.05, seed: int = RunConfig.seed, jobs: int = 2, batch_time: str = KIND,
+              pd_first_token: str = FIRST_TOKEN) -> dict:
+    """The model check, then every design's capacity on both traces at both budgets (module docstring);
+    ``pd_first_token`` ``decode`` is vLLM's proxy in place of Splitwise's prompt machine (an ablation)."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     if fast:
@@ -140,7 +145,8 @@ def reproduce(*, fast: bool = False, out: str = "reproduce-splitwise", scale: fl
     with make_executor("local", jobs=jobs) as executor:
         for budget in DESIGNS:
             for trace, file in TRACES.items():
-                designs = configs(budget, scale, file, num_requests, seed, model_file(folder), batch_time)
+                designs = configs(budget, scale, file, num_requests, seed, model_file(folder), batch_time,
+                                  pd_first_token)
                 bases = {f"{name}|{i}": cfg for name, cfgs in designs.items() for i, cfg in enumerate(cfgs)}
                 found = find_capacities(bases, slos, resolution, (seed,), executor)
                 best = {}
