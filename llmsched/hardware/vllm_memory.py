@@ -38,7 +38,8 @@ Terms this module estimates where a run's own figures are not given (``measured=
     GiB and started 17 s slower, as a cold torch.compile cache does (the profiling step's first forward
     compiles, and Inductor's tuning allocates); the H200 runs of that setting are alike (Llama-3.1-8B 1.01,
     Qwen3-32B 1.49 against 0.36 estimated). No setting predicts a cold start: this is the warm estimate, and a
-    cold start leaves 0.8-1.1 GiB less KV;
+    cold start leaves 0.8-1.1 GiB less KV. No MoE run on V2 (v0.29.0 on) was measured: the fused-MoE kernels'
+    workspaces are not in the forward's estimate;
   - V1 (``gpu_model_runner.py``): top-k/top-p over fp32 logits, twice (FlashInfer's path and the native one)
     with the forward's hidden states still held. :data:`SAMPLER_LOGIT_COPIES` fp32 ``rows × vocab`` arrays added
     to the forward's: 0.56 GiB against 0.60 measured for Qwen3-30B-A3B on vLLM 0.26 (a MoE model, V1's then);
