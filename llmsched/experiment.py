@@ -14,7 +14,6 @@ import numpy as np
 from .batchtime.registry import BATCH_TIME_MODELS, make_batch_time_model, resolve_kind
 from .batchtime.vllm_v1 import cudagraph_capture_sizes
 from .config_fields import refuse_as_vllm
-from .engine.offload_plan import plan_offload
 from .engine.replica import Replica, ReplicaConfig
 from .hardware.gpus import gpu as gpu_preset
 from .hardware.hf_config import kv_cache_dtype_bytes
@@ -120,6 +119,7 @@ def offload_plan(cfg: RunConfig, spec, device, caching: bool):
         raise ValueError(f"--kv-offload {cfg.kv_offload}: offload tiers keep cached prefixes, so the requests must "
                          f"name their prompts (a Mooncake or session trace, --workload shared-prefix, --turns); this "
                          f"run's do not")
+    from .engine.offload_plan import plan_offload  # the tiers' modules load only for a run that has them
     return plan_offload(cfg.kv_offload.value, cfg.kv_offload_mode, spec, device, spec.tp, cfg.block_size,
                         replicas=max(cfg.replicas, cfg.dp))
 
