@@ -38,8 +38,7 @@ def prefill(rep, isl: float) -> tuple[float, float]:
 def decode(rep, context: float, itl: float) -> Decode:
     """The best decode throughput of ``rep``'s engine at ``context`` tokens a request within ``itl`` seconds a step."""
     ctx = max(1, int(round(context)))
-    kv_tokens = rep.config.num_blocks * rep.config.block_size
-    most = max(1, min(rep.config.max_num_seqs, kv_tokens // ctx))
+    most = held(rep, ctx)
     step = lambda b: rep.batch_time.decode_time(b, ctx)  # noqa: E731
     if step(1) > itl:
         return Decode(1 / step(1), step(1), 1)
@@ -68,6 +67,10 @@ def seats(rep, isl: float | None = None, osl: float | None = None) -> int:
     the lengths are known."""
     if not isl:
         return rep.config.max_num_seqs
-    ctx = max(1, int(round(isl + (osl or 0.0) / 2)))
-    return max(1, min(rep.config.max_num_seqs, rep.config.num_blocks * rep.config.block_size // ctx))
+    return held(rep, max(1, int(round(isl + (osl or 0.0) / 2))))
 
+
+def held(rep, context: int) -> int:
+    """The requests of ``context`` tokens each that ``rep`` runs at once: its sequence cap, or what its KV cache
+    holds where that is fewer (at least one)."""
+    return max(1, min(rep.config.max_num_seqs, rep.config.num_blocks * rep.config.block_size // context))

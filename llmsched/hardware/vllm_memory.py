@@ -92,8 +92,8 @@ class KVBudget:
 
 def parse_version(text: str | None) -> tuple[int, int] | None:
     """``"0.19.0"`` -> (0, 19); None for None or text with no version in it."""
-    match = re.match(r"\s*v?(\d+)\.(\d+)", str(text)) if text else None
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    release = parse_release(text)
+    return release[:2] if release else None
 
 
 def parse_release(text: str | None) -> tuple[int, int, int] | None:
