@@ -126,7 +126,7 @@ def kv_blocks(run: ServingRun, spec, device, model_name: str) -> int:
     the run's longest request, is an error naming meta.json."""
     args = run.args
     meta = run.folder / "meta.json"
-    if not meta.is_file():  # a bench result alone: TP 1 was assumed, and meta.json is where to say otherwise
+    if args.assumed:  # a bench result alone: TP 1 was assumed, and meta.json is where to say otherwise
         meta = f"{run.folder} (no meta.json: TP 1 assumed; write meta.json with engine_kwargs to change it)"
     max_num_seqs, max_num_batched_tokens = batch_limits(args, device)
     sizes = args.capture_sizes or cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens)

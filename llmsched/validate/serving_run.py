@@ -62,6 +62,7 @@ class EngineArgs:
     front_end: str | None = None  # meta.json's front_end (a preset of hardware/front_end.py), where it names one
     skip_tokenizer_init: bool = False  # prompts went in as token ids and nothing was detokenised
     stream_interval: int = 1
+    assumed: bool = False  # no meta.json: vLLM serve's defaults taken for the log's model (``serve_defaults``)
 
 
 @dataclass
@@ -139,7 +140,7 @@ def load_run(folder, log_name: str | None = None, boundary: str | None = None,
         raise ValueError(f"{log_path}: a {log.format} log measures at the client, not in the engine; compare it "
                          f"client-side (--latency-boundary client, the default for it)")
     engine = read_run_folder(folder, log.model)
-    if not (folder / "meta.json").is_file():
+    if engine.args.assumed:
         log.notes.append(f"no meta.json: the engine taken as `vllm serve {engine.args.model}` with vLLM's defaults "
                          f"for the card (its batch limits, TP 1, the latest vLLM); write meta.json to replay other "
                          f"engine arguments")
@@ -176,7 +177,7 @@ def serve_defaults(model: str) -> EngineArgs:
     card, which :func:`batch_limits` fills in once the GPU is known."""
     return EngineArgs(model=model, vllm_version=None, tensor_parallel_size=1, data_parallel_size=1,
                       enable_expert_parallel=False, max_num_seqs=None, max_num_batched_tokens=None,
-                      max_model_len=None, gpu_memory_utilization=None, block_size=16)
+                      max_model_len=None, gpu_memory_utilization=None, block_size=16, assumed=True)
 
 
 def batch_limits(args: EngineArgs, device) -> tuple[int, int]:
@@ -351,6 +352,5 @@ def gpu_of(run: RunFolder, given: str | None) -> str:
         return named[0]
     what = f"its gpu {run.args.gpu!r} names {'no' if not named else 'more than one'} GPU preset" if text else \
         "it names no GPU"
-    meta = run.folder / "meta.json"
-    where = f"{meta}: {what}" if meta.is_file() else f"{run.folder}: no meta.json names the GPU"
+    where = f"{run.folder}: no meta.json names the GPU" if run.args.assumed else f"{run.folder / 'meta.json'}: {what}"
     raise ValueError(f"{where}; give --gpu PRESET (see `llmsched presets`)")
