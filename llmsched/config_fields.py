@@ -21,8 +21,8 @@ DEFAULT_MIN_REPLICAS, DEFAULT_MAX_REPLICAS = 1, 16  # an autoscaler's bounds unl
 
 # (field, other field, why they do not go together and what to do instead)
 CONFLICTS = (
-    ("trace", "concurrency", "a closed loop issues a request whenever one finishes, so it cannot replay a trace's "
-                             "arrivals; for its lengths use --lengths FILE.csv with --concurrency"),
+    ("time_scale", "concurrency", "a closed loop sends a trace's requests as others finish, not at its "
+                                  "timestamps; drop --time-scale or --concurrency"),
     ("trace", "arrival", "a trace has its own arrival times; --arrival applies to --workload or --lengths"),
     ("trace", "cv", "a trace has its own arrival times; --cv applies to gamma arrivals of --workload/--lengths"),
     ("trace", "workload", "a trace carries its own lengths; drop --workload (or drop --trace)"),

@@ -150,6 +150,6 @@ def test_with_values_checks_the_changes():
     cfg = RunConfig()
     with pytest.raises(ValueError, match="rate=-1.0"):
         cfg.with_values(rate=-1.0)
-    with pytest.raises(ValueError, match="does not apply together with trace"):
-        cfg.with_values(trace="x.csv", concurrency=4, num_requests=8)
+    with pytest.raises(ValueError, match="does not apply together with time_scale"):
+        cfg.with_values(trace="x.csv", time_scale=2.0, concurrency=4, num_requests=8)
     assert check_field("max_num_seqs", 4) == 4

@@ -1,11 +1,14 @@
 """``--trace``: a real trace replayed (at its own pace, or rescaled to --rate); a trace with a tenant column gives
-its requests their tenants, weighted by --tenants."""
+its requests their tenants, weighted by --tenants. With --concurrency N, or for a benchmark's log whose client held
+a fixed number in flight and recorded no send times (``JsonlTrace.in_flight``), its requests are replayed in order
+as a closed loop instead: N in flight, the next sent when one ends (vllm bench serve's --max-concurrency)."""
 from __future__ import annotations
 
 from ..hardware.models import model as model_preset
+from ..workload.lengths.distributions import Empirical
 from ..workload.tenants.streams import trace_tenants
 from ..workload.traces.trace_time import play
-from ..workload.workload import read_arrival_trace, replay
+from ..workload.workload import ClosedLoop, read_arrival_trace, replay
 from .common import tier_args
 
 NAME = "trace"
@@ -19,6 +22,9 @@ def build(cfg):
     """A trace replay; when the trace names each row's tenant (a ``tenant`` column) its requests carry them, with
     the weights and priorities ``tenants`` gives (weight 1 each without it)."""
     trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg), clock=cfg.latency_boundary)
+    in_flight = cfg.concurrency or getattr(trace, "in_flight", None)
+    if in_flight is not None:
+        return closed_replay(cfg, trace, in_flight)
     if cfg.duration is not None or cfg.rate_schedule or cfg.time_scale is not None:  # the trace played in time
         schedule = cfg.rate_schedule.value if cfg.rate_schedule else None
         if schedule is not None:
@@ -48,3 +54,28 @@ def vocab_size(cfg) -> int | None:
         return model_preset(cfg.model).vocab
     except ValueError:
         return None
+
+
+def closed_replay(cfg, trace, in_flight: int):
+    """The trace's requests in order (their lengths and contents), ``in_flight`` of them at once."""
+    own = cfg.concurrency is None  # the log's own client cap, not --concurrency
+    given = [name for name, value in (("--rate", cfg.rate), ("--duration", cfg.duration),
+                                      ("--rate-schedule", cfg.rate_schedule), ("--time-scale", cfg.time_scale))
+             if value is not None and value != ""]
+    if own and given:
+        raise ValueError(f"{trace.source}: its client held at most {in_flight} requests in flight and recorded no "
+                         f"send times, so it is replayed as that closed loop, which has no arrival rate; drop "
+                         f"{given[0]}")
+    why = ("a trace whose rows name their tenants" if getattr(trace, "tenants", None) is not None else
+           "a trace of sessions, whose later turns follow their first request" if getattr(trace, "follow_ups", None)
+           is not None else None)
+    if why:
+        raise ValueError(f"{trace.source}: {why} cannot be replayed as a closed loop; drop --concurrency")
+    n = cfg.num_requests or len(trace)
+    if n > len(trace):
+        raise ValueError(f"num_requests {n}: the trace {trace.source} has only {len(trace)} requests; ask for at "
+                         f"most {len(trace)} (or leave --num-requests out to replay it whole)")
+    contents = getattr(trace, "contents", None)
+    return ClosedLoop(in_flight, Empirical.from_trace(trace, draw="sequential"), n, seed=cfg.seed,
+                      max_total_tokens=cfg.max_total_tokens, think_time=cfg.think_time, contents=contents,
+                      **tier_args(cfg))

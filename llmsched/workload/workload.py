@@ -347,7 +347,7 @@ class ClosedLoop:
 
     def __init__(self, concurrency: int, lengths: LengthDist, num_requests: int,
                  tiers: Sequence[Tier] | str = (DEFAULT_TIER,), think_time: float = 0.0, seed: int = 0,
-                 max_total_tokens: int | None = None, chunk: int = CHUNK):
+                 max_total_tokens: int | None = None, chunk: int = CHUNK, contents: Callable | None = None):
         self.concurrency = positive_int("ClosedLoop concurrency", concurrency)
         self.num_requests = positive_int("ClosedLoop num_requests", num_requests)
         if not isinstance(lengths, LengthDist):
@@ -359,18 +359,24 @@ class ClosedLoop:
         self.think_time = float(think_time)
         self.seed = seed
         self.chunk = check_chunk(chunk)
+        # the requests' contents in issue order (a trace's, ``Workload.contents``'s signature); None: no identities
+        self.contents = contents
+        self.max_prompt = None if max_total_tokens is None else max_total_tokens - 1
         self._drawn = self._draws()  # a length distribution refuses what it cannot draw now, not mid-run
         self.issued = 0
         self.outstanding: set[int] = set()
         self.length_caps = caps_of(self.lengths, max_total_tokens)
 
-    def _draws(self) -> Iterator[tuple[int, int, Tier]]:
-        """(prompt, output, tier) of each request in issue order, from the start."""
+    def _draws(self) -> Iterator[tuple[int, int, Tier, object]]:
+        """(prompt, output, tier, content) of each request in issue order, from the start."""
         _, length_rng, tier_rng = streams(self.seed, 3)
-        lengths = self.lengths.chunks(self.num_requests, length_rng, self.chunk)
-        tiers = tier_chunks(self.num_requests, self.tiers, tier_rng, self.chunk)
-        return chain.from_iterable(zip(np.asarray(p, np.int64).tolist(), np.asarray(o, np.int64).tolist(), t)
-                                   for (p, o), t in zip(lengths, tiers, strict=True))
+        n = self.num_requests
+        lengths = self.lengths.chunks(n, length_rng, self.chunk)
+        tiers = tier_chunks(n, self.tiers, tier_rng, self.chunk)
+        contents = (self.contents(n, self.chunk, self.max_prompt) if self.contents is not None else
+                    ([None] * min(self.chunk, n - a) for a in range(0, n, self.chunk)))
+        return chain.from_iterable(zip(np.asarray(p, np.int64).tolist(), np.asarray(o, np.int64).tolist(), t, c)
+                                   for (p, o), t, c in zip(lengths, tiers, contents, strict=True))
 
     @property
     def prompts(self) -> np.ndarray:
@@ -386,8 +392,8 @@ class ClosedLoop:
         i = self.issued
         self.issued += 1
         self.outstanding.add(i)
-        prompt, output, tier = next(self._drawn)
-        return Request(i, at, prompt, output, tier)
+        prompt, output, tier, content = next(self._drawn)
+        return Request(i, at, prompt, output, tier, content=content)
 
     def initial(self) -> list[Request]:
         self.issued = 0
@@ -476,7 +482,7 @@ def server_log_trace(path: Path, clock: str = "engine") -> Trace | JsonlTrace:
     contents where it gives their hash_ids (as a Mooncake trace does)."""
     log = read_server_log(path, clock=clock)
     return JsonlTrace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format, contents=log.contents,
-                      hash_block=HASH_BLOCK if log.hash_ids is not None else None)
+                      hash_block=HASH_BLOCK if log.hash_ids is not None else None, in_flight=log.in_flight)
 
 
 def names_prompts(path: Path) -> bool:

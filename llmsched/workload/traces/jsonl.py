@@ -178,6 +178,7 @@ class JsonlTrace:
     contents: Callable | None = None
     hash_block: int | None = None
     follow_ups: object = None
+    in_flight: int | None = None  # a client's cap on requests in flight that a replay keeps (a closed loop)
 
     def __len__(self) -> int:
         return len(self.prompt_lens)
