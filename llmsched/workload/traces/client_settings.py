@@ -16,7 +16,6 @@ Sources: vllm/benchmarks/serve.py (``result_json``: ``request_rate`` is "inf" or
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from .trace_error import TraceError
@@ -28,8 +27,9 @@ CLOSED_LOOP_WARNING = ("warning: the replay sends each request at its recorded t
                        "have; compare with care, or rerun the benchmark {fix}")
 
 
-def bench_notes(path: Path, data: dict, n: int) -> list[str]:
-    """Notes (and refusals) from a vllm bench serve result's sending fields; ``n`` requests in its lists."""
+def bench_notes(path: Path, data: dict, n: int, recorded: bool = True) -> list[str]:
+    """Notes (and refusals) from a vllm bench serve result's sending fields; ``n`` requests in its lists;
+    ``recorded``: it has its send times (else workload/traces/bench_sends.py draws them and notes how)."""
     notes = []
     for key in ("num_prompts", "completed"):
         value = data.get(key)
@@ -50,19 +50,21 @@ def bench_notes(path: Path, data: dict, n: int) -> list[str]:
             isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0):
         raise TraceError(f"{path}: request_rate is {rate!r}; vllm bench serve writes a rate > 0 or \"inf\"")
     burst = data.get("burstiness")
-    if burst is not None and (isinstance(burst, bool) or not isinstance(burst, (int, float))
-                              or not (burst > 0 and math.isfinite(burst))):
-        raise TraceError(f"{path}: burstiness is {burst!r}; vllm bench serve writes the gamma shape, a number > 0")
+    if burst is not None and (isinstance(burst, bool) or not isinstance(burst, (int, float)) or not burst > 0):
+        raise TraceError(f"{path}: burstiness is {burst!r}; vllm bench serve writes the gamma shape, a number > 0 "
+                         f"(Infinity: constant gaps)")
     cap = data.get("max_concurrency")
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
         raise TraceError(f"{path}: max_concurrency is {cap!r}; write an integer >= 1, or null for no cap")
     eos = data.get("ignore_eos")
     if eos is not None and not isinstance(eos, bool):
         raise TraceError(f"{path}: ignore_eos is {eos!r}; write true or false")
-    if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+    if not recorded:
+        pass  # how the sends are drawn is bench_sends' note, and a cap's closed loop is replayed as one
+    elif isinstance(rate, (int, float)) and not isinstance(rate, bool):
         notes.append(f"sent at {rate:g} req/s" + (f" (gamma burstiness {burst:g})" if burst is not None else "")
                      + "; replayed at the recorded send times")
-    if cap is not None and cap < n:
+    if cap is not None and cap < n and recorded:
         notes.append(f"max_concurrency {cap}: the client held at most {cap} requests in flight, so its sends "
                      f"waited for completions; " + CLOSED_LOOP_WARNING.format(fix="without --max-concurrency"))
     if eos is False:

@@ -22,7 +22,10 @@ Two formats, told apart by the file's name:
 * **vllm bench serve --save-result --save-detailed** JSON (vllm/benchmarks/serve.py, ``result`` dict): lists
   ``input_lens``, ``output_lens``, ``ttfts``, ``itls`` (each request's inter-token gaps), ``latencies`` (E2E;
   vLLM 0.26 and older save none, and the E2E is then the TTFT plus the ITLs), ``start_times`` (client send times,
-  ``time.perf_counter``) and ``errors``, one entry a request in send order. Its timings are the client's.
+  ``time.perf_counter``) and ``errors``, one entry a request in send order. Its timings are the client's. A result
+  saved before vLLM recorded ``start_times`` has its sends drawn from its ``request_rate`` and ``burstiness``, or,
+  capped by ``max_concurrency`` with every request sent at once, is replayed as that closed loop
+  (workload/traces/bench_sends.py).
 * **GuideLLM** report JSON (``guidellm run --output kind=json``; ``GenerativeBenchmarksReport``,
   workload/traces/guidellm_report.py): each benchmark's successful requests with their client timings.
 
@@ -38,13 +41,14 @@ from pathlib import Path
 
 import numpy as np
 
+from .bench_sends import unrecorded_sends
 from .client_settings import bench_notes
 from .hash_blocks import block_content, check_blocks, own_content
 from .jsonl import chunked, integers
 from .trace_error import TraceError
 
 JSONL_FIELDS = ("input_toks", "output_toks")
-BENCH_FIELDS = ("input_lens", "output_lens", "start_times")
+BENCH_FIELDS = ("input_lens", "output_lens")  # and start_times, where the vLLM that ran it recorded them
 BENCH_MEASURED = ("ttfts", "latencies")
 
 
@@ -65,6 +69,10 @@ class ServerLog:
     hash_ids: list[list[int]] | None = None   # each prompt's 512-token block ids, where the log names them
     cached_tokens: np.ndarray | None = None  # prompt tokens the server's prefix cache held, where it counted them
     model: str | None = None         # the model the log names (a vllm bench serve result's model_id)
+    # a bench result without send times: the client's cap on requests in flight, which its replay keeps (a closed
+    # loop over the requests in order; None: an open loop at ``arrivals``), and the run's measured duration
+    in_flight: int | None = None
+    span: float | None = None
     notes: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -261,7 +269,13 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
     missing = [k for k in wanted if not isinstance(data.get(k), list)]
     if missing:
         raise TraceError(f"{path}: no per-request list {', '.join(missing)}; save the run with `vllm bench serve "
-                         f"--save-result --save-detailed` (start_times needs a vLLM recent enough to record them)")
+                         f"--save-result --save-detailed`")
+    recorded = data.get("start_times") is not None
+    if recorded:
+        wanted += ("start_times",)
+        if not isinstance(data["start_times"], list):
+            raise TraceError(f"{path}: start_times is not a list of send times; save the run again with `vllm "
+                             f"bench serve --save-result --save-detailed`")
     n = len(data["input_lens"])
     for k in wanted:
         if len(data[k]) != n:
@@ -282,15 +296,19 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
     index = list(range(n))
     prompts = token_counts(path, "input_lens", data["input_lens"], index, indexed=True)
     outputs = token_counts(path, "output_lens", data["output_lens"], index, indexed=True)
-    start = seconds(path, "start_times", data["start_times"], index, indexed=True)
+    sends = None if recorded else unrecorded_sends(path, data, n)
+    start = seconds(path, "start_times", data["start_times"], index, indexed=True) if recorded else sends.times
     order = np.argsort(start, kind="stable")
     log = ServerLog(path, "vllm-bench", [str(i) for i in order], start[order] - start[order[0]], prompts[order],
                     outputs[order], boundary="client")
+    if sends is not None:
+        log.in_flight, log.span = sends.in_flight, sends.span
+        log.notes.append(sends.note)
     if isinstance(data.get("model_id"), str) and data["model_id"].strip():
         log.model = data["model_id"].strip()
     log.notes.append("vllm bench serve timings are the client's (TTFT and E2E include the network and the "
                      "frontend)")
-    log.notes += bench_notes(path, data, n)
+    log.notes += bench_notes(path, data, n, recorded)
     if all(isinstance(data.get(k), list) for k in ("ttfts", "itls")) and (e2e_from_itls or
                                                                        isinstance(data.get("latencies"), list)):
         ttft = seconds(path, "ttfts", data["ttfts"], index, indexed=True)
