@@ -2,6 +2,7 @@
 engine's own stamps), GuideLLM reports, inference-perf lifecycle reports, and a replayed log whose preempted
 requests find their own cached blocks."""
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from llmsched.experiment import run
 from llmsched.run_config import RunConfig
-from llmsched.validate.serving import validate
+from llmsched.validate.serving import replay_config, validate
 from llmsched.validate.serving_run import load_runs
 from llmsched.workload.traces.lifecycle_report import LifecycleReport
 from llmsched.workload.traces.server_log import read_server_log
@@ -124,3 +125,48 @@ def test_a_request_preempted_by_recompute_finds_its_own_blocks(tmp_path):
     assert sum(r["cached_tokens"] for r in cached.replica_stats) > 0  # found again after a preemption
     assert (cached.requests.column("cached_tokens") == 0).all()  # no prompt shares anything with another
     assert cached.steps.arrays()["prefill_tokens"].sum() < plain.steps.arrays()["prefill_tokens"].sum()
+
+
+def current_inference_perf(tmp_path, concurrency=None, load_type=None):
+    """The demo's stage 1 as inference-perf writes a stage since a486b01 (successes.prompt_tokens, not prompt_len),
+    optionally a concurrent stage (load_summary.concurrency) and a meta.json naming its load type."""
+    folder = tmp_path / "perf"
+    folder.mkdir(parents=True)
+    data = json.loads((PERF / "stage_1_lifecycle_metrics.json").read_text())
+    prompts = data["successes"].pop("prompt_len")
+    data["successes"]["prompt_tokens"] = {"total": prompts["mean"] * data["successes"]["count"], "cached": 0.0,
+                                          **prompts}
+    if concurrency:
+        data["load_summary"]["concurrency"] = concurrency
+        data["load_summary"].pop("requested_rate")
+    (folder / "stage_0_lifecycle_metrics.json").write_text(json.dumps(data))
+    meta = json.loads((PERF / "meta.json").read_text())
+    meta["client"].pop("not_comparable")
+    meta["client"].pop("load_type")
+    if load_type:
+        meta["client"]["load_type"] = load_type
+    (folder / "meta.json").write_text(json.dumps(meta))
+    (folder / "config.json").write_text((PERF / "config.json").read_text())
+    return folder
+
+
+def test_current_inference_perf_stages_read_their_prompt_tokens_and_concurrency(tmp_path):
+    stage = load_runs(current_inference_perf(tmp_path))[0]
+    prompts, _ = stage.log.lengths()
+    assert prompts.min() >= 194 and stage.log.concurrency is None and stage.log.load_type == "constant"
+    closed = load_runs(current_inference_perf(tmp_path / "c", concurrency=12))[0]
+    assert closed.log.concurrency == 12 and closed.log.load_type == "concurrent"
+    assert any("a closed loop of 12 in flight" in n for n in closed.log.notes)
+    cfg = replay_config(closed, "h100")
+    assert cfg.concurrency == 12 and cfg.rate is None and cfg.num_requests == closed.log.count
+    row = validate(closed, "h100")
+    assert row["simulated"]["throughput"]["rps"] > 0 and row["requests"] == closed.log.count
+
+
+@pytest.mark.parametrize("concurrency, load_type, wanted", [
+    (None, "concurrent", "has no load_summary.concurrency"),
+    (12, "constant", "is a concurrent stage (load_summary.concurrency 12)"),
+])
+def test_a_stage_and_its_load_type_must_agree(tmp_path, concurrency, load_type, wanted):
+    with pytest.raises(ValueError, match=re.escape(wanted)):
+        load_runs(current_inference_perf(tmp_path, concurrency, load_type))

@@ -65,12 +65,20 @@ def replay_config(run: ServingRun, gpu: str | None = None, batch_time: str = "vl
     run's log was (its front end: ``front_end``, else the run's own)."""
     fields = engine_fields(run, gpu, batch_time, batch_time_params, model)
     spec, model_name = run.model_spec(model)
-    workload = (dict(trace=str(run.log.path), rate=None) if not isinstance(run.log, LifecycleReport) else
-                dict(lengths=str(drawn_lengths(run.log)), rate=run.log.rate, num_requests=run.log.count,
-                     arrival=run.log.load_type))
-    return RunConfig(**{**fields, "front_end": front_end or fields["front_end"]}, **workload,
+    return RunConfig(**{**fields, "front_end": front_end or fields["front_end"]}, **replayed_workload(run.log),
                      num_blocks=kv_blocks(run, spec, gpu_preset(gpu_of(run, gpu)), model_name),
                      latency_boundary=run.boundary)
+
+
+def replayed_workload(log) -> dict:
+    """The run fields of a log's requests: a per-request log replayed as its trace; an inference-perf stage's
+    count of lengths drawn from its quantiles, sent at its rate or, for a concurrent stage, as its closed loop."""
+    if not isinstance(log, LifecycleReport):
+        return dict(trace=str(log.path), rate=None)
+    drawn = dict(lengths=str(drawn_lengths(log)), num_requests=log.count)
+    if log.concurrency:
+        return dict(drawn, rate=None, concurrency=log.concurrency)
+    return dict(drawn, rate=log.rate, arrival=log.load_type)
 
 
 def engine_fields(run: RunFolder, gpu: str | None = None, batch_time: str = "vllm-v1",

@@ -222,10 +222,16 @@ def load_stage(folder: Path, path: Path, boundary: str | None) -> ServingRun:
     report = read_lifecycle(path, read_json(path))
     engine = read_run_folder(folder)
     client = json.loads((folder / "meta.json").read_text()).get("client") or {}
-    load = client.get("load_type", "constant")
-    if load not in ("constant", "poisson"):
-        raise ValueError(f"{folder / 'meta.json'}: client.load_type {load!r} is not inference-perf's constant or "
-                         f"poisson")
+    load = client.get("load_type", "concurrent" if report.concurrency else "constant")
+    if load not in ("constant", "poisson", "concurrent"):
+        raise ValueError(f"{folder / 'meta.json'}: client.load_type {load!r} is not inference-perf's constant, "
+                         f"poisson or concurrent")
+    if (load == "concurrent") != bool(report.concurrency):
+        raise ValueError(f"{folder / 'meta.json'}: client.load_type {load!r}, but {path.name} "
+                         + ("has no load_summary.concurrency (a concurrent stage reports its concurrency_level); "
+                            "write the stage's own load type" if load == "concurrent" else
+                            f"is a concurrent stage (load_summary.concurrency {report.concurrency}); write "
+                            f"\"concurrent\" or leave load_type out"))
     report.load_type = load
     for metric in client.get("not_comparable") or ():  # a figure the client is known to have computed wrongly
         if metric not in report.latency:

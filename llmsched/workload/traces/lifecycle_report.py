@@ -5,13 +5,16 @@
 (``count``; ``latency`` with ``time_to_first_token``, ``time_per_output_token`` ((last − first token)/(output −
 1)), ``inter_token_latency`` (every gap between the token times it records), ``request_latency`` (E2E), each a
 summary with ``mean``, ``median``, ``p90``, ``p99`` and more; ``throughput`` with ``output_tokens_per_sec`` and
-``requests_per_sec``; ``prompt_len`` and ``output_len`` summaries), ``failures`` (``count``).
+``requests_per_sec``; ``prompt_len`` and ``output_len`` summaries), ``failures`` (``count``). Since inference-perf
+a486b01 (August 2026) the prompt lengths are ``successes.prompt_tokens`` (the same summary, plus the prefix cache's
+``total``/``cached`` tokens), and a ``concurrent`` stage (``num_requests`` at ``concurrency_level``) adds
+``load_summary.concurrency``.
 
 Such a stage cannot be replayed request for request: its arrivals are drawn again at ``requested_rate`` (the
-stage's load type, inference-perf's default ``constant``, or ``poisson``: meta.json ``client.load_type``) and its
-lengths from the report's own quantiles of ``prompt_len`` and ``output_len`` (linear between the listed quantiles,
-each drawn independently: the report gives no joint distribution), ``count`` requests; the percentiles are
-compared.
+stage's load type, inference-perf's default ``constant``, or ``poisson``: meta.json ``client.load_type``), or for a
+``concurrent`` stage sent as a closed loop of that many requests in flight, and its lengths from the report's own
+quantiles of the prompt and output lengths (linear between the listed quantiles, each drawn independently: the
+report gives no joint distribution), ``count`` requests; the percentiles are compared.
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ class LifecycleReport:
     output_quantiles: list
     notes: list = field(default_factory=list)
     load_type: str = "constant"    # inference-perf's default load type (config/loadgen/config.py LoadType.CONSTANT)
+    concurrency: int | None = None  # a concurrent stage's concurrency_level (a closed loop; None: an open loop)
     boundary = "client"
     format = "inference-perf"
     hash_ids = None
@@ -103,8 +107,15 @@ def read_lifecycle(path: Path, data: dict) -> LifecycleReport:
     count = need(data, "successes", "count")
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise TraceError(f"{path}: successes.count is {count!r}, not a positive number of requests")
-    rate = need(data, "load_summary", "requested_rate")
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (rate > 0 and math.isfinite(rate)):
+    concurrency = need(data, "load_summary").get("concurrency")
+    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
+                                    or concurrency < 1):
+        raise TraceError(f"{path}: load_summary.concurrency is {concurrency!r}, not a number of requests in flight")
+    rate = data["load_summary"].get("requested_rate") if concurrency else need(data, "load_summary",
+                                                                               "requested_rate")
+    if concurrency and rate is None:
+        rate = math.nan  # a closed loop has no rate of its own
+    elif isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (rate > 0 and math.isfinite(rate)):
         raise TraceError(f"{path}: load_summary.requested_rate is {rate!r}, not a positive rate in requests/s")
     latency = {}
     for metric, key in METRICS.items():
@@ -117,12 +128,15 @@ def read_lifecycle(path: Path, data: dict) -> LifecycleReport:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 and math.isfinite(value)):
             raise TraceError(f"{path}: successes.throughput.{key} is {value!r}, not a rate >= 0")
         throughput[name] = value
+    prompts = "prompt_len" if data["successes"].get("prompt_len") is not None else "prompt_tokens"
     report = LifecycleReport(path, count, float(rate), latency, throughput,
-                             _quantiles(path, need_object("successes", "prompt_len"), "successes.prompt_len"),
+                             _quantiles(path, need_object("successes", prompts), f"successes.{prompts}"),
                              _quantiles(path, need_object("successes", "output_len"), "successes.output_len"))
-    report.notes.append("inference-perf aggregate percentiles: arrivals redrawn at requested_rate, lengths from the "
-                        "report's quantiles; its inter_token_latency (gaps between the token times it records, "
-                        "tokens of one streamed chunk microseconds apart) is not compared")
+    report.concurrency = concurrency
+    sends = f"a closed loop of {concurrency} in flight" if concurrency else "arrivals redrawn at requested_rate"
+    report.notes.append(f"inference-perf aggregate percentiles: {sends}, lengths from the report's quantiles; its "
+                        f"inter_token_latency (gaps between the token times it records, tokens of one streamed "
+                        f"chunk microseconds apart) is not compared")
     return report
 
 
