@@ -94,6 +94,42 @@ def test_a_guidellm_report_reads_as_its_requests_at_the_client(tmp_path):
         read_server_log(path, measured=True)
 
 
+def test_guidellms_incomplete_requests_load_the_replay_but_are_not_compared(tmp_path):
+    """GuideLLM cancels the requests in flight when a benchmark's time runs out: they were sent and served for a
+    while, so the replay sends them, but only the successful ones' latencies are compared."""
+    bench = json.loads((CPU / "rate-8" / "bench.json").read_text())
+    report = guidellm_report(bench)
+    requests = report["benchmarks"][0]["requests"]
+    ok = sorted(requests["successful"], key=lambda r: r["request_start_time"])
+    for r in ok[-10:]:  # the last ten sent, cut with half their output
+        r["output_tokens"] //= 2
+        for k in ("time_to_first_token_ms", "request_latency", "inter_token_latency_ms"):
+            r[k] = None
+    requests["successful"], requests["incomplete"] = ok[:-10], ok[-10:]
+    folder = tmp_path / "cut"
+    folder.mkdir()
+    (folder / "benchmarks.json").write_text(json.dumps(report))
+    for name in ("meta.json", "config.json"):
+        (folder / name).write_text((CPU / "rate-8" / name).read_text())
+    run_ = load_runs(folder)[0]
+    assert len(run_.log) == len(ok) and int(run_.log.compared.sum()) == len(ok) - 10
+    assert any("10 incomplete request(s)" in n for n in run_.log.notes)
+    row = validate(run_, gpu="l4", batch_time="linear", batch_time_params=cpu_params(CPU / "rate-8"))
+    real = read_server_log(CPU / "rate-8" / "bench.json", measured=True)
+    assert row["real"]["ttft"]["p50"] == pytest.approx(float(np.percentile(real.ttft[:-10], 50)))
+    assert len(row["samples"]["simulated"]["e2e"]) == len(ok) - 10 == len(row["samples"]["real"]["e2e"])
+
+
+def test_a_guidellm_report_with_errors_is_refused(tmp_path):
+    bench = json.loads((CPU / "rate-8" / "bench.json").read_text())
+    report = guidellm_report(bench)
+    report["benchmarks"][0]["requests"]["errored"] = [report["benchmarks"][0]["requests"]["successful"][0]]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(report))
+    with pytest.raises(TraceError, match=r"benchmarks\[0\].requests.errored: 1 request"):
+        read_server_log(path, measured=True)
+
+
 def test_inference_perf_stages_validate_their_percentiles():
     runs = load_runs(PERF)
     assert [r.name for r in runs] == [f"inference_perf_h100/stage_{i}" for i in range(4)]

@@ -174,14 +174,23 @@ def measured(run: ServingRun) -> dict:
         return {**{m: dict(log.latency[m]) for m in ("ttft", "tpot", "e2e")}, "itl": dict.fromkeys(STATS),
                 "throughput": {"output_tps": log.throughput["output_tps"], "rps": log.throughput["rps"],
                                "span_s": None}}
+    k = log.compared  # (the others loaded the server, but have no latencies)
     # a bench result without send times: its own duration (its arrivals are drawn, or a closed loop's)
-    span = log.span if log.span is not None else float((log.arrivals + log.e2e).max() - log.arrivals.min())
-    return {"ttft": stats(log.ttft), "tpot": stats(log.tpot), "e2e": stats(log.e2e),
+    span = log.span if log.span is not None else float((log.arrivals[k] + log.e2e[k]).max() - log.arrivals[k].min())
+    return {"ttft": stats(log.ttft[k]), "tpot": stats(log.tpot), "e2e": stats(log.e2e[k]),
             "itl": stats(np.concatenate(log.itls)) if log.itls else dict.fromkeys(STATS),
-            "throughput": throughput(int(log.output_lens.sum()), len(log), span)}
+            "throughput": throughput(int(log.output_lens[k].sum()), int(k.sum()), span)}
 
 
-def simulated(result, with_itl: bool) -> dict:
+def compared_of(result, compared: np.ndarray | None) -> np.ndarray:
+    """Per simulated request, whether its real counterpart's latencies are compared (``compared``, in the log's
+    order, which is the replay's request ids; None: all)."""
+    ids = result.requests.column("id")
+    return np.ones(len(ids), dtype=bool) if compared is None else compared[ids]
+
+
+def simulated(result, with_itl: bool, compared: np.ndarray | None = None) -> dict:
+    """The replay's figures over the requests whose real latencies are compared (``compared``: all when None)."""
     reqs = result.requests
     status = reqs.column("status")
     done = status == 3  # Status.FINISHED
@@ -189,11 +198,12 @@ def simulated(result, with_itl: bool) -> dict:
         reasons = sorted(set(reqs.reasons.values()))[:1]
         raise ValueError(f"the replay left {int((~done).sum())} of {len(done)} requests unfinished or rejected "
                          f"({reasons[0] if reasons else 'no reason recorded'})")
-    out = reqs.column("output_len")
-    tpot = reqs.column("tpot")[out > 1]
-    span = float(left_at(reqs, result.end_time).max() - reqs.column("arrival").min())
-    return {"ttft": stats(reqs.column("ttft")), "tpot": stats(tpot), "e2e": stats(reqs.column("e2e")),
-            "itl": stats(reqs.gaps_of()) if with_itl else dict.fromkeys(STATS),
+    k = compared_of(result, compared)
+    out = reqs.column("output_len")[k]
+    tpot = reqs.column("tpot")[k][out > 1]
+    span = float(left_at(reqs, result.end_time)[k].max() - reqs.column("arrival")[k].min())
+    return {"ttft": stats(reqs.column("ttft")[k]), "tpot": stats(tpot), "e2e": stats(reqs.column("e2e")[k]),
+            "itl": stats(reqs.gaps_of(None if k.all() else k)) if with_itl else dict.fromkeys(STATS),
             "throughput": throughput(int(out.sum()), len(out), span)}
 
 
@@ -256,7 +266,9 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
         cfg = cfg.with_values(latency_boundary=simulated_at)
     result = run_config(cfg, ran=proven_by(run, gpu, model))
     real = measured(run)
-    sim = simulated(result, with_itl=run.log.itls is not None)
+    lifecycle = isinstance(run.log, LifecycleReport)
+    compared = None if lifecycle else run.log.compared
+    sim = simulated(result, with_itl=run.log.itls is not None, compared=compared)
     err = errors(real, sim)
     cache = prefix_cache(run, result)
     row = {"run": run.name, "folder": str(run.folder), "log": str(run.log.path), "log_format": run.log.format,
@@ -267,14 +279,19 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
            "latency_boundary": cfg.latency_boundary,
            "front_end": cfg.front_end if cfg.latency_boundary == "client" else None,
            "real": real, "simulated": sim, "errors": err, "targets": targets(err),
-           "samples": {"real": samples_of(run.log.ttft, run.log.tpot, run.log.e2e)
-                       if not isinstance(run.log, LifecycleReport) else None,
-                       "simulated": samples_of(result.requests.column("ttft"),
-                                               result.requests.column("tpot")[result.requests.column("output_len") > 1],
-                                               result.requests.column("e2e"))}}
+           "samples": {"real": None if lifecycle else samples_of(run.log.ttft[compared], run.log.tpot,
+                                                                  run.log.e2e[compared]),
+                       "simulated": simulated_samples(result, compared)}}
     if cache is not None:
         row["prefix_cache"] = cache
     return row
+
+
+def simulated_samples(result, compared: np.ndarray | None) -> dict:
+    reqs = result.requests
+    k = compared_of(result, compared)
+    more = k & (reqs.column("output_len") > 1)
+    return samples_of(reqs.column("ttft")[k], reqs.column("tpot")[more], reqs.column("e2e")[k])
 
 
 def samples_of(ttft, tpot, e2e) -> dict:

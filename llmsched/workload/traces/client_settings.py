@@ -3,7 +3,7 @@ for the requests themselves, checked because they change what a replay of the re
 
 validate-serving replays each request at its recorded send time (an open loop). That is the run itself when the
 client sent on a schedule (vLLM bench serve's ``request_rate`` with its gamma ``burstiness``; GuideLLM's
-``constant`` and ``poisson`` strategies), but not when it held a fixed number of requests in flight (bench
+``constant``, ``poisson`` and ``trace`` strategies), but not when it held a fixed number of requests in flight (bench
 serve's ``max_concurrency``; GuideLLM's ``synchronous``, ``concurrent`` and ``throughput`` strategies): there a
 send waited for a completion, so a simulated server faster or slower than the real one would have been sent
 requests earlier or later. Such runs are compared with a warning saying so. A result holding only some of its
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .trace_error import TraceError
 
-OPEN_LOOP = ("constant", "poisson")  # GuideLLM strategies that send on a schedule
+OPEN_LOOP = ("constant", "poisson", "trace")  # GuideLLM strategies that send on a schedule (a trace's timestamps)
 CLOSED_LOOP = ("synchronous", "concurrent", "throughput")  # ... that wait for completions
 CLOSED_LOOP_WARNING = ("warning: the replay sends each request at its recorded time (an open loop), so "
                        "simulated latencies that differ from the real ones do not move the sends as they would "

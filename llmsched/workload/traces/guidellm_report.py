@@ -6,8 +6,11 @@
 (``schemas/request_stats.py``) whose computed fields are serialised: ``request_start_time`` (epoch seconds, the
 client's send), ``request_latency`` (seconds), ``time_to_first_token_ms``, ``inter_token_latency_ms`` ((last −
 first token)/(output − 1), vLLM's TPOT), ``prompt_tokens``, ``output_tokens``. A report of several benchmarks (a
-sweep) is read one benchmark at a time (``benchmark``). Requests GuideLLM counted incomplete or errored are
-refused by name: they have no latencies to compare (rerun, or use a report without them).
+sweep) is read one benchmark at a time (``benchmark``). Requests GuideLLM counted ``incomplete`` (started, then
+cancelled when the benchmark's time or count ran out: ``status == "cancelled"`` with a ``resolve_start``,
+guidellm's ``benchmark/schemas/accumulator.py``) loaded the server too: they are replayed, sent when they were,
+with their prompt and the output tokens they got (at least 1), but have no latencies to compare (NaN). Errored
+requests are refused by name: what an error did to the server is not known (rerun, or use a report without them).
 """
 from __future__ import annotations
 
@@ -45,33 +48,53 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
     if not isinstance(requests, dict) or not isinstance(requests.get("successful"), list):
         raise TraceError(f"{where}.requests.successful: missing; save the report with its requests (GuideLLM keeps "
                          f"them unless --metrics sample_size=0)")
-    for status in ("incomplete", "errored"):
-        if requests.get(status):
-            raise TraceError(f"{where}.requests.{status}: {len(requests[status])} request(s) without latencies; "
-                             f"rerun the benchmark until none fails (a failed request cannot be compared)")
+    if requests.get("errored"):
+        raise TraceError(f"{where}.requests.errored: {len(requests['errored'])} request(s) without latencies; "
+                         f"rerun the benchmark until none fails (a failed request cannot be compared)")
     rows = requests["successful"]
     if not rows:
         raise TraceError(f"{where}.requests.successful: no requests")
+    cut = requests.get("incomplete") or []
+    if not isinstance(cut, list):
+        raise TraceError(f"{where}.requests.incomplete: {type(cut).__name__}, not a list of requests")
     wanted = REQUEST_FIELDS + (MEASURED_FIELDS if measured else ())
     for i, row in enumerate(rows):
         missing = [k for k in wanted if not isinstance(row, dict) or row.get(k) is None]
         if missing:
             raise TraceError(f"{where}.requests.successful[{i}]: no {', '.join(missing)}; GuideLLM writes them for "
                              f"every successful request (schema version 2)")
+    for i, row in enumerate(cut):
+        missing = [k for k in ("request_start_time", "prompt_tokens") if not isinstance(row, dict) or row.get(k) is None]
+        if missing:
+            raise TraceError(f"{where}.requests.incomplete[{i}]: no {', '.join(missing)}; a request GuideLLM "
+                             f"cancelled after it started has them (schema version 2)")
     index = list(range(len(rows)))
     field = f"benchmarks[{benchmark}].requests.successful[].{{}}".format
     start = seconds(path, field("request_start_time"),
                     [r["request_start_time"] for r in rows], index, indexed=True)
     prompts = token_counts(path, field("prompt_tokens"), [r["prompt_tokens"] for r in rows], index, indexed=True)
     outputs = token_counts(path, field("output_tokens"), [r["output_tokens"] for r in rows], index, indexed=True)
+    if cut:
+        more = list(range(len(cut)))
+        cut_field = f"benchmarks[{benchmark}].requests.incomplete[].{{}}".format
+        start = np.concatenate([start, seconds(path, cut_field("request_start_time"),
+                                               [r["request_start_time"] for r in cut], more, indexed=True)])
+        prompts = np.concatenate([prompts, token_counts(path, cut_field("prompt_tokens"),
+                                                        [r["prompt_tokens"] for r in cut], more, indexed=True)])
+        outputs = np.concatenate([outputs, [max(1, r.get("output_tokens") or 0) for r in cut]]).astype(np.int64)
     order = np.argsort(start, kind="stable")
-    log = ServerLog(path, "guidellm", [str(rows[i].get("request_id", i)) for i in order],
+    every = rows + cut
+    log = ServerLog(path, "guidellm", [str(every[i].get("request_id", i)) for i in order],
                     start[order] - start[order[0]], prompts[order], outputs[order], boundary="client")
     log.notes.append("GuideLLM timings are the client's")
+    if cut:
+        log.notes.append(f"{len(cut)} incomplete request(s) (GuideLLM cancelled them at the benchmark's end) "
+                         f"replayed with the output tokens they got, their latencies not compared")
     log.notes += guidellm_notes(where, bench[benchmark], len(rows))
     if all(r.get(k) is not None for r in rows for k in MEASURED_FIELDS):
         ttft = seconds(path, field("time_to_first_token_ms"), [r["time_to_first_token_ms"] for r in rows], index,
                        indexed=True, unit="milliseconds") / 1e3
         e2e = seconds(path, field("request_latency"), [r["request_latency"] for r in rows], index, indexed=True)
-        log.ttft, log.e2e = ttft[order], e2e[order]
+        unmeasured = np.full(len(cut), np.nan)
+        log.ttft, log.e2e = np.concatenate([ttft, unmeasured])[order], np.concatenate([e2e, unmeasured])[order]
     return log

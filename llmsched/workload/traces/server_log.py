@@ -63,7 +63,9 @@ class ServerLog:
     prompt_lens: np.ndarray
     output_lens: np.ndarray
     boundary: str = "engine"         # where ``ttft`` and ``e2e`` were measured: "engine" or "client"
-    ttft: np.ndarray | None = None   # per request; None when the log has no timings
+    # per request; None when the log has no timings, NaN for a request that loaded the server but has no
+    # latencies to compare (GuideLLM's incomplete requests, cancelled at the benchmark's end)
+    ttft: np.ndarray | None = None
     e2e: np.ndarray | None = None
     itls: list[np.ndarray] | None = None   # every inter-token gap of each request (vllm-bench only)
     hash_ids: list[list[int]] | None = None   # each prompt's 512-token block ids, where the log names them
@@ -83,9 +85,14 @@ class ServerLog:
         return self.ttft is not None and self.e2e is not None
 
     @property
+    def compared(self) -> np.ndarray:
+        """Per request, whether its latencies were measured (and are compared)."""
+        return ~np.isnan(self.e2e)
+
+    @property
     def tpot(self) -> np.ndarray:
-        """(E2E − TTFT) / (output − 1) per request with more than one output token."""
-        more = self.output_lens > 1
+        """(E2E − TTFT) / (output − 1) per compared request with more than one output token."""
+        more = (self.output_lens > 1) & self.compared
         return (self.e2e[more] - self.ttft[more]) / (self.output_lens[more] - 1)
 
     def contents(self, n: int, chunk: int, max_prompt: int | None = None):
