@@ -206,3 +206,50 @@ def test_current_inference_perf_stages_read_their_prompt_tokens_and_concurrency(
 def test_a_stage_and_its_load_type_must_agree(tmp_path, concurrency, load_type, wanted):
     with pytest.raises(ValueError, match=re.escape(wanted)):
         load_runs(current_inference_perf(tmp_path, concurrency, load_type))
+
+
+def inference_perf_requests(bench: dict, old: bool = False) -> list:
+    """inference-perf's per-request report of the same requests as a vllm bench serve result: its current schema
+    (request_metrics/response_metrics with the server's usage) or the KubeCon 2025 demo's (counts in info)."""
+    rows = []
+    for s, p, o, t, e, itl in zip(bench["start_times"], bench["input_lens"], bench["output_lens"], bench["ttfts"],
+                                  bench["latencies"], bench["itls"]):
+        times = list(5000.0 + s + t + np.concatenate([[0.0], np.cumsum(itl)]))
+        info = ({"input_tokens": p, "output_tokens": o, "output_token_times": times} if old else
+                {"request_metrics": {"text": {"input_tokens": p + 3}}, "input_tokens": p + 3,
+                 "response_metrics": {"output_tokens": o + 1, "output_token_times": times, "chunk_times": times,
+                                      "server_usage": {"prompt_tokens": p, "completion_tokens": o}}})
+        rows.append({"start_time": 5000.0 + s, "end_time": 5000.0 + s + e, "request": "{}", "response": None,
+                     "info": info, "error": None})
+    return rows
+
+
+@pytest.mark.parametrize("old", [False, True])
+def test_inference_perfs_per_request_report_replays_as_its_requests(tmp_path, old):
+    bench = json.loads((CPU / "rate-8" / "bench.json").read_text())
+    folder = tmp_path / "perf"
+    folder.mkdir()
+    (folder / "per_request_lifecycle_metrics.json").write_text(json.dumps(inference_perf_requests(bench, old)))
+    (folder / "summary_lifecycle_metrics.json").write_text("{}")  # beside it, as inference-perf writes them
+    for name in ("meta.json", "config.json"):
+        (folder / name).write_text((CPU / "rate-8" / name).read_text())
+    run_ = load_runs(folder)[0]
+    ref = read_server_log(CPU / "rate-8" / "bench.json", measured=True)
+    assert run_.log.format == "inference-perf" and run_.boundary == "client"
+    np.testing.assert_allclose(run_.log.arrivals, ref.arrivals, atol=1e-6)
+    np.testing.assert_allclose(run_.log.ttft, ref.ttft, atol=1e-6)
+    np.testing.assert_allclose(run_.log.e2e, ref.e2e, atol=1e-6)
+    np.testing.assert_array_equal(run_.log.prompt_lens, ref.prompt_lens)  # the server's counts where given
+    kw = dict(gpu="l4", batch_time="linear", batch_time_params=cpu_params(CPU / "rate-8"))
+    got, want = validate(run_, **kw), validate(load_runs(CPU / "rate-8", "bench.json")[0], **kw)
+    for metric in ("ttft", "e2e"):
+        assert got["errors"][metric]["p50"] == pytest.approx(want["errors"][metric]["p50"], abs=0.5)
+
+
+def test_a_failed_request_in_inference_perfs_report_is_refused(tmp_path):
+    rows = inference_perf_requests(json.loads((CPU / "rate-8" / "bench.json").read_text()))
+    rows[3]["error"] = {"error_type": "TimeoutError", "error_msg": "Request timed out"}
+    path = tmp_path / "per_request_lifecycle_metrics.json"
+    path.write_text(json.dumps(rows))
+    with pytest.raises(TraceError, match=r"\[3\].error is 'TimeoutError: Request timed out' \(1 failed"):
+        read_server_log(path, measured=True)

@@ -35,7 +35,9 @@ from ..workload.traces.server_log import ServerLog, read_json, read_server_log
 ENGINE_INT_BOUNDS = {"max_num_seqs": MAX_REQUESTS, "num_gpu_blocks": MAX_BLOCKS, "block_size": 4096,
                      "tensor_parallel_size": 64, "data_parallel_size": 1024}
 
-LOG_NAMES = ("requests.jsonl",)
+# the per-request logs a folder is read by, in this order (where it also holds inference-perf's stage reports, those
+# are its runs, and --log names the per-request one)
+LOG_NAMES = ("requests.jsonl", "per_request_lifecycle_metrics.json")
 DTYPES = ("auto", "bfloat16", "bf16", "float16", "fp16", "half")
 
 

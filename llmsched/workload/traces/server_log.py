@@ -1,7 +1,7 @@
 """Per-request logs of real servers, read as they are published: what arrived when, how long it was, and (where
 the log has them) what the server measured.
 
-Two formats, told apart by the file's name:
+The formats, told apart by the file's name and content:
 
 * **requests.jsonl** (LLMServingSim's ``bench/examples/*/vllm/requests.jsonl``, and llmsched's own GPU captures,
   ``scripts/vllm_gpu_replay.py``): one JSON object a line with ``input_toks``, ``output_toks``, ``arrival_time``
@@ -26,6 +26,8 @@ Two formats, told apart by the file's name:
   saved before vLLM recorded ``start_times`` has its sends drawn from its ``request_rate`` and ``burstiness``, or,
   capped by ``max_concurrency`` with every request sent at once, is replayed as that closed loop
   (workload/traces/bench_sends.py).
+* **inference-perf**'s per-request report (``per_request_lifecycle_metrics.json``,
+  workload/traces/inference_perf_requests.py): each request's send, last byte and token times at the client.
 * **GuideLLM** report JSON (``guidellm run --output kind=json``; ``GenerativeBenchmarksReport``,
   workload/traces/guidellm_report.py): each benchmark's successful requests with their client timings.
 
@@ -106,8 +108,8 @@ class ServerLog:
 
 
 def read_server_log(path, measured: bool = False, clock: str = "engine") -> ServerLog:
-    """The log at ``path`` (``*.jsonl``: requests.jsonl; ``*.json``: a vllm bench serve result or a GuideLLM report
-    of one benchmark). ``measured``: the per-request timings are required too (validation), not only what a replay
+    """The log at ``path`` (``*.jsonl``: requests.jsonl; ``*.json``: a vllm bench serve result, a GuideLLM report
+    of one benchmark or inference-perf's per-request report). ``measured``: the per-request timings are required too (validation), not only what a replay
     needs. ``clock``: a requests.jsonl's arrivals and timings as the engine stamped them ("engine", its queued_ts)
     or as its client did ("client"); the other formats are the client's either way."""
     path = Path(path)
@@ -123,6 +125,10 @@ def read_server_log(path, measured: bool = False, clock: str = "engine") -> Serv
         if isinstance(data, dict) and "benchmarks" in data:
             from .guidellm_report import read_guidellm
             return read_guidellm(path, data, measured)
+        if isinstance(data, list):
+            from .inference_perf_requests import is_per_request, read_per_request
+            if is_per_request(data):
+                return read_per_request(path, data, measured)
         return _read_bench(path, measured, data)
     raise TraceError(f"{path}: a server log is a requests.jsonl (one JSON object a line) or a vllm bench serve "
                      f"result .json")
