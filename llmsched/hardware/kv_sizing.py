@@ -19,10 +19,10 @@ formula), ``simulate --trace`` never looked at the run's meta.json, and with its
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .device_names import presets_named
 from .gpus import GPUS, GPUSpec, gpu as gpu_preset
 from .hf_config import kv_cache_dtype_bytes
 from .kv_groups import KVGroups
@@ -215,9 +215,9 @@ def run_meta_beside(log: Path | str) -> tuple[dict, Path] | None:
 
 
 def gpu_named_in(text: str | None) -> list[str]:
-    """The GPU presets a device's description names as words (``"NVIDIA H200 (141 GB ...)"`` -> ``["h200"]``)."""
-    text = (text or "").lower()
-    return [name for name in GPUS if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)]
+    """The GPU presets a device's description names (``"NVIDIA H200 (141 GB ...)"`` -> ``["h200"]``;
+    hardware/device_names.py)."""
+    return presets_named(text, GPUS)
 
 
 def describes(meta: dict, path: Path, spec: ModelSpec, device: GPUSpec) -> str:

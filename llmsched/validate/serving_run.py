@@ -20,9 +20,11 @@ from pathlib import Path
 
 from ..bounds import MAX_BLOCKS, MAX_REQUESTS, MAX_TOKENS
 from ..hardware.batch_defaults import SERVE, vllm_batch_defaults
+from ..hardware.device_names import near_miss
 from ..hardware.front_end import FRONT_ENDS
 from ..batchtime.vllm_v1 import cudagraph_capture_sizes
 from ..hardware.hf_config import KV_CACHE_DTYPE_BYTES, kv_cache_dtype_bytes
+from ..hardware.gpus import GPUS
 from ..hardware.kv_sizing import RunMemory, gpu_named_in, run_memory
 from ..hardware.models import ModelSpec, model as model_preset
 from ..workload.traces.hash_blocks import HASH_BLOCK
@@ -354,11 +356,13 @@ def gpu_of(run: RunFolder, given: str | None) -> str:
     """The GPU preset: ``given``, else the one meta.json's ``gpu`` names (a preset's name as a word in it)."""
     if given:
         return given
-    text = (run.args.gpu or "").lower()
+    text = run.args.gpu or ""
     named = gpu_named_in(text)
     if len(named) == 1:
         return named[0]
-    what = f"its gpu {run.args.gpu!r} names {'no' if not named else 'more than one'} GPU preset" if text else \
-        "it names no GPU"
+    miss = near_miss(text, GPUS)
+    what = (f"its gpu {text!r} names {'no' if not named else 'more than one'} GPU preset"
+            + (f" ({miss})" if miss else "") if text else "it names no GPU")
     where = f"{run.folder}: no meta.json names the GPU" if run.args.assumed else f"{run.folder / 'meta.json'}: {what}"
-    raise ValueError(f"{where}; give --gpu PRESET (see `llmsched presets`)")
+    raise ValueError(f"{where}; give --gpu PRESET (see `llmsched presets`) or --gpu FILE.toml of its datasheet "
+                     f"figures")
