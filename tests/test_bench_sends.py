@@ -112,3 +112,55 @@ def test_what_an_old_bench_result_cannot_say_is_a_one_line_error(tmp_path, capsy
     bench = old_bench(tmp_path, **settings) / "result.json"
     err = one_line_error(["simulate", "--trace", str(bench), "--out", str(tmp_path / "o")] + args, capsys)
     assert wanted in err, err
+
+
+def recorded_bench(tmp_path: Path, **settings) -> Path:
+    data = json.loads((RUN / "bench.json").read_text())
+    data.update(settings)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_capped_bench_result_is_replayed_as_its_closed_loop_even_with_its_sends(tmp_path):
+    path = recorded_bench(tmp_path, max_concurrency=5, request_rate="inf")
+    log = read_server_log(path, measured=True)
+    assert log.in_flight == 5 and any("5 in flight" in n and "not at the recorded sends" in n for n in log.notes)
+    out = tmp_path / "out"
+    assert main(["simulate", "--trace", str(path), "--out", str(out), "--no-progress", "--scheduler",
+                 "vllm-chunked", "--num-requests", "30"]) == 0
+    assert in_flight(out / "requests.csv") == 5
+    # a cap on sends that followed a schedule: replayed at its sends, with the warning
+    log = read_server_log(recorded_bench(tmp_path / "r", max_concurrency=5), measured=True)
+    assert log.in_flight is None and any(n.startswith("max_concurrency 5 with sends on a schedule") and "warning" in n
+                                         for n in log.notes)
+
+
+def guidellm_with(strategy: dict) -> dict:
+    data = json.loads((RUN / "bench.json").read_text())
+    rows = [{"request_id": str(i), "request_start_time": 1.8e9 + s, "prompt_tokens": p, "output_tokens": o,
+             "time_to_first_token_ms": t * 1e3, "request_latency": t + sum(itl)}
+            for i, (s, p, o, t, itl) in enumerate(zip(data["start_times"], data["input_lens"], data["output_lens"],
+                                                      data["ttfts"], data["itls"]))]
+    return {"benchmarks": [{"requests": {"successful": rows, "incomplete": [], "errored": []},
+                            "config": {"strategy": strategy}}]}
+
+
+@pytest.mark.parametrize("strategy, cap", [
+    ({"type_": "synchronous"}, 1),
+    ({"type_": "concurrent", "streams": 8}, 8),
+    ({"type_": "throughput", "max_concurrency": 16}, 16),
+    ({"type_": "throughput"}, None),
+    ({"type_": "poisson", "rate": 8.0}, None),
+])
+def test_guidellms_closed_loop_strategies_are_replayed_as_closed_loops(tmp_path, strategy, cap):
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(guidellm_with(strategy)))
+    log = read_server_log(path, measured=True)
+    assert log.in_flight == cap
+    if cap == 8:
+        out = tmp_path / "out"
+        assert main(["simulate", "--trace", str(path), "--out", str(out), "--no-progress", "--model", "llama-3.1-8b",
+                     "--gpu", "h200", "--num-requests", "40"]) == 0
+        assert in_flight(out / "requests.csv") == 8

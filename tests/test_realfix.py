@@ -117,24 +117,29 @@ def test_a_bench_runs_sending_fields_are_used_or_warned_about(tmp_path):
     assert not any(n.startswith("warning") or "warning:" in n for n in notes)
     capped, _ = bench_folder(tmp_path / "capped", max_concurrency=4, ignore_eos=False)
     notes = load_runs(capped)[0].log.notes
-    assert any(n.startswith("max_concurrency 4: the client held at most 4 requests in flight") and "warning:" in n
-               and "rerun the benchmark without --max-concurrency" in n for n in notes)
+    assert any(n.startswith("max_concurrency 4 with sends on a schedule: the client held at most 4 requests in "
+                            "flight") and "warning:" in n and "rerun the benchmark without --max-concurrency" in n
+               for n in notes)
+    closed, _ = bench_folder(tmp_path / "closed", max_concurrency=4, request_rate="inf")
+    run = load_runs(closed)[0]  # every request sent at once, 4 in flight: replayed as that closed loop
+    assert run.log.in_flight == 4 and not any("warning:" in n for n in run.log.notes)
     assert any(n.startswith("ignore_eos false") for n in notes)
     loose, _ = bench_folder(tmp_path / "loose", max_concurrency=30)  # a cap of every request never bound
     assert not any("max_concurrency" in n for n in load_runs(loose)[0].log.notes)
 
 
-def test_a_guidellm_benchmarks_strategy_is_named_and_a_closed_loop_warned_about(tmp_path):
+def test_a_guidellm_benchmarks_strategy_is_named_and_a_closed_loop_replayed_as_one(tmp_path):
     import json
     from llmsched.validate.serving_run import load_runs
     from tests.test_client_logs import guidellm_report
     folder, bench = bench_folder(tmp_path)
     (folder / "bench.json").unlink()
-    for kind, warned in (("poisson", False), ("concurrent", True)):
+    for kind, cap in (("poisson", None), ("concurrent", 4)):
         report = guidellm_report(bench)
-        report["benchmarks"][0]["args"] = {"profile": {"type_": "sweep"}, "strategy": {"type_": kind}}
+        strategy = {"type_": kind, **({"streams": cap} if cap else {})}
+        report["benchmarks"][0]["args"] = {"profile": {"type_": "sweep"}, "strategy": strategy}
         report["benchmarks"][0]["request_totals"] = {"successful": 30, "incomplete": 0, "errored": 0, "total": 30}
         (folder / "benchmarks.json").write_text(json.dumps(report))
-        notes = load_runs(folder)[0].log.notes
-        named = [n for n in notes if n.startswith(f"GuideLLM {kind} strategy of a sweep profile")]
-        assert len(named) == 1 and ("warning:" in named[0]) == warned
+        log = load_runs(folder)[0].log
+        named = [n for n in log.notes if n.startswith(f"GuideLLM {kind} strategy of a sweep profile")]
+        assert len(named) == 1 and "warning:" not in named[0] and log.in_flight == cap

@@ -91,10 +91,8 @@ def unrecorded_sends(path, data: dict, n: int) -> Sends:
     if isinstance(span, bool) or not isinstance(span, (int, float)) or not (span > 0 and math.isfinite(span)):
         span = None
     capped = cap is not None and cap < n
-    if capped and math.isinf(rate) and ramp is None:
-        return Sends(np.zeros(n), cap, span, f"{UNRECORDED}: max_concurrency {cap} with every request sent at "
-                     f"once, so replayed as that client sent them: the requests in order, {cap} in flight, the next "
-                     f"sent when one ends")
+    if closed_loop_cap(data, n) is not None:
+        return Sends(np.zeros(n), cap, span, f"{UNRECORDED}: {CLOSED_LOOP_NOTE.format(cap=cap)}")
     how = ("every request at once" if math.isinf(rate) and ramp is None else
            f"a {ramp[0]} ramp from {ramp[1]:g} to {ramp[2]:g} req/s" if ramp is not None else f"{rate:g} req/s")
     shape = "" if math.isinf(rate) and ramp is None else f", gamma burstiness {burst:g}, seed {SEED}"
@@ -104,6 +102,21 @@ def unrecorded_sends(path, data: dict, n: int) -> Sends:
         note += (f"; warning: its max_concurrency {cap} made sends wait for completions, which the drawn open loop "
                  f"does not; compare with care")
     return Sends(drawn_sends(n, rate, burst, ramp), None, span, note)
+
+
+CLOSED_LOOP_NOTE = ("max_concurrency {cap} with every request sent at once, so replayed as that client sent them: "
+                    "the requests in order, {cap} in flight, the next sent when one ends")
+
+
+def closed_loop_cap(data: dict, n: int) -> int | None:
+    """The requests a bench result's client held in flight when it ran a closed loop (``max_concurrency`` below
+    its ``n`` requests, every one sent at once: ``request_rate`` inf, no ramp-up), which a replay keeps; else
+    None (sends on a schedule, capped or not, are replayed at their times). The fields were checked before."""
+    cap, rate = data.get("max_concurrency"), data.get("request_rate")
+    unscheduled = rate in ("inf", "Infinity") or (isinstance(rate, float) and math.isinf(rate))
+    if cap is None or cap >= n or not unscheduled or data.get("ramp_up_strategy") is not None:
+        return None
+    return cap
 
 
 def ramp_of(path, data: dict) -> tuple[str, float, float] | None:

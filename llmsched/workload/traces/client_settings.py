@@ -1,12 +1,14 @@
 """How a serving benchmark's client sent its requests, from the fields of its result that a replay does not read
 for the requests themselves, checked because they change what a replay of the recorded sends means.
 
-validate-serving replays each request at its recorded send time (an open loop). That is the run itself when the
-client sent on a schedule (vLLM bench serve's ``request_rate`` with its gamma ``burstiness``; GuideLLM's
-``constant``, ``poisson`` and ``trace`` strategies), but not when it held a fixed number of requests in flight (bench
-serve's ``max_concurrency``; GuideLLM's ``synchronous``, ``concurrent`` and ``throughput`` strategies): there a
-send waited for a completion, so a simulated server faster or slower than the real one would have been sent
-requests earlier or later. Such runs are compared with a warning saying so. A result holding only some of its
+validate-serving replays each request at its recorded send time (an open loop) when the client sent on a schedule
+(vLLM bench serve's ``request_rate`` with its gamma ``burstiness``; GuideLLM's ``constant``, ``poisson`` and
+``trace`` strategies). A client that held a fixed number of requests in flight (bench serve's ``max_concurrency``
+with every request sent at once; GuideLLM's ``synchronous``, ``concurrent`` and ``throughput`` strategies) sent
+each request when one ended, so a simulated server faster or slower than the real one would have been sent them
+earlier or later: such a run is replayed as that closed loop, its requests in their send order. A cap on sends
+that also followed a schedule (bench serve's ``max_concurrency`` with a finite rate) is replayed at the recorded
+sends, with a warning. A result holding only some of its
 requests (GuideLLM's request sampling; a bench file whose ``num_prompts`` or ``completed`` disagree with its lists)
 is refused: replaying a sample offers the simulated server a fraction of the real load.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .bench_sends import closed_loop_cap
 from .trace_error import TraceError
 
 OPEN_LOOP = ("constant", "poisson", "trace")  # GuideLLM strategies that send on a schedule (a trace's timestamps)
@@ -64,16 +67,19 @@ def bench_notes(path: Path, data: dict, n: int, recorded: bool = True) -> list[s
     elif isinstance(rate, (int, float)) and not isinstance(rate, bool):
         notes.append(f"sent at {rate:g} req/s" + (f" (gamma burstiness {burst:g})" if burst is not None else "")
                      + "; replayed at the recorded send times")
-    if cap is not None and cap < n and recorded:
-        notes.append(f"max_concurrency {cap}: the client held at most {cap} requests in flight, so its sends "
-                     f"waited for completions; " + CLOSED_LOOP_WARNING.format(fix="without --max-concurrency"))
+    if cap is not None and cap < n and recorded and closed_loop_cap(data, n) is None:  # (else replayed as one)
+        notes.append(f"max_concurrency {cap} with sends on a schedule: the client held at most {cap} requests in "
+                     f"flight, so its sends waited for completions; "
+                     + CLOSED_LOOP_WARNING.format(fix="without --max-concurrency, or with request_rate inf"))
     if eos is False:
         notes.append("ignore_eos false: outputs ended where the model stopped; replayed at their recorded lengths")
     return notes
 
 
-def guidellm_notes(where: str, bench: dict, n: int) -> list[str]:
-    """Notes (and refusals) from a GuideLLM benchmark's sampling and strategy; ``n`` successful requests listed."""
+def guidellm_sending(where: str, bench: dict, n: int) -> tuple[list[str], int | None]:
+    """Notes (and refusals) from a GuideLLM benchmark's sampling and strategy, and the requests its client held in
+    flight where it ran a closed loop (``synchronous``: 1; ``concurrent``: its ``streams``; ``throughput``: its
+    ``max_concurrency``), which the replay keeps (else None); ``n`` successful requests listed."""
     totals = bench.get("request_totals")
     if totals is not None:
         count = totals.get("successful") if isinstance(totals, dict) else None
@@ -90,7 +96,7 @@ def guidellm_notes(where: str, bench: dict, n: int) -> list[str]:
                          f"every request kept (no --output-sampling)")
     settings = bench.get("config") if isinstance(bench.get("config"), dict) else bench.get("args")
     if not isinstance(settings, dict) or settings.get("strategy") is None:
-        return []
+        return [], None
     strategy = settings["strategy"]
     kind = strategy.get("type_") if isinstance(strategy, dict) else None
     section = "config" if settings is bench.get("config") else "args"
@@ -101,6 +107,15 @@ def guidellm_notes(where: str, bench: dict, n: int) -> list[str]:
     named = profile.get("type_") if isinstance(profile, dict) else None
     of = f" of a {named} profile" if isinstance(named, str) else ""
     if kind in OPEN_LOOP:
-        return [f"GuideLLM {kind} strategy{of}: sent on a schedule; replayed at the recorded send times"]
-    return [f"GuideLLM {kind} strategy{of}: its sends waited for completions (a closed loop); "
-            + CLOSED_LOOP_WARNING.format(fix="with a constant or poisson strategy (--rate-type)")]
+        return [f"GuideLLM {kind} strategy{of}: sent on a schedule; replayed at the recorded send times"], None
+    key = {"synchronous": None, "concurrent": "streams", "throughput": "max_concurrency"}[kind]
+    cap = 1 if key is None else strategy.get(key)
+    if (cap is None and kind == "concurrent") or (cap is not None and (isinstance(cap, bool)
+                                                                         or not isinstance(cap, int) or cap < 1)):
+        raise TraceError(f"{where}.{section}.strategy.{key}: {cap!r}, not a number of requests in flight; GuideLLM "
+                         f"writes it for a {kind} strategy")
+    if cap is None:  # throughput without a cap: every request sent at once, as recorded
+        return [f"GuideLLM {kind} strategy{of} without max_concurrency: sent as fast as it could; replayed at the "
+                f"recorded send times"], None
+    return [f"GuideLLM {kind} strategy{of}: a closed loop of {cap} in flight, replayed as one (the requests in "
+            f"their send order, the next sent when one ends), not at the recorded sends"], cap

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .client_settings import guidellm_notes
+from .client_settings import guidellm_sending
 from .server_log import ServerLog, seconds, token_counts
 from .trace_error import TraceError
 
@@ -90,7 +90,8 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
     if cut:
         log.notes.append(f"{len(cut)} incomplete request(s) (GuideLLM cancelled them at the benchmark's end) "
                          f"replayed with the output tokens they got, their latencies not compared")
-    log.notes += guidellm_notes(where, bench[benchmark], len(rows))
+    notes, log.in_flight = guidellm_sending(where, bench[benchmark], len(rows))
+    log.notes += notes
     if all(r.get(k) is not None for r in rows for k in MEASURED_FIELDS):
         ttft = seconds(path, field("time_to_first_token_ms"), [r["time_to_first_token_ms"] for r in rows], index,
                        indexed=True, unit="milliseconds") / 1e3

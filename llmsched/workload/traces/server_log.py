@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .bench_sends import unrecorded_sends
+from .bench_sends import CLOSED_LOOP_NOTE, closed_loop_cap, unrecorded_sends
 from .client_settings import bench_notes
 from .hash_blocks import block_content, check_blocks, own_content
 from .jsonl import chunked, integers
@@ -317,6 +317,9 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
     if sends is not None:
         log.in_flight, log.span = sends.in_flight, sends.span
         log.notes.append(sends.note)
+    elif closed_loop_cap(data, n) is not None:  # (its sends came as the real server freed slots)
+        log.in_flight = closed_loop_cap(data, n)
+        log.notes.append(CLOSED_LOOP_NOTE.format(cap=log.in_flight) + ", not at the recorded sends")
     if isinstance(data.get("model_id"), str) and data["model_id"].strip():
         log.model = data["model_id"].strip()
     log.notes.append("vllm bench serve timings are the client's (TTFT and E2E include the network and the "
