@@ -106,7 +106,7 @@ def test_a_trace_replays_in_order_as_a_closed_loop(tmp_path):
     ({"request_rate": None}, [], "no start_times (vLLM's result has them since vllm-project/vllm#32667"),
     ({"ramp_up_strategy": "steps", "ramp_up_start_rps": 1, "ramp_up_end_rps": 4}, [], "ramp_up_strategy is 'steps'"),
     ({"ramp_up_strategy": "linear", "ramp_up_start_rps": 0, "ramp_up_end_rps": 4}, [], "ramp_up_start_rps is 0"),
-    ({"max_concurrency": 4, "request_rate": "inf"}, ["--rate", "3"], "replayed as that closed loop"),
+    ({"max_concurrency": 4, "request_rate": "inf"}, ["--rate", "3"], "(a closed loop), so it is replayed as one"),
 ])
 def test_what_an_old_bench_result_cannot_say_is_a_one_line_error(tmp_path, capsys, settings, args, wanted):
     bench = old_bench(tmp_path, **settings) / "result.json"

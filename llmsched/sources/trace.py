@@ -1,7 +1,8 @@
 """``--trace``: a real trace replayed (at its own pace, or rescaled to --rate); a trace with a tenant column gives
 its requests their tenants, weighted by --tenants. With --concurrency N, or for a benchmark's log whose client held
-a fixed number in flight and recorded no send times (``JsonlTrace.in_flight``), its requests are replayed in order
-as a closed loop instead: N in flight, the next sent when one ends (vllm bench serve's --max-concurrency)."""
+a fixed number in flight (``JsonlTrace.in_flight``: vllm bench serve's --max-concurrency, GuideLLM's concurrent
+strategies), its requests are replayed in order as a closed loop instead: N in flight, the next sent when one
+ends."""
 from __future__ import annotations
 
 from ..hardware.models import model as model_preset
@@ -63,9 +64,8 @@ def closed_replay(cfg, trace, in_flight: int):
                                       ("--rate-schedule", cfg.rate_schedule), ("--time-scale", cfg.time_scale))
              if value is not None and value != ""]
     if own and given:
-        raise ValueError(f"{trace.source}: its client held at most {in_flight} requests in flight and recorded no "
-                         f"send times, so it is replayed as that closed loop, which has no arrival rate; drop "
-                         f"{given[0]}")
+        raise ValueError(f"{trace.source}: its client held {in_flight} requests in flight (a closed loop), so it "
+                         f"is replayed as one, which has no arrival rate; drop {given[0]}")
     why = ("a trace whose rows name their tenants" if getattr(trace, "tenants", None) is not None else
            "a trace of sessions, whose later turns follow their first request" if getattr(trace, "follow_ups", None)
            is not None else None)

@@ -64,7 +64,8 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
             raise TraceError(f"{where}.requests.successful[{i}]: no {', '.join(missing)}; GuideLLM writes them for "
                              f"every successful request (schema version 2)")
     for i, row in enumerate(cut):
-        missing = [k for k in ("request_start_time", "prompt_tokens") if not isinstance(row, dict) or row.get(k) is None]
+        missing = [k for k in ("request_start_time", "prompt_tokens")
+                   if not isinstance(row, dict) or row.get(k) is None]
         if missing:
             raise TraceError(f"{where}.requests.incomplete[{i}]: no {', '.join(missing)}; a request GuideLLM "
                              f"cancelled after it started has them (schema version 2)")

@@ -109,8 +109,8 @@ class ServerLog:
 
 def read_server_log(path, measured: bool = False, clock: str = "engine") -> ServerLog:
     """The log at ``path`` (``*.jsonl``: requests.jsonl; ``*.json``: a vllm bench serve result, a GuideLLM report
-    of one benchmark or inference-perf's per-request report). ``measured``: the per-request timings are required too (validation), not only what a replay
-    needs. ``clock``: a requests.jsonl's arrivals and timings as the engine stamped them ("engine", its queued_ts)
+    of one benchmark or inference-perf's per-request report). ``measured``: the per-request timings are required
+    too (validation), not only what a replay needs. ``clock``: a requests.jsonl's arrivals and timings as the engine stamped them ("engine", its queued_ts)
     or as its client did ("client"); the other formats are the client's either way."""
     path = Path(path)
     if not path.is_file():
