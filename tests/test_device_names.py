@@ -1,7 +1,7 @@
 """A run's meta.json names its GPU as CUDA or ROCm prints it: the preset it means, or none with the reason."""
 import pytest
 
-from llmsched.hardware.device_names import near_miss
+from llmsched.hardware.device_names import CUDA_NAMES, near_miss
 from llmsched.hardware.gpus import GPUS
 from llmsched.hardware.kv_sizing import gpu_named_in
 
@@ -9,6 +9,7 @@ from llmsched.hardware.kv_sizing import gpu_named_in
 @pytest.mark.parametrize("name, preset", [
     ("NVIDIA A100-SXM4-80GB", "a100"),
     ("NVIDIA A100 80GB PCIe", "a100-pcie"),
+    ("NVIDIA A800-SXM4-80GB", "a800"),
     ("NVIDIA H100 80GB HBM3", "h100"),
     ("NVIDIA H100 80GB (GKE nvidia-h100-80gb)", "h100"),
     ("NVIDIA H100 PCIe", "h100-pcie"),
@@ -23,6 +24,11 @@ from llmsched.hardware.kv_sizing import gpu_named_in
 ])
 def test_a_device_name_means_its_preset(name, preset):
     assert gpu_named_in(name) == [preset]
+
+
+def test_every_presets_cuda_name_means_it():
+    assert set(CUDA_NAMES) == set(GPUS)
+    assert {name: gpu_named_in(cuda) for name, cuda in CUDA_NAMES.items()} == {name: [name] for name in GPUS}
 
 
 @pytest.mark.parametrize("name, why", [

@@ -14,6 +14,7 @@ from llmsched.experiment import build_replicas
 from llmsched.fleet_setup import fleet_of, pool_configs
 from llmsched.hardware.batch_defaults import (FORMER_DEFAULTS, LARGE_FROM, LARGEST_FROM, OFFLINE, SERVE, GpuDefault,
                                               run_batch_defaults, vllm_batch_defaults)
+from llmsched.hardware.device_names import CUDA_NAMES
 from llmsched.hardware.gpus import GPUS, GiB, gpu
 from llmsched.hardware.kv_sizing import run_memory
 from llmsched.hardware.models import model
@@ -23,13 +24,6 @@ from llmsched.run_config import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS = sorted((REPO / "tests" / "data" / "gpu_runs").glob("*/meta.json"))
-# the device names CUDA (ROCm for the MI300X) gives each preset, which vLLM's rule reads for "a100"
-CUDA_NAMES = {"a100": "NVIDIA A100-SXM4-80GB", "a100-pcie": "NVIDIA A100 80GB PCIe", "h100": "NVIDIA H100 80GB HBM3",
-              "h100-pcie": "NVIDIA H100 PCIe", "h200": "NVIDIA H200", "b200": "NVIDIA B200",
-              "a800": "NVIDIA A800 80GB PCIe", "h20": "NVIDIA H20", "l20": "NVIDIA L20", "l4": "NVIDIA L4",
-              "l40s": "NVIDIA L40S", "rtx-4090": "NVIDIA GeForce RTX 4090",
-              "rtx-6000-ada": "NVIDIA RTX 6000 Ada Generation",
-              "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "mi300x": "AMD Instinct MI300X"}
 
 
 def limits(cfg) -> tuple[int, int]:

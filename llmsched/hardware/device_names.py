@@ -2,8 +2,8 @@
 "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA GeForce RTX 4090", "NVIDIA RTX 6000
 Ada Generation", "AMD Instinct MI300X") or a person writes it in a run's meta.json.
 
-A preset is named when every word of its name is a word of the device's (vendor words left out), the most
-specific preset winning ("H100 PCIe" is ``h100-pcie``, not ``h100``). A board the name marks as another variant is
+A name CUDA or ROCm reports for a preset's card (``CUDA_NAMES``) is that preset. Otherwise a preset is named when
+every word of its name is a word of the device's (vendor words left out), the most specific preset winning ("H100 PCIe" is ``h100-pcie``, not ``h100``). A board the name marks as another variant is
 not the preset: a PCIe or NVL board is only a preset named so, and a memory size the name states must be the
 preset's (within 15%, GB against GiB): "A100-SXM4-40GB" is not the 80 GB ``a100``, "H100 NVL" not the SXM ``h100``.
 """
@@ -11,6 +11,14 @@ from __future__ import annotations
 
 import re
 
+# what torch.cuda.get_device_name reports for each preset's card (NVIDIA's and AMD's product names; the A800 preset
+# is the PCIe card, whose datasheet its figures are)
+CUDA_NAMES = {"a100": "NVIDIA A100-SXM4-80GB", "a100-pcie": "NVIDIA A100 80GB PCIe", "h100": "NVIDIA H100 80GB HBM3",
+              "h100-pcie": "NVIDIA H100 PCIe", "h200": "NVIDIA H200", "b200": "NVIDIA B200",
+              "a800": "NVIDIA A800 80GB PCIe", "h20": "NVIDIA H20", "l20": "NVIDIA L20", "l4": "NVIDIA L4",
+              "l40s": "NVIDIA L40S", "rtx-4090": "NVIDIA GeForce RTX 4090",
+              "rtx-6000-ada": "NVIDIA RTX 6000 Ada Generation",
+              "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "mi300x": "AMD Instinct MI300X"}
 VENDOR_WORDS = {"nvidia", "geforce", "amd", "instinct", "tesla", "radeon"}
 BOARD_WORDS = {"pcie", "nvl"}  # a board variant: only a preset whose name says so is that board
 MEMORY_TOLERANCE = 0.15
@@ -46,6 +54,9 @@ def matches(text: str | None, presets: dict) -> tuple[list[str], list[str]]:
     if not text:
         return [], []
     said = words(text)
+    exact = [name for name, cuda in CUDA_NAMES.items() if name in presets and words(cuda) == said]
+    if exact:
+        return exact, exact
     chip = most_specific([name for name in presets if set(name.split("-")) <= said])
     gb = stated_memory_gb(text)
     same = [name for name in chip if (said & BOARD_WORDS) <= set(name.split("-"))
