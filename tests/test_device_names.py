@@ -21,6 +21,9 @@ from llmsched.hardware.kv_sizing import gpu_named_in
     ("NVIDIA L4", "l4"),
     ("NVIDIA B200", "b200"),
     ("AMD Instinct MI300X", "mi300x"),
+    ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+    ("NVIDIA H100 NVL", "h100-nvl"),
+    ("NVIDIA L40", "l40"),
 ])
 def test_a_device_name_means_its_preset(name, preset):
     assert gpu_named_in(name) == [preset]
@@ -32,10 +35,8 @@ def test_every_presets_cuda_name_means_it():
 
 
 @pytest.mark.parametrize("name, why", [
-    ("NVIDIA A100-SXM4-40GB", "the a100 preset is the 80 GiB board"),
     ("NVIDIA A100-PCIE-40GB", "the a100-pcie preset is the 80 GiB PCIe board"),
-    ("NVIDIA H100 NVL", "the h100 preset is the 80 GiB board"),
-    ("NVIDIA L40", ""),  # not the L40S
+    ("NVIDIA H200 NVL", "the h200 preset is the 141 GiB board"),
     ("NVIDIA GB200", ""),  # not the B200
     ("NVIDIA GH200 480GB", ""),  # not the H200
     ("NVIDIA A10G", ""),

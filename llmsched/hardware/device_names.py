@@ -18,7 +18,8 @@ CUDA_NAMES = {"a100": "NVIDIA A100-SXM4-80GB", "a100-pcie": "NVIDIA A100 80GB PC
               "a800": "NVIDIA A800 80GB PCIe", "h20": "NVIDIA H20", "l20": "NVIDIA L20", "l4": "NVIDIA L4",
               "l40s": "NVIDIA L40S", "rtx-4090": "NVIDIA GeForce RTX 4090",
               "rtx-6000-ada": "NVIDIA RTX 6000 Ada Generation",
-              "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "mi300x": "AMD Instinct MI300X"}
+              "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "mi300x": "AMD Instinct MI300X",
+              "a100-40gb": "NVIDIA A100-SXM4-40GB", "h100-nvl": "NVIDIA H100 NVL", "l40": "NVIDIA L40"}
 VENDOR_WORDS = {"nvidia", "geforce", "amd", "instinct", "tesla", "radeon"}
 BOARD_WORDS = {"pcie", "nvl"}  # a board variant: only a preset whose name says so is that board
 MEMORY_TOLERANCE = 0.15
