@@ -65,3 +65,20 @@ def test_the_cli_prints_what_it_assumed(tmp_path, capsys):
     assert main(["validate-serving", str(folder), "--gpu", "h200"]) == 0
     out = capsys.readouterr().out
     assert "vLLM (latest)" in out and "no meta.json: the engine taken as `vllm serve" in out
+
+
+def test_a_guidellm_report_alone_replays_the_model_its_backend_names(tmp_path):
+    """GuideLLM keeps its backend's arguments in each benchmark's config (config.backend.model): a report alone
+    is a run of that model, as a bench result alone is of its model_id."""
+    from tests.test_bench_sends import guidellm_with
+    report = guidellm_with({"type_": "poisson", "rate": 8.0})
+    report["benchmarks"][0]["config"]["backend"] = {"kind": "openai_http", "model": "meta-llama/Llama-3.1-8B-Instruct"}
+    folder = tmp_path / "guidellm-run"
+    folder.mkdir()
+    (folder / "benchmarks.json").write_text(json.dumps(report))
+    run = load_run(folder)
+    assert run.log.model == "meta-llama/Llama-3.1-8B-Instruct" and run.args.assumed
+    bench = validate(load_run(bench_folder(tmp_path)), "h200")
+    row = validate(run, "h200")  # the same requests as the bench result: the same replay
+    for metric in ("ttft", "e2e"):
+        assert row["errors"][metric]["p50"] == pytest.approx(bench["errors"][metric]["p50"], abs=1.0)

@@ -154,14 +154,16 @@ def load_run(folder, log_name: str | None = None, boundary: str | None = None,
 
 def read_run_folder(folder: Path, log_model: str | None = None) -> RunFolder:
     """The run in ``folder`` without its log: meta.json (checked) and config.json (optional). Without meta.json, a
-    log that names its model (``log_model``: a vllm bench serve result's ``model_id``) is taken as that model
-    served by ``vllm serve`` with vLLM's defaults (:func:`serve_defaults`); any other log needs meta.json."""
+    log that names its model (``log_model``: a vllm bench serve result's ``model_id``, a GuideLLM report's backend
+    model) is taken as that model served by ``vllm serve`` with vLLM's defaults (:func:`serve_defaults`); any other
+    log needs meta.json."""
     folder = Path(folder)
     meta_path = folder / "meta.json"
     if not meta_path.is_file() and not log_model:
         raise ValueError(f"{meta_path}: not found; a run needs its engine arguments (model, tensor_parallel_size, "
                          f"max_num_seqs, max_num_batched_tokens, ...) as in ../shared/data/ground_truth, or a vllm "
-                         f"bench serve result that names its model_id (vLLM serve's defaults are then assumed)")
+                         f"bench serve result that names its model_id or a GuideLLM report whose config.backend "
+                         f"names its model (vLLM serve's defaults are then assumed)")
     config = folder / "config.json"
     if config.is_file():
         try:

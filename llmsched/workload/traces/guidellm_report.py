@@ -93,6 +93,7 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
                          f"replayed with the output tokens they got, their latencies not compared")
     notes, log.in_flight = guidellm_sending(where, bench[benchmark], len(rows))
     log.notes += notes
+    log.model = model_of(bench[benchmark])
     if all(r.get(k) is not None for r in rows for k in MEASURED_FIELDS):
         ttft = seconds(path, field("time_to_first_token_ms"), [r["time_to_first_token_ms"] for r in rows], index,
                        indexed=True, unit="milliseconds") / 1e3
@@ -100,3 +101,12 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
         unmeasured = np.full(len(cut), np.nan)
         log.ttft, log.e2e = np.concatenate([ttft, unmeasured])[order], np.concatenate([e2e, unmeasured])[order]
     return log
+
+
+def model_of(bench: dict) -> str | None:
+    """The model a benchmark's backend served (``config.backend.model``: the backend's arguments, guidellm's
+    ``BenchmarkConfig.backend``), if it names one: a report alone is then a run of that model."""
+    config = bench.get("config")
+    backend = config.get("backend") if isinstance(config, dict) else None
+    model = backend.get("model") if isinstance(backend, dict) else None
+    return model.strip() if isinstance(model, str) and model.strip() else None
