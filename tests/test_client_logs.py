@@ -146,6 +146,19 @@ def test_inference_perf_stages_validate_their_percentiles():
     assert abs(row["errors"]["e2e"]["p50"]) < 15
 
 
+def test_an_inference_perf_stage_is_sent_as_its_load_generator_sends_it():
+    """inference-perf's constant load draws int(rate x duration) exponential gaps scaled to the stage
+    (load_timer.py's ConstantLoadTimer): the replay sends that count with Poisson-like gaps, not evenly spaced."""
+    stage = load_runs(PERF)[1]
+    cfg = replay_config(stage, "h100")
+    assert cfg.arrival == "inference-perf" and cfg.rate is None and cfg.num_requests == stage.log.count == 2278
+    result = run(cfg)
+    sends = np.sort(result.requests.column("arrival"))
+    gaps = np.diff(sends)
+    assert len(sends) == 2278 and sends[-1] - sends[0] == pytest.approx(2278 / 37.97, rel=0.01)
+    assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.1)  # exponential gaps, not constant ones
+
+
 def test_a_request_preempted_by_recompute_finds_its_own_blocks(tmp_path):
     """A log without token ids: with vLLM's prefix cache on, a request preempted by recompute re-prefills only what
     the cache lost; without it, all of it."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 import hashlib
+import json
 import tempfile
 from pathlib import Path
 
@@ -72,13 +73,26 @@ def replay_config(run: ServingRun, gpu: str | None = None, batch_time: str = "vl
 
 def replayed_workload(log) -> dict:
     """The run fields of a log's requests: a per-request log replayed as its trace; an inference-perf stage's
-    count of lengths drawn from its quantiles, sent at its rate or, for a concurrent stage, as its closed loop."""
+    count of lengths drawn from its quantiles, sent as inference-perf's load generator sends a stage of that rate
+    and count (``--arrival inference-perf``: its constant load's exponential gaps scaled to the stage, or its
+    poisson load's Poisson count a second) or, for a concurrent stage, as its closed loop."""
     if not isinstance(log, LifecycleReport):
         return dict(trace=str(log.path), rate=None)
     drawn = dict(lengths=str(drawn_lengths(log)), num_requests=log.count)
     if log.concurrency:
         return dict(drawn, rate=None, concurrency=log.concurrency)
-    return dict(drawn, rate=log.rate, arrival=log.load_type)
+    return dict(drawn, rate=None, rate_schedule=str(stage_file(log)), arrival="inference-perf")
+
+
+def stage_file(report: LifecycleReport) -> Path:
+    """The stage as an inference-perf config (its load type, one stage of its rate lasting as long as its count
+    takes: ``int(rate x duration)`` is the count), named by its content in the temp folder."""
+    seconds = (report.count + 0.5) / report.rate
+    text = json.dumps({"load": {"type": report.load_type, "stages": [{"rate": report.rate, "duration": seconds}]}})
+    path = Path(tempfile.gettempdir()) / f"llmsched-stage-{hashlib.sha1(text.encode()).hexdigest()[:16]}.json"
+    if not path.is_file():
+        path.write_text(text)
+    return path
 
 
 def engine_fields(run: RunFolder, gpu: str | None = None, batch_time: str = "vllm-v1",
