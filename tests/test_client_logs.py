@@ -10,7 +10,7 @@ import pytest
 
 from llmsched.experiment import run
 from llmsched.run_config import RunConfig
-from llmsched.validate.serving import replay_config, validate
+from llmsched.validate.serving import kept, replay_config, validate
 from llmsched.validate.serving_run import load_runs
 from llmsched.workload.traces.lifecycle_report import LifecycleReport
 from llmsched.workload.traces.server_log import read_server_log
@@ -266,3 +266,61 @@ def test_a_failed_request_in_inference_perfs_report_is_refused(tmp_path):
     path.write_text(json.dumps(rows))
     with pytest.raises(TraceError, match=r"\[3\].error is 'TimeoutError: Request timed out' \(1 failed"):
         read_server_log(path, measured=True)
+
+
+def shared_prompt_run(tmp_path, multi_turn: bool = False, caching: bool = True) -> list:
+    """The demo's first two stages as if vLLM had served them with its prefix cache on (vLLM's default), and the
+    generator's settings from meta.json's client.data (multi-turn chat if asked)."""
+    folder = tmp_path / f"perf-{multi_turn}-{caching}"
+    folder.mkdir()
+    for i in (0, 1):
+        name = f"stage_{i}_lifecycle_metrics.json"
+        (folder / name).write_text((PERF / name).read_text())
+    meta = json.loads((PERF / "meta.json").read_text())
+    meta["engine_kwargs"]["enable_prefix_caching"] = caching
+    meta["client"]["data"]["enable_multi_turn_chat"] = multi_turn
+    if multi_turn:  # the conversations outgrow the demo's 512 tokens
+        meta["engine_kwargs"]["max_model_len"] = 16384
+    (folder / "meta.json").write_text(json.dumps(meta))
+    (folder / "config.json").write_text((PERF / "config.json").read_text())
+    return load_runs(folder)
+
+
+def test_a_stage_of_shared_prompts_is_replayed_after_the_stages_before_it(tmp_path):
+    runs = shared_prompt_run(tmp_path)
+    first, second = runs
+    assert second.log.before == [(first.log.rate, first.log.count, first.log.drain)]
+    cfg = replay_config(second, "h100")
+    assert cfg.workload == "shared-prefix" and cfg.arrival == "inference-perf"
+    assert cfg.num_requests == first.log.count + second.log.count
+    row = validate(second, "h100")
+    result = run(cfg)
+    assert int(kept(second, result).sum()) == second.log.count  # its own requests, not the first stage's
+    assert row["simulated"]["throughput"]["rps"] == pytest.approx(37.97, rel=0.05)
+    # the prompts share their groups' system prompts: the cache holds most of every prompt after the first pass
+    cached = result.requests.column("cached_tokens")[kept(second, result)]
+    assert cached.mean() >= 100
+    # without a prefix cache (as the demo really ran) the stage is drawn alone from its report's quantiles
+    plain = shared_prompt_run(tmp_path, caching=False)[1]
+    assert replay_config(plain, "h100").workload != "shared-prefix"
+
+
+def test_multi_turn_conversations_carry_over_from_stage_to_stage(tmp_path):
+    first, second = shared_prompt_run(tmp_path, multi_turn=True)
+    result = run(replay_config(second, "h100"))
+    assert (result.requests.column("status") == 3).all()  # every round finished
+    k = kept(second, result)
+    prompts = result.requests.column("prompt_len")
+    assert prompts[k].mean() > 3 * prompts[~k].mean()  # later rounds carry the conversation so far
+    assert validate(second, "h100")["requests"] == second.log.count
+
+
+@pytest.mark.parametrize("kind", ["shared_prefix", "sharedPrefix"])
+def test_the_generator_is_read_from_inference_perfs_own_config(tmp_path, kind):
+    from llmsched.validate.perf_stages import stage_data
+    (tmp_path / "config.yaml").write_text(f"data:\n  type: {kind}\n  shared_prefix:\n    num_groups: 4\n"
+                                          f"    num_prompts_per_group: 8\n    system_prompt_len: 300\n")
+    assert stage_data(tmp_path, {}) == {"num_groups": 4, "num_prompts_per_group": 8, "system_prompt_len": 300}
+X
+    (tmp_path / "config.yaml").write_text("data:\n  type: random\n")
+    assert stage_data(tmp_path, {}) is None

@@ -43,6 +43,7 @@ from ..hardware.vllm_memory import default_utilization, parse_version
 from ..batchtime.registry import resolve_kind
 from ..batchtime.vllm_v1 import cudagraph_capture_sizes
 from ..workload.traces.lifecycle_report import LifecycleReport
+from .perf_stages import chained_fields, in_window
 from .serving_run import RunFolder, ServingRun, batch_limits, gpu_of
 
 STATS = ("mean", "p50", "p90", "p99")
@@ -66,22 +67,33 @@ def replay_config(run: ServingRun, gpu: str | None = None, batch_time: str = "vl
     run's log was (its front end: ``front_end``, else the run's own)."""
     fields = engine_fields(run, gpu, batch_time, batch_time_params, model)
     spec, model_name = run.model_spec(model)
-    return RunConfig(**{**fields, "front_end": front_end or fields["front_end"]}, **replayed_workload(run.log),
+    return RunConfig(**{**fields, "front_end": front_end or fields["front_end"]},
+                     **replayed_workload(run.log, run.args.enable_prefix_caching),
                      num_blocks=kv_blocks(run, spec, gpu_preset(gpu_of(run, gpu)), model_name),
                      latency_boundary=run.boundary)
 
 
-def replayed_workload(log) -> dict:
+def replayed_workload(log, caching: bool = True) -> dict:
     """The run fields of a log's requests: a per-request log replayed as its trace; an inference-perf stage's
     count of lengths drawn from its quantiles, sent as inference-perf's load generator sends a stage of that rate
     and count (``--arrival inference-perf``: its constant load's exponential gaps scaled to the stage, or its
-    poisson load's Poisson count a second) or, for a concurrent stage, as its closed loop."""
+    poisson load's Poisson count a second) or, for a concurrent stage, as its closed loop; a stage of shared
+    prompts served with a prefix cache (``caching``), after the stages before it with its data generator
+    (validate/perf_stages.py)."""
     if not isinstance(log, LifecycleReport):
         return dict(trace=str(log.path), rate=None)
+    if chains(log, caching):
+        return chained_fields(log)[0]
     drawn = dict(lengths=str(drawn_lengths(log)), num_requests=log.count)
     if log.concurrency:
         return dict(drawn, rate=None, concurrency=log.concurrency)
     return dict(drawn, rate=None, rate_schedule=str(stage_file(log)), arrival="inference-perf")
+
+
+def chains(log, caching: bool) -> bool:
+    """Whether an inference-perf stage is replayed after the stages before it with its shared_prefix generator."""
+    return (isinstance(log, LifecycleReport) and caching and log.data is not None and log.before is not None
+            and not log.concurrency)
 
 
 def stage_file(report: LifecycleReport) -> Path:
@@ -196,15 +208,21 @@ def measured(run: ServingRun) -> dict:
             "throughput": throughput(int(log.output_lens[k].sum()), int(k.sum()), span)}
 
 
-def compared_of(result, compared: np.ndarray | None) -> np.ndarray:
-    """Per simulated request, whether its real counterpart's latencies are compared (``compared``, in the log's
-    order, which is the replay's request ids; None: all)."""
+def kept(run: ServingRun, result) -> np.ndarray:
+    """Per simulated request, whether it is compared: one whose real counterpart's latencies were measured (a
+    log's ``compared``, in the log's order, which is the replay's request ids), or one of the replayed stage's
+    requests (an inference-perf stage replayed after the ones before it)."""
+    log = run.log
+    if chains(log, run.args.enable_prefix_caching):
+        return in_window(result, chained_fields(log)[1])
     ids = result.requests.column("id")
-    return np.ones(len(ids), dtype=bool) if compared is None else compared[ids]
+    if isinstance(log, LifecycleReport):
+        return np.ones(len(ids), dtype=bool)
+    return log.compared[ids]
 
 
-def simulated(result, with_itl: bool, compared: np.ndarray | None = None) -> dict:
-    """The replay's figures over the requests whose real latencies are compared (``compared``: all when None)."""
+def simulated(result, with_itl: bool, k: np.ndarray | None = None) -> dict:
+    """The replay's figures over the requests ``k`` keeps (all when None)."""
     reqs = result.requests
     status = reqs.column("status")
     done = status == 3  # Status.FINISHED
@@ -212,7 +230,7 @@ def simulated(result, with_itl: bool, compared: np.ndarray | None = None) -> dic
         reasons = sorted(set(reqs.reasons.values()))[:1]
         raise ValueError(f"the replay left {int((~done).sum())} of {len(done)} requests unfinished or rejected "
                          f"({reasons[0] if reasons else 'no reason recorded'})")
-    k = compared_of(result, compared)
+    k = np.ones(len(status), dtype=bool) if k is None else k
     out = reqs.column("output_len")[k]
     tpot = reqs.column("tpot")[k][out > 1]
     span = float(left_at(reqs, result.end_time)[k].max() - reqs.column("arrival")[k].min())
@@ -281,8 +299,8 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
     result = run_config(cfg, ran=proven_by(run, gpu, model))
     real = measured(run)
     lifecycle = isinstance(run.log, LifecycleReport)
-    compared = None if lifecycle else run.log.compared
-    sim = simulated(result, with_itl=run.log.itls is not None, compared=compared)
+    k = kept(run, result)
+    sim = simulated(result, with_itl=run.log.itls is not None, k=k)
     err = errors(real, sim)
     cache = prefix_cache(run, result)
     row = {"run": run.name, "folder": str(run.folder), "log": str(run.log.path), "log_format": run.log.format,
@@ -293,17 +311,16 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
            "latency_boundary": cfg.latency_boundary,
            "front_end": cfg.front_end if cfg.latency_boundary == "client" else None,
            "real": real, "simulated": sim, "errors": err, "targets": targets(err),
-           "samples": {"real": None if lifecycle else samples_of(run.log.ttft[compared], run.log.tpot,
-                                                                  run.log.e2e[compared]),
-                       "simulated": simulated_samples(result, compared)}}
+           "samples": {"real": None if lifecycle else samples_of(run.log.ttft[run.log.compared], run.log.tpot,
+                                                                  run.log.e2e[run.log.compared]),
+                       "simulated": simulated_samples(result, k)}}
     if cache is not None:
         row["prefix_cache"] = cache
     return row
 
 
-def simulated_samples(result, compared: np.ndarray | None) -> dict:
+def simulated_samples(result, k: np.ndarray) -> dict:
     reqs = result.requests
-    k = compared_of(result, compared)
     more = k & (reqs.column("output_len") > 1)
     return samples_of(reqs.column("ttft")[k], reqs.column("tpot")[more], reqs.column("e2e")[k])
 

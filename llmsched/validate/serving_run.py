@@ -31,6 +31,7 @@ from ..workload.traces.hash_blocks import HASH_BLOCK
 from ..workload.traces.guidellm_report import benchmarks_of, read_guidellm
 from ..workload.traces.lifecycle_report import is_lifecycle, read_lifecycle
 from ..workload.traces.server_log import ServerLog, read_json, read_server_log
+from .perf_stages import stage_data
 
 # the run's integer engine arguments, each within the bounds of every number a user gives (bounds.py); a length
 # in tokens (max_num_batched_tokens, max_model_len) within MAX_TOKENS
@@ -201,7 +202,12 @@ def load_runs(folder, log_name: str | None = None, boundary: str | None = None) 
     if folder.is_dir() and not log_name and not (folder / LOG_NAMES[0]).is_file():
         stages = sorted(folder.glob("stage_*_lifecycle_metrics.json"), key=_stage_number)
         if stages:
-            return [load_stage(folder, path, boundary) for path in stages]
+            runs = [load_stage(folder, path, boundary) for path in stages]
+            for i, run in enumerate(runs):  # (what a stage's replay after the ones before needs of them)
+                earlier = [r.log for r in runs[:i]]
+                if not any(r.concurrency for r in earlier):
+                    run.log.before = [(r.rate, r.count, r.drain) for r in earlier]
+            return runs
     path = folder / log_name if log_name else (_find_log(folder) if folder.is_dir() else None)
     if path is not None and path.suffix == ".json" and path.is_file():
         data = read_json(path)
@@ -239,6 +245,7 @@ def load_stage(folder: Path, path: Path, boundary: str | None) -> ServingRun:
                             f"is a concurrent stage (load_summary.concurrency {report.concurrency}); write "
                             f"\"concurrent\" or leave load_type out"))
     report.load_type = load
+    report.data = stage_data(folder, client)
     for metric in client.get("not_comparable") or ():  # a figure the client is known to have computed wrongly
         if metric not in report.latency:
             raise ValueError(f"{folder / 'meta.json'}: client.not_comparable names {metric!r}; the comparable "

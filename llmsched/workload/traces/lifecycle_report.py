@@ -47,6 +47,11 @@ class LifecycleReport:
     notes: list = field(default_factory=list)
     load_type: str = "constant"    # inference-perf's default load type (config/loadgen/config.py LoadType.CONSTANT)
     concurrency: int | None = None  # a concurrent stage's concurrency_level (a closed loop; None: an open loop)
+    drain: float = 0.0             # its slowest request's latency (request_latency max, else p99), seconds
+    # its run's shared_prefix generator settings (validate/perf_stages.py; None: unknown), and the stages before it
+    # in its run (rate, count, drain each; None where one of them was not a rate stage)
+    data: dict | None = None
+    before: list | None = None
     boundary = "client"
     format = "inference-perf"
     hash_ids = None
@@ -133,6 +138,8 @@ def read_lifecycle(path: Path, data: dict) -> LifecycleReport:
                              _quantiles(path, need_object("successes", prompts), f"successes.{prompts}"),
                              _quantiles(path, need_object("successes", "output_len"), "successes.output_len"))
     report.concurrency = concurrency
+    slowest = data["successes"]["latency"]["request_latency"]
+    report.drain = _seconds(path, "successes.latency.request_latency.max", slowest.get("max", slowest.get("p99")))
     sends = f"a closed loop of {concurrency} in flight" if concurrency else "arrivals redrawn at requested_rate"
     report.notes.append(f"inference-perf aggregate percentiles: {sends}, lengths from the report's quantiles; its "
                         f"inter_token_latency (gaps between the token times it records, tokens of one streamed "
