@@ -321,6 +321,6 @@ def test_the_generator_is_read_from_inference_perfs_own_config(tmp_path, kind):
     (tmp_path / "config.yaml").write_text(f"data:\n  type: {kind}\n  shared_prefix:\n    num_groups: 4\n"
                                           f"    num_prompts_per_group: 8\n    system_prompt_len: 300\n")
     assert stage_data(tmp_path, {}) == {"num_groups": 4, "num_prompts_per_group": 8, "system_prompt_len": 300}
-X
+    assert stage_data(tmp_path, {"data": {"type": "random"}}) == stage_data(tmp_path, {})  # (not shared: config.yaml)
     (tmp_path / "config.yaml").write_text("data:\n  type: random\n")
     assert stage_data(tmp_path, {}) is None
