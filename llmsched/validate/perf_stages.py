@@ -35,20 +35,36 @@ def stage_data(folder: Path, client: dict) -> dict | None:
     data = client.get("data")
     if isinstance(data, dict) and str(data.get("type", "")).lower().replace("-", "_") in SHARED_PREFIX_TYPES:
         return {k: v for k, v in data.items() if k != "type"}
-    config = folder / "config.yaml"
-    if not config.is_file():
-        return None
-    import yaml
-    try:
-        data = (yaml.safe_load(config.read_text(encoding="utf-8")) or {}).get("data")
-    except (yaml.YAMLError, AttributeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{config}: not an inference-perf config ({e}); remove it or fix it") from None
+    data = perf_config(folder).get("data")
     if not isinstance(data, dict) or str(data.get("type", "")).lower() not in SHARED_PREFIX_TYPES:
         return None
     settings = data.get("shared_prefix")
     if not isinstance(settings, dict):
-        raise ValueError(f"{config}: data.type is {data.get('type')!r} but data.shared_prefix is not its settings")
+        raise ValueError(f"{folder / 'config.yaml'}: data.type is {data.get('type')!r} but data.shared_prefix is "
+                         f"not its settings")
     return dict(settings)
+
+
+def config_load_type(folder: Path) -> str | None:
+    """The ``load.type`` of the folder's inference-perf ``config.yaml``, if it has one."""
+    load = perf_config(folder).get("load")
+    kind = load.get("type") if isinstance(load, dict) else None
+    return str(kind).lower() if kind is not None else None
+
+
+def perf_config(folder: Path) -> dict:
+    """The ``config.yaml`` inference-perf writes beside its reports (empty when the folder has none)."""
+    config = folder / "config.yaml"
+    if not config.is_file():
+        return {}
+    import yaml
+    try:
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ValueError(f"{config}: not an inference-perf config ({e}); remove it or fix it") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{config}: not an inference-perf config (a mapping of data, load, api, ...)")
+    return data
 
 
 def chained_fields(report: LifecycleReport) -> tuple[dict, tuple[float, float]]:

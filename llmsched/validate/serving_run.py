@@ -31,7 +31,7 @@ from ..workload.traces.hash_blocks import HASH_BLOCK
 from ..workload.traces.guidellm_report import benchmarks_of, read_guidellm
 from ..workload.traces.lifecycle_report import is_lifecycle, read_lifecycle
 from ..workload.traces.server_log import ServerLog, read_json, read_server_log
-from .perf_stages import stage_data
+from .perf_stages import config_load_type, stage_data
 
 # the run's integer engine arguments, each within the bounds of every number a user gives (bounds.py); a length
 # in tokens (max_num_batched_tokens, max_model_len) within MAX_TOKENS
@@ -234,7 +234,7 @@ def load_stage(folder: Path, path: Path, boundary: str | None) -> ServingRun:
     report = read_lifecycle(path, read_json(path))
     engine = read_run_folder(folder)
     client = json.loads((folder / "meta.json").read_text()).get("client") or {}
-    load = client.get("load_type", "concurrent" if report.concurrency else "constant")
+    load = client.get("load_type") or config_load_type(folder) or ("concurrent" if report.concurrency else "constant")
     if load not in ("constant", "poisson", "concurrent"):
         raise ValueError(f"{folder / 'meta.json'}: client.load_type {load!r} is not inference-perf's constant, "
                          f"poisson or concurrent")
