@@ -320,8 +320,11 @@ def test_the_generator_is_read_from_inference_perfs_own_config(tmp_path, kind):
     from llmsched.validate.perf_stages import config_load_type, stage_data
     (tmp_path / "config.yaml").write_text(f"data:\n  type: {kind}\n  shared_prefix:\n    num_groups: 4\n"
                                           f"    num_prompts_per_group: 8\n    system_prompt_len: 300\n")
-    assert stage_data(tmp_path, {}) == {"num_groups": 4, "num_prompts_per_group": 8, "system_prompt_len": 300}
+    assert stage_data(tmp_path, {}) == ({"num_groups": 4, "num_prompts_per_group": 8, "system_prompt_len": 300}, "")
     assert stage_data(tmp_path, {"data": {"type": "random"}}) == stage_data(tmp_path, {})  # (not shared: config.yaml)
     assert config_load_type(tmp_path) is None
     (tmp_path / "config.yaml").write_text("data:\n  type: random\nload:\n  type: poisson\n")
-    assert stage_data(tmp_path, {}) is None and config_load_type(tmp_path) == "poisson"
+    assert stage_data(tmp_path, {}) == (None, "") and config_load_type(tmp_path) == "poisson"
+    # settings the generator does not take: drawn lengths, and a note saying why
+    settings, note = stage_data(tmp_path, {"data": {"type": "shared_prefix", "question_distribution": {"mean": 5}}})
+    assert settings is None and "question_distribution" in note

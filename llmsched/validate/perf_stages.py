@@ -23,26 +23,33 @@ import numpy as np
 
 from ..workload.arrivals.rate_schedule import DEFAULT_INTERVAL, parse_rate_schedule
 from ..workload.arrivals.stage_counts import StageCounts
+from ..workload.generators.shared_prefix import ALIASES, DEFAULTS
 from ..workload.traces.lifecycle_report import LifecycleReport
 
 SHARED_PREFIX_TYPES = ("shared_prefix", "sharedprefix")  # inference-perf's data.type (older configs: sharedPrefix)
 
 
-def stage_data(folder: Path, client: dict) -> dict | None:
+def stage_data(folder: Path, client: dict) -> tuple[dict | None, str]:
     """The run's ``shared_prefix`` generator settings: meta.json ``client.data`` (``type`` shared_prefix and the
     settings beside it), else the folder's inference-perf ``config.yaml`` (``data.type`` and
-    ``data.shared_prefix``); None when neither describes a shared_prefix generator."""
+    ``data.shared_prefix``); None when neither describes a shared_prefix generator, or (with a note saying so)
+    when its settings are some llmsched's generator does not take (inference-perf's length distributions)."""
     data = client.get("data")
     if isinstance(data, dict) and str(data.get("type", "")).lower().replace("-", "_") in SHARED_PREFIX_TYPES:
-        return {k: v for k, v in data.items() if k != "type"}
-    data = perf_config(folder).get("data")
-    if not isinstance(data, dict) or str(data.get("type", "")).lower() not in SHARED_PREFIX_TYPES:
-        return None
-    settings = data.get("shared_prefix")
-    if not isinstance(settings, dict):
-        raise ValueError(f"{folder / 'config.yaml'}: data.type is {data.get('type')!r} but data.shared_prefix is "
-                         f"not its settings")
-    return dict(settings)
+        settings, where = {k: v for k, v in data.items() if k != "type"}, f"{folder / 'meta.json'} client.data"
+    else:
+        data = perf_config(folder).get("data")
+        if not isinstance(data, dict) or str(data.get("type", "")).lower() not in SHARED_PREFIX_TYPES:
+            return None, ""
+        settings, where = data.get("shared_prefix"), f"{folder / 'config.yaml'} data.shared_prefix"
+        if not isinstance(settings, dict):
+            raise ValueError(f"{folder / 'config.yaml'}: data.type is {data.get('type')!r} but data.shared_prefix "
+                             f"is not its settings")
+    other = sorted(set(settings) - set(DEFAULTS) - set(ALIASES))
+    if other:
+        return None, (f"{where} has {', '.join(other)}, which llmsched's shared_prefix generator does not take: the "
+                      f"stage is replayed from its report's lengths, sharing nothing")
+    return dict(settings), ""
 
 
 def config_load_type(folder: Path) -> str | None:

@@ -245,7 +245,9 @@ def load_stage(folder: Path, path: Path, boundary: str | None) -> ServingRun:
                             f"is a concurrent stage (load_summary.concurrency {report.concurrency}); write "
                             f"\"concurrent\" or leave load_type out"))
     report.load_type = load
-    report.data = stage_data(folder, client)
+    report.data, note = stage_data(folder, client)
+    if note:
+        report.notes.append(note)
     for metric in client.get("not_comparable") or ():  # a figure the client is known to have computed wrongly
         if metric not in report.latency:
             raise ValueError(f"{folder / 'meta.json'}: client.not_comparable names {metric!r}; the comparable "
