@@ -27,6 +27,9 @@ DATASHEETS = {
     "rtx-4090": (165.2, 330.3, 1008, 24, 128, 64, 64),   # Ada whitepaper appendix, FP32 accumulate
     "rtx-pro-6000": (503.8, 1007.6, 1792, 96, 188, 128, 128),  # RTX Blackwell whitepaper: 4,000 FP4 TOPS sparse
     "mi300x": (1307.4, 2614.9, 5300, 192, 304, 896, 128),  # AMD Instinct MI300X data sheet: 7 x 128 GB/s IF
+    "a100-40gb": (312, 0, 1555, 40, 108, 600, 64),       # A100 40GB SXM datasheet
+    "h100-nvl": (835.5, 1670.5, 3900, 94, 132, 128, 128),  # H100 NVL datasheet: 1,671 / 3,341 with sparsity
+    "l40": (181.05, 362, 864, 48, 142, 64, 64),          # L40 datasheet: BF16 181.05, FP8 362 dense
 }
 
 
