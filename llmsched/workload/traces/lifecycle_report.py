@@ -10,11 +10,12 @@ a486b01 (August 2026) the prompt lengths are ``successes.prompt_tokens`` (the sa
 ``total``/``cached`` tokens), and a ``concurrent`` stage (``num_requests`` at ``concurrency_level``) adds
 ``load_summary.concurrency``.
 
-Such a stage cannot be replayed request for request: its arrivals are drawn again at ``requested_rate`` (the
-stage's load type, inference-perf's default ``constant``, or ``poisson``: meta.json ``client.load_type``), or for a
-``concurrent`` stage sent as a closed loop of that many requests in flight, and its lengths from the report's own
-quantiles of the prompt and output lengths (linear between the listed quantiles, each drawn independently: the
-report gives no joint distribution), ``count`` requests; the percentiles are compared.
+Such a stage cannot be replayed request for request: its ``count`` requests are sent again as inference-perf's
+load generator sends a stage of ``requested_rate`` (its load type, inference-perf's default ``constant``, or
+``poisson``: meta.json ``client.load_type``), or for a ``concurrent`` stage as a closed loop of that many requests
+in flight, with lengths drawn from the report's own quantiles of the prompt and output lengths (linear between the
+listed quantiles, each drawn independently: the report gives no joint distribution); the percentiles are
+compared. A stage of shared prompts is replayed with its data generator instead (validate/perf_stages.py).
 """
 from __future__ import annotations
 
@@ -140,7 +141,8 @@ def read_lifecycle(path: Path, data: dict) -> LifecycleReport:
     report.concurrency = concurrency
     slowest = data["successes"]["latency"]["request_latency"]
     report.drain = _seconds(path, "successes.latency.request_latency.max", slowest.get("max", slowest.get("p99")))
-    sends = f"a closed loop of {concurrency} in flight" if concurrency else "arrivals redrawn at requested_rate"
+    sends = (f"a closed loop of {concurrency} in flight" if concurrency else
+             "its requests sent again as inference-perf sends a stage of its rate")
     report.notes.append(f"inference-perf aggregate percentiles: {sends}, lengths from the report's quantiles; its "
                         f"inter_token_latency (gaps between the token times it records, tokens of one streamed "
                         f"chunk microseconds apart) is not compared")
