@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from llmsched.cli import main
+from tests.conftest import shared_data_dir
 
 TABLE = tomllib.loads((Path(__file__).parent / "data" / "bad_inputs.toml").read_text())
 KINDS = ("cli", "config", "trace", "model", "gpu", "settings", "serving")
@@ -71,6 +72,9 @@ def test_bad_input_gets_one_line_naming_it(kind, case, tmp_path, monkeypatch, ca
             args.append("--no-progress")
         code = main(args)
         err = capsys.readouterr().err
+        if ("not found; looked in" in err and shared_data_dir() is None
+                and not any("not found" in w for w in expected(case, file))):
+            pytest.skip("the case reads a file of ../shared/data, which is absent")
         assert code == 2, f"exit code {code}; stderr: {err}"
         assert "Traceback" not in err
         assert len(err.strip().splitlines()) == 1, err

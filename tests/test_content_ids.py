@@ -43,6 +43,7 @@ def mooncake(n: int, scale: float, max_model_len: int = 1024):
     return workload_requests(cfg, max_model_len, scale)
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 @pytest.mark.parametrize("scale", [1.0, 0.1, 0.04])
 def test_mooncake_prompts_share_exactly_the_blocks_their_hash_ids_share(scale):
     """The reported bug: at --scale-lengths 0.04 every request lost its content (and vLLM got ids from the request
@@ -84,6 +85,7 @@ def test_scaling_drops_only_pieces_that_round_to_no_tokens_and_keeps_one_token()
         scaled_content(a, 0.0, 1)
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_content_cut_to_the_engine_context_keeps_the_shared_prefix():
     """A prompt cut to half of --max-model-len keeps its content's first tokens (it used to lose its content)."""
     reqs = mooncake(12, 1.0, max_model_len=512)
@@ -129,6 +131,7 @@ def test_ids_are_the_same_in_every_process():
     assert out.strip() == str(here)
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_fidelity_caches_prefixes_in_vllm_only_when_prompts_have_content():
     """fidelity simulates with contents (the simulation caches prefixes by default), so the engine does too;
     without content it keeps the engine's default, off."""

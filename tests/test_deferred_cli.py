@@ -61,6 +61,7 @@ def test_reproduce_fast(tmp_path, capsys):
     assert "paper (ShareGPT)" in capsys.readouterr().out
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_reproduce_with_K_grid_without_1_keeps_the_baseline(tmp_path, capsys):
     """`reproduce deferred-prefill --K 5` crashed with KeyError: 1: K = 1 is always run."""
     assert main(["reproduce", "deferred-prefill", "--models", "granite", "--timings", "paper", "--workloads",

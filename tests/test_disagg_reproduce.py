@@ -41,6 +41,7 @@ def test_decode_heavy_traffic_does_not_pay_for_a_prefill_pool(crossover):
         assert (rows["2P1D"][key] or 0) < rows["colocated x3"][key]
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_splitwise_fast_checks_the_model_and_measures_every_design(tmp_path):
     assert main(["reproduce", "splitwise", "--fast", "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "results.json").read_text())
@@ -50,6 +51,7 @@ def test_splitwise_fast_checks_the_model_and_measures_every_design(tmp_path):
                                                 "Splitwise-HA"}
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_distserve_fast_checks_the_model_and_compares_per_gpu_rates(tmp_path):
     assert main(["reproduce", "distserve", "--fast", "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "results.json").read_text())

@@ -20,6 +20,7 @@ def args(*extra) -> dict:
     return keywords(p.parse_args(["--fast", *extra]), "out")
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_fast_table_shape_and_overhead_lowers_capacity():
     out = ab.ablate(ab.settings(**args()))
     rows = out["rows"]

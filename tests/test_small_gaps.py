@@ -150,6 +150,7 @@ B200_CODE = dict(model="mistral-7b", gpu="b200", tp=2, scheduler="vtc", kv_cache
                  max_num_seqs=128, num_requests=300)
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 @pytest.mark.parametrize("rate, verdict, low, high", [(16.0, "stable", 0.99, 1.0), (64.0, "overloaded", 0.6, 0.75)])
 def test_a_short_bursty_probe_is_judged_by_the_work_it_admits(rate, verdict, low, high):
     """300 requests of the Azure code trace (Mistral-7B TP2/B200, vtc): at 64 req/s the clumped arrivals keep the

@@ -145,6 +145,7 @@ def test_fluid_refuses_a_trace_with_no_requests(tmp_path, capsys):
     assert f"{trace}: the trace has no requests" in line
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_a_probe_above_the_sound_bound_is_not_stable():
     """300 requests of the Azure code trace rescaled to 64-1024 req/s (Mistral-7B TP2 on a B200, vtc, 1024-token
     steps, fp8 KV): the bursty arrivals leave the trend's t-statistic under 3, so every probe up to the search's
@@ -177,6 +178,7 @@ def load_script(name: str):
     return module
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 @pytest.mark.parametrize("seed", [11, 12])
 def test_random_settings_keep_the_bound(seed):
     """A slice of scripts/theory_truths.py (random model, GPU, TP, batch time, scheduler, trace, limits, prefix

@@ -51,6 +51,7 @@ def test_tenants_split_the_schedules_rate_by_their_rates():
     assert [r.id for r in reqs] == list(range(len(reqs)))
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_a_trace_tiled_over_a_longer_run_repeats_its_rows_under_new_ids_and_shifted_times():
     trace = read_trace(resolve_data_file(CONV))
     n = len(trace)
@@ -72,12 +73,14 @@ def test_a_trace_tiled_over_a_longer_run_repeats_its_rows_under_new_ids_and_shif
     assert math.isclose(gap, period - float(base[-1]))  # one mean gap across the tile boundary
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_a_time_scale_compresses_the_trace():
     base = arrivals(build_source(RunConfig(trace=CONV, rate=None, num_requests=500)))
     fast = arrivals(build_source(RunConfig(trace=CONV, rate=None, time_scale=0.25, num_requests=500)))
     assert np.allclose(fast, base * 0.25)
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_a_schedule_bends_a_traces_time_to_its_rate():
     """Each copy of the trace takes as many expected arrivals of the schedule as it has requests: the count up to
     any time follows the schedule's integral, less the trace's own wander, which a copy's end brings back."""
@@ -96,6 +99,7 @@ def test_a_schedule_bends_a_traces_time_to_its_rate():
     assert np.corrcoef(got, np.diff(shape.cumulative(edges)))[0, 1] > 0.9  # the diurnal swing shows
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_a_schedule_that_ends_before_the_trace_is_refused():
     cfg = RunConfig(trace=CONV, rate=None, rate_schedule="stages:5@600")
     with pytest.raises(ValueError, match="never reaches the trace's end: it offers 3000 expected arrivals"):
@@ -165,6 +169,7 @@ def doc_commands() -> list[list[str]]:
     return commands
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_the_docs_examples_build_their_workloads(tmp_path, monkeypatch):
     """Each command of the section parses and builds its requests (the runs themselves are the other tests')."""
     from llmsched.cli.commands import build_parser
@@ -181,6 +186,7 @@ def test_the_docs_examples_build_their_workloads(tmp_path, monkeypatch):
         assert len(build_source(cfg)) > 0, argv
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_a_schedule_over_a_trace_of_prompts_keeps_their_contents_and_reports_its_timeline():
     """A trace naming its prompts (Mooncake) bent by stages: the prefix cache's log carries the timeline too."""
     cfg = RunConfig(trace="conversation_trace.jsonl", rate=None, num_requests=60, rate_schedule="stages:3@100",

@@ -4,6 +4,8 @@ content and the prompts were made from request ids, so every request had cached_
 import csv
 import json
 
+import pytest
+
 from llmsched.cli import main
 from llmsched.run_config import RunConfig
 from llmsched.vllm.runner import workload_requests
@@ -15,6 +17,7 @@ MOONCAKE = "../shared/data/traces/mooncake/conversation_trace.jsonl"
 ARGS = ["--trace", MOONCAKE, "--num-requests", "12", "--scale-lengths", "0.1", "--max-model-len", "1024"]
 
 
+@pytest.mark.usefixtures("shared_data")  # it reads ../shared/data: skipped where that is absent
 def test_mooncake_slice_hits_vllms_prefix_cache_where_its_hash_ids_share(tmp_path):
     """At 0.1 a 512-token hash block is 51 tokens: the system prompt every request starts with (hash id 0) fills
     one 32-token KV block. vLLM finds it for requests after the first, and never more than the trace shares."""
