@@ -28,7 +28,6 @@ from __future__ import annotations
 import numpy as np
 
 import hashlib
-import json
 import tempfile
 from pathlib import Path
 
@@ -42,6 +41,8 @@ from ..hardware.kv_sizing import kv_cache
 from ..hardware.vllm_memory import default_utilization, parse_version
 from ..batchtime.registry import resolve_kind
 from ..batchtime.vllm_v1 import cudagraph_capture_sizes
+from ..workload.arrivals.rate_shape import RateShape
+from ..workload.arrivals.stage_counts import StageCounts
 from ..workload.traces.lifecycle_report import LifecycleReport
 from .perf_stages import chained_fields, in_window
 from .serving_run import RunFolder, ServingRun, batch_limits, gpu_of
@@ -84,10 +85,9 @@ def replayed_workload(log, caching: bool = True) -> dict:
         return dict(trace=str(log.path), rate=None)
     if chains(log, caching):
         return chained_fields(log)[0]
-    drawn = dict(lengths=str(drawn_lengths(log)), num_requests=log.count)
     if log.concurrency:
-        return dict(drawn, rate=None, concurrency=log.concurrency)
-    return dict(drawn, rate=None, rate_schedule=str(stage_file(log)), arrival="inference-perf")
+        return dict(lengths=str(drawn_lengths(log)), num_requests=log.count, rate=None, concurrency=log.concurrency)
+    return dict(trace=str(stage_trace(log)), rate=None)
 
 
 def chains(log, caching: bool) -> bool:
@@ -96,12 +96,20 @@ def chains(log, caching: bool) -> bool:
             and not log.concurrency)
 
 
-def stage_file(report: LifecycleReport) -> Path:
-    """The stage as an inference-perf config (its load type, one stage of its rate lasting as long as its count
-    takes: ``int(rate x duration)`` is the count), named by its content in the temp folder."""
-    seconds = (report.count + 0.5) / report.rate
-    text = json.dumps({"load": {"type": report.load_type, "stages": [{"rate": report.rate, "duration": seconds}]}})
-    path = Path(tempfile.gettempdir()) / f"llmsched-stage-{hashlib.sha1(text.encode()).hexdigest()[:16]}.json"
+def stage_trace(report: LifecycleReport) -> Path:
+    """The stage's requests as a trace (Vidur's columns), named by its content in the temp folder: sent as
+    inference-perf sends ``count`` requests at its rate (``StageCounts``, seeded), their first-to-last span
+    rescaled to the one the report measured (``load_summary.send_duration``), lengths drawn from its quantiles."""
+    seconds = (report.count + 0.5) / report.rate  # int(rate x duration) is the count
+    shape = RateShape((0.0, seconds), (report.rate, 0.0))
+    sends = StageCounts(shape, report.load_type).all_times(np.random.default_rng(0))
+    sends -= sends[0]
+    if report.send_span and sends[-1] > 0:
+        sends *= report.send_span / sends[-1]
+    prompts, outputs = report.lengths()
+    text = "arrived_at,num_prefill_tokens,num_decode_tokens\n" + "".join(
+        f"{t!r},{p},{o}\n" for t, p, o in zip(sends.tolist(), prompts.tolist(), outputs.tolist()))
+    path = Path(tempfile.gettempdir()) / f"llmsched-stage-{hashlib.sha1(text.encode()).hexdigest()[:16]}.csv"
     if not path.is_file():
         path.write_text(text)
     return path

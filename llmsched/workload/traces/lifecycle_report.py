@@ -49,6 +49,7 @@ class LifecycleReport:
     load_type: str = "constant"    # inference-perf's default load type (config/loadgen/config.py LoadType.CONSTANT)
     concurrency: int | None = None  # a concurrent stage's concurrency_level (a closed loop; None: an open loop)
     drain: float = 0.0             # its slowest request's latency (request_latency max, else p99), seconds
+    send_span: float | None = None  # its first to last send (load_summary.send_duration), seconds
     # its run's shared_prefix generator settings (validate/perf_stages.py; None: unknown), and the stages before it
     # in its run (rate, count, drain each; None where one of them was not a rate stage)
     data: dict | None = None
@@ -139,6 +140,9 @@ def read_lifecycle(path: Path, data: dict) -> LifecycleReport:
                              _quantiles(path, need_object("successes", prompts), f"successes.{prompts}"),
                              _quantiles(path, need_object("successes", "output_len"), "successes.output_len"))
     report.concurrency = concurrency
+    span = data["load_summary"].get("send_duration")
+    if span is not None:
+        report.send_span = _seconds(path, "load_summary.send_duration", span)
     slowest = data["successes"]["latency"]["request_latency"]
     report.drain = _seconds(path, "successes.latency.request_latency.max", slowest.get("max", slowest.get("p99")))
     sends = (f"a closed loop of {concurrency} in flight" if concurrency else
