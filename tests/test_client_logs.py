@@ -203,6 +203,8 @@ def current_inference_perf(tmp_path, concurrency=None, load_type=None):
 
 def test_current_inference_perf_stages_read_their_prompt_tokens_and_concurrency(tmp_path):
     stage = load_runs(current_inference_perf(tmp_path))[0]
+    assert stage.log.prompt_cache[0] == 0 and stage.log.prompt_cache[1] > 0  # the report's cached and total
+    assert validate(stage, "h100")["prefix_cache"]["real"]["hit_rate"] == 0.0
     prompts, _ = stage.log.lengths()
     assert prompts.min() >= 194 and stage.log.concurrency is None and stage.log.load_type == "constant"
     closed = load_runs(current_inference_perf(tmp_path / "c", concurrency=12))[0]
@@ -302,6 +304,8 @@ def test_a_stage_of_shared_prompts_is_replayed_after_the_stages_before_it(tmp_pa
     # the prompts share their groups' system prompts: the cache holds most of every prompt after the first pass
     cached = result.requests.column("cached_tokens")[kept(second, result)]
     assert cached.mean() >= 100
+    cache = row["prefix_cache"]  # reported beside the latencies, over the stage's own requests
+    assert cache["simulated"]["hit_rate"] == pytest.approx(cached.sum() / (192 * len(cached)), rel=1e-9)
     # without a prefix cache (as the demo really ran) the stage is drawn alone from its report's quantiles
     plain = shared_prompt_run(tmp_path, caching=False)[1]
     assert replay_config(plain, "h100").workload != "shared-prefix"

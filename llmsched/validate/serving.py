@@ -252,6 +252,8 @@ def prefix_cache(run: ServingRun, result) -> dict | None:
     simulated one's error in % of the real one and in points; None for a log with neither hash_ids nor
     num_cached_tokens (its prompts share nothing the replay knows of)."""
     log = run.log
+    if isinstance(log, LifecycleReport):
+        return stage_prefix_cache(run, result)
     if log.hash_ids is None and log.cached_tokens is None:
         return None
     reqs = result.requests
@@ -264,6 +266,24 @@ def prefix_cache(run: ServingRun, result) -> dict | None:
         notes.append("no hash_ids: the replayed prompts share nothing")
     if not run.args.enable_prefix_caching:
         notes.append("vLLM ran without prefix caching")
+    return {"real": real, "simulated": sim, "prefix_caching": run.args.enable_prefix_caching,
+            "error_pct": pct(sim["hit_rate"], real["hit_rate"]) if real else None,
+            "error_points": 100.0 * (sim["hit_rate"] - real["hit_rate"]) if real else None, "notes": notes}
+
+
+def stage_prefix_cache(run: ServingRun, result) -> dict | None:
+    """An inference-perf stage's prefix cache: the hit rate its report counted (``successes.prompt_tokens``' cached
+    and total, since a486b01) and its replay's over the stage's requests; None where it has neither."""
+    log = run.log
+    shared = chains(log, run.args.enable_prefix_caching)
+    if not shared and log.prompt_cache is None:
+        return None
+    reqs, k = result.requests, kept(run, result)
+    cached = int(reqs.column(CACHED_FIELD)[k].sum()) if CACHED_FIELD in reqs.cols else 0
+    sim = prefix_cache_stats(cached, int(reqs.column("prompt_len")[k].sum()))
+    real = prefix_cache_stats(*log.prompt_cache) if log.prompt_cache else None
+    notes = [] if shared else ["the stage replayed from its report's lengths: its prompts share nothing (no "
+                               "shared_prefix generator named, or no prefix cache)"]
     return {"real": real, "simulated": sim, "prefix_caching": run.args.enable_prefix_caching,
             "error_pct": pct(sim["hit_rate"], real["hit_rate"]) if real else None,
             "error_points": 100.0 * (sim["hit_rate"] - real["hit_rate"]) if real else None, "notes": notes}

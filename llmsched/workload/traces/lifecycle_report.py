@@ -50,6 +50,7 @@ class LifecycleReport:
     concurrency: int | None = None  # a concurrent stage's concurrency_level (a closed loop; None: an open loop)
     drain: float = 0.0             # its slowest request's latency (request_latency max, else p99), seconds
     send_span: float | None = None  # its first to last send (load_summary.send_duration), seconds
+    prompt_cache: tuple[int, int] | None = None  # (cached, total) prompt tokens, where the report counts them
     # its run's shared_prefix generator settings (validate/perf_stages.py; None: unknown), and the stages before it
     # in its run (rate, count, drain each; None where one of them was not a rate stage)
     data: dict | None = None
@@ -140,6 +141,10 @@ def read_lifecycle(path: Path, data: dict) -> LifecycleReport:
                              _quantiles(path, need_object("successes", prompts), f"successes.{prompts}"),
                              _quantiles(path, need_object("successes", "output_len"), "successes.output_len"))
     report.concurrency = concurrency
+    usage = data["successes"].get("prompt_tokens")  # (inference-perf since a486b01: the server's cached tokens)
+    if isinstance(usage, dict) and all(isinstance(usage.get(k), (int, float)) and not isinstance(usage.get(k), bool)
+                                       and usage[k] >= 0 for k in ("cached", "total")) and usage["total"] > 0:
+        report.prompt_cache = (int(usage["cached"]), int(usage["total"]))
     span = data["load_summary"].get("send_duration")
     if span is not None:
         report.send_span = _seconds(path, "load_summary.send_duration", span)
