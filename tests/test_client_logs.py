@@ -120,16 +120,6 @@ def test_guidellms_incomplete_requests_load_the_replay_but_are_not_compared(tmp_
     assert len(row["samples"]["simulated"]["e2e"]) == len(ok) - 10 == len(row["samples"]["real"]["e2e"])
 
 
-def test_a_guidellm_report_with_errors_is_refused(tmp_path):
-    bench = json.loads((CPU / "rate-8" / "bench.json").read_text())
-    report = guidellm_report(bench)
-    report["benchmarks"][0]["requests"]["errored"] = [report["benchmarks"][0]["requests"]["successful"][0]]
-    path = tmp_path / "bad.json"
-    path.write_text(json.dumps(report))
-    with pytest.raises(TraceError, match=r"benchmarks\[0\].requests.errored: 1 request"):
-        read_server_log(path, measured=True)
-
-
 def test_inference_perf_stages_validate_their_percentiles():
     runs = load_runs(PERF)
     assert [r.name for r in runs] == [f"inference_perf_h100/stage_{i}" for i in range(4)]

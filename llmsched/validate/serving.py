@@ -247,13 +247,14 @@ def simulated(result, with_itl: bool, k: np.ndarray | None = None) -> dict:
             "throughput": throughput(int(out.sum()), len(out), span)}
 
 
-def prefix_cache(run: ServingRun, result) -> dict | None:
+def prefix_cache(run: ServingRun, result, k: np.ndarray) -> dict | None:
     """The prefix cache's hit rate, real (vLLM's num_cached_tokens, where the log has them) and simulated, with the
     simulated one's error in % of the real one and in points; None for a log with neither hash_ids nor
-    num_cached_tokens (its prompts share nothing the replay knows of)."""
+    num_cached_tokens (its prompts share nothing the replay knows of). ``k``: the simulated requests compared
+    (``kept``), over which an inference-perf stage's is taken."""
     log = run.log
     if isinstance(log, LifecycleReport):
-        return stage_prefix_cache(run, result)
+        return stage_prefix_cache(run, result, k)
     if log.hash_ids is None and log.cached_tokens is None:
         return None
     reqs = result.requests
@@ -271,14 +272,14 @@ def prefix_cache(run: ServingRun, result) -> dict | None:
             "error_points": 100.0 * (sim["hit_rate"] - real["hit_rate"]) if real else None, "notes": notes}
 
 
-def stage_prefix_cache(run: ServingRun, result) -> dict | None:
+def stage_prefix_cache(run: ServingRun, result, k: np.ndarray) -> dict | None:
     """An inference-perf stage's prefix cache: the hit rate its report counted (``successes.prompt_tokens``' cached
     and total, since a486b01) and its replay's over the stage's requests; None where it has neither."""
     log = run.log
     shared = chains(log, run.args.enable_prefix_caching)
     if not shared and log.prompt_cache is None:
         return None
-    reqs, k = result.requests, kept(run, result)
+    reqs = result.requests
     cached = int(reqs.column(CACHED_FIELD)[k].sum()) if CACHED_FIELD in reqs.cols else 0
     sim = prefix_cache_stats(cached, int(reqs.column("prompt_len")[k].sum()))
     real = prefix_cache_stats(*log.prompt_cache) if log.prompt_cache else None
@@ -330,7 +331,7 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
     k = kept(run, result)
     sim = simulated(result, with_itl=run.log.itls is not None, k=k)
     err = errors(real, sim)
-    cache = prefix_cache(run, result)
+    cache = prefix_cache(run, result, k)
     row = {"run": run.name, "folder": str(run.folder), "log": str(run.log.path), "log_format": run.log.format,
            "notes": list(run.log.notes), "vllm_version": run.args.vllm_version, "model": cfg.model,
            "gpu": cfg.gpu, "tp": cfg.tp, "dp": cfg.dp, "expert_parallel": cfg.expert_parallel,

@@ -62,9 +62,8 @@ def bench_notes(path: Path, data: dict, n: int, recorded: bool = True) -> list[s
     eos = data.get("ignore_eos")
     if eos is not None and not isinstance(eos, bool):
         raise TraceError(f"{path}: ignore_eos is {eos!r}; write true or false")
-    if not recorded:
-        pass  # how the sends are drawn is bench_sends' note, and a cap's closed loop is replayed as one
-    elif isinstance(rate, (int, float)) and not isinstance(rate, bool):
+    # (without recorded sends, how they are drawn is bench_sends' note)
+    if recorded and isinstance(rate, (int, float)) and not isinstance(rate, bool):
         notes.append(f"sent at {rate:g} req/s" + (f" (gamma burstiness {burst:g})" if burst is not None else "")
                      + "; replayed at the recorded send times")
     if cap is not None and cap < n and recorded and closed_loop_cap(data, n) is None:  # (else replayed as one)

@@ -317,8 +317,8 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
     if sends is not None:
         log.in_flight, log.span = sends.in_flight, sends.span
         log.notes.append(sends.note)
-    elif closed_loop_cap(data, n) is not None:  # (its sends came as the real server freed slots)
-        log.in_flight = closed_loop_cap(data, n)
+    elif (cap := closed_loop_cap(data, n)) is not None:  # (its sends came as the real server freed slots)
+        log.in_flight = cap
         log.notes.append(CLOSED_LOOP_NOTE.format(cap=log.in_flight) + ", not at the recorded sends")
     if isinstance(data.get("model_id"), str) and data["model_id"].strip():
         log.model = data["model_id"].strip()
