@@ -136,6 +136,19 @@ def test_inference_perf_stages_validate_their_percentiles():
     assert abs(row["errors"]["e2e"]["p50"]) < 15
 
 
+def test_validate_serving_writes_its_figure_where_a_metric_is_not_compared(tmp_path):
+    """The demo's TPOT is not comparable (meta.json), so its panel says so instead of a P50 error."""
+    from llmsched.cli.commands import main
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    for name in ("meta.json", "config.json", "stage_0_lifecycle_metrics.json"):
+        (stage / name).write_bytes((PERF / name).read_bytes())
+    assert main(["validate-serving", str(stage), "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "cdf.png").stat().st_size > 0
+    rows = json.loads((tmp_path / "out" / "validation.json").read_text())["runs"]
+    assert rows[0]["errors"]["tpot"]["p50"] is None
+
+
 def test_an_inference_perf_stage_is_sent_as_its_load_generator_sends_it():
     """inference-perf's constant load draws int(rate x duration) exponential gaps scaled to the stage
     (load_timer.py's ConstantLoadTimer): the replay sends that count with Poisson-like gaps, not evenly spaced,
