@@ -46,6 +46,24 @@ def test_simulate_trace_runs_the_h100_llama_and_vllms_kv_cache_of_its_meta_json(
         assert summary["latency"][metric]["p50"] == predicted[metric]["p50"]
 
 
+def test_a_run_folder_as_trace_replays_its_log_as_validate_serving_reads_it(tmp_path):
+    """--trace FOLDER takes the folder's per-request log (requests.jsonl here, measured in the engine) and the
+    meta.json beside it: the same run as --trace FOLDER/requests.jsonl, to the last digit."""
+    by_file, _ = simulate(tmp_path)
+    out = tmp_path / "by-folder"
+    assert main(["simulate", "--trace", str(RUN), "--out", str(out), "--no-progress"]) == 0
+    by_folder = json.loads((out / "summary.json").read_text())
+    assert by_folder["run"]["trace_meta"]["taken"]["latency_boundary"] == "engine"
+    assert by_folder["latency"] == by_file["latency"]
+
+
+def test_a_folder_of_several_reports_names_them(tmp_path, capsys):
+    perf = Path(__file__).parent / "data" / "inference_perf_h100"
+    assert main(["simulate", "--trace", str(perf), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "is a folder without one per-request log" in err and "stage_3_lifecycle_metrics.json" in err
+
+
 def test_an_explicit_gpu_wins_and_the_kv_cache_is_sized_for_it(tmp_path):
     summary, meta = simulate(tmp_path, "--gpu", "a100")
     record = summary["run"]["trace_meta"]

@@ -11,7 +11,7 @@ def add(sub) -> None:
                        description="Simulate one scheduler and write summary.json, requests.csv, steps.csv "
                                    "and meta.json (and with --plots, latency_cdf.png and kv_usage.png, and "
                                    "timeline.png for a run with a timeline) to --out. A --trace with a real run's "
-                                   "meta.json beside it (validate-serving's run folder) simulates that run's "
+                                   "meta.json beside it (or that run's folder: its log as validate-serving picks it) simulates that run's "
                                    "machine: its model, GPU, limits, KV cache and vLLM's scheduler, wherever no "
                                    "option or --config key gives one (said on stderr, kept in summary.json).")
     s.add_argument("--scheduler", help="scheduler name (see `llmsched presets`); default sarathi")

@@ -30,6 +30,7 @@ from ..hardware.models import ModelSpec, model as model_preset
 from ..workload.traces.hash_blocks import HASH_BLOCK
 from ..workload.traces.guidellm_report import benchmarks_of, read_guidellm
 from ..workload.traces.lifecycle_report import is_lifecycle, read_lifecycle
+from ..workload.traces.run_log import LOG_NAMES, run_log
 from ..workload.traces.server_log import ServerLog, read_json, read_server_log
 from .perf_stages import config_load_type, stage_data
 
@@ -40,7 +41,6 @@ ENGINE_INT_BOUNDS = {"max_num_seqs": MAX_REQUESTS, "num_gpu_blocks": MAX_BLOCKS,
 
 # the per-request logs a folder is read by, in this order (where it also holds inference-perf's stage reports, those
 # are its runs, and --log names the per-request one)
-LOG_NAMES = ("requests.jsonl", "per_request_lifecycle_metrics.json")
 DTYPES = ("auto", "bfloat16", "bf16", "float16", "fp16", "half")
 
 
@@ -136,7 +136,7 @@ def load_run(folder, log_name: str | None = None, boundary: str | None = None,
     if not folder.is_dir():
         raise ValueError(f"{folder}: not a folder; give a run's folder (requests.jsonl or a vllm bench serve "
                          f"result .json, meta.json, config.json)")
-    log_path = folder / log_name if log_name else _find_log(folder)
+    log_path = folder / log_name if log_name else run_log(folder)
     if benchmark is not None:
         log = read_guidellm(log_path, read_json(log_path), measured=True, benchmark=benchmark)
     else:
@@ -208,7 +208,7 @@ def load_runs(folder, log_name: str | None = None, boundary: str | None = None) 
                 if not any(r.concurrency for r in earlier):
                     run.log.before = [(r.rate, r.count, r.drain) for r in earlier]
             return runs
-    path = folder / log_name if log_name else (_find_log(folder) if folder.is_dir() else None)
+    path = folder / log_name if log_name else (run_log(folder) if folder.is_dir() else None)
     if path is not None and path.suffix == ".json" and path.is_file():
         data = read_json(path)
         if is_lifecycle(data):
@@ -256,18 +256,6 @@ def load_stage(folder: Path, path: Path, boundary: str | None) -> ServingRun:
         report.notes.append(f"{metric} not compared: {client.get('not_comparable_why', 'meta.json says so')}")
     return ServingRun(engine.folder, engine.args, engine.config, f"{folder.name}/{path.name.split('_lifecycle')[0]}",
                       report)
-
-
-def _find_log(folder: Path) -> Path:
-    for name in LOG_NAMES:
-        if (folder / name).is_file():
-            return folder / name
-    benches = [p for p in sorted(folder.glob("*.json")) if p.name not in ("meta.json", "config.json")]
-    if len(benches) == 1:
-        return benches[0]
-    found = ", ".join(p.name for p in benches) or "none"
-    raise ValueError(f"{folder}: no requests.jsonl, and {len(benches)} other .json files ({found}); give the "
-                     f"per-request log with --log NAME")
 
 
 def read_meta(path: Path) -> EngineArgs:

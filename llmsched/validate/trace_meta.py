@@ -136,7 +136,7 @@ def trace_meta(given: dict, with_scheduler: bool) -> TraceMeta | None:
         params.pop("capture_sizes", None)  # vLLM's sizes for the run's limits, not for the ones given here
     if params != (given.get("batch_time_params") or {}):
         found.taken["batch_time_params"] = params
-    if Path(given["trace"]).suffix == ".jsonl" and "latency_boundary" not in given:
+    if resolve_data_file(given["trace"]).suffix == ".jsonl" and "latency_boundary" not in given:
         found.taken["latency_boundary"] = "engine"  # where a requests.jsonl measured (server_log.py)
     if with_scheduler and "scheduler" not in given:
         found.taken["scheduler"] = SCHEDULER

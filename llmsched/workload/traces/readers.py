@@ -21,6 +21,7 @@ import numpy as np
 from llmsched.bounds import MAX_SECONDS, MAX_TOKENS
 from llmsched.workload.traces.jsonl import first_keys, is_jsonl
 from llmsched.workload.traces.llmservingsim import FLAT as LLMSERVINGSIM, is_llmservingsim, read_llmservingsim
+from llmsched.workload.traces.run_log import run_log
 from llmsched.workload.traces.mooncake import KEYS as MOONCAKE, is_mooncake, read_mooncake
 from llmsched.workload.traces.session_trace import KEYS as SESSIONS, is_session_trace, read_session_trace
 from llmsched.workload.traces.trace_error import TraceError
@@ -63,12 +64,15 @@ class Trace:
 
 
 def resolve_data_file(name) -> Path:
-    """``name`` itself if it exists, else the same name under $LLMSCHED_DATA, $LLMSCHED_DATA/traces, then
+    """``name`` itself if it exists (a run's folder: its per-request log, ``run_log``), else the same name under $LLMSCHED_DATA, $LLMSCHED_DATA/traces, then
     ../shared/data/traces beside the current directory and beside the repository, then in those folders'
     subfolders (the Mooncake traces live in traces/mooncake)."""
     given = Path(name).expanduser()
-    if given.is_dir():
-        raise DataFileNotFound(f"{str(name)!r} is a folder; give a CSV file in it")
+    if given.is_dir():  # a real run's folder: its per-request log, as validate-serving reads it
+        try:
+            return run_log(given)
+        except ValueError as e:
+            raise DataFileNotFound(f"{str(name)!r} is a folder without one per-request log: {e}") from None
     tried = [given]
     env = os.environ.get("LLMSCHED_DATA")
     if not given.is_absolute():
