@@ -264,11 +264,9 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
               else make_router(cfg.router, cfg.router_params))
     source, log, fe = client_sends_of(cfg, source, log, keep_gaps, replicas[0].caching, replicas)
     if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
-        if cfg.client_timeout is not None:
-            raise ValueError(f"client_timeout {cfg.client_timeout:g}: a MoE model's DP ranks step in lockstep "
-                             f"(sim/dp_lockstep.py), which does not model aborts; leave --client-timeout out")
         result = simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps,
-                                   log=log)
+                                   log=log, client_timeout=cfg.client_timeout,
+                                   abort_delay=fe.handoff if fe is not None else 0.0)
     else:
         result = simulate(source, replicas, router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes,
                           progress=progress, keep_gaps=keep_gaps, log=log, client_timeout=cfg.client_timeout,

@@ -238,12 +238,9 @@ def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, 
                           abort_delay=fe.handoff if fe is not None else 0.0)
         result.fleet = state.summary(result.end_time)
     else:
-        if cfg.client_timeout is not None:
-            raise ValueError(f"client_timeout {cfg.client_timeout:g}: a fleet whose replicas join or leave runs in "
-                             f"the fleet loop (sim/fleet_loop.py), which does not model aborts yet; leave "
-                             f"--client-timeout out")
         result = simulate_fleet(source, state, horizon=horizon, seed=cfg.seed, progress=progress,
-                                keep_gaps=keep_gaps, log=log)
+                                keep_gaps=keep_gaps, log=log, client_timeout=cfg.client_timeout,
+                                abort_delay=fe.handoff if fe is not None else 0.0)
     if fe is not None:
         to_client(result.requests, result.steps, fe, cfg.stream_interval)
     if state.autoscalers or cfg.cold_start is not None or cfg.cold_start_params:

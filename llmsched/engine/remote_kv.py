@@ -90,6 +90,13 @@ def loaded(rep, req: Request) -> None:
     rep.waiting.insert(front(rep.waiting), req)  # behind the loaded requests already waiting
 
 
+def drop(rep, req: Request) -> None:
+    """``req``'s transfer ended after its client gave up (``Replica.abort``): its reserved blocks are freed, as
+    vLLM frees an aborted request's blocks once its receive finished (``_update_from_kv_xfer_finished``)."""
+    rep.transferring.remove(req)
+    rep.kv.release(req)
+
+
 def front(waiting: list[Request]) -> int:
     """Where the head of ``waiting`` begins for a request that holds no KV: after the loaded ones (vLLM 0.32 drains
     its KV-holding waiting queue first, so a preempted request cannot hold the blocks a loaded one waits behind)."""

@@ -197,6 +197,9 @@ class Replica:
         """``req``'s prompt KV has arrived: it waits with the prompt computed but its last token."""
         self.version += 1
         self.clock.tick(now)
+        if req.status is Status.ABORTED:  # its client gave up during the transfer: the blocks go now (abort)
+            remote_kv.drop(self, req)
+            return
         self.arrivals += 1
         remote_kv.loaded(self, req)
 
@@ -532,6 +535,10 @@ class Replica:
         for r, _ in tiers.ready:
             self.loading.remove(r)
             self.kv.loaded(r)
+            if r.status is Status.ABORTED:  # its client gave up during the load: the blocks go now (abort)
+                self.kv.release(r)
+                self.kv.discard(r)
+                continue
             back.append(r)
         tiers.ready = []
         self.waiting[:0] = back
@@ -637,7 +644,10 @@ class Replica:
 
     def abort(self, req: Request, reason: str, now: float) -> None:
         """``req``'s client gave up: between steps, as vLLM's engine core reads an abort with its inputs, the
-        request leaves with its KV freed (vLLM's ``finish_requests(..., ABORTED)``), ``completed`` with ABORTED."""
+        request leaves with its KV freed (vLLM's ``finish_requests(..., ABORTED)``), ``completed`` with ABORTED.
+        A request whose KV is still arriving (a tier's load, a prefill instance's transfer) keeps its blocks until
+        the load lands (``finish_requests`` delays the free of a ``WAITING_FOR_REMOTE_KVS`` request), then lets
+        them go (``land_loads``, ``remote_kv.loaded``)."""
         assert not self.busy, "abort while a step is running: abort between steps"
         self.version += 1
         self.clock.tick(now)
@@ -649,6 +659,10 @@ class Replica:
         elif req.status is Status.SWAPPED:
             kv.drop_swapped(req)
             self.swapped.remove(req)
+        elif req in self.loading or req in self.transferring:
+            pass  # its blocks wait for the load to land
+        elif req in self.receiving:  # no block reserved yet
+            self.receiving.remove(req)
         else:
             self.waiting.remove(req)
             if req.num_blocks:  # KV a tier loaded, or a prefill instance sent, while it waited
@@ -682,6 +696,7 @@ class Replica:
         left = self.waiting + self.running + self.swapped + self.loading
         if self.receiving or self.transferring:  # prompts a prefill instance sends: their blocks freed
             left += remote_kv.stop(self)
+        left = [r for r in left if r.status is not Status.ABORTED]  # (one waiting for its load left at its abort)
         self.loading = []
         for r in left:
             r.status = status

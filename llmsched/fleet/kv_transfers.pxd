@@ -12,6 +12,7 @@ cdef class KVTransfers:
     cdef public object tp_of
     cdef public object block_of
     cdef public dict records
+    cdef public dict moving
     cdef public FairNetwork network
     cdef public object count
     cdef public object bytes

@@ -50,6 +50,7 @@ class KVTransfers:
         self.tp_of = tp_of
         self.block_of = block_of
         self.records = records
+        self.moving: dict = {}  # request id -> its record, while its KV moves (its row may be written before it lands)
         self.network = FairNetwork()
         self.count = 0
         self.bytes = 0  # every rank's bytes, all transfers: the volume that crossed the network
@@ -92,6 +93,7 @@ class KVTransfers:
         net.start(now, moved, req, (out, into), self.link.latency)
         rec[1] = now
         rec[3] = total
+        self.moving[req.id] = rec
         self.count += 1
         self.bytes += total
         self.first = min(self.first, now)
@@ -103,7 +105,7 @@ class KVTransfers:
         """``[(request, finish time)]`` of the transfers finished by ``t``."""
         done = self.network.advance(t)
         for req, end in done:
-            rec = self.records[req.id]
+            rec = self.moving.pop(req.id)  # (a request whose client gave up during the transfer left already)
             rec[2] = end
             self.durations.append(end - rec[1])
             if end > self.last:

@@ -23,7 +23,8 @@ import numpy as np
 
 from ..engine.replica import Replica
 from ..metrics.requests import RequestLog
-from .simulator import RunResult, finish_run
+from ..request import Status
+from .simulator import DONE, RunResult, finish_run
 
 
 def in_lockstep(dp: int, expert_parallel: bool, spec) -> bool:
@@ -33,10 +34,12 @@ def in_lockstep(dp: int, expert_parallel: bool, spec) -> bool:
 
 
 def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | None = None, seed: int = 0,
-                      keep_gaps: bool = True, log: RequestLog | None = None) -> RunResult:
+                      keep_gaps: bool = True, log: RequestLog | None = None, client_timeout: float | None = None,
+                      abort_delay: float = 0.0) -> RunResult:
     """Run ``source`` through the DP ranks ``replicas`` stepping in lockstep (module docstring); the same
-    contract as ``simulate`` (every request leaves finished, rejected or unfinished at ``horizon``), ``log`` too
-    (a log of cached tokens, or a streamed one)."""
+    contract as ``simulate`` (every request leaves finished, rejected, aborted by its client's timeout, or
+    unfinished at ``horizon``; ``client_timeout`` and ``abort_delay`` as there), ``log`` too (a log of cached
+    tokens, or a streamed one)."""
     if len(replicas) < 2:
         raise ValueError("a DP group in lockstep needs at least two ranks")
     for i, rep in enumerate(replicas):
@@ -75,6 +78,31 @@ def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | 
             push(source.on_done(r, t))
 
     held = [[] for _ in replicas] if replicas[0].batch_time.async_admission else None
+    # client timeouts: (time, seq, request) when each abort reaches the engine, and those that reached a rank
+    # during the group's step (applied at its end, between steps, as vLLM's engine core reads them)
+    aborts: list = []
+    aborting: list = []
+    reason = (f"aborted: no answer {client_timeout:g} s after the client sent it (client timeout)"
+              if client_timeout is not None else "")
+
+    def abort(r, t: float) -> None:
+        """``r``'s abort reaches the group at ``t``: held for the step in flight, it never joins its rank; on a
+        rank, between steps."""
+        if held is not None:
+            for i, waiting in enumerate(held):
+                if r in waiting:
+                    waiting.remove(r)
+                    r.replica = i
+                    r.status, r.reject_reason, r.finish = Status.ABORTED, reason, t
+                    replicas[i].completed.append(r)
+                    drain(replicas[i], t)
+                    return
+        if group_end is not None:
+            aborting.append(r)
+            return
+        rep = replicas[r.replica]
+        rep.abort(r, reason, t)
+        drain(rep, t)
 
     def admit_held(t: float) -> None:
         """Arrivals held during the group's step join their ranks, queued at its end ``t`` (simulator.py)."""
@@ -103,7 +131,10 @@ def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | 
     now, group_end, cut = 0.0, None, False
     while True:
         t_arrival = heap[0][0] if heap else math.inf
-        if group_end is not None and group_end <= t_arrival:
+        while aborts and aborts[0][2].status in DONE:
+            heapq.heappop(aborts)  # the abort of a request that left
+        t_abort = aborts[0][0] if aborts else math.inf
+        if group_end is not None and group_end <= t_arrival and group_end <= t_abort:
             t = group_end
             if horizon is not None and t > horizon:
                 cut = True
@@ -114,6 +145,11 @@ def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | 
                     rep.end_step(t)
                     if rep.completed:
                         drain(rep, t)
+            group_end = None
+            for r in aborting:
+                if r.status not in DONE:
+                    abort(r, t)
+            aborting.clear()
             group_end = start_group(t)
             if held is not None and any(held):
                 admit_held(t)
@@ -122,6 +158,16 @@ def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | 
             continue
         wakes = [w for rep in replicas if (w := getattr(rep, "wake_at", None)) is not None] if group_end is None else []
         t_wake = min(wakes) if wakes else math.inf
+        if t_abort < min(t_arrival, t_wake):  # (after the other events of its instant)
+            t = t_abort
+            if horizon is not None and t > horizon:
+                cut = True
+                break
+            now = t
+            abort(heapq.heappop(aborts)[2], t)
+            if group_end is None and (heap[0][0] != t if heap else True):
+                group_end = start_group(t)  # the freed KV may let a waiting request in
+            continue
         if t_arrival == math.inf and t_wake == math.inf:
             break
         t = min(t_arrival, t_wake)
@@ -131,6 +177,9 @@ def simulate_lockstep(source, replicas: list[Replica], router, horizon: float | 
         now = t
         if t_arrival <= t_wake:
             req = heapq.heappop(heap)[2]
+            if client_timeout is not None:
+                heapq.heappush(aborts, (max(req.sent + client_timeout + abort_delay, t), seq, req))
+                seq += 1
             rep = replicas[router.route(req, replicas, rng)]
             if held is not None and group_end is not None:
                 held[rep.index].append(req)

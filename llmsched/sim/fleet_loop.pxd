@@ -38,6 +38,13 @@ cdef class FleetLoop:
     cdef public Py_ssize_t transfer_event
     cdef public dict unread
     cdef public dict unread_of
+    cdef public object client_timeout
+    cdef public double abort_delay
+    cdef public str timeout_reason
+    cdef public list aborts
+    cdef public dict live
+    cdef public dict hopping
+    cdef public dict aborting
     cpdef schedule(self, t, action)
     cdef push(self, t, kind, payload)
     cdef next_event(self)
@@ -58,6 +65,9 @@ cdef class FleetLoop:
     cdef admit_held(self, Replica rep, t)
     @cython.locals(rep=Replica)
     cdef enter(self, Request req, path, stage, t)
+    @cython.locals(r=Request, rep=Replica, waiting=list)
+    cdef abort(self, rid, t, ending=*)
+    cdef apply_aborts(self, Replica rep, t)
     cdef step_ended(self, Replica rep, t)
     @cython.locals(rep=Replica, pending=Request)
     cpdef run(self)

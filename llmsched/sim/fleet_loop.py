@@ -41,7 +41,7 @@ from .simulator import RunResult, finish_run, initial_arrivals, progress_bar
 
 ARRIVAL, STEP_END, WAKE, STAGE, TRANSFER = 0, 1, 2, 3, 4
 ADD, RECEIVE, LOAD = 0, 1, 2  # what a request held for a step in flight does when the step ends
-FINISHED, REJECTED, UNFINISHED = Status.FINISHED, Status.REJECTED, Status.UNFINISHED
+FINISHED, REJECTED, UNFINISHED, ABORTED = Status.FINISHED, Status.REJECTED, Status.UNFINISHED, Status.ABORTED
 
 
 def join_held(rep, r, how: int, t: float) -> None:
@@ -57,12 +57,13 @@ def join_held(rep, r, how: int, t: float) -> None:
 
 
 def simulate_fleet(source, fleet: FleetState, horizon: float | None = None, seed: int = 0, progress: bool = False,
-                   keep_gaps: bool = True, log: RequestLog | None = None) -> RunResult:
+                   keep_gaps: bool = True, log: RequestLog | None = None, client_timeout: float | None = None,
+                   abort_delay: float = 0.0) -> RunResult:
     """Run ``source``'s requests through ``fleet`` until all leave, or until ``horizon``: the contract of
-    ``simulate`` (every request leaves finished, rejected with a reason, or unfinished at the horizon; ``log`` a
-    request log or a stream), with the fleet's lifecycle and paths (module docstring). ``result.fleet`` is the
-    fleet's accounting (``FleetState.summary``)."""
-    return FleetLoop(source, fleet, horizon, seed, progress, keep_gaps, log).run()
+    ``simulate`` (every request leaves finished, rejected with a reason, aborted by its client's timeout, or
+    unfinished at the horizon; ``log`` a request log or a stream), with the fleet's lifecycle and paths (module
+    docstring). ``result.fleet`` is the fleet's accounting (``FleetState.summary``)."""
+    return FleetLoop(source, fleet, horizon, seed, progress, keep_gaps, log, client_timeout, abort_delay).run()
 
 
 class FleetLoop:
@@ -71,7 +72,7 @@ class FleetLoop:
     replicas' fields and clocks as struct slots."""
 
     def __init__(self, source, fleet: FleetState, horizon: float | None, seed: int, progress: bool, keep_gaps: bool,
-                 log: RequestLog | None):
+                 log: RequestLog | None, client_timeout: float | None = None, abort_delay: float = 0.0):
         if horizon is not None and not horizon > 0:
             raise ValueError(f"horizon must be a positive number of seconds, got {horizon}")
         self.source = source
@@ -109,6 +110,18 @@ class FleetLoop:
         # request id -> that replica's index, and per replica index how many (a draining one stays while any)
         self.unread = {}
         self.unread_of = {}
+        # client timeouts: each request's abort (time, seq, request id) in a queue of its own, so that the aborts of
+        # requests that already left keep neither the run nor the fleet's actions going; the request each id is at
+        # now (a stage's copy), the ids between two stages (-> their path and next stage), and per replica index
+        # the ids whose abort reached it during a step (applied when the step ends)
+        self.client_timeout = client_timeout
+        self.abort_delay = abort_delay
+        self.timeout_reason = (f"aborted: no answer {client_timeout:g} s after the client sent it (client timeout)"
+                               if client_timeout is not None else "")
+        self.aborts = []
+        self.live = {} if client_timeout is not None else None
+        self.hopping = {}
+        self.aborting = {}
         begin = getattr(choose, "begin", None)
         if begin is not None:  # a chooser that reads the fleet (a decider reading the decode pool's caches)
             begin(fleet)
@@ -132,6 +145,9 @@ class FleetLoop:
         actions = self.actions
         if actions and actions[0][0] < t:
             t = actions[0][0]
+        aborts = self.aborts
+        if aborts and aborts[0][0] < t:
+            t = aborts[0][0]
         return t
 
     def client_request(self, r):
@@ -148,6 +164,8 @@ class FleetLoop:
 
     def leave(self, r, t: float) -> None:
         """``r`` leaves the run (finished, or rejected in any stage)."""
+        if self.live is not None:
+            self.live.pop(r.id, None)
         r = self.client_request(r)
         if self.unread:  # rejected before its KV was read: vLLM's decode side tells the prefill side to free it
             self.read(r.id, t)
@@ -231,6 +249,9 @@ class FleetLoop:
                         raise ValueError(f"path handoff {path.handoffs[stage]!r}: request {r.id} ready at {ready}, "
                                          f"before its stage ended at {t}")
                     self.push(ready, STAGE, (nxt, path, stage + 1))
+                    if self.live is not None:  # in the hop: an abort now ends it there
+                        self.live[r.id] = nxt
+                        self.hopping[r.id] = (path, stage + 1)
                     if path.stages[stage + 1].receives_kv:  # its KV stays on rep until a decode replica reads it
                         self.unread[r.id] = rep.index
                         self.unread_of[rep.index] = self.unread_of.get(rep.index, 0) + 1
@@ -263,8 +284,17 @@ class FleetLoop:
 
     def enter(self, req, path, stage: int, t: float) -> None:
         """``req`` enters ``stage`` of ``path`` at ``t``: routed to a replica serving that stage's role."""
+        live = self.live
+        if live is not None:
+            if stage == 0:  # the client gives up client_timeout after its send; the engine hears abort_delay later
+                heappush(self.aborts, (max(req.sent + self.client_timeout + self.abort_delay, t), self.seq, req.id))
+                self.seq += 1
+            else:
+                self.hopping.pop(req.id, None)
         if stage == 0 and path.begin is not None:
             req = path.begin(req)
+        if live is not None:
+            live[req.id] = req
         if self.staged:
             self.stage_of[req.id] = (path, stage)
         role = path.stages[stage].role
@@ -291,11 +321,55 @@ class FleetLoop:
         if not rep.clock.busy:
             self.wake_or_start(rep, t)
 
+    def abort(self, rid: int, t: float, ending=None) -> None:
+        """The abort of request ``rid``'s client reaches the fleet at ``t``: wherever the request is now, it leaves
+        ABORTED. In the hop between two stages (vLLM's proxy holds it) or held for a step in flight before it
+        joined its replica, at once; on a replica, between its steps (``Replica.abort``: vLLM's engine core reads
+        an abort with its inputs), so at the end of the step in flight if there is one. ``ending``: the replica
+        whose step ends now (``apply_aborts``), which plans its next step itself."""
+        r = self.live.get(rid)
+        if r is None:  # it left already
+            return
+        at = self.hopping.pop(rid, None)
+        if at is not None:
+            if self.staged:
+                self.stage_of[rid] = at
+            r.status, r.reject_reason, r.finish = ABORTED, self.timeout_reason, t
+            self.leave(r, t)
+            return
+        held = self.held
+        if held is not None:
+            for i, waiting in held.items():
+                for k, (q, how) in enumerate(waiting):
+                    if q is r and how != LOAD:  # queued or received at the step's end: it never joins
+                        del waiting[k]
+                        rep = self.replicas[i]
+                        r.replica = i
+                        r.status, r.reject_reason, r.finish = ABORTED, self.timeout_reason, t
+                        rep.completed.append(r)
+                        self.drain(rep, t)
+                        return
+        rep = self.replicas[r.replica]
+        if rep.clock.busy:
+            self.aborting.setdefault(rep.index, []).append(rid)
+            return
+        rep.abort(r, self.timeout_reason, t)
+        self.drain(rep, t)
+        if rep is not ending and not rep.clock.busy:
+            self.start(rep, t, None)
+
+    def apply_aborts(self, rep, t: float) -> None:
+        """The aborts that reached ``rep`` during its step that ended at ``t``, each where its request is now (it
+        may have finished, or gone on to its next stage)."""
+        for rid in self.aborting.pop(rep.index):
+            self.abort(rid, t, rep)
+
     def step_ended(self, rep, t: float) -> None:
         """``rep``'s step in flight ends at ``t``."""
         held = self.held
         waiting = held is not None and held.get(rep.index)
-        if rep.end_and_repeat(t):  # the same plan again: fold the steps before the next event
+        aborted = self.aborting.get(rep.index) if self.live is not None else None
+        if not aborted and rep.end_and_repeat(t):  # the same plan again: fold the steps before the next event
             if rep.reserved:
                 self.start_transfers(rep, t)
             if not waiting and not rep.receiving:
@@ -311,6 +385,8 @@ class FleetLoop:
             rep.end_step(t)
             if rep.completed:
                 self.drain(rep, t)
+            if aborted:
+                self.apply_aborts(rep, t)
             self.start(rep, t, t if waiting else None)  # held arrivals: no fast-forward, they join once planned
             if waiting:
                 self.admit_held(rep, t)
@@ -322,15 +398,20 @@ class FleetLoop:
         choose, draining, fleet = self.choose, self.draining, self.fleet
         now = 0.0
         cut = False
-        while heap or self.pending is not None:
+        aborts, live = self.aborts, self.live
+        while heap or self.pending is not None or aborts:
             while heap and heap[0][2] == TRANSFER and heap[0][3] != self.transfer_event:
                 heappop(heap)  # a stale transfer event: the transfers changed since it was pushed
+            while aborts and aborts[0][2] not in live:
+                heappop(aborts)  # the abort of a request that left
             pending = self.pending
-            if not heap and pending is None:
+            if not heap and pending is None and not aborts:
                 break
             t_work = pending.arrival if pending is not None else inf
             if heap and heap[0][0] < t_work:
                 t_work = heap[0][0]
+            if aborts and aborts[0][0] < t_work:
+                t_work = aborts[0][0]
             if actions and actions[0][0] <= t_work:  # the fleet acts first at its instant
                 t, _, action = heappop(actions)
                 if horizon is not None and t > horizon:
@@ -344,6 +425,12 @@ class FleetLoop:
             if horizon is not None and t_work > horizon:
                 cut = True
                 break
+            if aborts and aborts[0][0] == t_work and (pending is None or t_work < pending.arrival) and (
+                    not heap or t_work < heap[0][0]):  # a client gives up (after the other events of its instant)
+                t, _, rid = heappop(aborts)
+                now = t
+                self.abort(rid, t)
+                continue
             if pending is not None and (not heap or pending.arrival <= heap[0][0]):
                 x = pending
                 t = pending.arrival
@@ -364,18 +451,19 @@ class FleetLoop:
                     self.start(rep, t, None)
             elif kind == STAGE:
                 req, path, stage = x
-                self.enter(req, path, stage, t)
+                if req.status is not ABORTED:  # (else its client gave up during the hop)
+                    self.enter(req, path, stage, t)
             elif kind == TRANSFER:
                 if x == self.transfer_event:
                     self.settle_transfers(t)
                     self.push_transfer()
             else:  # ARRIVAL: a closed loop's next request
                 self.enter(x, choose(x), 0, t)
-        cut = cut and bool(heap or self.pending is not None)
+        cut = cut and bool(heap or self.pending is not None or aborts)
         log = self.log
         if cut:
             for _, _, kind, x in heap:  # requests between two stages when the horizon cut the run
-                if kind == STAGE:
+                if kind == STAGE and x[0].status is not ABORTED:
                     req = x[0]
                     req.status = UNFINISHED
                     req.reject_reason = f"unfinished at the horizon t={horizon:g}s (between two stages of its path)"
