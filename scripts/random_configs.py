@@ -5,10 +5,13 @@ Each seed draws one ``llmsched simulate`` command line: any scheduler (with --or
 router and 1-8 replicas, model/GPU pairs from presets and config.json files, open loops (Poisson, gamma, constant,
 a rate schedule), closed loops (with sessions of several turns), tenants of weights far apart (and the fair
 policies), the shared-prefix workload and a Mooncake trace with prefix caching on or off, token budgets below the
-concurrency and of a few tokens, tiny and large KV caches, swap, every overflow mode, fp8 KV. It runs in this
-process through ``llmsched.cli.main`` with ``--out``, and is one of:
+concurrency and of a few tokens, tiny and large KV caches, swap, every overflow mode, fp8 KV; since 2026-11-30
+(drawn after all the others, so a seed's earlier choices are unchanged) also disaggregated and autoscaled fleets,
+client timeouts and KV tiers below the GPU. It runs in this process through ``llmsched.cli.main`` with ``--out``,
+and is one of:
 
-* ``ok``: exit 0, requests.csv holds every request that entered (each finished, or rejected with a reason);
+* ``ok``: exit 0, requests.csv holds every request that entered (each finished, or rejected or aborted with a
+  reason);
 * ``refused``: exit 2 with one line on stderr, before the simulation started (a configuration it cannot run);
 * ``aborted``: an error after the simulation started (a run stopped midway: its output lost);
 * ``lost``: exit 0 but requests.csv lacks requests, or holds one neither finished nor rejected with a reason;
@@ -43,6 +46,8 @@ PAIRS = (("llama-3-8b", "a100"), ("llama-2-7b", "h100"), ("mistral-7b", "l20"), 
          (str(CONFIGS / "codellama-34b"), "h200"))
 WORKLOADS = ("sharegpt", "azure-conv", "azure-code", "lmsys", "arxiv-summarization")
 ROUTERS = ("round-robin", "random", "least-outstanding", "least-load", "prefix-affinity", "prefix-hash")
+LINKS = ("nvlink4", "ib-100g", "ib-400g", "pcie", "same-node", "bw=1e8,latency=0.01")
+AUTOSCALERS = ("hpa", "kpa", "dynamo-sla", "saturation", "predictive")
 TIERS = ("paid:tbt=0.1:share=0.3,free:tbt=0.5", "gold:ttft=1:tpot=0.05:share=0.5,bronze:ttft=5")
 MOONCAKE = "conversation_trace.jsonl"  # found as --trace finds it (../shared/data/traces/mooncake)
 
@@ -122,7 +127,32 @@ def command(seed: int) -> tuple[list[str], int | None]:
         args += ["--no-prefix-caching"]
     if rng.random() < 0.1:
         args += ["--kv-cache-dtype", "fp8"]
+    fleet = rng.random()
+    if fleet < 0.2:  # prefill and decode pools
+        drop_replicas(args)
+        args += ["--disaggregate", pick(("1P1D", "2P1D", "1P2D")), "--kv-link", pick(LINKS),
+                 "--pd-decider", pick(("always", "always", "llm-d", "dynamo"))]
+        if rng.random() < 0.3:
+            args += ["--kv-connector", "layerwise"]
+    elif fleet < 0.3:  # replicas that come and go, with a start-up short enough to matter in a short run
+        drop_replicas(args)
+        args += ["--autoscaler", pick(AUTOSCALERS), "--min-replicas", "1", "--max-replicas",
+                 str(int(rng.integers(1, 5))), "--cold-start", f"{rng.uniform(0.1, 5):.3g}"]
+    if rng.random() < 0.3:
+        args += ["--client-timeout", str(pick((0.2, 1.0, 5.0, 60.0)))]
+    tiers_fit = loop in ("trace", "shared-prefix") and fleet >= 0.2 and "--no-prefix-caching" not in args
+    if rng.random() < 0.3 and tiers_fit:  # tiers keep cached prefixes: prompts with identities, not a decode pool
+        args += ["--kv-offload", pick(("cpu:1GiB", "cpu:50GiB", "cpu:2GiB,disk:20GiB")),
+                 "--kv-offload-mode", pick(("vllm", "lmcache"))]
     return args, n
+
+
+def drop_replicas(args: list[str]) -> None:
+    """A fleet sizes its own pools: no --replicas or --router."""
+    for flag in ("--replicas", "--router"):
+        if flag in args:
+            at = args.index(flag)
+            del args[at:at + 2]
 
 
 def outcome(seed: int) -> tuple[int, str, str]:
@@ -159,16 +189,16 @@ def outcome(seed: int) -> tuple[int, str, str]:
 
 
 def lost(out: Path, n: int) -> tuple[str, str]:
-    """("ok", "") or ("lost", what) from the run's requests.csv: every request that entered, each finished or
-    rejected with a reason (no run here has a horizon)."""
+    """("ok", "") or ("lost", what) from the run's requests.csv: every request that entered, each finished, or
+    rejected or aborted with a reason (no run here has a horizon)."""
     with open(out / "requests.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     problems = [] if len(rows) == n else [f"{len(rows)} of {n} requests in requests.csv"]
     for r in rows:
         status = r["status_name"]
-        if status not in ("FINISHED", "REJECTED"):
+        if status not in ("FINISHED", "REJECTED", "ABORTED"):
             problems.append(f"request {r['id']} left {status}")
-        elif status == "REJECTED" and not r["reason"]:
+        elif status in ("REJECTED", "ABORTED") and not r["reason"]:
             problems.append(f"request {r['id']} rejected without a reason")
     return ("lost", "; ".join(problems[:3])) if problems else ("ok", "")
 
