@@ -272,7 +272,7 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
                           progress=progress, keep_gaps=keep_gaps, log=log, client_timeout=cfg.client_timeout,
                           abort_delay=fe.handoff if fe is not None else 0.0)
     if fe is not None:
-        to_client(result.requests, result.steps, fe, cfg.stream_interval)
+        to_client(result.requests, result.steps, fe, cfg.stream_interval, cfg.client_timeout)
     return result
 
 

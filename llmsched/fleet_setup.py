@@ -242,7 +242,7 @@ def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, 
                                 keep_gaps=keep_gaps, log=log, client_timeout=cfg.client_timeout,
                                 abort_delay=fe.handoff if fe is not None else 0.0)
     if fe is not None:
-        to_client(result.requests, result.steps, fe, cfg.stream_interval)
+        to_client(result.requests, result.steps, fe, cfg.stream_interval, cfg.client_timeout)
     if state.autoscalers or cfg.cold_start is not None or cfg.cold_start_params:
         result.fleet["cost"] = fleet_cost(result.fleet, configs)
     return result, state

@@ -275,6 +275,44 @@ def test_a_failed_request_in_inference_perfs_report_is_refused(tmp_path):
         read_server_log(path, measured=True)
 
 
+def failed_stage(tmp_path, failures: int, timeout: float | None) -> Path:
+    """The demo's stage 3 (112 req/s, near the server's ceiling) as if ``failures`` of its requests had failed,
+    with ``timeout`` as its config.yaml's load.request_timeout (None: no config.yaml)."""
+    folder = tmp_path / "failed"
+    folder.mkdir()
+    data = json.loads((PERF / "stage_3_lifecycle_metrics.json").read_text())
+    data["failures"] = {"count": failures}
+    data["load_summary"]["count"] += failures
+    (folder / "stage_3_lifecycle_metrics.json").write_text(json.dumps(data))
+    for name in ("meta.json", "config.json"):
+        (folder / name).write_text((PERF / name).read_text())
+    if timeout is not None:
+        (folder / "config.yaml").write_text(f"load:\n  type: constant\n  request_timeout: {timeout}\n")
+    return folder
+
+
+def test_a_stage_with_failures_is_replayed_through_its_clients_timeout(tmp_path):
+    """Every request sent is replayed, those its client's timeout ends are the replay's failures, and the rest's
+    percentiles are compared with the report's successes."""
+    stage = load_runs(failed_stage(tmp_path, 40, 1.5))[0]
+    assert stage.log.failures == 40 and stage.log.count == 6715 + 40 and stage.log.timeout == 1.5
+    assert any("40 of 6755 requests failed" in n and "load.request_timeout" in n for n in stage.log.notes)
+    assert replay_config(stage, "h100").client_timeout == 1.5
+    row = validate(stage, "h100")
+    assert row["failures"]["real"] == 40 and row["failures"]["timeout_s"] == 1.5
+    assert 0 < row["failures"]["simulated"] < 6755
+    compared = 6755 - row["failures"]["simulated"]
+    assert row["simulated"]["e2e"]["p99"] < 1.5 + 0.01  # the kept requests all answered within the timeout
+    assert row["simulated"]["throughput"]["rps"] * row["simulated"]["throughput"]["span_s"] == pytest.approx(compared)
+
+
+def test_a_stage_without_its_timeout_keeps_inference_perfs_default(tmp_path):
+    stage = load_runs(failed_stage(tmp_path, 3, None))[0]
+    assert stage.log.timeout == 300.0  # aiohttp's ClientTimeout(total=5 * 60), inference-perf's session default
+    assert any("aiohttp's default" in n for n in stage.log.notes)
+    assert validate(stage, "h100")["failures"] == {"real": 3, "simulated": 0, "timeout_s": 300.0}
+
+
 def shared_prompt_run(tmp_path, multi_turn: bool = False, caching: bool = True) -> list:
     """The demo's first two stages as if vLLM had served them with its prefix cache on (vLLM's default), and the
     generator's settings from meta.json's client.data (multi-turn chat if asked)."""

@@ -134,6 +134,10 @@ def format_report(rows: list[dict]) -> str:
                      f"({err['output_tps']:+.1f}%), {real['rps']:.3f} -> {sim['rps']:.3f} req/s ({err['rps']:+.1f}%)")
         if "prefix_cache" in row:
             lines.append("  " + format_prefix_cache(row["prefix_cache"]))
+        failed = row.get("failures")
+        if failed and (failed["real"] or failed["simulated"]):
+            lines.append(f"  failures       {failed['real']} -> {failed['simulated']} of {row['requests']} requests "
+                         f"(the client's timeout, {failed['timeout_s']:g} s)")
         met = [f"{name} {t['error_pct']:+.1f}% {'ok' if t['met'] else 'MISS'} (±{t['bound_pct']:g}%)"
                if t["met"] is not None else f"{name} not compared" for name, t in row["targets"].items()]
         for note in row["notes"]:
@@ -172,6 +176,9 @@ def write_report(rows: list[dict], out: Path, fit_record: dict | None) -> None:
                     err = row["errors"][metric][k]
                     w.writerow([row["run"], row["split"], metric, k, f"{real:.6g}", f"{sim:.6g}", pct_cell(err)])
             w.writerows(prefix_cache_rows(row))
+            if row.get("failures"):
+                w.writerow([row["run"], row["split"], "failures", "count", row["failures"]["real"],
+                            row["failures"]["simulated"], ""])
 
 
 def prefix_cache_rows(row: dict) -> list[list]:

@@ -14,7 +14,10 @@ send time (``sent``). ``to_client`` then rewrites the request log the way ``vllm
   chunk after the first, as vllm bench serve's ITL counts them). With k = 1 the gaps are the engine's (the output
   delay differs between consecutive tokens only by the change in their steps' batch);
 
-and keeps the engine's figures beside them (``engine_ttft``, ``engine_tpot``, ``engine_e2e``).
+and keeps the engine's figures beside them (``engine_ttft``, ``engine_tpot``, ``engine_e2e``). With a client
+timeout, a request the engine finished whose last byte would reach the client after the timeout is a failure
+there (an HTTP client's total timeout ends the read): it becomes ABORTED, as the requests the timeout ended in the
+engine are, its TTFT kept (the first token came) and no E2E.
 """
 from __future__ import annotations
 
@@ -54,7 +57,7 @@ def step_batches(steps, replicas: np.ndarray, times: np.ndarray) -> np.ndarray:
     return out
 
 
-def to_client(log, steps, front_end, stream_interval: int = 1) -> None:
+def to_client(log, steps, front_end, stream_interval: int = 1, client_timeout: float | None = None) -> None:
     """Rewrite ``log`` (a RequestLog recorded with ``client=True``) to the client's figures (module docstring)."""
     cols = log.cols
     if SENT_FIELD not in cols:
@@ -70,6 +73,18 @@ def to_client(log, steps, front_end, stream_interval: int = 1) -> None:
     out_last = front_end.output_delay(step_batches(steps, replicas, np.where(done, finish, np.nan)))
     ttft = first + out_first - sent
     e2e = np.where(done, finish + out_last - sent, np.nan)
+    if client_timeout is not None:
+        late = done & (e2e > client_timeout)
+        if late.any():  # the engine finished, but its last byte came after the client gave up
+            ids = col("id")
+            for i in np.flatnonzero(late):
+                log.reasons[int(ids[i])] = (f"aborted: no answer {client_timeout:g} s after the client sent it (client "
+                                            f"timeout; the engine finished, its last byte {e2e[i]:.6g} s after the "
+                                            f"send)")
+            status[late] = int(Status.ABORTED)
+            finish[late] = sent[late] + client_timeout
+            done = done & ~late
+            e2e[late] = np.nan
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(done & (output > 1), (e2e - ttft) / (output - 1), np.nan)
     for name, values in (("queued", queued), ("engine_ttft", col("ttft").copy()),

@@ -59,6 +59,18 @@ def config_load_type(folder: Path) -> str | None:
     return str(kind).lower() if kind is not None else None
 
 
+def config_request_timeout(folder: Path) -> float | None:
+    """The ``load.request_timeout`` (seconds) of the folder's inference-perf ``config.yaml``, if it sets one."""
+    load = perf_config(folder).get("load")
+    value = load.get("request_timeout") if isinstance(load, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{folder / 'config.yaml'}: load.request_timeout is {value!r}, not a positive number of "
+                         f"seconds")
+    return float(value)
+
+
 def perf_config(folder: Path) -> dict:
     """The ``config.yaml`` inference-perf writes beside its reports (empty when the folder has none)."""
     config = folder / "config.yaml"

@@ -34,6 +34,7 @@ from pathlib import Path
 from ..experiment import run as run_config
 from ..metrics.requests import CACHED_FIELD, prefix_cache_stats
 from ..metrics.summary import left_at
+from ..request import Status
 from ..run_config import RunConfig
 from ..hardware.gpus import gpu as gpu_preset
 from ..hardware.kv_groups import kv_groups
@@ -71,7 +72,13 @@ def replay_config(run: ServingRun, gpu: str | None = None, batch_time: str = "vl
     return RunConfig(**{**fields, "front_end": front_end or fields["front_end"]},
                      **replayed_workload(run.log, run.args.enable_prefix_caching),
                      num_blocks=kv_blocks(run, spec, gpu_preset(gpu_of(run, gpu)), model_name),
-                     latency_boundary=run.boundary)
+                     latency_boundary=run.boundary, client_timeout=client_timeout(run.log))
+
+
+def client_timeout(log) -> float | None:
+    """The replay's client timeout: an inference-perf stage's (its client always has one, and its failures are the
+    requests it ended); None for the other logs, whose failed requests are refused or left uncompared."""
+    return log.timeout if isinstance(log, LifecycleReport) else None
 
 
 def replayed_workload(log, caching: bool = True) -> dict:
@@ -222,10 +229,10 @@ def kept(run: ServingRun, result) -> np.ndarray:
     requests (an inference-perf stage replayed after the ones before it)."""
     log = run.log
     if chains(log, run.args.enable_prefix_caching):
-        return in_window(result, chained_fields(log)[1])
+        return in_window(result, chained_fields(log)[1]) & (result.requests.column("status") != int(Status.ABORTED))
     ids = result.requests.column("id")
-    if isinstance(log, LifecycleReport):
-        return np.ones(len(ids), dtype=bool)
+    if isinstance(log, LifecycleReport):  # its successes: the replay's requests its client's timeout did not end
+        return result.requests.column("status") != int(Status.ABORTED)
     return log.compared[ids]
 
 
@@ -233,7 +240,7 @@ def simulated(result, with_itl: bool, k: np.ndarray | None = None) -> dict:
     """The replay's figures over the requests ``k`` keeps (all when None)."""
     reqs = result.requests
     status = reqs.column("status")
-    done = status == 3  # Status.FINISHED
+    done = (status == int(Status.FINISHED)) | (status == int(Status.ABORTED))  # (aborted: the client's timeout)
     if not done.all():
         reasons = sorted(set(reqs.reasons.values()))[:1]
         raise ValueError(f"the replay left {int((~done).sum())} of {len(done)} requests unfinished or rejected "
@@ -345,6 +352,11 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
                        "simulated": simulated_samples(result, k)}}
     if cache is not None:
         row["prefix_cache"] = cache
+    if lifecycle:  # the requests its client gave up on: the report's failures, the replay's aborts
+        stage = in_window(result, chained_fields(run.log)[1]) if chains(run.log, run.args.enable_prefix_caching) \
+            else np.ones(len(k), dtype=bool)
+        aborted = int((stage & (result.requests.column("status") == int(Status.ABORTED))).sum())
+        row["failures"] = {"real": run.log.failures, "simulated": aborted, "timeout_s": run.log.timeout}
     return row
 
 

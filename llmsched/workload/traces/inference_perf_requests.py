@@ -39,7 +39,9 @@ def read_per_request(path: Path, rows: list, measured: bool = False) -> ServerLo
         error = rows[failed[0]]["error"]
         shown = f"{error.get('error_type')}: {error.get('error_msg')}" if isinstance(error, dict) else error
         raise TraceError(f"{path}: [{failed[0]}].error is {str(shown)[:80]!r} ({len(failed)} failed request(s)); a "
-                         f"failed request has no latencies to compare: rerun until none fails")
+                         f"failed request has no latencies, nor the output length it asked for: validate the run's "
+                         f"stage reports (stage_N_lifecycle_metrics.json), which replay failures through the "
+                         f"client's timeout, or rerun until none fails")
     prompts, outputs, firsts = [], [], []
     for i, row in enumerate(rows):
         info = row.get("info") if isinstance(row, dict) else None

@@ -16,6 +16,12 @@ load generator sends a stage of ``requested_rate`` (its load type, inference-per
 in flight, with lengths drawn from the report's own quantiles of the prompt and output lengths (linear between the
 listed quantiles, each drawn independently: the report gives no joint distribution); the percentiles are
 compared. A stage of shared prompts is replayed with its data generator instead (validate/perf_stages.py).
+
+A stage whose requests failed (``failures.count``) is replayed with all of them sent, through its client's timeout
+(``timeout``: inference-perf's ``load.request_timeout``, else aiohttp's default ``ClientTimeout(total=5 * 60)``,
+which inference-perf's session keeps when none is set: ``client/modelserver/openai_client.py`` at 7de5ef2): the
+replay's aborted requests stand for its failures (under overload the timeout is what fails a request), and the
+percentiles of the rest, as the report's are of its successes, are compared.
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ import numpy as np
 
 from .trace_error import TraceError
 
+AIOHTTP_TIMEOUT = 300.0  # aiohttp's DEFAULT_TIMEOUT total, which inference-perf keeps without load.request_timeout
 QUANTILE_KEYS = (("min", 0.0), ("p0.1", 0.001), ("p1", 0.01), ("p5", 0.05), ("p10", 0.10), ("p25", 0.25),
                  ("median", 0.5), ("p75", 0.75), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999),
                  ("max", 1.0))
@@ -55,6 +62,8 @@ class LifecycleReport:
     # in its run (rate, count, drain each; None where one of them was not a rate stage)
     data: dict | None = None
     before: list | None = None
+    failures: int = 0              # failures.count: sent, no latencies (``count`` includes them)
+    timeout: float = AIOHTTP_TIMEOUT  # its client's timeout, seconds (serving_run.py sets the run's own)
     boundary = "client"
     format = "inference-perf"
     hash_ids = None
@@ -109,12 +118,10 @@ def read_lifecycle(path: Path, data: dict) -> LifecycleReport:
     failures = (failures or {}).get("count") or 0
     if isinstance(failures, bool) or not isinstance(failures, int) or failures < 0:
         raise TraceError(f"{path}: failures.count is {failures!r}, not a number of requests")
-    if failures:
-        raise TraceError(f"{path}: failures.count is {failures}; a failed request has no latencies to compare (its "
-                         f"percentiles leave it out): rerun the stage until none fails")
     count = need(data, "successes", "count")
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise TraceError(f"{path}: successes.count is {count!r}, not a positive number of requests")
+    count += failures  # every request sent: the failed ones loaded the server too
     concurrency = need(data, "load_summary").get("concurrency")
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int)
                                     or concurrency < 1):
@@ -141,6 +148,7 @@ def read_lifecycle(path: Path, data: dict) -> LifecycleReport:
                              _quantiles(path, need_object("successes", prompts), f"successes.{prompts}"),
                              _quantiles(path, need_object("successes", "output_len"), "successes.output_len"))
     report.concurrency = concurrency
+    report.failures = failures
     usage = data["successes"].get("prompt_tokens")  # (inference-perf since a486b01: the server's cached tokens)
     if isinstance(usage, dict) and all(isinstance(usage.get(k), (int, float)) and not isinstance(usage.get(k), bool)
                                        and usage[k] >= 0 for k in ("cached", "total")) and usage["total"] > 0:
