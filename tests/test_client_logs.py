@@ -313,6 +313,18 @@ def test_a_stage_without_its_timeout_keeps_inference_perfs_default(tmp_path):
     assert validate(stage, "h100")["failures"] == {"real": 3, "simulated": 0, "timeout_s": 300.0}
 
 
+@pytest.mark.parametrize("where", ["config.yaml", "meta.json"])
+def test_a_timeout_that_is_not_seconds_is_refused_by_name(tmp_path, where):
+    folder = failed_stage(tmp_path, 3, -1 if where == "config.yaml" else None)
+    if where == "meta.json":
+        meta = json.loads((folder / "meta.json").read_text())
+        meta["client"]["request_timeout"] = "5m"
+        (folder / "meta.json").write_text(json.dumps(meta))
+    wanted = "load.request_timeout is -1" if where == "config.yaml" else "client.request_timeout is '5m'"
+    with pytest.raises(ValueError, match=re.escape(wanted)):
+        load_runs(folder)
+
+
 def shared_prompt_run(tmp_path, multi_turn: bool = False, caching: bool = True) -> list:
     """The demo's first two stages as if vLLM had served them with its prefix cache on (vLLM's default), and the
     generator's settings from meta.json's client.data (multi-turn chat if asked)."""
