@@ -17,6 +17,11 @@ scheduling wait for its end), and two more:
   replica's queue with its prompt computed (held for the step in flight, as an arrival is, under vLLM's async
   scheduling).
 
+With a client timeout, each request's abort waits in a queue of its own and ends the request wherever it is then:
+in the proxy's hop between two stages or held for a step in flight at once, on a replica between its steps
+(``Replica.abort``; a request whose KV is still arriving keeps its blocks until the transfer lands, as vLLM
+delays their free).
+
 A request that finds no replica of its stage serving (the pool scaled to 0, or every replica still starting) is
 rejected at once with that reason. A draining replica that holds nothing (none waiting, running, swapped, nor held
 for its step's end) is gone; a draining prefill replica also stays until the decode side has read every prompt's KV
@@ -163,7 +168,7 @@ class FleetLoop:
         return r
 
     def leave(self, r, t: float) -> None:
-        """``r`` leaves the run (finished, or rejected in any stage)."""
+        """``r`` leaves the run (finished, or rejected or aborted in any stage)."""
         if self.live is not None:
             self.live.pop(r.id, None)
         r = self.client_request(r)
