@@ -92,7 +92,8 @@ def test_a_disk_tier_promotes_into_host_memory():
 
 
 @pytest.mark.parametrize("mode", ["vllm", "lmcache", "lmcache-layerwise"])
-@pytest.mark.parametrize("scheduler", ["vllm-chunked", "sarathi", "vllm", "fcfs", "vtc"])
+@pytest.mark.parametrize("scheduler", ["vllm-chunked", "sarathi", "vllm", "fcfs", "vtc", "infermax",
+                                       "infermax-sarathi-pc"])
 def test_whole_runs_keep_exact_accounting(mode, scheduler, tmp_path):
     """Shared prefixes in multi-turn chat, a GPU cache far too small and small tiers that evict: the KV and tier
     accounting checked after every step, every request finished, the files written."""

@@ -87,6 +87,17 @@ class ReplicaView:
         return self._r.kv.free
 
     @property
+    def blocks_held_waiting(self) -> int:
+        """Blocks held by requests outside the running set: KV a tier is loading or loaded for a waiting request, or
+        a prefill instance's prompt KV in transfer or landed (engine/remote_kv.py). A policy that keeps its own
+        ledger of the cache cannot give these to the running requests."""
+        r = self._r
+        held = sum(q.num_blocks for q in r.loading) + sum(q.num_blocks for q in r.transferring)
+        if r.tiers is None and not held and not r.receiving and not (r.waiting and r.waiting[0].num_blocks):
+            return 0  # (no tier, nothing received: the common case, without walking the queue)
+        return held + sum(q.num_blocks for q in r.waiting if q.num_blocks)
+
+    @property
     def kv_utilisation(self) -> float:
         return self._r.kv.utilisation
 

@@ -256,7 +256,7 @@ class InferMax(Scheduler):
         pass without the step's ledger. None where the general walk is needed (a prefill, a limit binds)."""
         running = view.running
         bs = view.block_size
-        cap = self._cap_tokens(view) // bs
+        cap = self._cap_tokens(view) // bs - view.blocks_held_waiting
         n = len(running)
         if cap < 1 or n > self._batch_tokens(view) or (self.max_batch is not None and n > self.max_batch):
             return None
@@ -302,10 +302,13 @@ class _Step:
         self.policy, self.view, self.plan = policy, view, BatchPlan()
         bs = view.block_size
         self.cap_tokens = policy._cap_tokens(view)
-        self.cap = self.cap_tokens // bs
-        if self.cap < 1:
+        whole = self.cap_tokens // bs
+        if whole < 1:
             raise ValueError(f"{policy.name}: kv_slots {policy.kv_slots} is below one block of {bs} tokens")
-        self.mark = int(policy.watermark * self.cap)
+        self.mark = int(policy.watermark * whole)
+        # the paper's ledger is the running requests' KV; blocks a waiting request holds (a KV tier's load) are not
+        # the batch's to take, until that request is admitted (``_admit``)
+        self.cap = whole - view.blocks_held_waiting
         self.C = policy._batch_tokens(view)
         self.P = self.C if policy.prefill_tokens is None else min(policy.prefill_tokens, self.C)
         self.order = order = policy._running(view)
@@ -398,13 +401,16 @@ class _Step:
         blocks = self.view.blocks_for
         check, keep = self.policy._admission(r, self.view, self.cap_tokens)
         need = blocks(check)
+        self.cap += r.num_blocks  # the KV it holds (a tier loaded it) joins the ledger with it
         while self.used + need > self.cap - self.mark:
             if self.idle and self.used == 0 and blocks(keep) <= self.cap:
                 break  # an idle replica always takes the head of the queue
             if group != "all":
+                self.cap -= r.num_blocks
                 return False
             victim = self._victim(None)
             if victim is None:
+                self.cap -= r.num_blocks
                 return False
             self._evict(victim)
         self.used += blocks(keep)
