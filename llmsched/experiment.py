@@ -444,9 +444,6 @@ def open_logs(cfg: RunConfig, caching: bool, stream: bool, out):
     if stream:
         if cfg.keep_gaps:
             raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
-        if cfg.client_timeout is not None:
-            raise ValueError("a streamed run (--stream) does not count aborted requests: leave --client-timeout out "
-                             "or run without --stream")
         if client:
             raise ValueError("a streamed run (--stream) keeps no step log to price the front end's output path "
                              "per step: add --latency-boundary engine (latency_boundary = \"engine\")")

@@ -108,9 +108,21 @@ def test_a_client_timeout_aborts_requests_and_frees_their_kv(extra):
     assert before["counts"].get("aborted") is None
 
 
-def test_client_timeouts_and_streams_refuse_what_they_cannot_model():
+def test_a_stream_refuses_the_client_boundary():
     with pytest.raises(ValueError, match="--latency-boundary engine"):
         run(RunConfig(**SMALL, keep_gaps=False), stream=True)
+
+
+@pytest.mark.parametrize("fleet", [dict(), dict(disaggregate="1P1D")])
+def test_a_streamed_run_counts_its_aborts_as_a_plain_one_does(fleet):
+    """plan-day's days are streamed: a client timeout there counts the same aborts, misses in goodput."""
+    from llmsched.metrics.stream_summary import summarize_stream
+    cfg = RunConfig(**{**SMALL, "rate": 40.0, "num_requests": 200, **fleet}, keep_gaps=False,
+                    latency_boundary="engine", client_timeout=20.0)
+    plain, streamed = summarize(run(cfg)), summarize_stream(run(cfg, stream=True))
+    assert streamed["counts"]["aborted"] == plain["counts"]["aborted"] > 0
+    assert streamed["counts"]["finished"] == plain["counts"]["finished"]
+    assert streamed["goodput"]["good_requests"] == plain["goodput"]["good_requests"]
 
 
 def test_each_front_end_term_is_checked():

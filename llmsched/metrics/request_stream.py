@@ -25,6 +25,7 @@ from .writers import CHUNK_ROWS, csv_line, request_columns, write_request_rows
 LATENCIES = ("ttft", "tpot", "e2e")
 TARGETS = ("ttft", "tbt", "tpot")
 FINISHED, REJECTED, UNFINISHED = int(Status.FINISHED), int(Status.REJECTED), int(Status.UNFINISHED)
+ABORTED = int(Status.ABORTED)
 
 
 class Latency:

@@ -16,7 +16,7 @@ import numpy as np
 from .pools import fleet_section, with_cost_per_good
 from .offload_summary import offload_summary
 from .requests import CACHED_FIELD, prefix_cache_stats
-from .request_stream import FINISHED, LATENCIES, REJECTED, UNFINISHED, RequestStream
+from .request_stream import ABORTED, FINISHED, LATENCIES, REJECTED, UNFINISHED, RequestStream
 from .step_stream import StepStream
 from .latency_stats import NAN, QUANTILES, TOP_REASONS, merged_sketch, sketch_stats, value_stats
 from .policy_stats import summed
@@ -54,6 +54,9 @@ def summarize_stream(result, warmup: float = 0.0, cooldown: float = 0.0) -> dict
                    "reasons": [{"reason": k, "count": c, "example": log.reason_example[k]}
                                for k, c in log.reason_counts.most_common(TOP_REASONS)]},
     }
+    aborted = log.status[ABORTED]
+    if aborted:  # client timeouts (--client-timeout): misses, as in summarize
+        out["counts"]["aborted"] = aborted
     latency = {m: _latency(log.latency[m]) for m in LATENCIES}
     out["latency"] = {"ttft": latency["ttft"], "tbt": {**sketch_stats(merged_sketch(log)), "source": "sketch"},
                       "tpot": latency["tpot"], "e2e": latency["e2e"]}
