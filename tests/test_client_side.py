@@ -142,3 +142,15 @@ def test_a_closed_loop_client_sends_its_next_turn_after_the_last_byte_and_its_th
     for a in sent[sent > 0]:  # sent after an engine finish + the output path (at least its fixed part) + 2 s
         lag = a - 2.0 - finish
         assert ((lag >= fe.output_fixed - 1e-9) & (lag <= fe.output_delay(1024))).any()
+
+
+def test_the_tables_show_aborted_requests_only_where_a_timeout_ended_some(capsys):
+    from llmsched.cli import main
+    args = ["simulate", "--num-requests", "120", "--rate", "40", "--no-progress"]
+    assert main(args) == 0
+    assert "aborted" not in capsys.readouterr().out.splitlines()[0]
+    assert main(args + ["--client-timeout", "10"]) == 0
+    header, _, row = capsys.readouterr().out.splitlines()[:3]
+    names, cells = header.split(), row.split()
+    assert names[:4] == ["scheduler", "finished", "rejected", "aborted"]
+    assert int(cells[1]) + int(cells[2]) + int(cells[3]) == 120 and int(cells[3]) > 0

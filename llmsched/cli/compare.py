@@ -37,7 +37,7 @@ def compare(args) -> int:
     from ..report.run_figures import plot_kv_usage, plot_latency_cdfs
     from ..schedulers.registry import scheduler_info, scheduler_names
     from .run_options import base_config, run_configs
-    from .runs import TABLE_COLUMNS, check_out_dir, check_out_file, run_many, split_names, summary_row
+    from .runs import check_out_dir, check_out_file, run_many, split_names, summary_row, table_columns
     check_out_dir(args.out)
     check_out_file(args.report, "--report", "report.html")
     base = base_config(args)
@@ -60,7 +60,7 @@ def compare(args) -> int:
     cfg0 = configs[0]
     print(f"{cfg0.model} on {cfg0.gpu}, workload {cfg0.trace or cfg0.workload}, "
           f"rate {cfg0.rate if cfg0.rate else 'as traced'} req/s, seed {cfg0.seed}")
-    print(format_table(rows, TABLE_COLUMNS))
+    print(format_table(rows, table_columns(rows)))
     print(f"wrote {out}/results.csv, results.json, latency_cdf.png, kv_usage.png and {report} "
           f"({time.perf_counter() - t0:.1f} s)")
     return 0

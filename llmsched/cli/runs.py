@@ -11,6 +11,14 @@ TABLE_COLUMNS = ["scheduler", "finished", "rejected", "ttft_p50", "ttft_p99", "t
                  "throughput_rps", "output_tps", "goodput_rps", "slo_attainment", "preemptions", "wall_s"]
 
 
+def table_columns(rows: list[dict], columns: list[str] = TABLE_COLUMNS) -> list[str]:
+    """``columns``, with ``aborted`` after ``rejected`` where a client timeout ended some request of a row."""
+    if not any(row.get("aborted") for row in rows) or "rejected" not in columns:
+        return columns
+    at = columns.index("rejected") + 1
+    return [*columns[:at], "aborted", *columns[at:]]
+
+
 def run_one(cfg: RunConfig):
     from ..experiment import run
     from ..metrics.summary import summarize

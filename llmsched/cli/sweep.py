@@ -30,7 +30,7 @@ def sweep(args) -> int:
     from ..report.run_figures import plot_sweep
     from ..metrics.writers import format_table, write_table
     from .run_options import base_config, config_with_origins, run_configs
-    from .runs import TABLE_COLUMNS, check_out_dir, run_many, split_names, summary_row
+    from .runs import TABLE_COLUMNS, check_out_dir, run_many, split_names, summary_row, table_columns
     check_out_dir(args.out)
     base = base_config(args)
     chosen = args.schedulers if args.schedulers is not None else base.get("scheduler") or "vllm,sarathi"
@@ -54,7 +54,8 @@ def sweep(args) -> int:
     write_table(rows, out / "sweep.csv", out / "sweep.json")
     plot_sweep(rows, x="rate", path=out / "sweep.png")
     per_tenant = [k for k in rows[0] if k.startswith(("ttft_p99_", "service_"))] + ["jain"] if mix else []
-    print(format_table(rows, ["scheduler", "rate"] + TABLE_COLUMNS[1:] + [k for k in per_tenant if k in rows[0]]))
+    print(format_table(rows, table_columns(rows, ["scheduler", "rate"] + TABLE_COLUMNS[1:])
+                       + [k for k in per_tenant if k in rows[0]]))
     print(f"wrote {out}/sweep.csv, sweep.json, sweep.png")
     return 0
 
