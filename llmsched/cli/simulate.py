@@ -11,9 +11,10 @@ def add(sub) -> None:
                        description="Simulate one scheduler and write summary.json, requests.csv, steps.csv "
                                    "and meta.json (and with --plots, latency_cdf.png and kv_usage.png, and "
                                    "timeline.png for a run with a timeline) to --out. A --trace with a real run's "
-                                   "meta.json beside it (or that run's folder: its log as validate-serving picks it) simulates that run's "
-                                   "machine: its model, GPU, limits, KV cache and vLLM's scheduler, wherever no "
-                                   "option or --config key gives one (said on stderr, kept in summary.json).")
+                                   "meta.json beside it (or that run's folder: its log as validate-serving "
+                                   "picks it) simulates that run's machine: its model, GPU, limits, KV cache and "
+                                   "vLLM's scheduler, wherever no option or --config key gives one (said on "
+                                   "stderr, kept in summary.json).")
     s.add_argument("--scheduler", help="scheduler name (see `llmsched presets`); default sarathi")
     s.add_argument("--out", default=None, help="output folder (default: print only)")
     s.add_argument("--plots", action="store_true",

@@ -371,7 +371,8 @@ def _steps_in_system(steps, s0: float, s1: float) -> float:
 def summary_row(summary: dict, **labels) -> dict:
     """One flat row for tables and sweeps: ``labels`` first, then the headline numbers.
 
-    Keys: offered, finished, rejected, unfinished (and aborted, where a client timeout ended some), {ttft,tbt,tpot,e2e}_{mean,p50,p90,p99,max} (seconds),
+    Keys: offered, finished, rejected, unfinished (and aborted, where a client timeout ended some),
+    {ttft,tbt,tpot,e2e}_{mean,p50,p90,p99,max} (seconds),
     throughput_rps and goodput_rps (requests/s), output_tps, input_tps (tokens/s), slo_attainment (fraction good),
     preemptions, kv_util_mean, and per tier ``attain_<tier>`` and ``tbt_p99_<tier>``; with tenants, per tenant
     ``ttft_p50_<tenant>``, ``ttft_p99_<tenant>`` and ``service_<tenant>``, and ``jain`` and ``jain_backlogged``.

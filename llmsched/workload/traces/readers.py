@@ -64,9 +64,9 @@ class Trace:
 
 
 def resolve_data_file(name) -> Path:
-    """``name`` itself if it exists (a run's folder: its per-request log, ``run_log``), else the same name under $LLMSCHED_DATA, $LLMSCHED_DATA/traces, then
-    ../shared/data/traces beside the current directory and beside the repository, then in those folders'
-    subfolders (the Mooncake traces live in traces/mooncake)."""
+    """``name`` itself if it exists (a run's folder: its per-request log, ``run_log``), else the same name under
+    $LLMSCHED_DATA, $LLMSCHED_DATA/traces, then ../shared/data/traces beside the current directory and beside the
+    repository, then in those folders' subfolders (the Mooncake traces live in traces/mooncake)."""
     given = Path(name).expanduser()
     if given.is_dir():  # a real run's folder: its per-request log, as validate-serving reads it
         try:
