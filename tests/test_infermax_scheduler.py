@@ -263,7 +263,7 @@ def test_all_decodes_shortcut_plans_as_the_general_walk():
         rng.shuffle(running)
         view = SimpleNamespace(running=running, waiting=[], swapped=[], block_size=rng.choice([1, 16]),
                                total_blocks=rng.randint(5, 400), max_num_batched_tokens=rng.randint(1, 40),
-                               max_num_seqs=64, max_model_len=4096, now=0.0)
+                               max_num_seqs=64, max_model_len=4096, now=0.0, blocks_held_waiting=0)
         view.blocks_for = lambda t, v=view: -(-t // v.block_size)
         if trial % 2:  # the KV cap at the edge: the decodes' blocks after this step, give or take one
             bs = view.block_size

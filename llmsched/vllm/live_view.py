@@ -52,6 +52,15 @@ class VLLMView:
         return self._s.kv_cache_manager.block_pool.get_num_free_blocks()
 
     @property
+    def blocks_held_waiting(self) -> int:
+        """Blocks vLLM holds for requests outside the policy's running set: those waiting for a KV connector's load
+        (WAITING_FOR_REMOTE_KVS, which the policy never sees) and frees deferred past a step in flight; the used
+        blocks less what the running requests hold (at least 0: shared prefix blocks count once in vLLM)."""
+        used = self.total_blocks - self.free_blocks
+        held = used - sum(r.num_blocks for r in self.running)
+        return held if held > 0 else 0
+
+    @property
     def kv_utilisation(self) -> float:
         return 1.0 - self.free_blocks / self.total_blocks
 
