@@ -108,3 +108,14 @@ def test_plan_day_draws_the_cheapest_days_timelines(planned, tmp_path):
                             *(f"h100_tp1_vllm-chunked_round-robin_{d.setting['policy']}_cold30s.png"
                               for d in p.cold_starts)])
     assert all(path.stat().st_size > 10_000 for path in drawn)
+
+
+def test_each_days_json_carries_its_bursts_attainment(planned):
+    """plan-day --json writes every day with its burst attainment (the timelines it reads are left out), the figure
+    the printed table shows beside each plan."""
+    from llmsched.cli.plan_day import day_json
+    base, _, p = planned
+    record = day_json(p, base)
+    for key, days in (("fixed", p.fixed), ("autoscaled", p.autoscaled), ("cold_starts", p.cold_starts)):
+        assert [d["burst_attainment"] for d in record[key]] == [burst_attainment(d.record, base) for d in days]
+        assert all("timeline" not in d and 0.0 <= d["burst_attainment"] <= 1.0 for d in record[key])

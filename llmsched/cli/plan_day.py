@@ -108,7 +108,9 @@ def plan_day(args) -> int:
         print(f"\n{p.candidate.label}: one replica {p.capacity_rps or 0:.3g} req/s at attainment >= "
               f"{args.attainment:g}; busiest minute {p.peak_rps:.3g} req/s; ${p.price:g} a GPU-hour")
         fixed, auto = p.best_fixed, p.best_autoscaled
-        print(f"  {'plan':<44} {'GPU-h':>8} {'USD':>9} {'attain':>8} {'x fixed':>8}")
+        bursts = bool(base.rate_schedule and base.rate_schedule.value.bursts)
+        print(f"  {'plan':<44} {'GPU-h':>8} {'USD':>9} {'attain':>8} {'x fixed':>8}" + (f" {'burst':>8}" if bursts
+                                                                                        else ""))
         rows = [("fixed " + (f"x{fixed.setting['replicas']}" if fixed else "(none met)"), fixed)]
         for policy in policies:
             mine = [d for d in p.autoscaled if d.setting["policy"] == policy]
@@ -121,7 +123,7 @@ def plan_day(args) -> int:
                 continue
             ratio = d.usd / fixed.usd if fixed else math.nan
             print(f"  {label[:44]:<44} {d.gpu_hours:>8.2f} {d.usd:>9.2f} {d.record['attainment']:>8.4f} "
-                  f"{ratio:>8.3f}")
+                  f"{ratio:>8.3f}" + (f" {burst_attainment(d.record, base):>8.4f}" if bursts else ""))
         if p.oracle_gpu_hours is not None:
             print(f"  {'oracle (per minute, no cold start)':<44} {p.oracle_gpu_hours:>8.2f} "
                   f"{p.oracle_gpu_hours * p.price:>9.2f}")
@@ -143,7 +145,7 @@ def plan_day(args) -> int:
         print(f"drew {len(drawn)} timelines into {args.plots}")
     if args.json_out:
         with open(args.json_out, "w") as f:
-            json.dump([day_json(p) for p in plans], f, indent=1, default=str)
+            json.dump([day_json(p, base) for p in plans], f, indent=1, default=str)
         print(f"wrote {args.json_out}")
     return 0 if any(p.best_fixed or p.best_autoscaled for p in plans) else 1
 
@@ -174,9 +176,13 @@ def draw_days(plans, folder, attainment: float) -> list:
     return drawn
 
 
-def day_json(p) -> dict:
+def day_json(p, base) -> dict:
+    """A candidate's days without their timelines, each with its bursts' attainment (NaN without a burst)."""
+    from ..plan.day import burst_attainment
+
     def days(items):
         return [{"kind": d.kind, "setting": d.setting, "usd": d.usd, "meets": d.meets, "gpu_hours": d.gpu_hours,
+                 "burst_attainment": burst_attainment(d.record, base),
                  **{k: v for k, v in d.record.items() if k != "timeline"}} for d in items]
     return {"candidate": p.candidate.label, "capacity_rps": p.capacity_rps, "peak_rps": p.peak_rps,
             "usd_per_gpu_hour": p.price, "oracle_gpu_hours": p.oracle_gpu_hours,
