@@ -263,14 +263,15 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
     router = (make_router(DP_ROUTER) if cfg.dp > 1 and cfg.router == "round-robin"
               else make_router(cfg.router, cfg.router_params))
     source, log, fe = client_sends_of(cfg, source, log, keep_gaps, replicas[0].caching, replicas)
+    abort_delay = fe.handoff if fe is not None else 0.0  # a client's abort crosses the front end
     if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
         result = simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps,
                                    log=log, client_timeout=cfg.client_timeout,
-                                   abort_delay=fe.handoff if fe is not None else 0.0)
+                                   abort_delay=abort_delay)
     else:
         result = simulate(source, replicas, router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes,
                           progress=progress, keep_gaps=keep_gaps, log=log, client_timeout=cfg.client_timeout,
-                          abort_delay=fe.handoff if fe is not None else 0.0)
+                          abort_delay=abort_delay)
     if fe is not None:
         to_client(result.requests, result.steps, fe, cfg.stream_interval, cfg.client_timeout)
     return result

@@ -226,6 +226,7 @@ def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, 
     steps = steps if steps is not None else StepLog()
     state = build_fleet(cfg, fleet, source, steps, configs, controllers)
     source, log, fe = client_sends_of(cfg, source, log, keep_gaps, fleet_caching(configs), state.replicas)
+    abort_delay = fe.handoff if fe is not None else 0.0  # a client's abort crosses the front end
     if log is None:
         log = RequestLog(keep_gaps, cached=fleet_caching(configs))
     log.pools = ([p.name for p in fleet.pools], state.pool_index)  # requests.csv's pool column
@@ -235,12 +236,12 @@ def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, 
         members = state.members[fleet.roles[0]]
         result = simulate(source, state.replicas, members.router, horizon=horizon, seed=cfg.seed, lanes=cfg.lanes,
                           progress=progress, keep_gaps=keep_gaps, log=log, client_timeout=cfg.client_timeout,
-                          abort_delay=fe.handoff if fe is not None else 0.0)
+                          abort_delay=abort_delay)
         result.fleet = state.summary(result.end_time)
     else:
         result = simulate_fleet(source, state, horizon=horizon, seed=cfg.seed, progress=progress,
                                 keep_gaps=keep_gaps, log=log, client_timeout=cfg.client_timeout,
-                                abort_delay=fe.handoff if fe is not None else 0.0)
+                                abort_delay=abort_delay)
     if fe is not None:
         to_client(result.requests, result.steps, fe, cfg.stream_interval, cfg.client_timeout)
     if state.autoscalers or cfg.cold_start is not None or cfg.cold_start_params:

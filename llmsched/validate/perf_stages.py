@@ -59,15 +59,18 @@ def config_load_type(folder: Path) -> str | None:
     return str(kind).lower() if kind is not None else None
 
 
-def config_request_timeout(folder: Path) -> float | None:
-    """The ``load.request_timeout`` (seconds) of the folder's inference-perf ``config.yaml``, if it sets one."""
-    load = perf_config(folder).get("load")
-    value = load.get("request_timeout") if isinstance(load, dict) else None
+def request_timeout(folder: Path, client: dict) -> float | None:
+    """The run's inference-perf ``load.request_timeout`` in seconds: meta.json's ``client.request_timeout``, else
+    the folder's ``config.yaml``'s; None where neither sets one."""
+    value, where = client.get("request_timeout"), f"{folder / 'meta.json'}: client.request_timeout"
+    if value is None:
+        load = perf_config(folder).get("load")
+        value, where = (load.get("request_timeout") if isinstance(load, dict) else None,
+                        f"{folder / 'config.yaml'}: load.request_timeout")
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ValueError(f"{folder / 'config.yaml'}: load.request_timeout is {value!r}, not a positive number of "
-                         f"seconds")
+        raise ValueError(f"{where} is {value!r}, not a positive number of seconds")
     return float(value)
 
 

@@ -223,17 +223,23 @@ def measured(run: ServingRun) -> dict:
             "throughput": throughput(int(log.output_lens[k].sum()), int(k.sum()), span)}
 
 
-def kept(run: ServingRun, result) -> np.ndarray:
+def stage_requests(run: ServingRun, result) -> np.ndarray:
+    """Per simulated request, whether it is one of the run's own: all of them, but for an inference-perf stage
+    replayed after the stages before it, the requests sent in its window."""
+    if chains(run.log, run.args.enable_prefix_caching):
+        return in_window(result, chained_fields(run.log)[1])
+    return np.ones(len(result.requests.column("id")), dtype=bool)
+
+
+def kept(run: ServingRun, result, stage: np.ndarray | None = None) -> np.ndarray:
     """Per simulated request, whether it is compared: one whose real counterpart's latencies were measured (a
-    log's ``compared``, in the log's order, which is the replay's request ids), or one of the replayed stage's
-    requests (an inference-perf stage replayed after the ones before it)."""
+    log's ``compared``, in the log's order, which is the replay's request ids), or one of an inference-perf stage's
+    requests its client's timeout did not end (``stage``: ``stage_requests``, where the caller has it)."""
     log = run.log
-    if chains(log, run.args.enable_prefix_caching):
-        return in_window(result, chained_fields(log)[1]) & (result.requests.column("status") != int(Status.ABORTED))
-    ids = result.requests.column("id")
-    if isinstance(log, LifecycleReport):  # its successes: the replay's requests its client's timeout did not end
-        return result.requests.column("status") != int(Status.ABORTED)
-    return log.compared[ids]
+    if isinstance(log, LifecycleReport):  # its successes: the stage's requests its client's timeout did not end
+        stage = stage_requests(run, result) if stage is None else stage
+        return stage & (result.requests.column("status") != int(Status.ABORTED))
+    return log.compared[result.requests.column("id")]
 
 
 def simulated(result, with_itl: bool, k: np.ndarray | None = None) -> dict:
@@ -335,7 +341,8 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
     result = run_config(cfg, ran=proven_by(run, gpu, model))
     real = measured(run)
     lifecycle = isinstance(run.log, LifecycleReport)
-    k = kept(run, result)
+    stage = stage_requests(run, result)
+    k = kept(run, result, stage)
     sim = simulated(result, with_itl=run.log.itls is not None, k=k)
     err = errors(real, sim)
     cache = prefix_cache(run, result, k)
@@ -353,9 +360,7 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
     if cache is not None:
         row["prefix_cache"] = cache
     if lifecycle:  # the requests its client gave up on: the report's failures, the replay's aborts
-        stage = in_window(result, chained_fields(run.log)[1]) if chains(run.log, run.args.enable_prefix_caching) \
-            else np.ones(len(k), dtype=bool)
-        aborted = int((stage & (result.requests.column("status") == int(Status.ABORTED))).sum())
+        aborted = int((stage & ~k).sum())
         row["failures"] = {"real": run.log.failures, "simulated": aborted, "timeout_s": run.log.timeout}
     return row
 

@@ -32,7 +32,7 @@ from ..workload.traces.guidellm_report import benchmarks_of, read_guidellm
 from ..workload.traces.lifecycle_report import is_lifecycle, read_lifecycle
 from ..workload.traces.run_log import LOG_NAMES, run_log
 from ..workload.traces.server_log import ServerLog, read_json, read_server_log
-from .perf_stages import config_load_type, config_request_timeout, stage_data
+from .perf_stages import config_load_type, request_timeout, stage_data
 
 # the run's integer engine arguments, each within the bounds of every number a user gives (bounds.py); a length
 # in tokens (max_num_batched_tokens, max_model_len) within MAX_TOKENS
@@ -245,11 +245,7 @@ def load_stage(folder: Path, path: Path, boundary: str | None) -> ServingRun:
                             f"is a concurrent stage (load_summary.concurrency {report.concurrency}); write "
                             f"\"concurrent\" or leave load_type out"))
     report.load_type = load
-    timeout = client.get("request_timeout")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
-        raise ValueError(f"{folder / 'meta.json'}: client.request_timeout is {timeout!r}, not a positive number of "
-                         f"seconds (inference-perf's load.request_timeout)")
-    timeout = timeout or config_request_timeout(folder)
+    timeout = request_timeout(folder, client)
     if timeout is not None:
         report.timeout = float(timeout)
     if report.failures:
