@@ -9,7 +9,9 @@ KV and swap block free again; the full block accounting checked after every step
 request rejected by the simulator's stall guard ("(the scheduler stalled)"), which counts as a failure here; nor
 any replica left idle, holding work, without a wake-up time (its work would wait for an unrelated arrival). Some
 seeds run their config again as a fleet that changes while it runs, and as a disaggregated fleet (prefill and
-decode pools, a decider, the KV over a link), each drawn from a stream of its own.
+decode pools, a decider, the KV over a link), each drawn from a stream of its own; and three tenths of the seeds
+(a stream of their own too) run all of these with a client timeout, whose aborted requests must leave with its
+reason.
 
 The suite runs ``LLMSCHED_FUZZ_COUNT`` seeds (default 200; CI sets 1000) on two worker processes. A failure
 prints its seed and config; replay one with ``LLMSCHED_FUZZ_SEED=<seed> python -m pytest -q
@@ -270,6 +272,7 @@ def outcome(seed: int) -> tuple[str, str | None]:
         return _refusal(seed, e)
     except Exception:
         return "failed", f"seed {seed}: drawing the config failed:\n{traceback.format_exc()}"
+    cfg = with_random_timeout(seed, cfg)
     runs = [(lambda: _check(cfg), _short(cfg))]  # the config, then the same config as fleets
     drawn = [(draw(seed, cfg), ()) for draw in (random_fleet, random_disaggregation)]
     if drawn[0][0] is None:
@@ -290,6 +293,15 @@ def outcome(seed: int) -> tuple[str, str | None]:
         except Exception:
             return "failed", f"seed {seed} ({described}): {traceback.format_exc()}"
     return "ok", None
+
+
+def with_random_timeout(seed: int, cfg: RunConfig) -> RunConfig:
+    """Three tenths of the seeds (a stream of their own: every other draw of the seed is unchanged) run with a
+    client timeout, short enough that some requests are aborted in each place a request can be."""
+    rng = np.random.default_rng([43, seed])
+    if rng.random() >= 0.3:
+        return cfg
+    return cfg.with_values(client_timeout=float(rng.choice((0.05, 0.5, 2.0, 10.0))))
 
 
 def _refusal(seed: int, e: BaseException) -> tuple[str, str]:
@@ -315,7 +327,8 @@ def _check(cfg: RunConfig) -> str | None:
     for rep in replicas:
         rep.config.check_invariants = True  # the full KV/swap accounting after every step
         rep.start_step = _watch_idle(rep, idle)
-    result = simulate(source, replicas, make_router(cfg.router, cfg.router_params), horizon=cfg.horizon, seed=cfg.seed)
+    result = simulate(source, replicas, make_router(cfg.router, cfg.router_params), horizon=cfg.horizon, seed=cfg.seed,
+                      client_timeout=cfg.client_timeout)
     problems = _conservation(cfg, source, result, replicas, idle)
     if problems:
         return f"{_short(cfg)}: " + "; ".join(problems[:5])
@@ -353,6 +366,9 @@ def _conservation(cfg: RunConfig, source, result, replicas, idle: list) -> list[
         elif st is Status.UNFINISHED:
             if cfg.horizon is None:
                 problems.append(f"request {rid} unfinished without a horizon")
+        elif st is Status.ABORTED:
+            if cfg.client_timeout is None or "client timeout" not in reason:
+                problems.append(f"request {rid} aborted ({reason!r}) without a client timeout of its own")
         else:
             problems.append(f"request {rid} left the run {st.name}")
     for rep in replicas:
@@ -512,10 +528,12 @@ def _check_fleet(cfg: RunConfig, fleet: Fleet, scalers=()) -> str | None:
         log.enable_transfers(state.handoff.record_of)
     if fleet.is_static and not scalers:
         result = simulate(source, state.replicas, state.members["serve"].router, horizon=cfg.horizon, seed=cfg.seed,
+                          client_timeout=cfg.client_timeout,
                           log=log)
         result.fleet = state.summary(result.end_time)
     else:
-        result = simulate_fleet(source, state, horizon=cfg.horizon, seed=cfg.seed, log=log)
+        result = simulate_fleet(source, state, horizon=cfg.horizon, seed=cfg.seed, log=log,
+                                client_timeout=cfg.client_timeout)
     problems = _conservation(cfg, source, result, state.replicas, idle)
     cols = result.requests.cols
     replica, arrival, status = (np.asarray(cols[k]) for k in ("replica", "arrival", "status"))
