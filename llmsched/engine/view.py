@@ -92,10 +92,10 @@ class ReplicaView:
         a prefill instance's prompt KV in transfer or landed (engine/remote_kv.py). A policy that keeps its own
         ledger of the cache cannot give these to the running requests."""
         r = self._r
+        if not (r.loading or r.transferring or (r.waiting and r.waiting[0].num_blocks)):
+            return 0  # (nothing loads or lands: the common case, every step of a policy that asks)
         held = sum(q.num_blocks for q in r.loading) + sum(q.num_blocks for q in r.transferring)
-        if r.tiers is None and not held and not r.receiving and not (r.waiting and r.waiting[0].num_blocks):
-            return 0  # (no tier, nothing received: the common case, without walking the queue)
-        return held + sum(q.num_blocks for q in r.waiting if q.num_blocks)
+        return held + sum(q.num_blocks for q in r.waiting if q.num_blocks)  # (loaded requests wait at the front)
 
     @property
     def kv_utilisation(self) -> float:
