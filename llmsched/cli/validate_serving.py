@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shlex
 from pathlib import Path
 
 from ..hardware.front_end import FRONT_ENDS
 from ..run_config import RunConfig
 from ..validate.serving import METRICS, STATS, pct, validate
+from ..validate.serve_command import serve_meta
 from ..validate.serving_run import load_runs
 
 DEFAULT_BATCH_TIME = RunConfig.batch_time  # the run field's default (vllm-v1), declared once
@@ -24,10 +26,17 @@ def add(sub) -> None:
                     "validation.csv, cdf.png in --out). --calibrate NAME first fits efficiency terms on the "
                     "--fit runs (default the first), stores them as a profile --batch-time NAME takes, and "
                     "labels every run calibration or validation.")
-    p.add_argument("runs", nargs="+", metavar="DIR", help="a run's folder (repeatable)")
+    p.add_argument("runs", nargs="+", metavar="DIR", help="a run's folder, or its log file (repeatable)")
     p.add_argument("--out", help="output folder (default: print only)")
     p.add_argument("--gpu", help="GPU preset of the runs whose meta.json names none (e.g. h200)")
     p.add_argument("--model", help="model preset, where config.json / meta.json's model is not one llmsched reads")
+    p.add_argument("--serve-command", metavar="COMMAND",
+                   help="the run's `vllm serve MODEL --flag ...` line (or its flags alone), for runs saved without "
+                        "meta.json: tensor/data/expert parallelism, batch limits, memory, KV dtype, prefix caching, "
+                        "async scheduling as vLLM's flags say; a flag that changes the engine and is not modelled "
+                        "is refused")
+    p.add_argument("--vllm-version", metavar="X.Y.Z",
+                   help="the vLLM version of runs saved without meta.json (default: the latest llmsched models)")
     p.add_argument("--log", help="the per-request log's file name in each folder (default requests.jsonl, else "
                                  "the one bench-result .json)")
     p.add_argument("--latency-boundary", choices=("client", "engine"),
@@ -51,10 +60,24 @@ def add(sub) -> None:
     p.set_defaults(func=cmd_validate_serving)
 
 
+def serve_engine(args) -> dict | None:
+    """The engine arguments --serve-command and --vllm-version give runs saved without meta.json, as meta.json
+    holds them; None where neither is given."""
+    if args.serve_command is None and args.vllm_version is None:
+        return None
+    meta = serve_meta(args.serve_command) if args.serve_command is not None else {"engine_kwargs": {}}
+    if args.vllm_version is not None:
+        if not re.fullmatch(r"\d+(\.\d+){1,2}\S*", args.vllm_version):
+            raise ValueError(f"--vllm-version {args.vllm_version!r}: not a version; give vLLM's, e.g. 0.11.0")
+        meta["vllm_version"] = args.vllm_version
+    return meta
+
+
 def fit_command(args) -> str:
     """The command that fits the profile again: the calibration runs and every option the fit depends on."""
     words = ["llmsched", "validate-serving", *(args.fit or args.runs[:1]), "--calibrate", args.calibrate]
     for flag, value in (("--gpu", args.gpu), ("--model", args.model), ("--log", args.log),
+                        ("--serve-command", args.serve_command), ("--vllm-version", args.vllm_version),
                         ("--latency-boundary", args.latency_boundary), ("--front-end", args.front_end)):
         if value:
             words += [flag, value]
@@ -71,7 +94,8 @@ def cmd_validate_serving(args) -> int:
     from ..batchtime.named import check_name, load_profile, save_profile
     from ..config_fields import parse_params
     params = parse_params(args.bt_param, "--bt-param") if args.bt_param else {}
-    runs = [run for folder in args.runs for run in load_runs(folder, args.log, args.latency_boundary)]
+    serve = serve_engine(args)
+    runs = [run for folder in args.runs for run in load_runs(folder, args.log, args.latency_boundary, serve)]
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ValueError(f"two runs have the same folder name ({', '.join(names)}); give each its own name")
@@ -80,7 +104,7 @@ def cmd_validate_serving(args) -> int:
     if args.calibrate:
         from ..validate.serving_calibrate import calibrate, profile_payload
         check_name(args.calibrate)
-        fit = ([run for folder in args.fit for run in load_runs(folder, args.log, args.latency_boundary)]
+        fit = ([run for folder in args.fit for run in load_runs(folder, args.log, args.latency_boundary, serve)]
                if args.fit else runs[:1])
         terms = tuple(t.strip() for t in args.fit_terms.split(",") if t.strip())
         if not terms:

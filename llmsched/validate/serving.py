@@ -174,9 +174,10 @@ def kv_blocks(run: ServingRun, spec, device, model_name: str) -> int:
     figure from meta.json, else its sizing for the run's version; a model that leaves no room, or too little for
     the run's longest request, is an error naming meta.json."""
     args = run.args
-    meta = run.folder / "meta.json"
+    meta = args.given_by or run.folder / "meta.json"
     if args.assumed:  # a bench result alone: TP 1 was assumed, and meta.json is where to say otherwise
-        meta = f"{run.folder} (no meta.json: TP 1 assumed; write meta.json with engine_kwargs to change it)"
+        meta = (f"{run.folder} (no meta.json: TP 1 assumed; give --serve-command with the run's `vllm serve` flags, "
+                f"or write meta.json with engine_kwargs)")
     max_num_seqs, max_num_batched_tokens = batch_limits(args, device)
     sizes = args.capture_sizes or cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens)
     # a windowed model's blocks are vLLM's grouped ones where the replay counts its groups (experiment.py's
@@ -188,7 +189,8 @@ def kv_blocks(run: ServingRun, spec, device, model_name: str) -> int:
                          gpu_memory_utilization=args.gpu_memory_utilization, capture_sizes=len(sizes),
                          run=args.memory, groups=groups)
     except ValueError as e:
-        raise ValueError(f"{meta}: engine_kwargs.tensor_parallel_size {args.tensor_parallel_size}: {e}") from None
+        field = "--tensor-parallel-size" if args.given_by else "engine_kwargs.tensor_parallel_size"
+        raise ValueError(f"{meta}: {field} {args.tensor_parallel_size}: {e}") from None
     if args.memory is not None and args.memory.reported_tokens:
         return cache.blocks
     longest = int(np.max(run.log.prompt_lens + run.log.output_lens))

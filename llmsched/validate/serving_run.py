@@ -68,6 +68,7 @@ class EngineArgs:
     skip_tokenizer_init: bool = False  # prompts went in as token ids and nothing was detokenised
     stream_interval: int = 1
     assumed: bool = False  # no meta.json: vLLM serve's defaults taken for the log's model (``serve_defaults``)
+    given_by: str | None = None  # where the arguments came from when not a meta.json: "--serve-command"
 
 
 @dataclass
@@ -105,9 +106,10 @@ class RunFolder:
                 spec = replace(spec, kv_dtype_bytes=kv_bytes)
             return spec.with_parallel(tp=args.tensor_parallel_size, dp=args.data_parallel_size,
                                       expert_parallel=ep), name
-        where = self.config or self.folder / "meta.json"
+        where = self.config or (self.folder / "meta.json" if not (self.args.assumed or self.args.given_by) else
+                                f"{self.folder.resolve()} (the log's model_id, or --serve-command's model)")
         raise ValueError(f"{where}: model {self.args.model!r} is neither a config.json llmsched reads nor a preset "
-                         f"(tried {', '.join(map(repr, tried))}); put its config.json beside meta.json, or give "
+                         f"(tried {', '.join(map(repr, tried))}); put its config.json in the run's folder, or give "
                          f"--model PRESET or a shipped Hugging Face id")
 
 
@@ -125,17 +127,16 @@ class ServingRun(RunFolder):
 
 
 def load_run(folder, log_name: str | None = None, boundary: str | None = None,
-             benchmark: int | None = None) -> ServingRun:
+             benchmark: int | None = None, serve: dict | None = None) -> ServingRun:
     """The run in ``folder``: ``log_name`` (default requests.jsonl, else the one ``*.json`` bench result there),
     ``meta.json`` and ``config.json`` (optional when the model is a preset). ``boundary``: where to compare, "engine"
     or "client" (default: where the log measured; a requests.jsonl with the client's stamps can be read at either).
-    ``benchmark``: which benchmark of a GuideLLM report of several."""
+    ``benchmark``: which benchmark of a GuideLLM report of several. ``serve``: the engine arguments of a run saved
+    without meta.json, parsed as meta.json (``serve_command.serve_meta``)."""
     if boundary not in (None, "engine", "client"):
         raise ValueError(f"--latency-boundary {boundary!r}: not a latency boundary; give client or engine")
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise ValueError(f"{folder}: not a folder; give a run's folder (requests.jsonl or a vllm bench serve "
-                         f"result .json, meta.json, config.json)")
+    as_file = Path(folder).is_file()
+    folder, log_name = run_path(folder, log_name)
     log_path = folder / log_name if log_name else run_log(folder)
     if benchmark is not None:
         log = read_guidellm(log_path, read_json(log_path), measured=True, benchmark=benchmark)
@@ -144,23 +145,42 @@ def load_run(folder, log_name: str | None = None, boundary: str | None = None,
     if boundary == "engine" and log.boundary == "client":
         raise ValueError(f"{log_path}: a {log.format} log measures at the client, not in the engine; compare it "
                          f"client-side (--latency-boundary client, the default for it)")
-    engine = read_run_folder(folder, log.model)
+    engine = read_run_folder(folder, log.model, serve)
     if engine.args.assumed:
         log.notes.append(f"no meta.json: the engine taken as `vllm serve {engine.args.model}` with vLLM's defaults "
                          f"for the card (its batch limits, TP 1, the latest vLLM); write meta.json to replay other "
-                         f"engine arguments")
-    name = folder.name if benchmark is None else f"{folder.name}/benchmark-{benchmark}"
+                         f"engine arguments (or give --serve-command)")
+    name = Path(log_name).stem if as_file else (folder.name or folder.resolve().name)
+    name = name if benchmark is None else f"{name}/benchmark-{benchmark}"
     return ServingRun(engine.folder, engine.args, engine.config, name, log)
 
 
-def read_run_folder(folder: Path, log_model: str | None = None) -> RunFolder:
+def run_path(path, log_name: str | None) -> tuple[Path, str | None]:
+    """A run given as its folder, or as its log file (``vllm bench serve``'s result, a GuideLLM report): the folder
+    and the log's name in it."""
+    path = Path(path)
+    if path.is_file():
+        if log_name:
+            raise ValueError(f"{path}: a file, and --log {log_name} names another; give the run's folder with "
+                             f"--log, or the log file alone")
+        return path.parent, path.name
+    if not path.is_dir():
+        raise ValueError(f"{path}: no such folder or file; give a run's folder (requests.jsonl or a vllm bench "
+                         f"serve result .json, meta.json, config.json) or its log file")
+    return path, log_name
+
+
+def read_run_folder(folder: Path, log_model: str | None = None, serve: dict | None = None) -> RunFolder:
     """The run in ``folder`` without its log: meta.json (checked) and config.json (optional). Without meta.json, a
     log that names its model (``log_model``: a vllm bench serve result's ``model_id``, a GuideLLM report's backend
-    model) is taken as that model served by ``vllm serve`` with vLLM's defaults (:func:`serve_defaults`); any other
-    log needs meta.json."""
+    model) is taken as that model served by ``vllm serve`` with vLLM's defaults (:func:`serve_defaults`), or with
+    ``serve``'s arguments (``--serve-command`` parsed as meta.json); any other log needs one of them."""
     folder = Path(folder)
     meta_path = folder / "meta.json"
-    if not meta_path.is_file() and not log_model:
+    if serve is not None and meta_path.is_file():
+        raise ValueError(f"{meta_path}: the run's engine arguments are there, and --serve-command gives others; "
+                         f"--serve-command is for a run saved without meta.json (drop one of them)")
+    if not meta_path.is_file() and not log_model and not (serve or {}).get("model"):
         raise ValueError(f"{meta_path}: not found; a run needs its engine arguments (model, tensor_parallel_size, "
                          f"max_num_seqs, max_num_batched_tokens, ...) as in ../shared/data/ground_truth, or a vllm "
                          f"bench serve result that names its model_id or a GuideLLM report whose config.backend "
@@ -175,7 +195,13 @@ def read_run_folder(folder: Path, log_model: str | None = None) -> RunFolder:
                 from None
         if not isinstance(shape, dict):
             raise ValueError(f"{config}: not a Hugging Face config.json (a JSON object of the model's shape)")
-    args = read_meta(meta_path) if meta_path.is_file() else serve_defaults(log_model)
+    if meta_path.is_file():
+        args = read_meta(meta_path)
+    elif serve is not None:
+        meta = {**serve, "model": serve.get("model") or log_model}
+        args = replace(meta_args(meta, "--serve-command", card_defaults=True), given_by="--serve-command")
+    else:
+        args = serve_defaults(log_model)
     return RunFolder(folder, args, config if config.is_file() else None)
 
 
@@ -195,14 +221,22 @@ def batch_limits(args: EngineArgs, device) -> tuple[int, int]:
             args.max_num_batched_tokens or defaults.max_num_batched_tokens)
 
 
-def load_runs(folder, log_name: str | None = None, boundary: str | None = None) -> list[ServingRun]:
-    """Every run in ``folder``: one per request log (``load_run``), one per benchmark of a GuideLLM report, one per
-    stage of inference-perf's lifecycle reports (``stage_N_lifecycle_metrics.json``, aggregate percentiles only)."""
-    folder = Path(folder)
+def load_runs(folder, log_name: str | None = None, boundary: str | None = None,
+              serve: dict | None = None) -> list[ServingRun]:
+    """Every run in ``folder`` (or the one log file named): one per request log (``load_run``), one per benchmark of
+    a GuideLLM report, one per stage of inference-perf's lifecycle reports (``stage_N_lifecycle_metrics.json``,
+    aggregate percentiles only). ``serve``: engine arguments for a run without meta.json (``load_run``)."""
+    given = Path(folder)
+    folder, log_name = run_path(given, log_name)
+
+    def one(benchmark: int | None = None) -> ServingRun:
+        source, name = (given, None) if given.is_file() else (folder, log_name)
+        return load_run(source, name, boundary, benchmark=benchmark, serve=serve)
+
     if folder.is_dir() and not log_name and not (folder / LOG_NAMES[0]).is_file():
         stages = sorted(folder.glob("stage_*_lifecycle_metrics.json"), key=_stage_number)
         if stages:
-            runs = [load_stage(folder, path, boundary) for path in stages]
+            runs = [load_stage(folder, path, boundary, serve) for path in stages]
             for i, run in enumerate(runs):  # (what a stage's replay after the ones before needs of them)
                 earlier = [r.log for r in runs[:i]]
                 if not any(r.concurrency for r in earlier):
@@ -212,12 +246,10 @@ def load_runs(folder, log_name: str | None = None, boundary: str | None = None) 
     if path is not None and path.suffix == ".json" and path.is_file():
         data = read_json(path)
         if is_lifecycle(data):
-            return [load_stage(folder, path, boundary)]
+            return [load_stage(folder, path, boundary, serve)]
         if isinstance(data, dict) and "benchmarks" in data and len(benchmarks_of(path, data)) > 1:
-            run = load_run(folder, path.name, boundary, benchmark=0)
-            return [run] + [load_run(folder, path.name, boundary, benchmark=i)
-                            for i in range(1, len(data["benchmarks"]))]
-    return [load_run(folder, log_name, boundary)]
+            return [one(benchmark=i) for i in range(len(data["benchmarks"]))]
+    return [one()]
 
 
 def _stage_number(path: Path) -> int:
@@ -225,15 +257,15 @@ def _stage_number(path: Path) -> int:
     return int(match.group(1)) if match else 0
 
 
-def load_stage(folder: Path, path: Path, boundary: str | None) -> ServingRun:
+def load_stage(folder: Path, path: Path, boundary: str | None, serve: dict | None = None) -> ServingRun:
     """One stage of an inference-perf run: its lifecycle report (workload/traces/lifecycle_report.py) and the folder's
     meta.json; compared at the client, where inference-perf measures."""
     if boundary == "engine":
         raise ValueError(f"{path}: an inference-perf lifecycle report measures at the client, not in the engine; "
                          f"compare it client-side (--latency-boundary client, the default for it)")
     report = read_lifecycle(path, read_json(path))
-    engine = read_run_folder(folder)
-    client = json.loads((folder / "meta.json").read_text()).get("client") or {}
+    engine = read_run_folder(folder, serve=serve)
+    client = (json.loads((folder / "meta.json").read_text()).get("client") or {}) if serve is None else {}
     load = client.get("load_type") or config_load_type(folder) or ("concurrent" if report.concurrency else "constant")
     if load not in ("constant", "poisson", "concurrent"):
         raise ValueError(f"{folder / 'meta.json'}: client.load_type {load!r} is not inference-perf's constant, "
@@ -272,6 +304,13 @@ def read_meta(path: Path) -> EngineArgs:
         meta = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
+    return meta_args(meta, path)
+
+
+def meta_args(meta, path, card_defaults: bool = False) -> EngineArgs:
+    """The engine arguments of a parsed meta.json; ``path`` names it in errors (a file, or ``--serve-command``).
+    ``card_defaults``: batch limits left out are vLLM serve's for the card (``batch_limits``), as a ``vllm serve``
+    command without them runs; a meta.json must write them."""
     if not isinstance(meta, dict) or not isinstance(meta.get("engine_kwargs"), dict):
         raise ValueError(f"{path}: needs an \"engine_kwargs\" object with vLLM's engine arguments")
     for section in ("engine_defaults_seen", "memory_gib", "kv_cache"):
@@ -350,7 +389,8 @@ def read_meta(path: Path) -> EngineArgs:
         model=model, vllm_version=str(version) if version is not None else None,
         tensor_parallel_size=need_int("tensor_parallel_size", default=1),
         data_parallel_size=need_int("data_parallel_size", default=1), enable_expert_parallel=expert,
-        max_num_seqs=need_int("max_num_seqs"), max_num_batched_tokens=need_int("max_num_batched_tokens"),
+        max_num_seqs=need_int("max_num_seqs", optional=card_defaults),
+        max_num_batched_tokens=need_int("max_num_batched_tokens", optional=card_defaults),
         max_model_len=need_int("max_model_len", low=2, optional=True),
         gpu_memory_utilization=float(utilization) if utilization is not None else None,
         block_size=need_int("block_size", default=16), gpu=meta.get("gpu"),
@@ -371,6 +411,7 @@ def gpu_of(run: RunFolder, given: str | None) -> str:
     miss = near_miss(text, GPUS)
     what = (f"its gpu {text!r} names {'no' if not named else 'more than one'} GPU preset"
             + (f" ({miss})" if miss else "") if text else "it names no GPU")
-    where = f"{run.folder}: no meta.json names the GPU" if run.args.assumed else f"{run.folder / 'meta.json'}: {what}"
+    where = (f"{run.folder}: no meta.json names the GPU" if run.args.assumed or run.args.given_by else
+             f"{run.folder / 'meta.json'}: {what}")
     raise ValueError(f"{where}; give --gpu PRESET (see `llmsched presets`) or --gpu FILE.toml of its datasheet "
                      f"figures")
