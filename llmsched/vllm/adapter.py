@@ -279,6 +279,7 @@ class Scheduler(VLLMScheduler):
             self._seen_waiting, self._waiting_mirrors = queue, waiting
         view.running = running
         view.waiting = waiting
+        view.external.clear()
 
         plan = self.llmsched_policy.schedule(view)
         vid = self._vid

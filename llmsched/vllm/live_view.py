@@ -15,7 +15,7 @@ WAITING = Status.WAITING
 class VLLMView:
     __slots__ = ("_s", "now", "waiting", "running", "swapped", "recent_step_times", "num_steps", "busy_time",
                  "batch_time", "oracle", "block_size", "total_blocks", "max_num_seqs", "max_num_batched_tokens",
-                 "max_model_len", "replica_index")
+                 "max_model_len", "replica_index", "external")
 
     decode_group = None  # vLLM keeps every request's own state: no lazily stepped decode group
     # the policy counts one block per block_size tokens (engine/kv_windows.py's groups are the simulator's; vLLM's own
@@ -42,6 +42,7 @@ class VLLMView:
         self.max_num_seqs = min(sched.max_num_running_reqs, sched.max_num_active_reqs)
         self.max_num_batched_tokens = sched.max_num_scheduled_tokens
         self.max_model_len = sched.max_model_len
+        self.external: dict[int, int] = {}  # this step's KV-connector hits by request id (``external_tokens``)
 
     @property
     def num_running(self) -> int:
@@ -101,9 +102,28 @@ class VLLMView:
         replays the step's order for the simulator)."""
         return set() if self.prefix_caching else None
 
+    def external_tokens(self, req: Request) -> int:
+        """Tokens of waiting ``req`` past its local prefix hit that vLLM's KV connector (``kv_transfer_config``)
+        loads at its admission: a disaggregated decode instance's transferred prompt, an offloaded prefix. vLLM's
+        scheduler asks the connector (``get_num_new_matched_tokens``) on every admission attempt, so connectors
+        answer the same question more than once; asked once a step here (the adapter clears ``external``). A
+        connector that loads asynchronously (NIXL) moves the request to WAITING_FOR_REMOTE_KVS instead of running
+        it this step, which no plan can say: that step's plan and vLLM's differ (the adapter counts it)."""
+        connector = self._s.connector
+        if connector is None or req.num_computed or req.status is not WAITING:
+            return 0
+        known = self.external.get(req.id)
+        if known is None:
+            vreq = self._s.vllm_request(req)
+            local = self.cache_hit(req)[1]
+            ext, _ = connector.get_num_new_matched_tokens(vreq, local)
+            known = self.external[req.id] = 0 if not ext or vreq.skip_reading_prefix_cache else ext
+        return known
+
     def cached_tokens(self, req: Request, draft=None) -> int:
-        """Leading tokens of waiting ``req`` that vLLM's prefix cache holds now (its admission starts after them)."""
-        return self.cache_hit(req)[1]
+        """Leading tokens of waiting ``req`` that vLLM's prefix cache holds now, and those its KV connector loads
+        (its admission starts after them)."""
+        return self.cache_hit(req)[1] + self.external_tokens(req)
 
     def tokens_to_compute(self, req: Request) -> int:
         return req.prompt_len + req.num_generated - req.num_computed - self.cached_tokens(req)
@@ -111,8 +131,10 @@ class VLLMView:
     def admission_blocks(self, req: Request, n: int, claimed: set | None = None) -> int:
         """Free blocks admitting waiting ``req`` with ``n`` tokens to compute takes: the chunk's blocks and the
         cached blocks no request holds (they leave vLLM's free queue), less those in ``claimed`` (``claim_hit``)."""
-        hit, _ = self.cache_hit(req)
-        return self.blocks_for(n) + sum(1 for b in hit if b.ref_cnt == 0 and (not claimed or b.block_id not in claimed))
+        hit, local = self.cache_hit(req)
+        external = self.external_tokens(req)  # loaded into blocks of its own, as the chunk's tokens are
+        return (self.blocks_for(local + external + n) - len(hit)
+                + sum(1 for b in hit if b.ref_cnt == 0 and (not claimed or b.block_id not in claimed)))
 
     def claim_hit(self, req: Request, claimed: set) -> None:
         """Add the cached blocks no request holds that admitting ``req`` takes to ``claimed``: a later admission
