@@ -2,7 +2,8 @@
 engine"): the prefill instance runs under the plug-in and its KV connector (``ExampleConnector``, a shared folder)
 stores every prompt's KV; the decode instance, under the plug-in with another llmsched policy, loads it and decodes
 the same tokens a colocated engine does (so the KV it loaded is the prompt's), each side running its policy's plan
-exactly (the decode side's plan knows the connector's hit)."""
+exactly (the decode side's plan knows the connector's hit). A decode instance whose connector loads asynchronously,
+as NIXL's does on a GPU (tests/async_kv_connector.py), decodes the same tokens under the plug-in."""
 from __future__ import annotations
 
 import os
@@ -34,18 +35,19 @@ PAIR = textwrap.dedent("""
     config = EngineConfig(model=str(model), max_model_len=512, max_num_seqs=16, max_num_batched_tokens=1024,
                           kv_cache_mb=16)
 
-    def engine(role, policy):
+    def engine(role, policy, connector="ExampleConnector"):
         os.environ["LLMSCHED_SCHEDULER"] = policy
         if role is None:
             return LLM(**engine_args(config))
-        kv = KVTransferConfig(kv_connector="ExampleConnector", kv_role=role,
-                              kv_connector_extra_config={"shared_storage_path": str(store)})
+        kv = KVTransferConfig(kv_connector=connector, kv_role=role,
+                              kv_connector_module_path="tests.async_kv_connector" if connector != "ExampleConnector"
+                              else None, kv_connector_extra_config={"shared_storage_path": str(store)})
         return LLM(**engine_args(config), kv_transfer_config=kv)
 
     def report(side, llm):
         stats = scheduler_of(llm).stats
         print(side, type(scheduler_of(llm)).__module__, stats["finished"], stats["mismatch_steps"],
-              stats["mismatches"], flush=True)
+              stats["mismatches"], stats["parked_for_loads"], flush=True)
 
     prefill = engine("kv_producer", "vllm-chunked")
     outs = prefill.generate(prompts, SamplingParams(max_tokens=1, ignore_eos=True))
@@ -58,6 +60,11 @@ PAIR = textwrap.dedent("""
     print("DECODED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
     report("DECODE", decode)
     del decode
+    loading = engine("kv_consumer", "vllm-chunked", "AsyncFolderConnector")  # loads as NIXL does: parked, then run
+    outs = loading.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
+    print("ASYNC_DECODED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
+    report("ASYNC_DECODE", loading)
+    del loading
     colocated = engine(None, "vllm-chunked")
     outs = colocated.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
     print("COLOCATED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
@@ -78,8 +85,12 @@ def test_a_1p1d_pair_runs_under_the_plug_in_on_both_sides_and_decodes_as_colocat
     assert proc.returncode == 0, out[-3000:]
     assert line(out, "PREFILLED") == "[1, 1, 1, 1]" and line(out, "STORED") == "4"
     # each side under the plug-in, every request finished, every step the policy's plan (no mismatch)
-    assert line(out, "PREFILL") == "llmsched.vllm.adapter 4 0 []"
-    assert line(out, "DECODE") == "llmsched.vllm.adapter 4 0 []"
+    assert line(out, "PREFILL") == "llmsched.vllm.adapter 4 0 [] 0"
+    assert line(out, "DECODE") == "llmsched.vllm.adapter 4 0 [] 0"
     assert out.count("External Cache Hit!") >= 4
     decoded = line(out, "DECODED")
     assert decoded == line(out, "COLOCATED") and decoded.count(",") == 4 * 8 - 1
+    # an asynchronous load (tests/async_kv_connector.py): each request parked while its KV lands, then planned by
+    # the policy as holding it (before, the plug-in never ran a landed request: the engine spun on empty steps)
+    assert line(out, "ASYNC_DECODE") == "llmsched.vllm.adapter 4 0 [] 4"
+    assert line(out, "ASYNC_DECODED") == decoded

@@ -88,6 +88,7 @@ class Scheduler(VLLMScheduler):
             raise ValueError("llmsched.vllm.Scheduler decides the order itself: use vLLM's default "
                              "--scheduling-policy fcfs")
         self._caps: dict[str, int] | None = None  # the plan's tokens per vLLM id while vLLM schedules a step
+        self._holding_ids: set[str] = set()  # this step's mirrored requests from vLLM's KV-holding queue
         log_through_vllm()
         try:
             self.configure(load_settings())
@@ -134,7 +135,7 @@ class Scheduler(VLLMScheduler):
         keep = bool(settings.record_dir) if record is None else record
         self.records = (RequestLog(cached=self.kv_cache_manager.enable_caching), StepLog()) if keep else None
         self.stats = {"steps": 0, "mismatch_steps": 0, "mismatches": [], "plan_preemptions": 0,
-                      "vllm_preemptions": 0, "rejected": 0, "aborted": 0, "finished": 0,
+                      "vllm_preemptions": 0, "rejected": 0, "aborted": 0, "finished": 0, "parked_for_loads": 0,
                       "unknown_tiers": 0, "tiers_seen": Counter(), "tiers_scheduled": Counter(),
                       "unknown_tenants": 0, "tenants_seen": Counter()}
         # Ask the policy once on the empty engine: what it derives from the engine's limits and batch-time model
@@ -277,6 +278,9 @@ class Scheduler(VLLMScheduler):
                         continue
                 waiting.append(m)
             self._seen_waiting, self._waiting_mirrors = queue, waiting
+        holders = self._loaded_mirrors() if self.kv_holding_waiting else ()
+        if holders:  # vLLM runs them before its waiting queue: so do the policy's plans (the simulator's order)
+            waiting = holders + waiting
         view.running = running
         view.waiting = waiting
         view.external.clear()
@@ -308,17 +312,29 @@ class Scheduler(VLLMScheduler):
         else:
             caps = {}
             admit = []
+            parked = []
             for m in plan.decodes:
                 caps[vid[m.id]] = 1
             view = self.view
             for m, n in plan.prefills:
                 v = vid[m.id]
+                if m.status is WAITING and view.loads_async(m):  # vLLM parks it for its load: no tokens this step
+                    parked.append(mirrors[v][0])
+                    continue
                 caps[v] = n
                 if m.status is WAITING:
                     admit.append(mirrors[v][0])
                     cached = view.cached_tokens(m)  # vLLM starts it after its cached prefix: the rest at most
                     if cached and n > m.prompt_len + m.num_generated - cached:
                         caps[v] = m.prompt_len + m.num_generated - cached
+            holding = [r for r in admit if r.request_id in self._holding_ids]
+            if holding:  # in vLLM's queue of requests holding KV, which it scans first
+                admit = [r for r in admit if r.request_id not in self._holding_ids]
+                self.kv_holding_waiting.remove_requests(holding)
+                self.kv_holding_waiting.prepend_requests(reversed(holding))
+            if parked:  # right after the plan's admissions, so that vLLM's scan reaches them this step
+                self.stats["parked_for_loads"] += len(parked)
+                admit += parked
             if admit:
                 self.waiting.remove_requests(admit)
                 self.waiting.prepend_requests(reversed(admit))
@@ -341,7 +357,7 @@ class Scheduler(VLLMScheduler):
             if not exact:
                 exact = self._check(plan, dict.fromkeys((vid[m.id] for m in plan.decodes), 1), out)
         else:
-            exact = self._check(plan, caps, out)
+            exact = self._check(plan, caps, out) and not parked  # (parked: the plan's step counted their tokens)
         if not scheduled:
             self._step = None
             return out
@@ -381,6 +397,32 @@ class Scheduler(VLLMScheduler):
                     tiers[m.tier.name] += 1
             extra_preempted = len(out.preempted_req_ids - {vid[m.id] for m in plan.preempt})
         self._step = (t, plan, new, ctx, dec, dec_ctx, len(plan.preempt) + extra_preempted)
+        return out
+
+    def _loaded_mirrors(self) -> list[Request]:
+        """Mirrors of the requests in vLLM's queue of waiting requests that hold KV whose load has landed (a KV
+        connector's async load: a disaggregated decode instance's received prompt, a prefix from an offload tier),
+        in that queue's order. Each holds the blocks of its loaded tokens and has the rest to compute, the last
+        token at least, as vLLM's ``_update_waiting_for_remote_kv`` leaves it (the simulator's received requests,
+        engine/remote_kv.py). Those still loading are vLLM's (``view.blocks_held_waiting`` counts their blocks)."""
+        landed = self.finished_recving_kv_req_ids
+        mirrors, bs = self._mirrors, self.block_size
+        out = []
+        ids = self._holding_ids = set()
+        for r in self.kv_holding_waiting:
+            entry = mirrors.get(r.request_id)
+            if entry is None or (r.status is RequestStatus.WAITING_FOR_REMOTE_KVS and r.request_id not in landed):
+                continue
+            m = entry[1]
+            held = r.num_computed_tokens
+            m.num_computed = held if held < r.num_tokens else r.num_tokens - 1
+            m.num_generated = r.num_output_tokens
+            m.num_blocks = -(-held // bs)
+            m.num_cached = m.num_computed
+            m.preemptions = r.num_preemptions
+            m.status = WAITING
+            out.append(m)
+            ids.add(r.request_id)
         return out
 
     def _capped_lookahead(self, request, num_computed_tokens, num_new_tokens):

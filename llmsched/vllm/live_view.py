@@ -42,7 +42,8 @@ class VLLMView:
         self.max_num_seqs = min(sched.max_num_running_reqs, sched.max_num_active_reqs)
         self.max_num_batched_tokens = sched.max_num_scheduled_tokens
         self.max_model_len = sched.max_model_len
-        self.external: dict[int, int] = {}  # this step's KV-connector hits by request id (``external_tokens``)
+        # this step's KV-connector answers by request id: (tokens loaded, loaded asynchronously) (``external_tokens``)
+        self.external: dict[int, tuple[int, bool]] = {}
 
     @property
     def num_running(self) -> int:
@@ -108,29 +109,46 @@ class VLLMView:
         scheduler asks the connector (``get_num_new_matched_tokens``) on every admission attempt, so connectors
         answer the same question more than once; asked once a step here (the adapter clears ``external``). A
         connector that loads asynchronously (NIXL) moves the request to WAITING_FOR_REMOTE_KVS instead of running
-        it this step, which no plan can say: that step's plan and vLLM's differ (the adapter counts it)."""
+        it this step (``loads_async``)."""
+        return self._external(req)[0]
+
+    def loads_async(self, req: Request) -> bool:
+        """Whether admitting waiting ``req`` starts an asynchronous load instead (NIXL's decode side, an offload
+        tier): vLLM then parks it, its blocks allocated, and runs none of its tokens this step; the adapter lets
+        vLLM do so and leaves it out of the step the plan runs."""
+        return self._external(req)[1]
+
+    def _external(self, req: Request) -> tuple[int, bool]:
         connector = self._s.connector
         if connector is None or req.num_computed or req.status is not WAITING:
-            return 0
+            return 0, False
         known = self.external.get(req.id)
         if known is None:
             vreq = self._s.vllm_request(req)
-            local = self.cache_hit(req)[1]
-            ext, _ = connector.get_num_new_matched_tokens(vreq, local)
-            known = self.external[req.id] = 0 if not ext or vreq.skip_reading_prefix_cache else ext
+            ext, load_async = connector.get_num_new_matched_tokens(vreq, self.cache_hit(req)[1])
+            if not ext or vreq.skip_reading_prefix_cache:
+                ext, load_async = 0, False
+            known = self.external[req.id] = (ext, bool(load_async))
         return known
 
     def cached_tokens(self, req: Request, draft=None) -> int:
         """Leading tokens of waiting ``req`` that vLLM's prefix cache holds now, and those its KV connector loads
-        (its admission starts after them)."""
+        (its admission starts after them); for a request whose connector's load has landed, what it holds (as
+        engine/view.py counts a received request's)."""
+        if req.num_blocks and req.status is WAITING:
+            return req.num_computed
         return self.cache_hit(req)[1] + self.external_tokens(req)
 
     def tokens_to_compute(self, req: Request) -> int:
-        return req.prompt_len + req.num_generated - req.num_computed - self.cached_tokens(req)
+        if req.num_computed:  # holding KV: the rest of a landed load, or a chunk
+            return req.prompt_len + req.num_generated - req.num_computed
+        return req.prompt_len + req.num_generated - self.cached_tokens(req)
 
     def admission_blocks(self, req: Request, n: int, claimed: set | None = None) -> int:
         """Free blocks admitting waiting ``req`` with ``n`` tokens to compute takes: the chunk's blocks and the
         cached blocks no request holds (they leave vLLM's free queue), less those in ``claimed`` (``claim_hit``)."""
+        if req.num_blocks:  # a landed load's request: the blocks beyond those it holds
+            return self.extra_blocks(req, req.num_computed + n)
         hit, local = self.cache_hit(req)
         external = self.external_tokens(req)  # loaded into blocks of its own, as the chunk's tokens are
         return (self.blocks_for(local + external + n) - len(hit)
