@@ -6,6 +6,10 @@ It reads ``ExampleConnector``'s folder (a producer stores prompts there) but ans
 request is parked (``load_kv_async``) with its blocks allocated, the worker copies the KV in during the next step
 and reports the load finished, and the scheduler runs the request from there. A test double of the transport only:
 the scheduler, the block manager and the model are vLLM's own.
+
+With ``kv_connector_extra_config={"whole_prompt": true}`` a hit counts every prompt token, as NIXL's decode side
+counts a remote prefill (vLLM then recomputes the last one); the folder holds whole blocks only, so the tokens past
+them are not loaded and the outputs are not the prompt's: a test of the scheduling path, not of the KV.
 """
 from __future__ import annotations
 
@@ -26,11 +30,14 @@ class AsyncFolderConnector(ExampleConnector):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._pending: dict[str, tuple[list[int], list[int]]] = {}
+        self._whole = bool(self._kv_transfer_config.get_from_extra_config("whole_prompt", False))
         self._loaded: set[str] = set()
 
     # --- scheduler side ---
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         n, _ = super().get_num_new_matched_tokens(request, num_computed_tokens)
+        if n and self._whole:
+            n = len(request.prompt_token_ids) - num_computed_tokens
         return n, bool(n)
 
     def update_state_after_alloc(self, request, blocks, num_external_tokens):

@@ -35,13 +35,14 @@ PAIR = textwrap.dedent("""
     config = EngineConfig(model=str(model), max_model_len=512, max_num_seqs=16, max_num_batched_tokens=1024,
                           kv_cache_mb=16)
 
-    def engine(role, policy, connector="ExampleConnector"):
+    def engine(role, policy, connector="ExampleConnector", whole=False):
         os.environ["LLMSCHED_SCHEDULER"] = policy
         if role is None:
             return LLM(**engine_args(config))
         kv = KVTransferConfig(kv_connector=connector, kv_role=role,
                               kv_connector_module_path="tests.async_kv_connector" if connector != "ExampleConnector"
-                              else None, kv_connector_extra_config={"shared_storage_path": str(store)})
+                              else None, kv_connector_extra_config={"shared_storage_path": str(store),
+                                                                    "whole_prompt": whole})
         return LLM(**engine_args(config), kv_transfer_config=kv)
 
     def report(side, llm):
@@ -65,6 +66,11 @@ PAIR = textwrap.dedent("""
     print("ASYNC_DECODED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
     report("ASYNC_DECODE", loading)
     del loading
+    whole = engine("kv_consumer", "sarathi", "AsyncFolderConnector", whole=True)  # NIXL's count: every prompt token
+    outs = whole.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
+    print("WHOLE_COUNTS", [len(o.outputs[0].token_ids) for o in outs], flush=True)
+    report("WHOLE_DECODE", whole)
+    del whole
     colocated = engine(None, "vllm-chunked")
     outs = colocated.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
     print("COLOCATED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
@@ -94,3 +100,6 @@ def test_a_1p1d_pair_runs_under_the_plug_in_on_both_sides_and_decodes_as_colocat
     # the policy as holding it (before, the plug-in never ran a landed request: the engine spun on empty steps)
     assert line(out, "ASYNC_DECODE") == "llmsched.vllm.adapter 4 0 [] 4"
     assert line(out, "ASYNC_DECODED") == decoded
+    # a hit of every prompt token, as NIXL counts a remote prefill: vLLM recomputes the last, and so plans the policy
+    assert line(out, "WHOLE_DECODE") == "llmsched.vllm.adapter 4 0 [] 4"
+    assert line(out, "WHOLE_COUNTS") == "[8, 8, 8, 8]"

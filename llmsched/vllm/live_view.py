@@ -125,10 +125,13 @@ class VLLMView:
         known = self.external.get(req.id)
         if known is None:
             vreq = self._s.vllm_request(req)
-            ext, load_async = connector.get_num_new_matched_tokens(vreq, self.cache_hit(req)[1])
+            local = self.cache_hit(req)[1]
+            ext, load_async = connector.get_num_new_matched_tokens(vreq, local)
             if not ext or vreq.skip_reading_prefix_cache:
                 ext, load_async = 0, False
-            known = self.external[req.id] = (ext, bool(load_async))
+            # a whole prompt loaded (NIXL's remote prefill) still computes its last token, as vLLM recomputes it
+            last = req.prompt_len + req.num_generated - 1 - local
+            known = self.external[req.id] = (ext if ext < last else last, bool(load_async))
         return known
 
     def cached_tokens(self, req: Request, draft=None) -> int:
