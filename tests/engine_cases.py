@@ -102,11 +102,11 @@ def sim_steps(case, limits: Limits, scheduler: str = "vllm-chunked", params: dic
 
 
 # --- vLLM -------------------------------------------------------------------------------------------------------
-def vllm_scheduler(limits: Limits, model_dir: str, full_isl: bool = True, groups=None):
+def vllm_scheduler(limits: Limits, model_dir: str, full_isl: bool = True, groups=None, chunked: bool = True):
     """vLLM 0.32's v1 Scheduler as the engine core builds it (FCFS, chunked prefill), over a pool of
     ``limits.num_blocks + 1`` blocks (the null block is the extra one). ``groups``: a KVGroups, whose full-attention
     and sliding-window or chunked-local groups vLLM's hybrid KV cache manager then keeps (one layer each: the
-    scheduler counts blocks, not bytes)."""
+    scheduler counts blocks, not bytes). ``chunked``: vLLM's ``enable_chunked_prefill``."""
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
@@ -115,7 +115,7 @@ def vllm_scheduler(limits: Limits, model_dir: str, full_isl: bool = True, groups
     from vllm.v1.structured_output import StructuredOutputManager
     mc = ModelConfig(model=model_dir, dtype="float32", seed=0, max_model_len=limits.max_model_len)
     sc = SchedulerConfig(max_num_seqs=limits.max_num_seqs, max_num_batched_tokens=limits.max_num_batched_tokens,
-                         max_model_len=limits.max_model_len, enable_chunked_prefill=True, is_encoder_decoder=False,
+                         max_model_len=limits.max_model_len, enable_chunked_prefill=chunked, is_encoder_decoder=False,
                          scheduler_reserve_full_isl=full_isl)
     cc = CacheConfig(block_size=limits.block_size, enable_prefix_caching=limits.prefix_caching)
     vc = VllmConfig(model_config=mc, scheduler_config=sc, cache_config=cc)
@@ -143,7 +143,7 @@ def kv_cache_groups(limits: Limits, groups) -> list:
 
 
 def vllm_steps(case, limits: Limits, model_dir: str, full_isl: bool = True, max_steps: int = 200,
-               groups=None, blocks: bool = False) -> list[Step]:
+               groups=None, blocks: bool = False, chunked: bool = True) -> list[Step]:
     from vllm.sampling_params import SamplingParams
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
@@ -151,7 +151,7 @@ def vllm_steps(case, limits: Limits, model_dir: str, full_isl: bool = True, max_
     from vllm.v1.request import Request as VRequest
     init_none_hash(sha256)
     hasher = get_request_block_hasher(limits.block_size, sha256)
-    sched = vllm_scheduler(limits, model_dir, full_isl, groups)
+    sched = vllm_scheduler(limits, model_dir, full_isl, groups, chunked)
     steps, finished = [], 0
     for s in range(max_steps):
         for i, a in enumerate(case):

@@ -184,6 +184,33 @@ def test_vllm_chunked_decides_as_vllms_scheduler_step_by_step(model_dir):
             assert [repr(s) for s in ours] == [repr(s) for s in theirs], (name, gate)
 
 
+# without chunked prefill (vLLM's --no-enable-chunked-prefill: a budget of at least the context length)
+WHOLE_PROMPTS = {
+    # the second prompt does not fit the budget the first leaves: it and the one behind it wait a step
+    "second-prompt-waits": (Limits(40, max_num_batched_tokens=64, max_model_len=64),
+                            [A(0, P(1, 40), 3), A(0, P(100, 30), 3), A(0, P(200, 10), 2), A(1, P(300, 20), 2)]),
+    # decodes take budget: a prompt of nearly the whole budget waits until no two decodes run beside it
+    "decodes-hold-a-long-prompt": (Limits(40, max_num_batched_tokens=64, max_model_len=64),
+                                   [A(0, P(1, 10), 6), A(0, P(50, 10), 6), A(1, P(100, 63), 1)]),
+    # preempted by recompute under KV pressure, readmitted whole
+    "preempt-and-readmit-whole": (Limits(6, max_num_batched_tokens=64, max_model_len=64),
+                                  [A(0, P(1, 15), 20), A(0, P(100, 15), 20), A(0, P(200, 15), 20)]),
+}
+
+
+def test_vllm_chunked_without_chunked_prefill_decides_as_vllms_scheduler(model_dir):
+    """``chunked_prefill=False`` against vLLM's ``enable_chunked_prefill=False``, with and without the full-prompt
+    gate: every step the same, and no prompt ever split."""
+    for gate in (True, False):
+        for name, (L, case) in WHOLE_PROMPTS.items():
+            ours = sim_steps(case, L, params={"chunked_prefill": False, "reserve_full_isl": gate})
+            theirs = vllm_steps(case, L, model_dir, full_isl=gate, chunked=False)
+            assert [repr(s) for s in ours] == [repr(s) for s in theirs], (name, gate)
+            chunked = sim_steps(case, L, params={"reserve_full_isl": gate})
+            if name != "preempt-and-readmit-whole":  # (its prompts fit together: chunking changes nothing there)
+                assert [repr(s) for s in chunked] != [repr(s) for s in ours], (name, gate)
+
+
 @pytest.mark.parametrize("name", sorted(SAME_STEP_CACHE))
 def test_vllm_decides_the_same_step_cache_cases_as_the_tests_above_say(model_dir, name):
     """The two cases the tests above derive by hand, through vLLM itself: its decisions are theirs."""

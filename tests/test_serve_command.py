@@ -9,7 +9,7 @@ import pytest
 
 from llmsched.cli import main
 from llmsched.validate.serve_command import serve_meta
-from llmsched.validate.serving import validate
+from llmsched.validate.serving import engine_fields, validate
 from llmsched.validate.serving_run import load_runs
 
 RUN = Path(__file__).parent / "data" / "gpu_runs" / "h200-llama-3.1-8b-serve-sharegpt-8"
@@ -78,3 +78,16 @@ def test_the_command_line_takes_the_file_and_the_serve_line(tmp_path, capsys):
     assert "meta.json: the run's engine arguments are there" in capsys.readouterr().err
     assert main(["validate-serving", str(path), "--vllm-version", "latest"]) == 2
     assert "--vllm-version 'latest': not a version" in capsys.readouterr().err
+
+
+def test_chunked_prefill_off_runs_prompts_whole_with_vllms_budget(tmp_path):
+    """--no-enable-chunked-prefill: vllm-chunked with chunked_prefill off, and, with no budget given, vLLM's default
+    raised to the context length (as EngineArgs does); meta.json's engine_kwargs say the same."""
+    path = bench_alone(tmp_path)
+    serve = serve_meta("vllm serve meta-llama/Llama-3.1-8B --max-model-len 32k --no-enable-chunked-prefill")
+    [run] = load_runs(path, serve=serve)
+    fields = engine_fields(run, "h200")
+    assert fields["scheduler_params"] == {"token_budget": 32000, "chunked_prefill": False}
+    assert fields["max_num_batched_tokens"] == 32000
+    [run] = load_runs(path, serve=serve_meta("vllm serve m --max-num-batched-tokens 4096"))
+    assert engine_fields(run, "h200")["scheduler_params"] == {"token_budget": 4096}

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from ..engine.plan import BatchPlan
 from ..engine.view import ReplicaView
+from ..request import Request
 from .registry import register
 from .running_first import RunningFirst
 from .tunable import IntRange
@@ -31,6 +32,13 @@ class VLLMChunked(RunningFirst):
     step: a later admission sharing them finds them held, as in vLLM's waiting loop. Each admission looks up the
     cache as the step's running work and the admissions before it leave it (``view.step_draft``): their new
     blocks' evictions, and the full blocks their chunks cache.
+
+    ``chunked_prefill`` off is vLLM v1 with ``--no-enable-chunked-prefill``: steps still mix decodes and prompts,
+    but a prompt runs whole, and the first waiting request whose remaining tokens exceed the budget left ends the
+    step's admissions (``if not enable_chunked_prefill and num_new_tokens > request_token_budget: break`` in vLLM
+    0.32's waiting loop). vLLM then requires a budget of at least the context length and raises its default budget to
+    it (``EngineArgs._set_default_max_num_seqs_and_batched_tokens_args``); a prompt over the budget is rejected at
+    arrival here (``prefill_limit``).
     """
 
     name = "vllm-chunked"
@@ -43,6 +51,7 @@ class VLLMChunked(RunningFirst):
     looks_up_in_order = True  # its admissions look up the prefix cache as vLLM's waiting loop does
     token_budget: int = 2048
     reserve_full_isl: bool = True
+    chunked_prefill: bool = True
     # its plans count vLLM's windowed KV cache groups (engine/kv_windows.py) where the model has them: admissions by
     # view.admission_blocks, running steps by view.extra_blocks (RunningFirst's windowed pass)
     windowed_kv = True
@@ -56,6 +65,21 @@ class VLLMChunked(RunningFirst):
     def step_budget(self, view: ReplicaView) -> int:
         return min(self.token_budget, view.max_num_batched_tokens)
 
+    @property
+    def chunks_prompts(self) -> bool:
+        return self.chunked_prefill
+
+    def prefill_limit(self, view: ReplicaView) -> int | None:
+        return None if self.chunked_prefill else self.step_budget(view)
+
+    def unservable(self, req: Request, view: ReplicaView) -> str | None:
+        limit = self.prefill_limit(view)
+        if limit is None or req.num_tokens <= limit:
+            return None
+        return (f"its {req.num_tokens}-token prefill exceeds the step budget of {limit} tokens, and chunked prefill "
+                f"is off (chunked_prefill=false, vLLM's --no-enable-chunked-prefill): raise the budget to the "
+                f"context length, as vLLM requires, or turn chunked prefill on")
+
     def admit(self, view: ReplicaView, plan: BatchPlan, budget: int, free: int, room: int) -> None:
         """FCFS admission with a chunk of what budget is left, stopping at the first that does not fit."""
         draft = view.step_draft(plan, free)  # the cache as the running work and each admission before leave it
@@ -65,6 +89,8 @@ class VLLMChunked(RunningFirst):
             cached = view.cached_tokens(r, draft)
             remaining = r.prompt_len + r.num_generated - cached  # after its cached prefix
             n = min(remaining, budget)
+            if n < remaining and not self.chunked_prefill:  # it would be chunked: it waits, and so does the rest
+                break
             need = view.admission_blocks(r, n, draft)
             if need > free or (self.reserve_full_isl and n < remaining
                                and view.admission_blocks(r, remaining, draft) > free):

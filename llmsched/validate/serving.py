@@ -130,15 +130,17 @@ def engine_fields(run: RunFolder, gpu: str | None = None, batch_time: str = "vll
     and for the vllm-v1 kind the CUDA graphs vLLM captured and its async scheduling (``batch_time_params`` win)."""
     args = run.args
     device = gpu_preset(gpu_of(run, gpu))
-    max_num_seqs, max_num_batched_tokens = batch_limits(args, device)
-    _, model_name = run.model_spec(model)
+    spec, model_name = run.model_spec(model)
+    max_num_seqs, max_num_batched_tokens = batch_limits(args, device, spec.max_model_len)
     params = dict(batch_time_params or {})
     if resolve_kind(batch_time)[0] == "vllm-v1":
         if args.capture_sizes:
             params.setdefault("capture_sizes", list(args.capture_sizes))
         params.setdefault("async_scheduling", args.async_scheduling)
     return dict(
-        scheduler=SCHEDULER, scheduler_params={"token_budget": max_num_batched_tokens}, model=model_name,
+        scheduler=SCHEDULER, scheduler_params={"token_budget": max_num_batched_tokens,
+                                               **({} if args.enable_chunked_prefill else {"chunked_prefill": False})},
+        model=model_name,
         gpu=device.name, tp=args.tensor_parallel_size, batch_time=batch_time, batch_time_params=params,
         dp=args.data_parallel_size, expert_parallel=args.enable_expert_parallel,
         router=dp_router(args.vllm_version) if args.data_parallel_size > 1 else "round-robin",
@@ -178,7 +180,7 @@ def kv_blocks(run: ServingRun, spec, device, model_name: str) -> int:
     if args.assumed:  # a bench result alone: TP 1 was assumed, and meta.json is where to say otherwise
         meta = (f"{run.folder} (no meta.json: TP 1 assumed; give --serve-command with the run's `vllm serve` flags, "
                 f"or write meta.json with engine_kwargs)")
-    max_num_seqs, max_num_batched_tokens = batch_limits(args, device)
+    max_num_seqs, max_num_batched_tokens = batch_limits(args, device, spec.max_model_len)
     sizes = args.capture_sizes or cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens)
     # a windowed model's blocks are vLLM's grouped ones where the replay counts its groups (experiment.py's
     # windowed_groups: vllm-chunked without a prefix cache)

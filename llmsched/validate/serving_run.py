@@ -67,6 +67,7 @@ class EngineArgs:
     front_end: str | None = None  # meta.json's front_end (a preset of hardware/front_end.py), where it names one
     skip_tokenizer_init: bool = False  # prompts went in as token ids and nothing was detokenised
     stream_interval: int = 1
+    enable_chunked_prefill: bool = True  # off: prompts run whole (vllm-chunked's chunked_prefill=false)
     assumed: bool = False  # no meta.json: vLLM serve's defaults taken for the log's model (``serve_defaults``)
     given_by: str | None = None  # where the arguments came from when not a meta.json: "--serve-command"
 
@@ -213,12 +214,15 @@ def serve_defaults(model: str) -> EngineArgs:
                       max_model_len=None, gpu_memory_utilization=None, block_size=16, assumed=True)
 
 
-def batch_limits(args: EngineArgs, device) -> tuple[int, int]:
+def batch_limits(args: EngineArgs, device, context: int | None = None) -> tuple[int, int]:
     """The run's ``max_num_seqs`` and ``max_num_batched_tokens``, each vLLM serve's default for ``device`` where
-    the run gives none (hardware/batch_defaults.py)."""
+    the run gives none (hardware/batch_defaults.py). Without chunked prefill vLLM raises its default token budget to
+    the context length (``args.max_model_len``, else ``context``: the model's)."""
     defaults = vllm_batch_defaults(device, SERVE)
-    return (args.max_num_seqs or defaults.max_num_seqs,
-            args.max_num_batched_tokens or defaults.max_num_batched_tokens)
+    tokens = args.max_num_batched_tokens or defaults.max_num_batched_tokens
+    if not args.max_num_batched_tokens and not args.enable_chunked_prefill:
+        tokens = max(tokens, args.max_model_len or context or 0)
+    return args.max_num_seqs or defaults.max_num_seqs, tokens
 
 
 def load_runs(folder, log_name: str | None = None, boundary: str | None = None,
@@ -372,6 +376,14 @@ def meta_args(meta, path, card_defaults: bool = False) -> EngineArgs:
     if caching is not None and not isinstance(caching, bool):
         raise ValueError(f"{path}: {where}.enable_prefix_caching is {caching!r}; write true or false (or leave it "
                          f"out: vLLM v1 caches prefixes by default)")
+    chunked = seen.get("enable_chunked_prefill")
+    where = "engine_defaults_seen"
+    if chunked is None:
+        chunked, where = kw.get("enable_chunked_prefill"), "engine_kwargs"
+    if chunked is not None and not isinstance(chunked, bool):
+        raise ValueError(f"{path}: {where}.enable_chunked_prefill is {chunked!r}; write true or false (or leave it "
+                         f"out: vLLM v1 chunks prefills by default)")
+    chunked = True if chunked is None else chunked
     block = meta.get("hash_block", HASH_BLOCK)
     if block != HASH_BLOCK:
         raise ValueError(f"{path}: hash_block is {block!r}; llmsched reads hash_ids as Mooncake's, one id per "
@@ -397,7 +409,8 @@ def meta_args(meta, path, card_defaults: bool = False) -> EngineArgs:
         memory=run_memory(meta, path, cudagraph_capture_sizes), capture_sizes=sizes,
         async_scheduling=need_bool(seen, "engine_defaults_seen", "async_scheduling", True),
         kv_cache_dtype=str(kv_dtype).lower(), enable_prefix_caching=True if caching is None else caching,
-        front_end=front, skip_tokenizer_init=need_bool(kw, "engine_kwargs", "skip_tokenizer_init", False), stream_interval=interval)
+        front_end=front, skip_tokenizer_init=need_bool(kw, "engine_kwargs", "skip_tokenizer_init", False),
+        stream_interval=interval, enable_chunked_prefill=chunked)
 
 
 def gpu_of(run: RunFolder, given: str | None) -> str:
