@@ -52,6 +52,23 @@ def test_a_reported_kv_cache_section_is_read_by_validate_serving_and_simulate_al
     assert blocks == 2588 and "kv_cache.num_gpu_blocks" in source
 
 
+def test_kv_cache_memory_bytes_sizes_the_cache_as_vllm_does(tmp_path):
+    """vLLM's --kv-cache-memory-bytes: the cache is that many bytes per GPU, whatever the card's memory holds
+    (before 2026-11-30 the field was not read and the card's formula sized the cache)."""
+    seen = json.loads((LLAMA / "meta.json").read_text())["engine_defaults_seen"]
+    seen.pop("num_gpu_blocks")
+    kwargs = json.loads((LLAMA / "meta.json").read_text())["engine_kwargs"]
+    folder = run_folder(tmp_path, engine_defaults_seen=seen, memory_gib=None,
+                        engine_kwargs={**kwargs, "kv_cache_memory_bytes": 8 << 30})
+    per_block = 16 * model("llama-3.1-8b").kv_bytes_per_token_per_gpu  # 16 tokens of 128 KiB
+    assert replay_config(load_run(folder)).num_blocks == (8 << 30) // per_block == 4096
+    blocks, source = simulated_blocks(folder)
+    assert blocks == 4096 and "kv_cache_memory_bytes" in source
+    with pytest.raises(ValueError, match="engine_kwargs.kv_cache_memory_bytes is 0"):
+        (tmp_path / "zero").mkdir()
+        load_run(run_folder(tmp_path / "zero", engine_kwargs={**kwargs, "kv_cache_memory_bytes": 0}))
+
+
 def test_other_limits_move_the_reported_figure_by_vllms_formula(tmp_path):
     folder = run_folder(tmp_path)
     reported = 57537

@@ -28,6 +28,7 @@ def test_flags_read_as_vllm_names_them():
         "engine_kwargs"] == {"model": "m", "max_model_len": 32000}
     assert serve_meta("-dp 2 -ep")["engine_kwargs"] == {"data_parallel_size": 2, "enable_expert_parallel": True}
     assert "max_model_len" not in serve_meta("vllm serve m --max-model-len auto")["engine_kwargs"]
+    assert serve_meta("--kv-cache-memory-bytes 8G")["engine_kwargs"] == {"kv_cache_memory_bytes": 8 << 30}
 
 
 @pytest.mark.parametrize("command, says", [

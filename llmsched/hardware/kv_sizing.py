@@ -1,7 +1,9 @@
 """The KV cache of a run, sized one way in every command (simulate, compare, sweep, capacity, plan, tune,
 validate-serving), in this order:
 
-1. **what vLLM reported for the run**, where the run gives it: a real run's ``meta.json`` (the ground-truth schema
+1. **what vLLM reported for the run**, where the run gives it (or the bytes it was told to give the cache,
+   ``engine_kwargs.kv_cache_memory_bytes``, vLLM's ``--kv-cache-memory-bytes``: the cache is that many bytes per
+   GPU whatever the rest of memory holds, in blocks of ``block_size`` tokens of every layer's KV): a real run's ``meta.json`` (the ground-truth schema
    of ../shared/data/ground_truth and tests/data/gpu_runs) beside its request log, ``kv_cache.num_gpu_blocks``,
    ``engine_defaults_seen.num_gpu_blocks`` or ``engine_kwargs.num_gpu_blocks``, else ``memory_gib.kv_cache_tokens``.
    A simulation of that log with other limits (``max_num_seqs``, ``max_num_batched_tokens``, CUDA graphs,
@@ -58,6 +60,7 @@ class RunMemory:
     where: str
     vllm_version: str | None
     limits: Limits | None
+    kv_bytes: int | None = None  # engine_kwargs.kv_cache_memory_bytes: the cache's size vLLM was given, per GPU
 
     @property
     def reported_tokens(self) -> int | None:
@@ -94,7 +97,9 @@ def kv_cache(spec: ModelSpec, device: GPUSpec, *, block_size: int, max_num_seqs:
                         gpu_memory_utilization=gpu_memory_utilization, capture_sizes=capture_sizes, run=run)
     if groups is None or (run is not None and run.blocks):
         return cache  # vLLM's reported num_gpu_blocks are its own (grouped) blocks already
-    if cache.budget is not None and not (run is not None and run.reported_tokens):
+    if run is not None and run.kv_bytes and not run.reported_tokens:
+        kv_bytes = run.kv_bytes
+    elif cache.budget is not None and not (run is not None and run.reported_tokens):
         kv_bytes = max(0, cache.budget.kv_bytes)  # vLLM's formula: its memory for the KV cache
     else:  # the reserve estimate's, or the tokens vLLM reported: every layer's bytes of those tokens
         kv_bytes = cache.blocks * block_size * spec.kv_bytes_per_token_per_gpu
@@ -114,6 +119,13 @@ def kv_cache_of(spec: ModelSpec, device: GPUSpec, *, block_size: int, max_num_se
                   capture_sizes)
     if run is not None and run.reported_tokens:
         return reported_cache(spec, device, run, ours, block_size)
+    if run is not None and run.kv_bytes:
+        blocks = run.kv_bytes // (block_size * spec.kv_bytes_per_token_per_gpu)
+        if blocks < 1:
+            raise ValueError(f"kv_cache_memory_bytes {run.kv_bytes:,} holds less than one block of {block_size} "
+                             f"tokens of {spec.name} ({spec.kv_bytes_per_token_per_gpu:,} bytes a token a GPU); "
+                             f"give more bytes")
+        return KVCache(blocks, f"kv_cache_memory_bytes {run.kv_bytes:,} (vLLM gives the cache exactly that)")
     if not vllm_engine and run is None:
         utilization = gpu_memory_utilization or RESERVE_UTILIZATION
         blocks = kv_capacity_blocks(spec, device, gpu_memory_utilization=utilization, block_size=block_size)
@@ -171,8 +183,11 @@ def run_memory(meta: dict, path: Path | str, default_capture_sizes=None) -> RunM
             tokens, where = positive(value, path, "memory_gib.kv_cache_tokens"), "memory_gib.kv_cache_tokens"
     version = meta.get("vllm_version")
     version = str(version) if version is not None else None
+    kv_bytes = kwargs.get("kv_cache_memory_bytes")
+    if kv_bytes is not None:
+        kv_bytes = positive(kv_bytes, path, "engine_kwargs.kv_cache_memory_bytes")
     return RunMemory(blocks, tokens, block_size, where, version, run_limits(kwargs, seen, version,
-                                                                            default_capture_sizes))
+                                                                            default_capture_sizes), kv_bytes)
 
 
 def run_limits(kwargs: dict, seen: dict, version: str | None, default_capture_sizes) -> Limits | None:

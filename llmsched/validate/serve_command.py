@@ -4,8 +4,8 @@ serve`` result or a GuideLLM report on its own, whose engine ran with more than 
 The flags are vLLM's own (``vllm serve --help=all``, checked against vLLM 0.32's parser): each one that changes
 what the engine does is either read into meta.json's ``engine_kwargs`` (the same names and checks) or refused,
 naming the flag, because the replay would otherwise run a different engine and say nothing. Server, logging and
-loading options, which change no step, are passed over. ``--max-model-len`` takes vLLM's human-readable sizes
-(``32k`` = 32,000, ``32K`` = 32,768).
+loading options, which change no step, are passed over. ``--max-model-len`` and ``--kv-cache-memory-bytes`` take
+vLLM's human-readable sizes (``32k`` = 32,000, ``32K`` = 32,768, ``8G`` = 8 GiB).
 """
 from __future__ import annotations
 
@@ -31,8 +31,9 @@ VALUED = {
     "--dtype": ("dtype", str, None),
     "--stream-interval": ("stream_interval", int, 1),
     "--num-gpu-blocks-override": ("num_gpu_blocks", int, 1),
+    "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", "size", 1),
 }
-HIGHEST = {"tensor_parallel_size": 64, "data_parallel_size": 1024, "max_num_seqs": MAX_REQUESTS,
+HIGHEST = {"kv_cache_memory_bytes": 1 << 50, "tensor_parallel_size": 64, "data_parallel_size": 1024, "max_num_seqs": MAX_REQUESTS,
            "num_gpu_blocks": MAX_BLOCKS, "block_size": 4096, "stream_interval": MAX_TOKENS}
 SWITCHES = {  # flag -> (engine_kwargs key, value)
     "--enable-expert-parallel": ("enable_expert_parallel", True), "-ep": ("enable_expert_parallel", True),
@@ -149,14 +150,14 @@ def _value(flag: str, text: str, kind, low, high):
     if kind is str:
         return text
     if kind == "size":
-        if text.lower() in ("auto", "-1"):  # vLLM fits the length to memory: the model's own limit here
+        if flag == "--max-model-len" and text.lower() in ("auto", "-1"):  # vLLM fits it to memory: the model's here
             return None
         match = SIZE.fullmatch(text)
         if not match:
-            raise ValueError(f"{WHERE}: {flag} {text!r} is not a length; write tokens (e.g. 32768 or 32k)")
+            raise ValueError(f"{WHERE}: {flag} {text!r} is not a size; write a number (e.g. 32768, 32k or 8G)")
         number = float(match.group(1)) * SIZE_UNITS[match.group(2)]
         if number != int(number):
-            raise ValueError(f"{WHERE}: {flag} {text!r} is not a whole number of tokens")
+            raise ValueError(f"{WHERE}: {flag} {text!r} is not a whole number")
         value = int(number)
     elif kind is int:
         try:
