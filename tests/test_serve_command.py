@@ -32,7 +32,7 @@ def test_flags_read_as_vllm_names_them():
 
 
 @pytest.mark.parametrize("command, says", [
-    ("vllm serve m --enforce-eager", "--enforce-eager is not modelled"),
+    ("vllm serve m --disable-custom-all-reduce", "--disable-custom-all-reduce is not modelled"),
     ("vllm serve m --speculative-config '{\"method\": \"ngram\"}'", "--speculative-config is not modelled"),
     ("vllm serve m -pp 2", "-pp 2 is not modelled"),
     ("vllm serve m --scheduling-policy priority", "--scheduling-policy priority is not modelled"),
@@ -92,3 +92,9 @@ def test_chunked_prefill_off_runs_prompts_whole_with_vllms_budget(tmp_path):
     assert fields["max_num_batched_tokens"] == 32000
     [run] = load_runs(path, serve=serve_meta("vllm serve m --max-num-batched-tokens 4096"))
     assert engine_fields(run, "h200")["scheduler_params"] == {"token_budget": 4096}
+
+
+def test_enforce_eager_replays_without_cuda_graphs_and_says_what_is_left_out(tmp_path):
+    [run] = load_runs(bench_alone(tmp_path), serve=serve_meta("vllm serve m --enforce-eager"))
+    assert engine_fields(run, "h200")["batch_time_params"]["capture_sizes"] == []
+    assert any("enforce_eager" in note and "host launch" in note for note in run.log.notes)

@@ -42,12 +42,13 @@ SWITCHES = {  # flag -> (engine_kwargs key, value)
     "--no-enable-prefix-caching": ("enable_prefix_caching", False),
     "--async-scheduling": ("async_scheduling", True), "--no-async-scheduling": ("async_scheduling", False),
     "--skip-tokenizer-init": ("skip_tokenizer_init", True), "--no-skip-tokenizer-init": ("skip_tokenizer_init", False),
+    "--enforce-eager": ("enforce_eager", True), "--no-enforce-eager": ("enforce_eager", False),
     "--enable-chunked-prefill": ("enable_chunked_prefill", True),
     "--no-enable-chunked-prefill": ("enable_chunked_prefill", False),
 }
 # flags whose only value llmsched models is vLLM's default: flag -> that value
 DEFAULT_ONLY = {"--pipeline-parallel-size": "1", "-pp": "1", "--scheduling-policy": "fcfs"}
-SWITCHES_AT_DEFAULT = {"--no-enforce-eager", "--no-disable-custom-all-reduce"}
+SWITCHES_AT_DEFAULT = {"--no-disable-custom-all-reduce"}
 # options that change no step: server, logging, loading, tokenizer and chat settings
 PASSED_VALUED = {
     "--host", "--port", "--uds", "--api-key", "--load-format", "--download-dir", "--seed", "--uvicorn-log-level",

@@ -134,7 +134,9 @@ def engine_fields(run: RunFolder, gpu: str | None = None, batch_time: str = "vll
     max_num_seqs, max_num_batched_tokens = batch_limits(args, device, spec.max_model_len)
     params = dict(batch_time_params or {})
     if resolve_kind(batch_time)[0] == "vllm-v1":
-        if args.capture_sizes:
+        if args.enforce_eager:
+            params.setdefault("capture_sizes", [])
+        elif args.capture_sizes:
             params.setdefault("capture_sizes", list(args.capture_sizes))
         params.setdefault("async_scheduling", args.async_scheduling)
     return dict(
@@ -181,7 +183,8 @@ def kv_blocks(run: ServingRun, spec, device, model_name: str) -> int:
         meta = (f"{run.folder} (no meta.json: TP 1 assumed; give --serve-command with the run's `vllm serve` flags, "
                 f"or write meta.json with engine_kwargs)")
     max_num_seqs, max_num_batched_tokens = batch_limits(args, device, spec.max_model_len)
-    sizes = args.capture_sizes or cudagraph_capture_sizes(max_num_seqs, max_num_batched_tokens)
+    sizes = [] if args.enforce_eager else args.capture_sizes or cudagraph_capture_sizes(max_num_seqs,
+                                                                                          max_num_batched_tokens)
     # a windowed model's blocks are vLLM's grouped ones where the replay counts its groups (experiment.py's
     # windowed_groups: vllm-chunked without a prefix cache)
     groups = None if args.enable_prefix_caching else kv_groups(spec)

@@ -68,6 +68,7 @@ class EngineArgs:
     skip_tokenizer_init: bool = False  # prompts went in as token ids and nothing was detokenised
     stream_interval: int = 1
     enable_chunked_prefill: bool = True  # off: prompts run whole (vllm-chunked's chunked_prefill=false)
+    enforce_eager: bool = False  # no CUDA graphs: no padding, none in memory (the eager host floor not modelled)
     assumed: bool = False  # no meta.json: vLLM serve's defaults taken for the log's model (``serve_defaults``)
     given_by: str | None = None  # where the arguments came from when not a meta.json: "--serve-command"
 
@@ -151,6 +152,9 @@ def load_run(folder, log_name: str | None = None, boundary: str | None = None,
         log.notes.append(f"no meta.json: the engine taken as `vllm serve {engine.args.model}` with vLLM's defaults "
                          f"for the card (its batch limits, TP 1, the latest vLLM); write meta.json to replay other "
                          f"engine arguments (or give --serve-command)")
+    if engine.args.enforce_eager:
+        log.notes.append("enforce_eager: replayed without CUDA graphs (no padding, none in memory); an eager "
+                         "engine's host launch work a step is not in vllm-v1, so its steps may come out short")
     name = Path(log_name).stem if as_file else (folder.name or folder.resolve().name)
     name = name if benchmark is None else f"{name}/benchmark-{benchmark}"
     return ServingRun(engine.folder, engine.args, engine.config, name, log)
@@ -410,7 +414,8 @@ def meta_args(meta, path, card_defaults: bool = False) -> EngineArgs:
         async_scheduling=need_bool(seen, "engine_defaults_seen", "async_scheduling", True),
         kv_cache_dtype=str(kv_dtype).lower(), enable_prefix_caching=True if caching is None else caching,
         front_end=front, skip_tokenizer_init=need_bool(kw, "engine_kwargs", "skip_tokenizer_init", False),
-        stream_interval=interval, enable_chunked_prefill=chunked)
+        stream_interval=interval, enable_chunked_prefill=chunked,
+        enforce_eager=need_bool(kw, "engine_kwargs", "enforce_eager", False))
 
 
 def gpu_of(run: RunFolder, given: str | None) -> str:
