@@ -50,7 +50,7 @@ def test_the_card_defaults_differ_by_card(tmp_path):
     ("meta-llama/Llama-3.1-8B-Instruct", None, "no meta.json names the GPU; give --gpu"),
     (None, "h200", "or a vllm bench serve result that names its model_id"),
     ("someone/unknown-finetune", "h200", "give --model PRESET or a shipped Hugging Face id"),
-    ("meta-llama/Llama-3.1-70B-Instruct", "l40s", "no meta.json: TP 1 assumed; write meta.json with engine_kwargs"),
+    ("meta-llama/Llama-3.1-70B-Instruct", "l40s", "no meta.json: TP 1 assumed; give --serve-command"),
 ])
 def test_what_a_bench_result_alone_cannot_say_is_a_one_line_error(tmp_path, capsys, model_id, gpu, wanted):
     folder = bench_folder(tmp_path, model_id)

@@ -336,8 +336,9 @@ def shared_prompt_run(tmp_path, multi_turn: bool = False, caching: bool = True) 
     meta = json.loads((PERF / "meta.json").read_text())
     meta["engine_kwargs"]["enable_prefix_caching"] = caching
     meta["client"]["data"]["enable_multi_turn_chat"] = multi_turn
-    if multi_turn:  # the conversations outgrow the demo's 512 tokens
-        meta["engine_kwargs"]["max_model_len"] = 16384
+    if multi_turn:  # the conversations outgrow the demo's 512 tokens; vLLM refuses a budget below the context
+        meta["engine_kwargs"]["max_model_len"] = 16384  # length without chunked prefill, so it chunks here
+        meta["engine_kwargs"]["enable_chunked_prefill"] = True
     (folder / "meta.json").write_text(json.dumps(meta))
     (folder / "config.json").write_text((PERF / "config.json").read_text())
     return load_runs(folder)

@@ -69,6 +69,26 @@ def test_kv_cache_memory_bytes_sizes_the_cache_as_vllm_does(tmp_path):
         load_run(run_folder(tmp_path / "zero", engine_kwargs={**kwargs, "kv_cache_memory_bytes": 0}))
 
 
+def test_engine_kwargs_the_replay_would_leave_out_are_refused(tmp_path):
+    """meta.json's engine arguments by --serve-command's rules: read, harmless, at the only value modelled, or an
+    error naming them (async_scheduling and num_gpu_blocks_override were once passed over)."""
+    kwargs = json.loads((LLAMA / "meta.json").read_text())["engine_kwargs"]
+    bad = {**kwargs, "speculative_config": {"method": "ngram"}, "pipeline_parallel_size": 2}
+    with pytest.raises(ValueError, match="engine_kwargs pipeline_parallel_size, speculative_config: not modelled"):
+        load_run(run_folder(tmp_path, engine_kwargs=bad))
+    (tmp_path / "ok").mkdir()
+    fine = {**kwargs, "pipeline_parallel_size": 1, "trust_remote_code": True, "served_model_name": ["x"],
+            "num_gpu_blocks_override": 3000}
+    seen = json.loads((LLAMA / "meta.json").read_text())["engine_defaults_seen"]
+    seen.pop("num_gpu_blocks")
+    folder = run_folder(tmp_path / "ok", engine_kwargs=fine, engine_defaults_seen=seen, memory_gib=None)
+    assert replay_config(load_run(folder)).num_blocks == 3000
+    (tmp_path / "sync").mkdir()
+    synced = run_folder(tmp_path / "sync", engine_kwargs={**kwargs, "async_scheduling": False},
+                        engine_defaults_seen={k: v for k, v in seen.items() if k != "async_scheduling"})
+    assert load_run(synced).args.async_scheduling is False
+
+
 def test_other_limits_move_the_reported_figure_by_vllms_formula(tmp_path):
     folder = run_folder(tmp_path)
     reported = 57537

@@ -34,7 +34,7 @@ from .vllm_memory import KVBudget, default_utilization, no_room, vllm_kv_budget
 
 # where a run's meta.json may give the block count vLLM allocated: the first found wins
 REPORTED_BLOCKS = (("kv_cache", "num_gpu_blocks"), ("engine_defaults_seen", "num_gpu_blocks"),
-                   ("engine_kwargs", "num_gpu_blocks"))
+                   ("engine_kwargs", "num_gpu_blocks"), ("engine_kwargs", "num_gpu_blocks_override"))
 RESERVE_UTILIZATION = 0.9   # the reserve estimate's default gpu_memory_utilization (vLLM's before v0.21)
 
 

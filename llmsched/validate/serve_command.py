@@ -67,6 +67,24 @@ PASSED_SWITCHES = {
     "--enable-server-load-tracking", "--enable-force-include-usage", "--enable-request-id-headers",
     "--disable-frontend-multiprocessing",
 }
+# meta.json's engine_kwargs, by the same rules: those a replay reads, those that change no step, and those modelled
+# only at vLLM's default; validate-serving refuses any other (``unread_engine_kwargs``)
+READ_KEYS = ({key for key, _, _ in VALUED.values()} | {key for key, _ in SWITCHES.values()}
+             | {"num_gpu_blocks", "num_gpu_blocks_override", "async_scheduling"})
+PASSED_KEYS = {flag[2:].replace("-", "_") for flag in PASSED_VALUED | PASSED_LISTS | PASSED_SWITCHES
+               if flag.startswith("--")}
+DEFAULT_KEYS = {"pipeline_parallel_size": 1, "scheduling_policy": "fcfs", "quantization": None,
+                "speculative_config": None, "long_prefill_token_threshold": 0, "disable_custom_all_reduce": False,
+                "kv_transfer_config": None}
+
+
+def unread_engine_kwargs(kwargs: dict) -> list[str]:
+    """The keys of meta.json's ``engine_kwargs`` a replay would leave out: neither read, nor harmless, nor at the
+    only value modelled."""
+    return sorted(k for k, v in kwargs.items()
+                  if k not in READ_KEYS and k not in PASSED_KEYS and not (k in DEFAULT_KEYS and v == DEFAULT_KEYS[k]))
+
+
 SIZE = re.compile(r"(\d+(?:\.\d+)?)([kmgKMG]?)")
 SIZE_UNITS = {"": 1, "k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30}
 

@@ -33,6 +33,7 @@ from ..workload.traces.lifecycle_report import is_lifecycle, read_lifecycle
 from ..workload.traces.run_log import LOG_NAMES, run_log
 from ..workload.traces.server_log import ServerLog, read_json, read_server_log
 from .perf_stages import config_load_type, request_timeout, stage_data
+from .serve_command import unread_engine_kwargs
 
 # the run's integer engine arguments, each within the bounds of every number a user gives (bounds.py); a length
 # in tokens (max_num_batched_tokens, max_model_len) within MAX_TOKENS
@@ -329,6 +330,10 @@ def meta_args(meta, path, card_defaults: bool = False) -> EngineArgs:
         raise ValueError(f"{path}: gpu is {json.dumps(meta['gpu'])}; write the device's name as text (e.g. \"NVIDIA "
                          f"H100 80GB HBM3\"), or leave it out and give --gpu")
     kw, seen = meta["engine_kwargs"], meta.get("engine_defaults_seen") or {}
+    unread = unread_engine_kwargs(kw)
+    if unread:
+        raise ValueError(f"{path}: engine_kwargs {', '.join(unread)}: not modelled (the replay would run another "
+                         f"engine and not say so); leave out what changes no step, or replay a run without it")
 
     def need_bool(section: dict, where: str, key: str, default: bool) -> bool:
         value = section.get(key)
@@ -411,7 +416,8 @@ def meta_args(meta, path, card_defaults: bool = False) -> EngineArgs:
         gpu_memory_utilization=float(utilization) if utilization is not None else None,
         block_size=need_int("block_size", default=16), gpu=meta.get("gpu"),
         memory=run_memory(meta, path, cudagraph_capture_sizes), capture_sizes=sizes,
-        async_scheduling=need_bool(seen, "engine_defaults_seen", "async_scheduling", True),
+        async_scheduling=need_bool(seen, "engine_defaults_seen", "async_scheduling",
+                                   need_bool(kw, "engine_kwargs", "async_scheduling", True)),
         kv_cache_dtype=str(kv_dtype).lower(), enable_prefix_caching=True if caching is None else caching,
         front_end=front, skip_tokenizer_init=need_bool(kw, "engine_kwargs", "skip_tokenizer_init", False),
         stream_interval=interval, enable_chunked_prefill=chunked,
