@@ -104,6 +104,12 @@ class Scheduler(VLLMScheduler):
         policy = create_scheduler(settings.scheduler, **settings.scheduler_params)
         # a budget of the policy's own above vLLM's max_num_batched_tokens: the engine's cap is used (logged below)
         policy.fit_token_budgets(self.max_num_scheduled_tokens, settings.scheduler_params)
+        if not self.scheduler_config.enable_chunked_prefill and policy.chunks_prompts:
+            hint = ("set chunked_prefill=false in LLMSCHED_PARAMS" if hasattr(policy, "chunked_prefill")
+                    else "choose a policy that runs prompts whole (vllm, fcfs, orca, wait)")
+            raise ValueError(f"vLLM runs without chunked prefill (--no-enable-chunked-prefill) and scheduler "
+                             f"{policy.name!r} plans prompts in chunks, which vLLM would not run: {hint}, or turn "
+                             f"chunked prefill on")
         if policy.needs_oracle and not settings.oracle:
             raise ValueError(f"scheduler {policy.name!r} decides from true output lengths: set LLMSCHED_ORACLE=1 "
                              f"(the adapter then tells it each request's max_tokens)")
