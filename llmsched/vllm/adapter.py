@@ -284,9 +284,12 @@ class Scheduler(VLLMScheduler):
                         continue
                 waiting.append(m)
             self._seen_waiting, self._waiting_mirrors = queue, waiting
-        holders = self._loaded_mirrors() if self.kv_holding_waiting else ()
-        if holders:  # vLLM runs them before its waiting queue: so do the policy's plans (the simulator's order)
-            waiting = holders + waiting
+        if self.kv_holding_waiting:
+            holders = self._loaded_mirrors()
+            if holders:  # vLLM runs them before its waiting queue: so do the policy's plans (the simulator's order)
+                waiting = holders + waiting
+        elif self._holding_ids:
+            self._holding_ids = set()
         view.running = running
         view.waiting = waiting
         view.external.clear()
