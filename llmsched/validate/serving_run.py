@@ -184,8 +184,8 @@ def read_run_folder(folder: Path, log_model: str | None = None, serve: dict | No
     folder = Path(folder)
     meta_path = folder / "meta.json"
     if serve is not None and meta_path.is_file():
-        raise ValueError(f"{meta_path}: the run's engine arguments are there, and --serve-command gives others; "
-                         f"--serve-command is for a run saved without meta.json (drop one of them)")
+        raise ValueError(f"{meta_path}: the run's engine arguments are there, and --serve-command or --vllm-version "
+                         f"gives others; those are for a run saved without meta.json (drop one or the other)")
     if not meta_path.is_file() and not log_model and not (serve or {}).get("model"):
         raise ValueError(f"{meta_path}: not found; a run needs its engine arguments (model, tensor_parallel_size, "
                          f"max_num_seqs, max_num_batched_tokens, ...) as in ../shared/data/ground_truth, or a vllm "
