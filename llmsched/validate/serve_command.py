@@ -33,8 +33,8 @@ VALUED = {
     "--num-gpu-blocks-override": ("num_gpu_blocks", int, 1),
     "--kv-cache-memory-bytes": ("kv_cache_memory_bytes", "size", 1),
 }
-HIGHEST = {"kv_cache_memory_bytes": 1 << 50, "tensor_parallel_size": 64, "data_parallel_size": 1024, "max_num_seqs": MAX_REQUESTS,
-           "num_gpu_blocks": MAX_BLOCKS, "block_size": 4096, "stream_interval": MAX_TOKENS}
+HIGHEST = {"kv_cache_memory_bytes": 1 << 50, "tensor_parallel_size": 64, "data_parallel_size": 1024,
+           "max_num_seqs": MAX_REQUESTS, "num_gpu_blocks": MAX_BLOCKS, "block_size": 4096, "stream_interval": MAX_TOKENS}
 SWITCHES = {  # flag -> (engine_kwargs key, value)
     "--enable-expert-parallel": ("enable_expert_parallel", True), "-ep": ("enable_expert_parallel", True),
     "--no-enable-expert-parallel": ("enable_expert_parallel", False),
@@ -65,7 +65,6 @@ PASSED_SWITCHES = {
     "--no-enable-log-requests", "--disable-log-stats", "--no-disable-log-stats", "--disable-uvicorn-access-log",
     "--enable-auto-tool-choice", "--disable-fastapi-docs", "--enable-prompt-tokens-details", "--allow-credentials",
     "--enable-server-load-tracking", "--enable-force-include-usage", "--enable-request-id-headers",
-    "--disable-frontend-multiprocessing",
 }
 # meta.json's engine_kwargs, by the same rules: those a replay reads, those that change no step, and those modelled
 # only at vLLM's default; validate-serving refuses any other (``unread_engine_kwargs``)
