@@ -71,6 +71,8 @@ PAIR = textwrap.dedent("""
     print("WHOLE_COUNTS", [len(o.outputs[0].token_ids) for o in outs], flush=True)
     report("WHOLE_DECODE", whole)
     del whole
+    warned = engine("kv_consumer", "rad")  # a policy that plans waiting requests as holding nothing: warned of
+    del warned
     colocated = engine(None, "vllm-chunked")
     outs = colocated.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
     print("COLOCATED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
@@ -103,3 +105,5 @@ def test_a_1p1d_pair_runs_under_the_plug_in_on_both_sides_and_decodes_as_colocat
     # a hit of every prompt token, as NIXL counts a remote prefill: vLLM recomputes the last, and so plans the policy
     assert line(out, "WHOLE_DECODE") == "llmsched.vllm.adapter 4 0 [] 4"
     assert line(out, "WHOLE_COUNTS") == "[8, 8, 8, 8]"
+    assert "receives KV through a connector (kv_role kv_consumer), and scheduler 'rad'" in out
+    assert "and scheduler 'sarathi'" not in out and "and scheduler 'vllm-chunked'" not in out

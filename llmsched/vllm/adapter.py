@@ -110,6 +110,13 @@ class Scheduler(VLLMScheduler):
             raise ValueError(f"vLLM runs without chunked prefill (--no-enable-chunked-prefill) and scheduler "
                              f"{policy.name!r} plans prompts in chunks, which vLLM would not run: {hint}, or turn "
                              f"chunked prefill on")
+        transfer = self.vllm_config.kv_transfer_config
+        if transfer is not None and transfer.is_kv_consumer and not policy.serves_transferred_kv:
+            logger.warning("llmsched: this engine receives KV through a connector (kv_role %s), and scheduler %r "
+                           "plans a waiting request as holding nothing: a request whose load landed holds its "
+                           "blocks, so its plans may differ from vLLM's steps (the simulator refuses it on a decode "
+                           "pool; vllm-chunked, sarathi, fcfs, vllm, goodput and fairbatching plan it)",
+                           transfer.kv_role, policy.name)
         if policy.needs_oracle and not settings.oracle:
             raise ValueError(f"scheduler {policy.name!r} decides from true output lengths: set LLMSCHED_ORACLE=1 "
                              f"(the adapter then tells it each request's max_tokens)")
