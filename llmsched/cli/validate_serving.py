@@ -33,8 +33,8 @@ def add(sub) -> None:
     p.add_argument("--serve-command", metavar="COMMAND",
                    help="the run's `vllm serve MODEL --flag ...` line (or its flags alone), for runs saved without "
                         "meta.json: tensor/data/expert parallelism, batch limits, memory, KV dtype, prefix caching, "
-                        "async scheduling as vLLM's flags say; a flag that changes the engine and is not modelled "
-                        "is refused")
+                        "chunked prefill, eager mode, async scheduling as vLLM's flags say; a flag that changes the "
+                        "engine and is not modelled is refused")
     p.add_argument("--vllm-version", metavar="X.Y.Z",
                    help="the vLLM version of runs saved without meta.json (default: the latest llmsched models)")
     p.add_argument("--log", help="the per-request log's file name in each folder (default requests.jsonl, else "
