@@ -153,6 +153,7 @@ def random_config(seed: int) -> RunConfig:
     if np.random.default_rng([29, seed]).random() < 0.1:
         cfg["kv_cache_dtype"] = "fp8"  # a token's KV at one byte: twice the blocks
     with_budget_below_concurrency(cfg, np.random.default_rng([41, seed]))
+    with_whole_prompts(cfg, np.random.default_rng([47, seed]))
     as_vllm_allows(cfg)
     return RunConfig(**cfg)
 
@@ -193,6 +194,14 @@ def with_budget_below_concurrency(cfg: dict, rng) -> None:
             cfg.pop("scheduler_params", None)
 
 
+def with_whole_prompts(cfg: dict, rng) -> None:
+    """A third of the vllm-chunked seeds (drawn apart, so the other seeds keep their configs) run it without chunked
+    prefill (``chunked_prefill=false``, vLLM's --no-enable-chunked-prefill): prompts whole, a prompt over the budget
+    rejected at arrival with its reason."""
+    if cfg["scheduler"] == "vllm-chunked" and rng.random() < 1 / 3:
+        cfg["scheduler_params"] = {**cfg.get("scheduler_params", {}), "chunked_prefill": False}
+
+
 def as_vllm_allows(cfg: dict) -> None:
     """vLLM's own schedulers run only under limits vLLM accepts (tests/test_budgets_below_concurrency.py checks the
     refusal): the seats cut to the budget and, without chunked prefill, the context to it, as vLLM's message asks."""
@@ -201,7 +210,8 @@ def as_vllm_allows(cfg: dict) -> None:
         return
     budget = cfg["max_num_batched_tokens"]
     cfg["max_num_seqs"] = min(cfg["max_num_seqs"], budget)
-    if not policy.chunks_prompts and budget < cfg["max_model_len"]:
+    chunks = policy.chunks_prompts and cfg.get("scheduler_params", {}).get("chunked_prefill", True)
+    if not chunks and budget < cfg["max_model_len"]:
         cfg["max_model_len"] = max(2, budget)
 
 
