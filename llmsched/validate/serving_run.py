@@ -378,21 +378,17 @@ def meta_args(meta, path, card_defaults: bool = False) -> EngineArgs:
                               not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes)):
         raise ValueError(f"{path}: engine_defaults_seen.cudagraph_capture_sizes must be a list of positive "
                          f"integers")
-    caching = seen.get("enable_prefix_caching")
-    where = "engine_defaults_seen"
-    if caching is None:
-        caching, where = kw.get("enable_prefix_caching"), "engine_kwargs"
-    if caching is not None and not isinstance(caching, bool):
-        raise ValueError(f"{path}: {where}.enable_prefix_caching is {caching!r}; write true or false (or leave it "
-                         f"out: vLLM v1 caches prefixes by default)")
-    chunked = seen.get("enable_chunked_prefill")
-    where = "engine_defaults_seen"
-    if chunked is None:
-        chunked, where = kw.get("enable_chunked_prefill"), "engine_kwargs"
-    if chunked is not None and not isinstance(chunked, bool):
-        raise ValueError(f"{path}: {where}.enable_chunked_prefill is {chunked!r}; write true or false (or leave it "
-                         f"out: vLLM v1 chunks prefills by default)")
-    chunked = True if chunked is None else chunked
+    def seen_else_given(key: str, why: str) -> bool:
+        """What vLLM chose (engine_defaults_seen), else what was given (engine_kwargs), else on (``why``)."""
+        value, where = seen.get(key), "engine_defaults_seen"
+        if value is None:
+            value, where = kw.get(key), "engine_kwargs"
+        if value is not None and not isinstance(value, bool):
+            raise ValueError(f"{path}: {where}.{key} is {value!r}; write true or false (or leave it out: {why})")
+        return True if value is None else value
+
+    caching = seen_else_given("enable_prefix_caching", "vLLM v1 caches prefixes by default")
+    chunked = seen_else_given("enable_chunked_prefill", "vLLM v1 chunks prefills by default")
     block = meta.get("hash_block", HASH_BLOCK)
     if block != HASH_BLOCK:
         raise ValueError(f"{path}: hash_block is {block!r}; llmsched reads hash_ids as Mooncake's, one id per "
@@ -418,7 +414,7 @@ def meta_args(meta, path, card_defaults: bool = False) -> EngineArgs:
         memory=run_memory(meta, path, cudagraph_capture_sizes), capture_sizes=sizes,
         async_scheduling=need_bool(seen, "engine_defaults_seen", "async_scheduling",
                                    need_bool(kw, "engine_kwargs", "async_scheduling", True)),
-        kv_cache_dtype=str(kv_dtype).lower(), enable_prefix_caching=True if caching is None else caching,
+        kv_cache_dtype=str(kv_dtype).lower(), enable_prefix_caching=caching,
         front_end=front, skip_tokenizer_init=need_bool(kw, "engine_kwargs", "skip_tokenizer_init", False),
         stream_interval=interval, enable_chunked_prefill=chunked,
         enforce_eager=need_bool(kw, "engine_kwargs", "enforce_eager", False))
