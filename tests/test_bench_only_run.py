@@ -82,3 +82,52 @@ def test_a_guidellm_report_alone_replays_the_model_its_backend_names(tmp_path):
     row = validate(run, "h200")  # the same requests as the bench result: the same replay
     for metric in ("ttft", "e2e"):
         assert row["errors"][metric]["p50"] == pytest.approx(bench["errors"][metric]["p50"], abs=1.0)
+
+
+def test_simulate_takes_the_serve_command_for_a_bench_result_alone(tmp_path, capsys):
+    """simulate --trace of a bench result saved without meta.json, with the `vllm serve` line it ran with: the
+    machine validate-serving replays it on, to the last digit; vLLM serve's limits are the card's (--gpu)."""
+    folder = bench_folder(tmp_path)
+    serve = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 64 --max-model-len 32768"
+    out = tmp_path / "sim"
+    assert main(["simulate", "--trace", str(folder / "result.json"), "--serve-command", serve, "--gpu", "h200",
+                 "--vllm-version", "0.26.0", "--out", str(out), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "settings from --serve-command / --vllm-version" in err
+    summary = json.loads((out / "summary.json").read_text())
+    record = summary["run"]["trace_meta"]
+    taken = record["taken"]
+    assert record["file"] == "--serve-command / --vllm-version" and record["kept"] == {}
+    assert taken["max_num_seqs"] == 64 and taken["max_model_len"] == 32768 and taken["scheduler"] == "vllm-chunked"
+    budget = vllm_batch_defaults("h200").max_num_batched_tokens  # not given: vLLM serve's for an H200
+    assert taken["scheduler_params"] == {"vllm-chunked": {"token_budget": budget}}
+    assert taken["batch_time_params"]["async_scheduling"] is True  # vLLM 0.26's default
+    from llmsched.cli.serve_engine import serve_engine
+    from argparse import Namespace
+    run = load_run(folder, serve=serve_engine(Namespace(serve_command=serve, vllm_version="0.26.0")))
+    predicted = validate(run, "h200")["simulated"]
+    for metric in ("ttft", "tpot", "e2e"):
+        assert summary["latency"][metric]["p50"] == predicted[metric]["p50"]
+
+
+def test_a_bench_result_alone_without_a_serve_command_says_what_it_simulates(tmp_path, capsys):
+    folder = bench_folder(tmp_path)
+    assert main(["simulate", "--trace", str(folder / "result.json"), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "names its model (meta-llama/Llama-3.1-8B-Instruct) but no meta.json" in err and "--serve-command" in err
+
+
+@pytest.mark.parametrize("argv, wanted", [
+    (["simulate", "--serve-command", "vllm serve x"], "--serve-command: the engine arguments of the run a --trace"),
+    (["simulate", "--trace", "RUN_LOG", "--serve-command", "vllm serve x -tp 2"],
+     "meta.json: the run's engine arguments are there, and --serve-command"),
+    (["compare", "--trace", "BENCH", "--vllm-version", "latest"], "--vllm-version 'latest': not a version"),
+    (["simulate", "--trace", "BENCH", "--serve-command", "vllm serve meta-llama/Llama-3.1-8B-Instruct -pp 2"],
+     "-pp"),
+])
+def test_serve_command_misuse_is_a_one_line_error(tmp_path, capsys, argv, wanted):
+    bench = bench_folder(tmp_path) / "result.json"
+    argv = [{"RUN_LOG": str(RUN / "requests.jsonl"), "BENCH": str(bench)}.get(a, a) for a in argv]
+    code = main(argv + ["--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and wanted in err, err

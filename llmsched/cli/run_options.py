@@ -49,6 +49,13 @@ def add_run_options(p: argparse.ArgumentParser, exclude=(), defaults: dict | Non
                         "that scheduler's runs (repeatable, one file per scheduler; --param, run options and --config "
                         "given here win)")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    if trace_meta:
+        from .serve_engine import SERVE_COMMAND_HELP, VLLM_VERSION_HELP
+        t = p.add_argument_group("the engine of a --trace's run saved without meta.json")
+        t.add_argument("--serve-command", metavar="COMMAND",
+                       help=SERVE_COMMAND_HELP.format(what="a --trace's run") +
+                       "; taken as a meta.json beside the trace is")
+        t.add_argument("--vllm-version", metavar="X.Y.Z", help=VLLM_VERSION_HELP.format(what="a --trace's run"))
     p.set_defaults(excluded_run_options=tuple(exclude), run_defaults=dict(defaults or {}), run_options=None,
                    trace_meta=trace_meta, trace_meta_found=None)
 
@@ -96,6 +103,10 @@ def read_options(args) -> tuple[dict, dict[str, Origin]]:
             origins[name] = CLI
     if (data.get("trace") or data.get("concurrency") or data.get("tenants")) and "rate" not in data:
         data["rate"] = None  # a trace replays at its own rate; a closed loop has none; tenants have their own
+    serve = [f for f in ("serve_command", "vllm_version") if getattr(args, f, None) is not None]
+    if serve and not data.get("trace"):
+        raise ValueError(f"{' and '.join('--' + f.replace('_', '-') for f in serve)}: the engine arguments of the run "
+                         f"a --trace was captured from; give --trace FILE, or set the engine with the run options")
     if getattr(args, "trace_meta", None) and data.get("trace"):
         take_trace_meta(args, data, origins)
     for key, value in args.run_defaults.items():
@@ -110,8 +121,17 @@ def take_trace_meta(args, data: dict, origins: dict) -> None:
     """The fields the user left out set to those of the run the trace was captured from (its meta.json), said in
     one line on stderr and kept on ``args`` for the run's summary."""
     from ..validate.trace_meta import trace_meta
-    found = trace_meta(data, args.trace_meta == "run" and getattr(args, "scheduler", None) is None)
+    from .serve_engine import serve_engine
+    found = trace_meta(data, args.trace_meta == "run" and getattr(args, "scheduler", None) is None,
+                       serve_engine(args))
     if found is None:
+        from ..validate.trace_meta import client_log_model
+        model = client_log_model(data["trace"])
+        if model is not None:  # a bench result or GuideLLM report alone: it says which model, nothing of the engine
+            print(f"llmsched {getattr(args, 'command', None) or 'run'}: {data['trace']} names its model ({model}) "
+                  f"but no meta.json gives its engine; the run options given (or llmsched's defaults) are "
+                  f"simulated: give --serve-command 'vllm serve ...' and --gpu to simulate the machine that ran it",
+                  file=sys.stderr)
         return
     data.update(found.taken)
     origins.update(dict.fromkeys(found.taken, found.origin))

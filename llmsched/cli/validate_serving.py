@@ -3,15 +3,14 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import shlex
 from pathlib import Path
 
 from ..hardware.front_end import FRONT_ENDS
 from ..run_config import RunConfig
 from ..validate.serving import METRICS, STATS, pct, validate
-from ..validate.serve_command import serve_meta
 from ..validate.serving_run import load_runs
+from .serve_engine import SERVE_COMMAND_HELP, VLLM_VERSION_HELP, serve_engine
 
 DEFAULT_BATCH_TIME = RunConfig.batch_time  # the run field's default (vllm-v1), declared once
 
@@ -30,13 +29,8 @@ def add(sub) -> None:
     p.add_argument("--out", help="output folder (default: print only)")
     p.add_argument("--gpu", help="GPU preset of the runs whose meta.json names none (e.g. h200)")
     p.add_argument("--model", help="model preset, where config.json / meta.json's model is not one llmsched reads")
-    p.add_argument("--serve-command", metavar="COMMAND",
-                   help="the run's `vllm serve MODEL --flag ...` line (or its flags alone), for runs saved without "
-                        "meta.json: tensor/data/expert parallelism, batch limits, memory, KV dtype, prefix caching, "
-                        "chunked prefill, eager mode, async scheduling as vLLM's flags say; a flag that changes the "
-                        "engine and is not modelled is refused")
-    p.add_argument("--vllm-version", metavar="X.Y.Z",
-                   help="the vLLM version of runs saved without meta.json (default: the latest llmsched models)")
+    p.add_argument("--serve-command", metavar="COMMAND", help=SERVE_COMMAND_HELP.format(what="runs"))
+    p.add_argument("--vllm-version", metavar="X.Y.Z", help=VLLM_VERSION_HELP.format(what="runs"))
     p.add_argument("--log", help="the per-request log's file name in each folder (default requests.jsonl, else "
                                  "the one bench-result .json)")
     p.add_argument("--latency-boundary", choices=("client", "engine"),
@@ -58,19 +52,6 @@ def add(sub) -> None:
     p.add_argument("--profiles", metavar="DIR", help="where --calibrate writes the profile (default "
                                                      "$LLMSCHED_BATCH_TIME_PROFILES or ~/.llmsched/batch-time)")
     p.set_defaults(func=cmd_validate_serving)
-
-
-def serve_engine(args) -> dict | None:
-    """The engine arguments --serve-command and --vllm-version give runs saved without meta.json, as meta.json
-    holds them; None where neither is given."""
-    if args.serve_command is None and args.vllm_version is None:
-        return None
-    meta = serve_meta(args.serve_command) if args.serve_command is not None else {"engine_kwargs": {}}
-    if args.vllm_version is not None:
-        if not re.fullmatch(r"\d+(\.\d+){1,2}\S*", args.vllm_version):
-            raise ValueError(f"--vllm-version {args.vllm_version!r}: not a version; give vLLM's, e.g. 0.11.0")
-        meta["vllm_version"] = args.vllm_version
-    return meta
 
 
 def fit_command(args) -> str:

@@ -12,8 +12,12 @@ run's token budget), and the latency boundary the log measured at (a requests.js
 follows from them: with the run's model, GPU, parallelism and KV dtype, the one KV sizing (hardware/kv_sizing.py)
 takes the block count vLLM reported in meta.json, moved by vLLM's formula for limits given otherwise.
 
-Without a meta.json beside the trace, or with one that is not a real run's (no ``engine_kwargs``, as llmsched's own
-output folders), nothing is taken. A real run's meta.json that cannot be read is an error naming it and its field.
+A run saved without meta.json (a ``vllm bench serve`` result or a GuideLLM report alone, as most users hold them) is
+given its engine as validate-serving takes it: ``--serve-command "vllm serve MODEL ..."`` and ``--vllm-version``,
+read into meta.json's form (validate/serve_command.py; the model is the log's where the line names none), vLLM
+serve's limits for the card ``--gpu`` names where the line gives none. Without a meta.json beside the trace and
+without those flags, or with one that is not a real run's (no ``engine_kwargs``, as llmsched's own output folders),
+nothing is taken; a client log that names its model then says so on stderr. A real run's meta.json that cannot be read is an error naming it and its field.
 """
 from __future__ import annotations
 
@@ -44,18 +48,23 @@ class TraceMeta:
     ``notes`` (what could not be taken, and why)."""
 
     path: Path
+    given_by: str | None = None  # "--serve-command": the run's arguments came from the command line, not meta.json
     taken: dict = field(default_factory=dict)
     kept: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
     def origin(self) -> Origin:
-        return Origin.file(self.path)
+        return Origin.file(self.source)
+
+    @property
+    def source(self) -> str:
+        return str(self.path) if self.given_by is None else "--serve-command / --vllm-version"
 
     def note(self) -> str:
         """One line: what came from meta.json, what the user's own values replaced, what was left out."""
         taken = ", ".join(f"{k} {shown(v)}" for k, v in self.taken.items()) or "nothing"
-        line = f"settings from {self.path} (the run the trace was captured from): {taken}"
+        line = f"settings from {self.source} (the run the trace was captured from): {taken}"
         if self.kept:
             kept = ", ".join(f"{k} (run: {shown(v)})" for k, v in self.kept.items())
             line += f"; given here instead of the run's: {kept}"
@@ -63,7 +72,18 @@ class TraceMeta:
 
     def record(self) -> dict:
         """The record a run's summary.json keeps (``run.trace_meta``)."""
-        return {"file": str(self.path), "taken": dict(self.taken), "kept": dict(self.kept), "notes": list(self.notes)}
+        return {"file": self.source, "taken": dict(self.taken), "kept": dict(self.kept), "notes": list(self.notes)}
+
+
+def client_log_model(trace: str) -> str | None:
+    """The model a client's JSON log names (a vllm bench serve result's ``model_id``, a GuideLLM report's backend
+    model); None for any other trace (a JSON-lines trace is not read here: it may be long)."""
+    from ..workload.traces.server_log import read_server_log
+    try:
+        path = resolve_data_file(trace)
+        return read_server_log(path).model if path.suffix == ".json" else None
+    except (ValueError, OSError):
+        return None  # not a server log: its reader says what is wrong when the run reads it
 
 
 def shown(value) -> str:
@@ -92,19 +112,28 @@ def run_meta_of(trace: str) -> Path | None:
     return path if isinstance(meta, dict) and "engine_kwargs" in meta else None
 
 
-def trace_meta(given: dict, with_scheduler: bool) -> TraceMeta | None:
+def trace_meta(given: dict, with_scheduler: bool, serve: dict | None = None) -> TraceMeta | None:
     """The settings ``given`` (the user's run fields, a ``trace`` among them) takes from the run the trace was
-    captured from; None where the trace has no real run's meta.json beside it. ``with_scheduler``: take vLLM's
-    policy too (a command of one scheduler that the user did not name)."""
+    captured from; None where the trace has no real run's meta.json beside it and no ``serve`` is given.
+    ``with_scheduler``: take vLLM's policy too (a command of one scheduler that the user did not name). ``serve``:
+    the engine arguments of a run saved without meta.json (``--serve-command``, ``--vllm-version``), read as its
+    meta.json would be; with a meta.json beside the trace it is an error (one or the other)."""
     path = run_meta_of(given["trace"])
-    if path is None:
+    if path is None and serve is None:
         return None
-    found = TraceMeta(path)
+    folder = resolve_data_file(given["trace"]).parent
+    if path is None:
+        path = folder / "meta.json"
+        if path.is_file():  # llmsched's own output folder's meta.json: not the run's engine arguments
+            raise ValueError(f"{path}: the meta.json beside the trace is a simulation's, not the run's engine "
+                             f"arguments; --serve-command and --vllm-version stand for a run saved without one: "
+                             f"move the trace to a folder of its own")
+    found = TraceMeta(path, given_by="--serve-command" if serve is not None else None)
     pools = [k for k in OWN_POOLS if given.get(k)]
     if pools:
         found.notes.append(f"nothing taken: the pools of {', '.join(pools)} carry their own settings")
         return found
-    run = read_run_folder(path.parent)
+    run = read_run_folder(folder, client_log_model(given["trace"]) if serve is not None else None, serve)
     named = len(gpu_named_in(run.args.gpu)) == 1
     if not named and not (given.get("gpu") or given.get("gpu_spec")):
         said = f"its gpu {run.args.gpu!r} names no one GPU preset" if run.args.gpu else "it names no GPU"
@@ -116,8 +145,9 @@ def trace_meta(given: dict, with_scheduler: bool) -> TraceMeta | None:
         if not given.get("model"):
             raise
         model = given["model"]  # the run's own model is not one llmsched reads: the one given stands for it
-    # the run's own values (its GPU where meta.json names one), with the batch-time kind and parameters given here
-    fields = engine_fields(run, None if named else DEFAULTS["gpu"], given.get("batch_time", DEFAULTS["batch_time"]),
+    # the run's own values (its GPU where meta.json names one, else the one given: vLLM serve's limits are the card's)
+    fields = engine_fields(run, None if named else given.get("gpu") or DEFAULTS["gpu"],
+                           given.get("batch_time", DEFAULTS["batch_time"]),
                            given.get("batch_time_params"), model)
     grouped = [k for k in ("replicas", "autoscaler") if given.get(k) not in (None, 1)]
     for key in TAKEN:
