@@ -4,6 +4,8 @@ remote decode; the decode side's abort of that request frees it), so an instance
 it sent has been read, or its request has left, and goes then."""
 from __future__ import annotations
 
+import pytest
+
 from llmsched.experiment import RunConfig
 from llmsched.fleet.deciders import Always
 from llmsched.fleet.disagg import unbuilt
@@ -60,3 +62,24 @@ def test_a_prefill_replica_given_up_after_its_kv_was_read_goes_at_once():
     assert Status(c["status"][0]) is Status.FINISHED
     assert c["transfer_end"][0] < 0.1 and c["finish"][0] > 1.0
     assert dict(state.lives[0].entered)[GONE] == 1.0
+
+
+def test_a_decode_replica_given_up_goes_when_an_aborted_requests_kv_lands():
+    """Fuzz seed 40,647: a decode replica given up while a prompt's KV crossed a slow link, whose client gave up
+    during the transfer. The request leaves ABORTED at once, but the replica keeps its blocks until the transfer
+    lands (vLLM delays the free of a WAITING_FOR_REMOTE_KVS request); it then holds nothing, and is gone at that
+    landing. It stayed draining to the end of the run before: nothing completed there to check it."""
+    cfg = RunConfig.checked({**vars(ENGINE), "pd_decider": "always", "kv_link": "bw=50MB/s,latency=1ms",
+                             "client_timeout": 1.0})
+    fleet = Fleet((Pool("p", 1, role="prefill"), Pool("d", 1, role="decode")),
+                  scale=(ScaleEvent(0.5, "d", 0),), paths=Always(unbuilt()))
+    res, state = simulate_fleet_config(cfg, OpenLoop([Request(0, 0.0, 2048, 400)]), fleet=fleet)
+    c = res.requests.cols
+    assert Status(c["status"][0]) is Status.ABORTED and c["replica"][0] == 1
+    # the transfer (its end is not logged: the request left before) lands 1 ms + 256 MiB at 50 MB/s after its
+    # start, after the replica was given up (0.5 s) and the client gave up (1 s)
+    landed = c["transfer_start"][0] + 0.001 + c["transfer_bytes"][0] / 50e6
+    assert c["transfer_start"][0] < 0.5 < c["finish"][0] == 1.0 < landed
+    life = dict(state.lives[1].entered)
+    assert life[DRAINING] == 0.5 and life[GONE] == pytest.approx(landed, rel=1e-12)
+    assert state.draining == set()

@@ -276,6 +276,10 @@ class FleetLoop:
             self.start_transfers(rep, t)
         if rep.completed:
             self.drain(rep, t)
+        elif d is None and rep.index in self.draining and self.empty(rep):
+            # emptied with nothing completing now: a request its client gave up while its KV was arriving, whose
+            # blocks went when the transfer (or a tier's load) landed
+            self.fleet.idle(rep, t)
 
     def admit_held(self, rep, t: float) -> None:
         waiting = self.held[rep.index]
