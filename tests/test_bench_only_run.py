@@ -124,9 +124,16 @@ def test_a_bench_result_alone_without_a_serve_command_says_what_it_simulates(tmp
     (["compare", "--trace", "BENCH", "--vllm-version", "latest"], "--vllm-version 'latest': not a version"),
     (["simulate", "--trace", "BENCH", "--serve-command", "vllm serve meta-llama/Llama-3.1-8B-Instruct -pp 2"],
      "-pp"),
+    (["simulate", "--trace", "SIMULATED", "--serve-command", "vllm serve meta-llama/Llama-3.1-8B-Instruct"],
+     "the meta.json beside the trace is a simulation's, not the run's engine arguments"),
 ])
 def test_serve_command_misuse_is_a_one_line_error(tmp_path, capsys, argv, wanted):
     bench = bench_folder(tmp_path) / "result.json"
+    if "SIMULATED" in argv:  # llmsched's own output folder beside the trace (its meta.json has no engine_kwargs)
+        assert main(["simulate", "--trace", str(bench), "--num-requests", "5", "--out", str(bench.parent),
+                     "--no-progress"]) == 0
+        capsys.readouterr()
+        argv = [str(bench) if a == "SIMULATED" else a for a in argv]
     argv = [{"RUN_LOG": str(RUN / "requests.jsonl"), "BENCH": str(bench)}.get(a, a) for a in argv]
     code = main(argv + ["--no-progress"])
     err = capsys.readouterr().err

@@ -17,7 +17,8 @@ given its engine as validate-serving takes it: ``--serve-command "vllm serve MOD
 read into meta.json's form (validate/serve_command.py; the model is the log's where the line names none), vLLM
 serve's limits for the card ``--gpu`` names where the line gives none. Without a meta.json beside the trace and
 without those flags, or with one that is not a real run's (no ``engine_kwargs``, as llmsched's own output folders),
-nothing is taken; a client log that names its model then says so on stderr. A real run's meta.json that cannot be read is an error naming it and its field.
+nothing is taken; a client log that names its model then says so on stderr. A real run's meta.json that cannot be
+read is an error naming it and its field.
 """
 from __future__ import annotations
 
