@@ -23,9 +23,9 @@ POOL_OF = {"prefill_gpu": ("prefill", "gpu"), "prefill_tp": ("prefill", "tp"), "
            "decode_tp": ("decode", "tp")}
 LINK_FIELDS = ("kv_link", "kv_connector", "pd_first_token", "pd_decider", "pd_decider_params")
 POOL_TABLES = ("prefill_pool", "decode_pool")
-# a pool table's fields: a replica's run fields written KEY=VALUE (a table of parameters needs a fleet file)
-TABLE_FIELDS = tuple(f for f in POOL_FIELDS if f not in ("replicas", "scheduler_params", "router_params",
-                                                         "batch_time_params"))
+# a pool table's fields: a replica's run fields written KEY=VALUE, and its scheduler's and batch-time model's
+# parameters as tables (from a config file or the API; a validate-serving replay of a 1P1D run sets them)
+TABLE_FIELDS = tuple(f for f in POOL_FIELDS if f not in ("replicas", "router_params"))
 
 
 def set_fields(data: dict) -> list[str]:
@@ -82,8 +82,8 @@ def check_pool_table(table: str, values: dict, origin) -> dict:
     for key, value in values.items():
         if key not in TABLE_FIELDS:
             raise ValueError(f"{origin.name(table)} {key}={shown(value)}: a pool here sets "
-                             f"{', '.join(TABLE_FIELDS)} (replicas come from xPyD; parameter tables need a fleet "
-                             f"file)")
+                             f"{', '.join(TABLE_FIELDS)} (replicas come from xPyD; a router's parameters need a "
+                             f"fleet file)")
         try:
             out[key] = check_field(key, value, API)
         except ValueError as e:  # named as written: --decode-pool max_num_seqs=0: must be ...

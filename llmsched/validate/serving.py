@@ -29,6 +29,7 @@ import numpy as np
 
 import hashlib
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from ..experiment import run as run_config
@@ -69,10 +70,33 @@ def replay_config(run: ServingRun, gpu: str | None = None, batch_time: str = "vl
     run's log was (its front end: ``front_end``, else the run's own)."""
     fields = engine_fields(run, gpu, batch_time, batch_time_params, model)
     spec, model_name = run.model_spec(model)
+    pools = pd_fields(run, gpu, batch_time, batch_time_params, model) if run.args.disaggregation else {}
     return RunConfig(**{**fields, "front_end": front_end or fields["front_end"]},
                      **replayed_workload(run.log, run.args.enable_prefix_caching),
                      num_blocks=kv_blocks(run, spec, gpu_preset(gpu_of(run, gpu)), model_name),
-                     latency_boundary=run.boundary, client_timeout=client_timeout(run.log))
+                     latency_boundary=run.boundary, client_timeout=client_timeout(run.log), **pools)
+
+
+# what the decode instance of a 1P1D run sets for its pool (the rest is the run's: the prefill instance's)
+DECODE_POOL = ("gpu", "tp", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "gpu_memory_utilization",
+               "block_size", "kv_cache_dtype", "prefix_caching", "batch_time_params", "scheduler_params")
+
+
+def pd_fields(run: ServingRun, gpu: str | None, batch_time: str, batch_time_params: dict | None,
+              model: str | None) -> dict:
+    """A 1P1D run replayed as ``--disaggregate 1P1D``: the prefill instance is the run's engine (its KV cache the
+    prefill pool's), the decode instance's limits, memory and KV cache the decode pool's (each sized from its own
+    arguments), the KV priced on the link meta.json names, and the decode side waiting for it as vLLM's
+    ``WAITING_FOR_REMOTE_KVS`` does (``kv_connector=nixl``)."""
+    pd = run.args.disaggregation
+    decode = replace(run, args=pd.decode)
+    own = engine_fields(decode, gpu, batch_time, batch_time_params, model)
+    spec, model_name = run.model_spec(model)
+    decode_spec, _ = decode.model_spec(model)
+    decode_pool = {key: own[key] for key in DECODE_POOL}
+    decode_pool["num_blocks"] = kv_blocks(decode, decode_spec, gpu_preset(gpu_of(decode, gpu)), model_name)
+    return dict(disaggregate="1P1D", kv_link=pd.kv_link, kv_connector="nixl", decode_pool=decode_pool,
+                prefill_pool={"num_blocks": kv_blocks(run, spec, gpu_preset(gpu_of(run, gpu)), model_name)})
 
 
 def client_timeout(log) -> float | None:

@@ -32,6 +32,7 @@ from ..workload.traces.guidellm_report import benchmarks_of, read_guidellm
 from ..workload.traces.lifecycle_report import is_lifecycle, read_lifecycle
 from ..workload.traces.run_log import LOG_NAMES, run_log
 from ..workload.traces.server_log import ServerLog, read_json, read_server_log
+from .pd_run import Disaggregation, split_instances
 from .perf_stages import config_load_type, request_timeout, stage_data
 from .serve_command import unread_engine_kwargs
 
@@ -72,6 +73,7 @@ class EngineArgs:
     enforce_eager: bool = False  # no CUDA graphs: no padding, none in memory (the eager host floor not modelled)
     assumed: bool = False  # no meta.json: vLLM serve's defaults taken for the log's model (``serve_defaults``)
     given_by: str | None = None  # where the arguments came from when not a meta.json: "--serve-command"
+    disaggregation: Disaggregation | None = None  # a 1P1D run: these are the prefill instance's (validate/pd_run.py)
 
 
 @dataclass
@@ -153,6 +155,12 @@ def load_run(folder, log_name: str | None = None, boundary: str | None = None,
         log.notes.append(f"no meta.json: the engine taken as `vllm serve {engine.args.model}` with vLLM's defaults "
                          f"for the card (its batch limits, TP 1, the latest vLLM); write meta.json to replay other "
                          f"engine arguments (or give --serve-command)")
+    pd = engine.args.disaggregation
+    if pd is not None:
+        log.notes.append(f"a 1P1D run ({pd.connector}): replayed as --disaggregate 1P1D, each pool sized from its "
+                         f"instance's arguments, each prompt's KV over {pd.kv_link}; the proxy's two local HTTP hops "
+                         f"and the decode instance's own rendering of the prompt are not among the front end's "
+                         f"terms")
     if engine.args.enforce_eager:
         log.notes.append("enforce_eager: replayed without CUDA graphs (no padding, none in memory); an eager "
                          "engine's host launch work a step is not in vllm-v1, so its steps may come out short")
@@ -322,6 +330,11 @@ def meta_args(meta, path, card_defaults: bool = False) -> EngineArgs:
     command without them runs; a meta.json must write them."""
     if not isinstance(meta, dict) or not isinstance(meta.get("engine_kwargs"), dict):
         raise ValueError(f"{path}: needs an \"engine_kwargs\" object with vLLM's engine arguments")
+    if "disaggregation" in meta:  # a 1P1D run: each instance's arguments by the rules below
+        prefill, decode, connector, kv_link = split_instances(meta, path)
+        decode_args = meta_args(decode, f"{path}: disaggregation.decode", card_defaults)
+        return replace(meta_args(prefill, path, card_defaults),
+                       disaggregation=Disaggregation(decode_args, connector, kv_link))
     for section in ("engine_defaults_seen", "memory_gib", "kv_cache"):
         if meta.get(section) is not None and not isinstance(meta[section], dict):
             raise ValueError(f"{path}: {section} is {json.dumps(meta[section])}; write an object of what the engine "

@@ -1,0 +1,97 @@
+"""A 1P1D run's meta.json (validate/pd_run.py) replayed by validate-serving as `--disaggregate 1P1D`: the prefill
+instance is the run's engine, the decode instance's arguments size the decode pool, the KV crosses the link
+meta.json names. The run here is the H200 `vllm serve` capture's requests with a meta.json written as a 1P1D pair
+at 0.4 memory each would write it (a schema check of the replay, not a fidelity figure: the log is colocated)."""
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from llmsched.cli import main
+from llmsched.validate.serving import replay_config, validate
+from llmsched.validate.serving_run import load_run
+
+RUN = Path(__file__).parent / "data" / "gpu_runs" / "h200-llama-3.1-8b-serve-sharegpt-8"
+NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+
+
+def pd_meta() -> dict:
+    meta = json.loads((RUN / "meta.json").read_text())
+    for key in ("memory_gib", "kv_cache"):  # one instance's reports: a pair at 0.4 each reports its own
+        meta.pop(key, None)
+    meta["engine_defaults_seen"].pop("num_gpu_blocks", None)
+    meta["engine_kwargs"].update(gpu_memory_utilization=0.4, kv_transfer_config=dict(NIXL))
+    decode = copy.deepcopy(meta["engine_kwargs"])
+    decode.update(max_num_seqs=256, max_num_batched_tokens=2048)
+    meta["disaggregation"] = {"decode": {"engine_kwargs": decode}, "kv_link": "bw=1500GB/s,latency=20us"}
+    return meta
+
+
+def folder_with(tmp_path: Path, meta: dict) -> Path:
+    out = tmp_path / "pd-run"
+    out.mkdir()
+    for name in ("bench.json", "config.json"):
+        shutil.copy(RUN / name, out / name)
+    (out / "meta.json").write_text(json.dumps(meta))
+    return out
+
+
+def test_a_1p1d_run_replays_as_its_two_instances(tmp_path):
+    run = load_run(folder_with(tmp_path, pd_meta()), boundary="client")
+    pd = run.args.disaggregation
+    assert pd.connector == "NixlConnector" and pd.kv_link == "bw=1500GB/s,latency=20us"
+    assert (pd.decode.max_num_seqs, pd.decode.max_num_batched_tokens) == (256, 2048)
+    cfg = replay_config(run)
+    assert cfg.disaggregate == "1P1D" and cfg.kv_connector == "nixl" and cfg.kv_link == pd.kv_link
+    assert cfg.max_num_seqs == 1024 and cfg.scheduler_params["token_budget"] == 8192  # the prefill instance's
+    decode = cfg.decode_pool
+    assert (decode["max_num_seqs"], decode["max_num_batched_tokens"]) == (256, 2048)
+    assert decode["scheduler_params"]["token_budget"] == 2048 and decode["gpu_memory_utilization"] == 0.4
+    # each instance's KV cache from its own arguments at 0.4 of the card: the decode instance's smaller token
+    # budget leaves it more room than the prefill instance's (vLLM's profile run peaks with the budget)
+    assert decode["num_blocks"] > cfg.prefill_pool["num_blocks"] > 0
+    row = validate(run)
+    sim = row["simulated"]
+    assert sim["ttft"]["p50"] > 0 and sim["e2e"]["p50"] > sim["ttft"]["p50"]
+    # every request went through both instances, its KV over the link between
+    assert row["real"]["throughput"]["rps"] > 0
+
+
+def test_the_replay_prices_the_transfer_on_the_link_given(tmp_path):
+    fast = replay_config(load_run(folder_with(tmp_path, pd_meta()), boundary="client"))
+    slow_meta = pd_meta()
+    slow_meta["disaggregation"]["kv_link"] = "bw=1GB/s,latency=20us"
+    (tmp_path / "slow").mkdir()
+    slow = replay_config(load_run(folder_with(tmp_path / "slow", slow_meta), boundary="client"))
+    from llmsched.experiment import run as run_config
+    ttft = [float(sorted(run_config(c).requests.cols["ttft"])[len(run_config(c).requests.cols["ttft"]) // 2])
+            for c in (fast, slow)]
+    assert ttft[1] > ttft[0] + 0.05  # a 1 GB/s link adds ~0.1 s a 1k-token prompt (128 KiB a token)
+
+
+@pytest.mark.parametrize("edit, wanted", [
+    (lambda m: m.update(disaggregation=[1]), "disaggregation is [1]"),
+    (lambda m: m["disaggregation"].pop("kv_link"), "disaggregation.kv_link: missing"),
+    (lambda m: m["disaggregation"]["decode"]["engine_kwargs"].pop("kv_transfer_config"),
+     "disaggregation.decode.engine_kwargs.kv_transfer_config: missing"),
+    (lambda m: m["engine_kwargs"]["kv_transfer_config"].update(kv_connector="LMCacheConnectorV1"),
+     "kv_connector \"LMCacheConnectorV1\": not one llmsched replays"),
+    (lambda m: m["engine_kwargs"]["kv_transfer_config"].update(kv_role="kv_consumer"),
+     "the prefill instance's role is kv_producer or kv_both"),
+    (lambda m: m["disaggregation"]["decode"]["engine_kwargs"]["kv_transfer_config"].update(
+        kv_connector="ExampleConnector"), "the prefill instance ran NixlConnector"),
+    (lambda m: m["disaggregation"]["decode"]["engine_kwargs"].update(data_parallel_size=2),
+     "a 1P1D run is one instance each side"),
+    (lambda m: m["disaggregation"].update(prefill={}), "disaggregation: prefill not read"),
+    (lambda m: m["disaggregation"]["decode"]["engine_kwargs"].update(speculative_config={"method": "ngram"}),
+     "disaggregation.decode: engine_kwargs speculative_config: not modelled"),
+    (lambda m: m["disaggregation"].update(kv_link="warp-drive"), "unknown link 'warp-drive'"),
+])
+def test_a_1p1d_meta_json_that_cannot_be_replayed_is_a_one_line_error(tmp_path, capsys, edit, wanted):
+    meta = pd_meta()
+    edit(meta)
+    code = main(["validate-serving", str(folder_with(tmp_path, meta))])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and wanted in err, err
