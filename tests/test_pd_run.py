@@ -53,6 +53,7 @@ def test_a_1p1d_run_replays_as_its_two_instances(tmp_path):
     # budget leaves it more room than the prefill instance's (vLLM's profile run peaks with the budget)
     assert decode["num_blocks"] > cfg.prefill_pool["num_blocks"] > 0
     row = validate(run)
+    assert row["disaggregate"] == "1P1D" and row["decode_pool"]["num_blocks"] == decode["num_blocks"]
     sim = row["simulated"]
     assert sim["ttft"]["p50"] > 0 and sim["e2e"]["p50"] > sim["ttft"]["p50"]
     # every request went through both instances, its KV over the link between

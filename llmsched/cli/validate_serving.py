@@ -124,8 +124,9 @@ def format_report(rows: list[dict]) -> str:
     for row in rows:
         where = (f"at the client through {row['front_end']}" if row.get("latency_boundary") == "client" else
                  "in the engine")
+        pd = f", {row['disaggregate']}" if row.get("disaggregate") else ""
         lines.append(f"{row['run']} ({row['split']}): {row['model']} on {row['gpu']}, tp {row['tp']}, dp {row['dp']}"
-                     f"{' + EP' if row['expert_parallel'] else ''}, vLLM {row['vllm_version'] or '(latest)'}, "
+                     f"{' + EP' if row['expert_parallel'] else ''}{pd}, vLLM {row['vllm_version'] or '(latest)'}, "
                      f"{row['requests']} requests, batch time {row['profile'] or row['batch_time']}, measured {where}")
         lines.append(f"  {'metric':<14}" + "".join(f"{s:>26}" for s in STATS))
         for metric in METRICS:

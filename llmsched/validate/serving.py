@@ -382,6 +382,8 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
            "gpu": cfg.gpu, "tp": cfg.tp, "dp": cfg.dp, "expert_parallel": cfg.expert_parallel,
            "batch_time": cfg.batch_time, "batch_time_params": cfg.batch_time_params, "num_blocks": cfg.num_blocks,
            "router": cfg.router if cfg.dp > 1 else None, "requests": len(run.log),
+           "disaggregate": str(cfg.disaggregate) if cfg.disaggregate else None,
+           "decode_pool": dict(cfg.decode_pool) if cfg.disaggregate else None,
            "latency_boundary": cfg.latency_boundary,
            "front_end": cfg.front_end if cfg.latency_boundary == "client" else None,
            "real": real, "simulated": sim, "errors": err, "targets": targets(err),
