@@ -96,3 +96,20 @@ def test_a_1p1d_meta_json_that_cannot_be_replayed_is_a_one_line_error(tmp_path, 
     code = main(["validate-serving", str(folder_with(tmp_path, meta))])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and wanted in err, err
+
+
+def test_simulate_trace_of_a_1p1d_run_simulates_the_pair(tmp_path, capsys):
+    """simulate --trace takes a 1P1D run's layout as it takes a colocated run's engine: the pools, the decode
+    instance's own limits and the link, and simulates what validate-serving replays (each pool's KV cache by vLLM's
+    formula for its instance: neither reports one here)."""
+    folder = folder_with(tmp_path, pd_meta())
+    out = tmp_path / "sim"
+    assert main(["simulate", "--trace", str(folder / "bench.json"), "--out", str(out), "--no-progress"]) == 0
+    assert "disaggregate 1P1D" in capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    taken = summary["run"]["trace_meta"]["taken"]
+    assert taken["disaggregate"] == "1P1D" and taken["kv_link"] == "bw=1500GB/s,latency=20us"
+    assert (taken["decode_pool"]["max_num_seqs"], taken["decode_pool"]["max_num_batched_tokens"]) == (256, 2048)
+    predicted = validate(load_run(folder, boundary="client"))["simulated"]
+    for metric in ("ttft", "tpot", "e2e"):
+        assert summary["latency"][metric]["p50"] == pytest.approx(predicted[metric]["p50"], rel=1e-9)

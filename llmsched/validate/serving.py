@@ -90,13 +90,21 @@ def pd_fields(run: ServingRun, gpu: str | None, batch_time: str, batch_time_para
     ``WAITING_FOR_REMOTE_KVS`` does (``kv_connector=nixl``)."""
     pd = run.args.disaggregation
     decode = replace(run, args=pd.decode)
-    own = engine_fields(decode, gpu, batch_time, batch_time_params, model)
     spec, model_name = run.model_spec(model)
     decode_spec, _ = decode.model_spec(model)
-    decode_pool = {key: own[key] for key in DECODE_POOL}
+    decode_pool = decode_pool_fields(run, gpu, batch_time, batch_time_params, model)
     decode_pool["num_blocks"] = kv_blocks(decode, decode_spec, gpu_preset(gpu_of(decode, gpu)), model_name)
     return dict(disaggregate="1P1D", kv_link=pd.kv_link, kv_connector="nixl", decode_pool=decode_pool,
                 prefill_pool={"num_blocks": kv_blocks(run, spec, gpu_preset(gpu_of(run, gpu)), model_name)})
+
+
+def decode_pool_fields(run: RunFolder, gpu: str | None, batch_time: str, batch_time_params: dict | None,
+                       model: str | None) -> dict:
+    """The decode pool's own fields of a 1P1D run: its instance's limits, memory share, token budget and CUDA graph
+    sizes (``engine_fields`` of the decode instance's arguments)."""
+    decode = replace(run, args=run.args.disaggregation.decode)
+    own = engine_fields(decode, gpu, batch_time, batch_time_params, model)
+    return {key: own[key] for key in DECODE_POOL}
 
 
 def client_timeout(log) -> float | None:

@@ -30,7 +30,7 @@ from ..hardware.kv_sizing import gpu_named_in
 from ..run_config import DEFAULTS, check_field
 from ..run_field import Origin
 from ..workload.traces.readers import DataFileNotFound, resolve_data_file
-from .serving import SCHEDULER, engine_fields
+from .serving import SCHEDULER, decode_pool_fields, engine_fields
 from .serving_run import read_run_folder
 
 # the run fields taken from the run, in the order the note names them
@@ -169,6 +169,19 @@ def trace_meta(given: dict, with_scheduler: bool, serve: dict | None = None) -> 
         found.taken["batch_time_params"] = params
     if resolve_data_file(given["trace"]).suffix == ".jsonl" and "latency_boundary" not in given:
         found.taken["latency_boundary"] = "engine"  # where a requests.jsonl measured (server_log.py)
+    if run.args.disaggregation is not None:  # a 1P1D run: its layout, the decode instance's pool and the link
+        pd = run.args.disaggregation
+        decode_gpu = None if len(gpu_named_in(pd.decode.gpu)) == 1 else given.get("gpu") or DEFAULTS["gpu"]
+        decode_pool = decode_pool_fields(run, decode_gpu, given.get("batch_time", DEFAULTS["batch_time"]),
+                                         given.get("batch_time_params"), model)
+        for key in [k for k in decode_pool if k in given or (k == "gpu" and "gpu_spec" in given)]:
+            del decode_pool[key]  # given here: the value given serves both pools
+        pd_taken = {"disaggregate": "1P1D", "kv_link": pd.kv_link, "kv_connector": "nixl", "decode_pool": decode_pool}
+        for key, value in pd_taken.items():
+            if key in given:
+                found.kept[key] = value
+            else:
+                found.taken[key] = check_field(key, value, found.origin)
     if with_scheduler and "scheduler" not in given:
         found.taken["scheduler"] = SCHEDULER
     budget = given.get("max_num_batched_tokens", fields["max_num_batched_tokens"])
