@@ -113,3 +113,21 @@ def test_simulate_trace_of_a_1p1d_run_simulates_the_pair(tmp_path, capsys):
     predicted = validate(load_run(folder, boundary="client"))["simulated"]
     for metric in ("ttft", "tpot", "e2e"):
         assert summary["latency"][metric]["p50"] == pytest.approx(predicted[metric]["p50"], rel=1e-9)
+
+
+CPU_PD = Path(__file__).parent / "data" / "cpu_pd_run"
+
+
+def test_a_captured_1p1d_run_replays_with_the_capture_scripts_meta_json():
+    """tests/data/cpu_pd_run is a real 1P1D run: scripts/pd_capture.py on vLLM's CPU build (two `vllm serve`
+    instances, stock scheduler, ExampleConnector, the proxy, `vllm bench serve` at 1 req/s). What the script writes
+    is what validate-serving reads; the figures are no fidelity check (no step model of this capture's CPU engines:
+    docs/disaggregation.md)."""
+    run = load_run(CPU_PD)
+    pd = run.args.disaggregation
+    assert pd.connector == "ExampleConnector" and run.boundary == "client" and len(run.log) == 24
+    cfg = replay_config(run, gpu="l4", batch_time="linear", batch_time_params={"const": 0.005, "per_token": 1e-5})
+    assert cfg.disaggregate == "1P1D" and cfg.kv_link == pd.kv_link
+    assert cfg.decode_pool["max_num_seqs"] == pd.decode.max_num_seqs == 16
+    row = validate(run, "l4", batch_time="linear", batch_time_params={"const": 0.005, "per_token": 1e-5})
+    assert row["disaggregate"] == "1P1D" and row["real"]["ttft"]["p50"] > 0 and row["simulated"]["ttft"]["p50"] > 0
