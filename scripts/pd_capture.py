@@ -6,7 +6,12 @@ arguments, ``disaggregation`` with the decode instance's and the link) and ``con
 
 On this machine's CPU build (the default) both instances run vLLM's stock scheduler on a ``llmsched make-model``
 folder with ``ExampleConnector`` (the KV through files in a shared folder; a token budget that holds every prompt in
-flight, since it stores a prompt's KV at its first chunk). On a GPU (``--engine gpu --model-dir DIR``) each instance
+flight, since it stores a prompt's KV at its first chunk). Each runs under ``client_capture.py``'s stamps, whose
+stamps give each instance's own CPU step model, written as meta.json's ``cpu_step_model.prefill`` and ``.decode``
+(a CPU engine's step time is the capture's own, not any GPU's): the decode instance's from its consecutive busy
+steps over the bench's window (``client_capture.step_model``: const + per_token); the prefill instance's, whose
+prompts at a low rate each run alone in one step and leave, from each prompt's hand-over to the engine to its first
+output (``prefill_model``: const + per_token over the prompt's tokens). On a GPU (``--engine gpu --model-dir DIR``) each instance
 takes ``--memory`` of the card with random weights, and ``--connector nixl`` runs NixlConnector (which needs the
 ``nixl`` package beside vLLM):
 
@@ -31,6 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "scripts"))
+from client_capture import step_model  # noqa: E402
 from tests.vllm_support import Server, free_port  # noqa: E402  (the servers' start and stop, as the tests run them)
 
 CPU_ENGINE = dict(max_model_len=1024, max_num_seqs=16, max_num_batched_tokens=4096, kv_cache_mb=64)
@@ -48,7 +55,10 @@ def instance(args, work: Path, model: Path, side: str, store: Path) -> tuple[Ser
     port = free_port()
     if args.engine == "cpu":
         cfg = EngineConfig(model=str(model), scheduler_cls=None, **CPU_ENGINE)
-        cmd = serve_command(cfg, port)
+        (work / side).mkdir(parents=True, exist_ok=True)
+        served = serve_command(cfg, port)  # [python, -m, the API server, ARGS...]: ARGS under the stamps
+        cmd = [sys.executable, str(ROOT / "scripts" / "client_capture.py"), "--serve", str(work / side / "stamps.jsonl"),
+               "--", *served[3:]]
         # (the executor backend of the CPU notes changes no step, and the colocated CPU capture leaves it out too)
         kwargs = {k: v for k, v in engine_args(cfg).items() if k not in ("model", "distributed_executor_backend")}
         env = serve_env(str(work / side), {})
@@ -62,6 +72,19 @@ def instance(args, work: Path, model: Path, side: str, store: Path) -> tuple[Ser
     kwargs = {**kwargs, "kv_transfer_config": {k: v for k, v in kv.items() if k != "kv_connector_extra_config"},
               "tensor_parallel_size": 1, "data_parallel_size": 1}
     return Server(cmd, env, work / f"{side}.log", port), kwargs
+
+
+def prefill_model(stamps: list[dict]) -> dict:
+    """The prefill instance's step as const + per_token × prompt tokens, least squares over its requests' time from
+    the engine's hand-over (``added_ts``) to the first output (``first_out_ts``): one step a prompt where each ran
+    alone (the capture's low rate), its queueing and the engine's IPC included as in a step cycle."""
+    import numpy as np
+    rows = [r for r in stamps if r.get("added_ts") is not None and r.get("first_out_ts") is not None]
+    x = np.array([r["prompt_tokens"] for r in rows], dtype=float)
+    y = np.array([r["first_out_ts"] - r["added_ts"] for r in rows])
+    const, per_token = np.linalg.lstsq(np.vstack([np.ones(len(x)), x]).T, y, rcond=None)[0]
+    return {"const": round(float(max(const, 0.0)), 6), "per_token": round(float(max(per_token, 0.0)), 9),
+            "requests": len(rows), "median_s": round(float(np.median(y)), 6)}
 
 
 def bench(args, model: Path, port: int, out: Path) -> dict:
@@ -124,6 +147,13 @@ def main() -> None:
     if result.get("failed"):
         raise SystemExit(f"{result['failed']} request(s) failed: {next(e for e in result['errors'] if e)[:300]}")
     (out / "bench.json").write_text(json.dumps(result) + "\n")
+    sends = result["start_times"]
+    window = (min(sends), max(t + e for t, e in zip(sends, result["latencies"])))  # time.perf_counter: monotonic
+    models = {}
+    if args.engine == "cpu":
+        read = lambda path: [json.loads(line) for line in path.read_text().splitlines()]  # noqa: E731
+        models["prefill"] = prefill_model(read(work / "prefill" / "stamps.jsonl"))
+        models["decode"] = step_model(read(work / "decode" / "steps.jsonl"), *window)
     shutil.copy(model / "config.json", out / "config.json")
     meta = {"model": "tiny (llmsched make-model)" if not args.model_dir else str(model),
             "vllm_version": vllm.__version__, "gpu": "cpu" if args.engine == "cpu" else None,
@@ -132,6 +162,7 @@ def main() -> None:
             "engine_defaults_seen": {"async_scheduling": False} if args.engine == "cpu" else {},
             "disaggregation": {"decode": {"engine_kwargs": decode_kwargs}, "kv_link": args.kv_link},
             "front_end": "vllm-serve",
+            **({"cpu_step_model": models} if models else {}),
             "client": {"tool": "vllm bench serve", "through": "llmsched.vllm.pd_proxy", "dataset": "random",
                        "request_rate": args.rate, "num_prompts": args.num_prompts,
                        "random_input_len": args.input_len, "random_output_len": args.output_len,

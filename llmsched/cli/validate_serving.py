@@ -44,6 +44,9 @@ def add(sub) -> None:
                    help=f"batch-time kind or stored profile (default {DEFAULT_BATCH_TIME})")
     p.add_argument("--bt-param", action="append", default=[], metavar="KEY=VALUE",
                    help="batch-time model parameter (repeatable)")
+    p.add_argument("--decode-bt-param", action="append", default=[], metavar="KEY=VALUE",
+                   help="a 1P1D run's decode instance's own batch-time parameter, over --bt-param (repeatable; a "
+                        "CPU capture's instances each have their step model: meta.json cpu_step_model)")
     p.add_argument("--calibrate", metavar="NAME", help="fit --fit-terms on the --fit runs and store profile NAME")
     p.add_argument("--fit", action="append", default=[], metavar="DIR",
                    help="a calibration run (repeatable; default the first run)")
@@ -66,6 +69,8 @@ def fit_command(args) -> str:
         words += ["--batch-time", args.batch_time]
     for param in args.bt_param:
         words += ["--bt-param", param]
+    for param in args.decode_bt_param:
+        words += ["--decode-bt-param", param]
     if args.fit_terms != "compute_eff,mem_eff":
         words += ["--fit-terms", args.fit_terms]
     return shlex.join(words)
@@ -75,6 +80,7 @@ def cmd_validate_serving(args) -> int:
     from ..batchtime.named import check_name, load_profile, save_profile
     from ..config_fields import parse_params
     params = parse_params(args.bt_param, "--bt-param") if args.bt_param else {}
+    decode_params = parse_params(args.decode_bt_param, "--decode-bt-param") if args.decode_bt_param else None
     serve = serve_engine(args)
     runs = [run for folder in args.runs for run in load_runs(folder, args.log, args.latency_boundary, serve)]
     names = [r.name for r in runs]
@@ -104,7 +110,8 @@ def cmd_validate_serving(args) -> int:
         calibrated_on = list(profile.get("calibrated_on", [])) if profile else []
     rows = []
     for run in runs:
-        row = validate(run, args.gpu, batch_time, params, args.model, args.front_end)
+        row = validate(run, args.gpu, batch_time, params, args.model, args.front_end,
+                       decode_batch_time_params=decode_params)
         row["split"] = "calibration" if run.name in calibrated_on else "validation"
         row["profile"] = args.calibrate or (asked if asked != batch_time else None)
         rows.append(row)

@@ -65,12 +65,18 @@ def dp_router(vllm_version: str | None) -> str:
 
 def replay_config(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1",
                   batch_time_params: dict | None = None, model: str | None = None,
-                  front_end: str | None = None) -> RunConfig:
+                  front_end: str | None = None, decode_batch_time_params: dict | None = None) -> RunConfig:
     """The simulation of ``run``: its arrivals and lengths, its engine arguments, vLLM's policy, measured where the
     run's log was (its front end: ``front_end``, else the run's own)."""
     fields = engine_fields(run, gpu, batch_time, batch_time_params, model)
     spec, model_name = run.model_spec(model)
-    pools = pd_fields(run, gpu, batch_time, batch_time_params, model) if run.args.disaggregation else {}
+    pools = {}
+    if run.args.disaggregation:  # (the decode instance's own batch-time parameters over the run's)
+        pools = pd_fields(run, gpu, batch_time, {**(batch_time_params or {}), **(decode_batch_time_params or {})},
+                          model)
+    elif decode_batch_time_params:
+        raise ValueError(f"{run.folder}: the decode instance's batch-time parameters are for a 1P1D run (meta.json "
+                         f"with disaggregation); this run is one engine")
     return RunConfig(**{**fields, "front_end": front_end or fields["front_end"]},
                      **replayed_workload(run.log, run.args.enable_prefix_caching),
                      num_blocks=kv_blocks(run, spec, gpu_preset(gpu_of(run, gpu)), model_name),
@@ -87,7 +93,7 @@ def pd_fields(run: ServingRun, gpu: str | None, batch_time: str, batch_time_para
     """A 1P1D run replayed as ``--disaggregate 1P1D``: the prefill instance is the run's engine (its KV cache the
     prefill pool's), the decode instance's limits, memory and KV cache the decode pool's (each sized from its own
     arguments), the KV priced on the link meta.json names, and the decode side waiting for it as vLLM's
-    ``WAITING_FOR_REMOTE_KVS`` does (``kv_connector=nixl``)."""
+    ``WAITING_FOR_REMOTE_KVS`` does (``kv_connector=nixl``). ``batch_time_params``: the decode pool's."""
     pd = run.args.disaggregation
     decode = replace(run, args=pd.decode)
     spec, model_name = run.model_spec(model)
@@ -370,11 +376,12 @@ def targets(err: dict) -> dict:
 
 def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1",
              batch_time_params: dict | None = None, model: str | None = None, front_end: str | None = None,
-             simulated_at: str | None = None) -> dict:
+             simulated_at: str | None = None, decode_batch_time_params: dict | None = None) -> dict:
     """Replay ``run`` and compare: the run's row of the report (config, real, simulated, errors, targets).
     ``simulated_at``: the simulation's latency boundary when it is not the log's (what an engine-side prediction
-    misses of a client's measurement: docs/fidelity.md's before/after tables)."""
-    cfg = replay_config(run, gpu, batch_time, batch_time_params, model, front_end)
+    misses of a client's measurement: docs/fidelity.md's before/after tables). ``decode_batch_time_params``: a 1P1D
+    run's decode instance's own batch-time parameters (over ``batch_time_params``)."""
+    cfg = replay_config(run, gpu, batch_time, batch_time_params, model, front_end, decode_batch_time_params)
     if simulated_at is not None and simulated_at != cfg.latency_boundary:
         cfg = cfg.with_values(latency_boundary=simulated_at)
     result = run_config(cfg, ran=proven_by(run, gpu, model))
