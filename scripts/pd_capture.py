@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from client_capture import step_model  # noqa: E402
+from client_capture import gpu_name, step_model  # noqa: E402
 from tests.vllm_support import Server, free_port  # noqa: E402  (the servers' start and stop, as the tests run them)
 
 CPU_ENGINE = dict(max_model_len=1024, max_num_seqs=16, max_num_batched_tokens=4096, kv_cache_mb=64)
@@ -53,22 +53,22 @@ def instance(args, work: Path, model: Path, side: str, store: Path) -> tuple[Ser
     if args.connector == "example":
         kv["kv_connector_extra_config"] = {"shared_storage_path": str(store)}
     port = free_port()
+    (work / side).mkdir(parents=True, exist_ok=True)
     if args.engine == "cpu":
         cfg = EngineConfig(model=str(model), scheduler_cls=None, **CPU_ENGINE)
-        (work / side).mkdir(parents=True, exist_ok=True)
-        served = serve_command(cfg, port)  # [python, -m, the API server, ARGS...]: ARGS under the stamps
-        cmd = [sys.executable, str(ROOT / "scripts" / "client_capture.py"), "--serve", str(work / side / "stamps.jsonl"),
-               "--", *served[3:]]
+        served = serve_command(cfg, port)[3:]  # (past python -m the API server)
         # (the executor backend of the CPU notes changes no step, and the colocated CPU capture leaves it out too)
         kwargs = {k: v for k, v in engine_args(cfg).items() if k not in ("model", "distributed_executor_backend")}
         env = serve_env(str(work / side), {})
     else:
         kwargs = {"load_format": "dummy", "gpu_memory_utilization": args.memory, "seed": 0}
-        cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host",
-               "127.0.0.1", "--port", str(port), "--load-format", "dummy", "--gpu-memory-utilization",
-               str(args.memory), "--seed", "0"]
+        served = ["--model", str(model), "--host", "127.0.0.1", "--port", str(port), "--load-format", "dummy",
+                  "--gpu-memory-utilization", str(args.memory), "--seed", "0"]
         env = None
-    cmd += ["--kv-transfer-config", json.dumps(kv)]
+    # under client_capture's stamps: each request's front-end times and the engine's steps, and vLLM's resolved
+    # settings (engine_config.json), in the instance's folder
+    cmd = [sys.executable, str(ROOT / "scripts" / "client_capture.py"), "--serve", str(work / side / "stamps.jsonl"),
+           "--", *served, "--kv-transfer-config", json.dumps(kv)]
     kwargs = {**kwargs, "kv_transfer_config": {k: v for k, v in kv.items() if k != "kv_connector_extra_config"},
               "tensor_parallel_size": 1, "data_parallel_size": 1}
     return Server(cmd, env, work / f"{side}.log", port), kwargs
@@ -147,6 +147,13 @@ def main() -> None:
     if result.get("failed"):
         raise SystemExit(f"{result['failed']} request(s) failed: {next(e for e in result['errors'] if e)[:300]}")
     (out / "bench.json").write_text(json.dumps(result) + "\n")
+    seen = {}  # per instance, what vLLM resolved: the limits it chose go to engine_kwargs, the rest as seen
+    for side, kwargs in (("prefill", prefill_kwargs), ("decode", decode_kwargs)):
+        resolved = json.loads((work / side / "engine_config.json").read_text())
+        for key in ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "dtype"):
+            kwargs[key] = resolved.pop(key, kwargs.get(key))
+        resolved.pop("tensor_parallel_size", None)
+        seen[side] = {k: v for k, v in resolved.items() if v is not None}
     sends = result["start_times"]
     window = (min(sends), max(t + e for t, e in zip(sends, result["latencies"])))  # time.perf_counter: monotonic
     models = {}
@@ -156,11 +163,11 @@ def main() -> None:
         models["decode"] = step_model(read(work / "decode" / "steps.jsonl"), *window)
     shutil.copy(model / "config.json", out / "config.json")
     meta = {"model": "tiny (llmsched make-model)" if not args.model_dir else str(model),
-            "vllm_version": vllm.__version__, "gpu": "cpu" if args.engine == "cpu" else None,
+            "vllm_version": vllm.__version__, "gpu": "cpu" if args.engine == "cpu" else gpu_name(),
             "host_cpu": platform.processor() or platform.machine(),
-            "engine_kwargs": prefill_kwargs,
-            "engine_defaults_seen": {"async_scheduling": False} if args.engine == "cpu" else {},
-            "disaggregation": {"decode": {"engine_kwargs": decode_kwargs}, "kv_link": args.kv_link},
+            "engine_kwargs": prefill_kwargs, "engine_defaults_seen": seen["prefill"],
+            "disaggregation": {"decode": {"engine_kwargs": decode_kwargs, "engine_defaults_seen": seen["decode"]},
+                               "kv_link": args.kv_link},
             "front_end": "vllm-serve",
             **({"cpu_step_model": models} if models else {}),
             "client": {"tool": "vllm bench serve", "through": "llmsched.vllm.pd_proxy", "dataset": "random",
@@ -168,8 +175,6 @@ def main() -> None:
                        "random_input_len": args.input_len, "random_output_len": args.output_len,
                        "random_range_ratio": args.range_ratio, "seed": 0, "ignore_eos": True},
             "command": "PYTHONPATH=$PWD python scripts/pd_capture.py " + " ".join(sys.argv[1:])}
-    if meta["gpu"] is None:
-        del meta["gpu"]
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(f"wrote {out}: {result['completed']} requests, TTFT p50 {result.get('median_ttft_ms', 0):.1f} ms, "
           f"TPOT p50 {result.get('median_tpot_ms', 0):.1f} ms")

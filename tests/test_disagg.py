@@ -408,3 +408,18 @@ def test_a_prompt_sent_to_a_sarathi_decode_instance_leaves_the_blocks_a_running_
         assert d is not None or reserved, "idle with work left"
         rep.take_completed()
     assert long.status is sent.status is Status.FINISHED and rep.kv.free == 20
+
+
+def test_a_pool_table_takes_its_schedulers_parameters_from_a_config_file(tmp_path, capsys):
+    """--decode-pool's fields are scalars on the command line; a config file (or the API, as validate-serving's
+    1P1D replay) may give a pool its scheduler's parameters as a table, checked against that scheduler."""
+    config = tmp_path / "pd.toml"
+    config.write_text('disaggregate = "1P1D"\nscheduler = "vllm-chunked"\nnum_requests = 20\n'
+                      '[decode_pool.scheduler_params]\ntoken_budget = 256\n')
+    out = tmp_path / "run"
+    assert main(["simulate", "--config", str(config), "--out", str(out), "--no-progress"]) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["fleet"]["pools"]["decode"]["fields"]["scheduler_params"] == {"token_budget": 256}
+    config.write_text(config.read_text().replace("token_budget", "token_budgie"))
+    assert main(["simulate", "--config", str(config), "--no-progress"]) == 2
+    assert "has no parameter 'token_budgie'" in capsys.readouterr().err
