@@ -132,7 +132,7 @@ def main() -> None:
     prefill, prefill_kwargs = instance(args, work, model, "prefill", store)
     decode, decode_kwargs = instance(args, work, model, "decode", store)
     proxy_port = free_port()
-    proxy = Server([sys.executable, "-m", "llmsched.vllm.pd_proxy", "--port", str(proxy_port), "--prefill",
+    proxy = Server([sys.executable, "-m", "llmsched", "pd-proxy", "--port", str(proxy_port), "--prefill",
                     prefill.url, "--decode", decode.url, "--connector", args.connector], None, work / "proxy.log",
                    proxy_port)
     out = Path(args.out)
@@ -170,7 +170,7 @@ def main() -> None:
                                "kv_link": args.kv_link},
             "front_end": "vllm-serve",
             **({"cpu_step_model": models} if models else {}),
-            "client": {"tool": "vllm bench serve", "through": "llmsched.vllm.pd_proxy", "dataset": "random",
+            "client": {"tool": "vllm bench serve", "through": "llmsched pd-proxy", "dataset": "random",
                        "request_rate": args.rate, "num_prompts": args.num_prompts,
                        "random_input_len": args.input_len, "random_output_len": args.output_len,
                        "random_range_ratio": args.range_ratio, "seed": 0, "ignore_eos": True},

@@ -59,7 +59,7 @@ def test_vllm_bench_serve_through_the_proxy_measures_a_1p1d_pair():
     prefill = launch(work, model, "kv_producer", "vllm-chunked", store)
     decode = launch(work, model, "kv_consumer", "sarathi", store)
     proxy_port = free_port()
-    proxy = Server([sys.executable, "-m", "llmsched.vllm.pd_proxy", "--port", str(proxy_port), "--prefill",
+    proxy = Server([sys.executable, "-m", "llmsched", "pd-proxy", "--port", str(proxy_port), "--prefill",
                     prefill.url, "--decode", decode.url, "--connector", "example"], None, work / "proxy.log",
                    proxy_port)
     try:

@@ -26,6 +26,7 @@ COMMANDS = {
     "profile": "real_engine",
     "fidelity": "real_engine",
     "make-model": "real_engine",
+    "pd-proxy": "real_engine",
     "presets": "presets",
 }
 COMMAND_NAMES = set(COMMANDS)

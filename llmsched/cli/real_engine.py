@@ -73,6 +73,19 @@ def add(sub) -> None:
     m.add_argument("--shape", default="tiny", help="'tiny' or a model preset (e.g. llama-3-8b)")
     m.set_defaults(func=make_model)
 
+    x = sub.add_parser("pd-proxy", help="a disaggregation proxy in front of a prefill and a decode vLLM instance",
+                       description="Send each completion to the prefill instance with max_tokens=1, then to the "
+                                   "decode instance, whose stream comes back (llmsched/vllm/pd_proxy.py); point vllm "
+                                   "bench serve --base-url at it.")
+    x.add_argument("--port", type=int, required=True)
+    x.add_argument("--host", default="127.0.0.1")
+    x.add_argument("--prefill", required=True, help="the prefill instance's base URL, e.g. http://127.0.0.1:8100")
+    x.add_argument("--decode", required=True, help="the decode instance's base URL")
+    x.add_argument("--connector", default="nixl",
+                   help="the instances' KV connector: nixl (NixlConnector: kv_transfer_params passed on) or example "
+                        "(ExampleConnector: nothing to pass)")
+    x.set_defaults(func=pd_proxy)
+
 
 def _add_engine_options(p) -> None:
     kv = ENGINE["kv_cache_mb"]
@@ -304,3 +317,7 @@ def check_model_dir(out: str) -> None:
                              f"give a new or existing directory, not a file")
 
 
+def pd_proxy(args) -> int:
+    from ..vllm.pd_proxy import serve
+    serve(args.port, args.prefill, args.decode, args.connector, args.host)
+    return 0

@@ -57,7 +57,7 @@ def add_run_options(p: argparse.ArgumentParser, exclude=(), defaults: dict | Non
                        "; taken as a meta.json beside the trace is")
         t.add_argument("--vllm-version", metavar="X.Y.Z", help=VLLM_VERSION_HELP.format(what="a --trace's run"))
     p.set_defaults(excluded_run_options=tuple(exclude), run_defaults=dict(defaults or {}), run_options=None,
-                   trace_meta=trace_meta, trace_meta_found=None)
+                   trace_meta=trace_meta, trace_meta_found=None, trace_engine_unknown=None)
 
 
 def base_config(args) -> dict:
@@ -128,10 +128,10 @@ def take_trace_meta(args, data: dict, origins: dict) -> None:
         from ..validate.trace_meta import client_log_model
         model = client_log_model(data["trace"])
         if model is not None:  # a bench result or GuideLLM report alone: it says which model, nothing of the engine
-            print(f"llmsched {getattr(args, 'command', None) or 'run'}: {data['trace']} names its model ({model}) "
-                  f"but no meta.json gives its engine; the run options given (or llmsched's defaults) are "
-                  f"simulated: give --serve-command 'vllm serve ...' and --gpu to simulate the machine that ran it",
-                  file=sys.stderr)
+            args.trace_engine_unknown = (
+                f"{data['trace']} names its model ({model}) but no meta.json gives its engine; the run options "
+                f"given (or llmsched's defaults) were simulated: give --serve-command 'vllm serve ...' and --gpu to "
+                f"simulate the machine that ran it")
         return
     data.update(found.taken)
     origins.update(dict.fromkeys(found.taken, found.origin))
@@ -140,7 +140,7 @@ def take_trace_meta(args, data: dict, origins: dict) -> None:
 
 
 INTERNAL = ("config", "func", "command", "run_options", "excluded_run_options", "run_defaults", "trace_meta",
-            "trace_meta_found")  # no flag of their own
+            "trace_meta_found", "trace_engine_unknown")  # no flag of their own
 
 
 def check_own_options(args) -> None:

@@ -1,6 +1,7 @@
 """``llmsched simulate``: one scheduler on one workload; its table row and, with --out, its files."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from .run_options import add_run_options
@@ -59,6 +60,9 @@ def simulate(args) -> int:
     print(format_table([row], table_columns([row])))
     print_length_cap(summ)
     warn_rejections("simulate", summ)
+    if args.trace_engine_unknown:  # said after the run, so that an error of the run stays its one line
+        print(f"llmsched simulate: {args.trace_engine_unknown}", file=sys.stderr)
+        summ["run"]["trace_engine_unknown"] = args.trace_engine_unknown
     if args.trace_meta_found is not None:  # what came from the run the trace was captured from, and its KV cache
         summ["run"]["trace_meta"] = {**args.trace_meta_found.record(), "kv_blocks": result.meta["kv_blocks"],
                                      "kv_cache": result.meta["kv_cache"].get("source")}

@@ -6,17 +6,16 @@ instance, whose response streams back. With NIXL the prefill request asks for a 
 response returned (the blocks to read and where); ``ExampleConnector`` needs neither (the decode instance finds the
 prompt's KV in the shared folder by the prompt's tokens).
 
-Run it where the client reaches it, and point ``vllm bench serve --base-url`` at it::
+Run it where the client reaches it (``llmsched pd-proxy``, cli/real_engine.py), and point ``vllm bench serve
+--base-url`` at it::
 
-    python -m llmsched.vllm.pd_proxy --port 8000 --prefill http://127.0.0.1:8100 --decode http://127.0.0.1:8200 \
-        --connector nixl
+    llmsched pd-proxy --port 8000 --prefill http://127.0.0.1:8100 --decode http://127.0.0.1:8200 --connector nixl
 
 A prefill that fails is answered with its own status and body; the decode request is then not sent. The proxy adds
 two local HTTP hops to each request's TTFT, which a client-side capture measures with the rest.
 """
 from __future__ import annotations
 
-import argparse
 import json
 
 CONNECTORS = ("nixl", "example")
@@ -91,19 +90,9 @@ def make_app(prefill: str, decode: str, connector: str):
     return app
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m llmsched.vllm.pd_proxy", description=__doc__.split("\n\n")[0])
-    p.add_argument("--port", type=int, required=True)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--prefill", required=True, help="the prefill instance's base URL, e.g. http://127.0.0.1:8100")
-    p.add_argument("--decode", required=True, help="the decode instance's base URL")
-    p.add_argument("--connector", choices=CONNECTORS, default="nixl",
-                   help="the instances' KV connector: nixl (NixlConnector) or example (ExampleConnector)")
-    args = p.parse_args(argv)
+def serve(port: int, prefill: str, decode: str, connector: str, host: str = "127.0.0.1") -> None:
+    """Serve the proxy until interrupted."""
+    if connector not in CONNECTORS:
+        raise ValueError(f"--connector {connector!r}: give one of {', '.join(CONNECTORS)}")
     from aiohttp import web
-    web.run_app(make_app(args.prefill.rstrip("/"), args.decode.rstrip("/"), args.connector), host=args.host,
-                port=args.port, print=None)
-
-
-if __name__ == "__main__":
-    main()
+    web.run_app(make_app(prefill.rstrip("/"), decode.rstrip("/"), connector), host=host, port=port, print=None)
