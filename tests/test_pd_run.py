@@ -124,8 +124,8 @@ def test_a_captured_1p1d_run_replays_within_a_tenth_at_the_median():
     instance's steps are priced by its own step model from the capture's stamps (meta.json cpu_step_model: a CPU
     engine's steps are the capture's own, not any GPU's), so what the replay checks is the disaggregated path: the
     prompt's prefill on one instance, its KV handed over, the first token and the rest on the other, at the client.
-    Measured when the run was captured (2026-11-30): TTFT / TPOT / E2E P50 +4.6% / +6.9% / +7.1%; the P90s are
-    27-41% under, the two engines, the proxy and the client sharing two cores (docs/disaggregation.md)."""
+    Measured when the run was captured (2026-11-30): TTFT / TPOT / E2E P50 +5.6% / -6.6% / +3.3%; the P90s are
+    11-24% under, the two engines, the proxy and the client sharing two cores (docs/disaggregation.md)."""
     run = load_run(CPU_PD)
     pd = run.args.disaggregation
     assert pd.connector == "ExampleConnector" and run.boundary == "client" and len(run.log) == 24
