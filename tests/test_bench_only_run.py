@@ -138,3 +138,12 @@ def test_serve_command_misuse_is_a_one_line_error(tmp_path, capsys, argv, wanted
     code = main(argv + ["--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and wanted in err, err
+
+
+@pytest.mark.parametrize("command", ["compare", "sweep"])
+def test_compare_and_sweep_say_so_too(tmp_path, capsys, command):
+    folder = bench_folder(tmp_path)
+    extra = ["--schedulers", "sarathi"] + (["--rates", "1"] if command == "sweep" else [])
+    assert main([command, "--trace", str(folder / "result.json"), *extra, "--out", str(tmp_path / "out"),
+                 "--no-progress"]) == 0
+    assert "names its model (meta-llama/Llama-3.1-8B-Instruct) but no meta.json" in capsys.readouterr().err

@@ -37,7 +37,8 @@ def compare(args) -> int:
     from ..report.run_figures import plot_kv_usage, plot_latency_cdfs
     from ..schedulers.registry import scheduler_info, scheduler_names
     from .run_options import base_config, run_configs
-    from .runs import check_out_dir, check_out_file, run_many, split_names, summary_row, table_columns
+    from .runs import (check_out_dir, check_out_file, run_many, say_engine_unknown, split_names, summary_row,
+                       table_columns)
     check_out_dir(args.out)
     check_out_file(args.report, "--report", "report.html")
     base = base_config(args)
@@ -63,4 +64,5 @@ def compare(args) -> int:
     print(format_table(rows, table_columns(rows)))
     print(f"wrote {out}/results.csv, results.json, latency_cdf.png, kv_usage.png and {report} "
           f"({time.perf_counter() - t0:.1f} s)")
+    say_engine_unknown("compare", args)
     return 0

@@ -99,6 +99,14 @@ def print_length_cap(summary: dict) -> None:
               f"(prompt to {cap['limit'] - 1} tokens at most, then the output to the rest)")
 
 
+def say_engine_unknown(command: str, args) -> None:
+    """After a run of a --trace whose log names its model but no meta.json gives its engine: say which engine was
+    simulated and how to give the run's own (said after the run, so that an error of the run stays one line)."""
+    import sys
+    if getattr(args, "trace_engine_unknown", None):
+        print(f"llmsched {command}: {args.trace_engine_unknown}", file=sys.stderr)
+
+
 def warn_rejections(command: str, summary: dict, label: str = "") -> None:
     """A warning on stderr when a notable share of the run's requests were rejected: why, and the fix."""
     import sys

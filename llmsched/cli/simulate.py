@@ -1,7 +1,6 @@
 """``llmsched simulate``: one scheduler on one workload; its table row and, with --out, its files."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from .run_options import add_run_options
@@ -39,7 +38,8 @@ def simulate(args) -> int:
     from ..metrics.summary import summarize
     from ..metrics.writers import format_table, write_run
     from .run_options import base_config, config_with_origins, run_configs
-    from .runs import check_out_dir, print_length_cap, summary_row, table_columns, warn_rejections
+    from .runs import (check_out_dir, print_length_cap, say_engine_unknown, summary_row, table_columns,
+                       warn_rejections)
     check_out_dir(args.out)
     base = base_config(args)
     name = args.scheduler if args.scheduler is not None else base.get("scheduler", "sarathi")
@@ -60,8 +60,8 @@ def simulate(args) -> int:
     print(format_table([row], table_columns([row])))
     print_length_cap(summ)
     warn_rejections("simulate", summ)
-    if args.trace_engine_unknown:  # said after the run, so that an error of the run stays its one line
-        print(f"llmsched simulate: {args.trace_engine_unknown}", file=sys.stderr)
+    say_engine_unknown("simulate", args)
+    if args.trace_engine_unknown:
         summ["run"]["trace_engine_unknown"] = args.trace_engine_unknown
     if args.trace_meta_found is not None:  # what came from the run the trace was captured from, and its KV cache
         summ["run"]["trace_meta"] = {**args.trace_meta_found.record(), "kv_blocks": result.meta["kv_blocks"],

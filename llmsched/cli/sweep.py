@@ -30,7 +30,8 @@ def sweep(args) -> int:
     from ..report.run_figures import plot_sweep
     from ..metrics.writers import format_table, write_table
     from .run_options import base_config, config_with_origins, run_configs
-    from .runs import TABLE_COLUMNS, check_out_dir, run_many, split_names, summary_row, table_columns
+    from .runs import (TABLE_COLUMNS, check_out_dir, run_many, say_engine_unknown, split_names, summary_row,
+                       table_columns)
     check_out_dir(args.out)
     base = base_config(args)
     chosen = args.schedulers if args.schedulers is not None else base.get("scheduler") or "vllm,sarathi"
@@ -57,6 +58,7 @@ def sweep(args) -> int:
     print(format_table(rows, table_columns(rows, ["scheduler", "rate"] + TABLE_COLUMNS[1:])
                        + [k for k in per_tenant if k in rows[0]]))
     print(f"wrote {out}/sweep.csv, sweep.json, sweep.png")
+    say_engine_unknown("sweep", args)
     return 0
 
 
