@@ -149,3 +149,16 @@ def test_the_decode_instances_parameters_need_a_1p1d_run():
     colocated = load_run(Path(__file__).parent / "data" / "cpu_client_run" / "rate-2")
     with pytest.raises(ValueError, match="the decode instance's batch-time parameters are for a 1P1D run"):
         replay_config(colocated, gpu="l4", batch_time="linear", decode_batch_time_params={"const": 0.001})
+
+
+def test_compare_on_a_1p1d_runs_trace_runs_its_own_schedulers_on_the_pair(tmp_path, capsys):
+    """compare takes the pair's layout but runs its own schedulers on both pools: the decode instance's token budget
+    (vllm-chunked's parameter) is not given to the others, and the line says so."""
+    out = tmp_path / "cmp"
+    assert main(["compare", "--trace", str(CPU_PD / "bench.json"), "--gpu", "l4", "--schedulers",
+                 "sarathi,vllm-chunked,vllm", "--out", str(out), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "disaggregate 1P1D" in err and "the decode instance's token budget not taken" in err
+    rows = json.loads((out / "results.json").read_text())
+    assert [r["scheduler"] for r in rows] == ["sarathi", "vllm-chunked", "vllm"]
+    assert all(r["finished"] == 24 for r in rows)

@@ -29,7 +29,7 @@ def add(sub) -> None:
 def sweep(args) -> int:
     from ..report.run_figures import plot_sweep
     from ..metrics.writers import format_table, write_table
-    from .run_options import base_config, config_with_origins, run_configs
+    from .run_options import base_config, run_configs
     from .runs import (TABLE_COLUMNS, check_out_dir, run_many, say_engine_unknown, split_names, summary_row,
                        table_columns)
     check_out_dir(args.out)

@@ -176,6 +176,10 @@ def trace_meta(given: dict, with_scheduler: bool, serve: dict | None = None) -> 
                                          given.get("batch_time_params"), model)
         for key in [k for k in decode_pool if k in given or (k == "gpu" and "gpu_spec" in given)]:
             del decode_pool[key]  # given here: the value given serves both pools
+        if not (with_scheduler and "scheduler" not in given):  # its token budget is vllm-chunked's parameter
+            del decode_pool["scheduler_params"]
+            found.notes.append("the decode instance's token budget not taken: a pool's scheduler parameters are "
+                               "its scheduler's, and the schedulers here are the command's")
         pd_taken = {"disaggregate": "1P1D", "kv_link": pd.kv_link, "kv_connector": "nixl", "decode_pool": decode_pool}
         for key, value in pd_taken.items():
             if key in given:
