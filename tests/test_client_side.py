@@ -58,6 +58,23 @@ def test_the_client_sees_the_front_end_on_both_sides_of_the_engine():
     assert result.meta["front_end"]["name"] == "vllm-serve"
 
 
+def test_the_last_chunk_never_reaches_the_client_before_the_first(tmp_path):
+    """A stream reaches its client in order. The first chunk's path is the longer one (the stream's start), so with
+    a one-token output, or decode steps shorter than that difference, finish + output delay would come before first
+    token + first output delay: E2E under TTFT and a negative TPOT. The E2E is then the TTFT."""
+    fe = front_end("vllm-serve")
+    assert fe.first_output_delay(1) > fe.output_delay(1)  # what makes the case possible
+    trace = tmp_path / "trace.csv"
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" +
+                     "".join(f"{0.05 * i},64,{1 if i % 2 else 4}\n" for i in range(20)))
+    result = run(RunConfig(trace=str(trace), rate=None, model="meta-llama/Llama-3.2-1B-Instruct", gpu="h200",
+                           scheduler="vllm-chunked", latency_boundary="client"))
+    ttft, e2e, tpot, output = columns(result, "ttft", "e2e", "tpot", "output_len")
+    assert (e2e >= ttft).all() and (tpot[output > 1] >= 0).all()
+    one = output == 1
+    assert one.sum() == 10 and np.array_equal(e2e[one], ttft[one])  # a one-token stream: its one chunk
+
+
 def test_a_long_prompt_sent_first_can_reach_the_engine_second():
     slow = FrontEnd("slow-tokeniser", "a slow tokeniser, for this test", request_fixed=1e-3, per_prompt_token=1e-5)
     long, short = Request(0, 0.0, 4000, 10), Request(1, 0.001, 10, 10)

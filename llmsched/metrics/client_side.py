@@ -7,7 +7,10 @@ send time (``sent``). ``to_client`` then rewrites the request log the way ``vllm
 * ``arrival`` := the send; the engine's queued stamp moves to ``queued``;
 * ``ttft`` := first token + output delay − send; ``e2e`` := finish + output delay − send, each output delay
   ``front_end.output_delay(B)`` (``first_output_delay(B)`` for the first token) with B the requests that got a
-  token in that step (the step's decodes and prompt chunks in steps.csv, on the request's replica);
+  token in that step (the step's decodes and prompt chunks in steps.csv, on the request's replica). A stream
+  reaches its client in order, so the last chunk never comes before the first: where the first chunk's longer
+  path outlasts the steps between (a one-token output, or decode steps shorter than that difference) the E2E is
+  the TTFT;
 * ``tpot`` := (E2E − TTFT)/(output − 1), as vllm bench serve computes it;
 * with ``stream_interval`` k > 1 a request's tokens reach the client in chunks (vLLM's output processor sends the
   first token at once, then every k tokens, and the last): its inter-token gaps become the chunks' (one per
@@ -72,7 +75,7 @@ def to_client(log, steps, front_end, stream_interval: int = 1, client_timeout: f
     out_first = front_end.first_output_delay(step_batches(steps, replicas, first))
     out_last = front_end.output_delay(step_batches(steps, replicas, np.where(done, finish, np.nan)))
     ttft = first + out_first - sent
-    e2e = np.where(done, finish + out_last - sent, np.nan)
+    e2e = np.where(done, np.maximum(finish + out_last, first + out_first) - sent, np.nan)  # (in order)
     if client_timeout is not None:
         late = done & (e2e > client_timeout)
         if late.any():  # the engine finished, but its last byte came after the client gave up
