@@ -15,12 +15,14 @@ and is one of:
 * ``refused``: exit 2 with one line on stderr, before the simulation started (a configuration it cannot run);
 * ``aborted``: an error after the simulation started (a run stopped midway: its output lost);
 * ``lost``: exit 0 but requests.csv lacks requests, or holds one neither finished nor rejected with a reason;
+* ``inconsistent`` (since 2026-11-30): a finished request whose times contradict each other: a first token before
+  its arrival or after its finish, a TTFT above its E2E, a negative TPOT (latencies are the client's by default);
 * ``traceback``: an exception escaped the command, or an error of more than one line.
 
     python scripts/random_configs.py [--count 500] [--first 0] [--jobs 2] [--show 10]
     python scripts/random_configs.py --replay SEED     # print the command line and run it
 
-The targets are 0 lost, 0 aborted and 0 tracebacks.
+The targets are 0 lost, 0 inconsistent, 0 aborted and 0 tracebacks.
 """
 from __future__ import annotations
 
@@ -200,7 +202,25 @@ def lost(out: Path, n: int) -> tuple[str, str]:
             problems.append(f"request {r['id']} left {status}")
         elif status in ("REJECTED", "ABORTED") and not r["reason"]:
             problems.append(f"request {r['id']} rejected without a reason")
-    return ("lost", "; ".join(problems[:3])) if problems else ("ok", "")
+    if problems:
+        return "lost", "; ".join(problems[:3])
+    odd = [f"request {r['id']}: {why}" for r in rows if r["status_name"] == "FINISHED" for why in contradictions(r)]
+    return ("inconsistent", "; ".join(odd[:3])) if odd else ("ok", "")
+
+
+def contradictions(r: dict) -> list[str]:
+    """What a finished request's times say against each other (a nanosecond of rounding allowed)."""
+    t = {k: float(r[k]) if r.get(k) not in (None, "") else float("nan")
+         for k in ("arrival", "first_token", "finish", "ttft", "e2e", "tpot")}
+    eps = 1e-9
+    out = []
+    if t["first_token"] < t["arrival"] - eps or t["first_token"] > t["finish"] + eps:
+        out.append(f"first token {t['first_token']!r} outside arrival {t['arrival']!r} .. finish {t['finish']!r}")
+    if t["ttft"] > t["e2e"] + eps:
+        out.append(f"TTFT {t['ttft']!r} above E2E {t['e2e']!r}")
+    if t["tpot"] < -eps:
+        out.append(f"TPOT {t['tpot']!r} negative")
+    return out
 
 
 def main() -> int:
@@ -220,12 +240,12 @@ def main() -> int:
         results = pool.map(outcome, seeds, chunksize=4)
     kinds = collections.Counter(kind for _, kind, _ in results)
     print(f"{a.count} random command lines from seed {a.first}: " +
-          ", ".join(f"{kinds[k]} {k}" for k in ("ok", "refused", "aborted", "lost", "traceback")))
+          ", ".join(f"{kinds[k]} {k}" for k in ("ok", "refused", "aborted", "lost", "inconsistent", "traceback")))
     reasons = collections.Counter(detail.split(": error: ", 1)[-1][:90] for _, kind, detail in results
                                   if kind == "refused")
     for reason, count in reasons.most_common(a.show):
         print(f"  refused x{count}: {reason}")
-    bad = [(s, k, d) for s, k, d in results if k in ("aborted", "lost", "traceback")]
+    bad = [(s, k, d) for s, k, d in results if k in ("aborted", "lost", "inconsistent", "traceback")]
     for seed, kind, detail in bad[:a.show]:
         print(f"\n{kind} (seed {seed}): llmsched {shlex.join(command(seed)[0])}\n  {detail}")
     return 1 if bad else 0
