@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
-from tests.vllm_support import Server, free_port, require_vllm
+from tests.vllm_support import Server, launch_kv_instance, require_vllm
 
 require_vllm()
 
@@ -22,21 +22,8 @@ OUTPUT = 8
 
 
 def launch(workdir, role: str, policy: str, store) -> Server:
-    from llmsched.vllm.launch import EngineConfig, serve_command, serve_env
     from llmsched.vllm.model import write_model
-    model = write_model(workdir / "tiny")
-    cfg = EngineConfig(model=str(model), max_model_len=512, max_num_seqs=16, max_num_batched_tokens=256,
-                       kv_cache_mb=16)
-    env = serve_env(str(workdir / role), {"LLMSCHED_SCHEDULER": policy,
-                                          "LLMSCHED_RECORD_DIR": str(workdir / role / "records"),
-                                          "LLMSCHED_PROFILES": str(workdir / role / "profiles")})
-    kv = {"kv_connector": "ExampleConnector", "kv_role": role,
-          "kv_connector_extra_config": {"shared_storage_path": str(store)}}
-    port = free_port()
-    srv = Server(serve_command(cfg, port) + ["--kv-transfer-config", json.dumps(kv)], env,
-                 workdir / f"{role}.log", port)
-    srv.model, srv.records = str(model), workdir / role / "records"
-    return srv
+    return launch_kv_instance(workdir, write_model(workdir / "tiny"), role, policy, store, max_num_batched_tokens=256)
 
 
 def complete(server: Server, prompt: list[int], max_tokens: int) -> list[int]:

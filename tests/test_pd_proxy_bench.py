@@ -10,29 +10,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.vllm_support import Server, free_port, require_vllm
+from tests.vllm_support import Server, free_port, launch_kv_instance, require_vllm
 
 require_vllm("aiohttp")
 
 START_TIMEOUT = 400  # seconds for both servers, starting side by side on a 2-core machine
 NUM_PROMPTS, INPUT, OUTPUT = 12, 96, 8
-
-
-def launch(workdir: Path, model: Path, role: str, policy: str, store: Path) -> Server:
-    from llmsched.vllm.launch import EngineConfig, serve_command, serve_env
-    # a budget that holds every prompt in flight: ExampleConnector stores a prompt's KV at its first chunk
-    cfg = EngineConfig(model=str(model), max_model_len=512, max_num_seqs=16, max_num_batched_tokens=2048,
-                       kv_cache_mb=16)
-    env = serve_env(str(workdir / role), {"LLMSCHED_SCHEDULER": policy,
-                                          "LLMSCHED_RECORD_DIR": str(workdir / role / "records"),
-                                          "LLMSCHED_PROFILES": str(workdir / role / "profiles")})
-    kv = {"kv_connector": "ExampleConnector", "kv_role": role,
-          "kv_connector_extra_config": {"shared_storage_path": str(store)}}
-    port = free_port()
-    srv = Server(serve_command(cfg, port) + ["--kv-transfer-config", json.dumps(kv)], env,
-                 workdir / f"{role}.log", port)
-    srv.records = workdir / role / "records"
-    return srv
 
 
 def bench(model: Path, port: int, out: Path) -> dict:
@@ -56,8 +39,9 @@ def test_vllm_bench_serve_through_the_proxy_measures_a_1p1d_pair():
     store = work / "kv"
     store.mkdir()
     model = write_model(work / "tiny")
-    prefill = launch(work, model, "kv_producer", "vllm-chunked", store)
-    decode = launch(work, model, "kv_consumer", "sarathi", store)
+    # a budget that holds every prompt in flight: ExampleConnector stores a prompt's KV at its first chunk
+    prefill = launch_kv_instance(work, model, "kv_producer", "vllm-chunked", store, max_num_batched_tokens=2048)
+    decode = launch_kv_instance(work, model, "kv_consumer", "sarathi", store, max_num_batched_tokens=2048)
     proxy_port = free_port()
     proxy = Server([sys.executable, "-m", "llmsched", "pd-proxy", "--port", str(proxy_port), "--prefill",
                     prefill.url, "--decode", decode.url, "--connector", "example"], None, work / "proxy.log",

@@ -153,6 +153,25 @@ def launch_server(workdir, policy: str = SERVE_FAMILIES[0]) -> Server:
     return srv
 
 
+def launch_kv_instance(workdir, model, role: str, policy: str, store, max_num_batched_tokens: int) -> Server:
+    """One instance of a served 1P1D pair: the plug-in's server running ``policy``, a KV producer or consumer
+    (``role``) of ``ExampleConnector`` over the folder ``store``; its records in ``workdir/role/records``
+    (``server.records``)."""
+    from llmsched.vllm.launch import EngineConfig, serve_command, serve_env
+    cfg = EngineConfig(model=str(model), max_model_len=512, max_num_seqs=16,
+                       max_num_batched_tokens=max_num_batched_tokens, kv_cache_mb=16)
+    env = serve_env(str(workdir / role), {"LLMSCHED_SCHEDULER": policy,
+                                          "LLMSCHED_RECORD_DIR": str(workdir / role / "records"),
+                                          "LLMSCHED_PROFILES": str(workdir / role / "profiles")})
+    kv = {"kv_connector": "ExampleConnector", "kv_role": role,
+          "kv_connector_extra_config": {"shared_storage_path": str(store)}}
+    port = free_port()
+    srv = Server(serve_command(cfg, port) + ["--kv-transfer-config", json.dumps(kv)], env,
+                 workdir / f"{role}.log", port)
+    srv.model, srv.records = str(model), workdir / role / "records"
+    return srv
+
+
 def prestart_server(request, tmp_path_factory) -> None:
     """Start the serve test's first server now if this session will run that test (see the module docstring)."""
     if _started or not any(SERVE_TEST in item.nodeid for item in request.session.items):
