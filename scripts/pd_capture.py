@@ -34,9 +34,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 from client_capture import gpu_name, step_model  # noqa: E402
 from tests.vllm_support import Server, free_port  # noqa: E402  (the servers' start and stop, as the tests run them)
 
