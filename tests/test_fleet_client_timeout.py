@@ -60,3 +60,18 @@ def test_a_request_aborted_while_its_kv_loads_from_a_tier_frees_its_blocks_when_
                            scheduler="vllm-chunked", check_invariants=True))
     counts = collections.Counter(result.requests.column("status").tolist())
     assert counts[int(Status.ABORTED)] > 300 and sum(counts.values()) == 800
+
+
+def test_a_least_outstanding_router_forgets_a_request_aborted_during_its_transfer():
+    """A request aborted while its KV crosses the link leaves its client (and its router's count) at once, but stays
+    on the decode replica, holding its blocks, until the transfer lands (``Replica.num_serving``). Until 2026-11-30
+    the router's check counted it still there and stopped the run ("count of replica 0 out of date": conservation
+    fuzz seed 46,229)."""
+    result = run(RunConfig(**{**SMALL, "num_requests": 120}, disaggregate="1P2D", router="least-outstanding",
+                           kv_link="bw=1GB/s,latency=1ms", client_timeout=8.0, rate=4.0))
+    status = result.requests.column("status")
+    aborted = status == int(Status.ABORTED)
+    started, landed = result.requests.column("transfer_start"), result.requests.column("transfer_end")
+    assert (aborted & ~np.isnan(started) & np.isnan(landed)).any()  # aborted in transfer: the case
+    assert len(status) == 120 and (aborted | (status == int(Status.FINISHED))).all()
+    assert (status == int(Status.FINISHED)).sum() > 20

@@ -100,6 +100,9 @@ class Replica:
         self.receiving: deque = deque()
         self.transferring: list[Request] = []
         self.reserved: list[Request] = []
+        # of the requests loading or in transfer, those whose client gave up: gone for their client and router, their
+        # blocks held until the KV lands (``abort``)
+        self.aborted_loads = 0
         self.log_steps_to(steps if steps is not None else StepLog())
         self.view = ReplicaView(self)
         self.quiet_finishes = False  # a finishing request adds no event (an open loop: set_quiet_finishes)
@@ -199,6 +202,7 @@ class Replica:
         self.clock.tick(now)
         if req.status is Status.ABORTED:  # its client gave up during the transfer: the blocks go now (abort)
             remote_kv.drop(self, req)
+            self.aborted_loads -= 1
             return
         self.arrivals += 1
         remote_kv.loaded(self, req)
@@ -253,8 +257,16 @@ class Replica:
 
     @property
     def num_outstanding(self) -> int:
+        """Requests on the replica, those whose KV still arrives after their client gave up included (they hold
+        blocks: a draining replica is not empty before they land)."""
         return (len(self.waiting) + len(self.running) + len(self.swapped) + len(self.loading)
                 + len(self.receiving) + len(self.transferring))
+
+    @property
+    def num_serving(self) -> int:
+        """Requests it still serves for their clients: ``num_outstanding`` without the aborted ones whose KV still
+        arrives (a router heard that they left)."""
+        return self.num_outstanding - self.aborted_loads
 
     # --- a step -----------------------------------------------------------
     def start_step(self, now: float, until: float | None = None, horizon: float | None = None) -> float | None:
@@ -538,6 +550,7 @@ class Replica:
             if r.status is Status.ABORTED:  # its client gave up during the load: the blocks go now (abort)
                 self.kv.release(r)
                 self.kv.discard(r)
+                self.aborted_loads -= 1
                 continue
             back.append(r)
         tiers.ready = []
@@ -629,6 +642,8 @@ class Replica:
             assert r.status is RUNNING, f"request {r.id} in running is {r.status.name}"
         for r in self.waiting:
             assert r.status is WAITING, f"request {r.id} in waiting is {r.status.name}"
+        aborted = sum(r.status is Status.ABORTED for r in (*self.loading, *self.transferring))
+        assert self.aborted_loads == aborted, f"{self.aborted_loads} aborted loads counted, {aborted} in flight"
         if self.tiers is None:
             self.kv.check(self.running, self.swapped, self.waiting, g, remote_kv.holding(self) if self.transferring or
                           self.waiting else ())
@@ -660,7 +675,7 @@ class Replica:
             kv.drop_swapped(req)
             self.swapped.remove(req)
         elif req in self.loading or req in self.transferring:
-            pass  # its blocks wait for the load to land
+            self.aborted_loads += 1  # its blocks wait for the load to land
         elif req in self.receiving:  # no block reserved yet
             self.receiving.remove(req)
         else:
@@ -698,6 +713,7 @@ class Replica:
             left += remote_kv.stop(self)
         left = [r for r in left if r.status is not Status.ABORTED]  # (one waiting for its load left at its abort)
         self.loading = []
+        self.aborted_loads = 0
         for r in left:
             r.status = status
             r.reject_reason = reason

@@ -51,8 +51,9 @@ class LeastOutstanding(Router):
             heappop(heap)
         c, i = heap[0]
         # the router's count also holds the arrivals the simulator keeps for a step in flight (vLLM's async
-        # admission, sim/simulator.py): sent to the replica, not yet in its queue
-        assert replicas[i].num_outstanding <= c, f"router {self.name}: count of replica {i} out of date"
+        # admission, sim/simulator.py): sent to the replica, not yet in its queue; it no longer holds an aborted
+        # request whose KV still arrives there (``num_serving``)
+        assert replicas[i].num_serving <= c, f"router {self.name}: count of replica {i} out of date"
         counts[i] = c + 1
         heapreplace(heap, (c + 1, i))
         return i
