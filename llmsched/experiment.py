@@ -437,23 +437,23 @@ def kv_description(cfg: RunConfig, rep: Replica) -> dict:
     return out
 
 
-def open_logs(cfg: RunConfig, caching: bool, stream: bool, out):
+def open_logs(cfg: RunConfig, caching: bool, stream: bool, out, tiers: tuple[str, ...] | None = None):
     """The run's request and step logs: None, None for the defaults (a plain log, a new step log), streams
-    writing ``out`` for a streamed run, a log of cached tokens and of client sends where the run has them."""
+    writing ``out`` for a streamed run, a log of cached tokens and of client sends where the run has them.
+    ``tiers``: the media of the KV tiers its requests' cached tokens are split by (default the run's)."""
     client = cfg.latency_boundary == "client"
     log = steps = None
+    tiers = (offload_tier_names(cfg) if tiers is None else tiers) if caching else ()
     if stream:
         if cfg.keep_gaps:
             raise ValueError("a streamed run keeps TBT gaps only as sketches: set keep_gaps = false (--sketch)")
         if client:
             raise ValueError("a streamed run (--stream) keeps no step log to price the front end's output path "
                              "per step: add --latency-boundary engine (latency_boundary = \"engine\")")
-        log, steps = open_streams(out, caching, offload_tier_names(cfg) if caching else ())
+        log, steps = open_streams(out, caching, tiers)
     elif caching or client:
-        log = RequestLog(cfg.keep_gaps, cached=caching, client=client,
-                         tiers=offload_tier_names(cfg) if caching else ())
+        log = RequestLog(cfg.keep_gaps, cached=caching, client=client, tiers=tiers)
     return log, steps
-
 
 
 def offload_tier_names(cfg: RunConfig) -> tuple[str, ...]:

@@ -17,12 +17,13 @@ import math
 import numpy as np
 
 from .config_fields import DISAGG_KEYS, check_combination
-from .experiment import (carries_content, client_sends_of, kv_description, open_logs, replica_maker, run_model,
-                         schedule_extent, workload_params)
+from .experiment import (carries_content, client_sends_of, kv_description, offload_tier_names, open_logs,
+                         replica_maker, run_model, schedule_extent, workload_params)
 from .fleet.autoscaler import ScalingContext
 from .fleet.autoscalers import make_autoscaler
 from .fleet.cold_start import ColdStart, cold_start_model
 from .fleet.fleet import Fleet
+from .fleet.pool import DECODE, OFFLOAD_KEYS
 from .fleet.state import FleetState
 from .hardware.front_end import front_end
 from .hardware.prices import load_prices
@@ -40,9 +41,13 @@ from .workload.workload import OpenLoop
 def pool_config(cfg: RunConfig, pool) -> RunConfig:
     """The config of ``pool``'s replicas: ``cfg``'s fields (checked when ``cfg`` was made) with the pool's own,
     each checked by its declaration, all of them together, and parameters the pool gives for the run's scheduler
-    or router against it."""
+    or router against it. A decode pool does not take the run's KV tiers below the GPU: they are the prefill
+    pools', where prompts are computed and their prefixes found again."""
     origin = pool.origin if pool.origin is not None else API
     run = {k: v for k, v in cfg.__dict__.items() if k != "fleet" and k not in DISAGG_KEYS and v != DEFAULTS[k]}
+    if pool.role == DECODE:  # the run's KV tiers are its prefill pools' (disagg_config.check_decode_tiers)
+        for key in OFFLOAD_KEYS:
+            run.pop(key, None)
     data = pool.run_fields(run)
     data.update({k: check_field(k, v, origin) for k, v in pool.fields.items()})
     check_combination(data, lambda key: origin if key in pool.fields else API)
@@ -212,6 +217,21 @@ def fleet_caching(configs: dict[str, RunConfig]) -> bool:
     return any(c.prefix_caching and carries_content(c) for c in configs.values())
 
 
+def fleet_tier_names(configs: dict[str, RunConfig]) -> tuple[str, ...]:
+    """The media requests.csv splits a fleet's cached tokens by: its pools' KV tiers, the longest list, which each
+    pool's must begin (a request's split is its replica's, nearest the GPU first; a pool without some lower tier
+    found none there); a one-line error naming the pools otherwise."""
+    lists = {name: offload_tier_names(c) for name, c in configs.items() if c.kv_offload}
+    longest = max(lists.values(), key=len, default=())
+    for name, media in lists.items():
+        if media != longest[:len(media)]:
+            other = next(n for n, m in lists.items() if m == longest)
+            raise ValueError(f"pool {name!r} keeps KV tiers {', '.join(media)} and pool {other!r} "
+                             f"{', '.join(longest)}: a fleet's pools list their tiers' media in one order, each "
+                             f"beginning the longest (e.g. cpu and cpu,disk); give them the same media")
+    return longest
+
+
 def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, progress: bool = False, log=None,
                           steps: StepLog | None = None, keep_gaps: bool | None = None, fleet: Fleet | None = None,
                           configs: dict[str, RunConfig] | None = None,
@@ -228,7 +248,8 @@ def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, 
     source, log, fe = client_sends_of(cfg, source, log, keep_gaps, fleet_caching(configs), state.replicas)
     abort_delay = fe.handoff if fe is not None else 0.0  # a client's abort crosses the front end
     if log is None:
-        log = RequestLog(keep_gaps, cached=fleet_caching(configs))
+        caching = fleet_caching(configs)
+        log = RequestLog(keep_gaps, cached=caching, tiers=fleet_tier_names(configs) if caching else ())
     log.pools = ([p.name for p in fleet.pools], state.pool_index)  # requests.csv's pool column
     if state.transfers is not None:  # requests.csv's prefill instance and KV transfer columns
         log.enable_transfers(state.handoff.record_of)
@@ -271,7 +292,7 @@ def run_fleet(cfg: RunConfig, source, progress: bool, stream: bool, out, timelin
     fleet's own meta (each pool's settings, the scale events); ``timeline`` a streamed log folds arrivals into."""
     fleet = fleet_of(cfg)
     configs = pool_configs(cfg, fleet)
-    log, steps = open_logs(cfg, fleet_caching(configs), stream, out)
+    log, steps = open_logs(cfg, fleet_caching(configs), stream, out, fleet_tier_names(configs))
     if timeline is not None and getattr(log, "streamed", False):
         log.timeline = timeline
     result, state = simulate_fleet_config(cfg, source, horizon=cfg.horizon, progress=progress, log=log,
@@ -290,6 +311,8 @@ def fleet_meta(state: FleetState, configs: dict[str, RunConfig]) -> dict:
                        "phases_s": {p: pool.spec.durations.seconds(p) for p in ("provisioning", "loading", "warm")},
                        "scheduler": rep.scheduler.describe(), "batch_time": rep.batch_time.describe(),
                        "kv_blocks": rep.config.num_blocks, "kv_cache": kv_description(configs[name], rep),
+                       **({"kv_offload": rep.config.kv_offload.describe()} if rep.config.kv_offload is not None
+                          else {}),
                        "max_model_len": rep.config.max_model_len, "gpus_per_replica": pool.gpus}
     routers = {role: members.router.name for role, members in state.members.items()}
     meta = {"file": fleet.source, "pools": pools, "routers": routers,

@@ -266,7 +266,8 @@ class RunConfig:
                                                  "vllm bench serve 21600; default none",
                                            kind=float, optional=True, above=0, high=MAX_SECONDS, hint="seconds")
     # KV tiers below the GPU cache (docs/kv-offload.md): host memory, local disk, a remote store
-    kv_offload: str | None = declare_parsed("KV offload tiers below the GPU's prefix cache, per replica: cpu:200GiB "
+    kv_offload: str | None = declare_parsed("KV offload tiers below the GPU's prefix cache, per replica (a "
+                                            "disaggregated fleet's prefill replicas): cpu:200GiB "
                                             "(vLLM's --kv-offloading-size), several as cpu:200GiB,disk:2TB, a tier's "
                                             "settings after its size (cpu:200GiB:link=pcie-gen4:chunk=256), or a "
                                             ".toml/.yaml file of [[tier]] tables",

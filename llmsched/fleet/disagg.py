@@ -46,7 +46,7 @@ class KVHandoff:
         self.first_tokens: dict[int, float] = {}
         self.clients: dict[int, Request] = {}  # request id -> the client's request, while its prefill runs
         # request id -> [prefill replica, transfer start, transfer end, bytes, prefill span (s), prefill's first
-        # scheduling]
+        # scheduling, the prompt tokens its prefill found cached (and their split by KV tier)]
         self.records: dict[int, list] = {}
 
     def begin(self, req: Request) -> Request:
@@ -62,7 +62,7 @@ class KVHandoff:
         client.arrival = req.arrival  # the engine's first queued stamp (the prefill instance's)
         client.replica = req.replica  # its last replica until a decode replica takes it
         self.records[req.id] = [req.replica, math.nan, math.nan, 0, req.finish - req.first_scheduled,
-                                req.first_scheduled]
+                                req.first_scheduled, req.num_cached, req.tier_cached]
         if self.first_token_at_prefill:
             self.first_tokens[req.id] = req.first_token
         fe = self.front_end
@@ -76,7 +76,7 @@ class KVHandoff:
         if client is None:
             return req
         for name in ("status", "reject_reason", "finish", "replica", "arrival", "first_scheduled", "preemptions",
-                     "num_cached"):
+                     "num_cached", "tier_cached"):
             setattr(client, name, getattr(req, name))
         self.records[req.id] = [req.replica, math.nan, math.nan, 0, math.nan]
         return client
@@ -87,10 +87,15 @@ class KVHandoff:
         transfer are service, not a wait in a queue (the waiting-queue timeline and fairness's backlogged periods
         read it). With ``first_token_at_prefill``, its first token is the prefill instance's (the decode
         instance's first step recomputes it: one step more than DistServe's decode instance runs), so its TTFT
-        ends at the prefill and the transfer and the decode queue fall in the gap before its second token."""
+        ends at the prefill and the transfer and the decode queue fall in the gap before its second token. Its cached
+        tokens are its prefill's: the prompt was computed there, and what a prefix cache (or a KV tier) held of it
+        there is what the fleet did not compute (the decode instance's own count, vLLM's ``num_cached_tokens``,
+        is the transferred prompt, which says nothing of reuse)."""
         rec = self.records.get(req.id)
         if rec is not None and rec[5] == rec[5]:  # (NaN: a prefill that never ran is not recorded here)
             req.first_scheduled = rec[5]
+            req.num_cached = rec[6]
+            req.tier_cached = rec[7]
         t = self.first_tokens.pop(req.id, None)
         if t is not None and req.token_times:
             req.first_token = t

@@ -8,15 +8,17 @@ from .requests import TIER_CACHED_PREFIX
 
 
 def offload_summary(rows: list[dict], cached_by_tier: dict, prompt_tokens: int) -> dict:
-    """``rows``: each replica's tier figures; ``cached_by_tier``: requests.csv's ``cached_tokens_<where>`` summed
-    over finished requests; ``prompt_tokens``: theirs. Per tier: the share of prompt tokens its hits supplied at
-    first admission (``hit_rate``), every admission's loaded tokens, bytes each way, chunks stored, evicted and held,
-    stores without room, and its link's busy share each way (mean over replicas)."""
-    n = len(rows)
+    """``rows``: each replica's tier figures (a fleet's pools may keep different tiers, or none);
+    ``cached_by_tier``: requests.csv's ``cached_tokens_<where>`` summed over finished requests; ``prompt_tokens``:
+    theirs. Per medium: the share of prompt tokens its hits supplied at first admission (``hit_rate``), every
+    admission's loaded tokens, bytes each way, chunks stored, evicted and held, stores without room, and its link's
+    busy share each way (mean over the replicas that keep it). ``mode``: the connector, or the replicas' several
+    joined by commas."""
+    media = list(dict.fromkeys(t["medium"] for row in rows for t in row["tiers"]))
     tiers = []
-    for i, first in enumerate(rows[0]["tiers"]):
-        per = [row["tiers"][i] for row in rows]
-        medium = first["medium"]
+    for medium in media:
+        per = [t for row in rows for t in row["tiers"] if t["medium"] == medium]
+        n = len(per)
         cached = cached_by_tier.get(TIER_CACHED_PREFIX + medium, 0)
         tiers.append({
             "medium": medium,
@@ -35,7 +37,7 @@ def offload_summary(rows: list[dict], cached_by_tier: dict, prompt_tokens: int) 
         })
     gpu = cached_by_tier.get(TIER_CACHED_PREFIX + "gpu", 0)
     loads = sum(row["loads"] for row in rows)
-    return {"mode": rows[0]["mode"], "gpu_cached_tokens": gpu,
+    return {"mode": ", ".join(dict.fromkeys(row["mode"] for row in rows)), "gpu_cached_tokens": gpu,
             "gpu_hit_rate": gpu / prompt_tokens if prompt_tokens else math.nan,
             "loads": loads, "mean_load_time_s": sum(row["load_time_s"] for row in rows) / loads if loads else math.nan,
             "slow_loads": sum(row["slow_loads"] for row in rows),

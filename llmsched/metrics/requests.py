@@ -149,11 +149,12 @@ class RequestLog:
         a_tpot_slo(math.nan if slo.tpot is None else float(slo.tpot))
         if self._append_cached is not None:
             self._append_cached(r.num_cached)
-            if self._append_tier_cached is not None:
-                split = r.tier_cached or (0,) * (len(self._append_tier_cached) - 1)
-                self._append_tier_cached[0](r.num_cached - sum(split))
-                for append, n in zip(self._append_tier_cached[1:], split):
-                    append(n)
+            appends = self._append_tier_cached
+            if appends is not None:  # (a replica of a fleet may keep fewer tiers than the log's: none found there)
+                split = r.tier_cached or ()
+                appends[0](r.num_cached - sum(split))
+                for i in range(1, len(appends)):
+                    appends[i](split[i - 1] if i <= len(split) else 0)
         if self._append_sent is not None:
             self._append_sent(r.sent)
         if self._transfer_of is not None:

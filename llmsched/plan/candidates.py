@@ -64,11 +64,12 @@ class Candidate:
 
     def usd_per_hour(self, price_of, replicas: int, host_cost=None) -> float:
         """The GPUs' price, both pools' for a disaggregated one, with each replica's host memory for a CPU KV tier
-        (``host_cost``: a replica's, per hour) where one is priced."""
+        (``host_cost``: a replica's, per hour) where one is priced: a disaggregated one's prefill replicas only,
+        which keep the tiers (``fleet_setup.pool_config``)."""
         host = host_cost(self) if host_cost else 0.0
         if self.pd is not None:
             gp, tpp, gd, tpd, a, b = self.pd
-            return replicas * (a * (tpp * price_of(gp) + host) + b * (tpd * price_of(gd) + host))
+            return replicas * (a * (tpp * price_of(gp) + host) + b * tpd * price_of(gd))
         return (price_of(self.gpu) * self.tp + host) * replicas
 
     def config(self, base: RunConfig, rate: float, replicas: int) -> RunConfig:
