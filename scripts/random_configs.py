@@ -142,8 +142,9 @@ def command(seed: int) -> tuple[list[str], int | None]:
                  str(int(rng.integers(1, 5))), "--cold-start", f"{rng.uniform(0.1, 5):.3g}"]
     if rng.random() < 0.3:
         args += ["--client-timeout", str(pick((0.2, 1.0, 5.0, 60.0)))]
-    tiers_fit = loop in ("trace", "shared-prefix") and fleet >= 0.2 and "--no-prefix-caching" not in args
-    if rng.random() < 0.3 and tiers_fit:  # tiers keep cached prefixes: prompts with identities, not a decode pool
+    tiers_fit = loop in ("trace", "shared-prefix") and "--no-prefix-caching" not in args
+    if rng.random() < 0.3 and tiers_fit:  # tiers keep cached prefixes: prompts with identities (a disaggregated
+        # fleet's prefill pool keeps them)
         args += ["--kv-offload", pick(("cpu:1GiB", "cpu:50GiB", "cpu:2GiB,disk:20GiB")),
                  "--kv-offload-mode", pick(("vllm", "lmcache"))]
     return args, n

@@ -460,7 +460,8 @@ def random_disaggregation(seed: int, cfg: RunConfig) -> tuple[RunConfig, Fleet] 
             own["num_blocks"] = max(2, int(rng.uniform(1, 4) * longest) // cfg.block_size)
         return own
 
-    pools = (Pool("p", int(rng.integers(1, 4)), role="prefill", fields=pool_fields(False)),
+    prefill = Pool("p", int(rng.integers(1, 4)), role="prefill", fields=pool_fields(False))
+    pools = (dataclasses.replace(prefill, fields={**prefill.fields, **prefill_tiers(seed, cfg)}),
              Pool("d", int(rng.integers(1, 4)), role="decode", fields=pool_fields(True)))
     span = (cfg.num_requests or 30) / (cfg.rate or 10.0)
     events = () if rng.random() >= 1 / 3 else tuple(sorted(
@@ -477,6 +478,18 @@ def random_disaggregation(seed: int, cfg: RunConfig) -> tuple[RunConfig, Fleet] 
                                  "kv_connector": pick(("nixl", "layerwise")),
                                  "kv_link": pick(("ib-400g", "ib-100g", "pcie-gen4", "bw=50MB/s,latency=1ms"))})
     return run_cfg, Fleet(pools, events, paths=Always(unbuilt()))
+
+
+def prefill_tiers(seed: int, cfg: RunConfig) -> dict:
+    """Two fifths of the disaggregated runs whose prompts have identities (drawn from a stream of their own, so
+    every seed keeps its fleet) give the prefill pool KV tiers below the GPU, of either connector."""
+    rng = np.random.default_rng([47, seed])
+    content = cfg.workload == "shared-prefix" or (cfg.turns or 1) > 1
+    if rng.random() >= 0.4 or not (content and cfg.prefix_caching):
+        return {}
+    pick = lambda xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
+    return {"kv_offload": pick(("cpu:1GiB", "cpu:50GiB", "cpu:2GiB,disk:20GiB")),
+            "kv_offload_mode": pick(("vllm", "lmcache"))}
 
 
 # autoscalers with their clocks shrunk to a run of seconds (their defaults tick every 2 s to 3 min)
