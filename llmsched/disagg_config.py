@@ -159,6 +159,18 @@ def kv_transfers(cfg, state, handoff: KVHandoff, configs: dict) -> KVTransfers:
                        lambda i: state.replicas[i].kv.block_size, handoff.records)
 
 
+def sending(make):
+    """``make`` (a prefill pool's replica maker) with each replica keeping a finished prompt's blocks until the
+    decode side has read them, or the request has left: vLLM's NIXL connector delays their free
+    (``request_finished`` returns ``delay_free_blocks``; the decode instance's read, or its notice that the request
+    went, frees them; its 30-s lease, renewed by the decode side's heartbeats while it waits, is not modelled)."""
+    def make_sending(index: int):
+        rep = make(index)
+        rep.sends_kv = True
+        return rep
+    return make_sending
+
+
 def check_decode_tiers(fleet, configs: dict) -> None:
     """A decode pool that sets KV tiers below the GPU is refused before the run (one line): a prompt a prefill
     instance sent and one a tier loaded would both wait holding blocks, and the decode replica does not tell them

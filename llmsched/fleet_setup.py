@@ -23,7 +23,7 @@ from .fleet.autoscaler import ScalingContext
 from .fleet.autoscalers import make_autoscaler
 from .fleet.cold_start import ColdStart, cold_start_model
 from .fleet.fleet import Fleet
-from .fleet.pool import DECODE, OFFLOAD_KEYS
+from .fleet.pool import DECODE, OFFLOAD_KEYS, PREFILL
 from .fleet.state import FleetState
 from .hardware.front_end import front_end
 from .hardware.prices import load_prices
@@ -180,7 +180,7 @@ def build_fleet(cfg: RunConfig, fleet: Fleet, source, steps: StepLog,
     configs = configs or pool_configs(cfg, fleet)
     handoff = None
     if disaggregated(fleet):
-        from .disagg_config import check_decode_tiers, disaggregation
+        from .disagg_config import check_decode_tiers, disaggregation, sending
         check_decode_tiers(fleet, configs)
         fleet, handoff = disaggregation(cfg, fleet, configs,
                                         front_end(cfg.front_end) if cfg.latency_boundary == "client" else None)
@@ -191,6 +191,8 @@ def build_fleet(cfg: RunConfig, fleet: Fleet, source, steps: StepLog,
         try:  # a policy tuned to its workload sees its replica's share of the fleet's rate
             params = workload_params(own.with_values(replicas=total), source)
             makers[pool.name] = replica_maker(own, params, steps)
+            if handoff is not None and pool.role == PREFILL:
+                makers[pool.name] = sending(makers[pool.name])
             gpus[pool.name] = run_model(own).tp
         except ValueError as e:
             raise ValueError(f"{fleet.source}: pool {pool.name!r}: {e}") from None

@@ -218,9 +218,13 @@ class GroupSteps:
             if len(done) > 1:
                 done.sort(key=ORDER)
             kv, running = rep.kv, rep.running
+            sent = rep.sent if rep.sends_kv else None
             for r in done:
                 r.finish = now
-                kv.release(r)
+                if sent is None:
+                    kv.release(r)
+                else:  # a prefill instance's: its blocks wait for the decode side (``Replica.read_sent``)
+                    sent[r.id] = r
                 running.remove(r)
             rep.completed.extend(done)
         self.steady = not plan.prefills and (not done or rep.folds_finishes)

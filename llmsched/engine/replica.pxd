@@ -30,6 +30,8 @@ cdef class Replica:
     cdef public object reserved
     cdef public object running
     cdef public object scheduler
+    cdef public object sends_kv
+    cdef public object sent
     cdef public object steps
     cdef public object swapped
     cdef public object tiers

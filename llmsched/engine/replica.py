@@ -103,6 +103,10 @@ class Replica:
         # of the requests loading or in transfer, those whose client gave up: gone for their client and router, their
         # blocks held until the KV lands (``abort``)
         self.aborted_loads = 0
+        # a disaggregated fleet's prefill instance keeps a finished prompt's blocks until the decode side has read
+        # them (NIXL's ``request_finished`` delays their free): request id -> request, while they are held
+        self.sends_kv = False
+        self.sent: dict = {}
         self.log_steps_to(steps if steps is not None else StepLog())
         self.view = ReplicaView(self)
         self.quiet_finishes = False  # a finishing request adds no event (an open loop: set_quiet_finishes)
@@ -261,6 +265,16 @@ class Replica:
         blocks: a draining replica is not empty before they land)."""
         return (len(self.waiting) + len(self.running) + len(self.swapped) + len(self.loading)
                 + len(self.receiving) + len(self.transferring))
+
+    def read_sent(self, rid: int) -> bool:
+        """The decode side has read request ``rid``'s prompt KV (or the request left before it could): the blocks
+        this prefill instance kept for it are freed. True if it held any."""
+        r = self.sent.pop(rid, None)
+        if r is None:
+            return False
+        self.version += 1
+        self.kv.release(r)
+        return True
 
     @property
     def num_serving(self) -> int:
@@ -608,9 +622,13 @@ class Replica:
         if finished:
             done = [r for r in self.running if r.status is FINISHED]
             kv = self.kv
+            sent = self.sent if self.sends_kv else None
             for r in done:
                 r.finish = now
-                kv.release(r)
+                if sent is None:
+                    kv.release(r)
+                else:  # its blocks wait for the decode side to read them (``read_sent``)
+                    sent[r.id] = r
             self.completed.extend(done)
             self.running[:] = [r for r in self.running if r.status is RUNNING]
         self.record_step(now)
@@ -644,15 +662,16 @@ class Replica:
             assert r.status is WAITING, f"request {r.id} in waiting is {r.status.name}"
         aborted = sum(r.status is Status.ABORTED for r in (*self.loading, *self.transferring))
         assert self.aborted_loads == aborted, f"{self.aborted_loads} aborted loads counted, {aborted} in flight"
+        holders = self.running + list(self.sent.values())  # a finished prefill holds its KV as a running request
         if self.tiers is None:
-            self.kv.check(self.running, self.swapped, self.waiting, g, remote_kv.holding(self) if self.transferring or
+            self.kv.check(holders, self.swapped, self.waiting, g, remote_kv.holding(self) if self.transferring or
                           self.waiting else ())
             return
         holding = [r for r in self.waiting if r.num_blocks]  # loaded from a tier, not yet admitted
         for r in holding:
             assert r.num_computed and r.content is not None, f"waiting request {r.id} holds KV it did not load"
         free = [r for r in self.waiting if not r.num_blocks] if holding else self.waiting
-        self.kv.check(self.running + self.loading + holding, self.swapped, free, g)
+        self.kv.check(holders + self.loading + holding, self.swapped, free, g)
         if self.caching and self.kv.tiers is not None:
             for store in self.kv.tiers.stores:
                 store.check()
@@ -705,6 +724,9 @@ class Replica:
             kv.release(r)
         for r in self.swapped:
             kv.drop_swapped(r)
+        for r in self.sent.values():  # finished prefills whose KV no decode instance read
+            kv.release(r)
+        self.sent.clear()
         for r in self.loading + self.waiting:
             if r.num_blocks:  # a load in flight or landed, or a prompt's KV a prefill instance sent
                 kv.release(r)

@@ -56,6 +56,7 @@ cdef class FleetLoop:
     @cython.locals(r=Request, rep=Replica)
     cdef settle_transfers(self, t)
     cdef wake_or_start(self, Replica rep, t)
+    @cython.locals(sender=Replica)
     cdef read(self, rid, t)
     cdef public bint empty(self, Replica rep) except -1
     @cython.locals(r=Request)

@@ -219,11 +219,15 @@ class FleetLoop:
             self.start(rep, t, None)
 
     def read(self, rid: int, t: float) -> None:
-        """Request ``rid``'s KV was read (its transfer ended), or it left before: its prefill replica holds it no
-        more, and is gone at ``t`` if it drains and holds nothing else."""
+        """Request ``rid``'s KV was read (its transfer ended), or it left before: its prefill replica frees the blocks
+        it kept for it (woken if idle with work: they may be what its queue waits for), and is gone at ``t`` if it
+        drains and holds nothing else."""
         src = self.unread.pop(rid, None)
         if src is None:
             return
+        sender = self.replicas[src]
+        if sender.read_sent(rid) and not sender.clock.busy and sender.num_outstanding:
+            self.push(t, WAKE, sender)
         left = self.unread_of[src] - 1
         if left:
             self.unread_of[src] = left
