@@ -163,10 +163,12 @@ def sending(make):
     """``make`` (a prefill pool's replica maker) with each replica keeping a finished prompt's blocks until the
     decode side has read them, or the request has left: vLLM's NIXL connector delays their free
     (``request_finished`` returns ``delay_free_blocks``; the decode instance's read, or its notice that the request
-    went, frees them; its 30-s lease, renewed by the decode side's heartbeats while it waits, is not modelled)."""
+    went, frees them; its 30-s lease, renewed by the decode side's heartbeats while it waits, is not modelled).
+    Only under a policy that plans from the KV manager's free blocks (``Scheduler.serves_transferred_kv``): one
+    with a ledger of its own cannot run beside blocks it does not hold, and frees them at the prefill's end."""
     def make_sending(index: int):
         rep = make(index)
-        rep.sends_kv = True
+        rep.sends_kv = rep.scheduler.serves_transferred_kv
         return rep
     return make_sending
 

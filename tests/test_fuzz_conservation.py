@@ -669,8 +669,8 @@ def _watch_idle(rep, idle: list):
     def watched(now, until=None, horizon=None):
         d = start_step(now, until, horizon)
         # a KV transfer to the replica wakes it when it lands (its blocks, or what it brings, may be what the
-        # replica's work waits for)
-        held = (rep.waiting or rep.running or rep.swapped or rep.receiving) and not rep.transferring
+        # replica's work waits for), and a prefill instance when the decode side reads the KV it keeps
+        held = (rep.waiting or rep.running or rep.swapped or rep.receiving) and not (rep.transferring or rep.sent)
         if d is None and rep.wake_at is None and held:
             idle.append((rep.index, now, len(rep.waiting), len(rep.running), len(rep.swapped)))
         return d

@@ -25,7 +25,10 @@ class Scheduler:
     recompute_only: ClassVar[bool] = False  # True: the policy cannot run with preemption_mode="swap"
     # True: it plans a waiting request whose prompt KV a prefill instance sent (engine/remote_kv.py: it holds its
     # blocks and has one token to compute, ``view.tokens_to_compute``/``admission_blocks``) as vLLM v1 does, so it
-    # may run a disaggregated fleet's decode pool; a policy that plans waiting requests as holding nothing may not
+    # may run a disaggregated fleet's decode pool; a policy that plans waiting requests as holding nothing may not.
+    # Such a policy plans from the KV manager's free blocks, so on a prefill instance it also runs beside the blocks
+    # of finished prompts kept for the decode side (disagg_config.sending); a policy with a ledger of its own
+    # (Orca's seats, InferMax's, WAIT's) counts only what it runs, and its prefill instance frees them at once
     serves_transferred_kv: ClassVar[bool] = False
     # True: the policy is vLLM's own scheduler, so a run refuses the limits vLLM refuses at start-up
     # (config_fields.refuse_as_vllm)
