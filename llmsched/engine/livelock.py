@@ -12,7 +12,9 @@ is preempted (engine/preemption.py), the replica's progress read only at the hal
 nothing.
 
 The bound is the one overflow eviction has (``ReplicaConfig.max_evictions``, 1000, which rejects the request
-instead); evictions are left to it.
+instead); evictions are left to it. A prefill instance that keeps finished prompts' blocks for the decode side
+(``Replica.sent``) is not livelocked: the reads free them, however many steps the wait takes (vLLM's scheduler
+spins the same way), so the count is watched again instead.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def note_preemption(rep, r: Request) -> None:
             mark = progress(rep)
         elif n >= FRUITLESS_PREEMPTIONS:
             now = progress(rep)
-            if now == mark:
+            if now == mark and not rep.sent:  # (a prefill instance's kept KV goes when the decode side reads it)
                 raise Livelock(f"scheduler {rep.scheduler.name!r} on replica {rep.index}: livelock: request {r.id} "
                                f"was preempted {n} times in a row, readmitted each time, without producing a token "
                                f"(it has {tokens} of {r.output_len}), and over the last {n - ARMED} the replica "
