@@ -22,8 +22,9 @@ FILE_ROLES = (SERVE, PREFILL, DECODE)
 POOL_FIELDS = ("scheduler", "scheduler_params", "model", "gpu", "gpu_spec", "tp", "batch_time", "batch_time_params",
                "replicas", "router", "router_params", "block_size", "max_num_seqs", "max_num_batched_tokens",
                "max_model_len", "gpu_memory_utilization", "kv_cache_dtype", "num_blocks", "preemption_mode",
-               "overflow", "swap_space_gb", "oracle", "prefix_caching", "kv_offload", "kv_offload_mode", "fast_forward", "check_invariants",
-               "autoscaler", "min_replicas", "max_replicas", "autoscaler_params", "cold_start", "cold_start_params")
+               "overflow", "swap_space_gb", "oracle", "prefix_caching", "kv_offload", "kv_offload_mode", "fast_forward",
+               "check_invariants", "autoscaler", "min_replicas", "max_replicas", "autoscaler_params", "cold_start",
+               "cold_start_params")
 # the fields of a pool's KV tiers below the GPU (a decode pool keeps none: disagg_config.check_decode_tiers)
 OFFLOAD_KEYS = ("kv_offload", "kv_offload_mode")
 # a field whose parameters belong to it: a pool that names its own scheduler (router, batch-time model) does not

@@ -27,8 +27,9 @@ rejected at once with that reason. A draining replica that holds nothing (none w
 for its step's end) is gone; a draining prefill replica also stays until the decode side has read every prompt's KV
 it sent (the transfer ended) or that request has left: vLLM's prefill instance holds those blocks until the decode
 instance's connector has read them (NixlConnector's ``request_finished`` delays their free), so the instance cannot
-go before. Those blocks stay taken on the prefill replica until then (``Replica.read_sent``), which wakes it if it
-is idle with work its free blocks may now let in.
+go before. Under a policy that plans from the KV manager's free blocks (disagg_config.sending), those blocks stay
+taken on the prefill replica until then (``Replica.read_sent``), which wakes it if it is idle with work its free
+blocks may now let in.
 Every request leaves by the run's end, so no replica drains for ever. Actions still queued when no request is left
 to serve are not run: the run ends with its last request, as a plain run does, and replicas are billed up to then.
 """
