@@ -168,7 +168,7 @@ def sending(make):
     with a ledger of its own cannot run beside blocks it does not hold, and frees them at the prefill's end."""
     def make_sending(index: int):
         rep = make(index)
-        rep.sends_kv = rep.scheduler.serves_transferred_kv
+        rep.send_kv()
         return rep
     return make_sending
 

@@ -266,6 +266,12 @@ class Replica:
         return (len(self.waiting) + len(self.running) + len(self.swapped) + len(self.loading)
                 + len(self.receiving) + len(self.transferring))
 
+    def send_kv(self) -> None:
+        """This replica is a disaggregated fleet's prefill instance: a finished prompt's blocks stay until the decode
+        side reads them (``read_sent``), under a policy that plans from the KV manager's free blocks (one with a
+        ledger of its own could not run beside them: disagg_config.sending)."""
+        self.sends_kv = self.scheduler.serves_transferred_kv
+
     def read_sent(self, rid: int) -> bool:
         """The decode side has read request ``rid``'s prompt KV (or the request left before it could): the blocks
         this prefill instance kept for it are freed. True if it held any."""
