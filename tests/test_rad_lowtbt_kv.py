@@ -18,3 +18,18 @@ def test_a_batch_of_one_short_of_a_block_preempts_another_decode_not_itself():
     status = np.asarray(result.requests.cols["status"])
     assert len(status) == 15 and (status == int(Status.FINISHED)).all()
     assert result.replica_stats[0]["preemptions"] > 0
+
+
+def test_rad_starts_a_head_whose_kv_a_tier_loaded_on_the_blocks_it_still_needs():
+    """With KV tiers below the GPU a waiting request may hold blocks a tier loaded for it. RAD counted them again
+    when deciding whether the head could start, so a long head waited for ever beside free blocks and the replica
+    stalled (10 of 30 requests rejected as "the scheduler stalled", conservation fuzz seed 51,059, before
+    2026-11-30); without tiers the same run finishes all that fit."""
+    cfg = dict(scheduler="rad", model="qwen3-14b", gpu="h100", workload="azure-conv", num_requests=30, concurrency=9,
+               turns=4, max_total_tokens=1024, block_size=32, max_num_seqs=64, max_model_len=8192, num_blocks=119,
+               seed=151301621, check_invariants=True)
+    tiered, bare = run(RunConfig(**cfg, kv_offload="cpu:2GiB,disk:20GiB")), run(RunConfig(**cfg))
+    for result in (tiered, bare):
+        assert not [why for why in result.requests.reasons.values() if "stalled" in why]
+    finished = lambda r: int((r.requests.column("status") == int(Status.FINISHED)).sum())  # noqa: E731
+    assert finished(tiered) == finished(bare) == 29

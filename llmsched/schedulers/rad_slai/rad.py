@@ -73,11 +73,14 @@ class _TiledBase(WatermarkAdmission, Scheduler):
         return BatchPlan(prefills=[(r, n)])
 
     def _can_start(self, view: ReplicaView, active: int, t_col: int) -> bool:
-        """The FCFS head may start: a seat under t*_col (and max_num_seqs), and KV for its whole prompt."""
+        """The FCFS head may start: a seat under t*_col (and max_num_seqs), and KV for its whole prompt (beyond the
+        blocks a KV tier below the GPU loaded for it while it waited: counted again, they left a head longer than
+        the free blocks waiting for ever, and the replica stalled)."""
         head = view.waiting[0]
         if active >= min(t_col, view.max_num_seqs) or view.num_running >= view.max_num_seqs:
             return False
-        return view.blocks_for(head.num_tokens) <= view.free_blocks - self._watermark(view)
+        need = view.extra_blocks(head, head.num_tokens) if head.num_blocks else view.blocks_for(head.num_tokens)
+        return need <= view.free_blocks - self._watermark(view)
 
     def _watermark(self, view: ReplicaView) -> int:
         return int(self.watermark * view.total_blocks)
