@@ -33,7 +33,23 @@ BAD = [
     ("simulate --workload sharegpt --num-requests 4 --rate 2 --no-progress --kv-offload cpu:1GiB",
      ["--kv-offload cpu:1GiB", "name their prompts"]),
     (f"{SP} --kv-offload cpu:1GiB --no-prefix-caching", ["--kv-offload", "drop --no-prefix-caching"]),
+    # policies whose plans do not count a tier's loads (they crashed, overran the cache or stalled before
+    # 2026-11-30): refused before the run
+    (f"{SP} --kv-offload cpu:1GiB --scheduler orca", ["scheduler 'orca' cannot run beside KV tiers",
+                                                       "drop --kv-offload"]),
+    (f"{SP} --kv-offload cpu:1GiB --scheduler infermax-ft", ["scheduler 'infermax-ft' cannot run beside KV tiers"]),
+    (f"{SP} --kv-offload cpu:1GiB --scheduler rad-lowtbt", ["scheduler 'rad-lowtbt' cannot run beside KV tiers"]),
 ]
+
+
+def test_compare_leaves_out_and_names_the_policies_that_cannot_run_beside_tiers(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(f"compare --workload shared-prefix --num-requests 6 --rate 2 --no-progress --kv-offload cpu:1GiB "
+                f"--out {tmp_path / 'c'}".split()) == 0
+    err = capsys.readouterr().err
+    assert "not run with --kv-offload: " in err and "orca" in err and "fastertransformer" in err
+    ran = {row["scheduler"] for row in json.loads((tmp_path / "c" / "results.json").read_text())}
+    assert "orca" not in ran and {"vllm-chunked", "sarathi", "infermax"} <= ran
 
 
 @pytest.mark.parametrize("args, expect", BAD, ids=[a.split("--no-progress")[-1].strip()[:50] for a, _ in BAD])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def compare(args) -> int:
     from ..metrics.writers import format_table, write_table
     from ..report.compare_page import write_compare_report
     from ..report.run_figures import plot_kv_usage, plot_latency_cdfs
-    from ..schedulers.registry import scheduler_info, scheduler_names
+    from ..schedulers.registry import create_scheduler, scheduler_info, scheduler_names
     from .run_options import base_config, run_configs
     from .runs import (check_out_dir, check_out_file, run_many, say_engine_unknown, split_names, summary_row,
                        table_columns)
@@ -46,6 +47,12 @@ def compare(args) -> int:
     if chosen == "all":
         names = [n for n in scheduler_names() if not n.startswith("test-")
                  and (base.get("oracle") or not scheduler_info(n)["needs_oracle"])]
+        if base.get("kv_offload"):  # those that cannot run beside KV tiers are left out, and said so
+            left = [n for n in names if not create_scheduler(n).runs_beside_tier_loads]
+            if left:
+                print(f"not run with --kv-offload: {', '.join(left)} (their plans do not count the blocks a tier "
+                      f"loads: Scheduler.runs_beside_tier_loads)", file=sys.stderr)
+            names = [n for n in names if n not in left]
     else:
         names = split_names(chosen)
     configs = run_configs(args, names)

@@ -75,6 +75,11 @@ class Replica:
                 raise ValueError("KV offload tiers hold cached prefixes: they need the prefix cache, and requests "
                                  "whose prompts have identities (a Mooncake or session trace, --workload "
                                  "shared-prefix, --turns)")
+            if not scheduler.runs_beside_tier_loads:
+                raise ValueError(f"kv_offload: scheduler {scheduler.name!r} cannot run beside KV tiers below the GPU "
+                                 f"(its plans do not count the blocks a tier loads for a waiting request: "
+                                 f"Scheduler.runs_beside_tier_loads); drop --kv-offload or use another scheduler "
+                                 f"(e.g. vllm-chunked, sarathi, infermax)")
             from .kv_tiers import KVTiers
             from .prefix_cache import PrefixCachingKVManager
             tiers = KVTiers(config.kv_offload, config.block_size)

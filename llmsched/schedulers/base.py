@@ -30,6 +30,11 @@ class Scheduler:
     # of finished prompts kept for the decode side (disagg_config.sending); a policy with a ledger of its own
     # (Orca's seats, InferMax's, WAIT's) counts only what it runs, and its prefill instance frees them at once
     serves_transferred_kv: ClassVar[bool] = False
+    # False: the policy cannot run beside KV tiers below the GPU (a waiting request may hold the blocks a tier loaded
+    # for it, or be loading): its plans were checked to overrun the cache, list a loading request, or stall
+    # (Orca's and FasterTransformer's reserved seats, InferMax's static and single-group settings, RAD's Appendix D
+    # mirror; 2026-11-30), so a run with tiers refuses it before it starts
+    runs_beside_tier_loads: ClassVar[bool] = True
     # True: the policy is vLLM's own scheduler, so a run refuses the limits vLLM refuses at start-up
     # (config_fields.refuse_as_vllm)
     models_vllm: ClassVar[bool] = False

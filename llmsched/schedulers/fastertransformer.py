@@ -29,6 +29,7 @@ class FasterTransformer(Scheduler):
     """
 
     name = "fastertransformer"
+    runs_beside_tier_loads = False  # a static batch lists requests a tier is still loading
     steady_decodes = True  # a decode-only step repeats while nothing arrives, finishes or runs short of KV
     plans_decode_group = True  # the cohort's decode step is every running request: the group, when formed
     source = ("NVIDIA FasterTransformer, request-level batching; Bari et al. Algorithm 3 (App. E.1, mode labels "

@@ -26,6 +26,7 @@ class Orca(RunningFirst):
     source = ("Orca (Yu et al., OSDI'22), iteration-level scheduling; as set in Kim et al. §1.6 "
               "(Vidur's Orca: hybrid batches, no chunking, reserve max_model_len, no eviction)")
     chunks_prompts = False
+    runs_beside_tier_loads = False  # its seats ignore the blocks a tier loaded for a waiting request
 
     def chunk(self, r, budget: int) -> int:
         return r.prompt_len + r.num_generated - r.num_computed  # whole (cannot happen unchunked, kept for safety)

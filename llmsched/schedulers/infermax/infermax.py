@@ -98,6 +98,8 @@ class InferMax(Scheduler):
             raise ValueError(f"{who}: groups must be distinct names from {GROUPS}, comma-separated; got {self.groups!r}")
         if "all" in self._groups and len(self._groups) > 1:
             raise ValueError(f"{who}: the group 'all' (waiting and running ranked together) must be the only group")
+        # static batches and the single ranked group list requests a KV tier is still loading (Scheduler)
+        self.runs_beside_tier_loads = not (self.static or "all" in self._groups)
         for field_name, allowed in (("running_order", RUNNING_ORDERS), ("waiting_order", WAITING_ORDERS),
                                     ("rank_key", RANK_KEYS), ("reserve", RESERVES)):
             if getattr(self, field_name) not in allowed:

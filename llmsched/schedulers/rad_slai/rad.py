@@ -160,6 +160,7 @@ class RADLowTBT(_TiledBase):
     """
 
     name = "rad-lowtbt"
+    runs_beside_tier_loads = False  # its cycles stall beside the blocks a tier loaded for waiting requests
     source = "Bari et al. Appendix D (throughput-optimal scheduler with low TBT)"
     n: int = 256
     t_row: int | None = None
