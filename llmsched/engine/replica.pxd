@@ -7,7 +7,6 @@ from llmsched.engine.step_counters cimport StepCounters
 cdef class Replica:
     cdef dict __dict__
     cdef public object _order
-    cdef public object aborted_loads
     cdef public object add_row
     cdef public object arrivals
     cdef public object asked_at

@@ -105,9 +105,6 @@ class Replica:
         self.receiving: deque = deque()
         self.transferring: list[Request] = []
         self.reserved: list[Request] = []
-        # of the requests loading or in transfer, those whose client gave up: gone for their client and router, their
-        # blocks held until the KV lands (``abort``)
-        self.aborted_loads = 0
         # a disaggregated fleet's prefill instance keeps a finished prompt's blocks until the decode side has read
         # them (NIXL's ``request_finished`` delays their free): request id -> request, while they are held
         self.sends_kv = False
@@ -211,7 +208,6 @@ class Replica:
         self.clock.tick(now)
         if req.status is Status.ABORTED:  # its client gave up during the transfer: the blocks go now (abort)
             remote_kv.drop(self, req)
-            self.aborted_loads -= 1
             return
         self.arrivals += 1
         remote_kv.loaded(self, req)
@@ -290,8 +286,11 @@ class Replica:
     @property
     def num_serving(self) -> int:
         """Requests it still serves for their clients: ``num_outstanding`` without the aborted ones whose KV still
-        arrives (a router heard that they left)."""
-        return self.num_outstanding - self.aborted_loads
+        arrives (``abort``: a router heard that they left)."""
+        n = self.num_outstanding
+        if self.loading or self.transferring:
+            n -= sum(r.status is Status.ABORTED for r in (*self.loading, *self.transferring))
+        return n
 
     # --- a step -----------------------------------------------------------
     def start_step(self, now: float, until: float | None = None, horizon: float | None = None) -> float | None:
@@ -575,7 +574,6 @@ class Replica:
             if r.status is Status.ABORTED:  # its client gave up during the load: the blocks go now (abort)
                 self.kv.release(r)
                 self.kv.discard(r)
-                self.aborted_loads -= 1
                 continue
             back.append(r)
         tiers.ready = []
@@ -671,8 +669,6 @@ class Replica:
             assert r.status is RUNNING, f"request {r.id} in running is {r.status.name}"
         for r in self.waiting:
             assert r.status is WAITING, f"request {r.id} in waiting is {r.status.name}"
-        aborted = sum(r.status is Status.ABORTED for r in (*self.loading, *self.transferring))
-        assert self.aborted_loads == aborted, f"{self.aborted_loads} aborted loads counted, {aborted} in flight"
         holders = self.running + list(self.sent.values())  # a finished prefill holds its KV as a running request
         if self.tiers is None:
             self.kv.check(holders, self.swapped, self.waiting, g, remote_kv.holding(self) if self.transferring or
@@ -705,7 +701,7 @@ class Replica:
             kv.drop_swapped(req)
             self.swapped.remove(req)
         elif req in self.loading or req in self.transferring:
-            self.aborted_loads += 1  # its blocks wait for the load to land
+            pass  # its blocks wait for the load to land
         elif req in self.receiving:  # no block reserved yet
             self.receiving.remove(req)
         else:
@@ -746,7 +742,6 @@ class Replica:
             left += remote_kv.stop(self)
         left = [r for r in left if r.status is not Status.ABORTED]  # (one waiting for its load left at its abort)
         self.loading = []
-        self.aborted_loads = 0
         for r in left:
             r.status = status
             r.reject_reason = reason
