@@ -87,10 +87,10 @@ def test_a_guidellm_report_reads_as_its_requests_at_the_client(tmp_path):
         np.testing.assert_allclose(runs[0].log.ttft, ref.ttft, atol=1e-9)
         np.testing.assert_array_equal(runs[0].log.output_lens, ref.output_lens)
     report = guidellm_report(bench)
-    report["benchmarks"][0]["requests"]["errored"] = [report["benchmarks"][0]["requests"]["successful"][0]]
+    report["benchmarks"][0]["requests"]["errored"] = {"count": 1}
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(report))
-    with pytest.raises(TraceError, match=r"benchmarks\[0\].requests.errored: 1 request"):
+    with pytest.raises(TraceError, match=r"benchmarks\[0\].requests.errored: dict, not a list of requests"):
         read_server_log(path, measured=True)
 
 
@@ -264,15 +264,6 @@ def test_inference_perfs_per_request_report_replays_as_its_requests(tmp_path, ol
     got, want = validate(run_, **kw), validate(load_runs(CPU / "rate-8", "bench.json")[0], **kw)
     for metric in ("ttft", "e2e"):
         assert got["errors"][metric]["p50"] == pytest.approx(want["errors"][metric]["p50"], abs=0.5)
-
-
-def test_a_failed_request_in_inference_perfs_report_is_refused(tmp_path):
-    rows = inference_perf_requests(json.loads((CPU / "rate-8" / "bench.json").read_text()))
-    rows[3]["error"] = {"error_type": "TimeoutError", "error_msg": "Request timed out"}
-    path = tmp_path / "per_request_lifecycle_metrics.json"
-    path.write_text(json.dumps(rows))
-    with pytest.raises(TraceError, match=r"\[3\].error is 'TimeoutError: Request timed out' \(1 failed"):
-        read_server_log(path, measured=True)
 
 
 def failed_stage(tmp_path, failures: int, timeout: float | None) -> Path:

@@ -148,7 +148,10 @@ def format_report(rows: list[dict]) -> str:
         if "prefix_cache" in row:
             lines.append("  " + format_prefix_cache(row["prefix_cache"]))
         failed = row.get("failures")
-        if failed and (failed["real"] or failed["simulated"]):
+        if failed and failed["timeout_s"] is None:
+            lines.append(f"  failures       {failed['real']} at the client, not compared: {failed['replayed']} "
+                         f"replayed with the tokens they got, {failed['not_replayed']} not replayed")
+        elif failed and (failed["real"] or failed["simulated"]):
             lines.append(f"  failures       {failed['real']} -> {failed['simulated']} of {row['requests']} requests "
                          f"(the client's timeout, {failed['timeout_s']:g} s)")
         met = [f"{name} {t['error_pct']:+.1f}% {'ok' if t['met'] else 'MISS'} (±{t['bound_pct']:g}%)"

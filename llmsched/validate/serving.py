@@ -115,7 +115,8 @@ def decode_pool_fields(run: RunFolder, gpu: str | None, batch_time: str, batch_t
 
 def client_timeout(log) -> float | None:
     """The replay's client timeout: an inference-perf stage's (its client always has one, and its failures are the
-    requests it ended); None for the other logs, whose failed requests are refused or left uncompared."""
+    requests it ended); None for the other logs, whose failed requests are replayed with the tokens they got or
+    left out (workload/traces/failed_requests.py), and compared with nothing."""
     return log.timeout if isinstance(log, LifecycleReport) else None
 
 
@@ -410,6 +411,11 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
     if lifecycle:  # the requests its client gave up on: the report's failures, the replay's aborts
         aborted = int((stage & ~k).sum())
         row["failures"] = {"real": run.log.failures, "simulated": aborted, "timeout_s": run.log.timeout}
+    elif run.log.failed:  # the requests its client saw fail: those that got tokens replayed, the rest left out
+        failed = run.log.failed
+        row["failures"] = {"real": len(failed.got), "simulated": 0, "timeout_s": None,
+                           "replayed": len(failed.replayed), "not_replayed": len(failed.got) - len(failed.replayed),
+                           "first_error": failed.first_error}
     return row
 
 

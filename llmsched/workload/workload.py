@@ -6,6 +6,7 @@ distribution of an experiment leaves its arrival times unchanged (common random 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
 from dataclasses import dataclass
@@ -481,6 +482,8 @@ def server_log_trace(path: Path, clock: str = "engine") -> Trace | JsonlTrace:
     """A server's per-request log (workload/traces/server_log.py) as a trace: its arrivals and lengths, and its prompts'
     contents where it gives their hash_ids (as a Mooncake trace does)."""
     log = read_server_log(path, clock=clock)
+    if log.failed:  # what the replay leaves out, or sends without comparing, said where the user runs it
+        warnings.warn(f"{path}: {log.failed.note}", stacklevel=2)
     return JsonlTrace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format, contents=log.contents,
                       hash_block=HASH_BLOCK if log.hash_ids is not None else None, in_flight=log.in_flight)
 

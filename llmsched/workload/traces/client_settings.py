@@ -30,24 +30,23 @@ CLOSED_LOOP_WARNING = ("warning: the replay sends each request at its recorded t
                        "have; compare with care, or rerun the benchmark {fix}")
 
 
-def bench_notes(path: Path, data: dict, n: int, recorded: bool = True) -> list[str]:
-    """Notes (and refusals) from a vllm bench serve result's sending fields; ``n`` requests in its lists;
-    ``recorded``: it has its send times (else workload/traces/bench_sends.py draws them and notes how)."""
+def bench_notes(path: Path, data: dict, n: int, recorded: bool = True, failed: int = 0) -> list[str]:
+    """Notes (and refusals) from a vllm bench serve result's sending fields; ``n`` requests in its lists, ``failed``
+    of them with an error; ``recorded``: it has its send times (else workload/traces/bench_sends.py draws them and
+    notes how)."""
     notes = []
-    for key in ("num_prompts", "completed"):
+    for key, count, what in (("num_prompts", n, "request"), ("completed", n - failed, "success"),
+                             ("failed", failed, "error")):
         value = data.get(key)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise TraceError(f"{path}: {key} is {value!r}, not a count of requests; fix it or remove the field")
-        if value != n:
-            raise TraceError(f"{path}: {key} is {value} but its per-request lists hold {n} requests; the file is "
+        if value != count:
+            what += "" if count == 1 else "es" if what.endswith("s") else "s"
+            raise TraceError(f"{path}: {key} is {value} but its per-request lists hold {count} {what}; the file is "
                              f"truncated or merged: save the run again with `vllm bench serve --save-result "
                              f"--save-detailed`")
-    failed = data.get("failed")
-    if failed is not None and (isinstance(failed, bool) or not isinstance(failed, int) or failed != 0):
-        raise TraceError(f"{path}: failed is {failed!r}; a failed request has no latencies to compare: rerun the "
-                         f"benchmark until none fails")
     rate = data.get("request_rate")
     if rate is not None and rate not in ("inf", "Infinity") and (
             isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0):

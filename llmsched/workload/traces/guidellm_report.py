@@ -10,7 +10,8 @@ sweep) is read one benchmark at a time (``benchmark``). Requests GuideLLM counte
 cancelled when the benchmark's time or count ran out: ``status == "cancelled"`` with a ``resolve_start``,
 guidellm's ``benchmark/schemas/accumulator.py``) loaded the server too: they are replayed, sent when they were,
 with their prompt and the output tokens they got (at least 1), but have no latencies to compare (NaN). Errored
-requests are refused by name: what an error did to the server is not known (rerun, or use a report without them).
+requests are replayed the same way where GuideLLM counted output tokens for them, and otherwise left out with a
+note (workload/traces/failed_requests.py).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .client_settings import guidellm_sending
+from .failed_requests import FailedRequests, error_text
 from .server_log import ServerLog, seconds, token_counts
 from .trace_error import TraceError
 
@@ -48,15 +50,17 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
     if not isinstance(requests, dict) or not isinstance(requests.get("successful"), list):
         raise TraceError(f"{where}.requests.successful: missing; save the report with its requests (GuideLLM keeps "
                          f"them unless --metrics sample_size=0)")
-    if requests.get("errored"):
-        raise TraceError(f"{where}.requests.errored: {len(requests['errored'])} request(s) without latencies; "
-                         f"rerun the benchmark until none fails (a failed request cannot be compared)")
+    errored = requests.get("errored") or []
+    if not isinstance(errored, list):
+        raise TraceError(f"{where}.requests.errored: {type(errored).__name__}, not a list of requests")
     rows = requests["successful"]
     if not rows:
         raise TraceError(f"{where}.requests.successful: no requests")
     cut = requests.get("incomplete") or []
     if not isinstance(cut, list):
         raise TraceError(f"{where}.requests.incomplete: {type(cut).__name__}, not a list of requests")
+    failures = errored_requests(errored, len(rows) + len(cut) + len(errored))
+    failed = [errored[i] for i in failures.replayed] if failures else []
     wanted = REQUEST_FIELDS + (MEASURED_FIELDS if measured else ())
     for i, row in enumerate(rows):
         missing = [k for k in wanted if not isinstance(row, dict) or row.get(k) is None]
@@ -75,22 +79,27 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
                     [r["request_start_time"] for r in rows], index, indexed=True)
     prompts = token_counts(path, field("prompt_tokens"), [r["prompt_tokens"] for r in rows], index, indexed=True)
     outputs = token_counts(path, field("output_tokens"), [r["output_tokens"] for r in rows], index, indexed=True)
-    if cut:
-        more = list(range(len(cut)))
-        cut_field = f"benchmarks[{benchmark}].requests.incomplete[].{{}}".format
-        start = np.concatenate([start, seconds(path, cut_field("request_start_time"),
-                                               [r["request_start_time"] for r in cut], more, indexed=True)])
-        prompts = np.concatenate([prompts, token_counts(path, cut_field("prompt_tokens"),
-                                                        [r["prompt_tokens"] for r in cut], more, indexed=True)])
-        outputs = np.concatenate([outputs, [max(1, r.get("output_tokens") or 0) for r in cut]]).astype(np.int64)
+    for kind, more_rows in (("incomplete", cut), ("errored", failed)):  # replayed, not compared
+        if not more_rows:
+            continue
+        more = list(range(len(more_rows)))
+        more_field = f"benchmarks[{benchmark}].requests.{kind}[].{{}}".format
+        start = np.concatenate([start, seconds(path, more_field("request_start_time"),
+                                               [r["request_start_time"] for r in more_rows], more, indexed=True)])
+        prompts = np.concatenate([prompts, token_counts(path, more_field("prompt_tokens"),
+                                                        [r["prompt_tokens"] for r in more_rows], more, indexed=True)])
+        outputs = np.concatenate([outputs, [max(1, r.get("output_tokens") or 0) for r in more_rows]]).astype(np.int64)
     order = np.argsort(start, kind="stable")
-    every = rows + cut
+    every = rows + cut + failed
     log = ServerLog(path, "guidellm", [str(every[i].get("request_id", i)) for i in order],
                     start[order] - start[order[0]], prompts[order], outputs[order], boundary="client")
     log.notes.append("GuideLLM timings are the client's")
     if cut:
         log.notes.append(f"{len(cut)} incomplete request(s) (GuideLLM cancelled them at the benchmark's end) "
                          f"replayed with the output tokens they got, their latencies not compared")
+    if failures:
+        log.failed = failures
+        log.notes.append(failures.note)
     notes, log.in_flight = guidellm_sending(where, bench[benchmark], len(rows))
     log.notes += notes
     log.model = model_of(bench[benchmark])
@@ -98,9 +107,28 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
         ttft = seconds(path, field("time_to_first_token_ms"), [r["time_to_first_token_ms"] for r in rows], index,
                        indexed=True, unit="milliseconds") / 1e3
         e2e = seconds(path, field("request_latency"), [r["request_latency"] for r in rows], index, indexed=True)
-        unmeasured = np.full(len(cut), np.nan)
+        unmeasured = np.full(len(cut) + len(failed), np.nan)
         log.ttft, log.e2e = np.concatenate([ttft, unmeasured])[order], np.concatenate([e2e, unmeasured])[order]
     return log
+
+
+def errored_requests(errored: list, total: int) -> FailedRequests | None:
+    """A benchmark's errored requests (of ``total`` sent), each with the output tokens GuideLLM's usage counted for it (0 where it
+    counted none, or where the request has no send time or prompt length to replay it with)."""
+    if not errored:
+        return None
+
+    def got(row) -> int:
+        if not isinstance(row, dict) or row.get("request_start_time") is None or not row.get("prompt_tokens"):
+            return 0
+        n = row.get("output_tokens")
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+
+    first = errored[0] if isinstance(errored[0], dict) else {}
+    info = first.get("info") if isinstance(first.get("info"), dict) else {}
+    error = info.get("error") or first.get("error") or "no message recorded"
+    return FailedRequests({i: got(row) for i, row in enumerate(errored)}, error_text(error), total,
+                          "GuideLLM counted no output token for them, or no prompt")
 
 
 def model_of(bench: dict) -> str | None:

@@ -32,7 +32,8 @@ The formats, told apart by the file's name and content:
   workload/traces/guidellm_report.py): each benchmark's successful requests with their client timings.
 
 A row that cannot be replayed is an error naming the file, the line (or list index) and the field, never
-skipped: a missing field, arrivals out of order, a zero prompt or output, a failed request.
+skipped: a missing field, arrivals out of order, a zero prompt or output. A request the client saw fail is replayed
+with the tokens it got, or left out with a note where it got none (workload/traces/failed_requests.py).
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ import numpy as np
 
 from .bench_sends import CLOSED_LOOP_NOTE, closed_loop_cap, unrecorded_sends
 from .client_settings import bench_notes
+from .failed_requests import FailedRequests, error_text
 from .hash_blocks import block_content, check_blocks, own_content
 from .jsonl import chunked, integers
 from .trace_error import TraceError
@@ -78,6 +80,7 @@ class ServerLog:
     in_flight: int | None = None
     span: float | None = None
     notes: list[str] = field(default_factory=list)
+    failed: FailedRequests | None = None  # the requests the client saw fail (workload/traces/failed_requests.py)
 
     def __len__(self) -> int:
         return len(self.prompt_lens)
@@ -302,17 +305,24 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
         shown = f"{len(errors)} entries" if isinstance(errors, list) else type(errors).__name__
         raise TraceError(f"{path}: errors is {shown}, not a list of {n} messages (\"\" for a request that "
                          f"succeeded); save the run again with `vllm bench serve --save-result --save-detailed`")
-    failed = [i for i, e in enumerate(errors) if e]
-    if failed:
-        raise TraceError(f"{path}: errors[{failed[0]}] is {str(errors[failed[0]])[:80]!r} ({len(failed)} failed "
-                         f"request(s)); a failed request has no latencies to compare: rerun the benchmark")
+    failures = bench_failures(data, errors)
+    keep = [i for i in range(n) if not errors[i] or (failures and i in failures.replayed)]
+    if not keep or (measured and all(errors[i] for i in keep)):
+        raise TraceError(f"{path}: {len(failures.got)} of {n} requests failed (first: {failures.first_error[:80]!r}) "
+                         f"and none " + ("succeeded, so nothing can be compared" if keep else "got a token, so "
+                                         "nothing can be replayed") + "; rerun the benchmark")
     index = list(range(n))
-    prompts = token_counts(path, "input_lens", data["input_lens"], index, indexed=True)
-    outputs = token_counts(path, "output_lens", data["output_lens"], index, indexed=True)
+    prompts = token_counts(path, "input_lens", data["input_lens"], index, indexed=True)[keep]
+    ok = [i for i in keep if not errors[i]]
+    counted = dict(zip(ok, token_counts(path, "output_lens", [data["output_lens"][i] for i in ok], ok,
+                                        indexed=True)))
+    # (a failed request's output_lens is 0: it is replayed with the tokens it got)
+    outputs = np.array([counted[i] if i in counted else failures.got[i] for i in keep], np.int64)
     sends = None if recorded else unrecorded_sends(path, data, n)
     start = seconds(path, "start_times", data["start_times"], index, indexed=True) if recorded else sends.times
-    order = np.argsort(start, kind="stable")
-    log = ServerLog(path, "vllm-bench", [str(i) for i in order], start[order] - start[order[0]], prompts[order],
+    order = np.argsort(start[keep], kind="stable")
+    at = np.asarray(keep)[order]  # the kept requests' positions in the file, in send order
+    log = ServerLog(path, "vllm-bench", [str(i) for i in at], start[at] - start[at[0]], prompts[order],
                     outputs[order], boundary="client")
     if sends is not None:
         log.in_flight, log.span = sends.in_flight, sends.span
@@ -324,24 +334,49 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
         log.model = data["model_id"].strip()
     log.notes.append("vllm bench serve timings are the client's (TTFT and E2E include the network and the "
                      "frontend)")
-    log.notes += bench_notes(path, data, n, recorded)
+    log.notes += bench_notes(path, data, n, recorded, failed=len(failures.got) if failures else 0)
+    if failures:
+        log.failed = failures
+        log.notes.append(failures.note)
     if all(isinstance(data.get(k), list) for k in ("ttfts", "itls")) and (e2e_from_itls or
                                                                        isinstance(data.get("latencies"), list)):
-        ttft = seconds(path, "ttfts", data["ttfts"], index, indexed=True)
+        ok = [i for i in at if not errors[i]]  # the successes, in send order (a failure has nothing to compare)
+        ttft = seconds(path, "ttfts", [data["ttfts"][i] for i in ok], ok, indexed=True)
         gaps = []
-        for i in order:
+        for i in ok:
             itl = data["itls"][i]
             if not isinstance(itl, list):
                 raise TraceError(f"{path}: itls[{i}] is not a list of seconds")
             gaps.append(seconds(path, f"itls[{i}]", itl, list(range(len(itl))), indexed=True))
         if e2e_from_itls:  # the client's last chunk is its first plus every gap after it
-            e2e = np.array([ttft[i] + g.sum() for i, g in zip(order, gaps)])
+            e2e = ttft + np.array([g.sum() for g in gaps])
             log.notes.append("no latencies list (vLLM 0.26 and older): each E2E is the TTFT plus the request's ITLs")
         else:
-            e2e = seconds(path, "latencies", data["latencies"], index, indexed=True)[order]
-        log.ttft, log.e2e = ttft[order], e2e
+            e2e = seconds(path, "latencies", [data["latencies"][i] for i in ok], ok, indexed=True)
+        measured = np.array([not errors[i] for i in at])
+        log.ttft, log.e2e = np.full(len(at), np.nan), np.full(len(at), np.nan)
+        log.ttft[measured], log.e2e[measured] = ttft, e2e
         log.itls = gaps
     return log
+
+
+def bench_failures(data: dict, errors: list) -> FailedRequests | None:
+    """A vllm bench serve result's failed requests (a non-empty ``errors`` entry), each with the tokens it got
+    before it failed: its first chunk (a ``ttfts`` entry > 0) and one a later gap (``itls``), as the client
+    counted chunks (vLLM streams one token a chunk at its default ``stream_interval`` 1)."""
+    failed = [i for i, e in enumerate(errors) if e]
+    if not failed:
+        return None
+    ttfts, itls = data.get("ttfts"), data.get("itls")
+
+    def got(i: int) -> int:
+        first = ttfts[i] if isinstance(ttfts, list) else None
+        if isinstance(first, bool) or not isinstance(first, (int, float)) or not first > 0:
+            return 0
+        more = itls[i] if isinstance(itls, list) and isinstance(itls[i], list) else []
+        return 1 + len(more)
+
+    return FailedRequests({i: got(i) for i in failed}, error_text(errors[failed[0]]), len(errors))
 
 
 def _where(path: Path, column: str, at: int, indexed: bool) -> str:
