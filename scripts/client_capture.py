@@ -12,7 +12,12 @@ one machine):
   tokenised), ``added_ts`` (handed to the engine client), ``first_out_ts``/``last_out_ts`` (the output processor
   took the request's first and last outputs), ``prompt_tokens`` (the server's own count);
 * the engine core's, vLLM's ``RequestStateStats``: ``queued_ts``, ``scheduled_ts``, ``first_token_ts``,
-  ``last_token_ts``.
+  ``last_token_ts``; and ``num_cached_tokens``, the prompt tokens vLLM's prefix cache held (from vLLM 0.32).
+
+A dataset that gives its requests no ids (vLLM's ``prefix_repetition``) has its engine rows matched to the bench's
+requests in send order. With ``--plan`` on a CPU, meta.json's ``client.dataset_args`` keeps each bench's flags
+(workload/traces/bench_prefixes.py reads the prefixes they made). A step model fitted on a run whose prompts found
+cached blocks counts those tokens as computed (vLLM's ``IterationStats.num_prompt_tokens`` is the whole prompt's).
 
 Each rate becomes a run folder in ``--out`` in the ground-truth schema: ``bench.json`` (the bench result without its
 generated texts), ``requests.jsonl`` (the engine's stamps in the ground-truth format, plus the server's and the
@@ -120,7 +125,9 @@ def install_stamps(path: str) -> None:
         if s is not None:  # vLLM's stats differ between releases: a field it lacks is recorded as null
             row.update({k: getattr(s, k, None) for k in ("arrival_time", "queued_ts", "scheduled_ts",
                                                          "first_token_ts", "last_token_ts", "num_preemptions")})
+            # (num_cached_tokens: the prompt tokens vLLM's prefix cache held, RequestOutput's; None before 0.32)
             row.update(request_id=req_state.external_req_id, output_tokens=getattr(s, "num_generation_tokens", None),
+                       num_cached_tokens=getattr(req_state, "num_cached_tokens", None),
                        prompt_tokens=len(req_state.prompt_token_ids or ()),
                        wall_minus_mono=time.time() - time.monotonic())
             out.write(json.dumps(row) + "\n")
@@ -369,6 +376,11 @@ def run_folder(out: Path, bench: dict, bench_result: dict, stamps: list[dict], m
         if rid.startswith(f"cmpl-{prefix}"):
             mine[int(rid[len(f"cmpl-{prefix}"):].split("-")[0])] = row
     starts = bench_result["start_times"]
+    if not mine:  # a dataset that gives no request ids (prefix_repetition): matched in send order on the one clock
+        sent = sorted(range(len(starts)), key=starts.__getitem__)
+        after = sorted((r for r in stamps if r.get("added_ts") is not None and r["added_ts"] >= starts[sent[0]]),
+                       key=lambda r: r["added_ts"])
+        mine = dict(zip(sent, after))
     latencies = bench_result.get("latencies") or [ttft + sum(gaps) for ttft, gaps in  # before vLLM 0.27: no E2E list
                                                   zip(bench_result["ttfts"], bench_result["itls"])]
     lines = []
@@ -383,6 +395,8 @@ def run_folder(out: Path, bench: dict, bench_result: dict, stamps: list[dict], m
         keep["client_first"] = round(starts[i] + bench_result["ttfts"][i], 6)
         keep["client_last"] = round(starts[i] + latencies[i], 6)
         keep["num_preemptions"] = row.get("num_preemptions")
+        if row.get("num_cached_tokens") is not None:
+            keep["num_cached_tokens"] = row["num_cached_tokens"]
         lines.append(keep)
     lines.sort(key=lambda r: r["arrival_time"])  # the engine's reading needs its arrival order
     t0, t1 = min(r["client_sent"] for r in lines), max(r["client_last"] for r in lines)
@@ -399,10 +413,11 @@ def run_folder(out: Path, bench: dict, bench_result: dict, stamps: list[dict], m
                "endpoint": "/v1/completions, streamed", "prompt": "text (tokenised by the server)",
                "stream_interval": engine_config.get("stream_interval") or 1, "detokenize": True}
     if args.engine == "cpu":
-        client.update(dataset="random", random_input_len=args.input_len, random_output_len=args.output_len,
-                      random_range_ratio=args.range_ratio)
-        client.pop("dataset_args")
-        client.pop("num_warmups")
+        if not args.plan:  # (a plan's bench names its own dataset flags: dataset_args)
+            client.update(dataset="random", random_input_len=args.input_len, random_output_len=args.output_len,
+                          random_range_ratio=args.range_ratio)
+            client.pop("dataset_args")
+            client.pop("num_warmups")
         meta = {"model": "tiny (llmsched make-model)", "vllm_version": vllm.__version__, "gpu": "cpu",
                 "host_cpu": host,
                 "engine_kwargs": {**{k: v for k, v in ENGINE_ARGS.items()}, "tensor_parallel_size": 1,

@@ -308,13 +308,13 @@ def simulated(result, with_itl: bool, k: np.ndarray | None = None) -> dict:
 
 def prefix_cache(run: ServingRun, result, k: np.ndarray) -> dict | None:
     """The prefix cache's hit rate, real (vLLM's num_cached_tokens, where the log has them) and simulated, with the
-    simulated one's error in % of the real one and in points; None for a log with neither hash_ids nor
-    num_cached_tokens (its prompts share nothing the replay knows of). ``k``: the simulated requests compared
+    simulated one's error in % of the real one and in points; None for a log with no hash_ids, no num_cached_tokens
+    and no bench dataset's prefixes (its prompts share nothing the replay knows of). ``k``: the simulated requests compared
     (``kept``), over which an inference-perf stage's is taken."""
     log = run.log
     if isinstance(log, LifecycleReport):
         return stage_prefix_cache(run, result, k)
-    if log.hash_ids is None and log.cached_tokens is None:
+    if log.hash_ids is None and log.cached_tokens is None and log.prefixes is None:
         return None
     reqs = result.requests
     cached = int(reqs.column(CACHED_FIELD).sum()) if CACHED_FIELD in reqs.cols else 0
@@ -322,7 +322,9 @@ def prefix_cache(run: ServingRun, result, k: np.ndarray) -> dict | None:
     real = None if log.cached_tokens is None else prefix_cache_stats(int(log.cached_tokens.sum()),
                                                                      int(log.prompt_lens.sum()))
     notes = []
-    if log.hash_ids is None:
+    if log.prefixes is not None:
+        notes.append(log.prefixes.note)
+    elif log.hash_ids is None:
         notes.append("no hash_ids: the replayed prompts share nothing")
     if not run.args.enable_prefix_caching:
         notes.append("vLLM ran without prefix caching")

@@ -25,7 +25,8 @@ The formats, told apart by the file's name and content:
   ``time.perf_counter``) and ``errors``, one entry a request in send order. Its timings are the client's. A result
   saved before vLLM recorded ``start_times`` has its sends drawn from its ``request_rate`` and ``burstiness``, or,
   capped by ``max_concurrency`` with every request sent at once, is replayed as that closed loop
-  (workload/traces/bench_sends.py).
+  (workload/traces/bench_sends.py). Its prompts share the prefixes its dataset gave them where meta.json's
+  ``client`` beside it names the dataset (workload/traces/bench_prefixes.py), as a requests.jsonl's do.
 * **inference-perf**'s per-request report (``per_request_lifecycle_metrics.json``,
   workload/traces/inference_perf_requests.py): each request's send, last byte and token times at the client.
 * **GuideLLM** report JSON (``guidellm run --output kind=json``; ``GenerativeBenchmarksReport``,
@@ -44,11 +45,14 @@ from pathlib import Path
 
 import numpy as np
 
+from llmsched.content import Content, Space, piece_id
+
+from .bench_prefixes import BenchPrefixes, bench_prefixes
 from .bench_sends import CLOSED_LOOP_NOTE, closed_loop_cap, unrecorded_sends
 from .client_settings import bench_notes
 from .failed_requests import FailedRequests, error_text
 from .hash_blocks import block_content, check_blocks, own_content
-from .jsonl import chunked, integers
+from .jsonl import capped, chunked, integers
 from .trace_error import TraceError
 
 JSONL_FIELDS = ("input_toks", "output_toks")
@@ -81,6 +85,7 @@ class ServerLog:
     span: float | None = None
     notes: list[str] = field(default_factory=list)
     failed: FailedRequests | None = None  # the requests the client saw fail (workload/traces/failed_requests.py)
+    prefixes: BenchPrefixes | None = None  # the prefixes a bench dataset's prompts began with, in the log's order
 
     def __len__(self) -> int:
         return len(self.prompt_lens)
@@ -103,6 +108,10 @@ class ServerLog:
     def contents(self, n: int, chunk: int, max_prompt: int | None = None):
         """The first ``n`` prompts' contents from their hash_ids, in lists of ``chunk`` (``JsonlTrace.contents``);
         without hash_ids each prompt is its own (``own_content``: it finds its own blocks after a preemption)."""
+        if self.prefixes is not None:
+            p = self.prefixes
+            return chunked((prefixed_content(i, int(prompt), int(g), int(k), max_prompt)
+                            for i, (prompt, g, k) in enumerate(zip(self.prompt_lens, p.group, p.length))), n, chunk)
         if self.hash_ids is None:
             return chunked((own_content(i, int(prompt), max_prompt) for i, prompt in enumerate(self.prompt_lens)),
                            n, chunk)
@@ -209,12 +218,16 @@ def _read_latencies(path: Path, rows: list[dict], lines: list[int], start: tuple
 
 def _read_prefix_fields(path: Path, rows: list[dict], lines: list[int], prompts: np.ndarray, order: np.ndarray,
                         log: ServerLog) -> None:
-    """The optional hash_ids and num_cached_tokens, in ``order``."""
+    """The optional hash_ids and num_cached_tokens, in ``order``; without hash_ids, the prefixes the bench dataset
+    meta.json's ``client`` names gave the prompts (the lines are in the client's send order, as the bench's are)."""
     if _on_every_line(path, rows, lines, "hash_ids"):
         ids = [integers(path, n, "hash_ids", r["hash_ids"], ID_FIX) for r, n in zip(rows, lines)]
         for row_ids, prompt, n in zip(ids, prompts, lines):
             check_blocks(path, n, int(prompt), row_ids, "input_toks", ID_FIX)
         log.hash_ids = [ids[i] for i in order]
+    elif (shared := bench_prefixes(client_of(path), len(rows), prompts, f"{path.parent / 'meta.json'}: client")):
+        log.prefixes = BenchPrefixes(shared.group[order], shared.length[order], shared.note)
+        log.notes.append(shared.note)
     if _on_every_line(path, rows, lines, "num_cached_tokens"):
         cached = np.array([_cached(path, r["num_cached_tokens"], p, n) for r, p, n in zip(rows, prompts, lines)],
                           np.int64)
@@ -338,6 +351,11 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
     if failures:
         log.failed = failures
         log.notes.append(failures.note)
+    shared = bench_prefixes(client_of(path), n, token_counts(path, "input_lens", data["input_lens"], index,
+                                                             indexed=True), f"{path.parent / 'meta.json'}: client")
+    if shared is not None:
+        log.prefixes = BenchPrefixes(shared.group[at], shared.length[at], shared.note)
+        log.notes.append(shared.note)
     if all(isinstance(data.get(k), list) for k in ("ttfts", "itls")) and (e2e_from_itls or
                                                                        isinstance(data.get("latencies"), list)):
         ok = [i for i in at if not errors[i]]  # the successes, in send order (a failure has nothing to compare)
@@ -358,6 +376,28 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
         log.ttft[measured], log.e2e[measured] = ttft, e2e
         log.itls = gaps
     return log
+
+
+def client_of(path: Path) -> dict | None:
+    """The ``client`` section of the meta.json beside a log (how its benchmark sent the requests), if there is
+    one; a meta.json that is not JSON is left to the run's own reader (validate/serving_run.py) to name."""
+    meta = path.parent / "meta.json"
+    try:
+        client = json.loads(meta.read_text()).get("client") if meta.is_file() else None
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return None
+    return client if isinstance(client, dict) else None
+
+
+def prefixed_content(index: int, prompt: int, group: int, length: int, max_prompt: int | None) -> Content:
+    """Request ``index``'s prompt: bench prefix ``group`` (``length`` tokens; -1: none), then text of its own."""
+    reply = piece_id(Space.REPLY, index)
+    if group < 0:
+        return own_content(index, prompt, max_prompt)
+    shared = piece_id(Space.SHARED, group)
+    if prompt <= length:
+        return capped(Content([shared], [prompt], reply), prompt, max_prompt)
+    return capped(Content([shared, piece_id(Space.TEXT, index)], [length, prompt], reply), prompt, max_prompt)
 
 
 def bench_failures(data: dict, errors: list) -> FailedRequests | None:

@@ -1,0 +1,111 @@
+"""Which prompts of a ``vllm bench serve`` run began with the same tokens, from the dataset flags it ran with.
+
+A bench result keeps no prompt, so a replay gives each prompt tokens of its own unless it knows the dataset, and a
+dataset made to share prefixes (to measure vLLM's prefix cache) then replays with no cache hit at all. Two of
+vLLM's own datasets share them (vllm/benchmarks/datasets/datasets.py, vLLM 0.32):
+
+* ``random`` with ``--random-prefix-len P`` (``RandomDataset``): one random prefix of P tokens before every prompt
+  (its ``input_lens`` count the prefix);
+* ``prefix_repetition`` (``PrefixRepetitionRandomDataset``): ``--prefix-repetition-num-prefixes K`` random prefixes
+  of ``--prefix-repetition-prefix-len`` tokens (defaults 10 and 256), each before ``num_prompts // K`` prompts, made
+  prefix by prefix and then shuffled by Python's ``random`` seeded with ``--seed`` (default 0) unless
+  ``--disable-shuffle``. The shuffle draws nothing from the prompts' tokens, so the replay repeats it and gives
+  each request the prefix it had (tested against vLLM's own ``num_cached_tokens``).
+
+The flags come from meta.json's ``client`` beside the log: ``dataset_args`` (the flags as given to ``vllm bench
+serve``), or the same settings by name (``dataset``, ``random_prefix_len``, ``prefix_repetition_prefix_len``,
+``prefix_repetition_num_prefixes``, ``seed``, ``disable_shuffle``), as llmsched's captures write them.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import shlex
+from dataclasses import dataclass
+
+import numpy as np
+
+from .trace_error import TraceError
+
+SHARING = ("random", "prefix_repetition")  # the datasets whose prompts share a prefix
+DEFAULTS = {"dataset": "random", "random_prefix_len": 0, "prefix_repetition_prefix_len": 256,
+            "prefix_repetition_num_prefixes": 10, "seed": 0, "disable_shuffle": False}
+
+
+@dataclass(frozen=True)
+class BenchPrefixes:
+    """Per request of the result, in its order: the prefix it began with (``group``, -1 for none) and its length in
+    tokens (``length``, 0 for none); ``note`` says where they came from."""
+
+    group: np.ndarray
+    length: np.ndarray
+    note: str
+
+
+def dataset_settings(client: dict, where: str) -> dict:
+    """The dataset settings of meta.json's ``client`` (``where`` names it), vLLM's defaults for the rest."""
+    settings = dict(DEFAULTS)
+    args = client.get("dataset_args")
+    if args is not None:
+        words = shlex.split(args) if isinstance(args, str) else args
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise TraceError(f"{where}.dataset_args: {args!r}; write vllm bench serve's dataset flags as a list of "
+                             f"strings, e.g. [\"--dataset-name\", \"random\", \"--random-prefix-len\", \"512\"]")
+        parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+        parser.add_argument("--dataset-name", dest="dataset")
+        for key in ("random_prefix_len", "prefix_repetition_prefix_len", "prefix_repetition_num_prefixes", "seed"):
+            parser.add_argument("--" + key.replace("_", "-"), dest=key, type=int)
+        parser.add_argument("--disable-shuffle", dest="disable_shuffle", action="store_true", default=None)
+        try:  # (the other flags do not change which tokens prompts share)
+            known, _ = parser.parse_known_args(words)
+        except argparse.ArgumentError as e:
+            raise TraceError(f"{where}.dataset_args: {e}; write the flags vllm bench serve ran with") from None
+        settings.update({k: v for k, v in vars(known).items() if v is not None})
+    for key in DEFAULTS:  # (the settings by name, as llmsched's captures write them)
+        if client.get(key) is not None:
+            settings[key] = client[key]
+    if client.get("dataset_name") is not None:
+        settings["dataset"] = client["dataset_name"]
+    if not isinstance(settings["disable_shuffle"], bool):
+        raise TraceError(f"{where}: disable_shuffle is {settings['disable_shuffle']!r}; write true or false")
+    for key, kind in (("random_prefix_len", 0), ("prefix_repetition_prefix_len", 0),
+                      ("prefix_repetition_num_prefixes", 1), ("seed", None)):
+        value = settings[key]
+        if isinstance(value, bool) or not isinstance(value, int) or (kind is not None and value < kind):
+            raise TraceError(f"{where}: {key} is {value!r}; vllm bench serve takes an integer"
+                             + (f" >= {kind}" if kind is not None else ""))
+    return settings
+
+
+def bench_prefixes(client: dict | None, n: int, prompt_lens: np.ndarray, where: str) -> BenchPrefixes | None:
+    """The prefixes the ``n`` requests of a bench result (its ``input_lens``: ``prompt_lens``) began with, from
+    meta.json's ``client`` (``where`` names it); None where its dataset shares none or none is named."""
+    if not client:
+        return None
+    s = dataset_settings(client, where)
+    if s["dataset"] == "random" and s["random_prefix_len"] > 0:
+        length = s["random_prefix_len"]
+        group = np.zeros(n, np.int64)
+        note = f"every prompt begins with the random dataset's one prefix of {length} tokens (--random-prefix-len)"
+    elif s["dataset"] == "prefix_repetition":
+        length, k = s["prefix_repetition_prefix_len"], s["prefix_repetition_num_prefixes"]
+        each = n // k
+        if each * k != n:
+            raise TraceError(f"{where}: prefix_repetition with {k} prefixes makes {k} x num_prompts // {k} prompts, "
+                             f"but the result holds {n}; give the run's --prefix-repetition-num-prefixes")
+        made = np.repeat(np.arange(k, dtype=np.int64), each)  # prefix by prefix, as vLLM makes them
+        order = list(range(n))
+        if not s["disable_shuffle"]:
+            random.Random(s["seed"]).shuffle(order)  # vLLM: random.seed(seed) ... random.shuffle(requests)
+        group = made[order]
+        note = (f"prompts begin with one of {k} prefixes of {length} tokens, {each} each, as vllm bench serve's "
+                f"prefix_repetition dataset gave them (its shuffle repeated with seed {s['seed']})")
+    else:
+        return None
+    if length == 0:
+        return None
+    short = np.flatnonzero(prompt_lens < length)
+    if len(short):
+        raise TraceError(f"{where}: input_lens[{int(short[0])}] is {int(prompt_lens[short[0]])}, shorter than the "
+                         f"dataset's prefix of {length} tokens; the dataset settings are not the run's")
+    return BenchPrefixes(group, np.full(n, length, np.int64), note)
