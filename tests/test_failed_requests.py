@@ -199,3 +199,36 @@ def test_simulate_replays_a_result_with_failures(tmp_path):
     assert "warning: " in done.stderr and "7 of 40 requests failed at the client" in done.stderr
     with open(out / "requests.csv") as f:
         assert sum(1 for _ in f) == 1 + 33
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_any_mix_of_failures_reads_consistently_or_is_refused_by_name(tmp_path, seed):
+    """The real run's result with a random set of its requests failed, each after a random number of chunks (0:
+    refused before its first), with or without its send times: the log holds the successes and the failures that
+    got tokens, compares only the successes, and gives each failure the tokens it got; or it is refused with a
+    TraceError naming the file."""
+    rng = np.random.default_rng(seed)
+    data = bench()
+    ok = [i for i in range(40) if not data["errors"][i]]
+    for i in rng.choice(ok, size=int(rng.integers(0, len(ok) + 1)), replace=False):
+        data = cut_stream(data, int(i), int(rng.integers(1, 6)))
+        if rng.random() < 0.4:  # refused before any chunk
+            data["ttfts"][i], data["itls"][i] = 0.0, []
+    if rng.random() < 0.3:
+        data.pop("start_times")
+    path = folder_with(tmp_path, "bench.json", data) / "bench.json"
+    try:
+        log = read_server_log(path, measured=rng.random() < 0.5)
+    except TraceError as e:
+        assert str(path) in str(e)
+        return
+    failed = refused(data)
+    got = {i: (1 + len(data["itls"][i])) if data["ttfts"][i] > 0 else 0 for i in failed}
+    assert log.failed is None if not failed else log.failed.got == got
+    successes = 40 - len(failed)
+    assert len(log) == successes + sum(1 for n in got.values() if n)
+    assert len(set(log.ids)) == len(log) and (log.output_lens >= 1).all()
+    if log.ttft is not None:
+        assert int(log.compared.sum()) == successes
+    for rid, out in zip(log.ids, log.output_lens):
+        assert out == (got[int(rid)] if int(rid) in got else data["output_lens"][int(rid)])
