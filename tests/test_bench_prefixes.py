@@ -111,3 +111,18 @@ def test_dataset_settings_read_the_flags_or_the_named_keys():
 def test_dataset_settings_that_cannot_be_the_runs_are_refused(client, message):
     with pytest.raises(TraceError, match=message):
         bench_prefixes(client, 3, np.array([150, 120, 130]), "meta.json: client")
+
+
+def test_simulate_replays_a_bench_result_with_its_datasets_prefixes(tmp_path):
+    """``simulate --trace`` of the result in its run folder takes the prefixes too, and says so on stderr."""
+    import subprocess
+    import sys
+    out = tmp_path / "sim"
+    done = subprocess.run([sys.executable, "-m", "llmsched", "simulate", "--trace",
+                           str(RUNS / "prefix-repetition" / "bench.json"), "--gpu", "l4", "--out", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "prompts from client.dataset: prefix_repetition, 4 prefixes of 512 tokens (shuffled with seed 0)" in \
+        done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["prefix_cache"]["cached_tokens"] == 512 * 36
