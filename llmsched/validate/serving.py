@@ -309,8 +309,8 @@ def simulated(result, with_itl: bool, k: np.ndarray | None = None) -> dict:
 def prefix_cache(run: ServingRun, result, k: np.ndarray) -> dict | None:
     """The prefix cache's hit rate, real (vLLM's num_cached_tokens, where the log has them) and simulated, with the
     simulated one's error in % of the real one and in points; None for a log with no hash_ids, no num_cached_tokens
-    and no bench dataset's prefixes (its prompts share nothing the replay knows of). ``k``: the simulated requests compared
-    (``kept``), over which an inference-perf stage's is taken."""
+    and no bench dataset's prefixes (its prompts share nothing the replay knows of). ``k``: the simulated requests
+    compared (``kept``), over which an inference-perf stage's is taken."""
     log = run.log
     if isinstance(log, LifecycleReport):
         return stage_prefix_cache(run, result, k)

@@ -27,7 +27,6 @@ import numpy as np
 
 from .trace_error import TraceError
 
-SHARING = ("random", "prefix_repetition")  # the datasets whose prompts share a prefix
 DEFAULTS = {"dataset": "random", "random_prefix_len": 0, "prefix_repetition_prefix_len": 256,
             "prefix_repetition_num_prefixes": 10, "seed": 0, "disable_shuffle": False}
 

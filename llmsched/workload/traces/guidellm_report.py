@@ -79,10 +79,10 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
                     [r["request_start_time"] for r in rows], index, indexed=True)
     prompts = token_counts(path, field("prompt_tokens"), [r["prompt_tokens"] for r in rows], index, indexed=True)
     outputs = token_counts(path, field("output_tokens"), [r["output_tokens"] for r in rows], index, indexed=True)
-    for kind, more_rows in (("incomplete", cut), ("errored", failed)):  # replayed, not compared
-        if not more_rows:
+    replayed = list(failures.replayed) if failures else []
+    for kind, more_rows, more in (("incomplete", cut, list(range(len(cut)))), ("errored", failed, replayed)):
+        if not more_rows:  # (replayed, not compared; ``more``: their indices in the report's list)
             continue
-        more = list(range(len(more_rows)))
         more_field = f"benchmarks[{benchmark}].requests.{kind}[].{{}}".format
         start = np.concatenate([start, seconds(path, more_field("request_start_time"),
                                                [r["request_start_time"] for r in more_rows], more, indexed=True)])
@@ -113,8 +113,8 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
 
 
 def errored_requests(errored: list, total: int) -> FailedRequests | None:
-    """A benchmark's errored requests (of ``total`` sent), each with the output tokens GuideLLM's usage counted for it (0 where it
-    counted none, or where the request has no send time or prompt length to replay it with)."""
+    """A benchmark's errored requests (of ``total`` sent), each with the output tokens GuideLLM's usage counted for
+    it (0 where it counted none, or where the request has no send time or prompt length to replay it with)."""
     if not errored:
         return None
 

@@ -72,8 +72,8 @@ def read_per_request(path: Path, rows: list, measured: bool = False) -> ServerLo
     prompts = token_counts(path, "prompt tokens", prompts, index, indexed=True)
     outputs = token_counts(path, "output tokens", outputs, index, indexed=True)
     order = np.argsort(start, kind="stable")
-    log = ServerLog(path, "inference-perf", [str(pos[i]) for i in order], start[order] - start[order[0]], prompts[order],
-                    outputs[order], boundary="client")
+    log = ServerLog(path, "inference-perf", [str(pos[i]) for i in order], start[order] - start[order[0]],
+                    prompts[order], outputs[order], boundary="client")
     log.notes.append("inference-perf per-request report: the client's sends and timings; every stage in one replay "
                      "(the report keeps no stage number)")
     if failures:

@@ -325,7 +325,8 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
                          f"and none " + ("succeeded, so nothing can be compared" if keep else "got a token, so "
                                          "nothing can be replayed") + "; rerun the benchmark")
     index = list(range(n))
-    prompts = token_counts(path, "input_lens", data["input_lens"], index, indexed=True)[keep]
+    every_prompt = token_counts(path, "input_lens", data["input_lens"], index, indexed=True)
+    prompts = every_prompt[keep]
     ok = [i for i in keep if not errors[i]]
     counted = dict(zip(ok, token_counts(path, "output_lens", [data["output_lens"][i] for i in ok], ok,
                                         indexed=True)))
@@ -351,8 +352,7 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
     if failures:
         log.failed = failures
         log.notes.append(failures.note)
-    shared = bench_prefixes(client_of(path), n, token_counts(path, "input_lens", data["input_lens"], index,
-                                                             indexed=True), f"{path.parent / 'meta.json'}: client")
+    shared = bench_prefixes(client_of(path), n, every_prompt, f"{path.parent / 'meta.json'}: client")
     if shared is not None:
         log.prefixes = BenchPrefixes(shared.group[at], shared.length[at], shared.note)
         log.notes.append(shared.note)
@@ -371,9 +371,9 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
             log.notes.append("no latencies list (vLLM 0.26 and older): each E2E is the TTFT plus the request's ITLs")
         else:
             e2e = seconds(path, "latencies", [data["latencies"][i] for i in ok], ok, indexed=True)
-        measured = np.array([not errors[i] for i in at])
+        succeeded = np.array([not errors[i] for i in at])
         log.ttft, log.e2e = np.full(len(at), np.nan), np.full(len(at), np.nan)
-        log.ttft[measured], log.e2e[measured] = ttft, e2e
+        log.ttft[succeeded], log.e2e[succeeded] = ttft, e2e
         log.itls = gaps
     return log
 
