@@ -17,7 +17,8 @@ one machine):
 A dataset that gives its requests no ids (vLLM's ``prefix_repetition``) has its engine rows matched to the bench's
 requests in send order. With ``--plan`` on a CPU, meta.json's ``client.dataset_args`` keeps each bench's flags
 (workload/traces/bench_prefixes.py reads the prefixes they made). A step model fitted on a run whose prompts found
-cached blocks counts those tokens as computed (vLLM's ``IterationStats.num_prompt_tokens`` is the whole prompt's).
+cached blocks counts only the prompt tokens vLLM computed (``IterationStats.prompt_token_stats.computed``, vLLM
+0.32; ``num_prompt_tokens``, the whole prompt's, before it).
 
 Each rate becomes a run folder in ``--out`` in the ground-truth schema: ``bench.json`` (the bench result without its
 generated texts), ``requests.jsonl`` (the engine's stamps in the ground-truth format, plus the server's and the
@@ -147,7 +148,9 @@ def install_stamps(path: str) -> None:
             it, st = iteration_stats, scheduler_stats
             if it is None:
                 return
+            stats = getattr(it, "prompt_token_stats", None)  # (vLLM 0.32: the prompt tokens computed, not cached)
             steps.write(json.dumps({"t": time.monotonic(), "prompt_tokens": it.num_prompt_tokens,
+                                    "computed_prompt_tokens": getattr(stats, "computed", None),
                                     "generation_tokens": it.num_generation_tokens,
                                     "running": getattr(st, "num_running_reqs", None),
                                     "waiting": getattr(st, "num_waiting_reqs", None)}) + "\n")
@@ -327,7 +330,8 @@ def step_model(steps: list[dict], t0: float, t1: float) -> dict:
     x, y = [], []
     for prev, row in zip(rows, rows[1:]):
         if (prev.get("running") or 0) + (prev.get("waiting") or 0) > 0:
-            x.append(row["prompt_tokens"] + row["generation_tokens"])
+            computed = row.get("computed_prompt_tokens")  # (a prompt's cached tokens cost the step nothing)
+            x.append((row["prompt_tokens"] if computed is None else computed) + row["generation_tokens"])
             y.append(row["t"] - prev["t"])
     import numpy as np
     const, per_token = np.linalg.lstsq(np.vstack([np.ones(len(x)), x]).T, np.array(y), rcond=None)[0]

@@ -85,8 +85,9 @@ def test_validate_serving_replays_the_prefixes_and_matches_the_engines_cache(tmp
 
 
 def test_dataset_settings_read_the_flags_or_the_named_keys():
-    flags = {"dataset_args": ["--dataset-name", "prefix_repetition", "--prefix-repetition-prefix-len", "64",
-                              "--prefix-repetition-num-prefixes", "2", "--seed", "7", "--num-prompts", "8"]}
+    flags = {"dataset_args": ["--dataset-name", "prefix_repetition", "--prefix-repetition-prefix-len=64",
+                              "--prefix-repetition-num-prefixes", "2", "--ignore-eos", "--seed", "7",
+                              "--num-prompts", "8"]}
     s = dataset_settings(flags, "meta.json: client")
     assert (s["dataset"], s["prefix_repetition_prefix_len"], s["prefix_repetition_num_prefixes"], s["seed"]) == \
         ("prefix_repetition", 64, 2, 7)
@@ -104,7 +105,8 @@ def test_dataset_settings_read_the_flags_or_the_named_keys():
     ({"dataset": "prefix_repetition", "prefix_repetition_num_prefixes": 2}, r"makes 2 x num_prompts // 2 prompts, but "
                                                                            r"the result holds 3"),
     ({"dataset": "random", "random_prefix_len": -1}, r"random_prefix_len is -1"),
-    ({"dataset_args": "--dataset-name random --random-prefix-len x"}, r"invalid int value"),
+    ({"dataset_args": "--dataset-name random --random-prefix-len x"}, r"--random-prefix-len 'x' is not an integer"),
+    ({"dataset_args": ["--dataset-name", "random", "--random-prefix-len"]}, r"--random-prefix-len has no value"),
     ({"dataset_args": 5}, r"dataset_args: 5; write vllm bench serve's dataset flags"),
     ({"dataset": "random", "disable_shuffle": "no"}, r"disable_shuffle is 'no'"),
 ])

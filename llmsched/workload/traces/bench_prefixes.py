@@ -18,7 +18,6 @@ serve``), or the same settings by name (``dataset``, ``random_prefix_len``, ``pr
 """
 from __future__ import annotations
 
-import argparse
 import random
 import shlex
 from dataclasses import dataclass
@@ -50,16 +49,7 @@ def dataset_settings(client: dict, where: str) -> dict:
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
             raise TraceError(f"{where}.dataset_args: {args!r}; write vllm bench serve's dataset flags as a list of "
                              f"strings, e.g. [\"--dataset-name\", \"random\", \"--random-prefix-len\", \"512\"]")
-        parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
-        parser.add_argument("--dataset-name", dest="dataset")
-        for key in ("random_prefix_len", "prefix_repetition_prefix_len", "prefix_repetition_num_prefixes", "seed"):
-            parser.add_argument("--" + key.replace("_", "-"), dest=key, type=int)
-        parser.add_argument("--disable-shuffle", dest="disable_shuffle", action="store_true", default=None)
-        try:  # (the other flags do not change which tokens prompts share)
-            known, _ = parser.parse_known_args(words)
-        except argparse.ArgumentError as e:
-            raise TraceError(f"{where}.dataset_args: {e}; write the flags vllm bench serve ran with") from None
-        settings.update({k: v for k, v in vars(known).items() if v is not None})
+        settings.update(read_flags(words, where))
     for key in DEFAULTS:  # (the settings by name, as llmsched's captures write them)
         if client.get(key) is not None:
             settings[key] = client[key]
@@ -74,6 +64,32 @@ def dataset_settings(client: dict, where: str) -> dict:
             raise TraceError(f"{where}: {key} is {value!r}; vllm bench serve takes an integer"
                              + (f" >= {kind}" if kind is not None else ""))
     return settings
+
+
+def read_flags(words: list[str], where: str) -> dict:
+    """The settings among vllm bench serve's flags ``words`` (``--flag value`` or ``--flag=value``); the other flags
+    do not change which tokens prompts share, and are passed over."""
+    found, i = {}, 0
+    while i < len(words):
+        flag, _, inline = words[i].partition("=")
+        key = flag[2:].replace("-", "_") if flag.startswith("--") else None
+        key = "dataset" if key == "dataset_name" else key
+        if key == "disable_shuffle":
+            found[key] = True
+        elif key in DEFAULTS:
+            value = inline if inline else (words[i + 1] if i + 1 < len(words) else None)
+            i += 0 if inline else 1
+            if value is None:
+                raise TraceError(f"{where}.dataset_args: {flag} has no value; write the flags vllm bench serve ran with")
+            if key != "dataset":
+                try:
+                    value = int(value)
+                except ValueError:
+                    raise TraceError(f"{where}.dataset_args: {flag} {value!r} is not an integer; write the flags "
+                                     f"vllm bench serve ran with") from None
+            found[key] = value
+        i += 1
+    return found
 
 
 def bench_prefixes(client: dict | None, n: int, prompt_lens: np.ndarray, where: str) -> BenchPrefixes | None:
