@@ -16,10 +16,6 @@ from llmsched.workload.traces.server_log import read_server_log
 from test_client_logs import cpu_params
 
 RUNS = Path(__file__).parent / "data" / "cpu_prefix_bench"
-# the step model fitted on the run of the same server, machine and hour whose prompts share nothing: the captures'
-# own fits count the prompt tokens vLLM found cached as computed (IterationStats.num_prompt_tokens is the whole
-# prompt's), which cuts their cost a token to 1.7e-5 and 2.7e-5 s from 5.5e-5 s
-FIT = Path(__file__).parent / "data" / "cpu_failed_run" / "rate-4"
 
 
 def engine_cached(folder: Path) -> list[int]:
@@ -60,7 +56,8 @@ def test_a_random_prefix_is_every_prompts():
 @pytest.mark.parametrize("name", ["prefix-repetition", "random-prefix"])
 def test_validate_serving_replays_the_prefixes_and_matches_the_engines_cache(tmp_path, name):
     folder = RUNS / name
-    kw = dict(gpu="l4", batch_time="linear", batch_time_params=cpu_params(FIT))
+    # each run's own step model, fitted on the prompt tokens vLLM computed (the cached ones cost nothing)
+    kw = dict(gpu="l4", batch_time="linear", batch_time_params=cpu_params(folder))
     shared = validate(load_runs(folder)[0], **kw)  # the engine's log: its hit rate is measured
     real, sim = shared["prefix_cache"]["real"], shared["prefix_cache"]["simulated"]
     prefix, groups = (512, 4) if name == "prefix-repetition" else (384, 1)
@@ -79,8 +76,8 @@ def test_validate_serving_replays_the_prefixes_and_matches_the_engines_cache(tmp
     # at the client: the bench result replayed with its prefixes predicts the TTFT the prefix cache gave
     client = validate(load_runs(folder, "bench.json")[0], **kw)
     without = validate(load_runs(alone, "bench.json")[0], **kw)
-    assert abs(client["errors"]["ttft"]["p50"]) < 20 < 60 < without["errors"]["ttft"]["p50"]
-    assert abs(shared["errors"]["ttft"]["p50"]) < 10 < 100 < blind["errors"]["ttft"]["p50"]
+    assert abs(client["errors"]["ttft"]["p50"]) < 30 < 100 < without["errors"]["ttft"]["p50"]
+    assert abs(shared["errors"]["ttft"]["p50"]) < 25 < 150 < blind["errors"]["ttft"]["p50"]
     assert any("prefix" in n for n in shared["prefix_cache"]["notes"])
 
 
