@@ -99,8 +99,10 @@ def test_dataset_settings_read_the_flags_or_the_named_keys():
 
 @pytest.mark.parametrize("client, message", [
     ({"dataset": "random", "random_prefix_len": 200}, r"input_lens\[0\] is 150, shorter than the dataset's prefix"),
-    ({"dataset": "prefix_repetition", "prefix_repetition_num_prefixes": 2}, r"makes 2 x num_prompts // 2 prompts, but "
-                                                                           r"the result holds 3"),
+    ({"dataset": "prefix_repetition", "prefix_repetition_num_prefixes": 2}, r"made a multiple of 2 prompts, but the "
+                                                                           r"log holds 3 requests"),
+    ({"dataset": "prefix_repetition", "prefix_repetition_num_prefixes": 1, "num_prompts": 4},
+     r"made 4 prompts \(1 x num_prompts 4 // 1\), but the log holds 3 requests.*replay the vllm bench serve result"),
     ({"dataset": "random", "random_prefix_len": -1}, r"random_prefix_len is -1"),
     ({"dataset_args": "--dataset-name random --random-prefix-len x"}, r"--random-prefix-len 'x' is not an integer"),
     ({"dataset_args": ["--dataset-name", "random", "--random-prefix-len"]}, r"--random-prefix-len has no value"),

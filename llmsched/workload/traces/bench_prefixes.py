@@ -80,7 +80,8 @@ def read_flags(words: list[str], where: str) -> dict:
             value = inline if inline else (words[i + 1] if i + 1 < len(words) else None)
             i += 0 if inline else 1
             if value is None:
-                raise TraceError(f"{where}.dataset_args: {flag} has no value; write the flags vllm bench serve ran with")
+                raise TraceError(f"{where}.dataset_args: {flag} has no value; write the flags vllm bench serve ran "
+                                 f"with")
             if key != "dataset":
                 try:
                     value = int(value)
@@ -104,15 +105,21 @@ def bench_prefixes(client: dict | None, n: int, prompt_lens: np.ndarray, where: 
         note = f"every prompt begins with the random dataset's one prefix of {length} tokens (--random-prefix-len)"
     elif s["dataset"] == "prefix_repetition":
         length, k = s["prefix_repetition_prefix_len"], s["prefix_repetition_num_prefixes"]
+        asked = client.get("num_prompts")
+        made = k * (asked // k) if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else None
+        if n != made if made is not None else n % k:
+            raise TraceError(f"{where}: prefix_repetition with {k} prefixes made "
+                             + (f"{made} prompts ({k} x num_prompts {asked} // {k})" if made is not None else
+                                f"a multiple of {k} prompts")
+                             + f", but the log holds {n} requests, so they cannot be matched to their prefixes in "
+                               f"send order; replay the vllm bench serve result, which lists every request, or give "
+                               f"the run's --prefix-repetition-num-prefixes")
         each = n // k
-        if each * k != n:
-            raise TraceError(f"{where}: prefix_repetition with {k} prefixes makes {k} x num_prompts // {k} prompts, "
-                             f"but the result holds {n}; give the run's --prefix-repetition-num-prefixes")
-        made = np.repeat(np.arange(k, dtype=np.int64), each)  # prefix by prefix, as vLLM makes them
+        by_prefix = np.repeat(np.arange(k, dtype=np.int64), each)  # prefix by prefix, as vLLM makes them
         order = list(range(n))
         if not s["disable_shuffle"]:
             random.Random(s["seed"]).shuffle(order)  # vLLM: random.seed(seed) ... random.shuffle(requests)
-        group = made[order]
+        group = by_prefix[order]
         note = (f"prompts begin with one of {k} prefixes of {length} tokens, {each} each, as vllm bench serve's "
                 f"prefix_repetition dataset gave them (its shuffle repeated with seed {s['seed']})")
     else:
