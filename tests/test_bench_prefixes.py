@@ -93,6 +93,8 @@ def test_dataset_settings_read_the_flags_or_the_named_keys():
     assert list(got.group) == [0, 0, 0] and list(got.length) == [100] * 3
     assert bench_prefixes({"dataset": "random", "random_input_len": 100}, 3, np.array([1, 2, 3]), "x") is None
     assert bench_prefixes({"dataset_args": ["--dataset-name", "sharegpt"]}, 3, np.array([1, 2, 3]), "x") is None
+    # a setting of a dataset the run did not use changes nothing, and is not read
+    assert bench_prefixes({"dataset": "sharegpt", "seed": "abc", "random_prefix_len": "x"}, 3, np.ones(3), "x") is None
     unshuffled = bench_prefixes({**flags, "disable_shuffle": True}, 8, np.full(8, 100), "x")
     assert list(unshuffled.group) == [0, 0, 0, 0, 1, 1, 1, 1]
 
@@ -107,7 +109,7 @@ def test_dataset_settings_read_the_flags_or_the_named_keys():
     ({"dataset_args": "--dataset-name random --random-prefix-len x"}, r"--random-prefix-len 'x' is not an integer"),
     ({"dataset_args": ["--dataset-name", "random", "--random-prefix-len"]}, r"--random-prefix-len has no value"),
     ({"dataset_args": 5}, r"dataset_args: 5; write vllm bench serve's dataset flags"),
-    ({"dataset": "random", "disable_shuffle": "no"}, r"disable_shuffle is 'no'"),
+    ({"dataset": "prefix_repetition", "disable_shuffle": "no"}, r"disable_shuffle is 'no'"),
 ])
 def test_dataset_settings_that_cannot_be_the_runs_are_refused(client, message):
     with pytest.raises(TraceError, match=message):

@@ -55,14 +55,17 @@ def dataset_settings(client: dict, where: str) -> dict:
             settings[key] = client[key]
     if client.get("dataset_name") is not None:
         settings["dataset"] = client["dataset_name"]
-    if not isinstance(settings["disable_shuffle"], bool):
-        raise TraceError(f"{where}: disable_shuffle is {settings['disable_shuffle']!r}; write true or false")
-    for key, kind in (("random_prefix_len", 0), ("prefix_repetition_prefix_len", 0),
-                      ("prefix_repetition_num_prefixes", 1), ("seed", None)):
+    used = (("random_prefix_len", 0),) if settings["dataset"] == "random" else (
+        ("prefix_repetition_prefix_len", 0), ("prefix_repetition_num_prefixes", 1), ("seed", None),
+        ("disable_shuffle", bool)) if settings["dataset"] == "prefix_repetition" else ()
+    for key, least in used:  # (only the settings of the dataset the run used: the others changed nothing)
         value = settings[key]
-        if isinstance(value, bool) or not isinstance(value, int) or (kind is not None and value < kind):
+        if least is bool:
+            if not isinstance(value, bool):
+                raise TraceError(f"{where}: {key} is {value!r}; write true or false")
+        elif isinstance(value, bool) or not isinstance(value, int) or (least is not None and value < least):
             raise TraceError(f"{where}: {key} is {value!r}; vllm bench serve takes an integer"
-                             + (f" >= {kind}" if kind is not None else ""))
+                             + (f" >= {least}" if least is not None else ""))
     return settings
 
 
