@@ -153,13 +153,15 @@ def test_guidellms_errored_requests_are_replayed_with_the_tokens_it_counted(tmp_
     refused_rows = [{"request_id": f"x{i}", "request_start_time": 1.8e9 + data["start_times"][i],
                      "prompt_tokens": data["input_lens"][i], "output_tokens": None,
                      "info": {"error": "HTTP 400: Bad Request"}} for i in refused(data)]
-    requests["successful"], requests["errored"] = rows[:4] + rows[5:], [cut] + refused_rows
+    first_only = dict(rows[6], output_tokens=None, request_latency=None, info={"error": "ReadTimeout"})
+    requests["successful"], requests["errored"] = rows[:4] + rows[5:6] + rows[7:], [cut] + refused_rows + [first_only]
     folder = folder_with(tmp_path, "benchmarks.json", report)
     log = load_runs(folder)[0].log
-    assert len(log) == 33 and int(log.compared.sum()) == 32
+    assert len(log) == 33 and int(log.compared.sum()) == 31
     assert log.output_lens[log.ids.index(rows[4]["request_id"])] == 7
-    assert log.failed.replayed == {0: 7} and len(log.failed.got) == 8
-    assert any("8 of 40 requests failed at the client (first: 'ClientPayloadError: Response payload is not "
+    assert log.output_lens[log.ids.index(rows[6]["request_id"])] == 1  # its first token timed, none counted
+    assert log.failed.replayed == {0: 7, 8: 1} and len(log.failed.got) == 9
+    assert any("9 of 40 requests failed at the client (first: 'ClientPayloadError: Response payload is not "
                "completed')" in n for n in log.notes)
 
 

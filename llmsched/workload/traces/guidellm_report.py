@@ -114,7 +114,8 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
 
 def errored_requests(errored: list, total: int) -> FailedRequests | None:
     """A benchmark's errored requests (of ``total`` sent), each with the output tokens GuideLLM's usage counted for
-    it (0 where it counted none, or where the request has no send time or prompt length to replay it with)."""
+    it (1 where it counted none but timed a first token; 0 where neither, or where the request has no send time or
+    prompt length to replay it with)."""
     if not errored:
         return None
 
@@ -122,7 +123,9 @@ def errored_requests(errored: list, total: int) -> FailedRequests | None:
         if not isinstance(row, dict) or row.get("request_start_time") is None or not row.get("prompt_tokens"):
             return 0
         n = row.get("output_tokens")
-        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            return n
+        return 1 if row.get("time_to_first_token_ms") is not None else 0  # its first token came, uncounted
 
     first = errored[0] if isinstance(errored[0], dict) else {}
     info = first.get("info") if isinstance(first.get("info"), dict) else {}
