@@ -173,20 +173,6 @@ def sending(make):
     return make_sending
 
 
-def check_decode_tiers(fleet, configs: dict) -> None:
-    """A decode pool that sets KV tiers below the GPU is refused before the run (one line): a prompt a prefill
-    instance sent and one a tier loaded would both wait holding blocks, and the decode replica does not tell them
-    apart (vLLM can chain two connectors, its MultiConnector; that is not modelled). The run's own tiers are the
-    prefill pools' (``fleet_setup.pool_config``)."""
-    for pool in fleet.pools_of(DECODE):
-        tiers = configs[pool.name].kv_offload
-        if tiers:
-            raise ValueError(f"{fleet.source}: decode pool {pool.name!r}: kv_offload = {tiers!r}: a decode pool "
-                             f"receives its prompts' KV from the prefill pool and keeps no KV tiers below the GPU "
-                             f"here; drop it from the decode pool (--kv-offload, or a prefill pool's kv_offload, "
-                             f"gives the prefill pool its tiers)")
-
-
 def check_decode_fits(state, source) -> None:
     """Before the run: every decode pool's KV cache holds the workload's longest request (a one-line error
     naming the pool and the request otherwise)."""

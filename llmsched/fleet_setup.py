@@ -42,10 +42,11 @@ def pool_config(cfg: RunConfig, pool) -> RunConfig:
     """The config of ``pool``'s replicas: ``cfg``'s fields (checked when ``cfg`` was made) with the pool's own,
     each checked by its declaration, all of them together, and parameters the pool gives for the run's scheduler
     or router against it. A decode pool does not take the run's KV tiers below the GPU: they are the prefill
-    pools', where prompts are computed and their prefixes found again."""
+    pools', where prompts are computed and their prefixes found again; a decode pool that sets its own keeps them
+    (the prompts the decider serves there whole find their prefixes in them)."""
     origin = pool.origin if pool.origin is not None else API
     run = {k: v for k, v in cfg.__dict__.items() if k != "fleet" and k not in DISAGG_KEYS and v != DEFAULTS[k]}
-    if pool.role == DECODE:  # the run's KV tiers are its prefill pools' (disagg_config.check_decode_tiers)
+    if pool.role == DECODE:  # the run's KV tiers are its prefill pools'; a decode pool's own are its fields
         for key in OFFLOAD_KEYS:
             run.pop(key, None)
     data = pool.run_fields(run)
@@ -180,8 +181,7 @@ def build_fleet(cfg: RunConfig, fleet: Fleet, source, steps: StepLog,
     configs = configs or pool_configs(cfg, fleet)
     handoff = None
     if disaggregated(fleet):
-        from .disagg_config import check_decode_tiers, disaggregation, sending
-        check_decode_tiers(fleet, configs)
+        from .disagg_config import disaggregation, sending
         fleet, handoff = disaggregation(cfg, fleet, configs,
                                         front_end(cfg.front_end) if cfg.latency_boundary == "client" else None)
     total = fleet.initial_replicas

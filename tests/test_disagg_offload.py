@@ -90,3 +90,30 @@ def test_a_disaggregated_plan_prices_host_memory_on_its_prefill_replicas_only():
     assert "kv_offload" in result.meta["fleet"]["pools"]["prefill"]
     assert "kv_offload" not in result.meta["fleet"]["pools"]["decode"]
     assert json.dumps(result.meta["config"]["kv_offload"])  # the run's own field, given to its prefill pool
+
+
+def test_a_decode_pool_keeps_tiers_of_its_own_beside_the_prompts_it_is_sent():
+    """A decode pool's own tiers (vLLM's MultiConnector of NIXL and an offloading connector on the decode
+    instance): the follow-up turns the decider serves there whole find their conversations' KV in host memory,
+    while the prompts a prefill instance sent wait beside the loads, each kind checked as its own (Replica.landed)
+    after every step."""
+    cfg = dict(model="llama-3-8b", gpu="a100", workload="azure-conv", concurrency=12, turns=4, think_time=1.0,
+               rate=None, num_requests=240, scheduler="vllm-chunked", disaggregate="1P1D", pd_decider="llm-d",
+               pd_decider_params={"non_cached_tokens": 4096}, check_invariants=True,
+               decode_pool={"num_blocks": 600, "kv_offload": "cpu:8GiB"})
+    tiered = run(RunConfig(**cfg))
+    bare = run(RunConfig(**{**cfg, "decode_pool": {"num_blocks": 600}}))
+    for result in (tiered, bare):
+        status = result.requests.column("status")
+        assert ((status == int(Status.FINISHED)) | (status == int(Status.REJECTED))).all()
+    reqs = tiered.requests
+    local = reqs.column("prefill_replica") < 0
+    assert local.sum() > 50 and (~local).sum() > 20  # both kinds on the decode instance
+    assert reqs.column("cached_tokens_cpu")[local].sum() > 0
+    assert "kv_offload" in tiered.meta["fleet"]["pools"]["decode"]
+
+    def decode_computed(result) -> int:  # the prompt tokens the decode instance (replica 1) computed
+        steps = result.steps
+        return int(steps.column("prefill_tokens")[steps.column("replica") == 1].sum())
+
+    assert decode_computed(tiered) < decode_computed(bare)

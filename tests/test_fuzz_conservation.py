@@ -461,8 +461,9 @@ def random_disaggregation(seed: int, cfg: RunConfig) -> tuple[RunConfig, Fleet] 
         return own
 
     prefill = Pool("p", int(rng.integers(1, 4)), role="prefill", fields=pool_fields(False))
+    decode = Pool("d", int(rng.integers(1, 4)), role="decode", fields=pool_fields(True))
     pools = (dataclasses.replace(prefill, fields={**prefill.fields, **prefill_tiers(seed, cfg)}),
-             Pool("d", int(rng.integers(1, 4)), role="decode", fields=pool_fields(True)))
+             dataclasses.replace(decode, fields={**decode.fields, **decode_tiers(seed, cfg, decode.fields)}))
     span = (cfg.num_requests or 30) / (cfg.rate or 10.0)
     events = () if rng.random() >= 1 / 3 else tuple(sorted(
         (ScaleEvent(float(rng.uniform(0, 0.7 * span)), pick(("p", "d")), int(pick((0, 1, 2, 3))))
@@ -486,6 +487,21 @@ def prefill_tiers(seed: int, cfg: RunConfig) -> dict:
     rng = np.random.default_rng([47, seed])
     content = cfg.workload == "shared-prefix" or (cfg.turns or 1) > 1
     if rng.random() >= 0.4 or not (content and cfg.prefix_caching):
+        return {}
+    pick = lambda xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
+    return {"kv_offload": pick(("cpu:1GiB", "cpu:50GiB", "cpu:2GiB,disk:20GiB")),
+            "kv_offload_mode": pick(("vllm", "lmcache"))}
+
+
+def decode_tiers(seed: int, cfg: RunConfig, fields: dict) -> dict:
+    """Two fifths of the disaggregated runs whose prompts have identities, under a decode policy that plans beside
+    a tier's loads, give the decode pool KV tiers of its own (a stream of their own again): its prompts sent by a
+    prefill instance then wait beside those a tier loaded (Replica.landed)."""
+    rng = np.random.default_rng([53, seed])
+    content = cfg.workload == "shared-prefix" or (cfg.turns or 1) > 1
+    name = fields.get("scheduler", cfg.scheduler)
+    if rng.random() >= 0.4 or not (content and cfg.prefix_caching) or \
+            not create_scheduler(name).runs_beside_tier_loads:
         return {}
     pick = lambda xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
     return {"kv_offload": pick(("cpu:1GiB", "cpu:50GiB", "cpu:2GiB,disk:20GiB")),

@@ -175,6 +175,7 @@ class GroupSteps:
         waiting = rep.waiting
         for r in admit:
             waiting.remove(r)
+            rep.landed.discard(r)
             r.status = RUNNING
             if r.first_scheduled != r.first_scheduled:  # NaN: first admission
                 r.first_scheduled = now

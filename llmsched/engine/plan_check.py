@@ -201,7 +201,9 @@ def check_work(rep, plan: BatchPlan, stamp: int) -> tuple:
             # only the rest is computed, as vLLM v1 counts a loaded request's new tokens only
             n = remaining
             plan.prefills[i] = (r, n)
-        if caching and st is WAITING and r.content is not None and not r.num_computed:
+        # (a waiting request that holds blocks, KV a tier loaded or a prefill instance sent, looks nothing up: a
+        # one-token prompt sent by a prefill instance waits with none of it computed)
+        if caching and st is WAITING and r.content is not None and not r.num_computed and not r.num_blocks:
             hit = None if in_order else kv.lookup(r)  # in vLLM's order: found by fit_hits_in_order
             if hit or tiered or in_order:
                 if hits is None:

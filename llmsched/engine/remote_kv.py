@@ -88,6 +88,8 @@ def loaded(rep, req: Request) -> None:
         rep.reject(req, f"{rep.scheduler.name}: {reason}")
         return
     rep.waiting.insert(front(rep.waiting), req)  # behind the loaded requests already waiting
+    if rep.tiers is not None:  # (beside a tier's loads it is told apart from them: Replica.landed)
+        rep.landed.add(req)
 
 
 def drop(rep, req: Request) -> None:

@@ -23,6 +23,7 @@ cdef class Replica:
     cdef public object in_order
     cdef public object index
     cdef public KVCacheManager kv
+    cdef public object landed
     cdef public object loading
     cdef public object quiet_finishes
     cdef public object receiving

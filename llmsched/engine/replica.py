@@ -105,6 +105,9 @@ class Replica:
         self.receiving: deque = deque()
         self.transferring: list[Request] = []
         self.reserved: list[Request] = []
+        # with KV tiers below the GPU (a decode pool's): the requests waiting with the prompt KV a prefill instance
+        # sent, told apart from those waiting with KV a tier loaded (they are checked, and released, differently)
+        self.landed: set = set()
         # a disaggregated fleet's prefill instance keeps a finished prompt's blocks until the decode side has read
         # them (NIXL's ``request_finished`` delays their free): request id -> request, while they are held
         self.sends_kv = False
@@ -358,6 +361,7 @@ class Replica:
         for req, reason in plan.reject:
             plan_check.check_reject(self, req)
             self.waiting.remove(req)
+            self.landed.discard(req)
             self.reject(req, f"{self.scheduler.name}: {reason}")
         if not plan.has_work:
             if self.tiers is not None:
@@ -451,6 +455,7 @@ class Replica:
             self.allocate_in_order(plan, grow, hits)
         for r in admit:
             self.waiting.remove(r)
+            self.landed.discard(r)
             r.status = RUNNING
             if r.first_scheduled != r.first_scheduled:  # NaN: first admission
                 r.first_scheduled = now
@@ -540,7 +545,7 @@ class Replica:
         """Nothing runs or loads, and the policy admits nothing: the KV that waiting requests loaded holds the blocks
         the queue's head needs (vLLM would wait for ever). Every loaded request but the head lets its blocks go (they
         stay in the GPU prefix cache, so its admission finds them there); True if any did."""
-        loaded = [r for r in self.waiting[1:] if r.num_blocks]
+        loaded = [r for r in self.waiting[1:] if r.num_blocks and r not in self.landed]  # (a prompt sent: kept)
         for r in loaded:
             self.kv.release(r)
             r.num_computed = 0
@@ -674,11 +679,14 @@ class Replica:
             self.kv.check(holders, self.swapped, self.waiting, g, remote_kv.holding(self) if self.transferring or
                           self.waiting else ())
             return
-        holding = [r for r in self.waiting if r.num_blocks]  # loaded from a tier, not yet admitted
+        holding = [r for r in self.waiting if r.num_blocks and r not in self.landed]  # a tier loaded, not admitted
         for r in holding:
             assert r.num_computed and r.content is not None, f"waiting request {r.id} holds KV it did not load"
-        free = [r for r in self.waiting if not r.num_blocks] if holding else self.waiting
-        self.kv.check(holders + self.loading + holding, self.swapped, free, g)
+        for r in self.landed:
+            assert r.status is WAITING and r.num_blocks, f"landed request {r.id} is not waiting with its prompt's KV"
+        free = [r for r in self.waiting if not r.num_blocks] if holding or self.landed else self.waiting
+        sent = list(self.transferring) + list(self.landed)  # a prefill instance's prompts: whole-prompt blocks
+        self.kv.check(holders + self.loading + holding, self.swapped, free, g, sent)
         if self.caching and self.kv.tiers is not None:
             for store in self.kv.tiers.stores:
                 store.check()
@@ -706,6 +714,7 @@ class Replica:
             self.receiving.remove(req)
         else:
             self.waiting.remove(req)
+            self.landed.discard(req)
             if req.num_blocks:  # KV a tier loaded, or a prefill instance sent, while it waited
                 kv.release(req)
             if self.caching:
@@ -747,6 +756,7 @@ class Replica:
             r.reject_reason = reason
             r.finish = self.clock.now
         self.waiting.clear()
+        self.landed.clear()
         self.running.clear()
         self.swapped.clear()
         return left

@@ -25,7 +25,7 @@ POOL_FIELDS = ("scheduler", "scheduler_params", "model", "gpu", "gpu_spec", "tp"
                "overflow", "swap_space_gb", "oracle", "prefix_caching", "kv_offload", "kv_offload_mode", "fast_forward",
                "check_invariants", "autoscaler", "min_replicas", "max_replicas", "autoscaler_params", "cold_start",
                "cold_start_params")
-# the fields of a pool's KV tiers below the GPU (a decode pool keeps none: disagg_config.check_decode_tiers)
+# the fields of a pool's KV tiers below the GPU (a decode pool has only those it sets: fleet_setup.pool_config)
 OFFLOAD_KEYS = ("kv_offload", "kv_offload_mode")
 # a field whose parameters belong to it: a pool that names its own scheduler (router, batch-time model) does not
 # take the run's parameters for another one
