@@ -173,9 +173,11 @@ class GroupSteps:
             return rep.launch(BatchPlan(decodes=members, prefills=plan.prefills), now)
         partials = g.partials
         waiting = rep.waiting
+        landed = rep.landed
         for r in admit:
             waiting.remove(r)
-            rep.landed.discard(r)
+            if landed:
+                landed.discard(r)
             r.status = RUNNING
             if r.first_scheduled != r.first_scheduled:  # NaN: first admission
                 r.first_scheduled = now

@@ -453,9 +453,11 @@ class Replica:
             self.append_running(r)
         if ordered:
             self.allocate_in_order(plan, grow, hits)
+        landed = self.landed
         for r in admit:
             self.waiting.remove(r)
-            self.landed.discard(r)
+            if landed:
+                landed.discard(r)
             r.status = RUNNING
             if r.first_scheduled != r.first_scheduled:  # NaN: first admission
                 r.first_scheduled = now
