@@ -29,7 +29,7 @@ from pathlib import Path
 from ..hardware.kv_sizing import gpu_named_in
 from ..run_config import DEFAULTS, check_field
 from ..run_field import Origin
-from ..workload.traces.bench_prefixes import dataset_settings
+from ..workload.traces.bench_prefixes import dataset_settings, sharing
 from ..workload.traces.readers import DataFileNotFound, resolve_data_file
 from ..workload.traces.server_log import client_of
 from .serving import SCHEDULER, decode_pool_fields, engine_fields
@@ -193,26 +193,19 @@ def trace_meta(given: dict, with_scheduler: bool, serve: dict | None = None) -> 
     budget = given.get("max_num_batched_tokens", fields["max_num_batched_tokens"])
     found.taken["scheduler_params"] = with_table(given.get("scheduler_params") or {}, SCHEDULER,
                                                  {"token_budget": budget})
-    shared = shared_dataset(found.path)
+    shared = shared_dataset(given["trace"])
     if shared:
         found.notes.append(shared)
     return found
 
 
-def shared_dataset(meta: Path) -> str | None:
-    """A note naming the prefix-sharing bench dataset meta.json's ``client`` names (the replay gives the prompts
-    its prefixes: workload/traces/bench_prefixes.py); None where it names none."""
-    client = client_of(meta)
-    if not client:
-        return None
-    s = dataset_settings(client, f"{meta}: client")
-    if s["dataset"] == "random" and s["random_prefix_len"] > 0:
-        return f"prompts from client.dataset: random, each after one prefix of {s['random_prefix_len']} tokens"
-    if s["dataset"] == "prefix_repetition" and s["prefix_repetition_prefix_len"] > 0:
-        return (f"prompts from client.dataset: prefix_repetition, {s['prefix_repetition_num_prefixes']} prefixes "
-                f"of {s['prefix_repetition_prefix_len']} tokens "
-                + ("(unshuffled)" if s["disable_shuffle"] else f"(shuffled with seed {s['seed']})"))
-    return None
+def shared_dataset(trace: str) -> str | None:
+    """A note naming the prefix-sharing bench dataset the meta.json beside ``trace`` names in its ``client`` (the
+    replay gives the prompts its prefixes: workload/traces/bench_prefixes.py); None where it names none."""
+    log = resolve_data_file(trace)
+    client = client_of(log)
+    said = sharing(dataset_settings(client, f"{log.parent / 'meta.json'}: client")) if client else None
+    return f"prompts from client.dataset: {said}" if said else None
 
 
 def with_table(params: dict, scheduler: str, values: dict) -> dict:

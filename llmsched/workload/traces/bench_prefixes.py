@@ -96,17 +96,30 @@ def read_flags(words: list[str], where: str) -> dict:
     return found
 
 
+def sharing(settings: dict) -> str | None:
+    """The dataset's prefixes in words (``dataset_settings``' result), or None where its prompts share none."""
+    if settings["dataset"] == "random" and settings["random_prefix_len"] > 0:
+        return f"random, each prompt after one prefix of {settings['random_prefix_len']} tokens"
+    if settings["dataset"] == "prefix_repetition" and settings["prefix_repetition_prefix_len"] > 0:
+        return (f"prefix_repetition, {settings['prefix_repetition_num_prefixes']} prefixes of "
+                f"{settings['prefix_repetition_prefix_len']} tokens " + (
+                    "(unshuffled)" if settings["disable_shuffle"] else f"(shuffled with seed {settings['seed']})"))
+    return None
+
+
 def bench_prefixes(client: dict | None, n: int, prompt_lens: np.ndarray, where: str) -> BenchPrefixes | None:
     """The prefixes the ``n`` requests of a bench result (its ``input_lens``: ``prompt_lens``) began with, from
     meta.json's ``client`` (``where`` names it); None where its dataset shares none or none is named."""
     if not client:
         return None
     s = dataset_settings(client, where)
-    if s["dataset"] == "random" and s["random_prefix_len"] > 0:
+    if sharing(s) is None:
+        return None
+    if s["dataset"] == "random":
         length = s["random_prefix_len"]
         group = np.zeros(n, np.int64)
         note = f"every prompt begins with the random dataset's one prefix of {length} tokens (--random-prefix-len)"
-    elif s["dataset"] == "prefix_repetition":
+    else:
         length, k = s["prefix_repetition_prefix_len"], s["prefix_repetition_num_prefixes"]
         asked = client.get("num_prompts")
         made = k * (asked // k) if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else None
@@ -124,11 +137,8 @@ def bench_prefixes(client: dict | None, n: int, prompt_lens: np.ndarray, where: 
             random.Random(s["seed"]).shuffle(order)  # vLLM: random.seed(seed) ... random.shuffle(requests)
         group = by_prefix[order]
         note = (f"prompts begin with one of {k} prefixes of {length} tokens, {each} each, as vllm bench serve's "
-                f"prefix_repetition dataset gave them (its shuffle repeated with seed {s['seed']})")
-    else:
-        return None
-    if length == 0:
-        return None
+                f"prefix_repetition dataset gave them " + ("(unshuffled)" if s["disable_shuffle"] else
+                                                            f"(its shuffle repeated with seed {s['seed']})"))
     short = np.flatnonzero(prompt_lens < length)
     if len(short):
         raise TraceError(f"{where}: input_lens[{int(short[0])}] is {int(prompt_lens[short[0]])}, shorter than the "

@@ -22,6 +22,7 @@ chunks that came before the failure, ``latency`` 0, ``output_lens`` 0); inferenc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class FailedRequests:
     total: int
     unknown: str = "the server sent them nothing"
 
-    @property
+    @cached_property  # (asked once a row where a log is read: built once)
     def replayed(self) -> dict[int, int]:
         """Position -> tokens, for the failed requests the replay sends (those that got a token)."""
         return {i: n for i, n in self.got.items() if n >= 1}

@@ -4,7 +4,8 @@ equal ids standing for equal blocks.
 Mooncake's traces and server logs that carry the ids (llmsched's GPU captures, ``scripts/vllm_gpu_replay.py``,
 build each block's tokens from its id) share these checks and this content, so the same ids give the same prompt
 whichever file holds them. A KV block size dividing 512 then shares a KV block exactly when two prompts agree on
-every hash block up to it, which is what the ids say.
+every hash block up to it, which is what the ids say. A log without ids gives each prompt text of its own (``own_content``), after the prefix its bench
+dataset gave it where that is known (``prefixed_content``: workload/traces/bench_prefixes.py).
 """
 from __future__ import annotations
 
@@ -53,3 +54,14 @@ def own_content(index: int, prompt: int, max_prompt: int | None = None) -> Conte
     Its KV blocks are then found again only by itself: after a preemption by recompute vLLM's prefix cache still
     holds the blocks it freed (until an allocation evicts them), and the re-prefill hits them."""
     return capped(Content([piece_id(Space.TEXT, index)], [prompt], piece_id(Space.REPLY, index)), prompt, max_prompt)
+
+
+def prefixed_content(index: int, prompt: int, group: int, length: int, max_prompt: int | None) -> Content:
+    """Request ``index``'s prompt: bench prefix ``group`` (``length`` tokens; -1: none), then text of its own."""
+    reply = piece_id(Space.REPLY, index)
+    if group < 0:
+        return own_content(index, prompt, max_prompt)
+    shared = piece_id(Space.SHARED, group)
+    if prompt <= length:
+        return capped(Content([shared], [prompt], reply), prompt, max_prompt)
+    return capped(Content([shared, piece_id(Space.TEXT, index)], [length, prompt], reply), prompt, max_prompt)

@@ -45,14 +45,12 @@ from pathlib import Path
 
 import numpy as np
 
-from llmsched.content import Content, Space, piece_id
-
 from .bench_prefixes import BenchPrefixes, bench_prefixes
 from .bench_sends import CLOSED_LOOP_NOTE, closed_loop_cap, unrecorded_sends
 from .client_settings import bench_notes
 from .failed_requests import FailedRequests, error_text
-from .hash_blocks import block_content, check_blocks, own_content
-from .jsonl import capped, chunked, integers
+from .hash_blocks import block_content, check_blocks, own_content, prefixed_content
+from .jsonl import chunked, integers
 from .trace_error import TraceError
 
 JSONL_FIELDS = ("input_toks", "output_toks")
@@ -358,10 +356,10 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
         log.notes.append(shared.note)
     if all(isinstance(data.get(k), list) for k in ("ttfts", "itls")) and (e2e_from_itls or
                                                                        isinstance(data.get("latencies"), list)):
-        ok = [i for i in at if not errors[i]]  # the successes, in send order (a failure has nothing to compare)
-        ttft = seconds(path, "ttfts", [data["ttfts"][i] for i in ok], ok, indexed=True)
+        sent_ok = [i for i in at if not errors[i]]  # the successes in send order (a failure has nothing to compare)
+        ttft = seconds(path, "ttfts", [data["ttfts"][i] for i in sent_ok], sent_ok, indexed=True)
         gaps = []
-        for i in ok:
+        for i in sent_ok:
             itl = data["itls"][i]
             if not isinstance(itl, list):
                 raise TraceError(f"{path}: itls[{i}] is not a list of seconds")
@@ -370,7 +368,7 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
             e2e = ttft + np.array([g.sum() for g in gaps])
             log.notes.append("no latencies list (vLLM 0.26 and older): each E2E is the TTFT plus the request's ITLs")
         else:
-            e2e = seconds(path, "latencies", [data["latencies"][i] for i in ok], ok, indexed=True)
+            e2e = seconds(path, "latencies", [data["latencies"][i] for i in sent_ok], sent_ok, indexed=True)
         succeeded = np.array([not errors[i] for i in at])
         log.ttft, log.e2e = np.full(len(at), np.nan), np.full(len(at), np.nan)
         log.ttft[succeeded], log.e2e[succeeded] = ttft, e2e
@@ -387,17 +385,6 @@ def client_of(path: Path) -> dict | None:
     except (ValueError, UnicodeDecodeError, AttributeError):
         return None
     return client if isinstance(client, dict) else None
-
-
-def prefixed_content(index: int, prompt: int, group: int, length: int, max_prompt: int | None) -> Content:
-    """Request ``index``'s prompt: bench prefix ``group`` (``length`` tokens; -1: none), then text of its own."""
-    reply = piece_id(Space.REPLY, index)
-    if group < 0:
-        return own_content(index, prompt, max_prompt)
-    shared = piece_id(Space.SHARED, group)
-    if prompt <= length:
-        return capped(Content([shared], [prompt], reply), prompt, max_prompt)
-    return capped(Content([shared, piece_id(Space.TEXT, index)], [length, prompt], reply), prompt, max_prompt)
 
 
 def bench_failures(data: dict, errors: list) -> FailedRequests | None:
