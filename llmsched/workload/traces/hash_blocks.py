@@ -4,8 +4,9 @@ equal ids standing for equal blocks.
 Mooncake's traces and server logs that carry the ids (llmsched's GPU captures, ``scripts/vllm_gpu_replay.py``,
 build each block's tokens from its id) share these checks and this content, so the same ids give the same prompt
 whichever file holds them. A KV block size dividing 512 then shares a KV block exactly when two prompts agree on
-every hash block up to it, which is what the ids say. A log without ids gives each prompt text of its own (``own_content``), after the prefix its bench
-dataset gave it where that is known (``prefixed_content``: workload/traces/bench_prefixes.py).
+every hash block up to it, which is what the ids say. A log without ids gives each prompt text of its own
+(``own_content``), after the prefix its bench dataset gave it where that is known (``prefixed_content``:
+workload/traces/bench_prefixes.py).
 """
 from __future__ import annotations
 
