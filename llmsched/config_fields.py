@@ -110,6 +110,9 @@ def check_combination(data: dict, origin_of=lambda key: API) -> None:
                          f"the gaps (1 = Poisson, > 1 burstier)")
     if arrival == "inference-perf":
         check_stage_counts(data, origin_of)
+    if given(data, "bench_command") and not given(data, "trace"):
+        raise ValueError(f"{origin_of('bench_command').name('bench_command')} applies to a replayed vllm bench serve "
+                         f"result (--trace FILE); drop it, or give the result")
     if given(data, "time_scale") and not given(data, "trace"):
         raise ValueError(f"{origin_of('time_scale').name('time_scale')} applies to a replayed trace (--trace); for "
                          f"generated arrivals give --rate or --rate-schedule")

@@ -26,6 +26,7 @@ from .run_field import API, Origin, declare, declare_parsed, declared, default_o
 from .user_files import read_user_file
 from .workload.arrivals.rate_schedule import EXAMPLE as SCHEDULE_EXAMPLE, RateSchedule, parse_rate_schedule
 from .workload.tenants.streams import EXAMPLE as TENANTS_EXAMPLE, parse_tenants
+from .workload.traces.bench_command import parse_bench_command
 from .workload.tenants.tiers import parse_tiers
 
 
@@ -188,6 +189,11 @@ class RunConfig:
     time_scale: float | None = declare(None, "--trace: multiply every timestamp by this factor (0.5 replays it "
                                              "twice as fast, 2 at half its rate)", kind=float, optional=True, above=0,
                                        high=1e6, hint="a factor > 0 (with --trace)")
+    bench_command: str | None = declare_parsed("--trace of a vllm bench serve result (or of the requests.jsonl of "
+                                               "a run it drove) saved without meta.json: the `vllm bench serve ...` "
+                                               "line it ran with, whose dataset flags say which prompts began with "
+                                               "the same tokens (random with --random-prefix-len, prefix_repetition)",
+                                               parse=parse_bench_command, hint="the vllm bench serve command line")
     concurrency: int | None = declare(None, "closed loop: keep this many requests in flight (a new one arrives as "
                                             "one finishes)", kind=int, optional=True, low=1, high=MAX_REQUESTS)
     turns: int | None = declare(None, "closed loop: each user's requests form sessions of this many turns, each "

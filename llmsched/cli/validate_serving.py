@@ -13,6 +13,9 @@ from ..validate.serving_run import load_runs
 from .serve_engine import SERVE_COMMAND_HELP, VLLM_VERSION_HELP, serve_engine
 
 DEFAULT_BATCH_TIME = RunConfig.batch_time  # the run field's default (vllm-v1), declared once
+BENCH_COMMAND_HELP = ("the `vllm bench serve --flag ...` line of a result saved without meta.json: its dataset flags "
+                      "say which prompts began with the same tokens (random with --random-prefix-len, "
+                      "prefix_repetition), which the replay's prefix cache then finds")
 
 
 def add(sub) -> None:
@@ -31,6 +34,7 @@ def add(sub) -> None:
     p.add_argument("--model", help="model preset, where config.json / meta.json's model is not one llmsched reads")
     p.add_argument("--serve-command", metavar="COMMAND", help=SERVE_COMMAND_HELP.format(what="runs"))
     p.add_argument("--vllm-version", metavar="X.Y.Z", help=VLLM_VERSION_HELP.format(what="runs"))
+    p.add_argument("--bench-command", metavar="COMMAND", help=BENCH_COMMAND_HELP)
     p.add_argument("--log", help="the per-request log's file name in each folder (default requests.jsonl, else "
                                  "the one bench-result .json)")
     p.add_argument("--latency-boundary", choices=("client", "engine"),
@@ -62,6 +66,7 @@ def fit_command(args) -> str:
     words = ["llmsched", "validate-serving", *(args.fit or args.runs[:1]), "--calibrate", args.calibrate]
     for flag, value in (("--gpu", args.gpu), ("--model", args.model), ("--log", args.log),
                         ("--serve-command", args.serve_command), ("--vllm-version", args.vllm_version),
+                        ("--bench-command", args.bench_command),
                         ("--latency-boundary", args.latency_boundary), ("--front-end", args.front_end)):
         if value:
             words += [flag, value]
@@ -82,7 +87,8 @@ def cmd_validate_serving(args) -> int:
     params = parse_params(args.bt_param, "--bt-param") if args.bt_param else {}
     decode_params = parse_params(args.decode_bt_param, "--decode-bt-param") if args.decode_bt_param else None
     serve = serve_engine(args)
-    runs = [run for folder in args.runs for run in load_runs(folder, args.log, args.latency_boundary, serve)]
+    runs = [run for folder in args.runs
+            for run in load_runs(folder, args.log, args.latency_boundary, serve, args.bench_command)]
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ValueError(f"two runs have the same folder name ({', '.join(names)}); give each its own name")
@@ -91,7 +97,8 @@ def cmd_validate_serving(args) -> int:
     if args.calibrate:
         from ..validate.serving_calibrate import calibrate, profile_payload
         check_name(args.calibrate)
-        fit = ([run for folder in args.fit for run in load_runs(folder, args.log, args.latency_boundary, serve)]
+        fit = ([run for folder in args.fit
+                for run in load_runs(folder, args.log, args.latency_boundary, serve, args.bench_command)]
                if args.fit else runs[:1])
         terms = tuple(t.strip() for t in args.fit_terms.split(",") if t.strip())
         if not terms:

@@ -22,7 +22,8 @@ def applies(cfg) -> bool:
 def build(cfg):
     """A trace replay; when the trace names each row's tenant (a ``tenant`` column) its requests carry them, with
     the weights and priorities ``tenants`` gives (weight 1 each without it)."""
-    trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg), clock=cfg.latency_boundary)
+    client = cfg.bench_command.value if cfg.bench_command else None
+    trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg), clock=cfg.latency_boundary, client=client)
     in_flight = cfg.concurrency or getattr(trace, "in_flight", None)
     if in_flight is not None:
         return closed_replay(cfg, trace, in_flight)

@@ -128,7 +128,8 @@ def replayed_workload(log, caching: bool = True) -> dict:
     prompts served with a prefix cache (``caching``), after the stages before it with its data generator
     (validate/perf_stages.py)."""
     if not isinstance(log, LifecycleReport):
-        return dict(trace=str(log.path), rate=None)
+        return dict(trace=str(log.path), rate=None, **({"bench_command": log.bench_command}
+                                                       if getattr(log, "bench_command", None) else {}))
     if chains(log, caching):
         return chained_fields(log)[0]
     if log.concurrency:

@@ -31,7 +31,8 @@ from ..workload.traces.hash_blocks import HASH_BLOCK
 from ..workload.traces.guidellm_report import benchmarks_of, read_guidellm
 from ..workload.traces.lifecycle_report import is_lifecycle, read_lifecycle
 from ..workload.traces.run_log import LOG_NAMES, run_log
-from ..workload.traces.server_log import ServerLog, read_json, read_server_log
+from ..workload.traces.bench_command import bench_client
+from ..workload.traces.server_log import ServerLog, not_bench, read_json, read_server_log
 from .pd_run import Disaggregation, split_instances
 from .perf_stages import config_load_type, request_timeout, stage_data
 from .serve_command import unread_engine_kwargs
@@ -132,21 +133,25 @@ class ServingRun(RunFolder):
 
 
 def load_run(folder, log_name: str | None = None, boundary: str | None = None,
-             benchmark: int | None = None, serve: dict | None = None) -> ServingRun:
+             benchmark: int | None = None, serve: dict | None = None, bench: str | None = None) -> ServingRun:
     """The run in ``folder``: ``log_name`` (default requests.jsonl, else the one ``*.json`` bench result there),
     ``meta.json`` and ``config.json`` (optional when the model is a preset). ``boundary``: where to compare, "engine"
     or "client" (default: where the log measured; a requests.jsonl with the client's stamps can be read at either).
     ``benchmark``: which benchmark of a GuideLLM report of several. ``serve``: the engine arguments of a run saved
-    without meta.json, parsed as meta.json (``serve_command.serve_meta``)."""
+    without meta.json, parsed as meta.json (``serve_command.serve_meta``); ``bench``: its `vllm bench serve` line
+    (``--bench-command``: the dataset that gave its prompts their prefixes)."""
     if boundary not in (None, "engine", "client"):
         raise ValueError(f"--latency-boundary {boundary!r}: not a latency boundary; give client or engine")
     as_file = Path(folder).is_file()
     folder, log_name = run_path(folder, log_name)
     log_path = folder / log_name if log_name else run_log(folder)
     if benchmark is not None:
+        not_bench(log_path, bench, "a GuideLLM report")
         log = read_guidellm(log_path, read_json(log_path), measured=True, benchmark=benchmark)
     else:
-        log = read_server_log(log_path, measured=True, clock=boundary or "engine")
+        log = read_server_log(log_path, measured=True, clock=boundary or "engine",
+                              client=bench_client(bench) if bench is not None else None)
+        log.bench_command = bench
     if boundary == "engine" and log.boundary == "client":
         raise ValueError(f"{log_path}: a {log.format} log measures at the client, not in the engine; compare it "
                          f"client-side (--latency-boundary client, the default for it)")
@@ -239,20 +244,22 @@ def batch_limits(args: EngineArgs, device, context: int | None = None) -> tuple[
 
 
 def load_runs(folder, log_name: str | None = None, boundary: str | None = None,
-              serve: dict | None = None) -> list[ServingRun]:
+              serve: dict | None = None, bench: str | None = None) -> list[ServingRun]:
     """Every run in ``folder`` (or the one log file named): one per request log (``load_run``), one per benchmark of
     a GuideLLM report, one per stage of inference-perf's lifecycle reports (``stage_N_lifecycle_metrics.json``,
-    aggregate percentiles only). ``serve``: engine arguments for a run without meta.json (``load_run``)."""
+    aggregate percentiles only). ``serve`` and ``bench``: the engine and benchmark of a run without meta.json
+    (``load_run``)."""
     given = Path(folder)
     folder, log_name = run_path(given, log_name)
 
     def one(benchmark: int | None = None) -> ServingRun:
         source, name = (given, None) if given.is_file() else (folder, log_name)
-        return load_run(source, name, boundary, benchmark=benchmark, serve=serve)
+        return load_run(source, name, boundary, benchmark=benchmark, serve=serve, bench=bench)
 
     if folder.is_dir() and not log_name and not (folder / LOG_NAMES[0]).is_file():
         stages = sorted(folder.glob("stage_*_lifecycle_metrics.json"), key=_stage_number)
         if stages:
+            not_bench(stages[0], bench, "an inference-perf lifecycle report")
             runs = [load_stage(folder, path, boundary, serve) for path in stages]
             for i, run in enumerate(runs):  # (what a stage's replay after the ones before needs of them)
                 earlier = [r.log for r in runs[:i]]
@@ -263,6 +270,7 @@ def load_runs(folder, log_name: str | None = None, boundary: str | None = None,
     if path is not None and path.suffix == ".json" and path.is_file():
         data = read_json(path)
         if is_lifecycle(data):
+            not_bench(path, bench, "an inference-perf lifecycle report")
             return [load_stage(folder, path, boundary, serve)]
         if isinstance(data, dict) and "benchmarks" in data and len(benchmarks_of(path, data)) > 1:
             return [one(benchmark=i) for i in range(len(data["benchmarks"]))]

@@ -31,7 +31,8 @@ from ..run_config import DEFAULTS, check_field
 from ..run_field import Origin
 from ..workload.traces.bench_prefixes import dataset_settings, sharing
 from ..workload.traces.readers import DataFileNotFound, resolve_data_file
-from ..workload.traces.server_log import client_of
+from ..workload.traces.bench_command import bench_client
+from ..workload.traces.server_log import client_where, log_client
 from .serving import SCHEDULER, decode_pool_fields, engine_fields
 from .serving_run import read_run_folder
 
@@ -193,19 +194,20 @@ def trace_meta(given: dict, with_scheduler: bool, serve: dict | None = None) -> 
     budget = given.get("max_num_batched_tokens", fields["max_num_batched_tokens"])
     found.taken["scheduler_params"] = with_table(given.get("scheduler_params") or {}, SCHEDULER,
                                                  {"token_budget": budget})
-    shared = shared_dataset(given["trace"])
+    shared = shared_dataset(given["trace"], given.get("bench_command"))
     if shared:
         found.notes.append(shared)
     return found
 
 
-def shared_dataset(trace: str) -> str | None:
-    """A note naming the prefix-sharing bench dataset the meta.json beside ``trace`` names in its ``client`` (the
-    replay gives the prompts its prefixes: workload/traces/bench_prefixes.py); None where it names none."""
+def shared_dataset(trace: str, command: str | None = None) -> str | None:
+    """A note naming the prefix-sharing bench dataset that ``command`` (``--bench-command``) or the
+    meta.json beside ``trace`` names in its ``client`` (the replay gives the prompts its prefixes:
+    workload/traces/bench_prefixes.py); None where it names none."""
     log = resolve_data_file(trace)
-    client = client_of(log)
-    said = sharing(dataset_settings(client, f"{log.parent / 'meta.json'}: client")) if client else None
-    return f"prompts from client.dataset: {said}" if said else None
+    client = log_client(log, bench_client(str(command)) if command else None)
+    said = sharing(dataset_settings(client, client_where(log, client))) if client else None
+    return f"prompts from {'--bench-command' if command else 'client.dataset'}: {said}" if said else None
 
 
 def with_table(params: dict, scheduler: str, values: dict) -> dict:

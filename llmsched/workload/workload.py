@@ -434,10 +434,10 @@ SERVER_LOG_KEYS = ("input_toks", "output_toks", "arrival_time")  # workload/trac
 
 
 def read_arrival_trace(path, zero_lengths: str = "error", vocab_size: int | None = None,
-                       clock: str = "engine") -> Trace:
+                       clock: str = "engine", client: dict | None = None) -> Trace:
     """A trace with arrival times, or a server's per-request log read as one (a length-only file is refused with
-    what to use instead); ``clock``: a server log's arrivals as its engine queued them or as its client sent them
-    (workload/traces/server_log.py)."""
+    what to use instead); ``clock``: a server log's arrivals as its engine queued them or as its client sent them;
+    ``client``: how a vllm bench serve run saved without meta.json sent them (workload/traces/server_log.py)."""
     resolved = resolve_data_file(path)
     prompts = resolved.suffix == ".jsonl" and trace_kind(resolved) in JSONL  # Mooncake, LLMServingSim, sessions
     if resolved.suffix == ".jsonl" and not prompts and not set(SERVER_LOG_KEYS) <= first_keys(resolved):
@@ -445,7 +445,10 @@ def read_arrival_trace(path, zero_lengths: str = "error", vocab_size: int | None
                          f"{', '.join(sorted(first_keys(resolved)))}. Supported: {JSONL_SUPPORTED}; or a server's "
                          f"per-request log ({', '.join(SERVER_LOG_KEYS)})")
     if resolved.suffix in (".jsonl", ".json") and not prompts:
-        return server_log_trace(resolved, clock)
+        return server_log_trace(resolved, clock, client)
+    if client is not None:
+        raise TraceError(f"{resolved}: not a vllm bench serve result or a server's requests.jsonl; --bench-command "
+                         f"applies to those: drop it")
     if trace_kind(resolved) == "lengths":
         raise TraceError(length_file_as_trace(resolved))
     return read_trace(resolved, zero_lengths=zero_lengths, vocab_size=vocab_size)
@@ -478,10 +481,11 @@ def replay(trace: Trace, target_rate: float | None = None, num_requests: int | N
                     follow_ups=getattr(trace, "follow_ups", None))
 
 
-def server_log_trace(path: Path, clock: str = "engine") -> Trace | JsonlTrace:
-    """A server's per-request log (workload/traces/server_log.py) as a trace: its arrivals and lengths, and its prompts'
-    contents where it gives their hash_ids (as a Mooncake trace does)."""
-    log = read_server_log(path, clock=clock)
+def server_log_trace(path: Path, clock: str = "engine", client: dict | None = None) -> Trace | JsonlTrace:
+    """A server's per-request log (workload/traces/server_log.py) as a trace: its arrivals and lengths, and its
+    prompts' contents where it gives their hash_ids (as a Mooncake trace does) or its client's dataset shared
+    prefixes (``client``, else meta.json's beside it)."""
+    log = read_server_log(path, clock=clock, client=client)
     if log.failed:  # what the replay leaves out, or sends without comparing, said where the user runs it
         warnings.warn(f"{path}: {log.failed.note}", stacklevel=2)
     return JsonlTrace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format, contents=log.contents,

@@ -49,7 +49,7 @@ def dataset_settings(client: dict, where: str) -> dict:
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
             raise TraceError(f"{where}.dataset_args: {args!r}; write vllm bench serve's dataset flags as a list of "
                              f"strings, e.g. [\"--dataset-name\", \"random\", \"--random-prefix-len\", \"512\"]")
-        settings.update(read_flags(words, where))
+        settings.update(read_flags(words, f"{where}.dataset_args"))
     for key in DEFAULTS:  # (the settings by name, as llmsched's captures write them)
         if client.get(key) is not None:
             settings[key] = client[key]
@@ -69,28 +69,30 @@ def dataset_settings(client: dict, where: str) -> dict:
     return settings
 
 
-def read_flags(words: list[str], where: str) -> dict:
-    """The settings among vllm bench serve's flags ``words`` (``--flag value`` or ``--flag=value``); the other flags
-    do not change which tokens prompts share, and are passed over."""
+def read_flags(words: list[str], where: str, keys=tuple(DEFAULTS)) -> dict:
+    """The settings ``keys`` among vllm bench serve's flags ``words`` (``--flag value`` or ``--flag=value``, dashes
+    or underscores, as vLLM's parser takes them; integers but ``dataset``, switches ``disable_shuffle``); the other
+    flags are passed over (``where`` names the words in errors)."""
     found, i = {}, 0
     while i < len(words):
         flag, _, inline = words[i].partition("=")
         key = flag[2:].replace("-", "_") if flag.startswith("--") else None
         key = "dataset" if key == "dataset_name" else key
-        if key == "disable_shuffle":
+        if key not in keys:
+            pass
+        elif key == "disable_shuffle":
             found[key] = True
-        elif key in DEFAULTS:
+        else:
             value = inline if inline else (words[i + 1] if i + 1 < len(words) else None)
             i += 0 if inline else 1
-            if value is None:
-                raise TraceError(f"{where}.dataset_args: {flag} has no value; write the flags vllm bench serve ran "
-                                 f"with")
+            if value is None or (not inline and value.startswith("--")):
+                raise TraceError(f"{where}: {flag} has no value; write the flags vllm bench serve ran with")
             if key != "dataset":
                 try:
                     value = int(value)
                 except ValueError:
-                    raise TraceError(f"{where}.dataset_args: {flag} {value!r} is not an integer; write the flags "
-                                     f"vllm bench serve ran with") from None
+                    raise TraceError(f"{where}: {flag} {value!r} is not an integer; write the flags vllm bench "
+                                     f"serve ran with") from None
             found[key] = value
         i += 1
     return found

@@ -84,6 +84,7 @@ class ServerLog:
     notes: list[str] = field(default_factory=list)
     failed: FailedRequests | None = None  # the requests the client saw fail (workload/traces/failed_requests.py)
     prefixes: BenchPrefixes | None = None  # the prefixes a bench dataset's prompts began with, in the log's order
+    bench_command: str | None = None  # the `vllm bench serve` line given for a log saved without meta.json
 
     def __len__(self) -> int:
         return len(self.prompt_lens)
@@ -117,11 +118,13 @@ class ServerLog:
                         for i, (prompt, ids) in enumerate(zip(self.prompt_lens, self.hash_ids))), n, chunk)
 
 
-def read_server_log(path, measured: bool = False, clock: str = "engine") -> ServerLog:
+def read_server_log(path, measured: bool = False, clock: str = "engine", client: dict | None = None) -> ServerLog:
     """The log at ``path`` (``*.jsonl``: requests.jsonl; ``*.json``: a vllm bench serve result, a GuideLLM report
     of one benchmark or inference-perf's per-request report). ``measured``: the per-request timings are required
-    too (validation), not only what a replay needs. ``clock``: a requests.jsonl's arrivals and timings as the engine stamped them ("engine", its queued_ts)
-    or as its client did ("client"); the other formats are the client's either way."""
+    too (validation), not only what a replay needs. ``clock``: a requests.jsonl's arrivals and timings as the
+    engine stamped them ("engine", its queued_ts) or as its client did ("client"); the other formats are the
+    client's either way. ``client``: how a vllm bench serve run sent them, for a log saved without meta.json
+    (``bench_command.bench_client``: ``--bench-command``); else meta.json's beside the log."""
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"{path}: no such file; give a requests.jsonl or a `vllm bench serve --save-result "
@@ -129,17 +132,19 @@ def read_server_log(path, measured: bool = False, clock: str = "engine") -> Serv
     if clock not in ("engine", "client"):
         raise ValueError(f"clock {clock!r}: a log is read at the engine or at the client")
     if path.suffix == ".jsonl":
-        return _read_jsonl(path, measured, clock)
+        return _read_jsonl(path, measured, clock, log_client(path, client))
     if path.suffix == ".json":
         data = read_json(path)
         if isinstance(data, dict) and "benchmarks" in data:
             from .guidellm_report import read_guidellm
+            not_bench(path, client, "a GuideLLM report")
             return read_guidellm(path, data, measured)
         if isinstance(data, list):
             from .inference_perf_requests import is_per_request, read_per_request
             if is_per_request(data):
+                not_bench(path, client, "an inference-perf per-request report")
                 return read_per_request(path, data, measured)
-        return _read_bench(path, measured, data)
+        return _read_bench(path, measured, data, log_client(path, client))
     raise TraceError(f"{path}: a server log is a requests.jsonl (one JSON object a line) or a vllm bench serve "
                      f"result .json")
 
@@ -154,7 +159,31 @@ def read_json(path: Path):
 CLIENT_STAMPS = ("client_sent", "client_first", "client_last")
 
 
-def _read_jsonl(path: Path, measured: bool, clock: str = "engine") -> ServerLog:
+def log_client(path: Path, given: dict | None) -> dict | None:
+    """How the benchmark behind the log at ``path`` sent its requests: ``given`` (``--bench-command``), or the
+    ``client`` of the meta.json beside it; both is an error (the option is for a result saved without one)."""
+    found = client_of(path)
+    if given is None:
+        return found
+    if found is not None:
+        raise TraceError(f"{path.parent / 'meta.json'}: its client says how the benchmark ran, and --bench-command "
+                         f"gives another; the option is for a result saved without meta.json (drop one of them)")
+    return given
+
+
+def not_bench(path: Path, client, what: str) -> None:
+    """``--bench-command`` (``client``, parsed or not) given for a log of another client is refused."""
+    if client is not None:
+        raise TraceError(f"{path}: {what}, not a vllm bench serve result; --bench-command applies to those (and to "
+                         f"a requests.jsonl of a run they drove): drop it")
+
+
+def client_where(path: Path, client: dict | None) -> str:
+    """Where ``client`` came from, for errors: the option that gave it, or the meta.json beside ``path``."""
+    return (client or {}).get("given_by") or f"{path.parent / 'meta.json'}: client"
+
+
+def _read_jsonl(path: Path, measured: bool, clock: str = "engine", client: dict | None = None) -> ServerLog:
     rows, lines = [], []
     try:
         text = path.read_text(encoding="utf-8")
@@ -174,7 +203,7 @@ def _read_jsonl(path: Path, measured: bool, clock: str = "engine") -> ServerLog:
     if not rows:
         raise TraceError(f"{path}:1: no requests in the file")
     if clock == "client":
-        return _read_jsonl_client(path, rows, lines, measured)
+        return _read_jsonl_client(path, rows, lines, measured, client)
     clock = "queued_ts" if "queued_ts" in rows[0] else "arrival_time"
     wanted = JSONL_FIELDS + ("arrival_time",) + ((clock,) if clock != "arrival_time" else ())
     if measured:
@@ -196,7 +225,7 @@ def _read_jsonl(path: Path, measured: bool, clock: str = "engine") -> ServerLog:
         log.notes.append("no queued_ts: arrivals are the client's arrival_time")
     if all(r.get("first_token_ts") is not None and r.get("last_token_ts") is not None for r in rows):
         _read_latencies(path, rows, lines, (clock, queued), "first_token_ts", "last_token_ts", order, log)
-    _read_prefix_fields(path, rows, lines, prompts, order, log)
+    _read_prefix_fields(path, rows, lines, prompts, order, log, client)
     return log
 
 
@@ -215,15 +244,16 @@ def _read_latencies(path: Path, rows: list[dict], lines: list[int], start: tuple
 
 
 def _read_prefix_fields(path: Path, rows: list[dict], lines: list[int], prompts: np.ndarray, order: np.ndarray,
-                        log: ServerLog) -> None:
+                        log: ServerLog, client: dict | None) -> None:
     """The optional hash_ids and num_cached_tokens, in ``order``; without hash_ids, the prefixes the bench dataset
-    meta.json's ``client`` names gave the prompts (the lines are in the client's send order, as the bench's are)."""
+    the ``client`` (``log_client``) names gave the prompts (the lines are in the client's send order, as the
+    bench's are)."""
     if _on_every_line(path, rows, lines, "hash_ids"):
         ids = [integers(path, n, "hash_ids", r["hash_ids"], ID_FIX) for r, n in zip(rows, lines)]
         for row_ids, prompt, n in zip(ids, prompts, lines):
             check_blocks(path, n, int(prompt), row_ids, "input_toks", ID_FIX)
         log.hash_ids = [ids[i] for i in order]
-    elif (shared := bench_prefixes(client_of(path), len(rows), prompts, f"{path.parent / 'meta.json'}: client")):
+    elif (shared := bench_prefixes(client, len(rows), prompts, client_where(path, client))):
         log.prefixes = BenchPrefixes(shared.group[order], shared.length[order], shared.note)
         log.notes.append(shared.note)
     if _on_every_line(path, rows, lines, "num_cached_tokens"):
@@ -232,7 +262,8 @@ def _read_prefix_fields(path: Path, rows: list[dict], lines: list[int], prompts:
         log.cached_tokens = cached[order]
 
 
-def _read_jsonl_client(path: Path, rows: list[dict], lines: list[int], measured: bool) -> ServerLog:
+def _read_jsonl_client(path: Path, rows: list[dict], lines: list[int], measured: bool,
+                       client: dict | None = None) -> ServerLog:
     """A requests.jsonl at the client: arrivals are the sends (``client_sent``, else ``arrival_time``), timings the
     client's stamps."""
     stamped = _on_every_line(path, rows, lines, "client_sent")
@@ -259,7 +290,7 @@ def _read_jsonl_client(path: Path, rows: list[dict], lines: list[int], measured:
         log.notes.append("no client_sent: arrivals are the client's arrival_time")
     if all(r.get(k) is not None for r in rows for k in CLIENT_STAMPS):
         _read_latencies(path, rows, lines, (clock, sent), "client_first", "client_last", order, log)
-    _read_prefix_fields(path, rows, lines, prompts, order, log)
+    _read_prefix_fields(path, rows, lines, prompts, order, log, client)
     return log
 
 
@@ -286,7 +317,7 @@ def _cached(path: Path, value, prompt: int, n: int) -> int:
     return int(value)
 
 
-def _read_bench(path: Path, measured: bool, data) -> ServerLog:
+def _read_bench(path: Path, measured: bool, data, client: dict | None = None) -> ServerLog:
     if not isinstance(data, dict):
         raise TraceError(f"{path}: not a vllm bench serve result (a JSON object with input_lens, output_lens, ...)")
     e2e_from_itls = "latencies" not in data and isinstance(data.get("itls"), list)  # vLLM <= 0.26 saved no E2E
@@ -350,7 +381,7 @@ def _read_bench(path: Path, measured: bool, data) -> ServerLog:
     if failures:
         log.failed = failures
         log.notes.append(failures.note)
-    shared = bench_prefixes(client_of(path), n, every_prompt, f"{path.parent / 'meta.json'}: client")
+    shared = bench_prefixes(client, n, every_prompt, client_where(path, client))
     if shared is not None:
         log.prefixes = BenchPrefixes(shared.group[at], shared.length[at], shared.note)
         log.notes.append(shared.note)
