@@ -34,6 +34,7 @@ from .schedulers.registry import create_scheduler, scheduler_info
 from .sim.dp_lockstep import in_lockstep, simulate_lockstep
 from .sim.simulator import RunResult, simulate
 from .sources.registry import build_source
+from .warm_caches import warm_caches
 from .workload.workload import ClosedLoop, OpenLoop, names_prompts
 from .workload.traces.readers import DataFileNotFound, resolve_data_file
 from .workload.client_sends import client_sends
@@ -292,6 +293,7 @@ def run(cfg: RunConfig, progress: bool = False, stream: bool = False, out=None, 
         if timeline is not None and getattr(log, "streamed", False):
             log.timeline = timeline  # a streamed log folds arrivals in as it writes them
         replicas = build_replicas(cfg, workload_params(cfg, source), steps, ran)
+        warm_caches(replicas, source, cfg.max_total_tokens)
         result = simulate_config(cfg, source, replicas, horizon=cfg.horizon, progress=progress, log=log)
         rep = replicas[0]
     if timeline is not None:

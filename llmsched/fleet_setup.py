@@ -27,6 +27,7 @@ from .fleet.pool import DECODE, OFFLOAD_KEYS, PREFILL
 from .fleet.state import FleetState
 from .hardware.front_end import front_end
 from .hardware.prices import load_prices
+from .warm_caches import warm_caches
 from .metrics.client_side import to_client
 from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
@@ -247,6 +248,8 @@ def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, 
     keep_gaps = cfg.keep_gaps if keep_gaps is None else keep_gaps
     steps = steps if steps is not None else StepLog()
     state = build_fleet(cfg, fleet, source, steps, configs, controllers)
+    for members in state.members.values():  # each role's replicas serving at the start, as their routers see them
+        warm_caches(members.replicas, source, cfg.max_total_tokens)
     source, log, fe = client_sends_of(cfg, source, log, keep_gaps, fleet_caching(configs), state.replicas)
     abort_delay = fe.handoff if fe is not None else 0.0  # a client's abort crosses the front end
     if log is None:

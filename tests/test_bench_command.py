@@ -72,7 +72,8 @@ def test_validate_serving_replays_a_result_alone_as_with_its_meta_json(alone):
     given = validate(load_runs(alone / "bench.json", serve=serve_meta(SERVE), bench=BENCH)[0], **kw)
     blind = validate(load_runs(alone / "bench.json", serve=serve_meta(SERVE))[0], **kw)
     assert given["errors"] == with_meta["errors"]
-    assert given["prefix_cache"]["simulated"]["cached_tokens"] == 512 * 36  # each prefix found by 9 of its 10
+    # each prefix found by 9 of its 10 prompts, and the first prompt whole (its line's --num-warmups 2)
+    assert given["prefix_cache"]["simulated"]["cached_tokens"] == 512 * 36 + 640
     assert abs(given["errors"]["ttft"]["p50"]) < 30 < 100 < blind["errors"]["ttft"]["p50"]
 
 
@@ -86,14 +87,14 @@ def test_the_commands_take_the_line(alone, tmp_path):
                    "--gpu", "l4", "--batch-time", "linear", *params, "--out", str(tmp_path / "v"))
     assert done.returncode == 0, done.stderr
     row = json.loads((tmp_path / "v" / "validation.json").read_text())["runs"][0]
-    assert row["prefix_cache"]["simulated"]["cached_tokens"] == 512 * 36
+    assert row["prefix_cache"]["simulated"]["cached_tokens"] == 512 * 36 + 640
     done = run_cli("simulate", "--trace", str(alone / "bench.json"), "--serve-command", SERVE, "--bench-command",
                    BENCH, "--gpu", "l4", "--out", str(tmp_path / "s"))
     assert done.returncode == 0, done.stderr
     assert "prompts from --bench-command: prefix_repetition, 4 prefixes of 512 tokens (shuffled with seed 0)" in \
         done.stderr
     summary = json.loads((tmp_path / "s" / "summary.json").read_text())
-    assert summary["prefix_cache"]["cached_tokens"] == 512 * 36
+    assert summary["prefix_cache"]["cached_tokens"] == 512 * 36 + 640
 
 
 @pytest.mark.parametrize("trace, message", [

@@ -60,12 +60,14 @@ def test_validate_serving_replays_the_prefixes_and_matches_the_engines_cache(tmp
     kw = dict(gpu="l4", batch_time="linear", batch_time_params=cpu_params(folder))
     shared = validate(load_runs(folder)[0], **kw)  # the engine's log: its hit rate is measured
     real, sim = shared["prefix_cache"]["real"], shared["prefix_cache"]["simulated"]
-    prefix, groups = (512, 4) if name == "prefix-repetition" else (384, 1)
-    assert sim["cached_tokens"] == prefix * (40 - groups)  # each prefix's blocks, found by all but its first prompt
-    # the real run held more: the warm-ups' whole first prompt (640 tokens of 642; 704 of 706), and in the random
-    # dataset, suffix blocks equal to an earlier prompt's, which the replay cannot know without the tokens
+    prefix, groups, first = (512, 4, 640) if name == "prefix-repetition" else (384, 1, 704)
+    # each prefix's blocks, found by all but its first prompt, and the first prompt whole (less its last token's
+    # block): the warm-ups sent it before the run (workload/traces/bench_warmups.py)
+    assert sim["cached_tokens"] == prefix * (40 - groups) + first
+    # the random dataset's real run held more: suffix blocks equal to an earlier prompt's, which the replay cannot
+    # know without the tokens
     extra = real["cached_tokens"] - sim["cached_tokens"]
-    assert extra == 640 if name == "prefix-repetition" else 704 <= extra < 0.25 * real["cached_tokens"]
+    assert extra == 0 if name == "prefix-repetition" else 0 < extra < 0.15 * real["cached_tokens"]
     alone = tmp_path / name
     shutil.copytree(folder, alone)
     meta = json.loads((alone / "meta.json").read_text())
@@ -128,4 +130,4 @@ def test_simulate_replays_a_bench_result_with_its_datasets_prefixes(tmp_path):
     assert "prompts from client.dataset: prefix_repetition, 4 prefixes of 512 tokens (shuffled with seed 0)" in \
         done.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["prefix_cache"]["cached_tokens"] == 512 * 36
+    assert summary["prefix_cache"]["cached_tokens"] == 512 * 36 + 640  # and the warm-ups' first prompt

@@ -62,7 +62,8 @@ def test_a_bench_result_with_its_serve_line_replays_as_with_its_meta_json(tmp_pa
                f"--max-num-batched-tokens {kw['max_num_batched_tokens']} --max-model-len {kw['max_model_len']} "
                f"--dtype bfloat16 --num-gpu-blocks-override {seen['num_gpu_blocks']}")
     serve = {**serve_meta(command), "vllm_version": meta["vllm_version"]}
-    [alone] = load_runs(bench_alone(tmp_path), serve=serve)
+    # (and the benchmark's line: its client sent the first prompt 4 times before the run, as meta.json says)
+    [alone] = load_runs(bench_alone(tmp_path), serve=serve, bench="vllm bench serve --num-warmups 4")
     [whole] = load_runs(RUN, "bench.json")
     assert alone.name == "bench" and alone.args.given_by == "--serve-command"
     got, want = validate(alone, "h200"), validate(whole)

@@ -270,6 +270,19 @@ class Replica:
         return (len(self.waiting) + len(self.running) + len(self.swapped) + len(self.loading)
                 + len(self.receiving) + len(self.transferring))
 
+    def warm(self, req: Request) -> bool:
+        """``req``'s prompt ran to its end before the run (a benchmark sent it to warm up): its full blocks wait in
+        the prefix cache, referenced by none, as vLLM leaves a finished request's. False, nothing kept, without a
+        prefix cache or where the prompt does not fit the free blocks."""
+        kv = self.kv
+        if not self.caching or req.content is None or kv.blocks_for(req.prompt_len) > kv.free:
+            return False
+        self.version += 1
+        kv.allocate(req, req.prompt_len)
+        req.num_computed = req.prompt_len
+        kv.release(req)
+        return True
+
     def send_kv(self) -> None:
         """This replica is a disaggregated fleet's prefill instance: a finished prompt's blocks stay until the decode
         side reads them (``read_sent``), under a policy that plans from the KV manager's free blocks (one with a

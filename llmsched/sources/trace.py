@@ -24,6 +24,15 @@ def build(cfg):
     the weights and priorities ``tenants`` gives (weight 1 each without it)."""
     client = cfg.bench_command.value if cfg.bench_command else None
     trace = read_arrival_trace(cfg.trace, vocab_size=vocab_size(cfg), clock=cfg.latency_boundary, client=client)
+    source = replayed(cfg, trace)
+    sent = getattr(trace, "sent_before", None)
+    if sent is not None:  # the prompt the benchmark sent before the run: experiment.run warms the caches with it
+        source.sent_before = sent
+    return source
+
+
+def replayed(cfg, trace):
+    """``build``'s source of the trace read."""
     in_flight = cfg.concurrency or getattr(trace, "in_flight", None)
     if in_flight is not None:
         return closed_replay(cfg, trace, in_flight)

@@ -489,7 +489,8 @@ def server_log_trace(path: Path, clock: str = "engine", client: dict | None = No
     if log.failed:  # what the replay leaves out, or sends without comparing, said where the user runs it
         warnings.warn(f"{path}: {log.failed.note}", stacklevel=2)
     return JsonlTrace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format, contents=log.contents,
-                      hash_block=HASH_BLOCK if log.hash_ids is not None else None, in_flight=log.in_flight)
+                      hash_block=HASH_BLOCK if log.hash_ids is not None else None, in_flight=log.in_flight,
+                      sent_before=log.sent_before())
 
 
 def names_prompts(path: Path) -> bool:

@@ -179,6 +179,7 @@ class JsonlTrace:
     hash_block: int | None = None
     follow_ups: object = None
     in_flight: int | None = None  # a client's cap on requests in flight that a replay keeps (a closed loop)
+    sent_before: object = None  # the prompt its client sent before the run (bench_warmups.SentBefore), or None
 
     def __len__(self) -> int:
         return len(self.prompt_lens)

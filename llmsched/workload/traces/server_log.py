@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from .bench_prefixes import BenchPrefixes, bench_prefixes
+from .bench_warmups import SentBefore, Warmups, bench_warmups
 from .bench_sends import CLOSED_LOOP_NOTE, closed_loop_cap, unrecorded_sends
 from .client_settings import bench_notes
 from .failed_requests import FailedRequests, error_text
@@ -85,6 +86,10 @@ class ServerLog:
     failed: FailedRequests | None = None  # the requests the client saw fail (workload/traces/failed_requests.py)
     prefixes: BenchPrefixes | None = None  # the prefixes a bench dataset's prompts began with, in the log's order
     bench_command: str | None = None  # the `vllm bench serve` line given for a log saved without meta.json
+    # the prompt its client sent before the run (vllm bench serve's ready check and warm-ups: its first), by its
+    # index here, and how
+    warm_index: int | None = None
+    warmups: Warmups | None = None
 
     def __len__(self) -> int:
         return len(self.prompt_lens)
@@ -107,15 +112,24 @@ class ServerLog:
     def contents(self, n: int, chunk: int, max_prompt: int | None = None):
         """The first ``n`` prompts' contents from their hash_ids, in lists of ``chunk`` (``JsonlTrace.contents``);
         without hash_ids each prompt is its own (``own_content``: it finds its own blocks after a preemption)."""
+        return chunked((self.content_at(i, max_prompt) for i in range(len(self))), n, chunk)
+
+    def content_at(self, i: int, max_prompt: int | None = None):
+        """Request ``i``'s prompt content (``contents``' item ``i``)."""
+        prompt = int(self.prompt_lens[i])
         if self.prefixes is not None:
-            p = self.prefixes
-            return chunked((prefixed_content(i, int(prompt), int(g), int(k), max_prompt)
-                            for i, (prompt, g, k) in enumerate(zip(self.prompt_lens, p.group, p.length))), n, chunk)
+            return prefixed_content(i, prompt, int(self.prefixes.group[i]), int(self.prefixes.length[i]), max_prompt)
         if self.hash_ids is None:
-            return chunked((own_content(i, int(prompt), max_prompt) for i, prompt in enumerate(self.prompt_lens)),
-                           n, chunk)
-        return chunked((block_content(i, int(prompt), ids, max_prompt)
-                        for i, (prompt, ids) in enumerate(zip(self.prompt_lens, self.hash_ids))), n, chunk)
+            return own_content(i, prompt, max_prompt)
+        return block_content(i, prompt, self.hash_ids[i], max_prompt)
+
+    def sent_before(self) -> SentBefore | None:
+        """The prompt its client sent before the run, as the replay warms the prefix cache with it."""
+        if self.warm_index is None:
+            return None
+        i = self.warm_index
+        return SentBefore(int(self.prompt_lens[i]), lambda max_prompt: self.content_at(i, max_prompt),
+                          self.warmups.at_once)
 
 
 def read_server_log(path, measured: bool = False, clock: str = "engine", client: dict | None = None) -> ServerLog:
@@ -256,10 +270,26 @@ def _read_prefix_fields(path: Path, rows: list[dict], lines: list[int], prompts:
     elif (shared := bench_prefixes(client, len(rows), prompts, client_where(path, client))):
         log.prefixes = BenchPrefixes(shared.group[order], shared.length[order], shared.note)
         log.notes.append(shared.note)
+    if client and (client.get("tool") == "vllm bench serve" or client.get("given_by")):
+        take_warmups(log, bench_warmups(client, None, client_where(path, client)), order == 0)
     if _on_every_line(path, rows, lines, "num_cached_tokens"):
         cached = np.array([_cached(path, r["num_cached_tokens"], p, n) for r, p, n in zip(rows, prompts, lines)],
                           np.int64)
         log.cached_tokens = cached[order]
+
+
+def take_warmups(log: ServerLog, warmups: Warmups | None, first: np.ndarray) -> None:
+    """The client sent its first prompt before the run (``warmups``): ``first`` marks it among the log's requests,
+    in the log's order (none where it failed in the run with no token: it is not replayed)."""
+    if warmups is None:
+        return
+    where = np.flatnonzero(first)
+    if not len(where):
+        log.notes.append("vllm bench serve sent its first prompt before the run, and the run's own copy of it failed "
+                         "with no token, so it is not replayed: the replay starts with a cold prefix cache")
+        return
+    log.warmups, log.warm_index = warmups, int(where[0])
+    log.notes.append(warmups.note)
 
 
 def _read_jsonl_client(path: Path, rows: list[dict], lines: list[int], measured: bool,
@@ -385,6 +415,7 @@ def _read_bench(path: Path, measured: bool, data, client: dict | None = None) ->
     if shared is not None:
         log.prefixes = BenchPrefixes(shared.group[at], shared.length[at], shared.note)
         log.notes.append(shared.note)
+    take_warmups(log, bench_warmups(client, data.get("max_concurrency"), client_where(path, client)), at == 0)
     if all(isinstance(data.get(k), list) for k in ("ttfts", "itls")) and (e2e_from_itls or
                                                                        isinstance(data.get("latencies"), list)):
         sent_ok = [i for i in at if not errors[i]]  # the successes in send order (a failure has nothing to compare)

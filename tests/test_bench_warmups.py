@@ -1,0 +1,110 @@
+"""vllm bench serve's ready check and warm-ups send its first prompt before the run: the replay starts with it in
+the prefix cache, checked request by request against vLLM's own ``num_cached_tokens`` on a real CPU run (vLLM 0.32,
+tests/data/cpu_prefix_bench, ``--num-warmups 2``)."""
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llmsched.experiment import build_replicas, run
+from llmsched.request import Request
+from llmsched.run_config import RunConfig
+from llmsched.validate.serving import replay_config
+from llmsched.validate.serving_run import load_run
+from llmsched.warm_caches import warm_caches
+from llmsched.workload.traces.bench_warmups import SentBefore, bench_warmups
+from llmsched.workload.traces.hash_blocks import own_content
+from llmsched.workload.traces.readers import TraceError
+from llmsched.workload.traces.server_log import read_server_log
+from test_client_logs import cpu_params
+
+RUN = Path(__file__).parent / "data" / "cpu_prefix_bench" / "prefix-repetition"
+
+
+def replayed_cached(folder: Path) -> tuple[np.ndarray, np.ndarray]:
+    """The prompt tokens each request found cached, in the replay and in vLLM, in the log's order."""
+    real = load_run(folder)
+    result = run(replay_config(real, gpu="l4", batch_time="linear", batch_time_params=cpu_params(RUN)))
+    ids, cached = result.requests.column("id"), result.requests.column("cached_tokens")
+    return cached[np.argsort(ids)], real.log.cached_tokens
+
+
+def test_every_request_finds_what_vllm_found_cached(tmp_path):
+    sim, real = replayed_cached(RUN)
+    assert (sim == real).all() and real[0] == 640  # the first prompt's 20 blocks of 32, cached by the warm-ups
+    cold = tmp_path / "cold"
+    shutil.copytree(RUN, cold)
+    meta = json.loads((cold / "meta.json").read_text())
+    meta["client"].pop("num_warmups")  # a client that sent nothing before the run
+    (cold / "meta.json").write_text(json.dumps(meta))
+    sim, real = replayed_cached(cold)
+    assert sim[0] == 0 and (sim[1:] == real[1:]).all()
+
+
+@pytest.mark.parametrize("client, max_concurrency, sends, at_once", [
+    ({"tool": "vllm bench serve", "num_warmups": 2}, None, 2, 2),
+    ({"dataset_args": ["--num-warmups", "3", "--max-concurrency", "1"]}, None, 3, 1),  # sent one at a time
+    ({"num_warmups": 4}, 2, 4, 2),  # the result's own --max-concurrency
+    ({"dataset_args": "--ready-check-timeout-sec 600"}, None, 1, 1),  # the ready check alone
+    ({"num_warmups": 1, "ready_check_timeout_sec": 30}, None, 2, 1),
+    ({"num_warmups": 0}, None, 0, 0),
+    ({"tool": "vllm bench serve"}, None, 0, 0),  # vLLM's defaults since December 2025: nothing before the run
+])
+def test_the_warmups_are_read_from_the_clients_settings(client, max_concurrency, sends, at_once):
+    got = bench_warmups(client, max_concurrency, "meta.json: client")
+    assert (got.sends, got.at_once) == (sends, at_once) if sends else got is None
+
+
+@pytest.mark.parametrize("client, message", [
+    ({"num_warmups": -1}, r"num_warmups is -1; vllm bench serve takes an integer >= 0"),
+    ({"num_warmups": True}, r"num_warmups is True"),
+    ({"num_warmups": 2, "max_concurrency": 0}, r"max_concurrency is 0; .* >= 1"),
+    ({"dataset_args": ["--num-warmups"]}, r"--num-warmups has no value"),
+])
+def test_settings_no_run_could_have_are_refused(client, message):
+    with pytest.raises(TraceError, match=r"meta.json: client.*" + message):
+        bench_warmups(client, None, "meta.json: client")
+
+
+def test_copies_sent_at_once_warm_as_many_dp_ranks():
+    cfg = RunConfig(model="llama-3.1-8b", gpu="h100", dp=3, workload="shared-prefix", rate=1.0, num_requests=10)
+    content = own_content(7, 1000)
+
+    class Source:
+        sent_before = SentBefore(1000, lambda max_prompt: content, 2)
+
+    ranks = build_replicas(cfg)
+    assert len(ranks) == 3 and all(rep.caching for rep in ranks)
+    free = [rep.kv.free for rep in ranks]
+    warm_caches(ranks, Source(), None)
+    hits = [rep.kv.cached_tokens(Request(1, 0.0, 1000, 5, content=content)) for rep in ranks]
+    bs = ranks[0].kv.block_size
+    assert hits == [1000 // bs * bs] * 2 + [0]
+    assert [rep.kv.free for rep in ranks] == free  # cached, referenced by none: still free to allocate
+
+
+def test_a_prompt_that_does_not_fit_leaves_the_cache_cold():
+    cfg = RunConfig(model="llama-3.1-8b", gpu="h100", workload="shared-prefix", rate=1.0, num_requests=10, num_blocks=8)
+    [rep] = build_replicas(cfg)
+
+    class Source:
+        sent_before = SentBefore(1000, lambda max_prompt: own_content(0, 1000), 1)
+
+    with pytest.warns(UserWarning, match=r"warm-up prompt \(1000 tokens\) does not fit replica 0's 8 free KV blocks"):
+        warm_caches([rep], Source(), None)
+    assert rep.kv.free == 8
+
+
+def test_a_first_prompt_that_failed_in_the_run_warms_nothing(tmp_path):
+    data = json.loads((RUN / "bench.json").read_text())
+    data["errors"][0], data["ttfts"][0], data["itls"][0], data["output_lens"][0] = "Timeout", 0.0, [], 0
+    data["completed"], data["failed"] = data["completed"] - 1, 1
+    (tmp_path / "bench.json").write_text(json.dumps(data))
+    shutil.copy(RUN / "meta.json", tmp_path / "meta.json")
+    log = read_server_log(tmp_path / "bench.json", measured=True)
+    assert log.warm_index is None and log.sent_before() is None
+    assert any("its first prompt before the run, and the run's own copy of it failed" in n for n in log.notes)
+    log = read_server_log(RUN / "bench.json", measured=True)
+    assert log.warm_index == 0 and log.sent_before().at_once == 2
