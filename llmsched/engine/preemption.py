@@ -66,6 +66,8 @@ def evict_for(rep, plan: BatchPlan, need: int) -> tuple[BatchPlan | None, int]:
         r.mark = -1
     for r, _ in plan.prefills:
         r.mark = -1
+    for r in plan.preempt:  # preempted already: a plan asked for after this one, with no step between, may list it
+        r.mark = -1
     kept = BatchPlan(decodes=[r for r in plan.decodes if r not in victims],
                      prefills=[(r, n) for r, n in plan.prefills if r not in victims])
     if need > kv.free:  # the plan's own admissions overflow: the newest stays waiting

@@ -480,6 +480,8 @@ class Replica:
             if kv.tiers.sync and plan.prefills:
                 store_time = kv.tiers.sync_stores(plan.prefills)
             if not plan.prefills and not plan.decodes:  # the plan's work all became loads: ask again
+                for r in plan.preempt:  # preempted: the next plan, with no step between, may list it
+                    r.mark = -1
                 return None
         if not ordered:
             if grow:
