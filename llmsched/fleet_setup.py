@@ -27,7 +27,6 @@ from .fleet.pool import DECODE, OFFLOAD_KEYS, PREFILL
 from .fleet.state import FleetState
 from .hardware.front_end import front_end
 from .hardware.prices import load_prices
-from .warm_caches import warm_caches
 from .metrics.client_side import to_client
 from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
@@ -36,6 +35,7 @@ from .run_config import DEFAULTS, RunConfig, check_field, checked_params, checke
 from .run_field import API, Origin
 from .sim.fleet_loop import simulate_fleet
 from .sim.simulator import RunResult, simulate
+from .warm_caches import warm_caches
 from .workload.workload import OpenLoop
 
 

@@ -192,7 +192,8 @@ class RunConfig:
     bench_command: str | None = declare_parsed("--trace of a vllm bench serve result (or of the requests.jsonl of "
                                                "a run it drove) saved without meta.json: the `vllm bench serve ...` "
                                                "line it ran with, whose dataset flags say which prompts began with "
-                                               "the same tokens (random with --random-prefix-len, prefix_repetition)",
+                                               "the same tokens (random with --random-prefix-len, prefix_repetition) "
+                                               "and --num-warmups what it sent before the run",
                                                parse=parse_bench_command, hint="the vllm bench serve command line")
     concurrency: int | None = declare(None, "closed loop: keep this many requests in flight (a new one arrives as "
                                             "one finishes)", kind=int, optional=True, low=1, high=MAX_REQUESTS)

@@ -18,8 +18,8 @@ from .run_options import (CLI, add_run_options, base_config, config_with_origins
 # (vllm/replay_source.py), as the simulator issues them.
 REAL_RUN = ("scheduler", "scheduler_params", "model", "workload", "trace", "lengths", "rate", "num_requests",
             "duration", "arrival", "cv", "rate_schedule", "time_scale", "bench_command", "workload_params", "tiers",
-            "tenants", "max_total_tokens", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "oracle",
-            "prefix_caching", "warmup", "cooldown", "seed", "concurrency", "turns", "think_time")
+            "tenants", "max_total_tokens", "block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
+            "oracle", "prefix_caching", "warmup", "cooldown", "seed", "concurrency", "turns", "think_time")
 SIM_ONLY = tuple(name for name in RUN_FIELDS if name not in REAL_RUN)
 ENGINE = declared(EngineConfig)
 ENGINE_LIMITS = ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size")  # also run fields

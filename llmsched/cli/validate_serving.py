@@ -15,7 +15,8 @@ from .serve_engine import SERVE_COMMAND_HELP, VLLM_VERSION_HELP, serve_engine
 DEFAULT_BATCH_TIME = RunConfig.batch_time  # the run field's default (vllm-v1), declared once
 BENCH_COMMAND_HELP = ("the `vllm bench serve --flag ...` line of a result saved without meta.json: its dataset flags "
                       "say which prompts began with the same tokens (random with --random-prefix-len, "
-                      "prefix_repetition), which the replay's prefix cache then finds")
+                      "prefix_repetition), which the replay's prefix cache then finds, and --num-warmups and "
+                      "--ready-check-timeout-sec what it sent before the run")
 
 
 def add(sub) -> None:

@@ -1,13 +1,14 @@
 """A ``vllm bench serve`` command line as meta.json's ``client``, for a benchmark result saved without meta.json:
 which dataset made its prompts, so that a replay gives them the prefixes they shared
-(workload/traces/bench_prefixes.py).
+(workload/traces/bench_prefixes.py), and what it sent before the run (workload/traces/bench_warmups.py).
 
 A user keeps the result and the line that made it; the result itself (``--save-result``) records the rate,
 burstiness and concurrency but not the dataset. The flags read are the dataset's (``--dataset-name``,
-``--random-prefix-len``, the ``--prefix-repetition-*`` ones, ``--seed``, ``--disable-shuffle``) and
-``--num-prompts``; every other flag changes nothing the replay takes from the line and is passed over. The
-defaults are vLLM 0.32's (``random``, 1,000 prompts, seed 0), except for the older ``benchmark_serving.py``
-script, whose dataset defaulted to ``sharegpt``.
+``--random-prefix-len``, the ``--prefix-repetition-*`` ones, ``--seed``, ``--disable-shuffle``),
+``--num-prompts``, ``--num-warmups``, ``--ready-check-timeout-sec`` and ``--max-concurrency``; every other flag
+changes nothing the replay takes from the line and is passed over. The defaults are vLLM 0.32's (``random``, 1,000
+prompts, seed 0, no warm-up), except for the older ``benchmark_serving.py`` script, whose dataset defaulted to
+``sharegpt``.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import re
 import shlex
 
 from .bench_prefixes import read_flags
+from .bench_warmups import bench_warmups
 from .trace_error import TraceError
 
 WHERE = "--bench-command"
@@ -30,14 +32,16 @@ def bench_client(command: str, where: str = WHERE) -> dict:
     except ValueError as e:
         raise TraceError(said(where, f"{e}; quote it as a shell would")) from None
     words, script = bench_arguments(words, where)
-    counts = read_flags(words, where or WHERE, ("num_prompts",))
+    counts = read_flags(words, where, ("num_prompts",))
     num_prompts = counts.get("num_prompts", DEFAULT_NUM_PROMPTS)
     if num_prompts < 1:
         raise TraceError(said(where, f"--num-prompts {num_prompts}; vllm bench serve sends at least one prompt"))
-    settings = read_flags(words, where or WHERE)  # (checked here, where the error can name the option)
+    settings = read_flags(words, where)  # (checked here, where the error can name the option)
     if script and "dataset" not in settings:
         words = [*words, "--dataset-name", "sharegpt"]
-    return {"tool": "vllm bench serve", "dataset_args": words, "num_prompts": num_prompts, "given_by": WHERE}
+    client = {"tool": "vllm bench serve", "dataset_args": words, "num_prompts": num_prompts, "given_by": WHERE}
+    bench_warmups(client, None, where)
+    return client
 
 
 def parse_bench_command(text: str) -> dict:

@@ -72,7 +72,7 @@ def dataset_settings(client: dict, where: str) -> dict:
 def read_flags(words: list[str], where: str, keys=tuple(DEFAULTS)) -> dict:
     """The settings ``keys`` among vllm bench serve's flags ``words`` (``--flag value`` or ``--flag=value``, dashes
     or underscores, as vLLM's parser takes them; integers but ``dataset``, switches ``disable_shuffle``); the other
-    flags are passed over (``where`` names the words in errors)."""
+    flags are passed over (``where`` names the words in errors; empty: the caller names them)."""
     found, i = {}, 0
     while i < len(words):
         flag, _, inline = words[i].partition("=")
@@ -85,14 +85,15 @@ def read_flags(words: list[str], where: str, keys=tuple(DEFAULTS)) -> dict:
         else:
             value = inline if inline else (words[i + 1] if i + 1 < len(words) else None)
             i += 0 if inline else 1
+            at = f"{where}: " if where else ""
             if value is None or (not inline and value.startswith("--")):
-                raise TraceError(f"{where}: {flag} has no value; write the flags vllm bench serve ran with")
+                raise TraceError(f"{at}{flag} has no value; write the flags vllm bench serve ran with")
             if key != "dataset":
                 try:
                     value = int(value)
                 except ValueError:
-                    raise TraceError(f"{where}: {flag} {value!r} is not an integer; write the flags vllm bench "
-                                     f"serve ran with") from None
+                    raise TraceError(f"{at}{flag} {value!r} is not an integer; write the flags vllm bench serve ran "
+                                     f"with") from None
             found[key] = value
         i += 1
     return found

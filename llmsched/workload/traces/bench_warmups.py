@@ -55,14 +55,15 @@ def bench_warmups(client: dict | None, max_concurrency, where: str) -> Warmups |
     args = client.get("dataset_args")
     if isinstance(args, str):
         args = shlex.split(args)
-    found = read_flags(args, f"{where}.dataset_args", KEYS) if isinstance(args, list) else {}
+    flags = where if client.get("given_by") else f"{where}.dataset_args"  # (--bench-command's words, or meta.json's)
+    found = read_flags(args, flags, KEYS) if isinstance(args, list) else {}
     found.update({k: client[k] for k in KEYS if client.get(k) is not None})
     if max_concurrency is not None:
         found.setdefault("max_concurrency", max_concurrency)
     for key, value in found.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key == "max_concurrency" else 0):
-            raise TraceError(f"{where}: {key} is {value!r}; vllm bench serve takes an integer >= "
-                             f"{1 if key == 'max_concurrency' else 0}")
+            raise TraceError(f"{where + ': ' if where else ''}{key} is {value!r}; vllm bench serve takes an integer "
+                             f">= {1 if key == 'max_concurrency' else 0}")
     warmups = found.get("num_warmups", 0)
     sends = warmups + (found.get("ready_check_timeout_sec", 0) > 0)
     if not sends:
