@@ -26,7 +26,9 @@ The formats, told apart by the file's name and content:
   saved before vLLM recorded ``start_times`` has its sends drawn from its ``request_rate`` and ``burstiness``, or,
   capped by ``max_concurrency`` with every request sent at once, is replayed as that closed loop
   (workload/traces/bench_sends.py). Its prompts share the prefixes its dataset gave them where meta.json's
-  ``client`` beside it names the dataset (workload/traces/bench_prefixes.py), as a requests.jsonl's do.
+  ``client`` beside it (or ``--bench-command``) names the dataset (workload/traces/bench_prefixes.py), and the
+  first prompt its ready check and warm-ups sent before the run starts the replay cached
+  (workload/traces/bench_warmups.py), as a requests.jsonl's do.
 * **inference-perf**'s per-request report (``per_request_lifecycle_metrics.json``,
   workload/traces/inference_perf_requests.py): each request's send, last byte and token times at the client.
 * **GuideLLM** report JSON (``guidellm run --output kind=json``; ``GenerativeBenchmarksReport``,
@@ -46,8 +48,8 @@ from pathlib import Path
 import numpy as np
 
 from .bench_prefixes import BenchPrefixes, bench_prefixes
-from .bench_warmups import SentBefore, Warmups, bench_warmups
 from .bench_sends import CLOSED_LOOP_NOTE, closed_loop_cap, unrecorded_sends
+from .bench_warmups import SentBefore, Warmups, bench_warmups
 from .client_settings import bench_notes
 from .failed_requests import FailedRequests, error_text
 from .hash_blocks import block_content, check_blocks, own_content, prefixed_content
