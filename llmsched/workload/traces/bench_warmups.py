@@ -31,9 +31,11 @@ class Warmups:
 
     @property
     def note(self) -> str:
-        return (f"vllm bench serve sent its first prompt {self.sends} time{'s' if self.sends > 1 else ''} before the "
+        times = "once" if self.sends == 1 else f"{self.sends} times"
+        return (f"vllm bench serve sent its first prompt {times} before the "
                 f"run (ready check and --num-warmups): the replay starts with its blocks in the prefix cache of the "
-                + ("first replica" if self.at_once == 1 else f"first {self.at_once} replicas (copies sent at once)"))
+                f"first replica" + ("" if self.at_once == 1 else f", and of up to {self.at_once - 1} more where the run "
+                                                                 f"has them ({self.at_once} copies sent at once)"))
 
 
 @dataclass(frozen=True)
