@@ -27,11 +27,11 @@ from ..hardware.hf_config import KV_CACHE_DTYPE_BYTES, kv_cache_dtype_bytes
 from ..hardware.gpus import GPUS
 from ..hardware.kv_sizing import RunMemory, gpu_named_in, run_memory
 from ..hardware.models import ModelSpec, model as model_preset
+from ..workload.traces.bench_command import bench_client
 from ..workload.traces.hash_blocks import HASH_BLOCK
 from ..workload.traces.guidellm_report import benchmarks_of, read_guidellm
 from ..workload.traces.lifecycle_report import is_lifecycle, read_lifecycle
 from ..workload.traces.run_log import LOG_NAMES, run_log
-from ..workload.traces.bench_command import bench_client
 from ..workload.traces.server_log import ServerLog, not_bench, read_json, read_server_log
 from .pd_run import Disaggregation, split_instances
 from .perf_stages import config_load_type, request_timeout, stage_data

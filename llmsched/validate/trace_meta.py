@@ -29,9 +29,9 @@ from pathlib import Path
 from ..hardware.kv_sizing import gpu_named_in
 from ..run_config import DEFAULTS, check_field
 from ..run_field import Origin
+from ..workload.traces.bench_command import bench_client
 from ..workload.traces.bench_prefixes import dataset_settings, sharing
 from ..workload.traces.readers import DataFileNotFound, resolve_data_file
-from ..workload.traces.bench_command import bench_client
 from ..workload.traces.server_log import client_where, log_client
 from .serving import SCHEDULER, decode_pool_fields, engine_fields
 from .serving_run import read_run_folder
