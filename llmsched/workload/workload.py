@@ -431,6 +431,12 @@ def trace_workload(path, target_rate: float | None = None, num_requests: int | N
 
 
 SERVER_LOG_KEYS = ("input_toks", "output_toks", "arrival_time")  # workload/traces/server_log.py's per-request log
+AIPERF_KEYS = ("metadata", "metrics")  # AIPerf's per-request export (workload/traces/aiperf_records.py)
+
+
+def is_server_log(keys: set) -> bool:
+    """Whether a JSONL file whose first line has ``keys`` is a server's per-request log (or AIPerf's export)."""
+    return set(SERVER_LOG_KEYS) <= keys or set(AIPERF_KEYS) <= keys
 
 
 def read_arrival_trace(path, zero_lengths: str = "error", vocab_size: int | None = None,
@@ -440,10 +446,10 @@ def read_arrival_trace(path, zero_lengths: str = "error", vocab_size: int | None
     ``client``: how a vllm bench serve run saved without meta.json sent them (workload/traces/server_log.py)."""
     resolved = resolve_data_file(path)
     prompts = resolved.suffix == ".jsonl" and trace_kind(resolved) in JSONL  # Mooncake, LLMServingSim, sessions
-    if resolved.suffix == ".jsonl" and not prompts and not set(SERVER_LOG_KEYS) <= first_keys(resolved):
+    if resolved.suffix == ".jsonl" and not prompts and not is_server_log(first_keys(resolved)):
         raise TraceError(f"{resolved}:1: unknown JSONL trace format, the first line has keys "
                          f"{', '.join(sorted(first_keys(resolved)))}. Supported: {JSONL_SUPPORTED}; or a server's "
-                         f"per-request log ({', '.join(SERVER_LOG_KEYS)})")
+                         f"per-request log ({', '.join(SERVER_LOG_KEYS)}), or AIPerf's profile_export.jsonl")
     if resolved.suffix in (".jsonl", ".json") and not prompts:
         return server_log_trace(resolved, clock, client)
     if client is not None:
@@ -504,7 +510,7 @@ def names_prompts(path: Path) -> bool:
     if path.suffix != ".jsonl":
         return False
     first = next(lines(path, 1), (0, {}))[1]
-    return set(SERVER_LOG_KEYS) <= set(first)
+    return is_server_log(set(first))
 
 
 def length_file_as_trace(path: Path) -> str:

@@ -32,10 +32,10 @@ class Warmups:
     @property
     def note(self) -> str:
         times = "once" if self.sends == 1 else f"{self.sends} times"
-        return (f"vllm bench serve sent its first prompt {times} before the "
-                f"run (ready check and --num-warmups): the replay starts with its blocks in the prefix cache of the "
-                f"first replica" + ("" if self.at_once == 1 else f", and of up to {self.at_once - 1} more where the run "
-                                                                 f"has them ({self.at_once} copies sent at once)"))
+        more = "" if self.at_once == 1 else (f", and of up to {self.at_once - 1} more where the run has them "
+                                             f"({self.at_once} copies sent at once)")
+        return (f"vllm bench serve sent its first prompt {times} before the run (ready check and --num-warmups): "
+                f"the replay starts with its blocks in the prefix cache of the first replica{more}")
 
 
 @dataclass(frozen=True)

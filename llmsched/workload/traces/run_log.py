@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# the names a per-request log has: llmsched's captures and engine logs, inference-perf's per-request report
-LOG_NAMES = ("requests.jsonl", "per_request_lifecycle_metrics.json")
+# the names a per-request log has: llmsched's captures and engine logs, inference-perf's per-request report,
+# AIPerf's per-request export
+LOG_NAMES = ("requests.jsonl", "per_request_lifecycle_metrics.json", "profile_export.jsonl")
 NOT_LOGS = ("meta.json", "config.json")  # a run folder's engine arguments and model, never its log
 
 

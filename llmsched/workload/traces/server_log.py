@@ -31,6 +31,8 @@ The formats, told apart by the file's name and content:
   (workload/traces/bench_warmups.py), as a requests.jsonl's do.
 * **inference-perf**'s per-request report (``per_request_lifecycle_metrics.json``,
   workload/traces/inference_perf_requests.py): each request's send, last byte and token times at the client.
+* **AIPerf**'s per-request export (``profile_export.jsonl``, workload/traces/aiperf_records.py): each request's
+  send, TTFT and latency at the client, its warm-up phase included.
 * **GuideLLM** report JSON (``guidellm run --output kind=json``; ``GenerativeBenchmarksReport``,
   workload/traces/guidellm_report.py): each benchmark's successful requests with their client timings.
 
@@ -218,6 +220,10 @@ def _read_jsonl(path: Path, measured: bool, clock: str = "engine", client: dict 
         lines.append(n)
     if not rows:
         raise TraceError(f"{path}:1: no requests in the file")
+    from .aiperf_records import is_aiperf, read_aiperf
+    if is_aiperf(rows[0]):
+        not_bench(path, client if client and client.get("given_by") else None, "an AIPerf export")
+        return read_aiperf(path, rows, lines, measured)
     if clock == "client":
         return _read_jsonl_client(path, rows, lines, measured, client)
     clock = "queued_ts" if "queued_ts" in rows[0] else "arrival_time"
