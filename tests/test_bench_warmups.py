@@ -43,32 +43,31 @@ def test_every_request_finds_what_vllm_found_cached(tmp_path):
     assert sim[0] == 0 and (sim[1:] == real[1:]).all()
 
 
-@pytest.mark.parametrize("client, max_concurrency, sends, at_once", [
-    ({"tool": "vllm bench serve", "num_warmups": 2}, None, 2, 2),
-    ({"dataset_args": ["--num-warmups", "3", "--max-concurrency", "1"]}, None, 3, 1),  # sent one at a time
-    ({"num_warmups": 4}, 2, 4, 2),  # the result's own --max-concurrency
-    ({"dataset_args": "--ready-check-timeout-sec 600"}, None, 1, 1),  # the ready check alone
-    ({"num_warmups": 1, "ready_check_timeout_sec": 30}, None, 2, 1),
-    ({"num_warmups": 0}, None, 0, 0),
-    ({"tool": "vllm bench serve"}, None, 0, 0),  # vLLM's defaults since December 2025: nothing before the run
+@pytest.mark.parametrize("client, sends", [
+    ({"tool": "vllm bench serve", "num_warmups": 2}, 2),
+    ({"dataset_args": ["--num-warmups", "3", "--max-concurrency", "1"]}, 3),  # one at a time: still 3 ranks' worth
+    ({"dataset_args": "--ready-check-timeout-sec 600"}, 1),  # the ready check alone
+    ({"num_warmups": 1, "ready_check_timeout_sec": 30}, 2),
+    ({"num_warmups": 0}, 0),
+    ({"tool": "vllm bench serve"}, 0),  # vLLM's defaults since December 2025: nothing before the run
 ])
-def test_the_warmups_are_read_from_the_clients_settings(client, max_concurrency, sends, at_once):
-    got = bench_warmups(client, max_concurrency, "meta.json: client")
-    assert (got.sends, got.at_once) == (sends, at_once) if sends else got is None
+def test_the_warmups_are_read_from_the_clients_settings(client, sends):
+    got = bench_warmups(client, "meta.json: client")
+    assert got.sends == sends if sends else got is None
 
 
 @pytest.mark.parametrize("client, message", [
     ({"num_warmups": -1}, r"num_warmups is -1; vllm bench serve takes an integer >= 0"),
     ({"num_warmups": True}, r"num_warmups is True"),
-    ({"num_warmups": 2, "max_concurrency": 0}, r"max_concurrency is 0; .* >= 1"),
+    ({"ready_check_timeout_sec": 1.5}, r"ready_check_timeout_sec is 1.5"),
     ({"dataset_args": ["--num-warmups"]}, r"--num-warmups has no value"),
 ])
 def test_settings_no_run_could_have_are_refused(client, message):
     with pytest.raises(TraceError, match=r"meta.json: client.*" + message):
-        bench_warmups(client, None, "meta.json: client")
+        bench_warmups(client, "meta.json: client")
 
 
-def test_copies_sent_at_once_warm_as_many_dp_ranks():
+def test_each_copy_warms_the_next_dp_rank():
     cfg = RunConfig(model="llama-3.1-8b", gpu="h100", dp=3, workload="shared-prefix", rate=1.0, num_requests=10)
     content = own_content(7, 1000)
 
@@ -107,4 +106,4 @@ def test_a_first_prompt_that_failed_in_the_run_warms_nothing(tmp_path):
     assert log.warm_index is None and log.sent_before() is None
     assert any("its first prompt before the run, and the run's own copy of it failed" in n for n in log.notes)
     log = read_server_log(RUN / "bench.json", measured=True)
-    assert log.warm_index == 0 and log.sent_before().at_once == 2
+    assert log.warm_index == 0 and log.sent_before().replicas == 2

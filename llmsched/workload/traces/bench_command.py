@@ -5,7 +5,7 @@ which dataset made its prompts, so that a replay gives them the prefixes they sh
 A user keeps the result and the line that made it; the result itself (``--save-result``) records the rate,
 burstiness and concurrency but not the dataset. The flags read are the dataset's (``--dataset-name``,
 ``--random-prefix-len``, the ``--prefix-repetition-*`` ones, ``--seed``, ``--disable-shuffle``),
-``--num-prompts``, ``--num-warmups``, ``--ready-check-timeout-sec`` and ``--max-concurrency``; every other flag
+``--num-prompts``, ``--num-warmups`` and ``--ready-check-timeout-sec``; every other flag
 changes nothing the replay takes from the line and is passed over. The defaults are vLLM 0.32's (``random``, 1,000
 prompts, seed 0, no warm-up), except for the older ``benchmark_serving.py`` script, whose dataset defaulted to
 ``sharegpt``.
@@ -40,7 +40,7 @@ def bench_client(command: str, where: str = WHERE) -> dict:
     if script and "dataset" not in settings:
         words = [*words, "--dataset-name", "sharegpt"]
     client = {"tool": "vllm bench serve", "dataset_args": words, "num_prompts": num_prompts, "given_by": WHERE}
-    bench_warmups(client, None, where)
+    bench_warmups(client, where)
     return client
 
 

@@ -133,7 +133,7 @@ class ServerLog:
             return None
         i = self.warm_index
         return SentBefore(int(self.prompt_lens[i]), lambda max_prompt: self.content_at(i, max_prompt),
-                          self.warmups.at_once)
+                          self.warmups.sends)
 
 
 def read_server_log(path, measured: bool = False, clock: str = "engine", client: dict | None = None) -> ServerLog:
@@ -279,7 +279,7 @@ def _read_prefix_fields(path: Path, rows: list[dict], lines: list[int], prompts:
         log.prefixes = BenchPrefixes(shared.group[order], shared.length[order], shared.note)
         log.notes.append(shared.note)
     if client and (client.get("tool") == "vllm bench serve" or client.get("given_by")):
-        take_warmups(log, bench_warmups(client, None, client_where(path, client)), order == 0)
+        take_warmups(log, bench_warmups(client, client_where(path, client)), order == 0)
     if _on_every_line(path, rows, lines, "num_cached_tokens"):
         cached = np.array([_cached(path, r["num_cached_tokens"], p, n) for r, p, n in zip(rows, prompts, lines)],
                           np.int64)
@@ -423,7 +423,7 @@ def _read_bench(path: Path, measured: bool, data, client: dict | None = None) ->
     if shared is not None:
         log.prefixes = BenchPrefixes(shared.group[at], shared.length[at], shared.note)
         log.notes.append(shared.note)
-    take_warmups(log, bench_warmups(client, data.get("max_concurrency"), client_where(path, client)), at == 0)
+    take_warmups(log, bench_warmups(client, client_where(path, client)), at == 0)
     if all(isinstance(data.get(k), list) for k in ("ttfts", "itls")) and (e2e_from_itls or
                                                                        isinstance(data.get("latencies"), list)):
         sent_ok = [i for i in at if not errors[i]]  # the successes in send order (a failure has nothing to compare)
