@@ -764,7 +764,7 @@ def test_fair_policies_count_the_cached_blocks_an_admission_takes(name):
 
 
 @pytest.mark.parametrize("seed", [1050, 2224, 4301, 6313, 6813, 7051, 9103, 10530, 12000, 12104, 25783, 25858, 26077,
-                                  39059, 57924, 64941])
+                                  39059, 57924, 64941, 218327])
 def test_seeds_beyond_ci_that_once_failed(seed):
     """Seeds of the full-size fuzz (beyond CI's 1,000) that once broke a guarantee, each fixed with a focused test
     of its own: goodput beside sent prompts (1050, 2224, 4301) and evicting every decode beside a prompt in
@@ -781,7 +781,9 @@ def test_seeds_beyond_ci_that_once_failed(seed):
     in the cache and given a second block (57924; tests/test_disagg_offload.py tests the decode pool's tiers), a
     request preempted by a plan whose admissions all became KV-tier loads, so no step ran, listed by the next plan
     at the same step count and refused as listed twice (64941: fairbatching-fb on a prefill pool with vLLM's
-    connector).
+    connector), and vllm (v0) on a decode pool with swap preemption idle for ever, its swapped request short of the
+    blocks the prompts a prefill instance sent were holding while they waited (218327, from a run of decode-tier
+    fleets only; the same stall without the tiers).
     Pinned so that the draw they depend on is checked on every run."""
     failure = check_seed(seed)
     assert failure is None, failure

@@ -53,6 +53,11 @@ class VLLM(WatermarkAdmission, Scheduler):
         free = RunningWork(view).add_decodes(plan, limit=view.max_num_batched_tokens)  # decodes beyond the budget wait
         if not plan.preempt and view.swapped:
             swap_in(view, plan, free - int(self.watermark * view.total_blocks))
+            if not plan.has_work and not view.num_running:
+                # on a decode instance, prompts a prefill instance sent wait holding the blocks a swapped request
+                # needs, and nothing running will free any: they run first (vLLM v0 held no blocks for a waiting
+                # request, so its rule of no admission while any is swapped out never met this)
+                admit_whole_prompts(view, plan, view.max_num_seqs, self.watermark)
         return plan
 
 
