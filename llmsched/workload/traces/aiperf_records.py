@@ -82,9 +82,7 @@ def read_aiperf(path: Path, rows: list[dict], lines: list[int], measured: bool):
     if warm:
         log.notes.append(f"{warm} warm-up request(s) (AIPerf's warmup phase) replayed before the run at their sends, "
                          f"their latencies not compared")
-    if failures:
-        log.failed = failures
-        log.notes.append(failures.note)
+    log.take_failures(failures)
     ttft, e2e = np.array(ttfts, float)[at], np.array(e2es, float)[at]
     if not np.isnan(e2e).all():
         log.ttft, log.e2e = ttft, e2e

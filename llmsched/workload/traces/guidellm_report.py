@@ -97,9 +97,7 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
     if cut:
         log.notes.append(f"{len(cut)} incomplete request(s) (GuideLLM cancelled them at the benchmark's end) "
                          f"replayed with the output tokens they got, their latencies not compared")
-    if failures:
-        log.failed = failures
-        log.notes.append(failures.note)
+    log.take_failures(failures)
     notes, log.in_flight = guidellm_sending(where, bench[benchmark], len(rows))
     log.notes += notes
     log.model = model_of(bench[benchmark])

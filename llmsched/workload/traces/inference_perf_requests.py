@@ -76,9 +76,7 @@ def read_per_request(path: Path, rows: list, measured: bool = False) -> ServerLo
                     prompts[order], outputs[order], boundary="client")
     log.notes.append("inference-perf per-request report: the client's sends and timings; every stage in one replay "
                      "(the report keeps no stage number)")
-    if failures:
-        log.failed = failures
-        log.notes.append(failures.note)
+    log.take_failures(failures)
     ok = [i for i, row in enumerate(rows) if not errored(row)]
     if all(firsts[i] is not None for i in ok):
         first, ttft, e2e = np.full(len(rows), np.nan), np.full(len(rows), np.nan), np.full(len(rows), np.nan)

@@ -127,6 +127,12 @@ class ServerLog:
             return own_content(i, prompt, max_prompt)
         return block_content(i, prompt, self.hash_ids[i], max_prompt)
 
+    def take_failures(self, failures: FailedRequests | None) -> None:
+        """The requests its client saw fail (None: none), said in its notes."""
+        if failures:
+            self.failed = failures
+            self.notes.append(failures.note)
+
     def sent_before(self) -> SentBefore | None:
         """The prompt its client sent before the run, as the replay warms the prefix cache with it."""
         if self.warm_index is None:
@@ -416,9 +422,7 @@ def _read_bench(path: Path, measured: bool, data, client: dict | None = None) ->
     log.notes.append("vllm bench serve timings are the client's (TTFT and E2E include the network and the "
                      "frontend)")
     log.notes += bench_notes(path, data, n, recorded, failed=len(failures.got) if failures else 0)
-    if failures:
-        log.failed = failures
-        log.notes.append(failures.note)
+    log.take_failures(failures)
     shared = bench_prefixes(client, n, every_prompt, client_where(path, client))
     if shared is not None:
         log.prefixes = BenchPrefixes(shared.group[at], shared.length[at], shared.note)
