@@ -14,7 +14,8 @@ from llmsched.run_config import RunConfig
 from llmsched.validate.serving import replay_config
 from llmsched.validate.serving_run import load_run
 from llmsched.warm_caches import warm_caches
-from llmsched.workload.traces.bench_warmups import SentBefore, bench_warmups
+from llmsched.workload.traces.bench_command import bench_client
+from llmsched.workload.traces.bench_warmups import UNSTATED_NOTE, SentBefore, bench_warmups
 from llmsched.workload.traces.hash_blocks import own_content
 from llmsched.workload.traces.readers import TraceError
 from llmsched.workload.traces.server_log import read_server_log
@@ -43,17 +44,46 @@ def test_every_request_finds_what_vllm_found_cached(tmp_path):
     assert sim[0] == 0 and (sim[1:] == real[1:]).all()
 
 
-@pytest.mark.parametrize("client, sends", [
-    ({"tool": "vllm bench serve", "num_warmups": 2}, 2),
-    ({"dataset_args": ["--num-warmups", "3", "--max-concurrency", "1"]}, 3),  # one at a time: still 3 ranks' worth
-    ({"dataset_args": "--ready-check-timeout-sec 600"}, 1),  # the ready check alone
-    ({"num_warmups": 1, "ready_check_timeout_sec": 30}, 2),
-    ({"num_warmups": 0}, 0),
-    ({"tool": "vllm bench serve"}, 0),  # vLLM's defaults since December 2025: nothing before the run
+@pytest.mark.parametrize("client, version, sends", [
+    ({"tool": "vllm bench serve", "num_warmups": 2}, None, 2),
+    ({"dataset_args": ["--num-warmups", "3", "--max-concurrency", "1"]}, None, 3),  # one at a time: 3 ranks' worth
+    ({"dataset_args": "--ready-check-timeout-sec 600"}, None, 1),  # the ready check alone
+    ({"num_warmups": 1, "ready_check_timeout_sec": 30}, None, 2),
+    ({"num_warmups": 0}, None, 0),
+    ({"tool": "vllm bench serve"}, None, 0),  # an unknown release: today's defaults, nothing before the run
+    ({"tool": "vllm bench serve"}, "0.14.0", 0),  # the first release whose ready check is off by default
+    ({"tool": "vllm bench serve"}, "0.13.0", 1),  # still 600 s: the ready check sent the first prompt
+    ({"num_warmups": 2}, "v0.12.0", 3),
+    ({"ready_check_timeout_sec": 0}, "0.11.0", 0),  # told 0, it sent no probe
+    ({"ready_check_timeout_sec": 0}, "0.10.1", 1),  # it probed whatever the timeout
+    (None, "0.9.2", 1),  # the "initial single prompt test run", always
+    (bench_client("python benchmarks/benchmark_serving.py --dataset-name random"), None, 1),  # the older script
 ])
-def test_the_warmups_are_read_from_the_clients_settings(client, sends):
-    got = bench_warmups(client, "meta.json: client")
+def test_the_warmups_are_read_from_the_clients_settings_and_release(client, version, sends):
+    got = bench_warmups(client, "meta.json: client", version)
     assert got.sends == sends if sends else got is None
+
+
+def test_an_unstated_ready_check_is_said_and_a_release_before_0_14_sends_it(tmp_path):
+    """The prefix-repetition run without its --num-warmups: under vLLM 0.32 (its meta.json) nothing went before the
+    run; said to be vLLM 0.13, its ready check sent the first prompt once, which the replay then finds cached; of an
+    unknown release, the replay says how it took it."""
+    folder = tmp_path / "run"
+    shutil.copytree(RUN, folder)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["client"].pop("num_warmups")
+    for version, sends in (("0.32.0", None), ("0.13.0", 1), (None, None)):
+        meta["vllm_version"] = version
+        (folder / "meta.json").write_text(json.dumps(meta))
+        log = read_server_log(folder / "bench.json")
+        assert (log.warmups.sends if log.warmups else None) == sends
+        assert (UNSTATED_NOTE in log.notes) == (version is None)
+    given = read_server_log(folder / "bench.json", version="0.12.0")  # --vllm-version, where meta.json says none
+    assert given.warmups.sends == 1 and UNSTATED_NOTE not in given.notes
+    meta["vllm_version"] = "0.13.0"
+    (folder / "meta.json").write_text(json.dumps(meta))
+    sim, real = replayed_cached(folder)
+    assert (sim == real).all() and real[0] == 640
 
 
 @pytest.mark.parametrize("client, message", [

@@ -150,7 +150,8 @@ def load_run(folder, log_name: str | None = None, boundary: str | None = None,
         log = read_guidellm(log_path, read_json(log_path), measured=True, benchmark=benchmark)
     else:
         log = read_server_log(log_path, measured=True, clock=boundary or "engine",
-                              client=bench_client(bench) if bench is not None else None)
+                              client=bench_client(bench) if bench is not None else None,
+                              version=(serve or {}).get("vllm_version"))
         log.bench_command = bench
     if boundary == "engine" and log.boundary == "client":
         raise ValueError(f"{log_path}: a {log.format} log measures at the client, not in the engine; compare it "

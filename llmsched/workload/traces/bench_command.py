@@ -40,6 +40,8 @@ def bench_client(command: str, where: str = WHERE) -> dict:
     if script and "dataset" not in settings:
         words = [*words, "--dataset-name", "sharegpt"]
     client = {"tool": "vllm bench serve", "dataset_args": words, "num_prompts": num_prompts, "given_by": WHERE}
+    if script:  # (it always sent its first prompt before the run: workload/traces/bench_warmups.py)
+        client["script"] = "benchmark_serving.py"
     bench_warmups(client, where)
     return client
 

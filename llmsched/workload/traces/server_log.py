@@ -51,7 +51,7 @@ import numpy as np
 
 from .bench_prefixes import BenchPrefixes, bench_prefixes
 from .bench_sends import CLOSED_LOOP_NOTE, closed_loop_cap, unrecorded_sends
-from .bench_warmups import SentBefore, Warmups, bench_warmups
+from .bench_warmups import UNSTATED_NOTE, SentBefore, Warmups, bench_warmups, unstated_ready_check
 from .client_settings import bench_notes
 from .failed_requests import FailedRequests, error_text
 from .hash_blocks import block_content, check_blocks, own_content, prefixed_content
@@ -142,13 +142,15 @@ class ServerLog:
                           self.warmups.sends)
 
 
-def read_server_log(path, measured: bool = False, clock: str = "engine", client: dict | None = None) -> ServerLog:
+def read_server_log(path, measured: bool = False, clock: str = "engine", client: dict | None = None,
+                    version: str | None = None) -> ServerLog:
     """The log at ``path`` (``*.jsonl``: requests.jsonl; ``*.json``: a vllm bench serve result, a GuideLLM report
     of one benchmark or inference-perf's per-request report). ``measured``: the per-request timings are required
     too (validation), not only what a replay needs. ``clock``: a requests.jsonl's arrivals and timings as the
     engine stamped them ("engine", its queued_ts) or as its client did ("client"); the other formats are the
     client's either way. ``client``: how a vllm bench serve run sent them, for a log saved without meta.json
-    (``bench_command.bench_client``: ``--bench-command``); else meta.json's beside the log."""
+    (``bench_command.bench_client``: ``--bench-command``); else meta.json's beside the log. ``version``: the run's
+    vLLM release (``--vllm-version``), else meta.json's: what its benchmark sent before the run depends on it."""
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"{path}: no such file; give a requests.jsonl or a `vllm bench serve --save-result "
@@ -156,7 +158,7 @@ def read_server_log(path, measured: bool = False, clock: str = "engine", client:
     if clock not in ("engine", "client"):
         raise ValueError(f"clock {clock!r}: a log is read at the engine or at the client")
     if path.suffix == ".jsonl":
-        return _read_jsonl(path, measured, clock, log_client(path, client))
+        return _read_jsonl(path, measured, clock, with_version(log_client(path, client), version))
     if path.suffix == ".json":
         data = read_json(path)
         if isinstance(data, dict) and "benchmarks" in data:
@@ -168,7 +170,7 @@ def read_server_log(path, measured: bool = False, clock: str = "engine", client:
             if is_per_request(data):
                 not_bench(path, client, "an inference-perf per-request report")
                 return read_per_request(path, data, measured)
-        return _read_bench(path, measured, data, log_client(path, client))
+        return _read_bench(path, measured, data, with_version(log_client(path, client), version), version)
     raise TraceError(f"{path}: a server log is a requests.jsonl (one JSON object a line) or a vllm bench serve "
                      f"result .json")
 
@@ -193,6 +195,11 @@ def log_client(path: Path, given: dict | None) -> dict | None:
         raise TraceError(f"{path.parent / 'meta.json'}: its client says how the benchmark ran, and --bench-command "
                          f"gives another; the option is for a result saved without meta.json (drop one of them)")
     return given
+
+
+def with_version(client: dict | None, version: str | None) -> dict | None:
+    """``client`` with the run's vLLM release, where one is given (what it sent before the run depends on it)."""
+    return {**client, "vllm_version": version} if client is not None and version is not None else client
 
 
 def not_bench(path: Path, client, what: str) -> None:
@@ -285,24 +292,31 @@ def _read_prefix_fields(path: Path, rows: list[dict], lines: list[int], prompts:
         log.prefixes = BenchPrefixes(shared.group[order], shared.length[order], shared.note)
         log.notes.append(shared.note)
     if client and (client.get("tool") == "vllm bench serve" or client.get("given_by")):
-        take_warmups(log, bench_warmups(client, client_where(path, client)), order == 0)
+        take_warmups(log, path, client, order == 0)
     if _on_every_line(path, rows, lines, "num_cached_tokens"):
         cached = np.array([_cached(path, r["num_cached_tokens"], p, n) for r, p, n in zip(rows, prompts, lines)],
                           np.int64)
         log.cached_tokens = cached[order]
 
 
-def take_warmups(log: ServerLog, warmups: Warmups | None, first: np.ndarray) -> None:
-    """The client sent its first prompt before the run (``warmups``): ``first`` marks it among the log's requests,
-    in the log's order (none where it failed in the run with no token: it is not replayed)."""
+def take_warmups(log: ServerLog, path: Path, client: dict | None, first: np.ndarray,
+                 version: str | None = None) -> None:
+    """What the vllm bench serve run ``client`` (None: meta.json says nothing of it) sent before the run (workload/traces/bench_warmups.py,
+    under the release meta.json or ``--vllm-version`` names): ``first`` marks its first prompt among the log's
+    requests, in the log's order (none where it failed in the run with no token: it is not replayed)."""
+    where = client_where(path, client)
+    version = version or (client or {}).get("vllm_version") or meta_version(path)
+    if unstated_ready_check(client, where, version):
+        log.notes.append(UNSTATED_NOTE)
+    warmups = bench_warmups(client, where, version)
     if warmups is None:
         return
-    where = np.flatnonzero(first)
-    if not len(where):
+    at = np.flatnonzero(first)
+    if not len(at):
         log.notes.append("vllm bench serve sent its first prompt before the run, and the run's own copy of it failed "
                          "with no token, so it is not replayed: the replay starts with a cold prefix cache")
         return
-    log.warmups, log.warm_index = warmups, int(where[0])
+    log.warmups, log.warm_index = warmups, int(at[0])
     log.notes.append(warmups.note)
 
 
@@ -361,7 +375,8 @@ def _cached(path: Path, value, prompt: int, n: int) -> int:
     return int(value)
 
 
-def _read_bench(path: Path, measured: bool, data, client: dict | None = None) -> ServerLog:
+def _read_bench(path: Path, measured: bool, data, client: dict | None = None,
+                version: str | None = None) -> ServerLog:
     if not isinstance(data, dict):
         raise TraceError(f"{path}: not a vllm bench serve result (a JSON object with input_lens, output_lens, ...)")
     e2e_from_itls = "latencies" not in data and isinstance(data.get("itls"), list)  # vLLM <= 0.26 saved no E2E
@@ -427,7 +442,7 @@ def _read_bench(path: Path, measured: bool, data, client: dict | None = None) ->
     if shared is not None:
         log.prefixes = BenchPrefixes(shared.group[at], shared.length[at], shared.note)
         log.notes.append(shared.note)
-    take_warmups(log, bench_warmups(client, client_where(path, client)), at == 0)
+    take_warmups(log, path, client, at == 0, version)
     if all(isinstance(data.get(k), list) for k in ("ttfts", "itls")) and (e2e_from_itls or
                                                                        isinstance(data.get("latencies"), list)):
         sent_ok = [i for i in at if not errors[i]]  # the successes in send order (a failure has nothing to compare)
@@ -448,6 +463,16 @@ def _read_bench(path: Path, measured: bool, data, client: dict | None = None) ->
         log.ttft[succeeded], log.e2e[succeeded] = ttft, e2e
         log.itls = gaps
     return log
+
+
+def meta_version(path: Path) -> str | None:
+    """The ``vllm_version`` of the meta.json beside a log, if it names one (as ``client_of`` reads it)."""
+    meta = path.parent / "meta.json"
+    try:
+        version = json.loads(meta.read_text()).get("vllm_version") if meta.is_file() else None
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return None
+    return str(version) if version is not None else None
 
 
 def client_of(path: Path) -> dict | None:
