@@ -58,6 +58,7 @@ def simulate_like(cfg: RunConfig, adapter: dict, profile_file: str, max_model_le
     from ..request import Request
     from ..routing.registry import make_router
     from ..sim.simulator import simulate
+    from ..warm_caches import warm_caches
     from ..workload.workload import OpenLoop
     scfg = sim_config(cfg, adapter, profile_file)
     scfg.max_model_len = max_model_len
@@ -67,7 +68,9 @@ def simulate_like(cfg: RunConfig, adapter: dict, profile_file: str, max_model_le
     else:
         source = requests
     caching = scfg.prefix_caching and carries_content(scfg)  # as build_replicas decides; then log cached tokens
-    result = simulate(source, build_replicas(scfg), make_router(scfg.router), seed=cfg.seed,
+    replicas = build_replicas(scfg)
+    warm_caches(replicas, source, scfg.max_total_tokens)  # (what the real run sent before it: runner.warm_up)
+    result = simulate(source, replicas, make_router(scfg.router), seed=cfg.seed,
                       lanes=scfg.lanes, log=RequestLog(cached=True) if caching else None)
     result.meta = {"config": dataclasses.asdict(scfg)}
     return result, summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..request import Request
 from ..workload.content_scale import scaled_content
+from ..workload.traces.bench_warmups import SentBefore
 
 
 class ReplaySource:
@@ -39,6 +40,17 @@ class ReplaySource:
         more = [self.fit(r) for r in self.source.on_done(req, now)]
         self.issued += more
         return more
+
+    @property
+    def sent_before(self) -> SentBefore | None:
+        """The prompt the benchmark sent before the run (``bench_warmups.SentBefore``; None: none), fitted as the
+        run's requests are, so that it warms what the run's own copy of it then finds (``warm_caches``, the real
+        engine's ``runner.warm_up``)."""
+        sent = getattr(self.source, "sent_before", None)
+        if sent is None:
+            return None
+        r = self.fit(Request(-1, 0.0, sent.prompt_len, 1, content=sent.content(self.max_model_len - 1)))
+        return SentBefore(r.prompt_len, lambda max_prompt: r.content, sent.replicas)
 
     def fit(self, r: Request) -> Request:
         """``r`` at the length scale, prompt + output within the engine's context (its content cut with it, so what

@@ -27,8 +27,9 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
     source = Listed(requests) if isinstance(requests, (list, tuple)) else requests
     sched = scheduler_of(llm)
     settings.arrival = "stamp"  # requests count from when they were due (the simulator's arrival)
-    sched.configure(settings, record=True)
     eng = llm.llm_engine
+    warm_up(eng, sched, settings, getattr(source, "sent_before", None))
+    sched.configure(settings, record=True)
     pending = [(r.arrival, k, r) for k, r in enumerate(source.initial())]
     heapq.heapify(pending)
     order = len(pending)
@@ -86,6 +87,22 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
                        replica_stats=[{"replica": 0, "policy": figures}] if figures else [])
     result.meta = {"backend": "vllm", "adapter": sched.describe(), "issued": len(source.issued)}
     return result
+
+
+def warm_up(eng, sched, settings, sent) -> None:
+    """Run the prompt the benchmark sent before the run (``sent``: ``bench_warmups.SentBefore``; None: none) to its
+    end, unrecorded, as it did: the run's first request then finds it in vLLM's prefix cache. One engine: the copies
+    after the first would only find it cached (the simulator warms one replica per copy, for DP ranks)."""
+    if sent is None:
+        return
+    from vllm import SamplingParams
+    from ..request import Request
+    sched.configure(settings, record=False)
+    r = Request(-1, 0.0, sent.prompt_len, 1, content=sent.content(None))
+    params = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0.0, extra_args={TIER_KEY: r.tier.name})
+    eng.add_request("warmup", {"prompt_token_ids": request_ids(r)}, params)
+    while eng.has_unfinished_requests():
+        eng.step()
 
 
 def request_ids(r, replies: dict | None = None) -> list[int]:
