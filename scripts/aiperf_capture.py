@@ -12,11 +12,17 @@ takes as its own, so each record is matched to the engine's stamps by it; AIPerf
 engine's monotonic clock with the server's own wall-minus-monotonic offset.
 
 Each rate becomes a folder in ``--out``: ``profile_export.jsonl`` (AIPerf's records, warm-up phase included),
-``requests.jsonl`` (the engine's stamps plus the client's ``client_sent``, ``client_first``, ``client_last``),
+``requests.jsonl`` (the engine's stamps plus the client's ``client_sent``, ``client_first``, ``client_last``, and
+with ``--turns`` each request's ``session`` and ``turn``),
 ``meta.json`` (engine arguments, the CPU step fit, the client's command) and ``config.json``.
 
     PYTHONPATH=$PWD python scripts/aiperf_capture.py --aiperf .aiperf/bin/aiperf --out tests/data/cpu_aiperf_run \
         --rates 4 --num-prompts 40
+    PYTHONPATH=$PWD python scripts/aiperf_capture.py --aiperf .aiperf/bin/aiperf --out tests/data/cpu_aiperf_multiturn \
+        --rates 4 --num-prompts 36 --turns 3 --input-len 200 --output-len 32 --warmups 0
+
+(Run it on a quiet machine: on this 2-core one, with other work running, AIPerf's client read a streamed chat reply
+as one chunk at its end, so its TTFT was the whole latency.)
 """
 from __future__ import annotations
 
@@ -48,6 +54,8 @@ def word_model(out: Path) -> Path:
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##")  # (joins whole words with spaces)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+    # the chat endpoint's (multi-turn): the messages' words in order, so a turn's prompt starts with the one before
+    fast.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
     fast.save_pretrained(out)
     return out
 
@@ -55,24 +63,42 @@ def word_model(out: Path) -> Path:
 def prompts_file(args, out: Path, salt: str) -> Path:
     """AIPerf's single_turn dataset: one prompt a request (its warm-ups first), each ``--input-len`` random words
     of the vocabulary, drawn anew for each ``salt`` (a rate: the server's cache keeps the last one's), so that no two
-    share a prefix (AIPerf's own synthetic text would be all ``<unk>`` here)."""
+    share a prefix (AIPerf's own synthetic text would be all ``<unk>`` here). With ``--turns`` N > 1, its
+    multi_turn dataset: ``--num-prompts`` / N conversations of N turns, each turn's user text ``--input-len`` words
+    (AIPerf sends each turn with the conversation so far, its replies as the server gave them)."""
     import random
     rng = random.Random(f"{args.seed}/{salt}")
-    rows = [{"text": " ".join(f"w{rng.randint(3, 1023)}" for _ in range(args.input_len)),
-             "output_length": args.output_len} for _ in range(args.warmups + args.num_prompts)]
+
+    def turn() -> dict:
+        return {"text": " ".join(f"w{rng.randint(3, 1023)}" for _ in range(args.input_len)),
+                "output_length": args.output_len}
+
+    if args.turns > 1:
+        rows = [{"session_id": f"session_{k:03d}", "turns": [turn() for _ in range(args.turns)]}
+                for k in range(args.num_prompts // args.turns)]
+    else:
+        rows = [turn() for _ in range(args.warmups + args.num_prompts)]
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return out
 
 
 def aiperf_command(args, model: Path, port: int, rate: float, out: Path, prompts: Path) -> list[str]:
+    chat = args.turns > 1
     return [args.aiperf, "profile", "--model", str(model), "--tokenizer", str(model),
-            "--url", f"http://127.0.0.1:{port}", "--endpoint-type", "completions", "--streaming",
+            "--url", f"http://127.0.0.1:{port}", "--endpoint-type", "chat" if chat else "completions", "--streaming",
             "--request-rate", f"{rate:g}", "--request-count", str(args.num_prompts),
-            "--input-file", str(prompts), "--custom-dataset-type", "single_turn",
+            "--input-file", str(prompts), "--custom-dataset-type", "multi_turn" if chat else "single_turn",
             "--dataset-sampling-strategy", "sequential",
             "--extra-inputs", "ignore_eos:true", "--extra-inputs", "skip_special_tokens:false",
-            "--use-server-token-count", "--warmup-request-count", str(args.warmups), "--random-seed",
+            "--use-server-token-count", *(["--warmup-request-count", str(args.warmups)] if args.warmups else []),
+            "--random-seed",
             str(args.seed), "--output-artifact-dir", str(out), "--export-level", "records", "--ui", "none"]
+
+
+def request_key(vllm_id: str) -> str:
+    """AIPerf's X-Request-ID (a UUID) in vLLM's id for it: ``cmpl-<id>-<n>`` (completions), ``chatcmpl-<id>``."""
+    rest = vllm_id.split("-", 1)[1]
+    return rest if rest.count("-") == 4 else rest.rsplit("-", 1)[0]
 
 
 def run_folder(out: Path, records: list[dict], stamps: list[dict], steps: list[dict], model: Path, command: list,
@@ -81,8 +107,8 @@ def run_folder(out: Path, records: list[dict], stamps: list[dict], steps: list[d
     import vllm
     out.mkdir(parents=True, exist_ok=True)
     (out / "profile_export.jsonl").write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
-    by_id = {row["request_id"][len("cmpl-"):].rsplit("-", 1)[0]: row for row in stamps
-             if str(row.get("request_id", "")).startswith("cmpl-")}
+    by_id = {request_key(row["request_id"]): row for row in stamps
+             if str(row.get("request_id", "")).startswith(("cmpl-", "chatcmpl-"))}
     lines = []
     for rec in records:
         meta, metrics = rec["metadata"], rec["metrics"]
@@ -100,6 +126,8 @@ def run_folder(out: Path, records: list[dict], stamps: list[dict], steps: list[d
         keep["client_first"] = round(sent + metrics["time_to_first_token"]["value"] / 1e3, 6)
         keep["client_last"] = round(sent + metrics["request_latency"]["value"] / 1e3, 6)
         keep["num_cached_tokens"] = row.get("num_cached_tokens")
+        if args.turns > 1:  # its conversation (one live session) and turn: the replay gives it the history's prefix
+            keep["session"], keep["turn"] = meta["x_correlation_id"], meta["turn_index"]
         lines.append(keep)
     lines.sort(key=lambda r: r["arrival_time"])
     (out / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
@@ -113,7 +141,8 @@ def run_folder(out: Path, records: list[dict], stamps: list[dict], steps: list[d
             "engine_defaults_seen": {"async_scheduling": False, "enable_prefix_caching": True},
             "front_end": "vllm-serve",
             "front_end_details": {"server": "vllm serve (python -m vllm.entrypoints.openai.api_server)",
-                                  "endpoint": "/v1/completions, streamed", "prompt": "text (tokenised by the server)",
+                                  "endpoint": "/v1/chat/completions, streamed" if args.turns > 1 else
+                                  "/v1/completions, streamed", "prompt": "text (tokenised by the server)",
                                   "stream_interval": 1, "detokenize": True},
             "client": {"tool": "aiperf", "version": version or "0.13.0",
                        "command": shlex.join([Path(command[0]).name, *command[1:]])},
@@ -131,6 +160,8 @@ def main(argv=None) -> int:
     p.add_argument("--input-len", type=int, default=400)
     p.add_argument("--output-len", type=int, default=32)
     p.add_argument("--warmups", type=int, default=2, help="aiperf's --warmup-request-count")
+    p.add_argument("--turns", type=int, default=1,
+                   help="turns a conversation (> 1: AIPerf's multi_turn dataset through the chat endpoint)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -149,7 +180,9 @@ def main(argv=None) -> int:
             result = work / f"aiperf-{rate:g}"
             prompts = prompts_file(args, work / f"prompts-{rate:g}.jsonl", f"{rate:g}")
             command = aiperf_command(args, model, port, rate, result, prompts)
-            subprocess.run(command, check=True, capture_output=True, timeout=600)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+            if done.returncode:
+                raise SystemExit(f"aiperf failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
             time.sleep(2.0)  # the last finish is written
             records = cc.read_rows(result / "profile_export.jsonl")
             run_folder(out / f"rate-{rate:g}", records, cc.read_rows(stamps), cc.read_rows(work / "steps.jsonl"),

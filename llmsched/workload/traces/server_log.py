@@ -53,9 +53,11 @@ from .bench_prefixes import BenchPrefixes, bench_prefixes
 from .bench_sends import CLOSED_LOOP_NOTE, closed_loop_cap, unrecorded_sends
 from .bench_warmups import UNSTATED_NOTE, SentBefore, Warmups, bench_warmups, unstated_ready_check
 from .client_settings import bench_notes
+from .conversations import conversations_note, jsonl_turn, turn_links
 from .failed_requests import FailedRequests, error_text
 from .hash_blocks import block_content, check_blocks, own_content, prefixed_content
-from .jsonl import chunked, integers
+from .jsonl import capped, chunked, integers
+from ..generators.sessions import first_prompt, next_prompt
 from .trace_error import TraceError
 
 JSONL_FIELDS = ("input_toks", "output_toks")
@@ -94,6 +96,9 @@ class ServerLog:
     # index here, and how
     warm_index: int | None = None
     warmups: Warmups | None = None
+    # a client that sent conversations (AIPerf's multi-turn): per request, the index here of its conversation's
+    # turn before it (-1: a first turn), whose prompt and reply its own prompt starts with
+    turns: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.prompt_lens)
@@ -116,16 +121,37 @@ class ServerLog:
     def contents(self, n: int, chunk: int, max_prompt: int | None = None):
         """The first ``n`` prompts' contents from their hash_ids, in lists of ``chunk`` (``JsonlTrace.contents``);
         without hash_ids each prompt is its own (``own_content``: it finds its own blocks after a preemption)."""
+        if self.turns is not None:
+            known: dict = {}  # index -> its uncapped content, for the turns after it
+            return chunked((capped(self.turn_content(i, known), int(self.prompt_lens[i]), max_prompt)
+                            for i in range(len(self))), n, chunk)
         return chunked((self.content_at(i, max_prompt) for i in range(len(self))), n, chunk)
 
     def content_at(self, i: int, max_prompt: int | None = None):
         """Request ``i``'s prompt content (``contents``' item ``i``)."""
         prompt = int(self.prompt_lens[i])
+        if self.turns is not None:
+            return capped(self.turn_content(i, {}), prompt, max_prompt)
         if self.prefixes is not None:
             return prefixed_content(i, prompt, int(self.prefixes.group[i]), int(self.prefixes.length[i]), max_prompt)
         if self.hash_ids is None:
             return own_content(i, prompt, max_prompt)
         return block_content(i, prompt, self.hash_ids[i], max_prompt)
+
+    def turn_content(self, i: int, known: dict):
+        """Request ``i``'s prompt in its conversation (``turns``): the turn before it, prompt and reply, then its own
+        text (``generators.sessions.next_prompt``, as a sessions trace's later turns); a prompt shorter than that
+        history starts with as much of it as it holds. ``known``: contents already built, by index (it gains
+        ``i``'s)."""
+        before, prompt = int(self.turns[i]), int(self.prompt_lens[i])
+        if before < 0:
+            content = first_prompt(i, (), prompt)
+        else:
+            earlier = known.get(before) or self.turn_content(before, known)
+            reply = int(self.output_lens[before])
+            content = next_prompt(earlier, reply, i, max(prompt, earlier.length + reply)).cut(prompt)
+        known[i] = content
+        return content
 
     def take_failures(self, failures: FailedRequests | None) -> None:
         """The requests its client saw fail (None: none), said in its notes."""
@@ -291,6 +317,12 @@ def _read_prefix_fields(path: Path, rows: list[dict], lines: list[int], prompts:
     elif (shared := bench_prefixes(client, len(rows), prompts, client_where(path, client))):
         log.prefixes = BenchPrefixes(shared.group[order], shared.length[order], shared.note)
         log.notes.append(shared.note)
+    else:
+        turns = [jsonl_turn(f"{path}:{n}", r) for r, n in zip(rows, lines)]
+        turns = [turns[i] for i in order]
+        if (links := turn_links(turns)) is not None:
+            log.turns = links
+            log.notes.append(conversations_note(links, turns, "its client"))
     if client and (client.get("tool") == "vllm bench serve" or client.get("given_by")):
         take_warmups(log, path, client, order == 0)
     if _on_every_line(path, rows, lines, "num_cached_tokens"):
@@ -301,8 +333,9 @@ def _read_prefix_fields(path: Path, rows: list[dict], lines: list[int], prompts:
 
 def take_warmups(log: ServerLog, path: Path, client: dict | None, first: np.ndarray,
                  version: str | None = None) -> None:
-    """What the vllm bench serve run ``client`` (None: meta.json says nothing of it) sent before the run (workload/traces/bench_warmups.py,
-    under the release meta.json or ``--vllm-version`` names): ``first`` marks its first prompt among the log's
+    """What the vllm bench serve run ``client`` (None: meta.json says nothing of it) sent before the run
+    (workload/traces/bench_warmups.py, under the release meta.json or ``--vllm-version`` names): ``first`` marks its
+    first prompt among the log's
     requests, in the log's order (none where it failed in the run with no token: it is not replayed)."""
     where = client_where(path, client)
     version = version or (client or {}).get("vllm_version") or meta_version(path)

@@ -1,0 +1,44 @@
+"""A client that sent conversations: each later turn's prompt starts with its conversation so far, the turn before it
+(prompt and reply), then the user's new text, as a chat client sends every earlier message with the next
+(AIPerf's multi-turn datasets, whose records name each turn's session and index; a requests.jsonl's optional
+``session`` and ``turn``). The replay gives each turn that prompt (``ServerLog.turn_content``), so its prefix cache
+finds what vLLM's found: on a real AIPerf run (tests/data/cpu_aiperf_multiturn) every request's cached tokens are
+vLLM's ``num_cached_tokens``."""
+from __future__ import annotations
+
+import numpy as np
+
+from .trace_error import TraceError
+
+SESSION_FIX = "give both `session` (a string or an integer) and `turn` (0, 1, ... within it), or neither"
+
+
+def turn_links(turns: list) -> np.ndarray | None:
+    """Per request (``turns``: its (session, turn index) or None, in the log's order), the index of its session's
+    turn before it (-1: none); None where no request is a later turn."""
+    if not any(t is not None and t[1] > 0 for t in turns):
+        return None
+    index = {t: k for k, t in enumerate(turns) if t is not None}
+    return np.array([index.get((t[0], t[1] - 1), -1) if t is not None and t[1] > 0 else -1 for t in turns],
+                    np.int64)
+
+
+def conversations_note(links: np.ndarray, turns: list, client: str) -> str:
+    sessions = len({t[0] for t in turns if t is not None})
+    return (f"{sessions} conversation(s), {int((links >= 0).sum())} later turn(s): each starts with its "
+            f"conversation so far (the turn before it, prompt and reply), as {client} sends it")
+
+
+def jsonl_turn(where: str, row: dict) -> tuple[str, int] | None:
+    """A requests.jsonl line's optional ``session`` and ``turn``."""
+    session, turn = row.get("session"), row.get("turn")
+    if session is None and turn is None:
+        return None
+    if session is None or turn is None:
+        raise TraceError(f"{where}: {'turn' if session is None else 'session'} without "
+                         f"{'session' if session is None else 'turn'}; {SESSION_FIX}")
+    if isinstance(session, bool) or not (isinstance(session, str) and session or isinstance(session, int)):
+        raise TraceError(f"{where}: session is {session!r}; {SESSION_FIX}")
+    if isinstance(turn, bool) or not isinstance(turn, int) or turn < 0:
+        raise TraceError(f"{where}: turn is {turn!r}; {SESSION_FIX}")
+    return str(session), turn
