@@ -334,6 +334,10 @@ def step_model(steps: list[dict], t0: float, t1: float) -> dict:
             x.append((row["prompt_tokens"] if computed is None else computed) + row["generation_tokens"])
             y.append(row["t"] - prev["t"])
     import numpy as np
+    if len(set(x)) < 2:  # (a prompt that finds the engine idle follows no busy step: an unbatched run has none)
+        raise SystemExit(f"the CPU step fit: every step after a busy one computed {x[0] if x else 0} tokens, so "
+                         f"const and per_token cannot be told apart; capture at a higher rate or with Poisson "
+                         f"arrivals, so that prompts reach a busy engine")
     const, per_token = np.linalg.lstsq(np.vstack([np.ones(len(x)), x]).T, np.array(y), rcond=None)[0]
     return {"const": round(float(max(const, 0.0)), 6), "per_token": round(float(max(per_token, 0.0)), 9),
             "steps": len(x), "median_step_s": round(float(np.median(y)), 6)}
