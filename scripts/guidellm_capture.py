@@ -5,7 +5,9 @@ by ``guidellm run`` (vLLM's own client; 0.8's ``kind=...`` options), as scripts/
 GuideLLM's dependencies differ from vLLM's, so it runs from a venv of its own (``--guidellm``: its ``guidellm``
 script; ``python -m venv .guidellm && .guidellm/bin/pip install guidellm==0.8.1``). Prompts are ``--input-len``
 random words of the model's vocabulary (GuideLLM's synthetic text would be all ``<unk>`` under it), each
-``--output-len`` tokens out (``ignore_eos``, GuideLLM's ``output_tokens_count`` column). GuideLLM sends no request id
+``--output-len`` tokens out (``ignore_eos``, GuideLLM's ``output_tokens_count`` column); with ``--turns``,
+conversations (GuideLLM 0.8's multi-turn: ``/v1/completions`` gets the earlier turns' prompts and replies joined by
+spaces, then the new words). GuideLLM sends no request id
 of its own: each request is matched to the engine's stamps by vLLM's (the report's ``response_id``), and its
 wall-clock times are put on the engine's monotonic clock with the server's own wall-minus-monotonic offset.
 
@@ -39,10 +41,21 @@ import client_capture as cc  # noqa: E402  (the server, its stamps and the step 
 
 def prompts_file(args, out: Path, salt: str) -> Path:
     """One prompt a request, ``--input-len`` random words, drawn anew for each ``salt`` (a rate: the server's cache
-    keeps the last one's), so that no two share a prefix."""
+    keeps the last one's), so that no two share a prefix. With ``--turns`` N > 1: ``--num-prompts`` / N
+    conversations of N turns (GuideLLM's ``conversation_turns`` column, each turn's parent the one before it, whose
+    prompt and reply GuideLLM sends again before the new words)."""
     rng = random.Random(f"{args.seed}/{salt}")
-    rows = [{"prompt": " ".join(f"w{rng.randint(3, 1023)}" for _ in range(args.input_len)),
-             "output_tokens_count": args.output_len} for _ in range(args.num_prompts)]
+
+    def words() -> str:
+        return " ".join(f"w{rng.randint(3, 1023)}" for _ in range(args.input_len))
+
+    if args.turns > 1:
+        rows = [{"conversation_turns": {"turns": [
+            {"node_id": f"t{k}", "parents": [{"parent_node_id": f"t{k - 1}"}] if k else [],
+             "columns": {"text_column": [words()], "output_tokens_count_column": [args.output_len]}}
+            for k in range(args.turns)]}} for _ in range(args.num_prompts // args.turns)]
+    else:
+        rows = [{"prompt": words(), "output_tokens_count": args.output_len} for _ in range(args.num_prompts)]
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return out
 
@@ -83,6 +96,8 @@ def run_folder(out: Path, report: Path, stamps: list[dict], steps: list[dict], m
         keep["client_first"] = round(sent + rec["time_to_first_token_ms"] / 1e3, 6)
         keep["client_last"] = round(sent + rec["request_latency"], 6)
         keep["num_cached_tokens"] = row.get("num_cached_tokens")
+        if args.turns > 1:  # its conversation and turn: the replay gives it the history's prefix
+            keep["session"], keep["turn"] = rec["info"]["conversation_id"], rec["info"]["turn_index"]
         lines.append(keep)
     if not lines:
         raise SystemExit(f"{report}: no request matched the engine's stamps (by vLLM's id, the report's response_id)")
@@ -115,6 +130,7 @@ def main(argv=None) -> int:
     p.add_argument("--input-len", type=int, default=400)
     p.add_argument("--output-len", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--turns", type=int, default=1, help="turns a conversation (> 1: GuideLLM's multi-turn)")
     args = p.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     work = Path(tempfile.mkdtemp(prefix="guidellm_capture_"))

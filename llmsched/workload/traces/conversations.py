@@ -1,9 +1,10 @@
 """A client that sent conversations: each later turn's prompt starts with its conversation so far, the turn before it
 (prompt and reply), then the user's new text, as a chat client sends every earlier message with the next
-(AIPerf's multi-turn datasets, whose records name each turn's session and index; a requests.jsonl's optional
-``session`` and ``turn``). The replay gives each turn that prompt (``ServerLog.turn_content``), so its prefix cache
-finds what vLLM's found: on a real AIPerf run (tests/data/cpu_aiperf_multiturn) every request's cached tokens are
-vLLM's ``num_cached_tokens``."""
+(AIPerf's and GuideLLM 0.8's multi-turn runs, whose records name each turn's session and index; a requests.jsonl's
+optional ``session`` and ``turn``). The replay gives each turn that prompt (``ServerLog.turn_content``), so its
+prefix cache finds what vLLM's found: on a real AIPerf run (tests/data/cpu_aiperf_multiturn) every request's cached
+tokens are vLLM's ``num_cached_tokens``, on a GuideLLM one (tests/data/cpu_guidellm_run) 23 of 24 (a reply whose
+text lost a special token, which GuideLLM then sent one word short)."""
 from __future__ import annotations
 
 import numpy as np

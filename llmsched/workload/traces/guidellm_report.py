@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .client_settings import guidellm_sending
+from .conversations import conversations_note, turn_links
 from .failed_requests import FailedRequests, error_text
 from .server_log import ServerLog, seconds, token_counts
 from .trace_error import TraceError
@@ -98,6 +99,10 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
         log.notes.append(f"{len(cut)} incomplete request(s) (GuideLLM cancelled them at the benchmark's end) "
                          f"replayed with the output tokens they got, their latencies not compared")
     log.take_failures(failures)
+    turns = [guidellm_turn(f"{where}.requests[{every[i].get('request_id', i)}]", every[i]) for i in order]
+    if (links := turn_links(turns)) is not None:
+        log.turns = links
+        log.notes.append(conversations_note(links, turns, "GuideLLM"))
     notes, log.in_flight = guidellm_sending(where, bench[benchmark], len(rows))
     log.notes += notes
     log.model = model_of(bench[benchmark])
@@ -108,6 +113,19 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
         unmeasured = np.full(len(cut) + len(failed), np.nan)
         log.ttft, log.e2e = np.concatenate([ttft, unmeasured])[order], np.concatenate([e2e, unmeasured])[order]
     return log
+
+
+def guidellm_turn(where: str, row: dict) -> tuple[str, int] | None:
+    """A request's conversation and turn (``info.conversation_id``, ``info.turn_index``: GuideLLM 0.8's multi-turn,
+    whose ``/v1/completions`` prompt is the earlier turns' prompts and replies, then its own text); None where it
+    names none."""
+    info = row.get("info") if isinstance(row, dict) else None
+    if not isinstance(info, dict) or info.get("turn_index") is None or info.get("conversation_id") is None:
+        return None
+    turn = info["turn_index"]
+    if isinstance(turn, bool) or not isinstance(turn, int) or turn < 0:
+        raise TraceError(f"{where}.info.turn_index: {turn!r}, not a turn's index (0, 1, ...)")
+    return str(info["conversation_id"]), turn
 
 
 def errored_requests(errored: list, total: int) -> FailedRequests | None:
