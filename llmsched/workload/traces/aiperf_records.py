@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .conversations import conversations_note, turn_links
+from .conversations import take_turns
 from .failed_requests import FailedRequests, error_text
 from .server_log import ServerLog
 from .trace_error import TraceError
@@ -85,7 +85,7 @@ def read_aiperf(path: Path, rows: list[dict], lines: list[int], measured: bool):
         log.notes.append(f"{warm} warm-up request(s) (AIPerf's warmup phase) replayed before the run at their sends, "
                          f"their latencies not compared")
     log.take_failures(failures)
-    take_conversations(log, [turns[i] for i in at])
+    take_turns(log, [turns[i] for i in at], "AIPerf")  # (its chat requests carry every earlier message)
     ttft, e2e = np.array(ttfts, float)[at], np.array(e2es, float)[at]
     if not np.isnan(e2e).all():
         log.ttft, log.e2e = ttft, e2e
@@ -105,16 +105,6 @@ def turn_of(where: str, row) -> tuple[str, int] | None:
         raise TraceError(f"{where}: metadata.turn_index is {turn!r}, not a turn's index (0, 1, ...)")
     session = meta.get("x_correlation_id") or meta.get("conversation_id")
     return (str(session), turn) if session is not None else None
-
-
-def take_conversations(log: ServerLog, turns: list) -> None:
-    """Where AIPerf sent conversations (a ``turn_index`` above 0), each later turn's prompt starts with its
-    conversation so far, as AIPerf sends it (its chat endpoint gets every earlier message, the replies as the
-    server gave them): ``log.turns`` links it to the turn before it (workload/traces/conversations.py)."""
-    links = turn_links(turns)
-    if links is not None:
-        log.turns = links
-        log.notes.append(conversations_note(links, turns, "AIPerf"))
 
 
 def aiperf_error(row: dict) -> str:

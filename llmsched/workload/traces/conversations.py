@@ -24,10 +24,16 @@ def turn_links(turns: list) -> np.ndarray | None:
                     np.int64)
 
 
-def conversations_note(links: np.ndarray, turns: list, client: str) -> str:
+def take_turns(log, turns: list, client: str) -> None:
+    """``log`` (a ``ServerLog``) of requests sent as conversations (``turns`` in its order, ``turn_links``) links
+    each later turn to the one before it, and says so; a log with no later turn is left as it is."""
+    links = turn_links(turns)
+    if links is None:
+        return
+    log.turns = links
     sessions = len({t[0] for t in turns if t is not None})
-    return (f"{sessions} conversation(s), {int((links >= 0).sum())} later turn(s): each starts with its "
-            f"conversation so far (the turn before it, prompt and reply), as {client} sends it")
+    log.notes.append(f"{sessions} conversation(s), {int((links >= 0).sum())} later turn(s): each starts with its "
+                     f"conversation so far (the turn before it, prompt and reply), as {client} sends it")
 
 
 def jsonl_turn(where: str, row: dict) -> tuple[str, int] | None:

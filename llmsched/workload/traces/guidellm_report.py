@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .client_settings import guidellm_sending
-from .conversations import conversations_note, turn_links
+from .conversations import take_turns
 from .failed_requests import FailedRequests, error_text
 from .server_log import ServerLog, seconds, token_counts
 from .trace_error import TraceError
@@ -99,10 +99,8 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
         log.notes.append(f"{len(cut)} incomplete request(s) (GuideLLM cancelled them at the benchmark's end) "
                          f"replayed with the output tokens they got, their latencies not compared")
     log.take_failures(failures)
-    turns = [guidellm_turn(f"{where}.requests[{every[i].get('request_id', i)}]", every[i]) for i in order]
-    if (links := turn_links(turns)) is not None:
-        log.turns = links
-        log.notes.append(conversations_note(links, turns, "GuideLLM"))
+    take_turns(log, [guidellm_turn(f"{where}.requests[{every[i].get('request_id', i)}]", every[i]) for i in order],
+               "GuideLLM")
     notes, log.in_flight = guidellm_sending(where, bench[benchmark], len(rows))
     log.notes += notes
     log.model = model_of(bench[benchmark])

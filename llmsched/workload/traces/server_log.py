@@ -53,7 +53,7 @@ from .bench_prefixes import BenchPrefixes, bench_prefixes
 from .bench_sends import CLOSED_LOOP_NOTE, closed_loop_cap, unrecorded_sends
 from .bench_warmups import UNSTATED_NOTE, SentBefore, Warmups, bench_warmups, unstated_ready_check
 from .client_settings import bench_notes
-from .conversations import conversations_note, jsonl_turn, turn_links
+from .conversations import jsonl_turn, take_turns
 from .failed_requests import FailedRequests, error_text
 from .hash_blocks import block_content, check_blocks, own_content, prefixed_content
 from .jsonl import capped, chunked, integers
@@ -96,8 +96,9 @@ class ServerLog:
     # index here, and how
     warm_index: int | None = None
     warmups: Warmups | None = None
-    # a client that sent conversations (AIPerf's multi-turn): per request, the index here of its conversation's
-    # turn before it (-1: a first turn), whose prompt and reply its own prompt starts with
+    # a client that sent conversations (AIPerf's, GuideLLM's multi-turn; a requests.jsonl's session and turn): per
+    # request, the index here of its conversation's turn before it (-1: a first turn), whose prompt and reply its own
+    # prompt starts with (workload/traces/conversations.py)
     turns: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -147,7 +148,9 @@ class ServerLog:
         if before < 0:
             content = first_prompt(i, (), prompt)
         else:
-            earlier = known.get(before) or self.turn_content(before, known)
+            earlier = known.get(before)
+            if earlier is None:
+                earlier = self.turn_content(before, known)
             reply = int(self.output_lens[before])
             content = next_prompt(earlier, reply, i, max(prompt, earlier.length + reply)).cut(prompt)
         known[i] = content
@@ -319,10 +322,7 @@ def _read_prefix_fields(path: Path, rows: list[dict], lines: list[int], prompts:
         log.notes.append(shared.note)
     else:
         turns = [jsonl_turn(f"{path}:{n}", r) for r, n in zip(rows, lines)]
-        turns = [turns[i] for i in order]
-        if (links := turn_links(turns)) is not None:
-            log.turns = links
-            log.notes.append(conversations_note(links, turns, "its client"))
+        take_turns(log, [turns[i] for i in order], "its client")
     if client and (client.get("tool") == "vllm bench serve" or client.get("given_by")):
         take_warmups(log, path, client, order == 0)
     if _on_every_line(path, rows, lines, "num_cached_tokens"):
