@@ -13,6 +13,7 @@ from ..experiment import RunConfig, build_source
 from ..sim.simulator import RunResult
 from .content_ids import content_ids
 from .replay_source import Listed, ReplaySource
+from .reply_waits import ReplyWaits
 from .launch import PROMPT_VOCAB, EngineConfig, make_llm, prompt_ids, scheduler_of
 from .settings import TENANT_KEY, TIER_KEY, load_settings
 
@@ -21,7 +22,8 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
     """Run ``requests`` through ``llm`` with ``settings``; returns records. ``requests`` is a list (by arrival) or a
     source (``replay_source.ReplaySource``): a request that leaves the run (finished, or rejected by the plug-in)
     is passed to its ``on_done``, and the requests that returns (a session's next turn) enter at their arrival
-    time, their prompts carrying the tokens vLLM generated for the turns before (``content_ids``)."""
+    time, their prompts carrying the tokens vLLM generated for the turns before (``content_ids``); a replayed
+    conversation's later turn waits for the reply it quotes (``reply_waits``)."""
     import heapq
     from vllm import SamplingParams
     source = Listed(requests) if isinstance(requests, (list, tuple)) else requests
@@ -31,9 +33,10 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
     warm_up(eng, sched, settings, getattr(source, "sent_before", None))
     sched.configure(settings, record=True)
     pending = [(r.arrival, k, r) for k, r in enumerate(source.initial())]
+    waits = ReplyWaits([r for _, _, r in pending])  # a replayed conversation's later turns quote earlier replies
     heapq.heapify(pending)
     order = len(pending)
-    live: dict[str, object] = {}  # vLLM id -> the request, while a completion may issue more
+    live: dict[str, object] = {}  # vLLM id -> the request, while a completion may issue more or be quoted
     replies: dict[int, list[int]] = {}  # reply id -> the tokens vLLM generated for it
     follow = source.has_follow_ups
     t0 = time.time()
@@ -45,17 +48,19 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
             break
         while pending and pending[0][0] <= now:
             r = heapq.heappop(pending)[2]
+            if waits.hold(r):  # (sent once the reply it quotes has come)
+                continue
             extra = {TIER_KEY: r.tier.name}
             if r.tenant is not None:
                 extra[TENANT_KEY] = r.tenant.name
             params = SamplingParams(max_tokens=r.output_len, ignore_eos=True, temperature=0.0, extra_args=extra)
             eng.add_request(str(r.id), {"prompt_token_ids": request_ids(r, replies)}, params,
                             arrival_time=t0 + r.arrival)
-            if follow:
+            if follow or waits.quotes(r):
                 live[str(r.id)] = r
         if eng.has_unfinished_requests():
             outputs = eng.step()
-            if follow:
+            if live:
                 done_at = time.time() - t0
                 for out in outputs:
                     if not out.finished:
@@ -63,9 +68,14 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
                     r = live.pop(out.request_id, None) or live.pop(out.request_id.rsplit("-", 1)[0], None)
                     if r is None:
                         continue
-                    if r.content is not None and out.outputs:
-                        replies[r.content.reply] = list(out.outputs[0].token_ids)
-                    for nxt in source.on_done(r, done_at):
+                    if r.content is not None:
+                        if out.outputs:
+                            replies[r.content.reply] = list(out.outputs[0].token_ids)
+                        for held in waits.answered(r.content.reply):
+                            held.arrival = max(held.arrival, done_at)  # sent when its client had the reply
+                            heapq.heappush(pending, (held.arrival, order, held))
+                            order += 1
+                    for nxt in source.on_done(r, done_at) if follow else ():
                         heapq.heappush(pending, (nxt.arrival, order, nxt))
                         order += 1
             if progress:
@@ -78,9 +88,12 @@ def replay(llm, requests, settings, horizon: float | None = None, progress=None)
             eng.abort_request([vid.rsplit("-", 1)[0]])
         while eng.has_unfinished_requests():
             eng.step()
-    if live and horizon is None:
+    if follow and live and horizon is None:
         raise RuntimeError(f"real run: requests {sorted(live)[:5]} left vLLM without a final output, so their "
                            f"sessions' next turns were not sent")
+    if waits.held and horizon is None:
+        held = sorted(r.id for rs in waits.held.values() for r in rs)
+        raise RuntimeError(f"real run: requests {held[:5]} were held for the replies they quote, which never came")
     log, steps = sched.records
     figures = sched.llmsched_policy.stats()
     result = RunResult(log, steps, end, time.perf_counter() - wall0,
