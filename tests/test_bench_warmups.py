@@ -137,3 +137,24 @@ def test_a_first_prompt_that_failed_in_the_run_warms_nothing(tmp_path):
     assert any("its first prompt before the run, and the run's own copy of it failed" in n for n in log.notes)
     log = read_server_log(RUN / "bench.json", measured=True)
     assert log.warm_index == 0 and log.sent_before().replicas == 2
+
+
+@pytest.mark.parametrize("mode", ["vllm", "lmcache"])
+def test_the_warmup_prompt_is_in_the_tiers_below_the_gpu_too(mode):
+    """vLLM's offloading connector stores a prefill's computed chunks in host memory (LMCache its prompt's): after
+    the warm-up its whole chunks are in every tier, landed, so a request whose GPU blocks were evicted loads them."""
+    cfg = RunConfig(model="llama-3.1-8b", gpu="h100", workload="shared-prefix", rate=1.0, num_requests=10,
+                    kv_offload="cpu:2GiB,disk:8GiB", kv_offload_mode=mode)
+    content = own_content(7, 3000)
+
+    class Source:
+        sent_before = SentBefore(3000, lambda max_prompt: content, 1)
+
+    [rep] = build_replicas(cfg)
+    tiers = rep.tiers
+    warm_caches([rep], Source(), None)
+    probe = Request(1, 0.0, 3000, 5, content=content)
+    chunks = 3000 // tiers.ct
+    keys, starts, _ = tiers.chunk_pieces(probe, chunks)
+    assert chunks > 0 and [store.present(keys, starts, 0, chunks) for store in tiers.stores] == [chunks] * 2
+    assert not tiers.finishing and not tiers.stored and all(r.id != -1 for r in tiers.pieces)  # (its records went)

@@ -617,6 +617,21 @@ class KVTiers:
         self.finishing = {}
         return offered
 
+    def warm(self, req) -> None:
+        """``req``'s prompt ran before the run (a benchmark's warm-up, ``Replica.warm``): its whole prompt chunks are
+        in every tier, stored and landed as a run's stores are (vLLM stores a prefill's computed chunks, LMCache its
+        prompt's), so a later request whose GPU blocks were evicted loads them; then its records go."""
+        end = req.prompt_len // self.ct
+        if end:
+            keys, starts, _ = self.chunk_pieces(req, end)
+            ranges = piece_ranges(keys, starts, 0, end)
+            for store in self.stores:
+                done = store.insert_ranges(ranges)
+                if done:
+                    store.complete(done)
+            self.version += 1
+        self.forget(req)
+
     def forget(self, req) -> None:
         """``req`` left without releasing (rejected while waiting)."""
         self.looked.pop(req, None)

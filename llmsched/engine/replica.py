@@ -272,14 +272,17 @@ class Replica:
 
     def warm(self, req: Request) -> bool:
         """``req``'s prompt ran to its end before the run (a benchmark sent it to warm up): its full blocks wait in
-        the prefix cache, referenced by none, as vLLM leaves a finished request's. False, nothing kept, without a
-        prefix cache or where the prompt does not fit the free blocks."""
+        the prefix cache, referenced by none, as vLLM leaves a finished request's, and its chunks in the KV tiers
+        below the GPU, if any. False, nothing kept, without a prefix cache or where the prompt does not fit the free
+        blocks."""
         kv = self.kv
         if not self.caching or req.content is None or kv.blocks_for(req.prompt_len) > kv.free:
             return False
         self.version += 1
         kv.allocate(req, req.prompt_len)
         req.num_computed = req.prompt_len
+        if self.tiers is not None:  # (its chunks stored below the GPU as well, as a run's prefill's are)
+            self.tiers.warm(req)
         kv.release(req)
         return True
 
