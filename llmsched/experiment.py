@@ -38,6 +38,7 @@ from .warm_caches import warm_caches
 from .workload.workload import ClosedLoop, OpenLoop, names_prompts
 from .workload.traces.readers import DataFileNotFound, resolve_data_file
 from .workload.client_sends import client_sends
+from .workload.held_turns import held_turns
 from .workload.generators.shared_prefix import NAME as SHARED_PREFIX
 
 
@@ -264,6 +265,7 @@ def simulate_config(cfg: RunConfig, source, replicas: list[Replica], horizon: fl
     router = (make_router(DP_ROUTER) if cfg.dp > 1 and cfg.router == "round-robin"
               else make_router(cfg.router, cfg.router_params))
     source, log, fe = client_sends_of(cfg, source, log, keep_gaps, replicas[0].caching, replicas)
+    source = held_turns(source)
     abort_delay = fe.handoff if fe is not None else 0.0  # a client's abort crosses the front end
     if in_lockstep(cfg.dp, cfg.expert_parallel, run_model(cfg)):
         result = simulate_lockstep(source, replicas, router, horizon=horizon, seed=cfg.seed, keep_gaps=keep_gaps,

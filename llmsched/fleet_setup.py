@@ -36,6 +36,7 @@ from .run_field import API, Origin
 from .sim.fleet_loop import simulate_fleet
 from .sim.simulator import RunResult, simulate
 from .warm_caches import warm_caches
+from .workload.held_turns import held_turns
 from .workload.workload import OpenLoop
 
 
@@ -251,6 +252,7 @@ def simulate_fleet_config(cfg: RunConfig, source, horizon: float | None = None, 
     for members in state.members.values():  # each role's replicas serving at the start, as their routers see them
         warm_caches(members.replicas, source, cfg.max_total_tokens)
     source, log, fe = client_sends_of(cfg, source, log, keep_gaps, fleet_caching(configs), state.replicas)
+    source = held_turns(source)
     abort_delay = fe.handoff if fe is not None else 0.0  # a client's abort crosses the front end
     if log is None:
         caching = fleet_caching(configs)

@@ -82,3 +82,23 @@ def test_an_aiperf_turn_index_no_run_could_write_is_refused(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(TraceError, match=r":5: metadata.turn_index is 'second', not a turn's index"):
         read_server_log(path)
+
+
+def test_a_later_turn_waits_for_the_turn_it_follows_where_the_replay_is_slower():
+    """The run's steps priced 20 times over: a later turn's recorded send comes before the replay has ended the
+    turn it follows; its client could not have sent it then, so it goes when that turn leaves, and finds the whole
+    of it cached, as it did in vLLM. At the run's own pace nothing waits (the tests above)."""
+    real = load_runs(RUN, "requests.jsonl", "engine")[0]
+    fit = step_fit(RUN)
+    slow = {k: v * 20 for k, v in fit["batch_time_params"].items()}
+    result = run(replay_config(real, **{**fit, "batch_time_params": slow}))
+    ids = result.requests.column("id")
+    order = np.argsort(ids)
+    arrival, finish = result.requests.column("arrival")[order], result.requests.column("finish")[order]
+    cached = result.requests.column("cached_tokens")[order]
+    later = np.flatnonzero(real.log.turns >= 0)
+    before = real.log.turns[later]
+    assert (arrival[later] >= finish[before]).all()
+    moved = arrival[later] > real.log.arrivals[later] + 1e-9
+    assert moved.sum() >= len(later) // 2  # most of them waited
+    assert (cached == [r["num_cached_tokens"] for r in sorted(engine_rows(), key=lambda r: r["arrival_time"])]).all()

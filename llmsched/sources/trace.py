@@ -28,6 +28,9 @@ def build(cfg):
     sent = getattr(trace, "sent_before", None)
     if sent is not None:  # the prompt the benchmark sent before the run: experiment.run warms the caches with it
         source.sent_before = sent
+    turns = getattr(trace, "turns", None)
+    if turns is not None:  # a conversation log's: a later turn waits for the one it follows (workload/held_turns.py)
+        source.turns = turns
     return source
 
 

@@ -496,7 +496,7 @@ def server_log_trace(path: Path, clock: str = "engine", client: dict | None = No
         warnings.warn(f"{path}: {log.failed.note}", stacklevel=2)
     return JsonlTrace(log.arrivals, log.prompt_lens, log.output_lens, path, log.format, contents=log.contents,
                       hash_block=HASH_BLOCK if log.hash_ids is not None else None, in_flight=log.in_flight,
-                      sent_before=log.sent_before())
+                      sent_before=log.sent_before(), turns=log.turns)
 
 
 def names_prompts(path: Path) -> bool:

@@ -4,7 +4,8 @@
 optional ``session`` and ``turn``). The replay gives each turn that prompt (``ServerLog.turn_content``), so its
 prefix cache finds what vLLM's found: on a real AIPerf run (tests/data/cpu_aiperf_multiturn) every request's cached
 tokens are vLLM's ``num_cached_tokens``, on a GuideLLM one (tests/data/cpu_guidellm_run) 23 of 24 (a reply whose
-text lost a special token, which GuideLLM then sent one word short)."""
+text lost a special token, which GuideLLM then sent one word short). A later turn is not sent before the turn it
+follows has left (workload/held_turns.py)."""
 from __future__ import annotations
 
 import numpy as np

@@ -180,6 +180,7 @@ class JsonlTrace:
     follow_ups: object = None
     in_flight: int | None = None  # a client's cap on requests in flight that a replay keeps (a closed loop)
     sent_before: object = None  # the prompt its client sent before the run (bench_warmups.SentBefore), or None
+    turns: object = None  # a conversation log's: per request, the request its turn follows (-1: none), or None
 
     def __len__(self) -> int:
         return len(self.prompt_lens)
