@@ -16,6 +16,7 @@ from llmsched.batchtime.registry import make_batch_time_model
 from llmsched.content import Content, Space, piece_id
 from llmsched.engine.offload_plan import plan_offload
 from llmsched.engine.offload_spec import parse_kv_offload
+from llmsched.engine.plan import BatchPlan
 from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.experiment import run
 from llmsched.hardware.gpus import gpu
@@ -27,6 +28,7 @@ from llmsched.request import Request, Status
 from llmsched.routing.registry import make_router
 from llmsched.run_config import RunConfig
 from llmsched.schedulers import create_scheduler
+from llmsched.schedulers.base import Scheduler
 from llmsched.sim.simulator import simulate
 from llmsched.workload.workload import OpenLoop
 
@@ -195,3 +197,42 @@ def test_per_request_records_leave_with_their_requests():
         assert store.used <= store.capacity
         assert sum(len(v) for v in store.table.values()) <= store.used
     assert len(tiers.usage) <= 1200
+
+
+class Then(Scheduler):
+    """vllm-chunked's plans until a test hands it plans of its own (``script``), one an ask."""
+
+    name = "then"
+
+    def __init__(self):
+        self.inner, self.script = create_scheduler("vllm-chunked"), []
+
+    def schedule(self, view):
+        return self.script.pop(0)(view) if self.script else self.inner.schedule(view)
+
+
+def test_a_request_preempted_by_a_plan_that_became_loads_alone_can_run_in_the_next():
+    """A plan preempts R and admits B, whose whole prompt is in host memory: B's admission becomes a load (vLLM's
+    WAITING_FOR_REMOTE_KVS), nothing is left to run, and the policy is asked again at the same step count; its next
+    plan lists R, which is waiting again. Before, R was refused as "listed twice or preempted" (fuzz seed 64,941,
+    fairbatching-fb on a prefill pool with tiers)."""
+    plan = plan_offload(parse_kv_offload("cpu:10GiB"), "vllm", M, G, 1, 16)
+    policy = Then()
+    rep = Replica(0, policy, BT, ReplicaConfig(num_blocks=400, block_size=16, max_model_len=131072,
+                                               prefix_caching=True, kv_offload=plan, check_invariants=True))
+    first = [Request(0, 0.0, 3200, 2, content=Content.of_pieces([(X, 3200)], reply=10))]
+    first += [Request(i, float(i), 3200, 2, content=Content.of_pieces([(piece_id(Space.NAMED, 2 + i), 3200)],
+                                                                        reply=10 + i)) for i in (1, 2)]
+    simulate(OpenLoop(first), [rep], make_router("round-robin"))  # X in host memory, pushed off the GPU
+    t = 5.0
+    r = Request(5, t, 100, 50, content=Content.of_pieces([(piece_id(Space.NAMED, 9), 100)], reply=15))
+    rep.add(r, t)
+    for _ in range(3):
+        t += rep.start_step(t)
+        rep.end_step(t)
+    b = Request(6, t, 3200, 2, content=Content.of_pieces([(X, 3200)], reply=16))
+    rep.add(b, t)
+    policy.script = [lambda v: BatchPlan(preempt=[r], prefills=[(b, 512)]),
+                     lambda v: BatchPlan(prefills=[(r, r.remaining_prefill)])]
+    assert rep.start_step(t) is not None and not policy.script  # both asked at this scheduling point
+    assert r.status is Status.RUNNING and r.preemptions == 1 and b in rep.loading
