@@ -104,7 +104,6 @@ def request_key(vllm_id: str) -> str:
 def run_folder(out: Path, records: list[dict], stamps: list[dict], steps: list[dict], model: Path, command: list,
                args, host: str) -> None:
     """One rate's folder (module docstring)."""
-    import vllm
     out.mkdir(parents=True, exist_ok=True)
     (out / "profile_export.jsonl").write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
     by_id = {request_key(row["request_id"]): row for row in stamps
@@ -115,40 +114,86 @@ def run_folder(out: Path, records: list[dict], stamps: list[dict], steps: list[d
         row = by_id.get(meta["x_request_id"])
         if row is None or rec.get("error") is not None:
             continue
-        sent = meta["request_start_ns"] / 1e9 - row["wall_minus_mono"]  # the client's send on the engine's clock
-        keep = {"request_id": meta["x_request_id"], "phase": meta["benchmark_phase"],
-                "input_toks": row["prompt_tokens"], "output_toks": row["output_tokens"],
-                "arrival_time": round(row["arrival_time"], 6), "client_sent": round(sent, 6)}
-        for k in ("http_ts", "rendered_ts", "added_ts", "first_out_ts", "last_out_ts", "queued_ts", "scheduled_ts",
-                  "first_token_ts", "last_token_ts"):
-            if row.get(k) is not None:
-                keep[k] = round(row[k], 6)
-        keep["client_first"] = round(sent + metrics["time_to_first_token"]["value"] / 1e3, 6)
-        keep["client_last"] = round(sent + metrics["request_latency"]["value"] / 1e3, 6)
-        keep["num_cached_tokens"] = row.get("num_cached_tokens")
+        keep = stamped_row({"request_id": meta["x_request_id"], "phase": meta["benchmark_phase"]}, row,
+                           meta["request_start_ns"] / 1e9, metrics["time_to_first_token"]["value"] / 1e3,
+                           metrics["request_latency"]["value"] / 1e3)
         if args.turns > 1:  # its conversation (one live session) and turn: the replay gives it the history's prefix
             keep["session"], keep["turn"] = meta["x_correlation_id"], meta["turn_index"]
         lines.append(keep)
     lines.sort(key=lambda r: r["arrival_time"])
     (out / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     shutil.copy(model / "config.json", out / "config.json")
-    profiling = [r for r in lines if r["phase"] == "profiling"]
-    t0, t1 = min(r["client_sent"] for r in profiling), max(r["client_last"] for r in profiling)
     version = subprocess.run([args.aiperf, "--version"], capture_output=True, text=True).stdout.strip()
+    endpoint = "/v1/chat/completions" if args.turns > 1 else "/v1/completions"
+    write_meta(out, [r for r in lines if r["phase"] == "profiling"], steps, host,
+               {"tool": "aiperf", "version": version or "0.13.0"}, command, endpoint, "aiperf_capture.py")
+
+
+def stamped_row(head: dict, row: dict, sent_wall: float, ttft: float, latency: float) -> dict:
+    """A requests.jsonl line: ``head`` (its id and the client's own fields), the engine's stamps ``row`` of the
+    request, and the client's send (``sent_wall``, wall clock, put on the engine's monotonic clock with the server's
+    own offset), first chunk and last byte (``ttft`` and ``latency`` after it, seconds)."""
+    sent = sent_wall - row["wall_minus_mono"]
+    keep = {**head, "input_toks": row["prompt_tokens"], "output_toks": row["output_tokens"],
+            "arrival_time": round(row["arrival_time"], 6), "client_sent": round(sent, 6)}
+    for k in ("http_ts", "rendered_ts", "added_ts", "first_out_ts", "last_out_ts", "queued_ts", "scheduled_ts",
+              "first_token_ts", "last_token_ts"):
+        if row.get(k) is not None:
+            keep[k] = round(row[k], 6)
+    keep["client_first"] = round(sent + ttft, 6)
+    keep["client_last"] = round(sent + latency, 6)
+    keep["num_cached_tokens"] = row.get("num_cached_tokens")
+    return keep
+
+
+def write_meta(out: Path, lines: list[dict], steps: list[dict], host: str, client: dict, command: list,
+               endpoint: str, script: str) -> None:
+    """A rate folder's meta.json: the engine's arguments, the client and its command, and the CPU step fit over the
+    span of ``lines`` (the compared requests)."""
+    import vllm
+    t0, t1 = min(r["client_sent"] for r in lines), max(r["client_last"] for r in lines)
     meta = {"model": "tiny (llmsched make-model, word-level vocabulary of 1,024)", "vllm_version": vllm.__version__,
             "gpu": "cpu", "host_cpu": host,
             "engine_kwargs": {**cc.ENGINE_ARGS, "tensor_parallel_size": 1, "data_parallel_size": 1},
             "engine_defaults_seen": {"async_scheduling": False, "enable_prefix_caching": True},
             "front_end": "vllm-serve",
             "front_end_details": {"server": "vllm serve (python -m vllm.entrypoints.openai.api_server)",
-                                  "endpoint": "/v1/chat/completions, streamed" if args.turns > 1 else
-                                  "/v1/completions, streamed", "prompt": "text (tokenised by the server)",
+                                  "endpoint": f"{endpoint}, streamed", "prompt": "text (tokenised by the server)",
                                   "stream_interval": 1, "detokenize": True},
-            "client": {"tool": "aiperf", "version": version or "0.13.0",
-                       "command": shlex.join([Path(command[0]).name, *command[1:]])},
+            "client": {**client, "command": shlex.join([Path(command[0]).name, *command[1:]])},
             "cpu_step_model": cc.step_model(steps, t0, t1),
-            "command": "PYTHONPATH=$PWD python scripts/aiperf_capture.py " + " ".join(sys.argv[1:])}
+            "command": f"PYTHONPATH=$PWD python scripts/{script} " + " ".join(sys.argv[1:])}
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def capture(args, prefix: str, run_rate) -> int:
+    """Start ``vllm serve`` (the word-level tiny model, the engine's stamps), then ``run_rate(model, port, rate,
+    work, stamps, host)`` for each of ``args.rates`` (it runs the client and writes the rate's folder); stop it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    model = word_model(work / "tiny")
+    stamps, log, port = work / "stamps.jsonl", work / "server.log", cc.free_port()
+    host = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+                "unknown")
+    with open(log, "w") as f:
+        proc = subprocess.Popen(cc.server_command(model, port, stamps, "cpu", []), stdout=f,
+                                stderr=subprocess.STDOUT, env=cc.server_env(work, "cpu"), start_new_session=True)
+    try:
+        print(f"server ready in {cc.wait_ready(f'http://127.0.0.1:{port}', proc, log, 600):.0f} s", flush=True)
+        for rate in args.rates:
+            run_rate(model, port, rate, work, stamps, host)
+            print(f"wrote {Path(args.out) / f'rate-{rate:g}'}", flush=True)
+    finally:
+        cc.stop(proc)
+    return 0
+
+
+def run_client(command: list, name: str, cwd: Path | None = None) -> None:
+    """Run a client's command; its output's tail in the error where it fails."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd)
+    if done.returncode:
+        raise SystemExit(f"{name} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    time.sleep(2.0)  # the last finish is written
 
 
 def main(argv=None) -> int:
@@ -164,33 +209,16 @@ def main(argv=None) -> int:
                    help="turns a conversation (> 1: AIPerf's multi_turn dataset through the chat endpoint)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    work = Path(tempfile.mkdtemp(prefix="aiperf_capture_"))
-    model = word_model(work / "tiny")
-    stamps, log, port = work / "stamps.jsonl", work / "server.log", cc.free_port()
-    host = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-                "unknown")
-    with open(log, "w") as f:
-        proc = subprocess.Popen(cc.server_command(model, port, stamps, "cpu", []), stdout=f,
-                                stderr=subprocess.STDOUT, env=cc.server_env(work, "cpu"), start_new_session=True)
-    out = Path(args.out)
-    try:
-        print(f"server ready in {cc.wait_ready(f'http://127.0.0.1:{port}', proc, log, 600):.0f} s", flush=True)
-        for rate in args.rates:
-            result = work / f"aiperf-{rate:g}"
-            prompts = prompts_file(args, work / f"prompts-{rate:g}.jsonl", f"{rate:g}")
-            command = aiperf_command(args, model, port, rate, result, prompts)
-            done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-            if done.returncode:
-                raise SystemExit(f"aiperf failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-            time.sleep(2.0)  # the last finish is written
-            records = cc.read_rows(result / "profile_export.jsonl")
-            run_folder(out / f"rate-{rate:g}", records, cc.read_rows(stamps), cc.read_rows(work / "steps.jsonl"),
-                       model, command, args, host)
-            print(f"wrote {out / f'rate-{rate:g}'}", flush=True)
-    finally:
-        cc.stop(proc)
-    return 0
+
+    def run_rate(model, port, rate, work, stamps, host):
+        result = work / f"aiperf-{rate:g}"
+        prompts = prompts_file(args, work / f"prompts-{rate:g}.jsonl", f"{rate:g}")
+        command = aiperf_command(args, model, port, rate, result, prompts)
+        run_client(command, "aiperf")
+        run_folder(Path(args.out) / f"rate-{rate:g}", cc.read_rows(result / "profile_export.jsonl"),
+                   cc.read_rows(stamps), cc.read_rows(work / "steps.jsonl"), model, command, args, host)
+
+    return capture(args, "aiperf_capture_", run_rate)
 
 
 if __name__ == "__main__":

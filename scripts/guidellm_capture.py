@@ -26,12 +26,9 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -76,7 +73,6 @@ def vllm_key(request_id: str) -> str:
 def run_folder(out: Path, report: Path, stamps: list[dict], steps: list[dict], model: Path, command: list, args,
                host: str) -> None:
     """One rate's folder (module docstring)."""
-    import vllm
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy(report, out / "benchmarks.json")
     by_id = {vllm_key(row["request_id"]): row for row in stamps if str(row.get("request_id", "")).startswith("cmpl-")}
@@ -85,17 +81,8 @@ def run_folder(out: Path, report: Path, stamps: list[dict], steps: list[dict], m
         row = by_id.get(rec["response_id"])
         if row is None:
             continue
-        sent = rec["request_start_time"] - row["wall_minus_mono"]  # the client's send on the engine's clock
-        keep = {"request_id": rec["response_id"], "input_toks": row["prompt_tokens"],
-                "output_toks": row["output_tokens"], "arrival_time": round(row["arrival_time"], 6),
-                "client_sent": round(sent, 6)}
-        for k in ("http_ts", "rendered_ts", "added_ts", "first_out_ts", "last_out_ts", "queued_ts", "scheduled_ts",
-                  "first_token_ts", "last_token_ts"):
-            if row.get(k) is not None:
-                keep[k] = round(row[k], 6)
-        keep["client_first"] = round(sent + rec["time_to_first_token_ms"] / 1e3, 6)
-        keep["client_last"] = round(sent + rec["request_latency"], 6)
-        keep["num_cached_tokens"] = row.get("num_cached_tokens")
+        keep = ac.stamped_row({"request_id": rec["response_id"]}, row, rec["request_start_time"],
+                              rec["time_to_first_token_ms"] / 1e3, rec["request_latency"])
         if args.turns > 1:  # its conversation and turn: the replay gives it the history's prefix
             keep["session"], keep["turn"] = rec["info"]["conversation_id"], rec["info"]["turn_index"]
         lines.append(keep)
@@ -104,21 +91,9 @@ def run_folder(out: Path, report: Path, stamps: list[dict], steps: list[dict], m
     lines.sort(key=lambda r: r["arrival_time"])
     (out / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     shutil.copy(model / "config.json", out / "config.json")
-    t0, t1 = min(r["client_sent"] for r in lines), max(r["client_last"] for r in lines)
     version = subprocess.run([args.guidellm, "--version"], capture_output=True, text=True).stdout.strip()
-    meta = {"model": "tiny (llmsched make-model, word-level vocabulary of 1,024)", "vllm_version": vllm.__version__,
-            "gpu": "cpu", "host_cpu": host,
-            "engine_kwargs": {**cc.ENGINE_ARGS, "tensor_parallel_size": 1, "data_parallel_size": 1},
-            "engine_defaults_seen": {"async_scheduling": False, "enable_prefix_caching": True},
-            "front_end": "vllm-serve",
-            "front_end_details": {"server": "vllm serve (python -m vllm.entrypoints.openai.api_server)",
-                                  "endpoint": "/v1/completions, streamed", "prompt": "text (tokenised by the server)",
-                                  "stream_interval": 1, "detokenize": True},
-            "client": {"tool": "guidellm", "version": version.rsplit(" ", 1)[-1] or "0.8.1",
-                       "command": shlex.join([Path(command[0]).name, *command[1:]])},
-            "cpu_step_model": cc.step_model(steps, t0, t1),
-            "command": "PYTHONPATH=$PWD python scripts/guidellm_capture.py " + " ".join(sys.argv[1:])}
-    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    ac.write_meta(out, lines, steps, host, {"tool": "guidellm", "version": version.rsplit(" ", 1)[-1] or "0.8.1"},
+                  command, "/v1/completions", "guidellm_capture.py")
 
 
 def main(argv=None) -> int:
@@ -132,32 +107,16 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--turns", type=int, default=1, help="turns a conversation (> 1: GuideLLM's multi-turn)")
     args = p.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    work = Path(tempfile.mkdtemp(prefix="guidellm_capture_"))
-    model = ac.word_model(work / "tiny")
-    stamps, log, port = work / "stamps.jsonl", work / "server.log", cc.free_port()
-    host = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-                "unknown")
-    with open(log, "w") as f:
-        proc = subprocess.Popen(cc.server_command(model, port, stamps, "cpu", []), stdout=f,
-                                stderr=subprocess.STDOUT, env=cc.server_env(work, "cpu"), start_new_session=True)
-    out = Path(args.out)
-    try:
-        print(f"server ready in {cc.wait_ready(f'http://127.0.0.1:{port}', proc, log, 600):.0f} s", flush=True)
-        for rate in args.rates:
-            report = work / f"guidellm-{rate:g}.json"
-            prompts = prompts_file(args, work / f"prompts-{rate:g}.jsonl", f"{rate:g}")
-            command = guidellm_command(args, model, port, rate, report, prompts)
-            done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=work)
-            if done.returncode:
-                raise SystemExit(f"guidellm failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-            time.sleep(2.0)  # the last finish is written
-            run_folder(out / f"rate-{rate:g}", report, cc.read_rows(stamps), cc.read_rows(work / "steps.jsonl"),
-                       model, command, args, host)
-            print(f"wrote {out / f'rate-{rate:g}'}", flush=True)
-    finally:
-        cc.stop(proc)
-    return 0
+
+    def run_rate(model, port, rate, work, stamps, host):
+        report = work / f"guidellm-{rate:g}.json"
+        prompts = prompts_file(args, work / f"prompts-{rate:g}.jsonl", f"{rate:g}")
+        command = guidellm_command(args, model, port, rate, report, prompts)
+        ac.run_client(command, "guidellm", cwd=work)
+        run_folder(Path(args.out) / f"rate-{rate:g}", report, cc.read_rows(stamps), cc.read_rows(work / "steps.jsonl"),
+                   model, command, args, host)
+
+    return ac.capture(args, "guidellm_capture_", run_rate)
 
 
 if __name__ == "__main__":
