@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .conversations import take_turns
+from .conversations import is_turn_index, take_turns
 from .failed_requests import FailedRequests, error_text
 from .server_log import ServerLog
 from .trace_error import TraceError
@@ -101,7 +101,7 @@ def turn_of(where: str, row) -> tuple[str, int] | None:
     if not isinstance(meta, dict) or meta.get("turn_index") is None:
         return None
     turn = meta["turn_index"]
-    if isinstance(turn, bool) or not isinstance(turn, int) or turn < 0:
+    if not is_turn_index(turn):
         raise TraceError(f"{where}: metadata.turn_index is {turn!r}, not a turn's index (0, 1, ...)")
     session = meta.get("x_correlation_id") or meta.get("conversation_id")
     return (str(session), turn) if session is not None else None

@@ -37,6 +37,11 @@ def take_turns(log, turns: list, client: str) -> None:
                      f"conversation so far (the turn before it, prompt and reply), as {client} sends it")
 
 
+def is_turn_index(value) -> bool:
+    """Whether ``value`` is a turn's index in its conversation (0, 1, ...), as every client's record writes it."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def jsonl_turn(where: str, row: dict) -> tuple[str, int] | None:
     """A requests.jsonl line's optional ``session`` and ``turn``."""
     session, turn = row.get("session"), row.get("turn")
@@ -47,6 +52,6 @@ def jsonl_turn(where: str, row: dict) -> tuple[str, int] | None:
                          f"{'session' if session is None else 'turn'}; {SESSION_FIX}")
     if isinstance(session, bool) or not (isinstance(session, str) and session or isinstance(session, int)):
         raise TraceError(f"{where}: session is {session!r}; {SESSION_FIX}")
-    if isinstance(turn, bool) or not isinstance(turn, int) or turn < 0:
+    if not is_turn_index(turn):
         raise TraceError(f"{where}: turn is {turn!r}; {SESSION_FIX}")
     return str(session), turn

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .client_settings import guidellm_sending
-from .conversations import take_turns
+from .conversations import is_turn_index, take_turns
 from .failed_requests import FailedRequests, error_text
 from .server_log import ServerLog, seconds, token_counts
 from .trace_error import TraceError
@@ -121,7 +121,7 @@ def guidellm_turn(where: str, row: dict) -> tuple[str, int] | None:
     if not isinstance(info, dict) or info.get("turn_index") is None or info.get("conversation_id") is None:
         return None
     turn = info["turn_index"]
-    if isinstance(turn, bool) or not isinstance(turn, int) or turn < 0:
+    if not is_turn_index(turn):
         raise TraceError(f"{where}.info.turn_index: {turn!r}, not a turn's index (0, 1, ...)")
     return str(info["conversation_id"]), turn
 
