@@ -157,6 +157,62 @@ def test_transfers_share_the_sides_they_cross():
     assert fair_rates([("a", "c"), ("b", "c"), ("a", "d")], caps) == pytest.approx([2.0, 2.0, 10.0])
 
 
+def test_the_network_wakes_its_loop_when_a_transfer_lands_at_the_float_advance_finishes_it():
+    """``next_finish``: past latencies that end first (each changes the rates, lands nothing) to the first landing,
+    the very float ``advance`` reports for it, with transfers alone, sharing a side, or in their latency."""
+    net = FairNetwork()
+    net.side("out", 7.0)
+    net.side("in", 3.0)
+    net.side("other", 5.0)
+    assert net.next_finish() is None
+    net.start(0.0, 0.0, "empty", ("out", "in"), 0.25)
+    assert net.next_finish() == 0.25 and net.advance(0.3) == [("empty", 0.25)]
+    net.start(1.0, 10.0, "a", ("out", "in"), 0.4)  # alone: latency, then 10 bytes at the narrowest side (3/s)
+    assert net.next_finish() == 1.4 + 10.0 / 3.0 and net.next_event() == 1.4
+    assert net.advance(2.0) == []
+    net.start(2.0, 6.0, "b", ("out", "other"), 0.5)  # shares "out" with "a" from 2.5 on
+    assert net.advance(2.1) == []
+    net.start(2.1, 1.0, "c", ("other",), 0.3)
+    t = net.next_finish()
+    assert t > net.next_event()  # latencies end first, and land nothing
+    probe = net.advance(t)
+    assert probe and probe[0][1] == t
+    while len(net):
+        t = net.next_finish()
+        landed = net.advance(t + 1.0)
+        assert landed[0][1] == t
+
+
+@pytest.mark.parametrize("fields", [
+    dict(scheduler="sarathi", workload="azure-code", rate=4.0),
+    dict(scheduler="vllm-chunked", workload="sharegpt", rate=8.0, disaggregate="1P2D", num_blocks=700),
+    dict(scheduler="sarathi", workload="azure-conv", rate=8.0, disaggregate="2P1D", pd_decider="llm-d",
+         pd_decider_params={"non_cached_tokens": 512}),
+    dict(scheduler="vllm", workload="sharegpt", rate=6.0, client_timeout=4.0),
+])
+def test_the_decode_pool_folds_past_finishes_and_the_run_equals_stepping(fields):
+    """A request's end on the decode pool (its path's last stage) adds no event under an open-loop source, so
+    those replicas fold decode runs past finishes as a plain run's do; a prefill instance's end hands its request
+    on, so it never does. Folded or stepped one step at a time, every request and every step row is the same."""
+    cfg = RunConfig(**{"batch_time": "vllm-v1", "num_requests": 200, "seed": 3, "disaggregate": "1P1D", **fields})
+    source = cfg_source(cfg)
+    folded, state = simulate_fleet_config(cfg, source)
+    roles = {rep.index: members.role for rep, members in zip(state.replicas, state.members_of)}
+    assert {roles[r.index] for r in state.replicas if r.quiet_finishes} == {"decode"}
+    if state.replicas[-1].scheduler.steady_after_finishes:  # (vLLM v0's policy does not declare it)
+        assert any(r.quiet_finishes and r.folds_finishes for r in state.replicas)
+    stepped, _ = simulate_fleet_config(RunConfig(**{**cfg.__dict__, "fast_forward": False}), cfg_source(cfg))
+    for name, col in folded.requests.cols.items():
+        assert np.array_equal(np.asarray(col), np.asarray(stepped.requests.cols[name]), equal_nan=True), name
+    a, b = folded.steps.arrays(), stepped.steps.arrays()
+    assert all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
+
+
+def cfg_source(cfg):
+    from llmsched.experiment import build_source
+    return build_source(cfg)
+
+
 def test_two_prefill_instances_into_one_decode_share_its_link():
     """2P1D with two long prompts prefilled at the same time: their transfers to the one decode instance overlap
     and each takes about twice as long as alone."""

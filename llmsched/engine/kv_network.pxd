@@ -1,5 +1,7 @@
 # The network's state in a struct, so that its clock and lists are read without a lookup by name; its methods and
 # helpers C calls (the event loop asks it at every transfer's start and end).
+cimport cython
+
 cdef class FairNetwork:
     cdef public dict capacity
     cdef public object now
@@ -10,6 +12,8 @@ cdef class FairNetwork:
     cdef public object done_count
     cdef public object busy_time
     cpdef next_event(self)
+    @cython.locals(probe=FairNetwork)
+    cpdef next_finish(self)
     cpdef advance(self, t)
     cpdef rerate(self)
     cpdef progress(self, t)

@@ -62,6 +62,29 @@ class FairNetwork:
             t = end if t is None or end < t else t
         return t
 
+    def next_finish(self) -> float | None:
+        """When the next transfer moves its last byte (None: nothing in flight): ``advance``'s own steps, run on a
+        copy past any latency that ends first. A transfer that starts moving changes the others' rates but lands
+        nothing, so an event loop that waits for this wakes when a transfer lands, not at every latency's end; and
+        since ``advance`` takes the same steps from the same state, it finishes that transfer at this very float."""
+        starting, flowing = self.starting, self.flowing
+        if not flowing:
+            if not starting:
+                return None
+            if len(starting) == 1:  # alone on the network: its latency, then its bytes at its narrowest side
+                ready, _, nbytes, sides = starting[0]
+                return ready + nbytes / narrowest(sides, self.capacity) if nbytes > 0 else ready
+        probe = FairNetwork()
+        probe.capacity = self.capacity
+        probe.now = self.now
+        probe.starting = list(starting)  # (its entries are read, never changed)
+        probe.flowing = [list(f) for f in flowing]
+        probe.rates = list(self.rates)
+        while True:
+            done = probe.advance(probe.next_event())
+            if done:
+                return done[0][1]
+
     def advance(self, t: float) -> list:
         """Move the clock to ``t``; ``[(tag, finish time)]`` of the transfers finished by then, in finishing order
         (ties: in order of starting)."""

@@ -99,7 +99,8 @@ class KVTransfers:
         self.first = min(self.first, now)
 
     def next_event(self) -> float | None:
-        return self.network.next_event()
+        """When the next transfer lands (None: none in flight)."""
+        return self.network.next_finish()
 
     def advance(self, t: float) -> list:
         """``[(request, finish time)]`` of the transfers finished by ``t``."""

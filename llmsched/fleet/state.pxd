@@ -22,6 +22,7 @@ cdef class FleetState:
     cdef public object scale_events
     cdef public object schedule
     cdef public object quiet
+    cdef public object handing
     cpdef route(self, req, rng, role=*)
     @cython.locals(members=Members)
     cpdef left(self, rep, list done)

@@ -75,18 +75,23 @@ class FleetState:
         self.scale_events = 0
         self.schedule = None
         self.quiet = False
+        self.handing = frozenset()  # roles whose finishes hand requests on (begin)
         for pool in fleet.pools:  # the replicas of the run's start serve from t = 0
             for _ in range(pool.replicas):
                 life = self.add_replica(self.pools[pool.name], SERVING, 0.0)
                 self.members[pool.role].join(self.replicas[life.index])
 
-    def begin(self, schedule: Callable[[float, Callable[[float], None]], None], quiet: bool = False) -> None:
+    def begin(self, schedule: Callable[[float, Callable[[float], None]], None], quiet: bool = False,
+              handing: frozenset = frozenset()) -> None:
         """The run starts: ``schedule(t, action)`` runs ``action(t)`` at time t; ``quiet``: a request's end adds no
-        event (the source's completions add no request), so a new replica may fold decode runs past finishes."""
+        event (the source's completions add no request), so a replica may fold decode runs past finishes, unless
+        its role is in ``handing``: a stage of that role hands its finished requests on (a prefill pool), and a
+        handoff is an event at the finish's own time."""
         self.schedule = schedule
         self.quiet = quiet
-        for rep in self.replicas:
-            rep.set_quiet_finishes(quiet)
+        self.handing = handing
+        for rep, members in zip(self.replicas, self.members_of):
+            rep.set_quiet_finishes(quiet and members.role not in handing)
         for members in self.members.values():
             members.begin()
         for controller in self.controllers:
@@ -98,7 +103,7 @@ class FleetState:
             rep = pool.make(index)
         except ValueError as e:
             raise ValueError(f"pool {pool.spec.name!r}: {e}") from None
-        rep.set_quiet_finishes(self.quiet)
+        rep.set_quiet_finishes(self.quiet and pool.spec.role not in self.handing)
         life = Life(index, pool.spec.name, state, now)
         self.replicas.append(rep)
         self.lives.append(life)

@@ -11,7 +11,7 @@ scheduling wait for its end), and two more:
   arrivals at t; a step folds no further than the next action, so whatever the action reads (an autoscaler, a
   replica's queue) is as of its time;
 * a stage's request ready for the next stage of its path (``Path.handoffs``), routed then like an arrival;
-* a disaggregated fleet's KV transfer changing (``FleetState.transfers``, fleet/kv_transfers.py): a stage that
+* a disaggregated fleet's KV transfer landing (``FleetState.transfers``, fleet/kv_transfers.py): a stage that
   ``receives_kv`` hands its request to the replica without the prompt's KV (``engine/remote_kv.py``); when the
   replica reserves its blocks, at a scheduling point, the transfer starts; when it ends, the request joins the
   replica's queue with its prompt computed (held for the step in flight, as an arrival is, under vLLM's async
@@ -132,8 +132,10 @@ class FleetLoop:
         begin = getattr(choose, "begin", None)
         if begin is not None:  # a chooser that reads the fleet (a decider reading the decode pool's caches)
             begin(fleet)
-        # a stage's end that hands a request on is an event: no fold may pass it
-        fleet.begin(self.schedule, quiet=not getattr(source, "done_adds_requests", True) and not staged)
+        # a stage's end that hands a request on is an event: no fold may pass it (a last stage's finish, with an
+        # open-loop source, adds none: its replicas fold past finishes as a plain run's do)
+        handing = frozenset(s.role for path in choose.paths for s in path.stages[:-1])
+        fleet.begin(self.schedule, quiet=not getattr(source, "done_adds_requests", True), handing=handing)
 
     def schedule(self, t: float, action) -> None:
         heappush(self.actions, (t, self.seq, action))
