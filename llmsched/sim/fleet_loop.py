@@ -105,7 +105,7 @@ class FleetLoop:
         self.bar = progress_bar(progress, source)
         self.on_done = source.on_done
         self.choose = choose = fleet.fleet.paths
-        self.staged = staged = any(len(path.stages) > 1 for path in choose.paths)
+        self.staged = any(len(path.stages) > 1 for path in choose.paths)
         self.stage_of = {}  # request id -> (its path, the stage it is in): paths of several stages only
         self.draining = fleet.draining
         # held arrivals of engines with vLLM's async scheduling (see simulate), by replica index: (request, ADD,
