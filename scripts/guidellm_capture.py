@@ -7,7 +7,8 @@ script; ``python -m venv .guidellm && .guidellm/bin/pip install guidellm==0.8.1`
 random words of the model's vocabulary (GuideLLM's synthetic text would be all ``<unk>`` under it), each
 ``--output-len`` tokens out (``ignore_eos``, GuideLLM's ``output_tokens_count`` column); with ``--turns``,
 conversations (GuideLLM 0.8's multi-turn: ``/v1/completions`` gets the earlier turns' prompts and replies joined by
-spaces, then the new words). GuideLLM sends no request id
+spaces, then the new words; with ``--chat``, ``/v1/chat/completions`` gets them as messages, which the word model's
+chat template joins the same way). GuideLLM sends no request id
 of its own: each request is matched to the engine's stamps by vLLM's (the report's ``response_id``), and its
 wall-clock times are put on the engine's monotonic clock with the server's own wall-minus-monotonic offset.
 
@@ -17,6 +18,9 @@ CPU step fit, the client's command) and ``config.json``.
 
     PYTHONPATH=$PWD python scripts/guidellm_capture.py --guidellm .guidellm/bin/guidellm \\
         --out tests/data/cpu_guidellm_run --rates 4 --num-prompts 24
+
+(tests/data/cpu_guidellm_run: ``--rates 8 --num-prompts 24 --input-len 200 --turns 3``; tests/data/cpu_guidellm_chat:
+the same with ``--chat --seed 1``.)
 
 Run it on a quiet machine: on this 2-core one, with other work running, GuideLLM's client read each streamed reply
 as one burst at its end (its TTFT was the whole latency) and sent 90 ms late.
@@ -57,9 +61,13 @@ def prompts_file(args, out: Path, salt: str) -> Path:
     return out
 
 
+def endpoint(args) -> str:
+    return "/v1/chat/completions" if args.chat else "/v1/completions"
+
+
 def guidellm_command(args, model: Path, port: int, rate: float, out: Path, prompts: Path) -> list[str]:
     return [args.guidellm, "run", "--backend", f"kind=openai_http,target=http://127.0.0.1:{port},"
-            f"request_format=/v1/completions", "--profile", f"kind=constant,rate={rate:g}",
+            f"request_format={endpoint(args)}", "--profile", f"kind=constant,rate={rate:g}",
             "--constraint", f"kind=max_requests,count={args.num_prompts}",
             "--data", f"kind=json_file,path={prompts}", "--tokenizer", f"kind=huggingface_auto,model={model}",
             "--output", f"kind=json,path={out}", "--disable-progress"]
@@ -75,7 +83,8 @@ def run_folder(out: Path, report: Path, stamps: list[dict], steps: list[dict], m
     """One rate's folder (module docstring)."""
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy(report, out / "benchmarks.json")
-    by_id = {vllm_key(row["request_id"]): row for row in stamps if str(row.get("request_id", "")).startswith("cmpl-")}
+    by_id = {vllm_key(row["request_id"]): row for row in stamps
+             if str(row.get("request_id", "")).startswith(("cmpl-", "chatcmpl-"))}
     lines = []
     for rec in json.loads(report.read_text())["benchmarks"][0]["requests"]["successful"]:
         row = by_id.get(rec["response_id"])
@@ -93,7 +102,7 @@ def run_folder(out: Path, report: Path, stamps: list[dict], steps: list[dict], m
     shutil.copy(model / "config.json", out / "config.json")
     version = subprocess.run([args.guidellm, "--version"], capture_output=True, text=True).stdout.strip()
     ac.write_meta(out, lines, steps, host, {"tool": "guidellm", "version": version.rsplit(" ", 1)[-1] or "0.8.1"},
-                  command, "/v1/completions", "guidellm_capture.py")
+                  command, endpoint(args), "guidellm_capture.py")
 
 
 def main(argv=None) -> int:
@@ -106,6 +115,8 @@ def main(argv=None) -> int:
     p.add_argument("--output-len", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--turns", type=int, default=1, help="turns a conversation (> 1: GuideLLM's multi-turn)")
+    p.add_argument("--chat", action="store_true", help="through /v1/chat/completions (each later turn's request "
+                   "carries the conversation as messages) instead of /v1/completions")
     args = p.parse_args(argv)
 
     def run_rate(model, port, rate, work, stamps, host):

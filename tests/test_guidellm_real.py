@@ -1,8 +1,9 @@
-"""A real GuideLLM report (guidellm 0.8.1, ``guidellm run --output kind=json``) read as a client-side log: a
-multi-turn run against vLLM 0.32 on this CPU (tests/data/cpu_guidellm_run, scripts/guidellm_capture.py --turns 3:
-8 conversations of 3 turns of 200 random words, 32 tokens out, a constant 8 req/s through /v1/completions), with
-the engine's own stamps of the same requests beside it. The other GuideLLM tests (test_client_logs.py) build
-reports from a vllm bench serve result; this one is GuideLLM's own."""
+"""Real GuideLLM reports (guidellm 0.8.1, ``guidellm run --output kind=json``) read as client-side logs: multi-turn
+runs against vLLM 0.32 on this CPU (scripts/guidellm_capture.py --turns 3: 8 conversations of 3 turns of 200 random
+words, 32 tokens out, a constant 8 req/s), through /v1/completions (tests/data/cpu_guidellm_run) and through
+/v1/chat/completions (tests/data/cpu_guidellm_chat, ``--chat``), with the engine's own stamps of the same requests
+beside them. The other GuideLLM tests (test_client_logs.py) build reports from a vllm bench serve result; these
+are GuideLLM's own."""
 import json
 import shutil
 from pathlib import Path
@@ -18,6 +19,7 @@ from llmsched.workload.traces.server_log import read_server_log
 from test_aiperf_records import step_fit
 
 RUN = Path(__file__).parent / "data" / "cpu_guidellm_run" / "rate-8"
+CHAT = Path(__file__).parent / "data" / "cpu_guidellm_chat" / "rate-8"
 
 
 def report_rows(folder: Path = RUN) -> list[dict]:
@@ -83,4 +85,50 @@ def test_a_turn_index_no_run_could_write_is_refused(tmp_path):
     path = tmp_path / "benchmarks.json"
     path.write_text(json.dumps(data))
     with pytest.raises(TraceError, match=r"info.turn_index: -2, not a turn's index"):
+        read_server_log(path)
+
+
+def test_the_chat_report_reads_as_sent_and_says_what_it_left_out():
+    """Through the chat endpoint each later turn's messages carry the conversation so far; the benchmark stopped
+    with its last request still in flight, which the report counts (scheduler_state.processing_requests) but lists
+    nowhere: the log says so, and every request it lists is the engine's to the microsecond."""
+    log = read_server_log(CHAT / "benchmarks.json", measured=True)
+    assert log.format == "guidellm" and len(log) == 23 and len(engine_rows(CHAT)) == 23
+    notes = " ".join(log.notes)
+    assert "8 conversation(s), 15 later turn(s)" in notes and "1 request(s) still in flight" in notes
+    engine = engine_rows(CHAT)
+    for i, rec in enumerate(report_rows(CHAT)):
+        row = engine[rec["response_id"]]
+        assert rec["response_id"].startswith("chatcmpl-") and log.prompt_lens[i] == row["input_toks"]
+        assert log.ttft[i] == pytest.approx(row["client_first"] - row["client_sent"], abs=2e-6)
+        assert log.e2e[i] == pytest.approx(row["client_last"] - row["client_sent"], abs=2e-6)
+
+
+def test_the_chat_replay_finds_what_vllm_found_cached_and_meets_the_run():
+    """The messages' history is found cached as vLLM found it (one turn's reply lost a token in its text, as
+    through /v1/completions); replayed with the run's own step fit the client's P50s are within a few percent."""
+    real = load_runs(CHAT, "benchmarks.json")[0]
+    result = run(replay_config(real, **step_fit(CHAT)))
+    ids, cached = result.requests.column("id"), result.requests.column("cached_tokens")
+    sim = cached[np.argsort(ids)]
+    engine = engine_rows(CHAT)
+    vllm = np.array([engine[r["response_id"]]["num_cached_tokens"] for r in report_rows(CHAT)])
+    log = real.log
+    short = [i for i, before in enumerate(log.turns)
+             if before >= 0 and log.prompt_lens[i] < log.prompt_lens[before] + log.output_lens[before] + 200]
+    assert all(i in short for i in np.flatnonzero(sim != vllm)) and (sim == vllm).sum() >= 22 and vllm.sum() > 0
+    report = validate(real, **step_fit(CHAT))
+    assert all(abs(report["errors"][m]["p50"]) < 10 for m in ("ttft", "tpot", "e2e")), report["errors"]
+    # the report's hit rate is the replay's (GuideLLM's cached_tokens is null where vLLM's usage leaves it out)
+    shared = report["prefix_cache"]
+    assert shared["simulated"]["cached_tokens"] == int(sim.sum()) and shared["real"] is None
+    assert shared["notes"] == ["no hash_ids: the replayed prompts share only their conversations' earlier turns"]
+
+
+def test_a_count_of_unlisted_requests_that_is_no_count_is_refused(tmp_path):
+    data = json.loads((CHAT / "benchmarks.json").read_text())
+    data["benchmarks"][0]["scheduler_state"]["processing_requests"] = -1
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(TraceError, match=r"scheduler_state.processing_requests: -1, not a count of requests"):
         read_server_log(path)

@@ -309,13 +309,13 @@ def simulated(result, with_itl: bool, k: np.ndarray | None = None) -> dict:
 
 def prefix_cache(run: ServingRun, result, k: np.ndarray) -> dict | None:
     """The prefix cache's hit rate, real (vLLM's num_cached_tokens, where the log has them) and simulated, with the
-    simulated one's error in % of the real one and in points; None for a log with no hash_ids, no num_cached_tokens
-    and no bench dataset's prefixes (its prompts share nothing the replay knows of). ``k``: the simulated requests
-    compared (``kept``), over which an inference-perf stage's is taken."""
+    simulated one's error in % of the real one and in points; None for a log with no hash_ids, no num_cached_tokens,
+    no bench dataset's prefixes and no conversations (its prompts share nothing the replay knows of). ``k``: the
+    simulated requests compared (``kept``), over which an inference-perf stage's is taken."""
     log = run.log
     if isinstance(log, LifecycleReport):
         return stage_prefix_cache(run, result, k)
-    if log.hash_ids is None and log.cached_tokens is None and log.prefixes is None:
+    if log.hash_ids is None and log.cached_tokens is None and log.prefixes is None and log.turns is None:
         return None
     reqs = result.requests
     cached = int(reqs.column(CACHED_FIELD).sum()) if CACHED_FIELD in reqs.cols else 0
@@ -325,8 +325,10 @@ def prefix_cache(run: ServingRun, result, k: np.ndarray) -> dict | None:
     notes = []
     if log.prefixes is not None:
         notes.append(log.prefixes.note)
-    elif log.hash_ids is None:
+    elif log.hash_ids is None and log.turns is None:
         notes.append("no hash_ids: the replayed prompts share nothing")
+    elif log.hash_ids is None:
+        notes.append("no hash_ids: the replayed prompts share only their conversations' earlier turns")
     if not run.args.enable_prefix_caching:
         notes.append("vLLM ran without prefix caching")
     return {"real": real, "simulated": sim, "prefix_caching": run.args.enable_prefix_caching,

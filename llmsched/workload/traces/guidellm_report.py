@@ -102,7 +102,7 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
     take_turns(log, [guidellm_turn(f"{where}.requests[{every[i].get('request_id', i)}]", every[i]) for i in order],
                "GuideLLM")
     notes, log.in_flight = guidellm_sending(where, bench[benchmark], len(rows))
-    log.notes += notes
+    log.notes += notes + unlisted(where, bench[benchmark])
     log.model = model_of(bench[benchmark])
     if all(r.get(k) is not None for r in rows for k in MEASURED_FIELDS):
         ttft = seconds(path, field("time_to_first_token_ms"), [r["time_to_first_token_ms"] for r in rows], index,
@@ -111,6 +111,23 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
         unmeasured = np.full(len(cut) + len(failed), np.nan)
         log.ttft, log.e2e = np.concatenate([ttft, unmeasured])[order], np.concatenate([e2e, unmeasured])[order]
     return log
+
+
+def unlisted(where: str, bench: dict) -> list[str]:
+    """A note for the requests GuideLLM 0.8 still had in flight when its benchmark stopped (its max_requests
+    constraint stops sending, then the benchmark ends before the last replies): the report counts them in
+    ``scheduler_state.processing_requests`` and lists them nowhere, so the replay cannot send them."""
+    state = bench.get("scheduler_state")
+    n = state.get("processing_requests") if isinstance(state, dict) else None
+    if n is None:
+        return []
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise TraceError(f"{where}.scheduler_state.processing_requests: {n!r}, not a count of requests; fix or "
+                         f"remove it")
+    if not n:
+        return []
+    return [f"{n} request(s) still in flight when GuideLLM stopped the benchmark are in none of its lists "
+            f"(scheduler_state.processing_requests): the replay sends the rest, so its load at the end is lighter"]
 
 
 def guidellm_turn(where: str, row: dict) -> tuple[str, int] | None:
