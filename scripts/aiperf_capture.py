@@ -147,7 +147,7 @@ def stamped_row(head: dict, row: dict, sent_wall: float, ttft: float, latency: f
 
 
 def write_meta(out: Path, lines: list[dict], steps: list[dict], host: str, client: dict, command: list,
-               endpoint: str, script: str) -> None:
+               endpoint: str, script: str, front_end: dict | None = None) -> None:
     """A rate folder's meta.json: the engine's arguments, the client and its command, and the CPU step fit over the
     span of ``lines`` (the compared requests)."""
     import vllm
@@ -159,16 +159,17 @@ def write_meta(out: Path, lines: list[dict], steps: list[dict], host: str, clien
             "front_end": "vllm-serve",
             "front_end_details": {"server": "vllm serve (python -m vllm.entrypoints.openai.api_server)",
                                   "endpoint": f"{endpoint}, streamed", "prompt": "text (tokenised by the server)",
-                                  "stream_interval": 1, "detokenize": True},
+                                  "stream_interval": 1, "detokenize": True, **(front_end or {})},
             "client": {**client, "command": shlex.join([Path(command[0]).name, *command[1:]])},
             "cpu_step_model": cc.step_model(steps, t0, t1),
             "command": f"PYTHONPATH=$PWD python scripts/{script} " + " ".join(sys.argv[1:])}
     (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
-def capture(args, prefix: str, run_rate) -> int:
-    """Start ``vllm serve`` (the word-level tiny model, the engine's stamps), then ``run_rate(model, port, rate,
-    work, stamps, host)`` for each of ``args.rates`` (it runs the client and writes the rate's folder); stop it."""
+def capture(args, prefix: str, run_rate, server_args: tuple = ()) -> int:
+    """Start ``vllm serve`` (the word-level tiny model, the engine's stamps; ``server_args`` added to its command),
+    then ``run_rate(model, port, rate, work, stamps, host)`` for each of ``args.rates`` (it runs the client and
+    writes the rate's folder); stop it."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     work = Path(tempfile.mkdtemp(prefix=prefix))
     model = word_model(work / "tiny")
@@ -176,7 +177,7 @@ def capture(args, prefix: str, run_rate) -> int:
     host = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
                 "unknown")
     with open(log, "w") as f:
-        proc = subprocess.Popen(cc.server_command(model, port, stamps, "cpu", []), stdout=f,
+        proc = subprocess.Popen(cc.server_command(model, port, stamps, "cpu", list(server_args)), stdout=f,
                                 stderr=subprocess.STDOUT, env=cc.server_env(work, "cpu"), start_new_session=True)
     try:
         print(f"server ready in {cc.wait_ready(f'http://127.0.0.1:{port}', proc, log, 600):.0f} s", flush=True)

@@ -102,7 +102,8 @@ def run_folder(out: Path, report: Path, stamps: list[dict], steps: list[dict], m
     shutil.copy(model / "config.json", out / "config.json")
     version = subprocess.run([args.guidellm, "--version"], capture_output=True, text=True).stdout.strip()
     ac.write_meta(out, lines, steps, host, {"tool": "guidellm", "version": version.rsplit(" ", 1)[-1] or "0.8.1"},
-                  command, endpoint(args), "guidellm_capture.py")
+                  command, endpoint(args), "guidellm_capture.py",
+                  {"enable_prompt_tokens_details": True} if args.cached_tokens else None)
 
 
 def main(argv=None) -> int:
@@ -115,6 +116,8 @@ def main(argv=None) -> int:
     p.add_argument("--output-len", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--turns", type=int, default=1, help="turns a conversation (> 1: GuideLLM's multi-turn)")
+    p.add_argument("--cached-tokens", action="store_true", help="serve with --enable-prompt-tokens-details, so "
+                   "that each reply's usage, and GuideLLM's report, carries the prompt tokens vLLM found cached")
     p.add_argument("--chat", action="store_true", help="through /v1/chat/completions (each later turn's request "
                    "carries the conversation as messages) instead of /v1/completions")
     args = p.parse_args(argv)
@@ -127,7 +130,8 @@ def main(argv=None) -> int:
         run_folder(Path(args.out) / f"rate-{rate:g}", report, cc.read_rows(stamps), cc.read_rows(work / "steps.jsonl"),
                    model, command, args, host)
 
-    return ac.capture(args, "guidellm_capture_", run_rate)
+    return ac.capture(args, "guidellm_capture_", run_rate,
+                      ("--enable-prompt-tokens-details",) if args.cached_tokens else ())
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from test_aiperf_records import step_fit
 
 RUN = Path(__file__).parent / "data" / "cpu_guidellm_run" / "rate-8"
 CHAT = Path(__file__).parent / "data" / "cpu_guidellm_chat" / "rate-8"
+# the same with --cached-tokens --seed 2: vLLM served with --enable-prompt-tokens-details
+CACHED = Path(__file__).parent / "data" / "cpu_guidellm_chat_cached" / "rate-8"
 
 
 def report_rows(folder: Path = RUN) -> list[dict]:
@@ -131,4 +133,30 @@ def test_a_count_of_unlisted_requests_that_is_no_count_is_refused(tmp_path):
     path = tmp_path / "benchmarks.json"
     path.write_text(json.dumps(data))
     with pytest.raises(TraceError, match=r"scheduler_state.processing_requests: -1, not a count of requests"):
+        read_server_log(path)
+
+
+def test_the_cached_tokens_guidellm_reports_are_vllms_and_the_replay_is_compared_with_them():
+    """Served with --enable-prompt-tokens-details, each reply's usage carries the prompt tokens vLLM found cached,
+    and GuideLLM's report keeps them: they are the engine's num_cached_tokens, request for request, and the
+    replay's hit rate is compared with theirs."""
+    log = read_server_log(CACHED / "benchmarks.json", measured=True)
+    engine = engine_rows(CACHED)
+    vllm = [engine[r["response_id"]]["num_cached_tokens"] for r in report_rows(CACHED)]
+    assert list(log.cached_tokens) == vllm and sum(vllm) > 0
+    shared = validate(load_runs(CACHED, "benchmarks.json")[0], **step_fit(CACHED))["prefix_cache"]
+    assert shared["real"]["cached_tokens"] == sum(vllm) and abs(shared["error_points"]) < 1
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda rows: rows[3].update(cached_tokens=None), r"successful\[\d+\].cached_tokens: null, but successful"),
+    (lambda rows: rows[3].update(cached_tokens=10_000), r"cached_tokens: 10000, not a count of 0..prompt_tokens"),
+    (lambda rows: rows[3].update(cached_tokens=-1), r"cached_tokens: -1, not a count"),
+])
+def test_cached_tokens_on_some_requests_only_or_out_of_range_are_refused(tmp_path, change, message):
+    data = json.loads((CACHED / "benchmarks.json").read_text())
+    change(data["benchmarks"][0]["requests"]["successful"])
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(TraceError, match=message):
         read_server_log(path)

@@ -11,7 +11,10 @@ cancelled when the benchmark's time or count ran out: ``status == "cancelled"`` 
 guidellm's ``benchmark/schemas/accumulator.py``) loaded the server too: they are replayed, sent when they were,
 with their prompt and the output tokens they got (at least 1), but have no latencies to compare (NaN). Errored
 requests are replayed the same way where GuideLLM counted output tokens for them, and otherwise left out with a
-note (workload/traces/failed_requests.py).
+note (workload/traces/failed_requests.py). ``cached_tokens`` (the reply's ``usage.prompt_tokens_details``, which vLLM
+sends under ``--enable-prompt-tokens-details``) is vLLM's count of the prompt tokens it found cached, compared with
+the replay's; requests still in flight when GuideLLM stopped are counted in ``scheduler_state.processing_requests``
+and listed nowhere, which the log notes.
 """
 from __future__ import annotations
 
@@ -104,6 +107,7 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
     notes, log.in_flight = guidellm_sending(where, bench[benchmark], len(rows))
     log.notes += notes + unlisted(where, bench[benchmark])
     log.model = model_of(bench[benchmark])
+    log.cached_tokens = cached_tokens(where, rows, every, prompts, order, log.notes)
     if all(r.get(k) is not None for r in rows for k in MEASURED_FIELDS):
         ttft = seconds(path, field("time_to_first_token_ms"), [r["time_to_first_token_ms"] for r in rows], index,
                        indexed=True, unit="milliseconds") / 1e3
@@ -111,6 +115,31 @@ def read_guidellm(path: Path, data: dict, measured: bool = False, benchmark: int
         unmeasured = np.full(len(cut) + len(failed), np.nan)
         log.ttft, log.e2e = np.concatenate([ttft, unmeasured])[order], np.concatenate([e2e, unmeasured])[order]
     return log
+
+
+def cached_tokens(where: str, rows: list, every: list, prompts: np.ndarray, order: np.ndarray,
+                  notes: list) -> np.ndarray | None:
+    """The prompt tokens vLLM found cached, per request in ``order``: GuideLLM's ``cached_tokens`` (the reply's
+    ``usage.prompt_tokens_details``, which vLLM sends under ``--enable-prompt-tokens-details``); None where the
+    server sent none. ``every``: the successful ``rows``, then the incomplete and errored requests replayed."""
+    have = [r.get("cached_tokens") is not None for r in rows]
+    if not any(have):
+        return None
+    if not all(have):
+        raise TraceError(f"{where}.requests.successful[{have.index(False)}].cached_tokens: null, but "
+                         f"successful[{have.index(True)}] has it; one server reports it for every request or none")
+    if any(r.get("cached_tokens") is None for r in every):
+        notes.append("GuideLLM's cached_tokens is missing on its incomplete or errored requests: the run's prefix "
+                     "cache hit rate is not compared")
+        return None
+    counts = []
+    for i, (r, prompt) in enumerate(zip(every, prompts)):
+        c = r["cached_tokens"]
+        if isinstance(c, bool) or not isinstance(c, int) or not 0 <= c <= prompt:
+            raise TraceError(f"{where}.requests[{r.get('request_id', i)}].cached_tokens: {c!r}, not a count of "
+                             f"0..prompt_tokens ({prompt}) tokens")
+        counts.append(c)
+    return np.array(counts, dtype=np.int64)[order]
 
 
 def unlisted(where: str, bench: dict) -> list[str]:
