@@ -20,7 +20,7 @@ CPU step fit, the client's command) and ``config.json``.
         --out tests/data/cpu_guidellm_run --rates 4 --num-prompts 24
 
 (tests/data/cpu_guidellm_run: ``--rates 8 --num-prompts 24 --input-len 200 --turns 3``; tests/data/cpu_guidellm_chat:
-the same with ``--chat --seed 1``.)
+the same with ``--chat --seed 1``; tests/data/cpu_guidellm_chat_cached: ``--chat --seed 2 --cached-tokens``.)
 
 Run it on a quiet machine: on this 2-core one, with other work running, GuideLLM's client read each streamed reply
 as one burst at its end (its TTFT was the whole latency) and sent 90 ms late.
