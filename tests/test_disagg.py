@@ -6,6 +6,7 @@ request; every request is accounted for and requests.csv shows the split."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 
@@ -18,7 +19,7 @@ from llmsched.cli import main
 from llmsched.content import Content, Space, piece_id
 from llmsched.engine.kv_network import FairNetwork, fair_rates
 from llmsched.engine.kv_transfer import SharedLink, transfer_split
-from llmsched.experiment import RunConfig, run_model
+from llmsched.experiment import RunConfig, build_source, run_model
 from llmsched.fleet_setup import simulate_fleet_config
 from llmsched.hardware.links import link
 from llmsched.metrics.requests import TRANSFER_FIELDS
@@ -195,22 +196,16 @@ def test_the_decode_pool_folds_past_finishes_and_the_run_equals_stepping(fields)
     those replicas fold decode runs past finishes as a plain run's do; a prefill instance's end hands its request
     on, so it never does. Folded or stepped one step at a time, every request and every step row is the same."""
     cfg = RunConfig(**{"batch_time": "vllm-v1", "num_requests": 200, "seed": 3, "disaggregate": "1P1D", **fields})
-    source = cfg_source(cfg)
-    folded, state = simulate_fleet_config(cfg, source)
+    folded, state = simulate_fleet_config(cfg, build_source(cfg))
     roles = {rep.index: members.role for rep, members in zip(state.replicas, state.members_of)}
     assert {roles[r.index] for r in state.replicas if r.quiet_finishes} == {"decode"}
     if state.replicas[-1].scheduler.steady_after_finishes:  # (vLLM v0's policy does not declare it)
         assert any(r.quiet_finishes and r.folds_finishes for r in state.replicas)
-    stepped, _ = simulate_fleet_config(RunConfig(**{**cfg.__dict__, "fast_forward": False}), cfg_source(cfg))
+    stepped, _ = simulate_fleet_config(dataclasses.replace(cfg, fast_forward=False), build_source(cfg))
     for name, col in folded.requests.cols.items():
         assert np.array_equal(np.asarray(col), np.asarray(stepped.requests.cols[name]), equal_nan=True), name
     a, b = folded.steps.arrays(), stepped.steps.arrays()
     assert all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
-
-
-def cfg_source(cfg):
-    from llmsched.experiment import build_source
-    return build_source(cfg)
 
 
 def test_two_prefill_instances_into_one_decode_share_its_link():
