@@ -119,3 +119,13 @@ def test_an_id_simulates_as_fast_as_its_config_json(tmp_path):
     assert rows["id"] == rows["config"]
     med = {k: sorted(v)[2] for k, v in times.items()}
     assert med["id"] < 1.5 * med["config"] and med["config"] < 1.5 * med["id"]
+
+
+@pytest.mark.parametrize("hub_id, preset", [
+    ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama-3.1-8b"), ("meta-llama/Meta-Llama-3-8B-Instruct", "llama-3-8b"),
+    ("meta-llama/Meta-Llama-3.1-70B-Instruct", "llama-3.1-70b"), ("meta-llama/Llama-2-70b-chat-hf", "llama-2-70b"),
+    ("meta-llama/Meta-Llama-3.1-8B-Instruct-tp2", "llama-3.1-8b-tp2")])
+def test_renamed_and_chat_repos_resolve_to_their_presets(hub_id, preset):
+    """vLLM bench results name the repos as they were called when they ran: Meta-Llama-3.1-8B-Instruct is now
+    Llama-3.1-8B-Instruct, the same config."""
+    assert model(hub_id) == model(preset)

@@ -402,6 +402,12 @@ _ALIASES = {
     "codellama/codellama-34b-hf": "codellama-34b", "codellama/codellama-34b-instruct-hf": "codellama-34b",
     "qwen/qwen3-32b": "qwen3-32b", "qwen/qwen3-30b-a3b-instruct-2507": "qwen3-30b-a3b",
     "mistralai/mixtral-8x7b-v0.1": "mixtral-8x7b", "mistralai/mixtral-8x7b-instruct-v0.1": "mixtral-8x7b",
+    # the same shapes by the names their repos had before Meta renamed them (vLLM's bench results and meta.json
+    # files still carry them), and the chat/instruct checkpoints of the base presets (identical config shapes)
+    "meta-llama/meta-llama-3-8b-instruct": "llama-3-8b", "meta-llama/meta-llama-3-70b-instruct": "llama-3-70b",
+    "meta-llama/meta-llama-3.1-8b": "llama-3.1-8b", "meta-llama/meta-llama-3.1-8b-instruct": "llama-3.1-8b",
+    "meta-llama/meta-llama-3.1-70b-instruct": "llama-3.1-70b",
+    "meta-llama/llama-2-7b-chat-hf": "llama-2-7b", "meta-llama/llama-2-70b-chat-hf": "llama-2-70b",
 }
 
 
