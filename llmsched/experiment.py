@@ -55,10 +55,11 @@ def build_replicas(cfg: RunConfig, workload_params: dict | None = None,
     return [Replica(i, policy, bt, config, steps) for i, policy in enumerate(policies)]
 
 
-def replica_maker(cfg: RunConfig, workload_params: dict | None, steps: StepLog):
+def replica_maker(cfg: RunConfig, workload_params: dict | None, steps: StepLog, disaggregated: bool = False):
     """A function that builds one more of ``cfg``'s replicas, given its index (in a fleet, unique across the
-    pools), recording into ``steps``: the batch-time model and the limits built once, a new policy each."""
-    bt, config = replica_parts(cfg)
+    pools), recording into ``steps``: the batch-time model and the limits built once, a new policy each.
+    ``disaggregated``: a pool of a disaggregated fleet (``windowed_groups``)."""
+    bt, config = replica_parts(cfg, disaggregated=disaggregated)
     params = {**(workload_params or {}), **cfg.scheduler_params}
     made = []
 
@@ -81,9 +82,9 @@ def new_policy(cfg: RunConfig, params: dict, config: ReplicaConfig, first: bool)
     return policy
 
 
-def replica_parts(cfg: RunConfig, ran: str | None = None) -> tuple:
+def replica_parts(cfg: RunConfig, ran: str | None = None, disaggregated: bool = False) -> tuple:
     """What the run's replicas share: the batch-time model and the replica config (limits, KV cache size);
-    ``ran``: see ``build_replicas``."""
+    ``ran``: see ``build_replicas``; ``disaggregated``: see ``replica_maker``."""
     m = run_model(cfg)
     if cfg.max_model_len is not None and cfg.max_model_len > m.max_model_len:
         raise ValueError(f"max_model_len {cfg.max_model_len} is above {cfg.model}'s context length "
@@ -95,7 +96,7 @@ def replica_parts(cfg: RunConfig, ran: str | None = None) -> tuple:
         raise ValueError(f"batch_time_params {cfg.batch_time_params}: a value has the wrong type for batch-time "
                          f"model {cfg.batch_time!r} ({e}); give numbers (and a path for file=)") from None
     caching = cfg.prefix_caching and carries_content(cfg)
-    groups, _ = windowed_groups(cfg, m, caching)
+    groups, _ = windowed_groups(cfg, m, caching, disaggregated)
     num_blocks = cfg.num_blocks or kv_blocks(cfg, m, g, bt, groups)
     if cfg.num_blocks:
         check_fit(cfg, m, g, bt, ran)
@@ -152,16 +153,19 @@ def kv_blocks(cfg: RunConfig, spec, device, bt, groups: KVGroups | None = None) 
     return run_kv_cache(cfg, spec, device, bt, groups=groups).blocks
 
 
-def windowed_groups(cfg: RunConfig, spec, caching: bool) -> tuple[KVGroups | None, str]:
+def windowed_groups(cfg: RunConfig, spec, caching: bool, disaggregated: bool = False) -> tuple[KVGroups | None, str]:
     """The model's windowed KV cache groups where the run counts them as vLLM's hybrid KV cache manager does
-    (hardware/kv_groups.py, engine/kv_windows.py), else None and why not ('' for a model without windows)."""
+    (hardware/kv_groups.py, engine/kv_windows.py), else None and why not ('' for a model without windows).
+    ``disaggregated``: ``cfg`` is a pool's of a disaggregated fleet (whose own fields drop ``disaggregate``): its
+    KV crosses the link as every layer's (engine/kv_transfer.py), so its cache counts every layer too."""
     groups = kv_groups(spec)
     if groups is None:
         return None, ""
     if caching or cfg.kv_offload:
         why = "the prefix cache (and its tiers) is counted for full-attention layers only"
-    elif cfg.disaggregate:
-        why = "a prefill instance's KV is counted for full-attention layers only"
+    elif cfg.disaggregate or disaggregated:
+        why = ("a disaggregated run's KV crosses its link as every layer's (vLLM 0.32's NIXL and Mooncake "
+               "connectors keep the hybrid manager and send a window's blocks: not modelled)")
     elif cfg.preemption_mode == "swap":
         why = "swapping (vLLM v0's) is counted for full-attention layers only"
     elif not scheduler_info(cfg.scheduler)["windowed_kv"]:
@@ -425,15 +429,15 @@ def last_batch(replicas: list[Replica], req) -> int:
     return prefills + decodes
 
 
-def kv_description(cfg: RunConfig, rep: Replica) -> dict:
+def kv_description(cfg: RunConfig, rep: Replica, disaggregated: bool = False) -> dict:
     """How the run's KV cache was sized, for meta.json (with a windowed model's KV cache groups, or why its windows
-    are counted as full attention)."""
+    are counted as full attention); ``disaggregated``: see ``replica_maker``."""
     spec, groups = run_model(cfg), rep.config.kv_groups
     if cfg.num_blocks:
         out = {"blocks": cfg.num_blocks, "source": "given (num_blocks)"}
     else:
         out = run_kv_cache(cfg, spec, gpu_preset(cfg.gpu), rep.batch_time, groups=groups).describe()
-    why = windowed_groups(cfg, spec, rep.config.prefix_caching)[1] if groups is None else ""
+    why = windowed_groups(cfg, spec, rep.config.prefix_caching, disaggregated)[1] if groups is None else ""
     if groups is not None:
         out["groups"] = groups.describe()
     elif why:

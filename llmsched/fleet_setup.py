@@ -192,7 +192,7 @@ def build_fleet(cfg: RunConfig, fleet: Fleet, source, steps: StepLog,
         own = configs[pool.name]
         try:  # a policy tuned to its workload sees its replica's share of the fleet's rate
             params = workload_params(own.with_values(replicas=total), source)
-            makers[pool.name] = replica_maker(own, params, steps)
+            makers[pool.name] = replica_maker(own, params, steps, handoff is not None)
             if handoff is not None and pool.role == PREFILL:
                 makers[pool.name] = sending(makers[pool.name])
             gpus[pool.name] = run_model(own).tp
@@ -317,7 +317,8 @@ def fleet_meta(state: FleetState, configs: dict[str, RunConfig]) -> dict:
                           else {}),
                        "phases_s": {p: pool.spec.durations.seconds(p) for p in ("provisioning", "loading", "warm")},
                        "scheduler": rep.scheduler.describe(), "batch_time": rep.batch_time.describe(),
-                       "kv_blocks": rep.config.num_blocks, "kv_cache": kv_description(configs[name], rep),
+                       "kv_blocks": rep.config.num_blocks,
+                       "kv_cache": kv_description(configs[name], rep, state.handoff is not None),
                        **({"kv_offload": rep.config.kv_offload.describe()} if rep.config.kv_offload is not None
                           else {}),
                        "max_model_len": rep.config.max_model_len, "gpus_per_replica": pool.gpus}

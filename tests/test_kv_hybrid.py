@@ -105,6 +105,32 @@ def test_a_run_counts_the_groups_only_where_its_scheduler_and_cache_do():
     assert windowed_groups(replace(cfg, model="llama-3-8b"), model("llama-3-8b"), caching=False) == (None, "")
 
 
+def test_a_disaggregated_fleet_counts_every_layer_as_its_transfers_do():
+    """Each pool of a disaggregated run keeps the all-full count (its pool configs drop ``disaggregate``, so the
+    fleet says so), as its transfers carry every layer's KV: the decode instance holds what crossed the link.
+    Before, the pools took vllm-chunked's windowed groups (about 6x the blocks) while the link carried every layer."""
+    import numpy as np
+
+    from llmsched.experiment import run
+    from llmsched.run_config import RunConfig
+    cfg = RunConfig(model="google/gemma-3-12b-it", gpu="h100", scheduler="vllm-chunked", disaggregate="1P1D",
+                    num_requests=3, rate=1.0, workload="sharegpt", seed=0)
+    result = run(cfg)
+    spec = model(cfg.model)
+    full = replica_parts_blocks(replace(cfg, disaggregate=None, scheduler="sarathi"))
+    for pool in result.meta["fleet"]["pools"].values():
+        assert pool["kv_blocks"] == full and "disaggregated" in pool["kv_cache"]["windows"]
+    log = result.requests
+    assert len(log.column("prompt_len")) == 3
+    blocks = -(-log.column("prompt_len") // cfg.block_size)  # whole blocks of every layer
+    assert np.array_equal(log.column("transfer_bytes"), blocks * cfg.block_size * spec.kv_bytes_per_token)
+
+
+def replica_parts_blocks(cfg) -> int:
+    from llmsched.experiment import replica_parts
+    return replica_parts(cfg)[1].num_blocks
+
+
 def test_windowed_groups_refuse_what_they_do_not_count():
     groups = kv_groups(model("openai/gpt-oss-20b"))
     with pytest.raises(ValueError, match="prefix cache"):
