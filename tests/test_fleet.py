@@ -175,8 +175,28 @@ def test_a_fleet_streams(tmp_path):
     assert (out / "steps.csv").read_bytes() == kept["steps.csv"]
     streamed = json.loads((out / "summary.json").read_text())
     for name, pool in kept["summary.json"]["fleet"]["pools"].items():
-        for key in ("finished", "rejected", "unfinished", "replicas_made", "billed_gpu_s"):
+        for key in ("finished", "rejected", "unfinished", "aborted", "replicas_made", "billed_gpu_s"):
             assert streamed["fleet"]["pools"][name][key] == pool[key]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_each_pools_counts_add_up_to_its_requests_with_aborts(tmp_path, stream):
+    """A client timeout aborts requests in their pools: each pool counts them (finished + rejected + unfinished +
+    aborted = the requests it ended), kept or streamed alike, and the pools together are the run's requests."""
+    out = tmp_path / "run"
+    args = ["simulate", "--disaggregate", "1P1D", "--num-requests", "120", "--rate", "6", "--client-timeout", "5",
+            "--out", str(out), "--no-progress"] + (["--stream"] if stream else [])
+    assert main(args) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    table = rows((out / "requests.csv").read_bytes())
+    assert summary["counts"]["aborted"] > 0
+    total = 0
+    for name, pool in summary["fleet"]["pools"].items():
+        mine = [r for r in table if r["pool"] == name]
+        assert pool["aborted"] == sum(r["status_name"] == "ABORTED" for r in mine)
+        assert pool["finished"] + pool["rejected"] + pool["unfinished"] + pool["aborted"] == len(mine)
+        total += len(mine)
+    assert total == summary["counts"]["offered"] == 120
 
 
 def test_a_second_stage_in_another_pool_takes_the_request_on():

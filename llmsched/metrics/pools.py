@@ -12,7 +12,7 @@ from ..request import Status
 
 POOL_COLUMN = "pool"
 OUTCOMES = (("finished", int(Status.FINISHED)), ("rejected", int(Status.REJECTED)),
-            ("unfinished", int(Status.UNFINISHED)))
+            ("unfinished", int(Status.UNFINISHED)), ("aborted", int(Status.ABORTED)))
 
 
 def pool_index(pools: tuple[list[str], list[int]], replica: np.ndarray) -> np.ndarray:
@@ -28,7 +28,7 @@ def pool_names(pools: tuple[list[str], list[int]], replica: np.ndarray) -> list[
 
 
 def pool_counts(pools: tuple[list[str], list[int]], replica: np.ndarray, status: np.ndarray) -> dict:
-    """Per pool, its requests finished, rejected and unfinished (every request the run recorded)."""
+    """Per pool, its requests finished, rejected, unfinished and aborted (every request the run recorded)."""
     where = pool_index(pools, replica)
     out = {}
     for i, name in enumerate(pools[0]):
