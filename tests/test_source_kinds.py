@@ -77,3 +77,10 @@ def test_a_kind_s_error_names_what_to_change():
         build_source(RunConfig.checked({"rate": None}))
     with pytest.raises(ValueError, match="concurrency .a closed loop. needs num_requests"):
         build_source(RunConfig.checked({"concurrency": 3, "turns": 2, "rate": None}))
+
+
+def test_a_schedule_that_offers_no_request_over_the_duration_is_refused():
+    """A diurnal schedule's trough sits at t=0: a minute of it offers no request, which ran as an empty run."""
+    with pytest.raises(ValueError, match="less than one: run longer"):
+        build_source(RunConfig(rate_schedule="diurnal:peak=5,trough=0", duration=60.0))
+    assert len(build_source(RunConfig(rate_schedule="diurnal:peak=5,trough=0", duration=6000.0))) > 0

@@ -35,5 +35,9 @@ def schedule_span(cfg) -> tuple[int | None, float | None]:
         raise ValueError(f"rate_schedule {cfg.rate_schedule!r} over {duration:g} s means about "
                          f"{float(schedule.shape.cumulative(duration)):.3g} requests (more than {MAX_REQUESTS:,}); "
                          f"shorten the duration")
+    if duration is not None and n is None and float(schedule.shape.cumulative(duration)) < 1:
+        raise ValueError(f"rate_schedule {cfg.rate_schedule!r} over --duration {duration:g} s means about "
+                         f"{float(schedule.shape.cumulative(duration)):.3g} requests, less than one: run longer, "
+                         f"or raise the rate where the run starts")
     schedule.check_run(duration, n)
     return n, duration
