@@ -53,6 +53,14 @@ def compare(args) -> int:
                 print(f"not run with --kv-offload: {', '.join(left)} (their plans do not count the blocks a tier "
                       f"loads: Scheduler.runs_beside_tier_loads)", file=sys.stderr)
             names = [n for n in names if n not in left]
+        decode_scheduler = (base.get("decode_pool") or {}).get("scheduler")
+        if base.get("disaggregate") and decode_scheduler is None:  # each runs its decode pool too, where it can
+            left = [n for n in names if not create_scheduler(n).serves_transferred_kv]
+            if left:
+                print(f"not run with --disaggregate: {', '.join(left)} (their plans hold no KV for a request a "
+                      f"prefill instance sent: Scheduler.serves_transferred_kv; --decode-pool scheduler=NAME runs "
+                      f"them on the prefill pool alone)", file=sys.stderr)
+            names = [n for n in names if n not in left]
     else:
         names = split_names(chosen)
     configs = run_configs(args, names)
