@@ -255,14 +255,17 @@ def test_the_dynamo_decider_keeps_mostly_cached_prompts_local():
 
 
 def test_a_request_rejected_by_its_prefill_instance_is_recorded_as_the_clients():
-    """A prompt the prefill pool's max_model_len refuses leaves with its reason and the client's lengths."""
+    """A prompt the prefill pool's max_model_len refuses leaves with the client's lengths and a reason that says it
+    was the prefill copy's (whose output is 1 token)."""
     source = one_by_one((500, 30), (3000, 30))
     result, _ = pd(source, prefill_pool={"max_model_len": 2048})
     cols = result.requests.cols
     by_id = {int(i): k for k, i in enumerate(cols["id"])}
     k = by_id[1]
     assert cols["status"][k] == int(Status.REJECTED) and cols["output_len"][k] == 30
-    assert "max_model_len 2048" in result.requests.reasons[1]
+    reason = result.requests.reasons[1]
+    assert "max_model_len 2048" in reason
+    assert reason.startswith("its prefill request (max_tokens=1): prompt 3000 + output 1 ")  # not the client's 30
     assert cols["prefill_replica"][k] == 0 and cols["replica"][k] == 0
     assert cols["status"][by_id[0]] == int(Status.FINISHED)
 

@@ -71,13 +71,15 @@ class KVHandoff:
 
     def report(self, req: Request) -> Request:
         """The client's request for ``req``, a prefill-stage copy leaving before its prefill ended: its outcome,
-        with the client's own lengths."""
+        with the client's own lengths; a rejection's reason says it was the prefill copy's."""
         client = self.clients.pop(req.id, None)
         if client is None:
             return req
         for name in ("status", "reject_reason", "finish", "replica", "arrival", "first_scheduled", "preemptions",
                      "num_cached", "tier_cached"):
             setattr(client, name, getattr(req, name))
+        if req.reject_reason:  # the copy's own lengths are in it (output 1), not the client's
+            client.reject_reason = f"its prefill request (max_tokens=1): {req.reject_reason}"
         self.records[req.id] = [req.replica, math.nan, math.nan, 0, math.nan]
         return client
 
