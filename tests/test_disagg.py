@@ -299,6 +299,15 @@ def test_the_cli_writes_the_split(tmp_path):
     assert meta["fleet"]["pools"]["decode"]["fields"]["gpu"] == "h100"
 
 
+def test_the_printed_row_names_each_pools_scheduler_where_they_differ(capsys):
+    main(["simulate", "--disaggregate", "1P1D", "--decode-pool", "scheduler=vllm", "--rate", "3", "--num-requests",
+          "10", "--no-progress"])
+    row = capsys.readouterr().out.splitlines()[2]
+    assert row.split()[0] == "prefill=sarathi,decode=vllm"
+    main(["simulate", "--disaggregate", "1P1D", "--rate", "3", "--num-requests", "10", "--no-progress"])
+    assert capsys.readouterr().out.splitlines()[2].split()[0] == "sarathi"
+
+
 def test_a_kv_landing_during_a_run_of_decode_steps_waits_one_step_at_most():
     """A decode replica folding a run of decode-only steps must not fold past a transfer it has just started:
     each landed request's first token comes within three decode steps of its transfer's end (vLLM's async

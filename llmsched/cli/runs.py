@@ -63,6 +63,16 @@ def summary_row(cfg: RunConfig, result, summary: dict) -> dict:
                     sim_steps_per_s=len(result.steps) / result.wall_time if result.wall_time else float("nan"))
 
 
+def schedulers_label(cfg: RunConfig, result) -> str:
+    """The run's scheduler, or each pool's where a fleet's pools run different ones (``--decode-pool
+    scheduler=vllm``, a fleet file's pools), so a printed row does not credit one policy with another's work."""
+    pools = (result.meta.get("fleet") or {}).get("pools") or {}
+    names = {pool: (info.get("scheduler") or {}).get("name") for pool, info in pools.items()}
+    if len(set(names.values())) <= 1:
+        return cfg.scheduler
+    return ",".join(f"{pool}={name}" for pool, name in names.items())
+
+
 def check_out_dir(path, option: str = "--out") -> None:
     """An output folder that can be made (or is there): refused before any run when it, or a folder above it, is
     a file, rather than after the runs when their files are written."""

@@ -38,8 +38,8 @@ def simulate(args) -> int:
     from ..metrics.summary import summarize
     from ..metrics.writers import format_table, write_run
     from .run_options import base_config, config_with_origins, run_configs
-    from .runs import (check_out_dir, print_length_cap, say_engine_unknown, summary_row, table_columns,
-                       warn_rejections)
+    from .runs import (check_out_dir, print_length_cap, say_engine_unknown, schedulers_label, summary_row,
+                       table_columns, warn_rejections)
     check_out_dir(args.out)
     base = base_config(args)
     name = args.scheduler if args.scheduler is not None else base.get("scheduler", "sarathi")
@@ -56,7 +56,7 @@ def simulate(args) -> int:
             cfg = cfg.with_values(latency_boundary="engine")  # the default boundary, where a stream can keep it
     result = run(cfg, progress=not args.no_progress, stream=args.stream, out=args.out)
     summ = summarize(result, warmup=cfg.warmup, cooldown=cfg.cooldown)
-    row = summary_row(cfg, result, summ)
+    row = {**summary_row(cfg, result, summ), "scheduler": schedulers_label(cfg, result)}
     print(format_table([row], table_columns([row])))
     print_length_cap(summ)
     warn_rejections("simulate", summ)
