@@ -54,3 +54,26 @@ def test_unreachable_ray_address_fails_fast():
     p = run_cli("--executor", "ray", "--ray-address", "10.255.255.1:6379", "--duration", "60", "--no-cache")
     assert p.returncode == 2 and "cannot reach a Ray head at 10.255.255.1:6379" in p.stderr
     assert time.perf_counter() - t0 < 15
+
+
+def test_a_trend_failure_in_a_short_window_says_so(capsys):
+    """16 A100s never queue over 100 ShareGPT requests (TTFT p90 0.46 s at every rate), yet their 37 s window fails
+    the trend at 2.2 req/s: the capacity says the window is too short rather than passing it off as the limit."""
+    from llmsched.cli import main
+    main(["capacity", "--scheduler", "sarathi", "--replicas", "16", "--slo", "ttft_p90<=2s", "--num-requests", "100",
+          "--max-rate", "8", "--jobs", "1", "--no-progress"])
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "capacity:" in ln)
+    assert "failed on its trend alone" in line and "offer more requests (--num-requests)" in line
+
+
+def test_a_probe_that_queues_or_misses_an_slo_gets_no_short_window_note():
+    from llmsched.capacity.probe import Probe
+    from llmsched.capacity.rate_search import short_window_note
+
+    def probe(failed, admitted):
+        rec = {"stability": {"admitted_share": admitted}, "window": {"start": 5.0, "end": 40.0},
+               "metrics": {"e2e_p90": 10.0}}
+        return Probe(2.0, (0,), "backlogged", {}, False, failed, 2.0, [rec])
+    assert short_window_note(probe(["stability: backlogged"], 1.0))
+    assert not short_window_note(probe(["stability: backlogged"], 0.8))  # a queue built: the trend has a cause
+    assert not short_window_note(probe(["stability: backlogged", "ttft_p90<=2s"], 1.0))
