@@ -51,6 +51,7 @@ def run_command(argv: list[str], command: str | None) -> int:
         # plan, theory, the real engine) keep it; a user's own setting wins.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = build_parser(command)
+    Parser.argv = argv
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse has printed its one-line error (or --help)
@@ -86,8 +87,21 @@ def one_line(e: Exception) -> str:
 class Parser(argparse.ArgumentParser):
     """argparse with a one-line error: the usage is in --help."""
 
+    argv: list[str] = []  # the arguments being parsed, for a hint that needs them
+
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)}{self.dash_hint(message)} (see `{self.prog} --help`)\n")
+
+    def dash_hint(self, message: str) -> str:
+        """argparse reads a value that starts with '-' and is not a plain number (``--disaggregate -1P1D``) as an
+        option, and says only that the option expected an argument: name the value and the way to pass it."""
+        if not message.endswith("expected one argument") or not message.startswith("argument "):
+            return ""
+        for flag in message[len("argument "):].split(":")[0].split("/"):
+            for given, value in zip(Parser.argv, Parser.argv[1:]):
+                if given == flag and value.startswith("-"):
+                    return f"; {value!r} starts with '-', so it was read as an option: write {flag}={value}"
+        return ""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
