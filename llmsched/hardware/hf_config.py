@@ -17,8 +17,9 @@ decoding.
 
 Everything else is refused with one line naming the file and the field: a vision or audio tower, state-space
 layers, an unknown ``model_type``, a missing field, and contradictions (KV heads not dividing heads, more experts
-a token than experts), and a size beyond ``bounds.MODEL_SIZES`` (far above any public model's). This module imports
-nothing of llmsched's but those bounds: ``models.model(path)`` builds the spec.
+a token than experts, a ``layer_types`` not of one known type a layer, sliding layers without a window), and a
+size beyond ``bounds.MODEL_SIZES`` (far above any public model's). This module imports nothing of llmsched's but
+those bounds: ``models.model(path)`` builds the spec.
 """
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 2, "float": 2}
 KV_CACHE_DTYPE_BYTES = {"auto": None, "bfloat16": 2, "float16": 2, "half": 2, "fp8": 1, "fp8_e4m3": 1,
                         "fp8_e5m2": 1, "fp8_inc": 1}
 CONFIG_NAME = "config.json"
+# layer_types values llmsched models (transformers' names): Llama-4's local layers are chunked, the others' sliding
+DEFAULT_LAYER_TYPES = ("full_attention", "sliding_attention")
+LAYER_TYPES = {"llama4_text": ("full_attention", "chunked_attention")}
 
 
 def config_file(path: str | Path) -> Path:
@@ -237,9 +241,28 @@ def _mla(f: _Fields, heads: int) -> dict:
                 q_lora_rank=f.optional_int("q_lora_rank"))
 
 
+def _layer_types(f: _Fields, kind: str, layers: int) -> list | None:
+    """The config's ``layer_types`` checked against ``num_hidden_layers`` and the types llmsched models (None when
+    absent): a short list or an unknown type would otherwise be read as full attention and misstate the KV cache."""
+    types = f.data.get("layer_types")
+    if types is None:
+        return None
+    known = LAYER_TYPES.get(kind, DEFAULT_LAYER_TYPES)
+    if not isinstance(types, list):
+        f.fail("layer_types", f"= {json.dumps(types)[:60]} is not a list", f"give one of {', '.join(known)} a layer")
+    if len(types) != layers:
+        f.fail("layer_types", f"has length {len(types)} but num_hidden_layers = {layers}",
+               f"give one type a layer ({layers} entries)")
+    for i, t in enumerate(types):
+        if t not in known:
+            f.fail(f"layer_types[{i}]", f"= {json.dumps(t)[:60]} is not a layer type llmsched models for {kind}",
+                   f"use one of {', '.join(known)}")
+    return types
+
+
 def _sliding_window(f: _Fields, kind: str, layers: int) -> dict:
     window = f.data.get("sliding_window")
-    types = f.data.get("layer_types")
+    types = _layer_types(f, kind, layers)
     if kind == "llama4_text":
         # chunked local attention (attention_chunk_size) on the RoPE layers, global attention on the NoPE ones
         # (every no_rope_layer_interval-th, transformers' Llama4TextConfig); modelled as a sliding window of the
@@ -253,8 +276,14 @@ def _sliding_window(f: _Fields, kind: str, layers: int) -> dict:
             sliding = sum(1 for i in range(layers) if (i + 1) % interval)
         return dict(sliding_window=f.int("attention_chunk_size"), sliding_layers=sliding,
                     chunked_local=True) if window else {}
-    if isinstance(types, list):
+    if types is not None:
         sliding = sum(t == "sliding_attention" for t in types)
+        if sliding and window is None:
+            f.fail("sliding_window", f"is {'null' if 'sliding_window' in f.data else 'missing'} but layer_types "
+                                     f"names {sliding} sliding_attention layers",
+                   "give the window in tokens, or mark those layers full_attention")
+        if sliding:     # a window of 0 or a non-integer is refused here, not read as no window
+            return dict(sliding_window=f.int("sliding_window"), sliding_layers=sliding)
     elif kind == "gemma3_text":
         # transformers' Gemma3TextConfig: every sliding_window_pattern-th layer global, the others sliding
         pattern = f.int("sliding_window_pattern", default=6)
