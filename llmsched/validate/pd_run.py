@@ -41,6 +41,12 @@ class Disaggregation:
     decode: object
     connector: str
     kv_link: str
+    decode_sections: tuple = ()  # the sections the decode instance wrote itself (the others are the run's)
+
+    def field(self, name: str) -> str:
+        """Where meta.json gives the decode instance's ``name`` ("section.key"): its own section, or the run's."""
+        own = name.split(".", 1)[0] in self.decode_sections
+        return f"disaggregation.decode.{name}" if own else name
 
 
 def split_instances(meta: dict, path) -> tuple[dict, dict, str, str]:
@@ -63,8 +69,11 @@ def split_instances(meta: dict, path) -> tuple[dict, dict, str, str]:
         raise ValueError(f"{where}.decode: {', '.join(extra)} not read; it holds {', '.join(DECODE_SECTIONS)}")
     link = pd.get("kv_link")
     if not isinstance(link, str) or not link.strip():
-        raise ValueError(f"{where}.kv_link: missing; write the link the replay prices each prompt's KV on (a preset "
-                         f"such as same-node, nvlink4 or ib-400g, or its figures bw=...,latency=...)")
+        got = "missing" if "kv_link" not in pd else "empty" if isinstance(link, str) else \
+            f"{json.dumps(link)[:60]} is not a link name"
+        raise ValueError(f"{where}.kv_link: {got}; write the link the replay prices each prompt's KV on as a string "
+                         f"(a preset such as \"same-node\", \"nvlink4\" or \"ib-400g\", or its figures "
+                         f"\"bw=...,latency=...\")")
     prefill_meta = {k: v for k, v in meta.items() if k != "disaggregation"}
     decode_meta = {**prefill_meta, **{k: v for k, v in decode.items()}}
     connectors = []

@@ -33,6 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..experiment import run as run_config
+from ..metrics.rejections import never_served
 from ..metrics.requests import CACHED_FIELD, prefix_cache_stats
 from ..metrics.summary import left_at
 from ..request import Status
@@ -100,8 +101,37 @@ def pd_fields(run: ServingRun, gpu: str | None, batch_time: str, batch_time_para
     decode_spec, _ = decode.model_spec(model)
     decode_pool = decode_pool_fields(run, gpu, batch_time, batch_time_params, model)
     decode_pool["num_blocks"] = kv_blocks(decode, decode_spec, gpu_preset(gpu_of(decode, gpu)), model_name)
+    check_decode_holds(run, decode_spec, decode_pool["num_blocks"], decode_pool["block_size"])
     return dict(disaggregate="1P1D", kv_link=pd.kv_link, kv_connector="nixl", decode_pool=decode_pool,
                 prefill_pool={"num_blocks": kv_blocks(run, spec, gpu_preset(gpu_of(run, gpu)), model_name)})
+
+
+def check_decode_holds(run: ServingRun, spec, blocks: int, block_size: int) -> None:
+    """The decode instance's reported KV cache holds the log's longest request, as the recorded run's did: an
+    error naming meta.json's field and the request otherwise (the fleet's own check would name simulate's flags).
+    Full-attention models only: a windowed one's blocks a request are the fleet's to count."""
+    memory, log = run.args.disaggregation.decode.memory, run.log
+    if memory is None or not memory.reported_tokens or isinstance(log, LifecycleReport) or kv_groups(spec):
+        return
+    total = log.prompt_lens + log.output_lens
+    i = int(np.argmax(total))
+    need = -(-(int(total[i]) - 1) // block_size)  # the decode side holds all but the last token's KV
+    if need > blocks:
+        field = run.args.disaggregation.field(memory.where)
+        raise ValueError(f"{run.args.given_by or run.folder / 'meta.json'}: {field} gives the decode instance "
+                         f"{blocks} KV blocks of {block_size} tokens, but {request_named(log, i)} needs {need} for "
+                         f"its {int(log.prompt_lens[i])} prompt + {int(log.output_lens[i])} output tokens, and the "
+                         f"recorded run served it: fix {field} or that request's lengths")
+
+
+def request_named(log, i: int) -> str:
+    """The log's request ``i`` as an error names it: its line (a requests.jsonl's) and id, else its id."""
+    lines = getattr(log, "lines", None)
+    if lines:
+        return f"{log.path}:{lines[i]} (request {log.ids[i]})"
+    if log.format == "vllm-bench":  # its ids are the request's place in the result's lists
+        return f"{log.path}: request {log.ids[i]} (input_lens[{log.ids[i]}])"
+    return f"{log.path}: request {log.ids[i]}"
 
 
 def decode_pool_fields(run: RunFolder, gpu: str | None, batch_time: str, batch_time_params: dict | None,
@@ -289,15 +319,14 @@ def kept(run: ServingRun, result, stage: np.ndarray | None = None) -> np.ndarray
     return log.compared[result.requests.column("id")]
 
 
-def simulated(result, with_itl: bool, k: np.ndarray | None = None) -> dict:
-    """The replay's figures over the requests ``k`` keeps (all when None)."""
+def simulated(result, with_itl: bool, k: np.ndarray | None = None, log=None) -> dict:
+    """The replay's figures over the requests ``k`` keeps (all when None); ``log``: the run's, to name a request
+    the replay could not serve."""
     reqs = result.requests
     status = reqs.column("status")
     done = (status == int(Status.FINISHED)) | (status == int(Status.ABORTED))  # (aborted: the client's timeout)
     if not done.all():
-        reasons = sorted(set(reqs.reasons.values()))[:1]
-        raise ValueError(f"the replay left {int((~done).sum())} of {len(done)} requests unfinished or rejected "
-                         f"({reasons[0] if reasons else 'no reason recorded'})")
+        raise ValueError(left_unserved(reqs, done, log))
     k = np.ones(len(status), dtype=bool) if k is None else k
     out = reqs.column("output_len")[k]
     tpot = reqs.column("tpot")[k][out > 1]
@@ -305,6 +334,23 @@ def simulated(result, with_itl: bool, k: np.ndarray | None = None) -> dict:
     return {"ttft": stats(reqs.column("ttft")[k]), "tpot": stats(tpot), "e2e": stats(reqs.column("e2e")[k]),
             "itl": stats(reqs.gaps_of(None if k.all() else k)) if with_itl else dict.fromkeys(STATS),
             "throughput": throughput(int(out.sum()), len(out), span)}
+
+
+def left_unserved(reqs, done: np.ndarray, log) -> str:
+    """Why the replay failed: the first request it left unfinished or rejected, named by its line (a
+    requests.jsonl's) or id in the log, and its reason; one the replay can never serve (too long for max_model_len,
+    more KV than the cache) contradicts the recorded run, which served it."""
+    first = int(np.flatnonzero(~done)[0])
+    rid = int(reqs.column("id")[first])
+    reason = reqs.reasons.get(rid) or "no reason recorded"
+    left, ids = int((~done).sum()), getattr(log, "ids", None)
+    if ids is None or not 0 <= rid < len(ids):
+        return f"the replay left {left} of {len(done)} requests unfinished or rejected, the first: {reason}"
+    text = f"{request_named(log, rid)}: the replay left it unfinished or rejected: {reason}"
+    if never_served(reason):
+        text += ("; the recorded run served it, so its lengths in the log (or the limits the replay took from the "
+                 "run) are wrong: fix or remove that request")
+    return text + (f" ({left - 1} more of the {len(done)} requests too)" if left > 1 else "")
 
 
 def prefix_cache(run: ServingRun, result, k: np.ndarray) -> dict | None:
@@ -395,7 +441,7 @@ def validate(run: ServingRun, gpu: str | None = None, batch_time: str = "vllm-v1
     lifecycle = isinstance(run.log, LifecycleReport)
     stage = stage_requests(run, result)
     k = kept(run, result, stage)
-    sim = simulated(result, with_itl=run.log.itls is not None, k=k)
+    sim = simulated(result, with_itl=run.log.itls is not None, k=k, log=run.log)
     err = errors(real, sim)
     cache = prefix_cache(run, result, k)
     row = {"run": run.name, "folder": str(run.folder), "log": str(run.log.path), "log_format": run.log.format,

@@ -343,7 +343,8 @@ def meta_args(meta, path, card_defaults: bool = False) -> EngineArgs:
         prefill, decode, connector, kv_link = split_instances(meta, path)
         decode_args = meta_args(decode, f"{path}: disaggregation.decode", card_defaults)
         return replace(meta_args(prefill, path, card_defaults),
-                       disaggregation=Disaggregation(decode_args, connector, kv_link))
+                       disaggregation=Disaggregation(decode_args, connector, kv_link,
+                                                     tuple(meta["disaggregation"]["decode"])))
     for section in ("engine_defaults_seen", "memory_gib", "kv_cache"):
         if meta.get(section) is not None and not isinstance(meta[section], dict):
             raise ValueError(f"{path}: {section} is {json.dumps(meta[section])}; write an object of what the engine "

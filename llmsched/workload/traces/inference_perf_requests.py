@@ -85,7 +85,8 @@ def read_per_request(path: Path, rows: list, measured: bool = False) -> ServerLo
         if ((first[ok] < start[ok]) | (end[ok] < first[ok])).any():
             i = ok[int(np.flatnonzero((first[ok] < start[ok]) | (end[ok] < first[ok]))[0])]
             raise TraceError(f"{path}: [{pos[i]}] needs start_time <= output_token_times[0] <= end_time, got "
-                             f"{start[i]!r}, {first[i]!r}, {end[i]!r}")
+                             f"start_time = {float(start[i])}, output_token_times[0] = {float(first[i])}, "
+                             f"end_time = {float(end[i])}")
         ttft[ok], e2e[ok] = (first - start)[ok], (end - start)[ok]
         log.ttft, log.e2e = ttft[order], e2e[order]
     return log

@@ -100,6 +100,7 @@ class ServerLog:
     # request, the index here of its conversation's turn before it (-1: a first turn), whose prompt and reply its own
     # prompt starts with (workload/traces/conversations.py)
     turns: np.ndarray | None = None
+    lines: list[int] | None = None  # each request's line in the file (a requests.jsonl's), for errors naming it
 
     def __len__(self) -> int:
         return len(self.prompt_lens)
@@ -284,7 +285,7 @@ def _read_jsonl(path: Path, measured: bool, clock: str = "engine", client: dict 
     order = np.argsort(queued, kind="stable")
     ids = [str(r.get("request_id", i)) for i, r in enumerate(rows)]
     log = ServerLog(path, "requests.jsonl", [ids[i] for i in order], queued[order] - queued[order[0]],
-                    prompts[order], outputs[order])
+                    prompts[order], outputs[order], lines=[lines[i] for i in order])
     if clock == "arrival_time":
         log.notes.append("no queued_ts: arrivals are the client's arrival_time")
     if all(r.get("first_token_ts") is not None and r.get("last_token_ts") is not None for r in rows):
@@ -302,8 +303,9 @@ def _read_latencies(path: Path, rows: list[dict], lines: list[int], start: tuple
     last = seconds(path, last_key, [r[last_key] for r in rows], lines)
     for i, n in enumerate(lines):
         if not start_times[i] <= first[i] <= last[i]:
-            raise TraceError(f"{path}:{n}: needs {clock} <= {first_key} <= {last_key}, got "
-                             f"{start_times[i]!r}, {first[i]!r}, {last[i]!r}")
+            raise TraceError(f"{path}:{n}: needs {clock} <= {first_key} <= {last_key}, got {clock} = "
+                             f"{float(start_times[i])}, {first_key} = {float(first[i])}, {last_key} = "
+                             f"{float(last[i])}; fix the line's stamps or remove the line")
     log.ttft, log.e2e = (first - start_times)[order], (last - start_times)[order]
 
 
@@ -376,7 +378,7 @@ def _read_jsonl_client(path: Path, rows: list[dict], lines: list[int], measured:
     order = np.argsort(sent, kind="stable")
     ids = [str(r.get("request_id", i)) for i, r in enumerate(rows)]
     log = ServerLog(path, "requests.jsonl", [ids[i] for i in order], sent[order] - sent[order[0]], prompts[order],
-                    outputs[order], boundary="client")
+                    outputs[order], boundary="client", lines=[lines[i] for i in order])
     if not stamped:
         log.notes.append("no client_sent: arrivals are the client's arrival_time")
     if all(r.get(k) is not None for r in rows for k in CLIENT_STAMPS):
