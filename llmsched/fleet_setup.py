@@ -67,13 +67,13 @@ def pool_configs(cfg: RunConfig, fleet: Fleet) -> dict[str, RunConfig]:
 
 def fleet_of(cfg: RunConfig) -> Fleet:
     """The run's fleet: its fleet file's, or one pool of the run's replicas (a DP group is no fleet: its ranks
-    are one server, ``experiment.simulate_config`` runs them); an autoscaled pool starts with ``--replicas``, at
-    least ``--min-replicas``."""
+    are one server, ``experiment.simulate_config`` runs them); an autoscaled pool starts with ``--replicas`` (a
+    fleet's pool with its own replicas), at least ``--min-replicas`` (its own min_replicas)."""
     if cfg.fleet:
-        return cfg.fleet.value
+        return autoscaled_starts(cfg.fleet.value, cfg)
     if cfg.disaggregate:
         from .disagg_config import disaggregated_fleet  # here: a plain run loads none of disaggregation
-        return disaggregated_fleet(cfg)
+        return autoscaled_starts(disaggregated_fleet(cfg), cfg)
     if cfg.dp > 1:
         raise ValueError(f"dp={cfg.dp}: a DP group is one server of {cfg.dp} ranks, not a fleet of replicas")
     if cfg.autoscaler:
@@ -83,6 +83,22 @@ def fleet_of(cfg: RunConfig) -> Fleet:
                              f"run starts within its bounds; lower --replicas or raise --max-replicas")
         return Fleet.single(start)
     return Fleet.single(cfg.replicas)
+
+
+def autoscaled_starts(fleet: Fleet, cfg: RunConfig) -> Fleet:
+    """``fleet`` (of run ``cfg``) with each autoscaled pool starting within its bounds, as a plain run does: below
+    its min_replicas its autoscaler's first tick would cold-start replicas the run asked to have from the start."""
+    pools = []
+    for pool in fleet.pools:
+        own = pool_config(cfg, pool)
+        if own.autoscaler:
+            if pool.replicas > own.max_replicas:
+                raise ValueError(f"{fleet.source}: pool {pool.name!r} starts with {pool.replicas} replicas, above its "
+                                 f"max_replicas {own.max_replicas}: an autoscaled pool starts within its bounds; "
+                                 f"give it fewer replicas or raise max_replicas (--max-replicas)")
+            pool = dataclasses.replace(pool, replicas=max(pool.replicas, own.min_replicas))
+        pools.append(pool)
+    return dataclasses.replace(fleet, pools=tuple(pools))
 
 
 def with_cold_starts(fleet: Fleet, configs: dict[str, RunConfig]) -> Fleet:

@@ -22,7 +22,7 @@ from ..engine.replica import Replica
 from ..request import Status
 from .autoscaler import RoleLoad
 from .fleet import Fleet
-from .lifecycle import DRAINING, GONE, SERVING, START_PHASES, Life, timeline
+from .lifecycle import DRAINING, GONE, SERVING, START_PHASES, STATES, Life, timeline
 from .members import Members
 from .pool import Pool
 
@@ -200,6 +200,9 @@ class FleetState:
             serving = sum(life.seconds_in((SERVING, DRAINING), end) for life in pool.lives)
             busy = sum(rep.busy_time for rep in pool.replicas)
             rows = timeline(pool.lives, end)
+            start = {"t": 0.0, **dict.fromkeys(STATES[:-1], 0), SERVING: pool.spec.replicas}
+            if rows[0] != start:  # a controller changed the pool at t = 0: its starting replicas come first
+                rows.insert(0, start)
             pools[name] = {
                 "role": pool.spec.role, "gpus_per_replica": pool.gpus, "replicas_at_start": pool.spec.replicas,
                 "replicas_made": len(pool.lives), "replicas_max": max(sum(v for k, v in row.items() if k != "t")
