@@ -16,7 +16,7 @@ from .fleet.deciders import Always
 from .fleet.fleet import Fleet
 from .fleet.kv_transfers import KVTransfers
 from .fleet.pool import DECODE, POOL_FIELDS, PREFILL, Pool
-from .hardware.links import link as named_link
+from .hardware.links import kv_link, link as named_link
 from .run_field import shown
 
 POOL_OF = {"prefill_gpu": ("prefill", "gpu"), "prefill_tp": ("prefill", "tp"), "decode_gpu": ("decode", "gpu"),
@@ -131,6 +131,13 @@ def disaggregation(cfg, fleet: Fleet, configs: dict, front_end=None) -> tuple[Fl
                              f"{other.kv_bytes_per_token} KV bytes a token, pool {first.name!r} {model} with "
                              f"{spec.kv_bytes_per_token}: a prefill's KV moves to the decode pool as it is, so every "
                              f"pool needs the same model and kv_cache_dtype")
+    for prefill in fleet.pools_of(PREFILL):  # the KV crosses from every prefill pool to every decode pool
+        for decode in fleet.pools_of(DECODE):
+            try:
+                kv_link(cfg.kv_link, configs[prefill.name].gpu, configs[decode.name].gpu)
+            except ValueError as e:
+                raise ValueError(f"{fleet.source}: --kv-link from pool {prefill.name!r} to pool {decode.name!r}: "
+                                 f"{e}") from None
     from .schedulers.registry import create_scheduler, scheduler_names
     for pool in fleet.pools_of(DECODE):
         name = configs[pool.name].scheduler

@@ -159,6 +159,23 @@ def link(text: str, device: GPUSpec | str | None = None) -> Link:
                      f"{CUSTOM_EXAMPLE}")
 
 
+NETWORK_LINKS = "ib-400g, ib-200g, ib-100g (roce-400g, roce-200g, roce-100g alike), or PCIe: pcie-gen5, pcie-gen4"
+
+
+def kv_link(text: str, prefill: GPUSpec | str, decode: GPUSpec | str) -> Link:
+    """The link a prefill instance on ``prefill`` sends its KV to a decode instance on ``decode`` over:
+    ``link(text, decode)``, but no NVLink (a preset, or ``same-node`` on NVLink cards) between cards of two types:
+    an NVLink domain (an HGX board, an NVL72 rack) holds cards of one type."""
+    a, b = gpu_preset(prefill), gpu_preset(decode)
+    out = link(text, b)
+    if a.name != b.name:
+        nvlinked = [d.name for d in (a, b) if d.interconnect == "nvlink"]
+        if out.name.startswith("nvlink") or (str(text).strip().lower() == "same-node" and nvlinked):
+            raise ValueError(f"link {str(text).strip()!r}: {a.name} (prefill) and {b.name} (decode) share no NVLink "
+                             f"domain (it holds cards of one type); give a network link: {NETWORK_LINKS}")
+    return out
+
+
 def custom_link(spec: str) -> Link:
     """``bw=25GB/s,latency=5us[,write_bw=12GB/s][,name=...]`` (``;`` separates too: a link inside a KV tier's
     short form, whose tiers ``,`` separates)."""
