@@ -15,7 +15,7 @@ from .fleet.disagg import KVHandoff, unbuilt
 from .fleet.deciders import Always
 from .fleet.fleet import Fleet
 from .fleet.kv_transfers import KVTransfers
-from .fleet.pool import DECODE, POOL_FIELDS, PREFILL, Pool
+from .fleet.pool import DECODE, OFFLOAD_KEYS, POOL_FIELDS, PREFILL, Pool
 from .hardware.links import kv_link, link as named_link
 from .run_field import shown
 
@@ -61,9 +61,15 @@ def check_disagg_combination(data: dict, origin_of) -> None:
         if own:
             raise ValueError(f"{origin_of(own[0]).name(own[0])} does not apply together with "
                              f"{origin_of('fleet').name('fleet')}: the fleet file gives each pool's fields")
+    for key, (pool, name) in POOL_OF.items():  # --prefill-tp 4 with --prefill-pool tp=2: which one is meant?
+        table = data.get(f"{pool}_pool") or {}
+        if given(key) and name in table and table[name] != data[key]:
+            raise ValueError(f"{origin_of(key).at(key, data[key])} contradicts "
+                             f"{origin_of(f'{pool}_pool').in_table(f'{pool}_pool').at(name, table[name])}: give the "
+                             f"{pool} pool's {name} once")
     for table in POOL_TABLES:
         if data.get(table):
-            check_pool_table(table, data[table], origin_of(table))
+            check_pool_table(table, data[table], origin_of(table), data, origin_of)
     decider = data.get("pd_decider") or "always"
     if data.get("pd_decider_params"):
         check_decider(decider, data["pd_decider_params"], origin_of("pd_decider_params").name("pd_decider_params"))
@@ -74,9 +80,13 @@ def check_disagg_combination(data: dict, origin_of) -> None:
             raise ValueError(f"{origin_of('kv_link').at('kv_link', data['kv_link'])}: {e}") from None
 
 
-def check_pool_table(table: str, values: dict, origin) -> dict:
-    """``--prefill-pool``/``--decode-pool``'s fields, each checked by its run field's declaration."""
-    from .run_config import check_field
+def check_pool_table(table: str, values: dict, origin, run: dict | None = None, origin_of=None) -> dict:
+    """``--prefill-pool``/``--decode-pool``'s fields, each checked by its run field's declaration, then together
+    with the run's (``run``, written where ``origin_of`` says), as the pool's replicas will take them: its scheduler's
+    parameters against the scheduler it runs, its autoscaler's options with an autoscaler; an error names the
+    table's field where it was written (``decode_pool.scheduler_params (in run.toml)``)."""
+    from .config_fields import DISAGG_KEYS, check_combination
+    from .run_config import check_field, checked_params
     from .run_field import API
     out = {}
     for key, value in values.items():
@@ -88,6 +98,15 @@ def check_pool_table(table: str, values: dict, origin) -> dict:
             out[key] = check_field(key, value, API)
         except ValueError as e:  # named as written: --decode-pool max_num_seqs=0: must be ...
             raise ValueError(f"{origin.name(table)} {e}") from None
+    own, run_of, run = origin.in_table(table), origin_of or (lambda key: API), run or {}
+    role = table.removesuffix("_pool")
+    fields = {**out, **{name: run[key] for key, (pool, name) in POOL_OF.items() if pool == role and
+                        run.get(key) is not None}}
+    dropped = {*DISAGG_KEYS, *(OFFLOAD_KEYS if role == DECODE else ())}  # (a decode pool's KV tiers: its own)
+    data = Pool(table, 1, role, fields).run_fields({k: v for k, v in run.items() if k not in dropped})
+    check_combination(data, lambda key: own if key in out else run_of(key))
+    if "scheduler_params" in out:
+        out["scheduler_params"] = checked_params(data, own)
     return out
 
 

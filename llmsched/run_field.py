@@ -177,18 +177,26 @@ class Origin:
     config file, or Python code."""
 
     def __init__(self, kind: str = "api", path: str | Path | None = None, text: str | None = None,
-                 flags: dict[str, str] | None = None):
+                 flags: dict[str, str] | None = None, table: str | None = None):
         self.kind = kind
         self.path = path
         self.text = text
         self.flags = flags or {}
+        self.table = table  # the fields of one table (a pool's: --decode-pool KEY=VALUE, a file's [decode_pool])
 
     @classmethod
     def file(cls, path, text: str | None = None) -> "Origin":
         return cls("file", path, text)
 
+    def in_table(self, table: str) -> "Origin":
+        """Where the fields of ``table`` (one of this origin's fields) were written."""
+        return Origin(self.kind, self.path, self.text, self.flags, table)
+
     def name(self, key: str) -> str:
         """How the user wrote the field's name."""
+        if self.table:
+            return f"{Origin(self.kind, self.path, flags=self.flags).name(self.table)} {key}" if self.kind == "cli" \
+                else f"{self.table}.{key}" + (f" (in {self.path})" if self.kind == "file" else "")
         if self.kind == "cli":
             return self.flags.get(key, "--" + key.replace("_", "-"))
         if self.kind == "file":
@@ -197,6 +205,10 @@ class Origin:
 
     def at(self, key: str, value) -> str:
         """The field and its value as the user wrote them."""
+        if self.table:
+            return f"{self.name(key)}={shown(value)}" if self.kind == "cli" else \
+                f"{self.path}: {self.table}.{key} = {shown(value)}" if self.kind == "file" else \
+                f"{self.table}.{key}={value!r}"
         if self.kind == "cli":  # a blank value quoted, so that it shows
             return f"{self.name(key)} {value!r}" if isinstance(value, str) and not value.strip() else \
                 f"{self.name(key)} {value}"
