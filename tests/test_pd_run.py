@@ -162,3 +162,16 @@ def test_compare_on_a_1p1d_runs_trace_runs_its_own_schedulers_on_the_pair(tmp_pa
     rows = json.loads((out / "results.json").read_text())
     assert [r["scheduler"] for r in rows] == ["sarathi", "vllm-chunked", "vllm"]
     assert all(r["finished"] == 24 for r in rows)
+
+
+def test_a_decode_instance_without_its_own_memory_takes_the_runs_only_with_the_same_arguments():
+    """The run's reported KV cache (engine_defaults_seen.num_gpu_blocks) is the prefill instance's: a decode instance
+    that reports none takes it when its arguments are the prefill's, but not with another KV memory size."""
+    from llmsched.validate.pd_run import split_instances
+    meta = json.loads((CPU_PD / "meta.json").read_text())
+    del meta["disaggregation"]["decode"]["engine_defaults_seen"]
+    _, decode, _, _ = split_instances(copy.deepcopy(meta), "meta.json")
+    assert decode["engine_defaults_seen"]["num_gpu_blocks"] == 1024  # the same arguments: the same cache
+    meta["disaggregation"]["decode"]["engine_kwargs"]["kv_cache_memory_bytes"] = 4 * 67108864
+    _, decode, _, _ = split_instances(copy.deepcopy(meta), "meta.json")
+    assert "engine_defaults_seen" not in decode and decode["engine_kwargs"]["kv_cache_memory_bytes"] == 4 * 67108864

@@ -12,7 +12,9 @@ holds the rest::
 
 ``decode`` is the decode instance's own sections (``engine_kwargs`` and, where the capture has them,
 ``engine_defaults_seen``, ``memory_gib``, ``kv_cache``, ``gpu``); the model, vLLM's version and the rest are the
-run's. Each instance's ``kv_transfer_config`` names the connector (the same on both) and a role that fits its side
+run's. A decode instance that gives no memory sections of its own takes the run's only where its engine arguments
+are the prefill instance's (but for the connector): with another memory share or limits, its KV cache is vLLM's
+formula's, not the prefill instance's reported size. Each instance's ``kv_transfer_config`` names the connector (the same on both) and a role that fits its side
 (``kv_producer`` or ``kv_both`` prefills, ``kv_consumer`` or ``kv_both`` decodes). ``kv_link`` is the link the
 replay prices each prompt's KV on (``hardware/links.py``: a preset, ``same-node``, or its figures): a capture
 knows what its connector crossed (two instances on one card: a device-to-device copy), llmsched cannot guess it.
@@ -31,6 +33,8 @@ from dataclasses import dataclass
 CONNECTORS = ("NixlConnector", "P2pNcclConnector", "MooncakeConnector", "ExampleConnector")
 ROLES = {"prefill": ("kv_producer", "kv_both"), "decode": ("kv_consumer", "kv_both")}
 DECODE_SECTIONS = ("engine_kwargs", "engine_defaults_seen", "memory_gib", "kv_cache", "gpu")
+# what an instance reports of its memory; the decode instance takes the run's only where it ran the same arguments
+MEASURED = ("engine_defaults_seen", "memory_gib", "kv_cache")
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,11 @@ class Disaggregation:
         """Where meta.json gives the decode instance's ``name`` ("section.key"): its own section, or the run's."""
         own = name.split(".", 1)[0] in self.decode_sections
         return f"disaggregation.decode.{name}" if own else name
+
+
+def own_args(kwargs) -> dict:
+    """An instance's engine arguments but its connector's (the one thing two instances of a pair differ in)."""
+    return {k: v for k, v in kwargs.items() if k != "kv_transfer_config"} if isinstance(kwargs, dict) else {}
 
 
 def split_instances(meta: dict, path) -> tuple[dict, dict, str, str]:
@@ -76,6 +85,10 @@ def split_instances(meta: dict, path) -> tuple[dict, dict, str, str]:
                          f"\"bw=...,latency=...\")")
     prefill_meta = {k: v for k, v in meta.items() if k != "disaggregation"}
     decode_meta = {**prefill_meta, **{k: v for k, v in decode.items()}}
+    if own_args(prefill_meta.get("engine_kwargs")) != own_args(decode["engine_kwargs"]):
+        for section in MEASURED:  # the prefill instance's memory is not the decode's: vLLM's formula sizes it
+            if section not in decode:
+                decode_meta.pop(section, None)
     connectors = []
     for side, one, at in (("prefill", prefill_meta, f"{path}: engine_kwargs"),
                           ("decode", decode_meta, f"{where}.decode.engine_kwargs")):
