@@ -63,7 +63,7 @@ def check_disagg_combination(data: dict, origin_of) -> None:
                              f"{origin_of('fleet').name('fleet')}: the fleet file gives each pool's fields")
     for key, (pool, name) in POOL_OF.items():  # --prefill-tp 4 with --prefill-pool tp=2: which one is meant?
         table = data.get(f"{pool}_pool") or {}
-        if given(key) and name in table and table[name] != data[key]:
+        if given(key) and name in table and not same_value(table[name], data[key]):
             raise ValueError(f"{origin_of(key).at(key, data[key])} contradicts "
                              f"{origin_of(f'{pool}_pool').in_table(f'{pool}_pool').at(name, table[name])}: give the "
                              f"{pool} pool's {name} once")
@@ -78,6 +78,11 @@ def check_disagg_combination(data: dict, origin_of) -> None:
             named_link(data["kv_link"], data.get("decode_gpu") or data.get("gpu") or "a100")
         except ValueError as e:
             raise ValueError(f"{origin_of('kv_link').at('kv_link', data['kv_link'])}: {e}") from None
+
+
+def same_value(a, b) -> bool:
+    """Two spellings of one value: a card's name in any case (--decode-gpu A100, --decode-pool gpu=a100)."""
+    return a == b or (isinstance(a, str) and isinstance(b, str) and a.strip().lower() == b.strip().lower())
 
 
 def check_pool_table(table: str, values: dict, origin, run: dict | None = None, origin_of=None) -> dict:

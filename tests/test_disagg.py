@@ -486,3 +486,13 @@ def test_a_pool_table_takes_its_schedulers_parameters_from_a_config_file(tmp_pat
     config.write_text(config.read_text().replace("token_budget", "token_budgie"))
     assert main(["simulate", "--config", str(config), "--no-progress"]) == 2
     assert "has no parameter 'token_budgie'" in capsys.readouterr().err
+
+
+def test_a_pools_card_given_twice_in_two_cases_is_one_card(capsys):
+    """--decode-gpu A100 with --decode-pool gpu=a100 names one card (a card's name is read in any case); another card
+    is a contradiction (tests/data/bad_inputs.toml)."""
+    assert main(["simulate", "--disaggregate", "1P1D", "--decode-gpu", "A100", "--decode-pool", "gpu=a100",
+                 "--num-requests", "5", "--batch-time", "roofline"]) == 0
+    assert main(["simulate", "--disaggregate", "1P1D", "--decode-gpu", "h100", "--decode-pool", "gpu=A100",
+                 "--num-requests", "5"]) == 2
+    assert "--decode-gpu h100 contradicts --decode-pool gpu=\"A100\"" in capsys.readouterr().err
