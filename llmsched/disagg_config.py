@@ -15,7 +15,7 @@ from .fleet.disagg import KVHandoff, unbuilt
 from .fleet.deciders import Always
 from .fleet.fleet import Fleet
 from .fleet.kv_transfers import KVTransfers
-from .fleet.pool import DECODE, OFFLOAD_KEYS, POOL_FIELDS, PREFILL, Pool
+from .fleet.pool import DECODE, POOL_FIELDS, PREFILL, Pool
 from .hardware.links import kv_link, link as named_link
 from .run_field import shown
 
@@ -107,8 +107,7 @@ def check_pool_table(table: str, values: dict, origin, run: dict | None = None, 
     role = table.removesuffix("_pool")
     fields = {**out, **{name: run[key] for key, (pool, name) in POOL_OF.items() if pool == role and
                         run.get(key) is not None}}
-    dropped = {*DISAGG_KEYS, *(OFFLOAD_KEYS if role == DECODE else ())}  # (a decode pool's KV tiers: its own)
-    data = Pool(table, 1, role, fields).run_fields({k: v for k, v in run.items() if k not in dropped})
+    data = Pool(table, 1, role, fields).run_fields({k: v for k, v in run.items() if k not in DISAGG_KEYS})
     check_combination(data, lambda key: own if key in out else run_of(key))
     if "scheduler_params" in out:
         out["scheduler_params"] = checked_params(data, own)

@@ -23,7 +23,7 @@ from .fleet.autoscaler import ScalingContext
 from .fleet.autoscalers import make_autoscaler
 from .fleet.cold_start import ColdStart, cold_start_model
 from .fleet.fleet import Fleet
-from .fleet.pool import DECODE, OFFLOAD_KEYS, PREFILL
+from .fleet.pool import PREFILL
 from .fleet.state import FleetState
 from .hardware.front_end import front_end
 from .hardware.prices import load_prices
@@ -43,14 +43,10 @@ from .workload.workload import OpenLoop
 def pool_config(cfg: RunConfig, pool) -> RunConfig:
     """The config of ``pool``'s replicas: ``cfg``'s fields (checked when ``cfg`` was made) with the pool's own,
     each checked by its declaration, all of them together, and parameters the pool gives for the run's scheduler
-    or router against it. A decode pool does not take the run's KV tiers below the GPU: they are the prefill
-    pools', where prompts are computed and their prefixes found again; a decode pool that sets its own keeps them
-    (the prompts the decider serves there whole find their prefixes in them)."""
+    or router against it; a decode pool without the run's KV tiers below the GPU (``Pool.run_fields``: the prompts
+    the decider serves there whole find their prefixes in the tiers a decode pool sets itself)."""
     origin = pool.origin if pool.origin is not None else API
     run = {k: v for k, v in cfg.__dict__.items() if k != "fleet" and k not in DISAGG_KEYS and v != DEFAULTS[k]}
-    if pool.role == DECODE:  # the run's KV tiers are its prefill pools'; a decode pool's own are its fields
-        for key in OFFLOAD_KEYS:
-            run.pop(key, None)
     data = pool.run_fields(run)
     data.update({k: check_field(k, v, origin) for k, v in pool.fields.items()})
     check_combination(data, lambda key: origin if key in pool.fields else API)

@@ -25,7 +25,7 @@ POOL_FIELDS = ("scheduler", "scheduler_params", "model", "gpu", "gpu_spec", "tp"
                "overflow", "swap_space_gb", "oracle", "prefix_caching", "kv_offload", "kv_offload_mode", "fast_forward",
                "check_invariants", "autoscaler", "min_replicas", "max_replicas", "autoscaler_params", "cold_start",
                "cold_start_params")
-# the fields of a pool's KV tiers below the GPU (a decode pool has only those it sets: fleet_setup.pool_config)
+# the fields of a pool's KV tiers below the GPU (a decode pool has only those it sets: Pool.run_fields)
 OFFLOAD_KEYS = ("kv_offload", "kv_offload_mode")
 # a field whose parameters belong to it: a pool that names its own scheduler (router, batch-time model) does not
 # take the run's parameters for another one
@@ -61,8 +61,13 @@ class Pool:
 
     def run_fields(self, run: dict) -> dict:
         """The run fields of this pool's replicas: ``run``'s (a run config's values), with the pool's own; a
-        scheduler, router or batch-time model the pool names takes only the parameters the pool gives it."""
+        scheduler, router or batch-time model the pool names takes only the parameters the pool gives it. A decode
+        pool does not take the run's KV tiers below the GPU: they are the prefill pools', where prompts are computed
+        and their prefixes found again; a decode pool that sets its own keeps them."""
         out = dict(run)
+        if self.role == DECODE:
+            for key in OFFLOAD_KEYS:
+                out.pop(key, None)
         if "gpu" in self.fields or "gpu_spec" in self.fields:  # the pool's card replaces the run's, however written
             out.pop("gpu", None)
             out.pop("gpu_spec", None)
