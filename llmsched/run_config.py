@@ -346,6 +346,8 @@ class RunConfig:
             data["scheduler_params"] = checked_params(data, origin_of("scheduler_params"))
         if "router_params" in data:
             data["router_params"] = checked_router_params(data, origin_of("router_params"))
+        if data.get("batch_time_params"):
+            data["batch_time_params"] = checked_batch_time_params(data, origin_of("batch_time_params"))
         return cls.checked(data)
 
     @property
@@ -387,6 +389,20 @@ def checked_params(data: dict, origin: Origin) -> dict:
                         origin.name("scheduler_params"))
 
 
+def checked_batch_time_params(data: dict, origin: Origin) -> dict:
+    """``data``'s batch-time parameters checked by name against its batch-time model's (a stored profile's kind), so
+    that a wrong name is named where it was written; the model checks their values when it is built."""
+    from .batchtime.registry import BATCH_TIME_MODELS, resolve_kind
+    params = data["batch_time_params"]
+    kind = resolve_kind(data.get("batch_time", DEFAULTS["batch_time"]))[0]
+    known = BATCH_TIME_MODELS[kind]["params"]
+    unknown = [key for key in params if key not in known]
+    if unknown:
+        raise ValueError(f"{origin.name('batch_time_params')}: batch-time model {kind!r} has no parameter "
+                         f"{unknown[0]!r}; its parameters are: {', '.join(dict.fromkeys(known))}")
+    return params
+
+
 def checked_fields(data: dict, origin: Origin) -> dict:
     """``data``'s fields each checked by its declaration and together, and the parameters of a scheduler or router
     that ``data`` names checked against it (a fleet file's pool; parameters for the run's scheduler are checked
@@ -397,6 +413,8 @@ def checked_fields(data: dict, origin: Origin) -> dict:
         out["scheduler_params"] = checked_params(out, origin)
     if "router" in out and "router_params" in out:
         out["router_params"] = checked_router_params(out, origin)
+    if "batch_time" in out and out.get("batch_time_params"):
+        out["batch_time_params"] = checked_batch_time_params(out, origin)
     return out
 
 

@@ -141,7 +141,7 @@ def make_batch_time_model(kind: str = "roofline", model: ModelSpec | str | None 
     unknown = sorted(set(params) - set(entry["params"]))
     if unknown:
         raise ValueError(f"unknown parameter(s) {', '.join(unknown)} for batch-time model {kind!r}; valid: "
-                         f"{', '.join(entry['params'])}")
+                         f"{', '.join(dict.fromkeys(entry['params']))}")
     if entry["needs_hardware"] and (model is None or gpu is None):
         raise ValueError(f"batch-time model {kind!r} needs model= and gpu= (presets or specs)")
     return entry["factory"](model, gpu, **params)
