@@ -236,3 +236,43 @@ def test_a_request_preempted_by_a_plan_that_became_loads_alone_can_run_in_the_ne
                      lambda v: BatchPlan(prefills=[(r, r.remaining_prefill)])]
     assert rep.start_step(t) is not None and not policy.script  # both asked at this scheduling point
     assert r.status is Status.RUNNING and r.preemptions == 1 and b in rep.loading
+
+
+def test_a_loaded_head_lets_its_blocks_go_for_the_prompts_a_prefill_instance_sent_behind_it():
+    """A decode instance with tiers: B's 3,200-token prefix loads from host memory while a prompt a prefill instance
+    sent (195 blocks) lands, and B's load lands ahead of it; B needs 7 more blocks, 5 are free, nothing runs. The
+    blocks behind the head are the sent prompt's, which have no other copy, so B lets its loaded ones go (they stay
+    in the GPU prefix cache) and waits behind it; the sent prompt, which needs no new block, runs first. Before, the
+    replica let go only loaded requests behind the head and waited for ever (the conservation fuzz's seed 52 with
+    vllm-chunked or sarathi on the decode pool of a fleet with a decider and tiers)."""
+    plan = plan_offload(parse_kv_offload("cpu:10GiB"), "vllm", M, G, 1, 16)
+    rep = Replica(0, create_scheduler("vllm-chunked"), BT, ReplicaConfig(
+        num_blocks=400, block_size=16, max_model_len=131072, prefix_caching=True, kv_offload=plan,
+        check_invariants=True))
+    first = [Request(0, 0.0, 3200, 2, content=Content.of_pieces([(X, 3200)], reply=10))]
+    first += [Request(i, float(i), 3200, 2, content=Content.of_pieces([(piece_id(Space.NAMED, 2 + i), 3200)],
+                                                                        reply=10 + i)) for i in (1, 2)]
+    simulate(OpenLoop(first), [rep], make_router("round-robin"))  # X in host memory, pushed off the GPU
+    t = 5.0
+    b = Request(3, t, 3300, 2, content=Content.of_pieces([(X, 3200), (W, 100)], reply=13))
+    sent = Request(4, t, 3120, 2)
+    rep.add(b, t)
+    assert rep.start_step(t) is None and b in rep.loading
+    rep.receive(sent, t)
+    assert rep.start_step(t) is None  # the scheduling point reserves the sent prompt's blocks
+    for r in rep.take_reserved():
+        rep.loaded(r, t)  # its transfer takes no time here
+    assert sent.num_blocks == 195
+    started = []
+    while rep.num_outstanding:
+        t = max(t, rep.clock.wake_at or t)
+        d = rep.start_step(t)
+        if d is None:
+            assert rep.loading, f"idle with work left: {[r.id for r in rep.waiting]}, {rep.kv.free} blocks free"
+            continue
+        started += [r for r, _ in rep.clock.plan.prefills if r not in started]
+        t += d
+        rep.end_step(t)
+        rep.take_completed()
+    assert started[0] is sent and b.status is sent.status is Status.FINISHED
+    assert rep.kv.tiers.released_loads == 1

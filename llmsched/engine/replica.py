@@ -564,11 +564,22 @@ class Replica:
     def release_loaded(self) -> bool:
         """Nothing runs or loads, and the policy admits nothing: the KV that waiting requests loaded holds the blocks
         the queue's head needs (vLLM would wait for ever). Every loaded request but the head lets its blocks go (they
-        stay in the GPU prefix cache, so its admission finds them there); True if any did."""
-        loaded = [r for r in self.waiting[1:] if r.num_blocks and r not in self.landed]  # (a prompt sent: kept)
+        stay in the GPU prefix cache, so its admission finds them there); True if any did. On a decode instance the
+        blocks behind the head may be prompts a prefill instance sent (``landed``), which have no other copy: then
+        the head, if a tier loaded it, lets its own go instead and waits behind them, since each of them needs no
+        new block to run."""
+        waiting = self.waiting
+        loaded = [r for r in waiting[1:] if r.num_blocks and r not in self.landed]  # (a prompt sent: kept)
+        head = waiting[0] if waiting and not loaded else None
+        if head is not None and head.num_blocks and head not in self.landed and any(r in self.landed for r in waiting):
+            loaded = [waiting.pop(0)]
+        else:
+            head = None
         for r in loaded:
             self.kv.release(r)
             r.num_computed = 0
+        if head is not None:  # now holding nothing: behind the requests that hold KV, as remote_kv.front places it
+            waiting.insert(remote_kv.front(waiting), head)
         self.kv.tiers.released_loads += len(loaded)
         return bool(loaded)
 
