@@ -25,7 +25,10 @@ class Priority(QueuedPolicy):
     least urgent and newest first (vLLM's ``max(priority, arrival)``), by recompute or swap as the run's
     ``preemption_mode`` says, but only when those victims free enough for it; otherwise admissions stop there.
     A running request short of a block preempts as vLLM v1 does under its priority policy: the least urgent,
-    newest running request, itself last; such a step admits nothing.
+    newest running request, itself last; such a step admits nothing. Waiting requests that hold KV (a prompt a
+    prefill instance sent, a KV tier's load) wait at the front of their class and need no new block to run: when
+    admissions stop at a head that holds none, they go on in the later classes (vLLM 0.32 drains its KV-holding
+    waiting queue before the others), so that priority can run a disaggregated fleet's decode pool.
 
     ``max_preemptions`` bounds the work thrown away: a request is preempted for a more urgent one at most that
     many times (0: never, vLLM v1's behaviour: order only), so a request loses at most ``max_preemptions`` times
@@ -36,6 +39,7 @@ class Priority(QueuedPolicy):
     """
 
     name = "priority"
+    serves_transferred_kv = True  # a prompt a prefill instance sent: its last token, its own blocks, ahead of the rest
     source = ("vLLM --scheduling-policy priority (v1: waiting by (priority, arrival), the lowest priority preempted "
               "on KV shortage; v0 PR #5958: lower-priority running requests preempted for a waiting one); vllm "
               "issue #10101 (priority preemption with chunked prefill)")
@@ -70,6 +74,7 @@ class Priority(QueuedPolicy):
         kv_victims: list[Request] = []
         claimed = set()  # cached free blocks this plan's admissions take (counted once: vllm-chunked)
         admitting = True
+        holding_only = False  # a head holding no KV could not be admitted: only requests holding KV go on
         i = 0
         for p in sorted({r.priority for r in todo}.union(self.queues.backlogged())):
             while i < len(todo) and todo[i].priority == p and budget > 0:
@@ -97,7 +102,7 @@ class Priority(QueuedPolicy):
                 break
             while admitting and not kv_victims and budget > 0:
                 h = self.queues.head(p) if p in self.queues.queues else None
-                if h is None:
+                if h is None or (holding_only and not h.num_blocks):
                     break
                 full = view.tokens_to_compute(h)  # after its cached prefix (vLLM v1)
                 n = min(full, budget)
@@ -105,9 +110,15 @@ class Priority(QueuedPolicy):
                 # vLLM's full-prompt gate (vllm-chunked's reserve_full_isl): its whole sequence's blocks must be free
                 gate = view.admission_blocks(h, full, claimed) if self.reserve_full_isl and n < full else need
                 if gate > free or seats < 1:
-                    victims = self._room(todo[i:], p, gate - free, 1 - seats, urgency, view.preempt_frees)
-                    if victims is None:
-                        admitting = False  # nothing less urgent to give way: later classes wait too
+                    victims = None if holding_only else self._room(todo[i:], p, gate - free, 1 - seats, urgency,
+                                                                   view.preempt_frees)
+                    if victims is None:  # nothing less urgent to give way: later classes wait too, but for the
+                        # requests holding KV (a prompt a prefill instance sent, a tier's load; at the front of each
+                        # class's queue), which need no new block: vLLM 0.32 drains its KV-holding waiting queue
+                        # before the others, and they hold the blocks this head may be waiting for
+                        if h.num_blocks or seats < 1:
+                            admitting = False
+                        holding_only = True
                         break
                     for v in victims:
                         todo.remove(v)

@@ -53,14 +53,21 @@ class WaitingQueues:
         return [k for k, q in self.queues.items() if q]
 
     def add(self, r: Request, front: bool = False) -> None:
+        """``r`` joins its key's queue where the replica puts it in its waiting queue: at the back, or, for a request
+        the policy preempted (``front``) or one that arrives holding KV (a prompt a prefill instance sent,
+        engine/remote_kv.py), at the front, behind the requests that hold KV (vLLM 0.32 drains its KV-holding waiting
+        queue first: ``remote_kv.front``)."""
         key = self.key(r)
         q = self.queues.get(key)
         if q is None:
             q = self.queues[key] = deque()
         if not q:
             self.on_backlogged(key)
-        if front:
-            q.appendleft(r)
+        if (front or r.num_blocks) and q and not q[-1].num_blocks:
+            at = 0
+            while q[at].num_blocks:
+                at += 1
+            q.insert(at, r)
         else:
             q.append(r)
         self.known.add(r)
@@ -86,12 +93,15 @@ class WaitingQueues:
     def sync(self, waiting: list[Request], preempted: list[Request]) -> None:
         """Bring the queues in step with the view's ``waiting`` before a decision: the policy's last victims that
         went back to the waiting queue join their keys' fronts (each the newest front, as the replica inserts
-        them); any other change rebuilds the queues."""
+        them); any other change rebuilds the queues, among them a head that holds KV and is not its key's head (a
+        request ahead of it let its loaded blocks go and moved behind it: ``Replica.release_loaded``)."""
         for r in preempted:
             if r.status is WAITING and r not in self.known:
                 self.add(r, front=True)
         known = self.known
         if len(known) != len(waiting) or (waiting and (waiting[0] not in known or waiting[-1] not in known)):
+            self.rebuild(waiting)
+        elif waiting and waiting[0].num_blocks and self.queues[self.key(waiting[0])][0] is not waiting[0]:
             self.rebuild(waiting)
 
     def rebuild(self, waiting: list[Request]) -> None:
