@@ -91,7 +91,7 @@ def check_pool_table(table: str, values: dict, origin, run: dict | None = None, 
     parameters against the scheduler it runs, its autoscaler's options with an autoscaler; an error names the
     table's field where it was written (``decode_pool.scheduler_params (in run.toml)``)."""
     from .config_fields import DISAGG_KEYS, check_combination
-    from .run_config import check_field, checked_batch_time_params, checked_params
+    from .run_config import check_batch_time_params, check_field, checked_params
     from .run_field import API
     out = {}
     for key, value in values.items():
@@ -112,7 +112,7 @@ def check_pool_table(table: str, values: dict, origin, run: dict | None = None, 
     if "scheduler_params" in out:
         out["scheduler_params"] = checked_params(data, own)
     if data.get("batch_time_params") and ("batch_time_params" in out or "batch_time" in out):
-        checked_batch_time_params(data, own if "batch_time_params" in out else run_of("batch_time_params"))
+        check_batch_time_params(data, own if "batch_time_params" in out else run_of("batch_time_params"))
     return out
 
 

@@ -31,7 +31,7 @@ from .metrics.client_side import to_client
 from .metrics.requests import RequestLog
 from .metrics.steps import StepLog
 from .routing.registry import make_router
-from .run_config import (DEFAULTS, RunConfig, check_field, checked_batch_time_params, checked_params,
+from .run_config import (DEFAULTS, RunConfig, check_batch_time_params, check_field, checked_params,
                          checked_router_params)
 from .run_field import API, Origin
 from .sim.fleet_loop import simulate_fleet
@@ -56,7 +56,7 @@ def pool_config(cfg: RunConfig, pool) -> RunConfig:
     if "router_params" in pool.fields and "router" not in pool.fields:
         data["router_params"] = checked_router_params(data, origin)
     if data.get("batch_time_params") and ("batch_time_params" in pool.fields or "batch_time" in pool.fields):
-        checked_batch_time_params(data, origin if "batch_time_params" in pool.fields else API)
+        check_batch_time_params(data, origin if "batch_time_params" in pool.fields else API)
     return RunConfig.checked(data)
 
 

@@ -347,7 +347,7 @@ class RunConfig:
         if "router_params" in data:
             data["router_params"] = checked_router_params(data, origin_of("router_params"))
         if data.get("batch_time_params"):
-            data["batch_time_params"] = checked_batch_time_params(data, origin_of("batch_time_params"))
+            check_batch_time_params(data, origin_of("batch_time_params"))
         return cls.checked(data)
 
     @property
@@ -389,7 +389,7 @@ def checked_params(data: dict, origin: Origin) -> dict:
                         origin.name("scheduler_params"))
 
 
-def checked_batch_time_params(data: dict, origin: Origin) -> dict:
+def check_batch_time_params(data: dict, origin: Origin) -> None:
     """``data``'s batch-time parameters checked by name against its batch-time model's (a stored profile's kind), so
     that a wrong name is named where it was written; the model checks their values when it is built."""
     from .batchtime.registry import BATCH_TIME_MODELS, resolve_kind
@@ -400,7 +400,6 @@ def checked_batch_time_params(data: dict, origin: Origin) -> dict:
     if unknown:
         raise ValueError(f"{origin.name('batch_time_params')}: batch-time model {kind!r} has no parameter "
                          f"{unknown[0]!r}; its parameters are: {', '.join(dict.fromkeys(known))}")
-    return params
 
 
 def checked_fields(data: dict, origin: Origin) -> dict:
@@ -414,7 +413,7 @@ def checked_fields(data: dict, origin: Origin) -> dict:
     if "router" in out and "router_params" in out:
         out["router_params"] = checked_router_params(out, origin)
     if "batch_time" in out and out.get("batch_time_params"):
-        out["batch_time_params"] = checked_batch_time_params(out, origin)
+        check_batch_time_params(out, origin)
     return out
 
 

@@ -25,8 +25,8 @@ from llmsched.schedulers.registry import create_scheduler  # noqa: E402
 
 
 def disaggregated(seed: int) -> bool:
-    """Whether the fuzz runs ``seed``'s config as a disaggregated fleet (``random_disaggregation``'s first draw)."""
-    return np.random.default_rng([41, seed]).random() < 0.3
+    """Whether the fuzz runs ``seed``'s config as a disaggregated fleet."""
+    return fuzz.disaggregation_drawn(np.random.default_rng([41, seed]))
 
 
 def serve_decode_pools_with(names: list[str]) -> None:

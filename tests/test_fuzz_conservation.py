@@ -431,6 +431,12 @@ def decode_schedulers() -> list[str]:
     return [n for n in builtin_schedulers() if getattr(create_scheduler(n), "serves_transferred_kv", False)]
 
 
+def disaggregation_drawn(rng) -> bool:
+    """The first draw of ``random_disaggregation``'s stream (``np.random.default_rng([41, seed])``): whether the
+    seed runs disaggregated (scripts/decode_pool_fuzz.py picks its seeds by it)."""
+    return rng.random() < 0.3
+
+
 def random_disaggregation(seed: int, cfg: RunConfig) -> tuple[RunConfig, Fleet] | None:
     """Three tenths of the seeds (from a stream of their own, so every seed keeps its config and its other fleet)
     run their config a third time disaggregated: a prefill pool (the config's replicas, 1 to 3) and a decode pool
@@ -438,7 +444,7 @@ def random_disaggregation(seed: int, cfg: RunConfig) -> tuple[RunConfig, Fleet] 
     a decider (always, llm-d or Dynamo's, random thresholds), either connector, a fast or a slow link, and in a
     third of them scale events on either pool while the requests arrive."""
     rng = np.random.default_rng([41, seed])
-    if rng.random() >= 0.3:
+    if not disaggregation_drawn(rng):
         return None
     pick = lambda xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
 

@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 
 from ..config_fields import check_combination, conflicts_with, parse_params
-from ..run_config import (CLI_FLAGS, RUN_FIELDS, RunConfig, check_field, checked_batch_time_params, checked_params,
+from ..run_config import (CLI_FLAGS, RUN_FIELDS, RunConfig, check_batch_time_params, check_field, checked_params,
                           checked_router_params, read_run_config)
 from ..run_field import API, Origin
 
@@ -228,7 +228,7 @@ def run_configs(args, names: list[str], rates=None) -> list[RunConfig]:
         if data.get("router_params"):
             data["router_params"] = checked_router_params(data, origins.get("router_params", API))
         if data.get("batch_time_params"):
-            data["batch_time_params"] = checked_batch_time_params(data, origins.get("batch_time_params", API))
+            check_batch_time_params(data, origins.get("batch_time_params", API))
         for rate in rates or [None]:
             if rate is not None:
                 data = {**data, "rate": check_field("rate", rate)}

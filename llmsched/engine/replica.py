@@ -570,16 +570,16 @@ class Replica:
         new block to run."""
         waiting = self.waiting
         loaded = [r for r in waiting[1:] if r.num_blocks and r not in self.landed]  # (a prompt sent: kept)
-        head = waiting[0] if waiting and not loaded else None
-        if head is not None and head.num_blocks and head not in self.landed and any(r in self.landed for r in waiting):
-            loaded = [waiting.pop(0)]
-        else:
-            head = None
+        moved = None
+        if not loaded and waiting and waiting[0].num_blocks and waiting[0] not in self.landed and any(
+                r in self.landed for r in waiting):
+            moved = waiting.pop(0)
+            loaded = [moved]
         for r in loaded:
             self.kv.release(r)
             r.num_computed = 0
-        if head is not None:  # now holding nothing: behind the requests that hold KV, as remote_kv.front places it
-            waiting.insert(remote_kv.front(waiting), head)
+        if moved is not None:  # now holding nothing: behind the requests that hold KV, as remote_kv.front places it
+            waiting.insert(remote_kv.front(waiting), moved)
         self.kv.tiers.released_loads += len(loaded)
         return bool(loaded)
 
