@@ -3,9 +3,13 @@ connector delays their free), so a decode pool that cannot take prompts fast eno
 cache and holds its queue back."""
 from __future__ import annotations
 
+from conftest import AffineStepTime
+
+from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.experiment import run
-from llmsched.request import Status
+from llmsched.request import Request, Status
 from llmsched.run_config import RunConfig
+from llmsched.schedulers.registry import create_scheduler
 
 # 30 prompts of 1,024 tokens at once; the prefill instance's cache holds three (64 blocks each), the decode
 # instance takes one request at a time
@@ -40,3 +44,30 @@ def test_a_prefill_replicas_steps_count_the_blocks_it_keeps_for_the_decode_side(
         assert (used[during] >= 64).all()  # the prompt's blocks, until its transfer ends
         seen += int(during.sum())
     assert seen >= 10
+
+
+def test_a_prompt_short_of_the_blocks_kept_for_the_decode_side_preempts_itself_and_waits_for_them():
+    """A prefill instance (vllm-chunked admitting on a first chunk's blocks, vLLM before its full-prompt gate) keeps
+    the 4 blocks of a prompt it sent; the one running prompt then needs 3 blocks with 2 free, and preempts itself
+    with nothing else to run, as vLLM does. Before 2026-12-02 the replica refused that plan (preemptions without
+    work) unless a decode instance's transfers held the blocks. Once the decode side has read the sent prompt, the
+    other finishes."""
+    cfg = ReplicaConfig(num_blocks=8, block_size=16, max_num_batched_tokens=48, check_invariants=True)
+    rep = Replica(0, create_scheduler("vllm-chunked", token_budget=48, reserve_full_isl=False), AffineStepTime(), cfg)
+    rep.send_kv()
+    sent, long = Request(0, 0.0, 64, 1), Request(1, 0.0, 96, 1)
+    rep.add(sent, 0.0)
+    rep.add(long, 0.0)
+    t = 0.0
+    for _ in range(3):
+        t += rep.start_step(t)
+        rep.end_step(t)
+        rep.take_completed()
+    assert sent.status is Status.FINISHED and rep.sent == {0: sent}
+    assert long.preemptions == 1 and long.status is Status.RUNNING  # preempted itself, then admitted again
+    assert rep.read_sent(sent.id)
+    while rep.num_outstanding:
+        t += rep.start_step(t)
+        rep.end_step(t)
+        rep.take_completed()
+    assert long.status is Status.FINISHED and rep.sent == {1: long} and rep.kv.free == 8 - 6

@@ -385,7 +385,7 @@ class Replica:
                     return self.preempt_only(plan, now)
                 if not self.running and not self.loading and self.holds_loaded() and self.release_loaded():
                     return self._ask_and_launch(now)
-            elif plan.preempt and (self.transferring or any(r.num_blocks for r in self.waiting)):
+            elif plan.preempt and (self.transferring or self.sent or any(r.num_blocks for r in self.waiting)):
                 return self._preempt_then_ask(plan, now)
             plan_check.check_idle(self, plan, now)
             if plan.wait_until is not None:
@@ -406,8 +406,9 @@ class Replica:
 
     def _preempt_then_ask(self, plan: BatchPlan, now: float) -> float | None:
         """A plan of preemptions alone, where prompts a prefill instance sent hold blocks no running request can
-        take: a running request found no block, and the policy preempted it (vLLM v1 preempts then, and schedules
-        what fits after). They run, and the policy is asked again."""
+        take (on the decode side: in transfer or landed; on the prefill side: kept until the decode side reads them):
+        a running request found no block, and the policy preempted it (vLLM v1 preempts then, and schedules what
+        fits after). They run, and the policy is asked again."""
         self.groups.settle()
         stamp = self.counters.num_steps
         for r in plan.preempt:
