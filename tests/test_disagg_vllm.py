@@ -66,6 +66,11 @@ PAIR = textwrap.dedent("""
     print("ASYNC_DECODED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
     report("ASYNC_DECODE", loading)
     del loading
+    fair = engine("kv_consumer", "vtc", "AsyncFolderConnector")  # a tenant policy's decode side, loads landing
+    outs = fair.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
+    print("VTC_DECODED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
+    report("VTC_DECODE", fair)
+    del fair
     whole = engine("kv_consumer", "sarathi", "AsyncFolderConnector", whole=True)  # NIXL's count: every prompt token
     outs = whole.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
     print("WHOLE_COUNTS", [len(o.outputs[0].token_ids) for o in outs], flush=True)
@@ -102,8 +107,10 @@ def test_a_1p1d_pair_runs_under_the_plug_in_on_both_sides_and_decodes_as_colocat
     # the policy as holding it (before, the plug-in never ran a landed request: the engine spun on empty steps)
     assert line(out, "ASYNC_DECODE") == "llmsched.vllm.adapter 4 0 [] 4"
     assert line(out, "ASYNC_DECODED") == decoded
+    assert line(out, "VTC_DECODE") == "llmsched.vllm.adapter 4 0 [] 4" and line(out, "VTC_DECODED") == decoded
     # a hit of every prompt token, as NIXL counts a remote prefill: vLLM recomputes the last, and so plans the policy
     assert line(out, "WHOLE_DECODE") == "llmsched.vllm.adapter 4 0 [] 4"
     assert line(out, "WHOLE_COUNTS") == "[8, 8, 8, 8]"
     assert "receives KV through a connector (kv_role kv_consumer), and scheduler 'rad'" in out
     assert "and scheduler 'sarathi'" not in out and "and scheduler 'vllm-chunked'" not in out
+    assert "and scheduler 'vtc'" not in out

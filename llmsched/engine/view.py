@@ -88,13 +88,16 @@ class ReplicaView:
 
     @property
     def blocks_held_waiting(self) -> int:
-        """Blocks held by requests outside the running set: KV a tier is loading or loaded for a waiting request, or
-        a prefill instance's prompt KV in transfer or landed (engine/remote_kv.py). A policy that keeps its own
-        ledger of the cache cannot give these to the running requests."""
+        """Blocks held by requests outside the running set: KV a tier is loading or loaded for a waiting request, a
+        prefill instance's prompt KV in transfer or landed (engine/remote_kv.py), or the prompts a prefill instance
+        sent and keeps until the decode side reads them (vLLM's delayed free; ``Replica.read_sent``). A policy that
+        keeps its own ledger of the cache cannot give these to the running requests."""
         r = self._r
-        if not (r.loading or r.transferring or (r.waiting and r.waiting[0].num_blocks)):
-            return 0  # (nothing loads or lands: the common case, every step of a policy that asks)
+        sent = r.sent
+        if not (r.loading or r.transferring or sent or (r.waiting and r.waiting[0].num_blocks)):
+            return 0  # (nothing loads, lands or waits to be read: the common case, every step of a policy that asks)
         held = sum(q.num_blocks for q in r.loading) + sum(q.num_blocks for q in r.transferring)
+        held += sum(q.num_blocks for q in sent.values())
         return held + sum(q.num_blocks for q in r.waiting if q.num_blocks)  # (loaded requests wait at the front)
 
     @property

@@ -49,6 +49,24 @@ class VTC(QueuedPolicy):
     a 25-block request recomputed 692 times on a 27-block cache, conservation-fuzz seed 61 at four times its
     requests). Without tenants it admits first come, first served.
 
+    **On a decode pool** (a disaggregated fleet's, or beside KV tiers), waiting requests may hold KV: a prompt a
+    prefill instance sent (its last token to compute), a tier's load. They wait at the front of their tenant's queue,
+    where the replica puts them. While blocks are held so outside the running set, three rules of vLLM's keep such an
+    instance live (the conservation fuzz found livelocks and a stall without them):
+
+    - a prompt is admitted in chunks only when its whole prompt's blocks are free (vLLM's full-prompt gate; a
+      reclaim is sized by it too). Otherwise a recompute admitted with a chunk that fits, whose next chunk does not
+      while transfers hold the rest, preempts itself every step;
+    - when admission stops at a head that holds no KV, the other tenants' heads that hold KV still go, by turn (vLLM
+      0.32 drains its KV-holding waiting queue before the others): they hold the blocks the stopped head waits for;
+    - after a KV preemption in a plan, nothing is admitted in it (vLLM's rule; vtc's reclaim admissions otherwise).
+      A plan counts a victim's blocks free while an admission's prefix-cache hit on them still counts as held: two
+      requests sharing a prefix took turns, each preempting itself a block short and the other admitted on its
+      blocks, while transfers held the rest of the cache.
+
+    A request that needs no new block is not held back by ``kv_reserve``. The fairness bound below assumes every
+    admission is at the smallest counter; these admissions of KV holders are not, and it does not cover them.
+
     **A light tenant first** (``light_first``, for a light tenant's TTFT near its TTFT alone; off by default). A tenant holding
     less than ``light_share`` of the KV the heaviest tenant holds (over weights) is *light*. With ``"prompts"`` or
     ``"step"``, a plan first walks the light tenants' decodes, then their prompts (waiting heads and running
@@ -98,6 +116,7 @@ class VTC(QueuedPolicy):
     """
 
     name = "vtc"
+    serves_transferred_kv = True  # a prompt a prefill instance sent: its last token, its own blocks, ahead of the rest
     source = ("Sheng et al., Fairness in Serving Large Language Models, OSDI 2024 (Algorithm 2, Theorem 4.4; "
               "github.com/Ying1123/VTC-artifact slora/server/router/vtc_req_queue.py), on vLLM v1's chunked step")
     token_budget: int = 2048
@@ -279,6 +298,7 @@ class VTC(QueuedPolicy):
                 break
             spare -= whole
         step.admitting = True  # the other tenants' requests are admitted by turn as before
+        step.holding_only = False
         if len(step.plan.prefills) == planned:
             step.budget -= extra
             return False
@@ -302,7 +322,8 @@ class VTC(QueuedPolicy):
         busy = {key for key, _ in turns}
         if step.admitting:
             queues = self.queues
-            turns += [(k, h) for k in queues.backlogged() if k not in busy and (h := queues.head(k)) is not None]
+            turns += [(k, h) for k in queues.backlogged() if k not in busy and (h := queues.head(k)) is not None
+                      and (h.num_blocks or not step.holding_only)]
         return turns, busy
 
     def _next_chunk(self, step: "Step", r: Request) -> None:
@@ -321,10 +342,20 @@ class VTC(QueuedPolicy):
         left = view.tokens_to_compute(r)  # after its cached prefix, with a prefix cache (vLLM v1)
         n = min(left, step.budget)
         need = view.admission_blocks(r, n)  # with the cached blocks it takes out of the free pool
-        if step.short or need > step.free - int(self.kv_reserve * view.total_blocks) or step.room < 1:
-            freed = self._reclaim(step, view, key, need, step.room) if reclaim else None
+        gate = need
+        if n < left and step.held_outside(view):  # vLLM's full-prompt gate: its whole prompt's blocks
+            gate = view.admission_blocks(r, left)
+        if step.short and step.held_outside(view):  # as vLLM, nothing goes after a KV preemption (below)
+            step.admitting = False
+            return False
+        if step.short or (gate and gate > step.free - int(self.kv_reserve * view.total_blocks)) or step.room < 1:
+            freed = None
+            if reclaim and not step.holding_only:
+                freed = self._reclaim(step, view, key, gate, step.room)
             if freed is None:
-                step.admitting = False
+                if step.short or r.num_blocks or step.room < 1:
+                    step.admitting = False
+                step.holding_only = True  # the waiting requests holding KV go on, by turn (they need no new block)
                 return False
             step.room += freed
         self.queues.pop(key)
@@ -430,8 +461,16 @@ class Step:
         self.frees = lambda x: x.num_blocks  # blocks preempting x returns (view.preempt_frees: shared ones stay)
         self.room = 0  # seats left
         self.admitting = True  # False once a waiting request did not fit
+        self.holding_only = False  # a head holding no KV did not fit: only waiting requests holding KV go on
+        self.outside: int | None = None  # view.blocks_held_waiting, when first asked
         self.others_wait = False  # a light step (light_first): the other tenants' prompts wait
         self.light: set = set()  # the light tenants of a light step
+
+    def held_outside(self, view: ReplicaView) -> int:
+        """Blocks held by waiting requests and loads in flight (a decode pool's sent prompts, a tier's loads)."""
+        if self.outside is None:
+            self.outside = view.blocks_held_waiting
+        return self.outside
 
     def run(self, r: Request, n: int, need: int, decode: bool) -> None:
         """Plan ``n`` tokens of running ``r`` needing ``need`` more blocks; short of blocks, running requests are
