@@ -44,25 +44,24 @@ def compare(args) -> int:
     check_out_file(args.report, "--report", "report.html")
     base = base_config(args)
     chosen = args.schedulers if args.schedulers is not None else base.get("scheduler") or "all"
-    if chosen == "all":
+    every = chosen == "all"
+    if every:
         names = [n for n in scheduler_names() if not n.startswith("test-")
                  and (base.get("oracle") or not scheduler_info(n)["needs_oracle"])]
-        if base.get("kv_offload"):  # those that cannot run beside KV tiers are left out, and said so
-            left = [n for n in names if not create_scheduler(n).runs_beside_tier_loads]
-            if left:
-                print(f"not run with --kv-offload: {', '.join(left)} (their plans do not count the blocks a tier "
-                      f"loads: Scheduler.runs_beside_tier_loads)", file=sys.stderr)
-            names = [n for n in names if n not in left]
-        decode_scheduler = (base.get("decode_pool") or {}).get("scheduler")
-        if base.get("disaggregate") and decode_scheduler is None:  # each runs its decode pool too, where it can
-            left = [n for n in names if not create_scheduler(n).serves_transferred_kv]
-            if left:
-                print(f"not run with --disaggregate: {', '.join(left)} (their plans hold no KV for a request a "
-                      f"prefill instance sent: Scheduler.serves_transferred_kv; --decode-pool scheduler=NAME runs "
-                      f"them on the prefill pool alone)", file=sys.stderr)
-            names = [n for n in names if n not in left]
     else:
         names = split_names(chosen)
+    # those that cannot run beside KV tiers, or a decode pool, are left out of "all" and said so; named, refused
+    # before any run
+    if base.get("kv_offload"):
+        left = [n for n in names if not create_scheduler(n).runs_beside_tier_loads]
+        names = leave_out(names, left, every, "--kv-offload", "plans that do not count the blocks a tier loads: "
+                          "Scheduler.runs_beside_tier_loads")
+    decode_scheduler = (base.get("decode_pool") or {}).get("scheduler")
+    if base.get("disaggregate") and decode_scheduler is None:  # each runs its decode pool too, where it can
+        left = [n for n in names if not create_scheduler(n).serves_transferred_kv]
+        names = leave_out(names, left, every, "--disaggregate", "plans that hold no KV for a request a prefill "
+                          "instance sent: Scheduler.serves_transferred_kv; --decode-pool scheduler=NAME runs such a "
+                          "policy on the prefill pool alone")
     configs = run_configs(args, names)
     t0 = time.perf_counter()
     outcomes = run_many(configs, args.jobs, not args.no_progress)
@@ -81,3 +80,15 @@ def compare(args) -> int:
           f"({time.perf_counter() - t0:.1f} s)")
     say_engine_unknown("compare", args)
     return 0
+
+
+def leave_out(names: list[str], left: list[str], every: bool, option: str, why: str) -> list[str]:
+    """``names`` without ``left``, the schedulers that cannot run with ``option``: said on stderr when the list was
+    every scheduler, refused (before any run) when the user named them."""
+    if not left:
+        return names
+    if not every:
+        raise ValueError(f"--schedulers {','.join(left)}: {'they cannot' if len(left) > 1 else 'it cannot'} run with "
+                         f"{option} ({why}); drop {'them' if len(left) > 1 else 'it'}")
+    print(f"not run with {option}: {', '.join(left)} ({why})", file=sys.stderr)
+    return [n for n in names if n not in left]
