@@ -163,6 +163,15 @@ def disaggregation(cfg, fleet: Fleet, configs: dict, front_end=None) -> tuple[Fl
             except ValueError as e:
                 raise ValueError(f"{fleet.source}: --kv-link from pool {prefill.name!r} to pool {decode.name!r}: "
                                  f"{e}") from None
+    check_decode_schedulers(fleet, configs)
+    handoff = KVHandoff(front_end, first_token_at_prefill=cfg.pd_first_token == "prefill")
+    decider = make_decider(cfg.pd_decider, dict(cfg.pd_decider_params), handoff)
+    return dataclasses.replace(fleet, paths=decider), handoff
+
+
+def check_decode_schedulers(fleet: Fleet, configs: dict) -> None:
+    """Each decode pool's scheduler plans a waiting request that holds a sent prompt's KV
+    (``Scheduler.serves_transferred_kv``); a one-line error naming the pool and the ones that do otherwise."""
     from .schedulers.registry import create_scheduler, scheduler_names
     for pool in fleet.pools_of(DECODE):
         name = configs[pool.name].scheduler
@@ -171,9 +180,6 @@ def disaggregation(cfg, fleet: Fleet, configs: dict, front_end=None) -> tuple[Fl
             raise ValueError(f"{fleet.source}: decode pool {pool.name!r}: scheduler {name!r} plans a waiting request "
                              f"as holding no KV, but one whose prompt a prefill instance sent holds its blocks while "
                              f"it waits; a decode pool runs {', '.join(able)} (docs/disaggregation.md)")
-    handoff = KVHandoff(front_end, first_token_at_prefill=cfg.pd_first_token == "prefill")
-    decider = make_decider(cfg.pd_decider, dict(cfg.pd_decider_params), handoff)
-    return dataclasses.replace(fleet, paths=decider), handoff
 
 
 def kv_transfers(cfg, state, handoff: KVHandoff, configs: dict) -> KVTransfers:

@@ -226,6 +226,17 @@ def build_fleet(cfg: RunConfig, fleet: Fleet, source, steps: StepLog,
     return state
 
 
+def check_pool_schedulers(cfg: RunConfig) -> None:
+    """What a fleet run's start refuses of its pools' schedulers, said before the first of several runs (compare,
+    sweep): a decode pool's that cannot plan a sent prompt (``disagg_config.check_decode_schedulers``)."""
+    if not cfg.runs_as_fleet:
+        return
+    fleet = fleet_of(cfg)
+    if disaggregated(fleet):
+        from .disagg_config import check_decode_schedulers
+        check_decode_schedulers(fleet, pool_configs(cfg, fleet))
+
+
 def disaggregated(fleet: Fleet) -> bool:
     """Whether ``fleet`` has prefill or decode pools (its requests' KV moves between them)."""
     return any(p.role in ("prefill", "decode") for p in fleet.pools)

@@ -30,8 +30,11 @@ def run_many(configs: list[RunConfig], jobs: int, progress: bool):
     from tqdm import tqdm
 
     from ..executors import worker_pool
+    from ..fleet_setup import check_pool_schedulers
     if jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {jobs}")
+    for cfg in configs:  # what a run's start refuses, before any run
+        check_pool_schedulers(cfg)
     bar = tqdm(total=len(configs), unit="run", desc="runs", disable=not progress, leave=False)
     results = []
     if jobs == 1 or len(configs) == 1:
