@@ -339,15 +339,15 @@ class VTC(QueuedPolicy):
         plan, or short of blocks less the reserve, or of a seat, only a tenant below its share of the KV cache is
         admitted, by reclaiming); if not, admission stops for this plan (the paper's loop stops at the first request
         that does not fit)."""
+        if step.short and step.held_outside(view):  # as vLLM, nothing goes after a KV preemption (class docstring)
+            step.admitting = False
+            return False
         left = view.tokens_to_compute(r)  # after its cached prefix, with a prefix cache (vLLM v1)
         n = min(left, step.budget)
         need = view.admission_blocks(r, n)  # with the cached blocks it takes out of the free pool
         gate = need
         if n < left and step.held_outside(view):  # vLLM's full-prompt gate: its whole prompt's blocks
             gate = view.admission_blocks(r, left)
-        if step.short and step.held_outside(view):  # as vLLM, nothing goes after a KV preemption (below)
-            step.admitting = False
-            return False
         if step.short or (gate and gate > step.free - int(self.kv_reserve * view.total_blocks)) or step.room < 1:
             freed = None
             if reclaim and not step.holding_only:
@@ -467,7 +467,8 @@ class Step:
         self.light: set = set()  # the light tenants of a light step
 
     def held_outside(self, view: ReplicaView) -> int:
-        """Blocks held by waiting requests and loads in flight (a decode pool's sent prompts, a tier's loads)."""
+        """``view.blocks_held_waiting`` (sent prompts in transfer, landed or kept for the decode side; a tier's
+        loads), asked once a plan."""
         if self.outside is None:
             self.outside = view.blocks_held_waiting
         return self.outside
