@@ -62,3 +62,14 @@ def test_plan_candidates_count_both_pools_and_name_the_binding_one():
     assert s.binding.split(" pool")[0] in ("prefill", "decode") and s.bound_rps_per_replica > 0
     with pytest.raises(ValueError, match="--pd-ratios '2:0'"):
         parse_ratios("2:0")
+
+
+def test_plan_names_the_schedulers_it_tried_colocated_only(tmp_path, monkeypatch, capsys):
+    """A scheduler that cannot run a decode pool is planned colocated only, and plan says so on stderr."""
+    from llmsched.cli import main
+    monkeypatch.chdir(tmp_path)
+    assert main("plan --target-rate 2 --slo ttft_p90<=5s --gpus a100 --schedulers vtc,rad --pd-ratios 1:1 "
+                "--num-requests 60 --no-progress".split()) == 0
+    out = capsys.readouterr()
+    assert "tried colocated only: rad (cannot run a decode pool" in out.err and "vtc" not in out.err
+    assert "3 candidates" in out.out and "1 of them disaggregated" in out.out

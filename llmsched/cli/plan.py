@@ -88,6 +88,11 @@ def plan(args) -> int:
     candidates = build_candidates(split_names(args.gpus, "--gpus"), parse_tps(args.tps), schedulers,
                                   split_names(args.routers, "--routers"), parse_variations(args.vary, schedulers),
                                   parse_offloads(args.kv_offloads), ratios)
+    if ratios:
+        colocated_only = sorted({c.scheduler for c in candidates} - {c.scheduler for c in candidates if c.pd})
+        if colocated_only:
+            print(f"plan: tried colocated only: {', '.join(colocated_only)} (cannot run a decode pool: "
+                  f"Scheduler.serves_transferred_kv)", file=sys.stderr)
     prices = read_prices(args.prices, [g for c in candidates for g in c.price_gpus])
     bases = {cfg.scheduler: cfg for cfg in run_configs(args, schedulers)}
     base0 = next(iter(bases.values()))
