@@ -38,11 +38,11 @@ from ..watermark import WatermarkAdmission
 
 ORDERS = ("fcfs", "spf", "spf-priority")
 PROMPT_LEN = attrgetter("prompt_len")
-NUM_BLOCKS = attrgetter("num_blocks")
 
 
 def holds_no_kv(r: Request) -> bool:
-    """False for a waiting request holding KV blocks (a tier loaded them): sorts it first."""
+    """False for a waiting request holding KV blocks (a tier loaded them, a prefill instance sent them): sorts it
+    first."""
     return not r.num_blocks
 
 
@@ -57,6 +57,7 @@ class SLAI(WatermarkAdmission, Scheduler):
 
     name = "slai"
     family = "RAD/SLAI"
+    serves_transferred_kv = True  # a prompt a prefill instance sent: its last token, its own blocks, ahead of the rest
     source = ("Bari, Hegde, de Veciana, POMACS 2025 §6 (SLAI, eq. 8-9), §7.1 (τ=512, α=β=128, "
               "δ=10 fixed or 5/10 dynamic at 96% KV use); engine semantics from the authors' code")
     token_budgets = ("token_budget",)
@@ -189,10 +190,11 @@ class SLAI(WatermarkAdmission, Scheduler):
             free, tokens = self._admit(view, plan, free, tokens, budget)
         # (4) non-critical decodes, by C: no prefill is preempted for them
         self._seat_decodes(view, plan, decodes, i, free, tokens, budget, [])
-        if plan.preempt and not plan.has_work and not (view.kv_tiers and any(map(NUM_BLOCKS, view.waiting))):
-            # preemptions alone help only a waiting request that holds its KV (a tier loaded it): the blocks they
-            # free let it in at the next step, as vLLM preempts a decode it cannot allocate for (itself, when it
-            # is the only one) and then drains its KV-holding queue; without one the plan would idle the same
+        if plan.preempt and not plan.has_work and not (view.waiting and view.waiting[0].num_blocks):
+            # preemptions alone help only a waiting request that holds its KV (a tier loaded it, a prefill instance
+            # sent it; they wait at the front of the replica's queue): the blocks they free let it in at the next step, as vLLM preempts a decode it cannot
+            # allocate for (itself, when it is the only one) and then drains its KV-holding queue; without one the
+            # plan would idle the same
             return BatchPlan()
         return plan
 
@@ -242,15 +244,15 @@ class SLAI(WatermarkAdmission, Scheduler):
         free -= int(self.watermark * view.total_blocks)
         waiting = view.waiting
         caching = view.prefix_caching
-        # With KV tiers below the prefix cache, the requests holding KV (a tier loaded it) come first, whatever
-        # the order, as vLLM 0.32 drains its KV-holding queue first: a request preempted by recompute whose prompt
-        # and output the cache still holds keys at or below 0 for shortest-prefill-first, and ahead of them it
-        # blocked the line (it needs its cached blocks back, the loaded requests hold theirs) and the replica idled
+        # The requests holding KV (a tier loaded it, a prefill instance sent it) come first, whatever the order, as
+        # vLLM 0.32 drains its KV-holding queue first: a request preempted by recompute whose prompt and output the
+        # cache still holds keys at or below 0 for shortest-prefill-first, and ahead of them it blocked the line
+        # (it needs its cached blocks back, the loaded requests hold theirs) and the replica idled
         if self.order == "spf":  # shortest by the tokens it computes: a cached prefix costs no prefill
             waiting = sorted(waiting, key=(lambda r: r.prompt_len - view.cached_tokens(r)) if caching else PROMPT_LEN)
         elif self.order == "spf-priority":
             waiting = sorted(waiting, key=lambda r: self._priority(r, view.cached_tokens(r) if caching else 0))
-        if view.kv_tiers and any(map(NUM_BLOCKS, waiting)):
+        if view.waiting[0].num_blocks:  # (they wait at the front of the replica's queue)
             waiting = sorted(waiting, key=holds_no_kv)  # stable: each part keeps the order's
         for r in waiting:
             if tokens >= budget or active >= cap:
