@@ -52,6 +52,7 @@ class DeferredPrefill(WatermarkAdmission, Scheduler):
 
     name = "deferred-prefill"
     family = "deferred prefill"
+    serves_transferred_kv = True  # a prompt a prefill instance sent: its last token, its own blocks, at the front
     source = ("Mohanty et al., Deferred prefill for throughput maximization in LLM inference, EuroMLSys'25 "
               "(Mohanty et al.): departure-threshold policy §2.2, Theorem 1 / Prop. 1 for K*; the admission gate as the paper's vLLM patch")
     K: int | str = "auto"
@@ -119,6 +120,11 @@ class DeferredPrefill(WatermarkAdmission, Scheduler):
         free = add_decodes(view, plan, limit=view.max_num_batched_tokens)  # decodes beyond the budget wait
         if not plan.preempt:
             swap_in(view, plan, free - int(self.watermark * view.total_blocks))
+            waiting = view.waiting
+            if view.swapped and not plan.has_work and not view.num_running and waiting and waiting[0].num_blocks:
+                # as vllm's: on a decode instance, prompts a prefill instance sent wait (at the front) holding the
+                # blocks a swapped request needs, and nothing running will free any: they run first
+                admit_whole_prompts(view, plan, C, self.watermark)
         return plan
 
     def on_step_end(self, view: ReplicaView, plan: BatchPlan, duration: float) -> None:
