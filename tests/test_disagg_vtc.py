@@ -31,18 +31,17 @@ def replica(scheduler: str, num_blocks: int, budget: int) -> Replica:
 def test_sent_prompts_of_one_tenant_pass_another_tenants_head_that_does_not_fit(scheduler):
     """Tenant b's two prompts arrive from a prefill instance (4 blocks each of the 12); tenant a's request holds no KV
     and needs 7 blocks, more than the 4 left, with nothing running to reclaim. Its turn comes first, so before,
-    admissions stopped there and nothing ever ran. The sent prompts
-    run first, finish, and their blocks admit it."""
+    admissions stopped there and nothing ever ran. The sent prompts run first, finish, and their blocks admit it."""
     rep = replica(scheduler, 12, 2048)
-    rep.add(Request(0, 0.0, 100, 2, tenant=A), 0.0)
+    heads = [Request(0, 0.0, 100, 2, tenant=A), Request(3, 0.0, 100, 2, tenant=A)]
+    rep.add(heads[0], 0.0)
     sent = [Request(1 + i, 0.0, 64, 3, tenant=B) for i in range(2)]
     for r in sent:
         rep.receive(r, 0.0)
-    rep.add(Request(3, 0.0, 100, 2, tenant=A), 0.0)
+    rep.add(heads[1], 0.0)
     order = drive(rep)
-    assert order[:2] == sent
-    assert all(r.status is Status.FINISHED for r in rep.scheduler.queues.known) and rep.kv.free == 12
-    assert rep.num_outstanding == 0
+    assert order[:2] == sent and sorted(order[2:], key=lambda r: r.id) == heads
+    assert all(r.status is Status.FINISHED for r in (*sent, *heads)) and rep.kv.free == 12
 
 
 @pytest.mark.parametrize("scheduler", ["vtc", "wfq"])

@@ -192,9 +192,9 @@ class SLAI(WatermarkAdmission, Scheduler):
         self._seat_decodes(view, plan, decodes, i, free, tokens, budget, [])
         if plan.preempt and not plan.has_work and not (view.waiting and view.waiting[0].num_blocks):
             # preemptions alone help only a waiting request that holds its KV (a tier loaded it, a prefill instance
-            # sent it; they wait at the front of the replica's queue): the blocks they free let it in at the next step, as vLLM preempts a decode it cannot
-            # allocate for (itself, when it is the only one) and then drains its KV-holding queue; without one the
-            # plan would idle the same
+            # sent it; they wait at the front of the replica's queue): the blocks they free let it in at the next
+            # step, as vLLM preempts a decode it cannot allocate for (itself, when it is the only one) and then
+            # drains its KV-holding queue; without one the plan would idle the same
             return BatchPlan()
         return plan
 
