@@ -255,9 +255,9 @@ class Replica:
         """``req`` leaves for good with ``reason`` (False, for ``add``)."""
         req.status = REJECTED
         req.reject_reason = reason
+        if req.num_blocks:  # its KV came from a tier, or a prefill instance sent it, while it waited
+            self.kv.release(req)
         if self.caching:
-            if req.num_blocks:  # its KV came from a tier while it waited
-                self.kv.release(req)
             self.kv.discard(req)
         req.finish = self.clock.now
         self.completed.append(req)
