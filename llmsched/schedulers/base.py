@@ -28,7 +28,8 @@ class Scheduler:
     # may run a disaggregated fleet's decode pool; a policy that plans waiting requests as holding nothing may not.
     # Such a policy plans from the KV manager's free blocks, so on a prefill instance it also runs beside the blocks
     # of finished prompts kept for the decode side (disagg_config.sending); a policy with a ledger of its own
-    # (Orca's seats, InferMax's, WAIT's) counts only what it runs, and its prefill instance frees them at once
+    # (Orca's and FasterTransformer's seats, InferMax's) counts only what it runs, and its prefill instance frees
+    # them at once
     serves_transferred_kv: ClassVar[bool] = False
     # False: the policy cannot run beside KV tiers below the GPU (a waiting request may hold the blocks a tier loaded
     # for it, or be loading): its plans were checked to overrun the cache, list a loading request, or stall

@@ -13,6 +13,7 @@ from ...engine.plan import BatchPlan
 from ...engine.view import ReplicaView
 from ..base import Scheduler
 from ..decode_pass import RunningWork, add_decodes
+from ..kv_holders import front_holds_kv
 from ..registry import register
 from ..watermark import WatermarkAdmission
 
@@ -34,6 +35,10 @@ class _TiledBase(WatermarkAdmission, Scheduler):
     """
 
     family = "RAD/SLAI"
+    # a prompt a prefill instance sent starts as the FCFS head with its own blocks and one token to compute; a decode
+    # short of a block beside it preempts alone (kv_holders.front_holds_kv)
+    serves_transferred_kv = True
+
     def _tiles(self, view: ReplicaView) -> tuple[int, int]:
         """(t*_col, t*_lcm). A decode batch holds at most t*_col requests, and at most ``max_num_batched_tokens``
         (one token each): below t*_col the token budget is the column (tiles are not full, but the limit holds)."""
@@ -100,6 +105,10 @@ class RAD(_TiledBase):
     KV cache smaller than Assumption 4 asks (t*_col requests of maximal length), a prompt whose KV does not fit
     waits as if D were full, and a decode short of a block preempts the newest request (recompute), which
     rejoins the front of P. Use with ``--router random`` for the paper's multi-node setting (§4.1).
+
+    Requests that wait holding KV (a prompt a prefill instance sent, on a disaggregated fleet's decode pool; a
+    prefix a tier loaded) are outside the paper's model: a decode or a prefill chunk that finds no block beside them
+    is preempted alone, and they start next (``kv_holders.front_holds_kv``); their prefill is one token.
     """
 
     name = "rad"
@@ -142,8 +151,10 @@ class RAD(_TiledBase):
         plan = BatchPlan()
         if num_decoding:  # over the budget only when swapped requests came back beside newer ones: the oldest decode
             work.add_decodes(plan, limit=view.max_num_batched_tokens, among_decodes=True)
-            if plan.preempt and not plan.decodes:
+            if plan.preempt and not plan.decodes and not front_holds_kv(view):
                 return BatchPlan()
+        elif current is not None and front_holds_kv(view):
+            plan.preempt.append(current)  # its chunk finds no block, the requests holding KV have the rest
         return plan
 
 
@@ -156,7 +167,7 @@ class RADLowTBT(_TiledBase):
     in t*_lcm chunks) into D; decode mode keeps a decode batch of min(t*_col, |D|) requests, refilling it from
     D as requests finish, until D is empty; then the next prefill mode. Active requests decode in consecutive
     batches (low TBT) but wait for the whole prefill mode first (high TTFT). Prefill mode also ends early when
-    the queue empties or the KV cache cannot hold the next prompt.
+    the queue empties or the KV cache cannot hold the next prompt. Requests waiting with KV: as RAD's.
     """
 
     name = "rad-lowtbt"
@@ -197,7 +208,9 @@ class RADLowTBT(_TiledBase):
             self._active += spare[:t_col - len(self._active)]
         if not self._active:  # D is empty: back to prefill mode
             self._decoding, self._k = False, 0
-            plan = self._start(view, lcm) if current is None else None
+            if current is not None:  # its chunk finds no block: with requests holding KV it makes way for them
+                return BatchPlan(preempt=[current] if front_holds_kv(view) else [])
+            plan = self._start(view, lcm)
             return plan if plan is not None else BatchPlan()
         plan = BatchPlan()
         # the batch decodes; a decode short of a block preempts the newest decoding request outside the batch
@@ -206,7 +219,7 @@ class RADLowTBT(_TiledBase):
         active = {r.id for r in self._active}
         others = [r for r in decoding if r.id not in active]
         add_decodes(view, plan, self._active + others, limit=len(self._active))
-        if plan.preempt and not plan.decodes:
+        if plan.preempt and not plan.decodes and not front_holds_kv(view):
             return BatchPlan()
         return plan
 

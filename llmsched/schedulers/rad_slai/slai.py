@@ -32,6 +32,7 @@ from ...engine.plan import BatchPlan
 from ...engine.view import ReplicaView
 from ...request import Request, Status
 from ..base import Scheduler
+from ..kv_holders import front_holds_kv
 from ..registry import register, register_variant
 from ..tunable import FloatRange, IntRange
 from ..watermark import WatermarkAdmission
@@ -190,11 +191,8 @@ class SLAI(WatermarkAdmission, Scheduler):
             free, tokens = self._admit(view, plan, free, tokens, budget)
         # (4) non-critical decodes, by C: no prefill is preempted for them
         self._seat_decodes(view, plan, decodes, i, free, tokens, budget, [])
-        if plan.preempt and not plan.has_work and not (view.waiting and view.waiting[0].num_blocks):
-            # preemptions alone help only a waiting request that holds its KV (a tier loaded it, a prefill instance
-            # sent it; they wait at the front of the replica's queue): the blocks they free let it in at the next
-            # step, as vLLM preempts a decode it cannot allocate for (itself, when it is the only one) and then
-            # drains its KV-holding queue; without one the plan would idle the same
+        if plan.preempt and not plan.has_work and not front_holds_kv(view):
+            # preemptions alone help only a waiting request that holds its KV (kv_holders.front_holds_kv)
             return BatchPlan()
         return plan
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...engine.plan import BatchPlan
 from ...request import Status
 from ..decode_pass import add_decodes
+from ..kv_holders import front_holds_kv
 
 RUNNING, WAITING = Status.RUNNING, Status.WAITING
 
@@ -15,7 +16,10 @@ class CohortPlan:
 
     def __init__(self, view, guard: bool = True):
         self.view = view
-        self.guard = guard  # False: ignore free KV (the replica's overflow rule, e.g. evict-newest, resolves it)
+        # False: ignore free KV (the replica's overflow rule, e.g. evict-newest, resolves it); but that rule evicts
+        # running requests only, and cannot free the blocks held outside the running set (a sent prompt's, a tier's
+        # load), so beside those the free KV is guarded
+        self.guard = guard or view.blocks_held_waiting > 0
         self.plan = BatchPlan()
         self.budget = view.max_num_batched_tokens
         self.seats = view.max_num_seqs - len(view.running)
@@ -54,18 +58,40 @@ class CohortPlan:
 
     def finish(self) -> BatchPlan:
         """The plan; when a group was refused and nothing else runs, the decodes run vLLM-style (in order while the
-        token budget lasts, preempting the newest on block shortage) so that a too-small cache cannot deadlock the replica. On an idle replica (the
-        state in which anything fits best) the waiting requests are tried one at a time: the first that fits alone
-        runs, and one that does not fit even alone can never run under this admission rule and is rejected."""
+        token budget lasts, preempting the newest on block shortage) so that a too-small cache cannot deadlock the
+        replica. On an idle replica (the state in which anything fits best, once no block is held outside the
+        running set) the waiting requests are tried one at a time: the first that fits alone runs, and one that does
+        not fit even alone can never run under this admission rule and is rejected.
+
+        Requests that wait holding KV (a prompt a prefill instance sent, a prefix a tier loaded; they wait at the
+        front of the replica's queue) are not left to hold it while the replica idles: with nothing else planned
+        they are admitted, as vLLM drains its KV-holding queue first, whatever their group's threshold (a sent
+        prompt needs no new block: its last token goes into its own blocks). When none fits, the running decodes
+        go on and a preemption alone is kept: the blocks it frees let them in at the next step, as vLLM preempts
+        a decode it cannot allocate for (itself, when it is the only one)."""
         plan = self.plan
-        if not plan.has_work and self.refused:
-            if self.view.running:
-                add_decodes(self.view, plan, limit=self.view.max_num_batched_tokens)  # the rest wait for budget
-                if not plan.decodes:
+        view = self.view
+        holders = front_holds_kv(view)
+        if not plan.has_work and holders:
+            self._admit_holders()
+        if not plan.has_work and (self.refused or holders):
+            if view.running:
+                add_decodes(view, plan, limit=view.max_num_batched_tokens)  # the rest wait for budget
+                if not plan.decodes and not holders:
                     plan.preempt.clear()
-            else:
+            elif not view.blocks_held_waiting:
+                # (beside blocks held outside the running set, in transfer, landed or kept for a decode side, an idle
+                # replica is not yet at its emptiest: what does not fit waits for them to go)
                 self._admit_one_alone()
         return plan
+
+    def _admit_holders(self) -> None:
+        """The waiting requests that hold KV, in the replica's order, each as its own group while they fit the
+        budget, the seats and the free blocks (not a subclass's reservation: they hold their KV already)."""
+        for r in self.view.waiting:
+            if not r.num_blocks:
+                break
+            CohortPlan.add(self, [r])
 
     def _admit_one_alone(self) -> None:
         view = self.view

@@ -74,7 +74,9 @@ class ProfileCohortPlan(CohortPlan):
         """``groups``: the running requests by type (``type_of``), when the caller has them already (in any
         order of types: every profile and peak is a whole number of tokens, so their sum does not depend on it)."""
         super().__init__(view, guard)
-        self.capacity = view.total_blocks * view.block_size
+        # blocks held outside the running set (sent prompts waiting, a tier's loads) are not the cohorts' to use;
+        # a cohort that admits such a holder gives its blocks back to the bound (its profile counts its prompt)
+        self.capacity = (view.total_blocks - view.blocks_held_waiting) * view.block_size
         self.slack = view.block_size - 1
         self.held_back = 0
         self.type_of = type_of or (lambda r: 0)
@@ -172,9 +174,10 @@ class ProfileCohortPlan(CohortPlan):
             base, count = self.profiles.get(j, (np.zeros(1), np.zeros(1)))
             n = max(len(gb), len(base))
             merged[j] = (_pad(base, n) + _pad(gb, n), _pad(count, n) + _pad(gc, n))
+        held = sum(r.num_blocks for r in new) * self.view.block_size
         if merged:
             peaks = {**self.peaks, **{j: self._peak(*p) for j, p in merged.items()}}
-            if self.guard and sum(peaks.values()) > self.capacity:
+            if self.guard and sum(peaks.values()) > self.capacity + held:
                 self.refused = True
                 self.held_back += 1
                 return False
@@ -183,6 +186,7 @@ class ProfileCohortPlan(CohortPlan):
         if merged:
             self.profiles.update(merged)
             self.peaks = peaks
+            self.capacity += held
         return True
 
 

@@ -11,6 +11,10 @@ class ThresholdPolicy(Scheduler):
     up ``n`` (and ``random_``, the per-decision draws of ``rule=fluid-random``, or None) in ``setup`` and forms a
     batch for given thresholds in ``decide``."""
 
+    # a prompt a prefill instance sent waits in its group's queue holding its blocks; with nothing else planned it
+    # runs whatever the group's threshold (CohortPlan.finish), and the cohorts' memory bound leaves its blocks out
+    serves_transferred_kv = True
+
     def setup(self, view) -> None:
         raise NotImplementedError
 
