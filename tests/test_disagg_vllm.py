@@ -32,6 +32,9 @@ PAIR = textwrap.dedent("""
     store.mkdir()
     prompts = [{"prompt_token_ids": [3 + (i * 131 + k * 17) % 997 for k in range(70 + 37 * i)]} for i in range(4)]
     # ExampleConnector stores a prompt's KV at its first chunk: a budget that holds every prompt keeps each whole
+    # greedy: a sampled token would depend on the random stream's order, so on the batches a policy forms (RAD's
+    # prompts one at a time shift every request's draws), not only on the KV; the greedy one is the KV's alone
+    GREEDY = SamplingParams(max_tokens=8, ignore_eos=True, temperature=0.0)
     config = EngineConfig(model=str(model), max_model_len=512, max_num_seqs=16, max_num_batched_tokens=1024,
                           kv_cache_mb=16)
 
@@ -57,29 +60,34 @@ PAIR = textwrap.dedent("""
     print("STORED", len(os.listdir(store)), flush=True)
     del prefill
     decode = engine("kv_consumer", "sarathi")
-    outs = decode.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
+    outs = decode.generate(prompts, GREEDY)
     print("DECODED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
     report("DECODE", decode)
     del decode
     loading = engine("kv_consumer", "vllm-chunked", "AsyncFolderConnector")  # loads as NIXL does: parked, then run
-    outs = loading.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
+    outs = loading.generate(prompts, GREEDY)
     print("ASYNC_DECODED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
     report("ASYNC_DECODE", loading)
     del loading
     fair = engine("kv_consumer", "vtc", "AsyncFolderConnector")  # a tenant policy's decode side, loads landing
-    outs = fair.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
+    outs = fair.generate(prompts, GREEDY)
     print("VTC_DECODED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
     report("VTC_DECODE", fair)
     del fair
     whole = engine("kv_consumer", "sarathi", "AsyncFolderConnector", whole=True)  # NIXL's count: every prompt token
-    outs = whole.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
+    outs = whole.generate(prompts, GREEDY)
     print("WHOLE_COUNTS", [len(o.outputs[0].token_ids) for o in outs], flush=True)
     report("WHOLE_DECODE", whole)
     del whole
-    warned = engine("kv_consumer", "rad")  # a policy that plans waiting requests as holding nothing: warned of
+    tiled = engine("kv_consumer", "rad", "AsyncFolderConnector")  # RAD's decode side (Bari et al.), loads landing
+    outs = tiled.generate(prompts, GREEDY)
+    print("RAD_DECODED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
+    report("RAD_DECODE", tiled)
+    del tiled
+    warned = engine("kv_consumer", "orca")  # a policy that plans waiting requests as holding nothing: warned of
     del warned
     colocated = engine(None, "vllm-chunked")
-    outs = colocated.generate(prompts, SamplingParams(max_tokens=8, ignore_eos=True))
+    outs = colocated.generate(prompts, GREEDY)
     print("COLOCATED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
 """)
 
@@ -111,6 +119,10 @@ def test_a_1p1d_pair_runs_under_the_plug_in_on_both_sides_and_decodes_as_colocat
     # a hit of every prompt token, as NIXL counts a remote prefill: vLLM recomputes the last, and so plans the policy
     assert line(out, "WHOLE_DECODE") == "llmsched.vllm.adapter 4 0 [] 4"
     assert line(out, "WHOLE_COUNTS") == "[8, 8, 8, 8]"
-    assert "receives KV through a connector (kv_role kv_consumer), and scheduler 'rad'" in out
+    # RAD admits one prompt at a time (Bari et al.), so fewer are parked for their loads than the 4 above
+    rad = line(out, "RAD_DECODE")
+    assert rad.startswith("llmsched.vllm.adapter 4 0 [] ") and int(rad.split()[-1]) >= 1
+    assert line(out, "RAD_DECODED") == decoded
+    assert "receives KV through a connector (kv_role kv_consumer), and scheduler 'orca'" in out
     assert "and scheduler 'sarathi'" not in out and "and scheduler 'vllm-chunked'" not in out
-    assert "and scheduler 'vtc'" not in out
+    assert "and scheduler 'vtc'" not in out and "and scheduler 'rad'" not in out
