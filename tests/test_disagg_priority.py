@@ -18,8 +18,8 @@ URGENT, LATER = Tier("urgent", priority=0), Tier("later", priority=1)
 
 
 def drive(rep: Replica, t: float = 0.0) -> list[Request]:
-    """Steps ``rep`` until it holds nothing (a sent prompt's transfer takes no time); the requests in the order
-    they took their first step."""
+    """Steps ``rep`` until it holds nothing (a sent prompt's transfer takes no time; an idle replica is woken when its
+    policy asked, as WAIT's ``max_wait`` asks); the requests in the order they took their first step."""
     started = []
     while rep.num_outstanding:
         d = rep.start_step(t)
@@ -27,7 +27,9 @@ def drive(rep: Replica, t: float = 0.0) -> list[Request]:
         for r in reserved:
             rep.loaded(r, t)
         if d is None:
-            assert reserved, f"idle with work left: {len(rep.waiting)} waiting, {rep.kv.free} blocks free"
+            if not reserved:
+                assert rep.wake_at is not None, f"idle with work left: {len(rep.waiting)} waiting, {rep.kv.free} free"
+                t = rep.wake_at
             continue
         started += [r for r, _ in rep.clock.plan.prefills if r not in started]
         t += d

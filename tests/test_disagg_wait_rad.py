@@ -14,6 +14,7 @@ from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.request import Request, Status
 from llmsched.schedulers.registry import create_scheduler
 import test_fuzz_conservation as fuzz
+from test_disagg_priority import drive
 
 POLICIES = {
     "rad": {},
@@ -22,27 +23,6 @@ POLICIES = {
     "wait": {"types": "1:44:3,1:44:20", "thresholds": "1,1", "reserve": False},
     "nested-wait": {"types": "1:44:3,1:44:20", "thresholds": "1,1"},
 }
-
-
-def drive(rep: Replica, t: float = 0.0) -> list[Request]:
-    """Steps ``rep`` until it holds nothing, a sent prompt's transfer taking no time and an idle replica woken when
-    its policy asked (WAIT's ``max_wait``); the requests in the order they took a step."""
-    started = []
-    while rep.num_outstanding:
-        d = rep.start_step(t)
-        reserved = rep.take_reserved()
-        for r in reserved:
-            rep.loaded(r, t)
-        if d is None:
-            if not reserved:
-                assert rep.wake_at is not None, f"idle with work left: {len(rep.waiting)} waiting, {rep.kv.free} free"
-                t = rep.wake_at
-            continue
-        started += [r for r, _ in rep.clock.plan.prefills if r not in started]
-        t += d
-        rep.end_step(t)
-        rep.take_completed()
-    return started
 
 
 @pytest.mark.parametrize("scheduler", sorted(POLICIES))
