@@ -19,7 +19,8 @@ class CohortPlan:
         # False: ignore free KV (the replica's overflow rule, e.g. evict-newest, resolves it); but that rule evicts
         # running requests only, and cannot free the blocks held outside the running set (a sent prompt's, a tier's
         # load), so beside those the free KV is guarded
-        self.guard = guard or view.blocks_held_waiting > 0
+        self.held_outside = view.blocks_held_waiting
+        self.guard = guard or self.held_outside > 0
         self.plan = BatchPlan()
         self.budget = view.max_num_batched_tokens
         self.seats = view.max_num_seqs - len(view.running)
@@ -79,7 +80,7 @@ class CohortPlan:
                 add_decodes(view, plan, limit=view.max_num_batched_tokens)  # the rest wait for budget
                 if not plan.decodes and not holders:
                     plan.preempt.clear()
-            elif not view.blocks_held_waiting:
+            elif not self.held_outside:
                 # (beside blocks held outside the running set, in transfer, landed or kept for a decode side, an idle
                 # replica is not yet at its emptiest: what does not fit waits for them to go)
                 self._admit_one_alone()

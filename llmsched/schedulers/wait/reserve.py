@@ -76,7 +76,7 @@ class ProfileCohortPlan(CohortPlan):
         super().__init__(view, guard)
         # blocks held outside the running set (sent prompts waiting, a tier's loads) are not the cohorts' to use;
         # a cohort that admits such a holder gives its blocks back to the bound (its profile counts its prompt)
-        self.capacity = (view.total_blocks - view.blocks_held_waiting) * view.block_size
+        self.capacity = (view.total_blocks - self.held_outside) * view.block_size
         self.slack = view.block_size - 1
         self.held_back = 0
         self.type_of = type_of or (lambda r: 0)
