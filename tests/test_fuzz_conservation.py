@@ -46,7 +46,7 @@ from llmsched.metrics.steps import StepLog
 from llmsched.hardware.models import model as model_preset
 from llmsched.request import Status
 from llmsched.routing.registry import make_router, router_classes
-from llmsched.schedulers.registry import create_scheduler, scheduler_info, scheduler_names
+from llmsched.schedulers.registry import builtin_scheduler_names, create_scheduler, scheduler_info
 from llmsched.sim.fleet_loop import simulate_fleet
 from llmsched.sim.simulator import simulate
 
@@ -89,7 +89,7 @@ TIERS = ("paid:tbt=0.1:share=0.3,free:tbt=0.5", "gold:ttft=1:tpot=0.05:share=0.5
 @functools.cache
 def builtin_schedulers() -> list[str]:
     """Registered schedulers of the library (tests register their own scripted ones, which are left out)."""
-    return [n for n in scheduler_names() if type(create_scheduler(n)).__module__.startswith("llmsched.")]
+    return builtin_scheduler_names()
 
 
 def random_config(seed: int) -> RunConfig:

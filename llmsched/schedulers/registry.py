@@ -71,6 +71,11 @@ def scheduler_names() -> list[str]:
     return sorted(_REGISTRY.keys() | MODULE_OF.keys())
 
 
+def builtin_scheduler_names() -> list[str]:
+    """The library's schedulers alone: tests and plug-ins may register their own beside them."""
+    return sorted(MODULE_OF)
+
+
 def scheduler_info(name: str) -> dict:
     cls, defaults, summary = _lookup(name)
     params = {}
