@@ -258,3 +258,19 @@ def test_chunks_offered_while_another_store_writes_them_keep_their_rank():
     assert host["chunks"] == 216 and host["evicted_chunks"] == 10
     assert held(rep, r0, 0, 200, ready=False) == 190 and held(rep, r0, 10, 200) == 190
     assert held(rep, r1, 200, 206, ready=False) == 6
+
+
+def test_an_offer_again_that_finds_its_chunks_being_written_with_none_recorded_records_none():
+    """A request whose store found no room (its chunks 0-3 offered, none then being written, so none recorded as
+    left out) offers them again and finds another store writing them: vLLM records none of them for its finish's
+    re-rank, and there was no record to drop. The code before deleted the absent record and the run stopped with
+    a KeyError (the decode-pool fuzz's seed 11,500: an InferMax prefill instance with a host tier)."""
+    rep = replica("cpu:600MiB", num_blocks=100)
+    tiers = rep.kv.tiers
+    req = Request(0, 0.0, 64, 2, content=Content.of_pieces([(X, 64)], reply=10))
+    tiers.tried[req] = 4  # its refused offer reached chunk 4
+    tiers.note_writing(req, 0, 4, [(X, 0, 4)])
+    assert req not in tiers.unrecorded
+    tiers.unrecorded[req] = [(X, 2, 4)]  # recorded before as left out; the offer again finds them being written
+    tiers.note_writing(req, 0, 4, [(X, 2, 4)])
+    assert tiers.unrecorded[req] == [(X, 2, 4)]

@@ -544,7 +544,7 @@ class KVTiers:
         kept = unrecorded_after(holes or [], writing, start, end, offered if offered > start else start)
         if kept:
             self.unrecorded[req] = kept
-        else:
+        elif holes is not None:  # (none before and none kept: nothing to drop)
             del self.unrecorded[req]
 
     def sync_stores(self, prefills) -> float:
