@@ -174,12 +174,13 @@ def check_decode_schedulers(fleet: Fleet, configs: dict) -> None:
     (``Scheduler.serves_transferred_kv``); a one-line error naming the pool and the ones that do otherwise."""
     from .schedulers.registry import create_scheduler, scheduler_names
     for pool in fleet.pools_of(DECODE):
-        name = configs[pool.name].scheduler
-        if not getattr(create_scheduler(name), "serves_transferred_kv", False):
+        name, params = configs[pool.name].scheduler, configs[pool.name].scheduler_params
+        if not getattr(create_scheduler(name, **params), "serves_transferred_kv", False):  # (InferMax: per setting)
             able = [n for n in scheduler_names() if getattr(create_scheduler(n), "serves_transferred_kv", False)]
-            raise ValueError(f"{fleet.source}: decode pool {pool.name!r}: scheduler {name!r} plans a waiting request "
-                             f"as holding no KV, but one whose prompt a prefill instance sent holds its blocks while "
-                             f"it waits; a decode pool runs {', '.join(able)} (docs/disaggregation.md)")
+            setting = f" with {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""
+            raise ValueError(f"{fleet.source}: decode pool {pool.name!r}: scheduler {name!r}{setting} plans a waiting "
+                             f"request as holding no KV, but one whose prompt a prefill instance sent holds its blocks "
+                             f"while it waits; a decode pool runs {', '.join(able)} (docs/disaggregation.md)")
 
 
 def kv_transfers(cfg, state, handoff: KVHandoff, configs: dict) -> KVTransfers:

@@ -11,16 +11,16 @@ def test_compare_leaves_out_and_names_the_policies_that_cannot_run_a_decode_pool
     assert main(f"compare --disaggregate 1P1D --num-requests 6 --rate 2 --no-progress "
                 f"--out {tmp_path / 'c'}".split()) == 0
     err = capsys.readouterr().err
-    assert "not run with --disaggregate: " in err and "orca" in err
+    assert "not run with --disaggregate: " in err and "infermax-rank-org" in err
     ran = {row["scheduler"] for row in json.loads((tmp_path / "c" / "results.json").read_text())}
-    assert "orca" not in ran and {"vllm", "vllm-chunked", "sarathi", "fairbatching", "rad"} <= ran
+    assert "infermax-rank-org" not in ran and {"vllm", "vllm-chunked", "sarathi", "fairbatching", "rad", "orca"} <= ran
     assert all(create_scheduler(name).serves_transferred_kv for name in ran)
 
 
 def test_a_decode_pool_scheduler_of_its_own_lets_every_policy_run_the_prefill_pool(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(f"compare --disaggregate 1P1D --decode-pool scheduler=sarathi --schedulers orca,vllm "
+    assert main(f"compare --disaggregate 1P1D --decode-pool scheduler=sarathi --schedulers infermax-rank-org,vllm "
                 f"--num-requests 6 --rate 2 --no-progress --out {tmp_path / 'c'}".split()) == 0
     assert "not run with" not in capsys.readouterr().err
     ran = {row["scheduler"] for row in json.loads((tmp_path / "c" / "results.json").read_text())}
-    assert ran == {"orca", "vllm"}
+    assert ran == {"infermax-rank-org", "vllm"}

@@ -68,8 +68,9 @@ def test_plan_names_the_schedulers_it_tried_colocated_only(tmp_path, monkeypatch
     """A scheduler that cannot run a decode pool is planned colocated only, and plan says so on stderr."""
     from llmsched.cli import main
     monkeypatch.chdir(tmp_path)
-    assert main("plan --target-rate 2 --slo ttft_p90<=5s --gpus a100 --schedulers vtc,orca --pd-ratios 1:1 "
+    assert main("plan --target-rate 2 --slo ttft_p90<=5s --gpus a100 --schedulers vtc,infermax-rank-org "
+                "--pd-ratios 1:1 "
                 "--num-requests 60 --no-progress".split()) == 0
     out = capsys.readouterr()
-    assert "tried colocated only: orca (cannot run a decode pool" in out.err and "vtc" not in out.err
+    assert "tried colocated only: infermax-rank-org (cannot run a decode pool" in out.err and "vtc" not in out.err
     assert "3 candidates" in out.out and "1 of them disaggregated" in out.out

@@ -84,7 +84,12 @@ PAIR = textwrap.dedent("""
     print("RAD_DECODED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
     report("RAD_DECODE", tiled)
     del tiled
-    warned = engine("kv_consumer", "orca")  # a policy that plans waiting requests as holding nothing: warned of
+    orca = engine("kv_consumer", "orca", "AsyncFolderConnector")  # max_model_len reservations beside landed KV
+    outs = orca.generate(prompts, GREEDY)
+    print("ORCA_DECODED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
+    report("ORCA_DECODE", orca)
+    del orca
+    warned = engine("kv_consumer", "infermax-rank-org")  # plans waiting requests as holding nothing: warned of
     del warned
     colocated = engine(None, "vllm-chunked")
     outs = colocated.generate(prompts, GREEDY)
@@ -123,6 +128,8 @@ def test_a_1p1d_pair_runs_under_the_plug_in_on_both_sides_and_decodes_as_colocat
     rad = line(out, "RAD_DECODE")
     assert rad.startswith("llmsched.vllm.adapter 4 0 [] ") and int(rad.split()[-1]) >= 1
     assert line(out, "RAD_DECODED") == decoded
-    assert "receives KV through a connector (kv_role kv_consumer), and scheduler 'orca'" in out
+    assert line(out, "ORCA_DECODE").startswith("llmsched.vllm.adapter 4 0 [] ")
+    assert line(out, "ORCA_DECODED") == decoded and "and scheduler 'orca'" not in out
+    assert "receives KV through a connector (kv_role kv_consumer), and scheduler 'infermax-rank-org'" in out
     assert "and scheduler 'sarathi'" not in out and "and scheduler 'vllm-chunked'" not in out
     assert "and scheduler 'vtc'" not in out and "and scheduler 'rad'" not in out

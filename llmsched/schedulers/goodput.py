@@ -76,9 +76,9 @@ class Goodput(Scheduler):
     name = "goodput"
     serves_transferred_kv = True  # a prompt a prefill instance sent: its last token, its own blocks
     family = "goodput"
-    source = ("llmsched's own design, with levers from Bari et al. (SLAI SPF, watermark), Kim et al. (InferMax cost-aware "
-              "eviction), Lyu et al. (FairBatching time budget, online-corrected predictor), Ao et al. (WAIT memory "
-              "thresholds), Mohanty et al. (deferred prefill); ablation in docs/goodput.md")
+    source = ("llmsched's own design, with levers from Bari et al. (SLAI SPF, watermark), Kim et al. (InferMax "
+              "cost-aware eviction), Lyu et al. (FairBatching time budget, online-corrected predictor), Ao et al. "
+              "(WAIT memory thresholds), Mohanty et al. (deferred prefill); ablation in docs/goodput.md")
     ttft_target: float = 2.0
     tbt_target: float | None = 0.1
     tpot_target: float | None = None

@@ -95,11 +95,18 @@ class InferMax(Scheduler):
         self._groups = tuple(g.strip() for g in self.groups.split(",") if g.strip())
         bad = [g for g in self._groups if g not in GROUPS]
         if bad or not self._groups or len(set(self._groups)) != len(self._groups):
-            raise ValueError(f"{who}: groups must be distinct names from {GROUPS}, comma-separated; got {self.groups!r}")
+            raise ValueError(f"{who}: groups must be distinct names from {GROUPS}, comma-separated; "
+                             f"got {self.groups!r}")
         if "all" in self._groups and len(self._groups) > 1:
             raise ValueError(f"{who}: the group 'all' (waiting and running ranked together) must be the only group")
         # static batches and the single ranked group list requests a KV tier is still loading (Scheduler)
         self.runs_beside_tier_loads = not (self.static or "all" in self._groups)
+        # a disaggregated decode pool (Scheduler): the settings whose groups keep the queue's order, whose front
+        # holds the sent prompts. The single ranked group and a sorted queue let a request holding no KV stop those
+        # (a livelock under Rank_I: docs/disaggregation.md); the class flag, when set (scripts/decode_pool_fuzz.py),
+        # lets every setting try
+        self.serves_transferred_kv = type(self).serves_transferred_kv or (
+            "all" not in self._groups and self.waiting_order == "queue")
         for field_name, allowed in (("running_order", RUNNING_ORDERS), ("waiting_order", WAITING_ORDERS),
                                     ("rank_key", RANK_KEYS), ("reserve", RESERVES)):
             if getattr(self, field_name) not in allowed:
@@ -190,16 +197,26 @@ class InferMax(Scheduler):
     def _waiting(self, view: ReplicaView, step: "_Step") -> list[Request]:
         if self.static:
             pending = [r for r in self._cohort if r.status is WAITING]
-            if not pending and not view.running:
+            if not view.running and (not pending or self._blocked(pending[0], view, step)):
                 pending = self._cohort = self._new_cohort(view, step)
             return pending
         if self.waiting_order == "queue":
             return view.waiting
         return sorted(view.waiting, key=self._length_key(self.waiting_order, view))
 
+    def _blocked(self, head: Request, view: ReplicaView, step: "_Step") -> bool:
+        """An idle replica's cohort head that holds no KV and that neither the free blocks nor M (less the blocks
+        held outside it) can take while requests holding KV wait (a disaggregated decode instance's sent prompts,
+        which lead the queue): the cohort is formed again."""
+        if step.free is None or head.num_blocks or not (view.waiting and view.waiting[0].num_blocks):
+            return False
+        reserve = view.blocks_for(self._admission(head, view, step.cap_tokens)[1])
+        return reserve > step.cap or view.admission_blocks(head, view.tokens_to_compute(head)) > step.free
+
     def _new_cohort(self, view: ReplicaView, step: "_Step") -> list[Request]:
-        """Static batching: FCFS while seats and the reservations fit (at least one)."""
-        cohort, used = [], 0
+        """Static batching: FCFS while seats and the reservations fit (at least one); a member holding KV brings its
+        blocks into M."""
+        cohort, used, cap = [], 0, step.cap - step.mark
         seats = view.max_num_seqs if self.max_batch is None else min(self.max_batch, view.max_num_seqs)
         for r in view.waiting:
             if len(cohort) >= seats:
@@ -207,7 +224,8 @@ class InferMax(Scheduler):
             if step.too_long(r):
                 continue
             need = view.blocks_for(self._admission(r, view, step.cap_tokens)[0])
-            if cohort and used + need > step.cap - step.mark:
+            cap += r.num_blocks
+            if cohort and used + need > cap:
                 break
             cohort.append(r)
             used += need
@@ -310,7 +328,12 @@ class _Step:
         self.mark = int(policy.watermark * whole)
         # the paper's ledger is the running requests' KV; blocks a waiting request holds (a KV tier's load) are not
         # the batch's to take, until that request is admitted (``_admit``)
-        self.cap = whole - view.blocks_held_waiting
+        held_outside = view.blocks_held_waiting
+        self.cap = whole - held_outside
+        # beside such blocks the ledger is not the cache: transfers to a disaggregated decode instance take blocks as
+        # they start, whatever was reserved, so the step also tracks the free blocks (None: nothing held outside, the
+        # ledger alone binds, as in the paper)
+        self.free = view.free_blocks if held_outside else None
         self.C = policy._batch_tokens(view)
         self.P = self.C if policy.prefill_tokens is None else min(policy.prefill_tokens, self.C)
         self.order = order = policy._running(view)
@@ -340,8 +363,13 @@ class _Step:
             m = r.num_computed
             if m + 1 > held[r.id] and (bs == 1 or m % bs == 0):
                 delta += 1
-        if self.used + delta > self.cap:
+        if delta and self.used + delta > self.cap:
             return False
+        if self.free is not None:
+            need = sum(map(self.view.decode_blocks, cands))
+            if need > self.free:
+                return False
+            self.free -= need
         # Their held slots are not updated: nothing reads a batched request's reservation again this step.
         self.gone.update(map(ID, cands))
         self.used += delta
@@ -382,7 +410,7 @@ class _Step:
             if c <= 0:
                 return STOP if group == "waiting" else SKIP
         if waiting:
-            if not self._admit(r, group):
+            if not self._admit(r, c, group):
                 return STOP if group == "waiting" else SKIP
         elif not self._grow(r, c, group):
             return SKIP
@@ -397,16 +425,24 @@ class _Step:
             self.has_prefill = True
         return TAKEN
 
-    def _admit(self, r: Request, group: str) -> bool:
+    def _admit(self, r: Request, c: int, group: str) -> bool:
         if self.seats < 1:
             return False
-        blocks = self.view.blocks_for
-        check, keep = self.policy._admission(r, self.view, self.cap_tokens)
+        view = self.view
+        blocks = view.blocks_for
+        check, keep = self.policy._admission(r, view, self.cap_tokens)
         need = blocks(check)
-        self.cap += r.num_blocks  # the KV it holds (a tier loaded it) joins the ledger with it
+        takes = 0
+        if self.free is not None:
+            takes = view.admission_blocks(r, c)
+            if takes > self.free:
+                return False  # its blocks are not free (held outside the ledger): it waits
+        self.cap += r.num_blocks  # the KV it holds (a tier loaded it, a prefill instance sent it) joins the ledger
         while self.used + need > self.cap - self.mark:
-            if self.idle and self.used == 0 and blocks(keep) <= self.cap:
-                break  # an idle replica always takes the head of the queue
+            if self.idle and self.used == 0 and (blocks(keep) <= self.cap or r.num_blocks):
+                # an idle replica always takes the head of the queue; one holding KV whatever it reserves, since
+                # the others holding KV may leave it no room (their blocks are theirs until admitted)
+                break
             if group != "all":
                 self.cap -= r.num_blocks
                 return False
@@ -418,14 +454,19 @@ class _Step:
         self.used += blocks(keep)
         self.seats -= 1
         self.admitted[r] = keep
+        if self.free is not None:
+            self.free -= takes
         return True
 
     def _grow(self, r: Request, c: int, group: str) -> bool:
+        """Reserve ``r``'s next ``c`` tokens, evicting the tail of the running requests (then ``r``) while the ledger
+        overflows; beside blocks held outside it, also while the free blocks do not hold them (as vLLM preempts)."""
         blocks = self.view.blocks_for
         held = self.held[r.id]
         new = max(held, r.num_computed + c)
         delta = blocks(new) - blocks(held)
-        while self.used + delta > self.cap:
+        takes = self.view.extra_blocks(r, r.num_computed + c) if self.free is not None else 0
+        while (delta and self.used + delta > self.cap) or (takes > 0 and takes > self.free):
             victim = self._victim(r if group != "all" else None, skip=r)
             if victim is None or victim is r:
                 self._evict(r)
@@ -433,6 +474,8 @@ class _Step:
             self._evict(victim)
         self.used += delta
         self.held[r.id] = new
+        if takes > 0:
+            self.free -= takes
         return True
 
     def _victim(self, stop_at: Request | None, skip: Request | None = None) -> Request | None:
@@ -453,6 +496,8 @@ class _Step:
     def _evict(self, v: Request) -> None:
         self.plan.preempt.append(v)
         self.used -= self.view.blocks_for(self.held[v.id])
+        if self.free is not None:
+            self.free += self.view.preempt_frees(v)
         self.seats += 1
         self.gone.add(v.id)
         self.evicted = True

@@ -1,0 +1,137 @@
+"""Orca, FasterTransformer and InferMax's settings on a disaggregated fleet's decode pool
+(Scheduler.serves_transferred_kv): policies that keep a ledger of reservations. Orca and FasterTransformer reserve
+``max_model_len`` per request, a ledger that never overruns a colocated cache. On a decode instance, prompts a
+prefill instance sent wait holding their blocks, and transfers take blocks as they start: both ledgers leave those
+blocks out (a sent prompt brings its own into its reservation), a prompt waits for free blocks, and a decode short of
+a block preempts the newest, as vLLM does. Before, the decode-pool fuzz (``scripts/decode_pool_fuzz.py``) failed 4
+(orca) and 12 (fastertransformer) of 583 disaggregated seeds: plans past the free blocks, and stalls."""
+from __future__ import annotations
+
+import pytest
+from conftest import AffineStepTime
+
+from llmsched.disagg_config import check_decode_schedulers
+from llmsched.engine.replica import Replica, ReplicaConfig
+from llmsched.experiment import RunConfig
+from llmsched.fleet.deciders import Always
+from llmsched.fleet.disagg import unbuilt
+from llmsched.fleet.fleet import Fleet
+from llmsched.fleet.pool import Pool
+from llmsched.request import Request, Status
+from llmsched.schedulers.registry import create_scheduler
+import test_fuzz_conservation as fuzz
+from test_disagg_priority import drive
+
+# InferMax's settings that run a decode pool (Kim et al. Table 1, with the EF and oracle variants)
+INFERMAX_DECODE = ("infermax", "infermax-ft", "infermax-ft-ef", "infermax-oracle", "infermax-orca", "infermax-orca-ef",
+                   "infermax-sarathi", "infermax-sarathi-ef", "infermax-sarathi-nocp", "infermax-sarathi-pc",
+                   "infermax-sarathi-pc-ef", "infermax-vllm", "infermax-vllm-ef", "infermax-vllm-hy")
+NOT_STATIC = ",".join(INFERMAX_DECODE[:1] + INFERMAX_DECODE[3:])
+
+
+def replica(scheduler: str, **limits) -> Replica:
+    """Six blocks of 16 tokens and a 96-token ``max_model_len``: one reservation fills the cache."""
+    cfg = ReplicaConfig(**{"num_blocks": 6, "block_size": 16, "max_model_len": 96, "max_num_batched_tokens": 512,
+                           "check_invariants": True, "oracle": True, **limits})
+    return Replica(0, create_scheduler(scheduler), AffineStepTime(), cfg)
+
+
+@pytest.mark.parametrize("scheduler", ["orca", "fastertransformer"])
+def test_a_sent_prompt_arriving_beside_the_one_running_request_runs_once_it_is_preempted(scheduler):
+    """A 40-token prompt is admitted alone (3 blocks) while a 48-token prompt's KV arrives (3 blocks reserved at that
+    scheduling point). At its 49th token the running request needs a fourth block and none is free: it is preempted,
+    the sent prompt computes its last token only and finishes, and the first comes back by recompute. Before, both
+    policies planned the sent prompt's 48 tokens whole, and FasterTransformer's decode overran the cache."""
+    rep = replica(scheduler)
+    first, sent = Request(0, 0.0, 40, 20), Request(1, 0.0, 48, 3)
+    rep.add(first, 0.0)
+    rep.receive(sent, 0.0)
+    assert drive(rep) == [first, sent]
+    assert first.status is Status.FINISHED and sent.status is Status.FINISHED and rep.kv.free == 6
+    assert first.preemptions == 1 and sent.preemptions == 0
+
+
+@pytest.mark.parametrize("scheduler", ["orca", "fastertransformer"])
+def test_the_reservations_leave_out_the_blocks_a_transfer_holds(scheduler):
+    """Two reservations' worth of cache (12 blocks). An 80-token prompt's KV starts to arrive (5 blocks reserved at the
+    scheduling point) while two 40-token prompts that hold none wait: one reservation fits beside the transfer
+    (12 - 5 = 7 blocks), so one of them is admitted, where the seats alone (12 // 6 = 2) admitted both. Everything
+    then finishes without a preemption."""
+    rep = replica(scheduler, num_blocks=12)
+    sent, a, b = Request(0, 0.0, 80, 3), Request(1, 0.0, 40, 4), Request(2, 0.0, 40, 4)
+    rep.receive(sent, 0.0)
+    rep.add(a, 0.0)
+    rep.add(b, 0.0)
+    d = rep.start_step(0.0)
+    assert rep.take_reserved() == [sent] and rep.clock.plan.prefills == [(a, 40)]
+    rep.end_step(d)
+    rep.loaded(sent, d)
+    assert drive(rep, d) == [sent, b]
+    assert all(r.status is Status.FINISHED for r in (sent, a, b)) and rep.kv.free == 12
+    assert all(r.preemptions == 0 for r in (sent, a, b))
+
+
+def test_both_serve_a_decode_pool_and_hold_a_prefill_instances_sent_prompts():
+    for name in ("orca", "fastertransformer"):
+        assert create_scheduler(name).serves_transferred_kv
+
+
+@pytest.mark.parametrize("scheduler,seed", [("orca", 936), ("orca", 1486), ("fastertransformer", 273),
+                                            ("fastertransformer", 879), ("infermax-orca", 6), ("infermax-orca", 21),
+                                            ("infermax-orca-ef", 25), ("infermax-oracle", 21), ("infermax-ft", 252),
+                                            ("infermax-ft", 273), (NOT_STATIC, 11500)])
+def test_the_fuzz_seeds_that_failed_with_these_policies_on_every_decode_pool_run(scheduler, seed, monkeypatch):
+    """Orca's 936 and 1,486 planned an admission past the free blocks beside sent prompts ("plan needs 9 more blocks,
+    8 free"); FasterTransformer's 273 stalled (4 waiting, none running, 24 of 183 blocks free: a sent prompt planned
+    whole past the budget) and 879 decoded past the free blocks ("1 more blocks, 0 free"); InferMax reserving
+    max_model_len (6, 21) or I+O-1 (21, 25) left sent prompts waiting on an idle decode instance, and the prefill
+    instances that kept them for it stalled in turn; a static batch's (252, 273) waited for ever on a cohort formed
+    before sent prompts landed. 11,500 (the settings but the static ones, drawn per pool) stopped in the host
+    tier's store records of an InferMax prefill instance (tests/test_tier_truths.py)."""
+    monkeypatch.setattr(fuzz, "decode_schedulers", lambda: scheduler.split(","))
+    kind, message = fuzz.outcome(seed)
+    assert kind == "ok", message
+
+
+@pytest.mark.parametrize("scheduler,order,preempted", [
+    # reserving the prompt: admitted beside the transfer; at the sent prompt's 4th block none is free, and the tail
+    # of the running order is evicted: the first (KV held, longest first) or the sent prompt (arrival, then id)
+    ("infermax", ["first", "sent"], (1, 0)),
+    ("infermax-sarathi", ["first", "sent"], (0, 1)),
+    # reserving max_model_len (6 blocks) or I+O-1 (59 tokens, 4 blocks): no more than 3 fit beside the transfer
+    ("infermax-orca", ["sent", "first"], (0, 0)),
+    ("infermax-orca-ef", ["sent", "first"], (0, 0)),
+    ("infermax-vllm-ef", ["sent", "first"], (0, 0)),
+    ("infermax-ft", ["sent", "first"], (0, 0)),  # a static batch formed again once the sent prompt leads the queue
+])
+def test_infermax_settings_serve_a_sent_prompt_beside_a_transfer(scheduler, order, preempted):
+    """The arrivals above under InferMax's ledger (Kim et al. Algorithm 1). Its capacity M leaves out the blocks held
+    outside the running set, and a sent prompt brings its own in; beside such blocks the step also tracks the free
+    blocks, so a chunk or decode they cannot hold evicts (the tail, then itself), and a sent prompt on an idle replica
+    is admitted whatever it reserves. Before, the settings reserving max_model_len or I+O-1 stalled with sent prompts
+    waiting (the decode-pool fuzz: 9 to 46 of 193 seeds each)."""
+    rep = replica(scheduler, preemption_mode="recompute")
+    first, sent = Request(0, 0.0, 40, 20), Request(1, 0.0, 48, 3)
+    rep.add(first, 0.0)
+    rep.receive(sent, 0.0)
+    names = {id(first): "first", id(sent): "sent"}
+    assert [names[id(r)] for r in drive(rep)] == order
+    assert first.status is Status.FINISHED and sent.status is Status.FINISHED and rep.kv.free == 6
+    assert (first.preemptions, sent.preemptions) == preempted
+
+
+def test_infermax_settings_that_cannot_run_a_decode_pool_say_so():
+    """The single ranked group (Rank_*) and a sorted waiting queue let a prompt that holds no KV stop the ones that
+    do (the decode-pool fuzz: a livelock under Rank_I, seed 612): they stay refused, per setting, and a decode pool
+    names the setting."""
+    for name in INFERMAX_DECODE:
+        assert create_scheduler(name).serves_transferred_kv, name
+    for name in ("infermax-rank-i", "infermax-rank-org", "infermax-rank-o"):
+        assert not create_scheduler(name).serves_transferred_kv, name
+    assert not create_scheduler("infermax", waiting_order="input").serves_transferred_kv
+    fleet = Fleet((Pool("p", 1, role="prefill"), Pool("d", 1, role="decode")), paths=Always(unbuilt()),
+                  source="fleet.toml")
+    configs = {"p": RunConfig(), "d": RunConfig(scheduler="infermax", scheduler_params={"waiting_order": "input"})}
+    with pytest.raises(ValueError, match="decode pool 'd': scheduler 'infermax' with waiting_order=input plans"):
+        check_decode_schedulers(fleet, configs)
+    check_decode_schedulers(fleet, {**configs, "d": RunConfig(scheduler="infermax-ft")})
