@@ -21,6 +21,7 @@ from llmsched.request import Request, Status
 from llmsched.schedulers.registry import create_scheduler
 import test_fuzz_conservation as fuzz
 from test_disagg_priority import drive
+from test_disagg_wait_rad import sent_beside_one_running
 
 # InferMax's settings that run a decode pool (Kim et al. Table 1, with the EF and oracle variants)
 INFERMAX_DECODE = ("infermax", "infermax-ft", "infermax-ft-ef", "infermax-oracle", "infermax-orca", "infermax-orca-ef",
@@ -34,21 +35,6 @@ def replica(scheduler: str, **limits) -> Replica:
     cfg = ReplicaConfig(**{"num_blocks": 6, "block_size": 16, "max_model_len": 96, "max_num_batched_tokens": 512,
                            "check_invariants": True, "oracle": True, **limits})
     return Replica(0, create_scheduler(scheduler), AffineStepTime(), cfg)
-
-
-@pytest.mark.parametrize("scheduler", ["orca", "fastertransformer"])
-def test_a_sent_prompt_arriving_beside_the_one_running_request_runs_once_it_is_preempted(scheduler):
-    """A 40-token prompt is admitted alone (3 blocks) while a 48-token prompt's KV arrives (3 blocks reserved at that
-    scheduling point). At its 49th token the running request needs a fourth block and none is free: it is preempted,
-    the sent prompt computes its last token only and finishes, and the first comes back by recompute. Before, both
-    policies planned the sent prompt's 48 tokens whole, and FasterTransformer's decode overran the cache."""
-    rep = replica(scheduler)
-    first, sent = Request(0, 0.0, 40, 20), Request(1, 0.0, 48, 3)
-    rep.add(first, 0.0)
-    rep.receive(sent, 0.0)
-    assert drive(rep) == [first, sent]
-    assert first.status is Status.FINISHED and sent.status is Status.FINISHED and rep.kv.free == 6
-    assert first.preemptions == 1 and sent.preemptions == 0
 
 
 @pytest.mark.parametrize("scheduler", ["orca", "fastertransformer"])
@@ -94,8 +80,13 @@ def test_the_fuzz_seeds_that_failed_with_these_policies_on_every_decode_pool_run
 
 
 @pytest.mark.parametrize("scheduler,order,preempted", [
-    # reserving the prompt: admitted beside the transfer; at the sent prompt's 4th block none is free, and the tail
-    # of the running order is evicted: the first (KV held, longest first) or the sent prompt (arrival, then id)
+    # Orca and FasterTransformer: the first is admitted alone beside the transfer; at its 49th token none is free, it
+    # is preempted, and the sent prompt computes its last token only (before, both planned its 48 tokens whole, and
+    # FasterTransformer's decode overran the cache)
+    ("orca", ["first", "sent"], (1, 0)),
+    ("fastertransformer", ["first", "sent"], (1, 0)),
+    # InferMax reserving the prompt: admitted beside the transfer; at the sent prompt's 4th block none is free, and
+    # the tail of the running order is evicted: the first (KV held, longest first) or the sent prompt (arrival)
     ("infermax", ["first", "sent"], (1, 0)),
     ("infermax-sarathi", ["first", "sent"], (0, 1)),
     # reserving max_model_len (6 blocks) or I+O-1 (59 tokens, 4 blocks): no more than 3 fit beside the transfer
@@ -104,19 +95,15 @@ def test_the_fuzz_seeds_that_failed_with_these_policies_on_every_decode_pool_run
     ("infermax-vllm-ef", ["sent", "first"], (0, 0)),
     ("infermax-ft", ["sent", "first"], (0, 0)),  # a static batch formed again once the sent prompt leads the queue
 ])
-def test_infermax_settings_serve_a_sent_prompt_beside_a_transfer(scheduler, order, preempted):
-    """The arrivals above under InferMax's ledger (Kim et al. Algorithm 1). Its capacity M leaves out the blocks held
-    outside the running set, and a sent prompt brings its own in; beside such blocks the step also tracks the free
-    blocks, so a chunk or decode they cannot hold evicts (the tail, then itself), and a sent prompt on an idle replica
-    is admitted whatever it reserves. Before, the settings reserving max_model_len or I+O-1 stalled with sent prompts
-    waiting (the decode-pool fuzz: 9 to 46 of 193 seeds each)."""
-    rep = replica(scheduler, preemption_mode="recompute")
-    first, sent = Request(0, 0.0, 40, 20), Request(1, 0.0, 48, 3)
-    rep.add(first, 0.0)
-    rep.receive(sent, 0.0)
-    names = {id(first): "first", id(sent): "sent"}
-    assert [names[id(r)] for r in drive(rep)] == order
-    assert first.status is Status.FINISHED and sent.status is Status.FINISHED and rep.kv.free == 6
+def test_a_sent_prompt_beside_a_transfer(scheduler, order, preempted):
+    """A 40-token prompt is added while a 48-token prompt's KV arrives (3 of the 6 blocks reserved at that
+    scheduling point). InferMax's M (Kim et al. Algorithm 1) leaves out the blocks held outside the running set, and
+    a sent prompt brings its own in; beside such blocks the step also tracks the free blocks, so a chunk or decode
+    they cannot hold evicts (the tail, then itself), and a sent prompt on an idle replica is admitted whatever it
+    reserves. Before, the settings reserving max_model_len or I+O-1 stalled with sent prompts waiting (the
+    decode-pool fuzz: 9 to 46 of 193 seeds each)."""
+    first, sent, started = sent_beside_one_running(replica(scheduler, preemption_mode="recompute"))
+    assert [{first.id: "first", sent.id: "sent"}[r.id] for r in started] == order
     assert (first.preemptions, sent.preemptions) == preempted
 
 

@@ -34,12 +34,20 @@ def test_the_one_running_request_short_of_a_block_makes_way_for_a_sent_prompt(sc
     cfg = ReplicaConfig(num_blocks=6, block_size=16, max_num_seqs=1, max_num_batched_tokens=512, oracle=True,
                         check_invariants=True)
     rep = Replica(0, create_scheduler(scheduler, **POLICIES[scheduler]), AffineStepTime(), cfg)
+    first, sent, started = sent_beside_one_running(rep)
+    assert started == [first, sent]
+    assert first.preemptions == 1 and sent.preemptions == 0
+
+
+def sent_beside_one_running(rep: Replica) -> tuple[Request, Request, list[Request]]:
+    """A 40-token prompt (20 to generate) added, then a 48-token prompt's KV received (3 to generate), on ``rep``
+    (six blocks of 16 tokens), driven until both finish: (first, sent, the order they took their first step)."""
     first, sent = Request(0, 0.0, 40, 20), Request(1, 0.0, 48, 3)
     rep.add(first, 0.0)
     rep.receive(sent, 0.0)
-    assert drive(rep) == [first, sent]
+    started = drive(rep)
     assert first.status is Status.FINISHED and sent.status is Status.FINISHED and rep.kv.free == 6
-    assert first.preemptions == 1 and sent.preemptions == 0
+    return first, sent, started
 
 
 @pytest.mark.parametrize("scheduler", ["rad", "rad-lowtbt"])
