@@ -36,6 +36,8 @@ Rows (``--rows``, comma-separated; default ``conv,replicas,running256``):
   column is the mean over steps; the median of three runs.
 * ``vllm-v1``: running256's vllm-chunked row with ``--batch-time roofline`` and with ``vllm-v1`` (the engine
   terms around the same roofline): what vLLM v1's terms cost a step (no baseline: older checkouts lack the kind).
+* ``ledgers``: the policies with a reservation ledger (orca, fastertransformer, infermax, infermax-orca), azure-conv
+  at 4 req/s, 4,000 requests, colocated; the median of three runs: what their decode-pool rules cost a colocated run.
 
 ``--baseline PATH`` runs every row a second time with ``PYTHONPATH=PATH`` (e.g. a worktree of an older commit)
 and prints after/before ratios measured in the same run; ``--baseline pure`` runs this checkout's Python sources
@@ -43,7 +45,7 @@ and prints after/before ratios measured in the same run; ``--baseline pure`` run
 The machine is shared: compare ratios, not absolutes.
 
     python benchmarks/bench_simulator.py [--rows conv,x10,replicas,routers,running256,vllm-v1,configjson,200k,1m,
-        mooncake200k,mooncake1m,prefix,offload,disagg] [--baseline PATH|pure]
+        mooncake200k,mooncake1m,prefix,offload,disagg,ledgers] [--baseline PATH|pure]
 """
 from __future__ import annotations
 
@@ -280,6 +282,13 @@ def unpinned_rows(names: list[str], tmp: Path):
                     "scheduler": "vllm-chunked", "workload": "sharegpt", "concurrency": 256, "rate": None,
                     "num_requests": 8000, "max_num_seqs": 256, "num_blocks": 200_000, "batch_time": kind,
                     "repeat": 3}
+        elif name == "ledgers":
+            # the policies that keep a reservation ledger (Orca, FasterTransformer, InferMax's default and its Orca
+            # setting) on 4,000 azure-conv requests, colocated: what their decode-pool rules cost where nothing is
+            # held outside the running set (docs/disaggregation.md)
+            for sched in ("orca", "fastertransformer", "infermax", "infermax-orca"):
+                yield f"azure-conv, {sched}", "sim", {
+                    "scheduler": sched, "workload": "azure-conv", "rate": 4.0, "num_requests": 4000, "repeat": 3}
         elif name == "configjson":
             # a model from its config.json against its preset twin: the same shapes, so the same steps; the
             # MoE one runs the roofline's expert terms every step
@@ -293,7 +302,7 @@ def unpinned_rows(names: list[str], tmp: Path):
                         "max_num_batched_tokens": 2048, "repeat": 3}
         else:
             raise SystemExit(f"unknown row {name!r}; rows: conv, x10, 200k, 1m, mooncake200k, mooncake1m, prefix, "
-                             f"offload, disagg, replicas, routers, running256, vllm-v1, configjson")
+                             f"offload, disagg, replicas, routers, running256, vllm-v1, configjson, ledgers")
 
 
 def refuse_stale_build(allowed: bool) -> None:

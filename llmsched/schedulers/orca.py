@@ -43,19 +43,22 @@ class Orca(RunningFirst):
         free blocks never bind; beside them (a disaggregated fleet, where transfers take blocks as they start) a
         prompt waits for free blocks, and a decode short of a block preempts the newest (``RunningFirst``), as vLLM
         does. An idle replica admits the head of the queue whenever its blocks are free (one always fits alone)."""
+        if room < 1:
+            return
         per_request = view.blocks_for(view.max_model_len)
         spare = view.total_blocks - view.blocks_held_waiting - view.num_running * per_request
         idle = not view.num_running
+        limit = view.max_num_batched_tokens
         for r in view.waiting:
-            reason = too_long(view, r)
-            if reason:
-                plan.reject.append((r, reason))
-                continue
             n = r.prompt_len + r.num_generated - r.num_computed  # whole; a sent prompt: its last token
+            if n > limit:
+                plan.reject.append((r, too_long(view, r)))
+                continue
             spare += r.num_blocks
+            if room < 1 or n > budget or (spare < per_request and not (idle and not plan.prefills)):
+                break
             need = view.admission_blocks(r, view.tokens_to_compute(r))  # what the replica takes (after a cache hit)
-            alone = idle and not plan.prefills
-            if room < 1 or n > budget or need > free or (spare < per_request and not alone):
+            if need > free:
                 break
             plan.prefills.append((r, n))
             budget -= n
