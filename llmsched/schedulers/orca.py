@@ -43,8 +43,6 @@ class Orca(RunningFirst):
         free blocks never bind; beside them (a disaggregated fleet, where transfers take blocks as they start) a
         prompt waits for free blocks, and a decode short of a block preempts the newest (``RunningFirst``), as vLLM
         does. An idle replica admits the head of the queue whenever its blocks are free (one always fits alone)."""
-        if room < 1:
-            return
         per_request = view.blocks_for(view.max_model_len)
         spare = view.total_blocks - view.blocks_held_waiting - view.num_running * per_request
         idle = not view.num_running
