@@ -99,7 +99,7 @@ class Scheduler:
         """Why this policy can never run ``req``'s next prefill, or None. The replica asks at arrival and after a
         recompute preemption and rejects with this reason, so such a request never waits forever."""
         limit = self.prefill_limit(view)
-        n = req.num_tokens
+        n = req.num_tokens - req.num_computed  # a prompt a prefill instance sent: only its last token is computed
         if limit is None or n <= limit:
             return None
         what = "prompt" if n == req.prompt_len else f"prefill ({req.prompt_len} prompt + {req.num_generated} " \

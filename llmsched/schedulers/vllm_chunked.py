@@ -74,9 +74,10 @@ class VLLMChunked(RunningFirst):
 
     def unservable(self, req: Request, view: ReplicaView) -> str | None:
         limit = self.prefill_limit(view)
-        if limit is None or req.num_tokens <= limit:
+        n = req.num_tokens - req.num_computed  # a prompt a prefill instance sent: only its last token is computed
+        if limit is None or n <= limit:
             return None
-        return (f"its {req.num_tokens}-token prefill exceeds the step budget of {limit} tokens, and chunked prefill "
+        return (f"its {n}-token prefill exceeds the step budget of {limit} tokens, and chunked prefill "
                 f"is off (chunked_prefill=false, vLLM's --no-enable-chunked-prefill): raise the budget to the "
                 f"context length, as vLLM requires, or turn chunked prefill on")
 
