@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from llmsched.cli import main
+from tests.colocated_only import NAME as COLOCATED_ONLY  # registers the policy the decode-pool cases refuse
 from tests.conftest import shared_data_dir
 
 TABLE = tomllib.loads((Path(__file__).parent / "data" / "bad_inputs.toml").read_text())
@@ -50,6 +51,13 @@ def test_the_table_is_large_and_covers_every_kind():
              if "name" in c]
     assert len(set(a for a in args if "{file}" not in a)) == len([a for a in args if "{file}" not in a])
     assert len(set(texts)) == len(texts)
+
+
+def test_the_decode_pool_cases_refuse_a_policy_the_tests_registered():
+    """Every built-in policy runs a decode pool, so those refusals name one of the tests' own."""
+    from llmsched.schedulers.registry import create_scheduler
+    assert not create_scheduler(COLOCATED_ONLY).serves_transferred_kv
+    assert sum(COLOCATED_ONLY in c.get("args", "") for kind in KINDS for c in TABLE[kind]) == 4
 
 
 @pytest.mark.parametrize("kind, case", list(cases()))

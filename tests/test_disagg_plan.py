@@ -67,10 +67,10 @@ def test_plan_candidates_count_both_pools_and_name_the_binding_one():
 def test_plan_names_the_schedulers_it_tried_colocated_only(tmp_path, monkeypatch, capsys):
     """A scheduler that cannot run a decode pool is planned colocated only, and plan says so on stderr."""
     from llmsched.cli import main
+    from tests.colocated_only import NAME
     monkeypatch.chdir(tmp_path)
-    assert main("plan --target-rate 2 --slo ttft_p90<=5s --gpus a100 --schedulers vtc,infermax-rank-org "
-                "--pd-ratios 1:1 "
-                "--num-requests 60 --no-progress".split()) == 0
+    assert main(f"plan --target-rate 2 --slo ttft_p90<=5s --gpus a100 --schedulers vtc,{NAME} --pd-ratios 1:1 "
+                f"--num-requests 60 --no-progress".split()) == 0
     out = capsys.readouterr()
-    assert "tried colocated only: infermax-rank-org (cannot run a decode pool" in out.err and "vtc" not in out.err
+    assert f"tried colocated only: {NAME} (cannot run a decode pool" in out.err and "vtc" not in out.err
     assert "3 candidates" in out.out and "1 of them disaggregated" in out.out

@@ -22,11 +22,13 @@ from llmsched.schedulers.registry import create_scheduler
 import test_fuzz_conservation as fuzz
 from test_disagg_priority import drive
 from test_disagg_wait_rad import sent_beside_one_running
+from tests.colocated_only import NAME
 
 # InferMax's settings that run a decode pool (Kim et al. Table 1, with the EF and oracle variants)
 INFERMAX_DECODE = ("infermax", "infermax-ft", "infermax-ft-ef", "infermax-oracle", "infermax-orca", "infermax-orca-ef",
                    "infermax-sarathi", "infermax-sarathi-ef", "infermax-sarathi-nocp", "infermax-sarathi-pc",
                    "infermax-sarathi-pc-ef", "infermax-vllm", "infermax-vllm-ef", "infermax-vllm-hy")
+RANKED = ("infermax-rank-i", "infermax-rank-o", "infermax-rank-org")  # §4.6: one group ranked by arrival, I or O
 NOT_STATIC = ",".join(INFERMAX_DECODE[:1] + INFERMAX_DECODE[3:])
 
 
@@ -65,7 +67,7 @@ def test_both_serve_a_decode_pool_and_hold_a_prefill_instances_sent_prompts():
 @pytest.mark.parametrize("scheduler,seed", [("orca", 936), ("orca", 1486), ("fastertransformer", 273),
                                             ("fastertransformer", 879), ("infermax-orca", 6), ("infermax-orca", 21),
                                             ("infermax-orca-ef", 25), ("infermax-oracle", 21), ("infermax-ft", 252),
-                                            ("infermax-ft", 273), (NOT_STATIC, 11500)])
+                                            ("infermax-ft", 273), (NOT_STATIC, 11500), ("infermax-rank-i", 612)])
 def test_the_fuzz_seeds_that_failed_with_these_policies_on_every_decode_pool_run(scheduler, seed, monkeypatch):
     """Orca's 936 and 1,486 planned an admission past the free blocks beside sent prompts ("plan needs 9 more blocks,
     8 free"); FasterTransformer's 273 stalled (4 waiting, none running, 24 of 183 blocks free: a sent prompt planned
@@ -73,7 +75,8 @@ def test_the_fuzz_seeds_that_failed_with_these_policies_on_every_decode_pool_run
     max_model_len (6, 21) or I+O-1 (21, 25) left sent prompts waiting on an idle decode instance, and the prefill
     instances that kept them for it stalled in turn; a static batch's (252, 273) waited for ever on a cohort formed
     before sent prompts landed. 11,500 (the settings but the static ones, drawn per pool) stopped in the host
-    tier's store records of an InferMax prefill instance (tests/test_tier_truths.py)."""
+    tier's store records of an InferMax prefill instance (tests/test_tier_truths.py). Rank_I's 612 livelocked: a
+    recomputing request evicted at every step by one ranked ahead that could not fit even so (below)."""
     monkeypatch.setattr(fuzz, "decode_schedulers", lambda: scheduler.split(","))
     kind, message = fuzz.outcome(seed)
     assert kind == "ok", message
@@ -107,18 +110,64 @@ def test_a_sent_prompt_beside_a_transfer(scheduler, order, preempted):
     assert (first.preemptions, sent.preemptions) == preempted
 
 
-def test_infermax_settings_that_cannot_run_a_decode_pool_say_so():
-    """The single ranked group (Rank_*) and a sorted waiting queue let a prompt that holds no KV stop the ones that
-    do (the decode-pool fuzz: a livelock under Rank_I, seed 612): they stay refused, per setting, and a decode pool
-    names the setting."""
-    for name in INFERMAX_DECODE:
+def test_every_infermax_setting_runs_a_decode_pool_and_a_policy_that_cannot_is_named():
+    """Every setting of InferMax runs a decode pool, the single ranked group (Rank_*) and a sorted waiting queue
+    included; a policy of a user's own that plans no request holding KV is refused, the pool and setting named."""
+    for name in (*INFERMAX_DECODE, *RANKED):
         assert create_scheduler(name).serves_transferred_kv, name
-    for name in ("infermax-rank-i", "infermax-rank-org", "infermax-rank-o"):
-        assert not create_scheduler(name).serves_transferred_kv, name
-    assert not create_scheduler("infermax", waiting_order="input").serves_transferred_kv
+    assert create_scheduler("infermax", waiting_order="input").serves_transferred_kv
     fleet = Fleet((Pool("p", 1, role="prefill"), Pool("d", 1, role="decode")), paths=Always(unbuilt()),
                   source="fleet.toml")
-    configs = {"p": RunConfig(), "d": RunConfig(scheduler="infermax", scheduler_params={"waiting_order": "input"})}
-    with pytest.raises(ValueError, match="decode pool 'd': scheduler 'infermax' with waiting_order=input plans"):
+    configs = {"p": RunConfig(), "d": RunConfig(scheduler=NAME, scheduler_params={"fit": False})}
+    with pytest.raises(ValueError, match=f"decode pool 'd': scheduler '{NAME}' with fit=False plans"):
         check_decode_schedulers(fleet, configs)
-    check_decode_schedulers(fleet, {**configs, "d": RunConfig(scheduler="infermax-ft")})
+    check_decode_schedulers(fleet, {**configs, "d": RunConfig(scheduler="infermax-rank-i")})
+    check_decode_schedulers(fleet, {**configs, "d": RunConfig(scheduler="infermax",
+                                                                scheduler_params={"waiting_order": "input"})})
+
+
+def test_the_ranked_group_evicts_nobody_when_the_eviction_cannot_make_room():
+    """Eight blocks of 16 tokens, 16-token chunks, Rank_org. A 20-token prompt (A) decodes and a 48-token prompt's
+    KV (S) is on its way (3 blocks reserved), when a 96-token prompt (B) ranked first (by arrival, then id) arrives:
+    its first chunk has a free block, but its 6-block reservation exceeds the 5 blocks M has beside S's even with A
+    evicted. Before, B evicted A all the same (Kim et al.'s Algorithm 1, step 4: victims, then itself), and did so
+    at every step while the blocks stayed held: the decode-pool fuzz's seed 612 livelocked so under Rank_I. Now A
+    decodes on; once S is admitted, its blocks are M's, and B evicts as the paper does."""
+    cfg = ReplicaConfig(num_blocks=8, block_size=16, max_model_len=128, max_num_batched_tokens=16, max_num_seqs=4,
+                        preemption_mode="recompute", check_invariants=True)
+    rep = Replica(0, create_scheduler("infermax-rank-org"), AffineStepTime(), cfg)
+    a = Request(1, 0.0, 20, 6)
+    rep.add(a, 0.0)
+    t = 0.0
+    while not a.num_generated:
+        t = rep.start_step(t) + t
+        rep.end_step(t)
+    sent = Request(2, 1.0, 48, 3)
+    rep.receive(sent, t)
+    b = Request(0, 0.0, 96, 2)
+    rep.add(b, t)
+    d = rep.start_step(t)  # (S's blocks are reserved as the step is planned)
+    assert rep.transferring == [sent]
+    plan = rep.clock.plan
+    assert (plan.decodes, plan.prefills, plan.preempt) == ([a], [], [])
+    for r in rep.take_reserved():
+        rep.loaded(r, t)
+    rep.end_step(t + d)
+    drive(rep, t + d)
+    assert {r.status for r in (a, b, sent)} == {Status.FINISHED} and rep.kv.free == 8
+
+
+@pytest.mark.parametrize("order", ["input", "output"])
+def test_a_sorted_waiting_queue_puts_the_requests_holding_kv_first(order):
+    """Five blocks of 16 tokens, nothing running: a sent 48-token prompt (3 blocks) waits beside a new 40-token
+    prompt sorted ahead of it (shorter input, or output). The new one's 3 blocks are not free, and in the waiting
+    group a candidate that does not fit stops it (Kim et al. Algorithm 1): before, the replica idled for ever. Now
+    the sent prompt goes first, as at the queue's front, and the new one runs once it leaves."""
+    cfg = ReplicaConfig(num_blocks=5, block_size=16, max_model_len=80, max_num_batched_tokens=512, oracle=True,
+                        check_invariants=True)
+    rep = Replica(0, create_scheduler("infermax-oracle", waiting_order=order, reserve="prompt"), AffineStepTime(), cfg)
+    sent, new = Request(1, 0.0, 48, 3), Request(0, 0.0, 40, 2)
+    rep.receive(sent, 0.0)
+    rep.add(new, 0.0)
+    assert drive(rep) == [sent, new]
+    assert sent.status is Status.FINISHED and new.status is Status.FINISHED and rep.kv.free == 5

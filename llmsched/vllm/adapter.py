@@ -115,8 +115,7 @@ class Scheduler(VLLMScheduler):
             logger.warning("llmsched: this engine receives KV through a connector (kv_role %s), and scheduler %r "
                            "plans a waiting request as holding nothing: a request whose load landed holds its "
                            "blocks, so its plans may differ from vLLM's steps (the simulator refuses it on a decode "
-                           "pool; vllm-chunked, sarathi, fcfs, vllm, goodput, fairbatching, priority, vtc, wfq, "
-                           "slai and deferred-prefill plan it)",
+                           "pool; every built-in policy plans it)",
                            transfer.kv_role, policy.name)
         if policy.needs_oracle and not settings.oracle:
             raise ValueError(f"scheduler {policy.name!r} decides from true output lengths: set LLMSCHED_ORACLE=1 "

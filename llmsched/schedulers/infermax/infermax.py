@@ -29,6 +29,10 @@ ID = attrgetter("id")
 STOP, SKIP, TAKEN = 0, 1, 2
 
 
+def holds_no_kv(r: Request) -> bool:
+    return not r.num_blocks
+
+
 @register
 @dataclass
 class InferMax(Scheduler):
@@ -64,6 +68,11 @@ class InferMax(Scheduler):
     With a prefix cache: plans as without one (its cost model and KV accounting count a prompt whole, a conservative
     bound, since a shared block is counted once in the replica's free blocks); the replica starts each admission
     after its cached blocks.
+
+    Beside blocks held outside the running set (a disaggregated decode instance's sent prompts; not in the paper):
+    M leaves them out until their request is admitted, the step also tracks the free blocks, a sorted waiting queue
+    puts the requests holding KV first (as the queue's front holds them), and in the group 'all' a candidate evicts
+    nobody when evicting every victim would still leave it short (``_Step._futile``).
     """
 
     name = "infermax"
@@ -71,6 +80,7 @@ class InferMax(Scheduler):
     source = ("InferMax (Kim et al., arXiv 2411.07447 v3 = Kim et al.): Algorithm 1 SCHEDULER(M, C, P), §3.1; "
               "Table 1 settings; proposed deployable policy: paper §6")
     recompute_only = True  # the paper evicts by recomputation only (§2.2); the replica refuses swap mode
+    serves_transferred_kv = True  # a sent prompt: its last token; its blocks join M when it is admitted
     token_budgets = ("prefill_tokens", "batch_tokens")  # None: the replica's max_num_batched_tokens
     groups: str = "decode,partial,waiting"
     running_order: str = "kv_desc"
@@ -101,12 +111,6 @@ class InferMax(Scheduler):
             raise ValueError(f"{who}: the group 'all' (waiting and running ranked together) must be the only group")
         # static batches and the single ranked group list requests a KV tier is still loading (Scheduler)
         self.runs_beside_tier_loads = not (self.static or "all" in self._groups)
-        # a disaggregated decode pool (Scheduler): the settings whose groups keep the queue's order, whose front
-        # holds the sent prompts. The single ranked group and a sorted queue let a request holding no KV stop those
-        # (a livelock under Rank_I: docs/disaggregation.md); the class flag, when set (scripts/decode_pool_fuzz.py),
-        # lets every setting try
-        self.serves_transferred_kv = type(self).serves_transferred_kv or (
-            "all" not in self._groups and self.waiting_order == "queue")
         for field_name, allowed in (("running_order", RUNNING_ORDERS), ("waiting_order", WAITING_ORDERS),
                                     ("rank_key", RANK_KEYS), ("reserve", RESERVES)):
             if getattr(self, field_name) not in allowed:
@@ -202,7 +206,13 @@ class InferMax(Scheduler):
             return pending
         if self.waiting_order == "queue":
             return view.waiting
-        return sorted(view.waiting, key=self._length_key(self.waiting_order, view))
+        order = sorted(view.waiting, key=self._length_key(self.waiting_order, view))
+        if view.blocks_held_waiting:
+            # requests holding KV (a decode instance's sent prompts) go first, as in the queue: the blocks they hold
+            # join the ledger only when they are admitted, and a request holding none sorted ahead of them could stop
+            # the group for want of those very blocks, for ever
+            order.sort(key=holds_no_kv)
+        return order
 
     def _blocked(self, head: Request, view: ReplicaView, step: "_Step") -> bool:
         """An idle replica's cohort head that holds no KV and that neither the free blocks nor M (less the blocks
@@ -443,7 +453,7 @@ class _Step:
                 # an idle replica always takes the head of the queue; one holding KV whatever it reserves, since
                 # the others holding KV may leave it no room (their blocks are theirs until admitted)
                 break
-            if group != "all":
+            if group != "all" or (self.free is not None and self._futile(self.used + need - self.cap + self.mark)):
                 self.cap -= r.num_blocks
                 return False
             victim = self._victim(None)
@@ -466,6 +476,9 @@ class _Step:
         new = max(held, r.num_computed + c)
         delta = blocks(new) - blocks(held)
         takes = self.view.extra_blocks(r, r.num_computed + c) if self.free is not None else 0
+        if group == "all" and self.free is not None and self._futile(self.used + delta - self.cap, takes, r):
+            self._evict(r)
+            return False
         while (delta and self.used + delta > self.cap) or (takes > 0 and takes > self.free):
             victim = self._victim(r if group != "all" else None, skip=r)
             if victim is None or victim is r:
@@ -477,6 +490,21 @@ class _Step:
         if takes > 0:
             self.free -= takes
         return True
+
+    def _futile(self, short: int, takes: int = 0, skip: Request | None = None) -> bool:
+        """Beside blocks held outside the ledger (a decode instance's sent prompts), whether evicting every running
+        request not yet batched (but ``skip``) would still leave the ledger ``short`` blocks over, or fewer than
+        ``takes`` blocks free. In the group 'all' a waiting candidate then evicts nobody, and a running one only
+        itself: the held blocks join the ledger only as their requests are admitted, so evicting the others would
+        only throw their work away, step after step (a livelock under Rank_I, seed 612 of
+        scripts/decode_pool_fuzz.py). The paper's caches hold nothing outside the ledger: there Algorithm 1's
+        eviction is kept as the authors wrote it."""
+        if short <= 0 and takes <= self.free:
+            return False
+        gone, held, view = self.gone, self.held, self.view
+        victims = [v for v in self.pool if v.id not in gone and v is not skip]
+        return (short > sum(view.blocks_for(held[v.id]) for v in victims)
+                or takes > self.free + sum(map(view.preempt_frees, victims)))
 
     def _victim(self, stop_at: Request | None, skip: Request | None = None) -> Request | None:
         """The lowest-priority running request not yet batched: the pool's tail (``stop_at`` itself when reached)."""
