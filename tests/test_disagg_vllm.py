@@ -89,6 +89,11 @@ PAIR = textwrap.dedent("""
     print("ORCA_DECODED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
     report("ORCA_DECODE", orca)
     del orca
+    ranked = engine("kv_consumer", "infermax-rank-i", "AsyncFolderConnector")  # Kim et al.'s ranked group, M
+    outs = ranked.generate(prompts, GREEDY)
+    print("RANKED_DECODED", [list(o.outputs[0].token_ids) for o in outs], flush=True)
+    report("RANKED_DECODE", ranked)
+    del ranked
     import tests.colocated_only  # a policy of a user's own that plans waiting requests as holding nothing
     warned = engine("kv_consumer", tests.colocated_only.NAME)  # warned of
     del warned
@@ -131,6 +136,8 @@ def test_a_1p1d_pair_runs_under_the_plug_in_on_both_sides_and_decodes_as_colocat
     assert line(out, "RAD_DECODED") == decoded
     assert line(out, "ORCA_DECODE").startswith("llmsched.vllm.adapter 4 0 [] ")
     assert line(out, "ORCA_DECODED") == decoded and "and scheduler 'orca'" not in out
+    assert line(out, "RANKED_DECODE").startswith("llmsched.vllm.adapter 4 0 [] ")
+    assert line(out, "RANKED_DECODED") == decoded and "and scheduler 'infermax-rank-i'" not in out
     assert "receives KV through a connector (kv_role kv_consumer), and scheduler 'test-colocated-only'" in out
     assert "and scheduler 'sarathi'" not in out and "and scheduler 'vllm-chunked'" not in out
     assert "and scheduler 'vtc'" not in out and "and scheduler 'rad'" not in out
