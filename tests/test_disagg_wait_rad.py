@@ -122,7 +122,7 @@ def test_the_fuzz_seeds_that_failed_with_these_policies_on_every_decode_pool_run
 def test_a_sent_prompt_longer_than_the_budget_runs_its_last_token_under_a_policy_that_never_chunks(scheduler):
     """A decode instance computes a sent prompt's last token only, so a prompt longer than its token budget still
     runs. Before, the policies that never chunk rejected it as it landed (``Scheduler.unservable`` counted its whole
-    length); a 48-token one recomputed after a preemption would still be refused, as vLLM refuses it."""
+    length). A new 48-token prompt is still refused at arrival (as one recomputed after a preemption is)."""
     params = dict(POLICIES.get(scheduler, {}), **({"chunked_prefill": False} if scheduler == "vllm-chunked" else {}))
     cfg = ReplicaConfig(num_blocks=8, block_size=16, max_num_seqs=2, max_num_batched_tokens=16, max_model_len=64,
                         oracle=True, check_invariants=True)
