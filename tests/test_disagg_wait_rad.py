@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from conftest import AffineStepTime
 
+from llmsched.engine.livelock import FRUITLESS_PREEMPTIONS, Livelock, note_preemption
 from llmsched.engine.replica import Replica, ReplicaConfig
 from llmsched.request import Request, Status
 from llmsched.schedulers.registry import create_scheduler
@@ -136,3 +137,29 @@ def test_a_sent_prompt_longer_than_the_budget_runs_its_last_token_under_a_policy
     late = Request(2, 0.0, 48, 3)
     rep.add(late, 1.0)
     assert late.status is Status.REJECTED and "48-token" in late.reject_reason
+
+
+def test_a_request_preempted_without_progress_beside_kv_in_flight_is_not_a_livelock():
+    """The livelock guard (engine/livelock.py) counts a request's preemptions with no token and no progress of its
+    replica. Beside KV transfers still in flight the progress is to come: the conservation fuzz's seed 149,884 had
+    two prompts' KV (887 of 1,080 blocks) crossing a 50 MB/s link while FairBatching swapped two prompts that could
+    not both fit beside it, each preempting the other 1,000 times, and the guard stopped the run; with the guard
+    waiting on the transfers, they landed and the run finished. Without a transfer the guard still fires."""
+    cfg = ReplicaConfig(num_blocks=12, block_size=16, max_num_seqs=1, max_num_batched_tokens=16)
+    rep = Replica(0, create_scheduler("vllm-chunked"), AffineStepTime(), cfg)
+    sent, prompt = Request(1, 0.0, 128, 2), Request(0, 0.0, 96, 2)
+    rep.receive(sent, 0.0)
+    rep.add(prompt, 0.0)
+    rep.start_step(0.0)  # the scheduling point reserves the transfer's blocks; the prompt's blocks are not free
+    assert rep.transferring == [sent] and rep.take_reserved() == [sent]
+    for _ in range(FRUITLESS_PREEMPTIONS + 100):
+        note_preemption(rep, prompt)
+    rep.loaded(sent, 0.0)
+    drive(rep)
+    assert sent.status is Status.FINISHED and prompt.status is Status.FINISHED and rep.kv.free == 12
+    alone = Replica(0, create_scheduler("vllm-chunked"), AffineStepTime(), cfg)
+    other = Request(2, 0.0, 96, 2)
+    alone.add(other, 0.0)
+    with pytest.raises(Livelock, match="request 2 was preempted 1000 times in a row"):
+        for _ in range(FRUITLESS_PREEMPTIONS):
+            note_preemption(alone, other)

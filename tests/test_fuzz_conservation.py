@@ -775,7 +775,7 @@ def test_fair_policies_count_the_cached_blocks_an_admission_takes(name):
 
 
 @pytest.mark.parametrize("seed", [1050, 2224, 4301, 6313, 6813, 7051, 9103, 10530, 12000, 12104, 25783, 25858, 26077,
-                                  39059, 57924, 64941, 218327])
+                                  39059, 57924, 64941, 149884, 218327])
 def test_seeds_beyond_ci_that_once_failed(seed):
     """Seeds of the full-size fuzz (beyond CI's 1,000) that once broke a guarantee, each fixed with a focused test
     of its own: goodput beside sent prompts (1050, 2224, 4301) and evicting every decode beside a prompt in
@@ -794,7 +794,9 @@ def test_seeds_beyond_ci_that_once_failed(seed):
     at the same step count and refused as listed twice (64941: fairbatching-fb on a prefill pool with vLLM's
     connector), and vllm (v0) on a decode pool with swap preemption idle for ever, its swapped request short of the
     blocks the prompts a prefill instance sent were holding while they waited (218327, from a run of decode-tier
-    fleets only; the same stall without the tiers).
+    fleets only; the same stall without the tiers), and the livelock guard stopping a decode instance whose two
+    prompts, under FairBatching, preempted each other beside KV still crossing a 50 MB/s link (149884;
+    tests/test_disagg_wait_rad.py).
     Pinned so that each is checked on every run. A seed's fleets draw their decode pools' schedulers from
     ``decode_schedulers()``, which grew as policies learned to serve one (until 2026-12-02, when every built-in
     did), so some of these seeds now draw another fleet than the one described; the focused tests keep each case."""
