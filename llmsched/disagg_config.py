@@ -175,7 +175,7 @@ def check_decode_schedulers(fleet: Fleet, configs: dict) -> None:
     from .schedulers.registry import create_scheduler, scheduler_names
     for pool in fleet.pools_of(DECODE):
         name, params = configs[pool.name].scheduler, configs[pool.name].scheduler_params
-        if not getattr(create_scheduler(name, **params), "serves_transferred_kv", False):  # (InferMax: per setting)
+        if not getattr(create_scheduler(name, **params), "serves_transferred_kv", False):  # (may be per setting)
             able = [n for n in scheduler_names() if getattr(create_scheduler(n), "serves_transferred_kv", False)]
             setting = f" with {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""
             raise ValueError(f"{fleet.source}: decode pool {pool.name!r}: scheduler {name!r}{setting} plans a waiting "

@@ -207,7 +207,7 @@ class InferMax(Scheduler):
         if self.waiting_order == "queue":
             return view.waiting
         order = sorted(view.waiting, key=self._length_key(self.waiting_order, view))
-        if view.blocks_held_waiting:
+        if step.free is not None:  # (blocks are held outside the running set)
             # requests holding KV (a decode instance's sent prompts) go first, as in the queue: the blocks they hold
             # join the ledger only when they are admitted, and a request holding none sorted ahead of them could stop
             # the group for want of those very blocks, for ever
